@@ -1,0 +1,111 @@
+//! Builds the wasm components before the host, so that `cargo build` alone yields a binary with the
+//! stock components embedded:
+//!
+//! - every crate under `actions/` becomes a stock module (`OUT_DIR/stock.rs` lists them);
+//! - every crate under `tests/components/` is built for the host's tests
+//!   (`VELERO_WASM_TEST_COMPONENTS` names the directory).
+//!
+//! The components are built by a nested `cargo build --target wasm32-wasip2 --profile component` with
+//! its own target directory (`target/wasm`), so it never waits on the outer build's lock.
+
+use std::env;
+use std::fmt::Write as _;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const TARGET: &str = "wasm32-wasip2";
+const PROFILE: &str = "component";
+
+fn main() {
+    let manifest_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
+    let root = manifest_dir.parent().expect("host/ sits in the workspace").to_path_buf();
+    let out_dir = PathBuf::from(env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
+
+    for watched in ["actions", "sdk", "wit", "label-selector", "tests/components", "Cargo.lock", "Cargo.toml"] {
+        println!("cargo:rerun-if-changed={}", root.join(watched).display());
+    }
+
+    let stock = crates_in(&root.join("actions"));
+    let test_components = crates_in(&root.join("tests/components"));
+    let wasm_target_dir = target_dir(&out_dir).join("wasm");
+    let all: Vec<&String> = stock.iter().chain(test_components.iter()).collect();
+    if !all.is_empty() {
+        build_components(&root, &wasm_target_dir, &all);
+    }
+    let built = wasm_target_dir.join(TARGET).join(PROFILE);
+
+    let mut code = String::from("const STOCK: &[Stock] = &[\n");
+    for name in &stock {
+        let wasm = built.join(format!("{}.wasm", name.replace('-', "_")));
+        let manifest = root.join("actions").join(name).join(format!("{name}.toml"));
+        if !manifest.exists() {
+            panic!(
+                "actions/{name} has no manifest: every stock component needs actions/{name}/{name}.toml"
+            );
+        }
+        writeln!(
+            code,
+            "    Stock {{ name: {name:?}, wasm: include_bytes!({:?}), manifest: include_str!({:?}) }},",
+            wasm.display().to_string(),
+            manifest.display().to_string()
+        )
+        .unwrap();
+    }
+    code.push_str("];\n");
+    fs::write(out_dir.join("stock.rs"), code).expect("write stock.rs");
+    println!("cargo:rustc-env=VELERO_WASM_TEST_COMPONENTS={}", built.display());
+}
+
+/// Names of the crates (directories with a Cargo.toml) directly under `dir`, sorted.
+fn crates_in(dir: &Path) -> Vec<String> {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = entries
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().join("Cargo.toml").exists())
+        .filter_map(|e| e.file_name().into_string().ok())
+        .collect();
+    names.sort();
+    names
+}
+
+/// The workspace target directory: OUT_DIR is `<target>/<profile>/build/<pkg>-<hash>/out`, possibly
+/// with a target triple after `<target>`.
+fn target_dir(out_dir: &Path) -> PathBuf {
+    out_dir
+        .ancestors()
+        .find(|p| p.file_name().is_some_and(|n| n == "build"))
+        .and_then(|build| build.parent())
+        .and_then(|profile| profile.parent())
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| out_dir.join("target"))
+}
+
+fn build_components(root: &Path, target_dir: &Path, crates: &[&String]) {
+    let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(root)
+        .arg("build")
+        .arg("--target")
+        .arg(TARGET)
+        .arg("--profile")
+        .arg(PROFILE)
+        .arg("--target-dir")
+        .arg(target_dir);
+    for name in crates {
+        cmd.arg("-p").arg(name.as_str());
+    }
+    // The outer build's flags and wrappers (clippy, coverage) are for the host, not the components.
+    for var in ["CARGO_ENCODED_RUSTFLAGS", "RUSTFLAGS", "RUSTC_WORKSPACE_WRAPPER", "RUSTC_WRAPPER", "CARGO_TARGET_DIR", "CARGO_BUILD_TARGET"] {
+        cmd.env_remove(var);
+    }
+    let output = cmd.output().expect("run cargo to build the wasm components");
+    if !output.status.success() {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        panic!(
+            "building the wasm components failed (is the target installed? `rustup target add {TARGET}`):\n{stderr}"
+        );
+    }
+}

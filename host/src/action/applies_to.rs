@@ -1,0 +1,182 @@
+//! Whether an action applies to an item, by Velero's rules for a `ResourceSelector`
+//! (`pkg/plugin/framework/action_resolver.go`): resources and namespaces by include/exclude globs,
+//! cluster-scoped items only when no namespace is excluded, labels by the label selector.
+//!
+//! Velero resolves resource names through API discovery; without a cluster we accept the forms that
+//! resolution accepts and that can be derived from the item itself: plural (`pods`), singular or kind
+//! (`pod`, `Pod`), each optionally qualified by the group (`deployments.apps`). Short names (`po`) are
+//! not known without discovery and never match.
+
+use label_selector::{LabelSelector, ParseError};
+
+use super::{ItemRef, Selector};
+use crate::glob::matches as glob;
+
+/// A selector whose label part does not parse.
+#[derive(Debug, thiserror::Error)]
+#[error("label selector {selector:?} does not parse: {source}")]
+pub struct SelectorError {
+    /// The selector string.
+    pub selector: String,
+    /// The parse error.
+    #[source]
+    pub source: ParseError,
+}
+
+/// A selector ready for matching.
+#[derive(Debug, Clone)]
+pub struct AppliesTo {
+    selector: Selector,
+    labels: LabelSelector,
+}
+
+impl AppliesTo {
+    /// Prepares a selector; fails if its label selector does not parse (Velero would fail the backup).
+    pub fn new(selector: &Selector) -> Result<AppliesTo, SelectorError> {
+        let labels = LabelSelector::parse(&selector.label_selector).map_err(|source| SelectorError {
+            selector: selector.label_selector.clone(),
+            source,
+        })?;
+        Ok(AppliesTo {
+            selector: selector.clone(),
+            labels,
+        })
+    }
+
+    /// `Ok` when the selector matches the item, seen in `namespace` (for restores, the target
+    /// namespace after Velero's namespace mapping); otherwise the reason it does not.
+    pub fn check(&self, item: &ItemRef, namespace: &str) -> Result<(), String> {
+        let s = &self.selector;
+        let resource = Forms::of(item);
+        if s.excluded_resources.iter().any(|p| p != "*" && resource.matches(p)) {
+            return Err(format!("{} is in excludedResources {:?}", item.group_resource(), s.excluded_resources));
+        }
+        let included = s.included_resources.is_empty() || s.included_resources.iter().any(|p| p == "*" || resource.matches(p));
+        if !included {
+            return Err(format!("{} is not in includedResources {:?}", item.group_resource(), s.included_resources));
+        }
+        if namespace.is_empty() {
+            let all = s.included_namespaces.is_empty() || s.included_namespaces == ["*"];
+            if !all || !s.excluded_namespaces.is_empty() {
+                return Err("the item is cluster-scoped and the selector restricts namespaces".to_string());
+            }
+        } else {
+            if s.excluded_namespaces.iter().any(|p| p != "*" && glob(p, namespace)) {
+                return Err(format!("namespace {namespace} is in excludedNamespaces {:?}", s.excluded_namespaces));
+            }
+            let included = s.included_namespaces.is_empty() || s.included_namespaces.iter().any(|p| p == "*" || glob(p, namespace));
+            if !included {
+                return Err(format!("namespace {namespace} is not in includedNamespaces {:?}", s.included_namespaces));
+            }
+        }
+        if !self.labels.matches_with(|k| item.labels.get(k).map(String::as_str)) {
+            return Err(format!("its labels do not match the selector {:?}", s.label_selector));
+        }
+        Ok(())
+    }
+}
+
+/// The names a resource entry may use for the item's resource.
+struct Forms {
+    group: String,
+    names: [String; 2],
+}
+
+impl Forms {
+    fn of(item: &ItemRef) -> Forms {
+        Forms {
+            group: item.group().to_ascii_lowercase(),
+            names: [item.resource(), item.kind.to_ascii_lowercase()],
+        }
+    }
+
+    fn matches(&self, pattern: &str) -> bool {
+        let pattern = pattern.to_ascii_lowercase();
+        let name_matches = |p: &str| self.names.iter().any(|n| glob(p, n));
+        if name_matches(&pattern) {
+            return true;
+        }
+        // `resource.group` (the group may itself contain dots: `virtualmachines.kubevirt.io`).
+        match pattern.split_once('.') {
+            Some((name, group)) => name_matches(name) && glob(group, &self.group),
+            None => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item(api_version: &str, kind: &str, ns: &str, labels: &[(&str, &str)]) -> ItemRef {
+        ItemRef {
+            api_version: api_version.into(),
+            kind: kind.into(),
+            namespace: ns.into(),
+            name: "x".into(),
+            labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        }
+    }
+
+    fn sel(f: impl FnOnce(&mut Selector)) -> AppliesTo {
+        let mut s = Selector::default();
+        f(&mut s);
+        AppliesTo::new(&s).unwrap()
+    }
+
+    #[test]
+    fn empty_selector_applies_to_everything() {
+        let a = sel(|_| {});
+        assert!(a.check(&item("v1", "Pod", "ns", &[]), "ns").is_ok());
+        assert!(a.check(&item("v1", "Node", "", &[]), "").is_ok());
+    }
+
+    #[test]
+    fn resources_match_by_plural_kind_and_group() {
+        let a = sel(|s| s.included_resources = vec!["VirtualMachine".into()]);
+        assert!(a.check(&item("kubevirt.io/v1", "VirtualMachine", "ns", &[]), "ns").is_ok());
+        assert!(a.check(&item("kubevirt.io/v1", "VirtualMachineInstance", "ns", &[]), "ns").is_err());
+        let a = sel(|s| s.included_resources = vec!["virtualmachines.kubevirt.io".into()]);
+        assert!(a.check(&item("kubevirt.io/v1", "VirtualMachine", "ns", &[]), "ns").is_ok());
+        assert!(a.check(&item("other.io/v1", "VirtualMachine", "ns", &[]), "ns").is_err());
+        let a = sel(|s| s.included_resources = vec!["persistentvolumeclaims".into()]);
+        assert!(a.check(&item("v1", "PersistentVolumeClaim", "ns", &[]), "ns").is_ok());
+    }
+
+    #[test]
+    fn excludes_win_and_star_includes_all() {
+        let a = sel(|s| {
+            s.included_resources = vec!["*".into()];
+            s.excluded_resources = vec!["secrets".into()];
+        });
+        assert!(a.check(&item("v1", "ConfigMap", "ns", &[]), "ns").is_ok());
+        assert!(a.check(&item("v1", "Secret", "ns", &[]), "ns").is_err());
+    }
+
+    #[test]
+    fn any_excluded_namespace_disables_cluster_scoped_items() {
+        let a = sel(|s| s.excluded_namespaces = vec!["kube-system".into()]);
+        assert!(a.check(&item("v1", "Pod", "default", &[]), "default").is_ok());
+        assert!(a.check(&item("v1", "Pod", "kube-system", &[]), "kube-system").is_err());
+        assert!(a.check(&item("v1", "PersistentVolume", "", &[]), "").is_err());
+        let a = sel(|s| s.included_namespaces = vec!["prod-*".into()]);
+        assert!(a.check(&item("v1", "Pod", "prod-eu", &[]), "prod-eu").is_ok());
+        assert!(a.check(&item("v1", "Pod", "dev", &[]), "dev").is_err());
+    }
+
+    #[test]
+    fn labels_must_match() {
+        let a = sel(|s| s.label_selector = "kubevirt.io in (virt-launcher, hotplug-disk)".into());
+        assert!(a.check(&item("v1", "Pod", "ns", &[("kubevirt.io", "virt-launcher")]), "ns").is_ok());
+        assert!(a.check(&item("v1", "Pod", "ns", &[]), "ns").is_err());
+    }
+
+    #[test]
+    fn a_bad_label_selector_is_an_error() {
+        let s = Selector {
+            label_selector: "a in (".into(),
+            ..Selector::default()
+        };
+        assert!(AppliesTo::new(&s).is_err());
+    }
+}

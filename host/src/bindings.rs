@@ -1,0 +1,183 @@
+//! Host bindings generated from the WIT package (`wit/`), and their conversions to and from the domain
+//! types of [`crate::action`]. Only the runtime and the capabilities use these types.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::action::{
+    ActionInfo, ActionKind, BackupOutcome, Need, OperationProgress, ResourceId, RestoreOutcome, Selector, Verb,
+};
+
+wasmtime::component::bindgen!({
+    path: "../wit",
+    world: "plugin",
+    imports: {
+        "velero-wasm:plugin/kube": async,
+        "velero-wasm:plugin/clock.sleep": async,
+        "velero-wasm:plugin/random.bytes": trappable,
+    },
+    exports: { default: async },
+});
+
+pub use exports::velero_wasm::plugin::actions as wit_actions;
+pub use velero_wasm::plugin::types as wit_types;
+
+impl From<wit_actions::Kind> for ActionKind {
+    fn from(kind: wit_actions::Kind) -> Self {
+        match kind {
+            wit_actions::Kind::Backup => ActionKind::Backup,
+            wit_actions::Kind::BackupV2 => ActionKind::BackupV2,
+            wit_actions::Kind::Restore => ActionKind::Restore,
+            wit_actions::Kind::RestoreV2 => ActionKind::RestoreV2,
+            wit_actions::Kind::ItemBlock => ActionKind::ItemBlock,
+            wit_actions::Kind::Delete => ActionKind::Delete,
+        }
+    }
+}
+
+impl From<wit_types::Verb> for Verb {
+    fn from(verb: wit_types::Verb) -> Self {
+        match verb {
+            wit_types::Verb::Get => Verb::Get,
+            wit_types::Verb::List => Verb::List,
+            wit_types::Verb::Create => Verb::Create,
+            wit_types::Verb::Update => Verb::Update,
+            wit_types::Verb::Patch => Verb::Patch,
+            wit_types::Verb::Delete => Verb::Delete,
+        }
+    }
+}
+
+impl From<wit_actions::ActionInfo> for ActionInfo {
+    fn from(info: wit_actions::ActionInfo) -> Self {
+        let s = info.applies_to;
+        ActionInfo {
+            name: info.name,
+            kind: info.kind.into(),
+            applies_to: Selector {
+                included_namespaces: s.included_namespaces,
+                excluded_namespaces: s.excluded_namespaces,
+                included_resources: s.included_resources,
+                excluded_resources: s.excluded_resources,
+                label_selector: s.label_selector,
+            },
+            description: info.description,
+            needs: info
+                .needs
+                .into_iter()
+                .map(|n| match n {
+                    wit_actions::Need::Kube((resource, verbs)) => Need::Kube {
+                        resource,
+                        verbs: verbs.into_iter().map(Verb::from).collect(),
+                    },
+                    wit_actions::Need::Http(host) => Need::Http(host),
+                })
+                .collect(),
+        }
+    }
+}
+
+impl From<wit_types::ResourceId> for ResourceId {
+    fn from(id: wit_types::ResourceId) -> Self {
+        ResourceId {
+            group: id.group,
+            resource: id.resource,
+            namespace: id.namespace,
+            name: id.name,
+        }
+    }
+}
+
+impl From<ResourceId> for wit_types::ResourceId {
+    fn from(id: ResourceId) -> Self {
+        wit_types::ResourceId {
+            group: id.group,
+            resource: id.resource,
+            namespace: id.namespace,
+            name: id.name,
+        }
+    }
+}
+
+/// A backup response, with the input item substituted when the action returned none.
+pub fn backup_outcome(response: wit_actions::BackupResponse, input_item: String) -> BackupOutcome {
+    BackupOutcome {
+        item: response.item.unwrap_or(input_item),
+        additional_items: response.additional_items.into_iter().map(ResourceId::from).collect(),
+        operation_id: response.operation_id.filter(|id| !id.is_empty()),
+        post_operation_items: response.post_operation_items.into_iter().map(ResourceId::from).collect(),
+    }
+}
+
+/// A restore response, with the input item substituted when the action returned none.
+pub fn restore_outcome(response: wit_actions::RestoreResponse, input_item: String) -> RestoreOutcome {
+    RestoreOutcome {
+        item: response.item.unwrap_or(input_item),
+        additional_items: response.additional_items.into_iter().map(ResourceId::from).collect(),
+        skip_restore: response.skip_restore,
+        operation_id: response.operation_id.filter(|id| !id.is_empty()),
+        wait_for_additional_items: response.wait_for_additional_items,
+        additional_items_timeout: response.additional_items_timeout.map(Duration::from_nanos),
+    }
+}
+
+/// A wall-clock time as the WIT `timestamp`.
+pub fn timestamp(time: SystemTime) -> wit_types::Timestamp {
+    match time.duration_since(UNIX_EPOCH) {
+        Ok(d) => wit_types::Timestamp {
+            seconds: d.as_secs() as i64,
+            nanoseconds: d.subsec_nanos(),
+        },
+        Err(before) => {
+            let d = before.duration();
+            let (secs, nanos) = if d.subsec_nanos() == 0 {
+                (-(d.as_secs() as i64), 0)
+            } else {
+                (-(d.as_secs() as i64) - 1, 1_000_000_000 - d.subsec_nanos())
+            };
+            wit_types::Timestamp {
+                seconds: secs,
+                nanoseconds: nanos,
+            }
+        }
+    }
+}
+
+fn system_time(t: wit_types::Timestamp) -> SystemTime {
+    let nanos = Duration::from_nanos(u64::from(t.nanoseconds.min(999_999_999)));
+    if t.seconds >= 0 {
+        UNIX_EPOCH + Duration::from_secs(t.seconds as u64) + nanos
+    } else {
+        UNIX_EPOCH - Duration::from_secs(t.seconds.unsigned_abs()) + nanos
+    }
+}
+
+impl From<wit_actions::OperationProgress> for OperationProgress {
+    fn from(p: wit_actions::OperationProgress) -> Self {
+        OperationProgress {
+            completed: p.completed,
+            error: p.error.filter(|e| !e.is_empty()),
+            n_completed: p.n_completed,
+            n_total: p.n_total,
+            units: p.units,
+            description: p.description,
+            started: p.started.map(system_time),
+            updated: p.updated.map(system_time),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_round_trip_on_both_sides_of_the_epoch() {
+        for t in [
+            UNIX_EPOCH + Duration::new(1_700_000_000, 5),
+            UNIX_EPOCH - Duration::new(10, 250),
+            UNIX_EPOCH - Duration::from_secs(3),
+        ] {
+            assert_eq!(system_time(timestamp(t)), t);
+        }
+    }
+}

@@ -1,0 +1,377 @@
+//! An in-memory cluster built from fixture files (`run --cluster`): get by name, list by namespace and
+//! selectors in API order (namespace, then name, as kube-apiserver returns them), and writes applied to
+//! the in-memory state and recorded, so `run` can report every write an action made.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+use serde::Serialize;
+use serde_json::Value;
+
+use super::{ApiResource, KubeBackend, KubeError, ListOptions, Patch};
+use crate::action::plural_of;
+use crate::capabilities::Clock;
+use crate::documents::{read_objects, DocumentError};
+
+/// One write an action made, as `run` reports it in `clusterWrites`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterWrite {
+    /// `create`, `update`, `patch` or `delete`.
+    pub verb: &'static str,
+    /// The object's `apiVersion`.
+    pub api_version: String,
+    /// The object's `kind`.
+    pub kind: String,
+    /// Namespace ("" when cluster-scoped).
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// The object as stored (create, update, patch).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub object: Option<Value>,
+    /// The patch document (patch).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub patch: Option<Value>,
+    /// `merge` or `json` (patch).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub patch_type: Option<&'static str>,
+}
+
+/// A fixture file that cannot become part of the cluster.
+#[derive(Debug, thiserror::Error)]
+pub enum FixtureError {
+    /// Unreadable or unparseable file.
+    #[error(transparent)]
+    Document(#[from] DocumentError),
+    /// An object without `apiVersion`, `kind` or `metadata.name`.
+    #[error("{}: an object needs apiVersion, kind and metadata.name (found {found})", path.display())]
+    NotAnObject {
+        /// The file.
+        path: PathBuf,
+        /// What the object had.
+        found: String,
+    },
+    /// The same object twice.
+    #[error("{} and {}: both define {what}", first.display(), second.display())]
+    Duplicate {
+        /// Where it was first defined.
+        first: PathBuf,
+        /// Where it was defined again.
+        second: PathBuf,
+        /// The object.
+        what: String,
+    },
+}
+
+/// `(resource.group, namespace, name)`: sorts like kube-apiserver's storage keys.
+type Key = (String, String, String);
+
+#[derive(Default)]
+struct State {
+    objects: BTreeMap<Key, Value>,
+    writes: Vec<ClusterWrite>,
+    counter: u64,
+}
+
+/// The in-memory cluster.
+pub struct FixtureCluster {
+    state: Mutex<State>,
+    clock: Clock,
+}
+
+fn key_of(object: &Value) -> Option<Key> {
+    let api_version = object.get("apiVersion")?.as_str()?;
+    let kind = object.get("kind")?.as_str().filter(|k| !k.is_empty())?;
+    let name = object.pointer("/metadata/name")?.as_str().filter(|n| !n.is_empty())?;
+    let namespace = object.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("");
+    let group = api_version.rsplit_once('/').map(|(g, _)| g).unwrap_or("");
+    let resource = plural_of(kind);
+    let group_resource = if group.is_empty() { resource } else { format!("{resource}.{group}") };
+    Some((group_resource, namespace.to_string(), name.to_string()))
+}
+
+fn describe(key: &Key) -> String {
+    if key.1.is_empty() {
+        format!("{} {}", key.0, key.2)
+    } else {
+        format!("{} {}/{}", key.0, key.1, key.2)
+    }
+}
+
+fn not_found(api: &ApiResource, name: &str) -> KubeError {
+    KubeError::NotFound(format!("{} \"{name}\" not found", api.group_resource()))
+}
+
+impl FixtureCluster {
+    /// An empty cluster.
+    pub fn empty(clock: Clock) -> FixtureCluster {
+        FixtureCluster {
+            state: Mutex::new(State::default()),
+            clock,
+        }
+    }
+
+    /// A cluster holding every object in these files and directories.
+    pub fn load(paths: &[PathBuf], clock: Clock) -> Result<FixtureCluster, FixtureError> {
+        let mut objects: BTreeMap<Key, (PathBuf, Value)> = BTreeMap::new();
+        for (path, object) in read_objects(paths)? {
+            let key = key_of(&object).ok_or_else(|| FixtureError::NotAnObject {
+                path: path.clone(),
+                found: format!(
+                    "apiVersion {}, kind {}, name {}",
+                    object.get("apiVersion").unwrap_or(&Value::Null),
+                    object.get("kind").unwrap_or(&Value::Null),
+                    object.pointer("/metadata/name").unwrap_or(&Value::Null)
+                ),
+            })?;
+            if let Some((first, _)) = objects.get(&key) {
+                return Err(FixtureError::Duplicate {
+                    first: first.clone(),
+                    second: path,
+                    what: describe(&key),
+                });
+            }
+            objects.insert(key, (path, object));
+        }
+        Ok(FixtureCluster {
+            state: Mutex::new(State {
+                objects: objects.into_iter().map(|(k, (_, v))| (k, v)).collect(),
+                ..State::default()
+            }),
+            clock,
+        })
+    }
+
+    /// The writes made so far, in order.
+    pub fn writes(&self) -> Vec<ClusterWrite> {
+        self.lock().writes.clone()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl State {
+    fn next(&mut self) -> u64 {
+        self.counter += 1;
+        self.counter
+    }
+
+    fn record(&mut self, verb: &'static str, key: &Key, object: Option<&Value>, patch: Option<&Patch>) {
+        let source = object.or_else(|| self.objects.get(key));
+        let field = |name: &str| source.and_then(|o| o.get(name)).and_then(Value::as_str).unwrap_or("").to_string();
+        self.writes.push(ClusterWrite {
+            verb,
+            api_version: field("apiVersion"),
+            kind: field("kind"),
+            namespace: key.1.clone(),
+            name: key.2.clone(),
+            object: object.cloned(),
+            patch: patch.map(Patch::to_value),
+            patch_type: patch.map(Patch::kind),
+        });
+    }
+}
+
+fn set_meta(object: &mut Value, field: &str, value: Value) {
+    if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+        metadata.insert(field.to_string(), value);
+    }
+}
+
+fn resource_version(object: &Value) -> Option<&str> {
+    object.pointer("/metadata/resourceVersion").and_then(Value::as_str)
+}
+
+#[async_trait]
+impl KubeBackend for FixtureCluster {
+    async fn get(&self, api: &ApiResource, namespace: &str, name: &str) -> Result<Value, KubeError> {
+        let key = (api.group_resource(), namespace.to_string(), name.to_string());
+        self.lock().objects.get(&key).cloned().ok_or_else(|| not_found(api, name))
+    }
+
+    async fn list(&self, api: &ApiResource, namespace: &str, options: &ListOptions) -> Result<Vec<Value>, KubeError> {
+        let group_resource = api.group_resource();
+        let state = self.lock();
+        Ok(state
+            .objects
+            .iter()
+            .filter(|((gr, ns, _), _)| *gr == group_resource && (namespace.is_empty() || ns == namespace))
+            .map(|(_, o)| o)
+            .filter(|o| options.matches(o))
+            .cloned()
+            .collect())
+    }
+
+    async fn create(&self, api: &ApiResource, namespace: &str, mut object: Value) -> Result<Value, KubeError> {
+        let mut state = self.lock();
+        let n = state.next();
+        if object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("").is_empty() {
+            let prefix = object.pointer("/metadata/generateName").and_then(Value::as_str).unwrap_or("");
+            if prefix.is_empty() {
+                return Err(KubeError::Invalid("the object needs metadata.name or metadata.generateName".into()));
+            }
+            let name = format!("{prefix}{n:05x}");
+            set_meta(&mut object, "name", Value::String(name));
+        }
+        object["apiVersion"] = Value::String(api.api_version());
+        if object.get("kind").and_then(Value::as_str).unwrap_or("").is_empty() {
+            return Err(KubeError::Invalid("the object needs a kind".into()));
+        }
+        let key = key_of(&object).ok_or_else(|| KubeError::Invalid("the object needs a kind and a name".into()))?;
+        if key.0 != api.group_resource() || key.1 != namespace {
+            return Err(KubeError::Invalid(format!(
+                "an object of kind {} in namespace {:?} cannot be created as {} in namespace {namespace:?}",
+                object["kind"],
+                key.1,
+                api.group_resource()
+            )));
+        }
+        if state.objects.contains_key(&key) {
+            return Err(KubeError::Conflict(format!("{} \"{}\" already exists", key.0, key.2)));
+        }
+        set_meta(&mut object, "uid", Value::String(format!("00000000-0000-4000-8000-{n:012x}")));
+        set_meta(&mut object, "resourceVersion", Value::String(n.to_string()));
+        let created = humantime::format_rfc3339_seconds(self.clock.now()).to_string();
+        set_meta(&mut object, "creationTimestamp", Value::String(created));
+        state.record("create", &key, Some(&object), None);
+        state.objects.insert(key, object.clone());
+        Ok(object)
+    }
+
+    async fn update(&self, api: &ApiResource, namespace: &str, mut object: Value) -> Result<Value, KubeError> {
+        let name = object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("").to_string();
+        let key = (api.group_resource(), namespace.to_string(), name.clone());
+        let mut state = self.lock();
+        let stored = state.objects.get(&key).ok_or_else(|| not_found(api, &name))?;
+        if let Some(rv) = resource_version(&object) {
+            if Some(rv) != resource_version(stored) {
+                return Err(KubeError::Conflict(format!(
+                    "Operation cannot be fulfilled on {} \"{name}\": the object has been modified; please apply your changes to the latest version and try again",
+                    key.0
+                )));
+            }
+        }
+        for kept in ["uid", "creationTimestamp"] {
+            if let Some(v) = stored.pointer(&format!("/metadata/{kept}")).cloned() {
+                set_meta(&mut object, kept, v);
+            }
+        }
+        let n = state.next();
+        set_meta(&mut object, "resourceVersion", Value::String(n.to_string()));
+        state.record("update", &key, Some(&object), None);
+        state.objects.insert(key, object.clone());
+        Ok(object)
+    }
+
+    async fn patch(&self, api: &ApiResource, namespace: &str, name: &str, patch: &Patch) -> Result<Value, KubeError> {
+        let key = (api.group_resource(), namespace.to_string(), name.to_string());
+        let mut state = self.lock();
+        let mut object = state.objects.get(&key).cloned().ok_or_else(|| not_found(api, name))?;
+        match patch {
+            Patch::Merge(doc) => json_patch::merge(&mut object, doc),
+            Patch::Json(ops) => json_patch::patch(&mut object, ops)
+                .map_err(|e| KubeError::Invalid(format!("the JSON patch does not apply: {e}")))?,
+        }
+        if key_of(&object).as_ref() != Some(&key) {
+            return Err(KubeError::Invalid("a patch may not change apiVersion, kind, name or namespace".into()));
+        }
+        let n = state.next();
+        set_meta(&mut object, "resourceVersion", Value::String(n.to_string()));
+        state.record("patch", &key, Some(&object), Some(patch));
+        state.objects.insert(key, object.clone());
+        Ok(object)
+    }
+
+    async fn delete(&self, api: &ApiResource, namespace: &str, name: &str) -> Result<(), KubeError> {
+        let key = (api.group_resource(), namespace.to_string(), name.to_string());
+        let mut state = self.lock();
+        if !state.objects.contains_key(&key) {
+            return Err(not_found(api, name));
+        }
+        state.record("delete", &key, None, None);
+        state.objects.remove(&key);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn cluster(objects: &[Value]) -> FixtureCluster {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("objects.json");
+        std::fs::write(&path, Value::Array(objects.to_vec()).to_string()).unwrap();
+        FixtureCluster::load(&[path], Clock::fixed(std::time::UNIX_EPOCH)).unwrap()
+    }
+
+    fn pod(ns: &str, name: &str, labels: Value) -> Value {
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns, "labels": labels}})
+    }
+
+    const PODS: fn() -> ApiResource = || ApiResource::new("", "v1", "pods");
+
+    #[tokio::test]
+    async fn get_and_list_in_api_order() {
+        let c = cluster(&[
+            pod("b", "z", json!({"app": "web"})),
+            pod("a", "y", json!({})),
+            pod("b", "x", json!({"app": "web"})),
+        ]);
+        assert_eq!(c.get(&PODS(), "a", "y").await.unwrap()["metadata"]["name"], "y");
+        let e = c.get(&PODS(), "a", "nope").await.unwrap_err();
+        assert_eq!(e, KubeError::NotFound("pods \"nope\" not found".into()));
+        let all = c.list(&PODS(), "", &ListOptions::default()).await.unwrap();
+        let names: Vec<&str> = all.iter().map(|o| o["metadata"]["name"].as_str().unwrap()).collect();
+        assert_eq!(names, ["y", "x", "z"]);
+        let web = c.list(&PODS(), "b", &ListOptions::parse("app=web", "metadata.name!=z").unwrap()).await.unwrap();
+        assert_eq!(web.len(), 1);
+        assert!(c.list(&ApiResource::new("apps", "v1", "pods"), "", &ListOptions::default()).await.unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn writes_are_applied_and_recorded() {
+        let c = cluster(&[pod("ns", "a", json!({}))]);
+        let created = c
+            .create(&PODS(), "ns", json!({"kind": "Pod", "metadata": {"generateName": "b-", "namespace": "ns"}}))
+            .await
+            .unwrap();
+        let name = created["metadata"]["name"].as_str().unwrap().to_string();
+        assert!(name.starts_with("b-"));
+        assert_eq!(created["metadata"]["creationTimestamp"], "1970-01-01T00:00:00Z");
+        let dup = c.create(&PODS(), "ns", pod("ns", "a", json!({}))).await.unwrap_err();
+        assert!(matches!(dup, KubeError::Conflict(_)));
+
+        let mut stale = c.get(&PODS(), "ns", &name).await.unwrap();
+        c.patch(&PODS(), "ns", &name, &Patch::Merge(json!({"metadata": {"labels": {"x": "1"}}})))
+            .await
+            .unwrap();
+        stale["spec"] = json!({"changed": true});
+        assert!(matches!(c.update(&PODS(), "ns", stale).await.unwrap_err(), KubeError::Conflict(_)));
+
+        c.delete(&PODS(), "ns", "a").await.unwrap();
+        assert!(c.get(&PODS(), "ns", "a").await.is_err());
+        let verbs: Vec<&str> = c.writes().iter().map(|w| w.verb).collect();
+        assert_eq!(verbs, ["create", "patch", "delete"]);
+        assert_eq!(c.writes()[2].kind, "Pod");
+        assert_eq!(c.writes()[1].patch_type, Some("merge"));
+    }
+
+    #[test]
+    fn duplicates_and_non_objects_are_refused_with_their_files() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.json"), pod("ns", "a", json!({})).to_string()).unwrap();
+        std::fs::write(dir.path().join("b.json"), pod("ns", "a", json!({})).to_string()).unwrap();
+        let e = FixtureCluster::load(&[dir.path().to_path_buf()], Clock::System).err().unwrap().to_string();
+        assert!(e.contains("a.json") && e.contains("b.json") && e.contains("pods ns/a"), "{e}");
+        std::fs::write(dir.path().join("b.json"), r#"{"kind":"Pod"}"#).unwrap();
+        let e = FixtureCluster::load(&[dir.path().to_path_buf()], Clock::System).err().unwrap().to_string();
+        assert!(e.contains("b.json") && e.contains("metadata.name"), "{e}");
+    }
+}

@@ -1,0 +1,126 @@
+//! A module's Kubernetes grant, compiled from its manifest: a call is allowed when one rule covers its
+//! verb, its resource and its namespace.
+
+use crate::action::Verb;
+use crate::glob;
+use crate::modules::KubeRule;
+
+/// The Kubernetes calls a module may make.
+#[derive(Debug, Clone, Default)]
+pub struct KubeGrant {
+    rules: Vec<Rule>,
+}
+
+#[derive(Debug, Clone)]
+struct Rule {
+    resources: Vec<String>,
+    verbs: Option<Vec<Verb>>,
+    namespaces: Vec<Namespace>,
+}
+
+#[derive(Debug, Clone)]
+enum Namespace {
+    /// `*`: every namespace, and cluster scope.
+    Any,
+    /// `@item`: the namespace of the item being processed.
+    Item,
+    /// A name or glob; "" is cluster scope.
+    Pattern(String),
+}
+
+impl KubeGrant {
+    /// Compiles manifest rules (already validated by the manifest parser).
+    pub fn new(rules: &[KubeRule]) -> KubeGrant {
+        let rules = rules
+            .iter()
+            .map(|r| Rule {
+                resources: r.resources.iter().map(|s| s.to_ascii_lowercase()).collect(),
+                verbs: if r.verbs.iter().any(|v| v == "*") {
+                    None
+                } else {
+                    Some(
+                        r.verbs
+                            .iter()
+                            .filter_map(|v| serde_json::from_value(serde_json::Value::String(v.clone())).ok())
+                            .collect(),
+                    )
+                },
+                namespaces: r
+                    .namespaces
+                    .iter()
+                    .map(|n| match n.as_str() {
+                        "*" => Namespace::Any,
+                        "@item" => Namespace::Item,
+                        other => Namespace::Pattern(other.to_string()),
+                    })
+                    .collect(),
+            })
+            .collect();
+        KubeGrant { rules }
+    }
+
+    /// Whether `verb` on `group_resource` (`resource.group`) in `namespace` ("" for cluster scope or all
+    /// namespaces) is allowed, for a call on an item in `item_namespace`.
+    pub fn allows(&self, verb: Verb, group_resource: &str, namespace: &str, item_namespace: Option<&str>) -> bool {
+        let group_resource = group_resource.to_ascii_lowercase();
+        self.rules.iter().any(|rule| {
+            rule.verbs.as_ref().is_none_or(|verbs| verbs.contains(&verb))
+                && rule.resources.iter().any(|r| r == "*" || *r == group_resource)
+                && rule.namespaces.iter().any(|n| match n {
+                    Namespace::Any => true,
+                    Namespace::Item => item_namespace.is_some_and(|item| !item.is_empty() && item == namespace),
+                    Namespace::Pattern(p) if p.is_empty() => namespace.is_empty(),
+                    Namespace::Pattern(p) => !namespace.is_empty() && glob::matches(p, namespace),
+                })
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn grant(resources: &[&str], verbs: &[&str], namespaces: &[&str]) -> KubeGrant {
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect();
+        KubeGrant::new(&[KubeRule {
+            resources: s(resources),
+            verbs: s(verbs),
+            namespaces: s(namespaces),
+        }])
+    }
+
+    #[test]
+    fn verbs_resources_and_namespaces_must_all_match() {
+        let g = grant(&["pods", "datavolumes.cdi.kubevirt.io"], &["get", "list"], &["*"]);
+        assert!(g.allows(Verb::Get, "pods", "ns", None));
+        assert!(g.allows(Verb::List, "datavolumes.cdi.kubevirt.io", "", None));
+        assert!(!g.allows(Verb::Delete, "pods", "ns", None));
+        assert!(!g.allows(Verb::Get, "secrets", "ns", None));
+        assert!(!g.allows(Verb::Get, "datavolumes", "ns", None));
+    }
+
+    #[test]
+    fn item_namespace_confines_calls_to_the_item() {
+        let g = grant(&["pods"], &["*"], &["@item"]);
+        assert!(g.allows(Verb::List, "pods", "vm-workloads", Some("vm-workloads")));
+        assert!(!g.allows(Verb::List, "pods", "kube-system", Some("vm-workloads")));
+        assert!(!g.allows(Verb::List, "pods", "", Some("vm-workloads")));
+        assert!(!g.allows(Verb::List, "pods", "", Some("")));
+        assert!(!g.allows(Verb::List, "pods", "ns", None));
+    }
+
+    #[test]
+    fn namespace_patterns_and_cluster_scope() {
+        let g = grant(&["hostedcontrolplanes.hypershift.openshift.io"], &["get"], &["clusters-*"]);
+        assert!(g.allows(Verb::Get, "hostedcontrolplanes.hypershift.openshift.io", "clusters-prod", None));
+        assert!(!g.allows(Verb::Get, "hostedcontrolplanes.hypershift.openshift.io", "", None));
+        let g = grant(&["nodes"], &["get"], &[""]);
+        assert!(g.allows(Verb::Get, "nodes", "", None));
+        assert!(!g.allows(Verb::Get, "nodes", "ns", None));
+    }
+
+    #[test]
+    fn no_rules_allow_nothing() {
+        assert!(!KubeGrant::default().allows(Verb::Get, "pods", "ns", None));
+    }
+}

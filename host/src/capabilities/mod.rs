@@ -1,0 +1,176 @@
+//! What a component can reach, one module per import: [`kube`], [`clock`], [`log`], [`config`],
+//! [`random`]; plus [`stdio`], where the guest's stdout and stderr go (never the host's stdout).
+//!
+//! Every call of a component runs with a fresh [`CallState`] as its store data. It carries the call's
+//! identity (module, action, item) for logs and errors, the module's [`ModuleCaps`] (its grant and
+//! settings) and the host-wide [`Services`] behind the capabilities.
+
+pub mod clock;
+mod config;
+pub mod kube;
+mod log;
+mod random;
+mod stdio;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, OnceLock};
+
+use wasmtime::component::{HasSelf, Linker, ResourceTable};
+use wasmtime::ResourceLimiter;
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+use crate::action::ItemRef;
+use crate::bindings::Plugin;
+pub use clock::Clock;
+pub use kube::{KubeBackend, KubeGrant};
+pub use stdio::GuestOutput;
+
+/// The host-wide services behind the capabilities, shared by every call.
+pub struct Services {
+    /// The Kubernetes backend: fixtures, a live cluster, or a replay.
+    pub kube: Arc<dyn KubeBackend>,
+    /// The clock.
+    pub clock: Clock,
+}
+
+/// What one module is allowed and configured to do, built once when the module loads.
+#[derive(Debug)]
+pub struct ModuleCaps {
+    /// Module name.
+    pub module: Arc<str>,
+    /// Kubernetes grant.
+    pub kube: KubeGrant,
+    /// Settings from the manifest.
+    pub settings: BTreeMap<String, String>,
+}
+
+/// Who is calling: module, action, and (lazily identified) item.
+pub struct CallContext {
+    /// Module name.
+    pub module: Arc<str>,
+    /// Action name.
+    pub action: String,
+    item_json: Option<Arc<str>>,
+    item: OnceLock<Option<ItemRef>>,
+}
+
+impl CallContext {
+    /// A call of `action` in `module`, on an item (JSON) if the call has one.
+    pub fn new(module: Arc<str>, action: &str, item_json: Option<Arc<str>>) -> CallContext {
+        CallContext {
+            module,
+            action: action.to_string(),
+            item_json,
+            item: OnceLock::new(),
+        }
+    }
+
+    /// The item's identity, read from its JSON on first use; `None` without an item or when the JSON
+    /// is not an object.
+    pub fn item(&self) -> Option<&ItemRef> {
+        self.item
+            .get_or_init(|| self.item_json.as_deref().and_then(|json| ItemRef::parse(json).ok()))
+            .as_ref()
+    }
+
+    /// `" on item <resource.group ns/name>"`, or "" without an item: for error messages.
+    pub fn on_item(&self) -> String {
+        match self.item() {
+            Some(item) => format!(" on item {item}"),
+            None => String::new(),
+        }
+    }
+}
+
+/// The memory cap of one call, remembering whether the guest ran into it.
+pub struct MemoryCap {
+    limit: u64,
+    /// The size the guest asked for when it was refused.
+    pub refused: Option<u64>,
+}
+
+impl ResourceLimiter for MemoryCap {
+    fn memory_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+        if desired as u64 > self.limit {
+            self.refused = Some(desired as u64);
+            return Err(wasmtime::format_err!(
+                "memory limit of {} MiB exceeded (the guest asked for {} MiB)",
+                self.limit >> 20,
+                desired >> 20
+            ));
+        }
+        Ok(true)
+    }
+
+    fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+        Ok(desired <= 1_000_000)
+    }
+}
+
+/// The store data of one call.
+pub struct CallState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    /// The call's memory cap.
+    pub memory: MemoryCap,
+    /// Who is calling.
+    pub call: CallContext,
+    /// The module's grant and settings.
+    pub caps: Arc<ModuleCaps>,
+    /// Host-wide services.
+    pub services: Arc<Services>,
+    /// The guest's stdout, logged at debug level after the call.
+    pub stdout: GuestOutput,
+    /// The guest's stderr (quoted in errors: a Rust panic message lands there).
+    pub stderr: GuestOutput,
+    /// Lines the guest has logged in this call.
+    pub log_lines: u32,
+}
+
+impl CallState {
+    /// Fresh state for one call. The WASI context `std` needs has no files, no sockets, no environment,
+    /// no arguments; stdout and stderr are captured.
+    pub fn new(call: CallContext, caps: Arc<ModuleCaps>, services: Arc<Services>, memory_limit: u64) -> CallState {
+        let (stdout, stderr) = (GuestOutput::default(), GuestOutput::default());
+        let mut wasi = WasiCtx::builder();
+        wasi.stdout(stdout.clone())
+            .stderr(stderr.clone())
+            .allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false);
+        services.clock.install(&mut wasi);
+        CallState {
+            wasi: wasi.build(),
+            table: ResourceTable::new(),
+            memory: MemoryCap {
+                limit: memory_limit,
+                refused: None,
+            },
+            call,
+            caps,
+            services,
+            stdout,
+            stderr,
+            log_lines: 0,
+        }
+    }
+}
+
+impl WasiView for CallState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl crate::bindings::velero_wasm::plugin::types::Host for CallState {}
+
+/// A linker with every import a component may use: the WASI interfaces `std` needs, and ours.
+pub fn linker(engine: &wasmtime::Engine) -> wasmtime::Result<Linker<CallState>> {
+    let mut linker = Linker::new(engine);
+    wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+    Plugin::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |state| state)?;
+    Ok(linker)
+}

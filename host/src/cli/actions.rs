@@ -1,0 +1,138 @@
+//! `velero-wasm actions`: every loaded action with its kind, what it applies to, its module and the
+//! module's grant; a table for people, or `--json`. Exits 1 when a module could not be loaded (after
+//! listing the others), so it doubles as a check of a module directory.
+
+use std::sync::Arc;
+
+use serde_json::json;
+
+use super::{load_runtime, ModuleArgs, EXIT_FAILED, EXIT_OK};
+use crate::action::Selector;
+use crate::capabilities::kube::NoCluster;
+use crate::capabilities::Clock;
+
+/// Arguments of `actions`.
+#[derive(Debug, clap::Args)]
+pub struct ActionsArgs {
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+
+    #[command(flatten)]
+    modules: ModuleArgs,
+}
+
+/// Runs the command; returns the exit status.
+pub async fn actions(args: ActionsArgs) -> u8 {
+    let (runtime, problems) = match load_runtime(&args.modules, Arc::new(NoCluster), Clock::System).await {
+        Ok(loaded) => loaded,
+        Err(failure) => {
+            eprintln!("velero-wasm actions: {}", failure.message);
+            return failure.code;
+        }
+    };
+    let catalog = runtime.catalog();
+    if args.json {
+        let actions: Vec<_> = catalog
+            .actions()
+            .map(|entry| {
+                let module = &entry.module;
+                json!({
+                    "name": entry.info().name,
+                    "kind": entry.info().kind,
+                    "veleroKind": entry.info().kind.velero_kind(),
+                    "appliesTo": entry.info().applies_to,
+                    "description": entry.info().description,
+                    "needs": entry.info().needs,
+                    "module": &*module.name,
+                    "origin": module.origin.to_string(),
+                    "sha256": module.sha256,
+                    "grant": {
+                        "kube": module.grant.kube.iter().map(|r| json!({
+                            "resources": r.resources, "verbs": r.verbs, "namespaces": r.namespaces,
+                        })).collect::<Vec<_>>(),
+                        "http": module.grant.http,
+                    },
+                    "limits": {
+                        "timeout": humantime::format_duration(module.limits.timeout).to_string(),
+                        "memoryBytes": module.limits.memory,
+                        "outputBytes": module.limits.output,
+                    },
+                })
+            })
+            .collect();
+        let out = json!({ "actions": actions, "problems": problems });
+        println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
+    } else {
+        let mut rows = vec![[
+            "NAME".to_string(),
+            "KIND".to_string(),
+            "APPLIES TO".to_string(),
+            "MODULE".to_string(),
+            "GRANT".to_string(),
+        ]];
+        for entry in catalog.actions() {
+            let info = entry.info();
+            rows.push([
+                info.name.clone(),
+                info.kind.to_string(),
+                applies_to(&info.applies_to),
+                entry.module.name.to_string(),
+                entry.module.grant.to_string(),
+            ]);
+        }
+        print!("{}", table(&rows));
+        for problem in &problems {
+            eprintln!("velero-wasm actions: module left out: {problem}");
+        }
+    }
+    if problems.is_empty() {
+        EXIT_OK
+    } else {
+        EXIT_FAILED
+    }
+}
+
+/// One line for people: `persistentvolumeclaims,datavolumes; labels kubevirt.io in (…)`.
+fn applies_to(s: &Selector) -> String {
+    let mut parts = Vec::new();
+    parts.push(if s.included_resources.is_empty() {
+        "all resources".to_string()
+    } else {
+        s.included_resources.join(",")
+    });
+    if !s.excluded_resources.is_empty() {
+        parts.push(format!("not {}", s.excluded_resources.join(",")));
+    }
+    if !s.included_namespaces.is_empty() {
+        parts.push(format!("in {}", s.included_namespaces.join(",")));
+    }
+    if !s.excluded_namespaces.is_empty() {
+        parts.push(format!("not in {}", s.excluded_namespaces.join(",")));
+    }
+    if !s.label_selector.is_empty() {
+        parts.push(format!("labels {}", s.label_selector));
+    }
+    parts.join("; ")
+}
+
+/// Left-aligned columns separated by two spaces.
+fn table(rows: &[[String; 5]]) -> String {
+    let mut widths = [0usize; 5];
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for row in rows {
+        let line: Vec<String> = row
+            .iter()
+            .zip(widths)
+            .map(|(cell, w)| format!("{cell:<w$}"))
+            .collect();
+        out.push_str(line.join("  ").trim_end());
+        out.push('\n');
+    }
+    out
+}

@@ -1,0 +1,125 @@
+//! The commands people run: `run` (a policy author's local loop: one action on one item, against a
+//! fixture cluster) and `actions` (what is loaded, and what each module may do).
+
+mod actions;
+mod run;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::{Parser, Subcommand};
+
+use crate::capabilities::{Clock, KubeBackend, Services};
+use crate::modules::{scan_directory, stock_modules};
+use crate::runtime::Runtime;
+
+/// Velero item actions as sandboxed WebAssembly components.
+///
+/// Velero runs this binary as a plugin (it sets VELERO_PLUGIN=hello); by hand, use the commands below.
+#[derive(Debug, Parser)]
+#[command(name = "velero-wasm", version, propagate_version = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+
+    /// Log level for messages on stderr: trace, debug, info, warn, error.
+    #[arg(long, global = true, default_value = "warn", value_name = "LEVEL")]
+    log_level: String,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run one action on one item and print the result as JSON.
+    Run(run::RunArgs),
+    /// List every loaded action: name, kind, what it applies to, its module and the module's grant.
+    Actions(actions::ActionsArgs),
+}
+
+/// Where modules beyond the stock ones come from.
+#[derive(Debug, clap::Args)]
+pub struct ModuleArgs {
+    /// A directory of modules (<name>.wasm with <name>.toml beside it) that add to or replace the
+    /// stock modules by name.
+    #[arg(long, env = "VELERO_WASM_MODULES", value_name = "DIR")]
+    modules: Option<PathBuf>,
+}
+
+/// Exit status: the command worked.
+pub const EXIT_OK: u8 = 0;
+/// Exit status: the action (or something it needed) failed.
+pub const EXIT_FAILED: u8 = 1;
+/// Exit status: bad input (unreadable file, bad JSON or YAML, unknown action, wrong item).
+pub const EXIT_BAD_INPUT: u8 = 2;
+
+/// Runs the CLI with the process's arguments.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    crate::logging::init_human(&cli.log_level);
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("velero-wasm: cannot start the async runtime: {e}");
+            return ExitCode::from(EXIT_FAILED);
+        }
+    };
+    let code = runtime.block_on(async {
+        match cli.command {
+            Command::Run(args) => run::run(args).await,
+            Command::Actions(args) => actions::actions(args).await,
+        }
+    });
+    ExitCode::from(code)
+}
+
+/// A command's failure: what to print, and the exit status.
+pub struct Failure {
+    /// Exit status.
+    pub code: u8,
+    /// One line (or a few) for stderr.
+    pub message: String,
+}
+
+impl Failure {
+    fn bad_input(message: impl Into<String>) -> Failure {
+        Failure {
+            code: EXIT_BAD_INPUT,
+            message: message.into(),
+        }
+    }
+
+    fn failed(message: impl Into<String>) -> Failure {
+        Failure {
+            code: EXIT_FAILED,
+            message: message.into(),
+        }
+    }
+}
+
+/// A runtime with the stock modules and those of `--modules`. Returns it and the load problems
+/// (modules left out), which the caller reports.
+async fn load_runtime(
+    args: &ModuleArgs,
+    kube: Arc<dyn KubeBackend>,
+    clock: Clock,
+) -> Result<(Runtime, Vec<String>), Failure> {
+    let runtime = Runtime::new(Services { kube, clock }).map_err(|e| Failure::failed(format!("{e:#}")))?;
+    let mut problems = Vec::new();
+    let mut sources = Vec::new();
+    for stock in stock_modules() {
+        match stock {
+            Ok(source) => sources.push(source),
+            Err(problem) => problems.push(problem),
+        }
+    }
+    if let Some(dir) = &args.modules {
+        let scan = scan_directory(dir)
+            .map_err(|e| Failure::bad_input(format!("--modules {}: cannot be read: {e}", dir.display())))?;
+        sources.extend(scan.modules);
+        problems.extend(scan.problems.into_iter().map(|(path, p)| format!("{}: {p}", path.display())));
+    }
+    for error in runtime.load_all(sources).await {
+        problems.push(error.to_string());
+    }
+    Ok((runtime, problems))
+}

@@ -1,0 +1,18 @@
+//! velero-wasm: Velero item actions as sandboxed WebAssembly components, hosted by one binary.
+//!
+//! One Execute, top-down: [`plugin`] (gRPC, Velero's protocol) or [`cli`] (the policy author's `run`)
+//! calls [`runtime::Runtime`], which finds the action in its [`runtime::Registry`], instantiates the
+//! module's component in a fresh store and calls it; the component reaches the outside world only
+//! through [`capabilities`], each checked against the module's grant. [`modules`] says where
+//! components and their manifests come from; [`action`] holds the domain types all layers share.
+
+pub mod action;
+mod bindings;
+pub mod capabilities;
+pub mod cli;
+pub mod documents;
+mod glob;
+pub mod logging;
+pub mod modules;
+pub mod plugin;
+pub mod runtime;

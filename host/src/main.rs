@@ -1,0 +1,24 @@
+//! The `velero-wasm` binary: a Velero plugin when Velero starts it (the go-plugin magic cookie
+//! `VELERO_PLUGIN` is set), otherwise the command-line tool.
+
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if std::env::var_os("VELERO_PLUGIN").is_some() {
+        return velero_wasm::plugin::main();
+    }
+    // Velero passes only flags; a person passes a command (or --help, --version).
+    let first = args.get(1).and_then(|a| a.to_str()).unwrap_or("");
+    let wants_cli = !first.starts_with("--") || matches!(first, "--help" | "--version");
+    if args.len() < 2 || !wants_cli {
+        eprintln!(
+            "velero-wasm is a Velero plugin: Velero starts it from its plugin directory with VELERO_PLUGIN=hello.\n\
+             It is not meant to be executed this way. To use it by hand, see `velero-wasm --help`:\n  \
+             velero-wasm run --action NAME --item FILE (--backup FILE | --restore FILE) [--cluster PATH ...]\n  \
+             velero-wasm actions"
+        );
+        return ExitCode::from(1);
+    }
+    velero_wasm::cli::main()
+}

@@ -1,0 +1,338 @@
+//! The manifest beside each module (`<name>.toml` next to `<name>.wasm`): the module's sha256, its
+//! grant, its limits and its settings. Validated once at load, with errors that name the file and field.
+//!
+//! ```toml
+//! sha256 = "9f2c…"                     # of <name>.wasm; required for modules outside the binary
+//! description = "KubeVirt VM backup and restore"
+//!
+//! [limits]
+//! timeout = "30s"                      # per call (default 30s)
+//! memory = "256MiB"                    # linear memory cap (default 256MiB, at most 1GiB)
+//! output = "64MiB"                     # largest item a call may return (default 64MiB)
+//!
+//! [[grant.kube]]
+//! resources = ["pods", "persistentvolumeclaims"]   # `resource.group`, or "*"
+//! verbs = ["get", "list"]                          # get list create update patch delete, or "*"
+//! namespaces = ["@item"]                           # names or globs; "*" is every namespace and
+//!                                                  # cluster scope; "@item" is the item's namespace
+//!
+//! [grant]
+//! http = ["sts.amazonaws.com", "*.blob.core.windows.net"]
+//!
+//! [settings]
+//! mode = "extended"
+//! ```
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer};
+
+/// The largest memory cap a manifest may ask for; the engine reserves slots of this size.
+pub const MAX_MEMORY: u64 = 1 << 30;
+
+/// A module's manifest.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Manifest {
+    /// Lower-case hex sha256 of the module's bytes.
+    #[serde(default)]
+    pub sha256: Option<String>,
+    /// One line for people.
+    #[serde(default)]
+    pub description: String,
+    /// Per-call limits.
+    #[serde(default)]
+    pub limits: Limits,
+    /// What the module may do.
+    #[serde(default)]
+    pub grant: Grant,
+    /// Settings the module reads through the `config` capability.
+    #[serde(default, deserialize_with = "settings")]
+    pub settings: BTreeMap<String, String>,
+}
+
+/// Per-call limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Limits {
+    /// Wall-clock deadline of one call.
+    #[serde(default = "default_timeout", deserialize_with = "duration")]
+    pub timeout: Duration,
+    /// Linear-memory cap in bytes.
+    #[serde(default = "default_memory", deserialize_with = "byte_size")]
+    pub memory: u64,
+    /// Largest item (in bytes) a call may return.
+    #[serde(default = "default_output", deserialize_with = "byte_size")]
+    pub output: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            timeout: default_timeout(),
+            memory: default_memory(),
+            output: default_output(),
+        }
+    }
+}
+
+fn default_timeout() -> Duration {
+    Duration::from_secs(30)
+}
+
+fn default_memory() -> u64 {
+    256 << 20
+}
+
+fn default_output() -> u64 {
+    64 << 20
+}
+
+/// What a module may do beyond computing.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Grant {
+    /// Kubernetes access rules; a call must match one.
+    #[serde(default)]
+    pub kube: Vec<KubeRule>,
+    /// Hosts the module may reach over HTTPS: exact names or `*.suffix` wildcards.
+    #[serde(default)]
+    pub http: Vec<String>,
+}
+
+/// One Kubernetes access rule: any of these verbs on any of these resources in any of these namespaces.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KubeRule {
+    /// `resource.group` (`pods`, `datavolumes.cdi.kubevirt.io`) or `*`.
+    pub resources: Vec<String>,
+    /// `get`, `list`, `create`, `update`, `patch`, `delete` or `*`.
+    pub verbs: Vec<String>,
+    /// Namespace names or globs; `*` is all namespaces and cluster scope; `@item` is the namespace of
+    /// the item being processed; "" is cluster scope.
+    pub namespaces: Vec<String>,
+}
+
+/// A manifest that does not parse or says something impossible.
+#[derive(Debug, thiserror::Error)]
+pub enum ManifestError {
+    /// Not valid TOML, or a field of the wrong type or unknown.
+    #[error("{0}")]
+    Syntax(String),
+    /// A field with a value out of range.
+    #[error("{field}: {problem}")]
+    Invalid {
+        /// Dotted path of the field.
+        field: String,
+        /// What is wrong with it.
+        problem: String,
+    },
+}
+
+impl Manifest {
+    /// Parses and validates manifest text.
+    pub fn parse(text: &str) -> Result<Manifest, ManifestError> {
+        let manifest: Manifest = toml::from_str(text).map_err(|e| ManifestError::Syntax(e.to_string().trim_end().to_string()))?;
+        manifest.validate()?;
+        Ok(manifest)
+    }
+
+    fn validate(&self) -> Result<(), ManifestError> {
+        let invalid = |field: String, problem: &str| ManifestError::Invalid {
+            field,
+            problem: problem.to_string(),
+        };
+        if let Some(sha) = &self.sha256 {
+            if sha.len() != 64 || !sha.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+                return Err(invalid("sha256".into(), "must be 64 lower-case hex digits"));
+            }
+        }
+        if self.limits.timeout.is_zero() {
+            return Err(invalid("limits.timeout".into(), "must be more than zero"));
+        }
+        if self.limits.memory < 1 << 20 || self.limits.memory > MAX_MEMORY {
+            return Err(invalid("limits.memory".into(), "must be between 1MiB and 1GiB"));
+        }
+        if self.limits.output == 0 {
+            return Err(invalid("limits.output".into(), "must be more than zero"));
+        }
+        for (i, rule) in self.grant.kube.iter().enumerate() {
+            let field = |name: &str| format!("grant.kube[{i}].{name}");
+            if rule.resources.is_empty() {
+                return Err(invalid(field("resources"), "must name at least one resource"));
+            }
+            for r in &rule.resources {
+                if r.is_empty() || r.contains(char::is_whitespace) || r.contains('/') {
+                    return Err(invalid(field("resources"), &format!("{r:?} is not `resource.group` or \"*\"")));
+                }
+            }
+            if rule.verbs.is_empty() {
+                return Err(invalid(field("verbs"), "must name at least one verb"));
+            }
+            for v in &rule.verbs {
+                if !matches!(v.as_str(), "*" | "get" | "list" | "create" | "update" | "patch" | "delete") {
+                    return Err(invalid(
+                        field("verbs"),
+                        &format!("{v:?} is not one of get, list, create, update, patch, delete, *"),
+                    ));
+                }
+            }
+            if rule.namespaces.is_empty() {
+                return Err(invalid(field("namespaces"), "must name at least one namespace, \"*\" or \"@item\""));
+            }
+        }
+        for (i, host) in self.grant.http.iter().enumerate() {
+            let bare = host.strip_prefix("*.").unwrap_or(host);
+            let ok = !bare.is_empty()
+                && !bare.contains('*')
+                && bare.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-' || b == b':');
+            if !ok {
+                return Err(invalid(format!("grant.http[{i}]"), &format!("{host:?} is not a host name or *.suffix")));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for Grant {
+    /// One line for people: `get,list pods,persistentvolumeclaims in @item; https sts.amazonaws.com`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut parts: Vec<String> = self
+            .kube
+            .iter()
+            .map(|r| format!("{} {} in {}", r.verbs.join(","), r.resources.join(","), r.namespaces.join(",")))
+            .collect();
+        if !self.http.is_empty() {
+            parts.push(format!("https {}", self.http.join(",")));
+        }
+        if parts.is_empty() {
+            f.write_str("none")
+        } else {
+            f.write_str(&parts.join("; "))
+        }
+    }
+}
+
+fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    let text = String::deserialize(d)?;
+    humantime::parse_duration(&text).map_err(|e| serde::de::Error::custom(format!("{text:?} is not a duration like \"30s\" or \"2m\": {e}")))
+}
+
+fn byte_size<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Size {
+        Bytes(u64),
+        Text(String),
+    }
+    match Size::deserialize(d)? {
+        Size::Bytes(n) => Ok(n),
+        Size::Text(text) => parse_byte_size(&text).ok_or_else(|| serde::de::Error::custom(format!("{text:?} is not a size like \"64MiB\""))),
+    }
+}
+
+/// Parses `512KiB`, `64MiB`, `1GiB`, `100KB`, `1000` (bytes).
+pub fn parse_byte_size(text: &str) -> Option<u64> {
+    let text = text.trim();
+    let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+    let (digits, unit) = text.split_at(split);
+    let n: u64 = digits.parse().ok()?;
+    let factor: u64 = match unit.trim() {
+        "" | "B" => 1,
+        "KiB" | "Ki" => 1 << 10,
+        "MiB" | "Mi" => 1 << 20,
+        "GiB" | "Gi" => 1 << 30,
+        "KB" | "K" => 1_000,
+        "MB" | "M" => 1_000_000,
+        "GB" | "G" => 1_000_000_000,
+        _ => return None,
+    };
+    n.checked_mul(factor)
+}
+
+fn settings<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, String>, D::Error> {
+    let raw = BTreeMap::<String, toml::Value>::deserialize(d)?;
+    raw.into_iter()
+        .map(|(k, v)| {
+            let text = match v {
+                toml::Value::String(s) => s,
+                toml::Value::Integer(i) => i.to_string(),
+                toml::Value::Float(f) => f.to_string(),
+                toml::Value::Boolean(b) => b.to_string(),
+                other => {
+                    return Err(serde::de::Error::custom(format!(
+                        "settings.{k}: must be a string, number or boolean, not a {}",
+                        other.type_str()
+                    )))
+                }
+            };
+            Ok((k, text))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_manifest_parses() {
+        let m = Manifest::parse(
+            r#"
+            sha256 = "0000000000000000000000000000000000000000000000000000000000000000"
+            [limits]
+            timeout = "2m"
+            memory = "64MiB"
+            [[grant.kube]]
+            resources = ["pods"]
+            verbs = ["get", "list"]
+            namespaces = ["@item"]
+            [grant]
+            http = ["*.blob.core.windows.net"]
+            [settings]
+            mode = "extended"
+            retries = 3
+            "#,
+        )
+        .unwrap();
+        assert_eq!(m.limits.timeout, Duration::from_secs(120));
+        assert_eq!(m.limits.memory, 64 << 20);
+        assert_eq!(m.limits.output, 64 << 20);
+        assert_eq!(m.settings["retries"], "3");
+        assert_eq!(m.grant.to_string(), "get,list pods in @item; https *.blob.core.windows.net");
+    }
+
+    #[test]
+    fn defaults_apply_to_an_empty_manifest() {
+        let m = Manifest::parse("").unwrap();
+        assert_eq!(m.limits, Limits::default());
+        assert!(m.grant.kube.is_empty());
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let e = Manifest::parse("[limits]\nmemory = \"2GiB\"").unwrap_err().to_string();
+        assert!(e.contains("limits.memory"), "{e}");
+        let e = Manifest::parse("[[grant.kube]]\nresources=[\"pods\"]\nverbs=[\"watch\"]\nnamespaces=[\"*\"]").unwrap_err().to_string();
+        assert!(e.contains("grant.kube[0].verbs") && e.contains("watch"), "{e}");
+        let e = Manifest::parse("[limits]\ntimeout = \"soon\"").unwrap_err().to_string();
+        assert!(e.contains("timeout") && e.contains("soon"), "{e}");
+        let e = Manifest::parse("grnat = 1").unwrap_err().to_string();
+        assert!(e.contains("grnat"), "{e}");
+        let e = Manifest::parse("sha256 = \"abc\"").unwrap_err().to_string();
+        assert!(e.contains("sha256"), "{e}");
+        let e = Manifest::parse("[settings]\nx = [1]").unwrap_err().to_string();
+        assert!(e.contains("settings.x"), "{e}");
+    }
+
+    #[test]
+    fn byte_sizes() {
+        assert_eq!(parse_byte_size("1GiB"), Some(1 << 30));
+        assert_eq!(parse_byte_size("100KB"), Some(100_000));
+        assert_eq!(parse_byte_size("42"), Some(42));
+        assert_eq!(parse_byte_size("1 MiB"), Some(1 << 20));
+        assert_eq!(parse_byte_size("lots"), None);
+    }
+}

@@ -1,0 +1,73 @@
+//! Where modules come from: the stock components embedded in the binary, and a module directory (a
+//! mounted ConfigMap, or a policy author's build output) that adds modules or replaces stock ones by
+//! name. Each module is a component (`<name>.wasm`) and its [`Manifest`] (`<name>.toml`).
+
+mod directory;
+mod manifest;
+mod stock;
+
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+pub use directory::{scan_directory, DirectoryScan};
+pub use manifest::{parse_byte_size, Grant, KubeRule, Limits, Manifest, ManifestError, MAX_MEMORY};
+pub use stock::stock_modules;
+
+/// A module as found, before compilation.
+#[derive(Clone)]
+pub struct ModuleSource {
+    /// Module name (the file stem; stock modules are named after their crate).
+    pub name: String,
+    /// The component's bytes.
+    pub wasm: Arc<[u8]>,
+    /// Lower-case hex sha256 of `wasm`.
+    pub sha256: String,
+    /// Its manifest.
+    pub manifest: Manifest,
+    /// Where it came from.
+    pub origin: Origin,
+}
+
+impl fmt::Debug for ModuleSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ModuleSource")
+            .field("name", &self.name)
+            .field("bytes", &self.wasm.len())
+            .field("sha256", &self.sha256)
+            .field("origin", &self.origin)
+            .finish()
+    }
+}
+
+/// Where a module came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    /// Embedded in the binary.
+    Stock,
+    /// Read from a file.
+    File(PathBuf),
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Origin::Stock => f.write_str("stock"),
+            Origin::File(path) => write!(f, "{}", path.display()),
+        }
+    }
+}
+
+/// Lower-case hex sha256 of some bytes.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(bytes);
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Whether a module name is acceptable: lower-case letters, digits and `-`, starting with a letter.
+pub fn valid_module_name(name: &str) -> bool {
+    name.starts_with(|c: char| c.is_ascii_lowercase())
+        && name.len() <= 63
+        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+}

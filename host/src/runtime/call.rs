@@ -1,0 +1,397 @@
+//! One call into a component: find the action, instantiate in a fresh store under the module's memory
+//! cap and deadline, call the export, turn misbehaviour into a [`Fault`], check what came back.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use serde::Deserialize;
+use wasmtime::Store;
+
+use super::error::{CallError, Fault};
+use super::module::LoadedModule;
+use super::registry::ActionEntry;
+use super::Runtime;
+use crate::action::{
+    ActionInfo, ActionKind, BackupOutcome, BackupRequest, OperationProgress, ResourceId, RestoreOutcome,
+    RestoreRequest,
+};
+use crate::bindings::{backup_outcome, restore_outcome, wit_actions, wit_types, Plugin};
+use crate::capabilities::{CallContext, CallState};
+
+/// The most additional (or related, or post-operation) items one call may return.
+pub const MAX_ITEMS: usize = 100_000;
+
+/// How far a call got.
+enum Stage<R> {
+    Instantiate(wasmtime::Error),
+    Called(wasmtime::Result<R>),
+}
+
+type GuestCall<'a, R> = Pin<Box<dyn Future<Output = wasmtime::Result<R>> + Send + 'a>>;
+
+/// The calls of the actions interface, and the kinds that have each.
+#[derive(Clone, Copy)]
+enum Export {
+    Backup,
+    Restore,
+    RelatedItems,
+    Delete,
+    Progress,
+    Cancel,
+    ItemsReady,
+}
+
+impl Export {
+    fn name(self) -> &'static str {
+        match self {
+            Export::Backup => "backup",
+            Export::Restore => "restore",
+            Export::RelatedItems => "related-items",
+            Export::Delete => "delete",
+            Export::Progress => "progress",
+            Export::Cancel => "cancel",
+            Export::ItemsReady => "items-ready",
+        }
+    }
+
+    fn allowed(self, kind: ActionKind) -> bool {
+        use ActionKind::*;
+        match self {
+            Export::Backup => matches!(kind, Backup | BackupV2),
+            Export::Restore => matches!(kind, Restore | RestoreV2),
+            Export::RelatedItems => kind == ItemBlock,
+            Export::Delete => kind == Delete,
+            Export::Progress | Export::Cancel => matches!(kind, BackupV2 | RestoreV2),
+            Export::ItemsReady => kind == RestoreV2,
+        }
+    }
+}
+
+impl Runtime {
+    /// The action named `name`, if some module provides it.
+    pub fn action(&self, name: &str) -> Option<ActionEntry> {
+        self.catalog().action(name).cloned()
+    }
+
+    fn resolve(&self, name: &str, export: Export) -> Result<ActionEntry, CallError> {
+        let entry = self.action(name).ok_or_else(|| CallError::UnknownAction(name.to_string()))?;
+        let kind = entry.info().kind;
+        if !export.allowed(kind) {
+            return Err(CallError::WrongKind {
+                action: name.to_string(),
+                kind,
+                call: export.name(),
+            });
+        }
+        Ok(entry)
+    }
+
+    /// Runs a backup action (`backup`, `backup-v2`) on one item.
+    pub async fn backup(&self, action: &str, request: BackupRequest) -> Result<BackupOutcome, CallError> {
+        let entry = self.resolve(action, Export::Backup)?;
+        let item: Arc<str> = Arc::from(request.item.as_str());
+        let wit_request = wit_actions::BackupRequest {
+            item: request.item,
+            backup: request.backup,
+        };
+        let name = action.to_string();
+        let (response, ctx) = self
+            .invoke(&entry, Some(item.clone()), move |plugin, store| {
+                Box::pin(async move { plugin.velero_wasm_plugin_actions().call_backup(store, &name, &wit_request).await })
+            })
+            .await?;
+        let response = response.map_err(CallError::Action)?;
+        let module = &entry.module;
+        check_output(module, &ctx, response.item.as_deref(), &response.additional_items)?;
+        check_ids(module, &ctx, "post-operation items", &response.post_operation_items)?;
+        Ok(backup_outcome(response, item.to_string()))
+    }
+
+    /// Runs a restore action (`restore`, `restore-v2`) on one item.
+    pub async fn restore(&self, action: &str, request: RestoreRequest) -> Result<RestoreOutcome, CallError> {
+        let entry = self.resolve(action, Export::Restore)?;
+        let item: Arc<str> = Arc::from(request.item.as_str());
+        let wit_request = wit_actions::RestoreRequest {
+            item: request.item,
+            item_from_backup: request.item_from_backup,
+            restore: request.restore,
+        };
+        let name = action.to_string();
+        let (response, ctx) = self
+            .invoke(&entry, Some(item.clone()), move |plugin, store| {
+                Box::pin(async move { plugin.velero_wasm_plugin_actions().call_restore(store, &name, &wit_request).await })
+            })
+            .await?;
+        let response = response.map_err(CallError::Action)?;
+        check_output(&entry.module, &ctx, response.item.as_deref(), &response.additional_items)?;
+        Ok(restore_outcome(response, item.to_string()))
+    }
+
+    /// Runs an item-block action: the items to back up in the same block as `item`.
+    pub async fn related_items(&self, action: &str, item: String, backup: String) -> Result<Vec<ResourceId>, CallError> {
+        let entry = self.resolve(action, Export::RelatedItems)?;
+        let item_arc: Arc<str> = Arc::from(item.as_str());
+        let name = action.to_string();
+        let (response, ctx) = self
+            .invoke(&entry, Some(item_arc), move |plugin, store| {
+                Box::pin(async move {
+                    plugin
+                        .velero_wasm_plugin_actions()
+                        .call_related_items(store, &name, &item, &backup)
+                        .await
+                })
+            })
+            .await?;
+        let items = response.map_err(CallError::Action)?;
+        check_ids(&entry.module, &ctx, "related items", &items)?;
+        Ok(items.into_iter().map(ResourceId::from).collect())
+    }
+
+    /// Runs a delete action on one item of a backup being deleted.
+    pub async fn delete(&self, action: &str, item: String, backup: String) -> Result<(), CallError> {
+        let entry = self.resolve(action, Export::Delete)?;
+        let item_arc: Arc<str> = Arc::from(item.as_str());
+        let name = action.to_string();
+        let (response, _) = self
+            .invoke(&entry, Some(item_arc), move |plugin, store| {
+                Box::pin(async move { plugin.velero_wasm_plugin_actions().call_delete(store, &name, &item, &backup).await })
+            })
+            .await?;
+        response.map_err(CallError::Action)
+    }
+
+    /// The progress of an operation a v2 action started. `subject` is the Backup or Restore JSON.
+    pub async fn progress(&self, action: &str, operation_id: &str, subject: String) -> Result<OperationProgress, CallError> {
+        let entry = self.resolve(action, Export::Progress)?;
+        let (name, id) = (action.to_string(), operation_id.to_string());
+        let (response, _) = self
+            .invoke(&entry, None, move |plugin, store| {
+                Box::pin(async move { plugin.velero_wasm_plugin_actions().call_progress(store, &name, &id, &subject).await })
+            })
+            .await?;
+        Ok(response.map_err(CallError::Action)?.into())
+    }
+
+    /// Cancels an operation a v2 action started.
+    pub async fn cancel(&self, action: &str, operation_id: &str, subject: String) -> Result<(), CallError> {
+        let entry = self.resolve(action, Export::Cancel)?;
+        let (name, id) = (action.to_string(), operation_id.to_string());
+        let (response, _) = self
+            .invoke(&entry, None, move |plugin, store| {
+                Box::pin(async move { plugin.velero_wasm_plugin_actions().call_cancel(store, &name, &id, &subject).await })
+            })
+            .await?;
+        response.map_err(CallError::Action)
+    }
+
+    /// Whether the additional items of a `restore-v2` action are ready.
+    pub async fn items_ready(&self, action: &str, items: Vec<ResourceId>, restore: String) -> Result<bool, CallError> {
+        let entry = self.resolve(action, Export::ItemsReady)?;
+        let name = action.to_string();
+        let items: Vec<wit_types::ResourceId> = items.into_iter().map(Into::into).collect();
+        let (response, _) = self
+            .invoke(&entry, None, move |plugin, store| {
+                Box::pin(async move {
+                    plugin
+                        .velero_wasm_plugin_actions()
+                        .call_items_ready(store, &name, &items, &restore)
+                        .await
+                })
+            })
+            .await?;
+        response.map_err(CallError::Action)
+    }
+
+    /// Asks a freshly linked module for its actions, under its own limits.
+    pub(super) async fn describe(&self, linked: &super::module::Linked) -> Result<Vec<ActionInfo>, super::LoadError> {
+        let ctx = CallContext::new(linked.caps.module.clone(), "describe", None);
+        let limits = linked.source.manifest.limits;
+        let (result, ctx) = self
+            .run_in_store(&linked.pre, linked.caps.clone(), limits, ctx, |plugin, store| {
+                Box::pin(async move { plugin.velero_wasm_plugin_actions().call_describe(store).await })
+            })
+            .await;
+        match result {
+            Ok(actions) => Ok(actions.into_iter().map(ActionInfo::from).collect()),
+            Err(fault) => Err(linked.error(format!("describe {fault}{}", ctx.on_item()))),
+        }
+    }
+
+    async fn invoke<R: Send + 'static>(
+        &self,
+        entry: &ActionEntry,
+        item: Option<Arc<str>>,
+        call: impl for<'a> FnOnce(&'a Plugin, &'a mut Store<CallState>) -> GuestCall<'a, R> + Send,
+    ) -> Result<(R, CallContext), CallError> {
+        let module = &entry.module;
+        let ctx = CallContext::new(module.name.clone(), &entry.info().name, item);
+        let (result, ctx) = self.run_in_store(&module.pre, module.caps.clone(), module.limits, ctx, call).await;
+        match result {
+            Ok(r) => Ok((r, ctx)),
+            Err(fault) => Err(CallError::Fault {
+                module: module.name.to_string(),
+                action: ctx.action.clone(),
+                item: ctx.on_item(),
+                fault,
+            }),
+        }
+    }
+
+    async fn run_in_store<R: Send + 'static>(
+        &self,
+        pre: &crate::bindings::PluginPre<CallState>,
+        caps: Arc<crate::capabilities::ModuleCaps>,
+        limits: crate::modules::Limits,
+        ctx: CallContext,
+        call: impl for<'a> FnOnce(&'a Plugin, &'a mut Store<CallState>) -> GuestCall<'a, R> + Send,
+    ) -> (Result<R, Fault>, CallContext) {
+        // Waiting for a slot is not part of the call's deadline.
+        let _slot = self.slots.acquire().await;
+        let state = CallState::new(ctx, caps, self.services.clone(), limits.memory);
+        let mut store = Store::new(&self.engine, state);
+        store.limiter(|state| &mut state.memory);
+        store.epoch_deadline_async_yield_and_update(1);
+        let outcome = tokio::time::timeout(limits.timeout, async {
+            match pre.instantiate_async(&mut store).await {
+                Err(e) => Stage::Instantiate(e),
+                Ok(plugin) => Stage::Called(call(&plugin, &mut store).await),
+            }
+        })
+        .await;
+        let state = store.into_data();
+        log_guest_output(&state);
+        let result = match outcome {
+            Err(_elapsed) => Err(Fault::Timeout(limits.timeout)),
+            Ok(Stage::Called(Ok(r))) => Ok(r),
+            Ok(Stage::Called(Err(error))) => Err(classify(error, &state, limits.memory)),
+            Ok(Stage::Instantiate(_)) if state.memory.refused.is_some() => Err(Fault::Memory {
+                limit_mib: limits.memory >> 20,
+            }),
+            Ok(Stage::Instantiate(error)) => Err(Fault::Instantiate(format!("{error:#}"))),
+        };
+        (result, state.call)
+    }
+}
+
+/// Turns a wasmtime error into a [`Fault`].
+fn classify(error: wasmtime::Error, state: &CallState, memory_limit: u64) -> Fault {
+    if state.memory.refused.is_some() {
+        return Fault::Memory {
+            limit_mib: memory_limit >> 20,
+        };
+    }
+    if let Some(exit) = error.downcast_ref::<wasmtime_wasi::I32Exit>() {
+        return Fault::Exit(exit.0);
+    }
+    let mut message = match error.downcast_ref::<wasmtime::Trap>() {
+        Some(trap) => trap.to_string(),
+        None => error.root_cause().to_string(),
+    };
+    if let Some(frame) = error
+        .downcast_ref::<wasmtime::WasmBacktrace>()
+        .and_then(|bt| bt.frames().iter().find_map(|f| f.func_name().map(str::to_string)))
+    {
+        message = format!("{message} in {frame}");
+    }
+    match state.stderr.panic_message() {
+        Some(panic) => Fault::Trap(format!("{panic} ({message})")),
+        None => Fault::Trap(message),
+    }
+}
+
+fn log_guest_output(state: &CallState) {
+    for (stream, output) in [("stdout", &state.stdout), ("stderr", &state.stderr)] {
+        let text = output.text();
+        if !text.is_empty() {
+            tracing::debug!(
+                module = &*state.call.module,
+                action = state.call.action.as_str(),
+                "guest {stream}: {}",
+                text.trim_end()
+            );
+        }
+    }
+}
+
+/// Checks an item an action returned, and its additional items.
+fn check_output(
+    module: &LoadedModule,
+    ctx: &CallContext,
+    item: Option<&str>,
+    additional: &[wit_types::ResourceId],
+) -> Result<(), CallError> {
+    if let Some(item) = item {
+        check_item(item, module.limits.output).map_err(|problem| fault(module, ctx, problem))?;
+    }
+    check_ids(module, ctx, "additional items", additional)
+}
+
+fn fault(module: &LoadedModule, ctx: &CallContext, problem: String) -> CallError {
+    CallError::Fault {
+        module: module.name.to_string(),
+        action: ctx.action.clone(),
+        item: ctx.on_item(),
+        fault: Fault::Output(problem),
+    }
+}
+
+/// An item must be a JSON object with a non-empty `kind`, within the module's output limit.
+fn check_item(item: &str, limit: u64) -> Result<(), String> {
+    if item.len() as u64 > limit {
+        return Err(format!(
+            "an item of {} bytes, over its output limit of {} bytes",
+            item.len(),
+            limit
+        ));
+    }
+    #[derive(Deserialize)]
+    struct Kinded<'a> {
+        #[serde(borrow, default)]
+        kind: Option<std::borrow::Cow<'a, str>>,
+    }
+    match serde_json::from_str::<Kinded>(item) {
+        Err(e) => Err(format!("an item that is not a JSON object: {e}")),
+        Ok(k) if k.kind.as_deref().unwrap_or("").is_empty() => Err("an item without a kind".into()),
+        Ok(_) => Ok(()),
+    }
+}
+
+/// Identifiers must use plural lower-case resources and groups without versions (Velero looks them up
+/// by `resource.group`).
+fn check_ids(module: &LoadedModule, ctx: &CallContext, what: &str, ids: &[wit_types::ResourceId]) -> Result<(), CallError> {
+    if ids.len() > MAX_ITEMS {
+        return Err(fault(module, ctx, format!("{} {what}, more than the {MAX_ITEMS} allowed", ids.len())));
+    }
+    for (i, id) in ids.iter().enumerate() {
+        let bad_resource = id.resource.is_empty() || id.resource.bytes().any(|b| b.is_ascii_uppercase() || b == b'/' || b == b'.');
+        let bad_group = id.group.contains('/') || id.group.bytes().any(|b| b.is_ascii_uppercase());
+        if bad_resource || bad_group {
+            return Err(fault(
+                module,
+                ctx,
+                format!(
+                    "{what}[{i}] with group {:?} and resource {:?}: use the API group without version and the plural lower-case resource (e.g. \"\" and \"persistentvolumeclaims\")",
+                    id.group, id.resource
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_item;
+
+    #[test]
+    fn items_must_be_objects_with_a_kind_within_the_limit() {
+        assert!(check_item(r#"{"kind":"Pod","spec":{"a":[1,2]}}"#, 100).is_ok());
+        assert_eq!(check_item(r#"{"metadata":{}}"#, 100).unwrap_err(), "an item without a kind");
+        assert_eq!(check_item(r#"{"kind":""}"#, 100).unwrap_err(), "an item without a kind");
+        assert!(check_item("[1]", 100).unwrap_err().contains("not a JSON object"));
+        assert!(check_item("{\"kind\":\"Pod\",", 100).unwrap_err().contains("not a JSON object"));
+        assert!(check_item(r#"{"kind":"Pod"}"#, 5).unwrap_err().contains("over its output limit"));
+        assert!(check_item(r#"{"kind":"Pod\u0041"}"#, 100).is_ok());
+    }
+}

@@ -1,0 +1,76 @@
+//! What can go wrong in a call, and in loading a module.
+
+use std::time::Duration;
+
+use crate::action::ActionKind;
+
+/// Why a call did not produce a result.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    /// No loaded module provides the action.
+    #[error("no loaded module provides an action named {0:?}")]
+    UnknownAction(String),
+    /// The action exists, but is of a kind that has no such call.
+    #[error("action {action} is a {kind} action: it has no {call} call")]
+    WrongKind {
+        /// The action.
+        action: String,
+        /// Its kind.
+        kind: ActionKind,
+        /// The call asked for.
+        call: &'static str,
+    },
+    /// The action ran and returned an error: its message, verbatim.
+    #[error("{0}")]
+    Action(String),
+    /// The module misbehaved: this call failed, the host goes on serving.
+    #[error("module {module}, action {action}{item}: {fault}")]
+    Fault {
+        /// Module name.
+        module: String,
+        /// Action name.
+        action: String,
+        /// `" on item <resource.group ns/name>"`, or "".
+        item: String,
+        /// What happened.
+        fault: Fault,
+    },
+}
+
+/// How a module misbehaved.
+#[derive(Debug, thiserror::Error)]
+pub enum Fault {
+    /// The guest trapped (a Rust panic, an out-of-bounds access, …).
+    #[error("trapped: {0}")]
+    Trap(String),
+    /// The call ran past its deadline and was stopped.
+    #[error("did not finish within its deadline of {}", humantime::format_duration(*.0))]
+    Timeout(Duration),
+    /// The guest asked for more memory than its cap.
+    #[error("exceeded its memory limit of {limit_mib} MiB")]
+    Memory {
+        /// The cap, in MiB.
+        limit_mib: u64,
+    },
+    /// The guest called `exit`.
+    #[error("exited with status {0} instead of returning")]
+    Exit(i32),
+    /// The guest returned something Velero cannot use.
+    #[error("returned {0}")]
+    Output(String),
+    /// The module could not be instantiated.
+    #[error("could not be instantiated: {0}")]
+    Instantiate(String),
+}
+
+/// Why a module was not loaded (the modules loaded before it stay in service).
+#[derive(Debug, thiserror::Error)]
+#[error("module {module} ({origin}): {problem}")]
+pub struct LoadError {
+    /// Module name.
+    pub module: String,
+    /// Where it came from.
+    pub origin: String,
+    /// What is wrong.
+    pub problem: String,
+}

@@ -1,0 +1,189 @@
+//! A loaded module: compiled once, linked once (`InstancePre`), its actions described and validated.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use wasmtime::component::{Component, Linker};
+use wasmtime::Engine;
+
+use super::error::LoadError;
+use crate::action::{ActionInfo, AppliesTo, Need, Verb};
+use crate::bindings::PluginPre;
+use crate::capabilities::{CallState, KubeGrant, ModuleCaps};
+use crate::modules::{Grant, Limits, ModuleSource, Origin};
+
+/// A module ready to run.
+pub struct LoadedModule {
+    /// Module name.
+    pub name: Arc<str>,
+    /// sha256 of its bytes.
+    pub sha256: String,
+    /// Where it came from.
+    pub origin: Origin,
+    /// Per-call limits.
+    pub limits: Limits,
+    /// Its grant, as the manifest states it.
+    pub grant: Grant,
+    /// One line for people, from the manifest.
+    pub description: String,
+    /// Its actions, as it describes them.
+    pub actions: Vec<ActionInfo>,
+    pub(super) applies_to: Vec<AppliesTo>,
+    pub(super) caps: Arc<ModuleCaps>,
+    pub(super) pre: PluginPre<CallState>,
+}
+
+impl std::fmt::Debug for LoadedModule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoadedModule")
+            .field("name", &self.name)
+            .field("origin", &self.origin)
+            .field("actions", &self.actions.len())
+            .finish()
+    }
+}
+
+impl LoadedModule {
+    /// The prepared selector of action number `index`.
+    pub fn applies_to(&self, index: usize) -> &AppliesTo {
+        &self.applies_to[index]
+    }
+}
+
+/// A compiled and linked module whose actions are not yet known.
+pub(super) struct Linked {
+    pub source: ModuleSource,
+    pub caps: Arc<ModuleCaps>,
+    pub pre: PluginPre<CallState>,
+}
+
+impl Linked {
+    pub fn error(&self, problem: impl Into<String>) -> LoadError {
+        load_error(&self.source, problem)
+    }
+}
+
+pub(super) fn load_error(source: &ModuleSource, problem: impl Into<String>) -> LoadError {
+    LoadError {
+        module: source.name.clone(),
+        origin: source.origin.to_string(),
+        problem: problem.into(),
+    }
+}
+
+/// Compiles and links a module (CPU-bound: run it off the async threads).
+pub(super) fn link(engine: &Engine, linker: &Linker<CallState>, source: ModuleSource) -> Result<Linked, LoadError> {
+    let component = Component::new(engine, &source.wasm)
+        .map_err(|e| load_error(&source, format!("not a valid WebAssembly component: {e:#}")))?;
+    let instance_pre = linker.instantiate_pre(&component).map_err(|e| {
+        load_error(
+            &source,
+            format!("imports something velero-wasm does not provide (components may import velero-wasm:plugin/* and the wasi:* interfaces std needs): {e:#}"),
+        )
+    })?;
+    let pre = PluginPre::new(instance_pre).map_err(|e| {
+        load_error(
+            &source,
+            format!("does not export velero-wasm:plugin/actions@0.1.0 as the WIT package defines it: {e:#}"),
+        )
+    })?;
+    let caps = Arc::new(ModuleCaps {
+        module: Arc::from(source.name.as_str()),
+        kube: KubeGrant::new(&source.manifest.grant.kube),
+        settings: source.manifest.settings.clone(),
+    });
+    Ok(Linked { source, caps, pre })
+}
+
+/// Validates what a module says about its actions, and finishes loading it. Returns warnings: needs
+/// its grant does not cover.
+pub(super) fn finish(linked: Linked, actions: Vec<ActionInfo>) -> Result<(LoadedModule, Vec<String>), LoadError> {
+    if actions.is_empty() {
+        return Err(linked.error("describes no actions"));
+    }
+    let mut names = BTreeSet::new();
+    let mut applies_to = Vec::with_capacity(actions.len());
+    let mut warnings = Vec::new();
+    for action in &actions {
+        validate_name(&action.name).map_err(|p| linked.error(format!("action name {:?}: {p}", action.name)))?;
+        if !names.insert(action.name.as_str()) {
+            return Err(linked.error(format!("describes action {} twice", action.name)));
+        }
+        applies_to.push(AppliesTo::new(&action.applies_to).map_err(|e| linked.error(format!("action {}: {e}", action.name)))?);
+        for need in &action.needs {
+            if !covered(&linked.source.manifest.grant, need) {
+                warnings.push(format!(
+                    "module {}: action {} needs {need}, which the manifest does not grant; those calls will be denied",
+                    linked.source.name, action.name
+                ));
+            }
+        }
+    }
+    let source = linked.source;
+    Ok((
+        LoadedModule {
+            name: Arc::from(source.name.as_str()),
+            sha256: source.sha256,
+            origin: source.origin,
+            limits: source.manifest.limits,
+            grant: source.manifest.grant,
+            description: source.manifest.description,
+            actions,
+            applies_to,
+            caps: linked.caps,
+            pre: linked.pre,
+        },
+        warnings,
+    ))
+}
+
+/// Velero's rule for plugin names (`ValidatePluginName`): `<DNS-1123 subdomain>/<name without '/'>`.
+pub fn validate_name(name: &str) -> Result<(), String> {
+    let (prefix, rest) = name
+        .split_once('/')
+        .ok_or("must be <dns-subdomain>/<name>, e.g. example.io/my-action")?;
+    if rest.is_empty() || rest.contains('/') {
+        return Err("the part after '/' must be non-empty and contain no '/'".into());
+    }
+    if prefix.is_empty() || prefix.len() > 253 {
+        return Err("the part before '/' must be a DNS subdomain of 1 to 253 characters".into());
+    }
+    let label_ok = |l: &str| {
+        !l.is_empty()
+            && l.len() <= 63
+            && l.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            && !l.starts_with('-')
+            && !l.ends_with('-')
+    };
+    if !prefix.split('.').all(label_ok) {
+        return Err("the part before '/' must be a lower-case DNS subdomain (a-z, 0-9, '-', '.')".into());
+    }
+    Ok(())
+}
+
+fn covered(grant: &Grant, need: &Need) -> bool {
+    match need {
+        Need::Kube { resource, verbs } => verbs.iter().all(|verb: &Verb| {
+            grant.kube.iter().any(|rule| {
+                (rule.verbs.iter().any(|v| v == "*" || v == verb.as_str()))
+                    && rule.resources.iter().any(|r| r == "*" || r.eq_ignore_ascii_case(resource))
+            })
+        }),
+        Need::Http(host) => grant.http.iter().any(|h| h == host || h.strip_prefix('*').is_some_and(|suffix| host.ends_with(suffix))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plugin_names_follow_velero() {
+        assert!(validate_name("kubevirt-velero-plugin/backup-virtualmachine-action").is_ok());
+        assert!(validate_name("1.2.3.4/5678").is_ok());
+        assert!(validate_name("example.io/Mixed_Case.ok").is_ok());
+        for bad in ["no-slash", "a/b/c", "/x", "x/", "Upper.io/x", "-a.io/x", "a..io/x"] {
+            assert!(validate_name(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,316 @@
+//! Kubernetes access behind a trait: [`HostCluster`] calls the host's `kube` capability, [`FakeCluster`]
+//! serves objects from memory so that action logic can be unit-tested natively, with the calls it made
+//! recorded for assertions.
+
+use std::cell::RefCell;
+
+use label_selector::LabelSelector;
+
+use crate::bindings::velero_wasm::plugin::kube;
+use crate::Object;
+
+pub use kube::Error as KubeError;
+
+/// A resource type, as constants: `Api::new("kubevirt.io", "v1", "virtualmachines")`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Api {
+    /// API group, "" for core.
+    pub group: &'static str,
+    /// API version.
+    pub version: &'static str,
+    /// Plural resource name.
+    pub resource: &'static str,
+}
+
+impl Api {
+    /// A resource type.
+    pub const fn new(group: &'static str, version: &'static str, resource: &'static str) -> Api {
+        Api { group, version, resource }
+    }
+
+    /// Velero's `resource.group` form (`resource` alone for the core group).
+    pub fn group_resource(&self) -> String {
+        if self.group.is_empty() {
+            self.resource.to_string()
+        } else {
+            format!("{}.{}", self.resource, self.group)
+        }
+    }
+
+    fn to_wit(self) -> kube::ApiResource {
+        kube::ApiResource {
+            group: self.group.to_string(),
+            version: self.version.to_string(),
+            resource: self.resource.to_string(),
+        }
+    }
+}
+
+impl KubeError {
+    /// Whether the object does not exist.
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, KubeError::NotFound(_))
+    }
+
+    /// The message, without the variant.
+    pub fn message(&self) -> &str {
+        match self {
+            KubeError::NotFound(m)
+            | KubeError::Conflict(m)
+            | KubeError::Forbidden(m)
+            | KubeError::Denied(m)
+            | KubeError::Invalid(m)
+            | KubeError::Other(m) => m,
+        }
+    }
+}
+
+/// The Kubernetes operations an action uses. Objects are [`Object`]s; errors keep "not found" distinct.
+pub trait Cluster {
+    /// Reads one object.
+    fn get(&self, api: Api, namespace: &str, name: &str) -> Result<Object, KubeError>;
+    /// Lists objects in a namespace ("" for all, or cluster-scoped) matching a label selector ("" for all).
+    fn list(&self, api: Api, namespace: &str, label_selector: &str) -> Result<Vec<Object>, KubeError>;
+    /// Creates an object and returns it as stored.
+    fn create(&self, api: Api, namespace: &str, object: &Object) -> Result<Object, KubeError>;
+    /// Replaces an object and returns it as stored.
+    fn update(&self, api: Api, namespace: &str, object: &Object) -> Result<Object, KubeError>;
+    /// Applies a JSON merge patch and returns the object as stored.
+    fn merge_patch(&self, api: Api, namespace: &str, name: &str, patch: &serde_json::Value) -> Result<Object, KubeError>;
+    /// Deletes an object.
+    fn delete(&self, api: Api, namespace: &str, name: &str) -> Result<(), KubeError>;
+}
+
+/// The host's `kube` capability.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct HostCluster;
+
+fn parse_answer(json: String) -> Result<Object, KubeError> {
+    Object::parse(&json).map_err(|e| KubeError::Other(format!("the host returned a malformed object: {e}")))
+}
+
+impl Cluster for HostCluster {
+    fn get(&self, api: Api, namespace: &str, name: &str) -> Result<Object, KubeError> {
+        parse_answer(kube::get(&api.to_wit(), namespace, name)?)
+    }
+
+    fn list(&self, api: Api, namespace: &str, label_selector: &str) -> Result<Vec<Object>, KubeError> {
+        let options = kube::ListOptions {
+            label_selector: label_selector.to_string(),
+            field_selector: String::new(),
+        };
+        kube::list(&api.to_wit(), namespace, &options)?
+            .into_iter()
+            .map(parse_answer)
+            .collect()
+    }
+
+    fn create(&self, api: Api, namespace: &str, object: &Object) -> Result<Object, KubeError> {
+        parse_answer(kube::create(&api.to_wit(), namespace, &object.to_json())?)
+    }
+
+    fn update(&self, api: Api, namespace: &str, object: &Object) -> Result<Object, KubeError> {
+        parse_answer(kube::update(&api.to_wit(), namespace, &object.to_json())?)
+    }
+
+    fn merge_patch(&self, api: Api, namespace: &str, name: &str, patch: &serde_json::Value) -> Result<Object, KubeError> {
+        let patch = patch.to_string();
+        parse_answer(kube::patch(&api.to_wit(), namespace, name, kube::PatchType::Merge, &patch)?)
+    }
+
+    fn delete(&self, api: Api, namespace: &str, name: &str) -> Result<(), KubeError> {
+        kube::delete(&api.to_wit(), namespace, name)
+    }
+}
+
+/// One call a [`FakeCluster`] answered, for assertions: verb, `resource.group`, namespace, and the name
+/// or label selector.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Call {
+    /// `get`, `list`, `create`, `update`, `patch` or `delete`.
+    pub verb: &'static str,
+    /// `resource.group`.
+    pub resource: String,
+    /// Namespace.
+    pub namespace: String,
+    /// Object name (get, create, update, patch, delete) or label selector (list).
+    pub target: String,
+}
+
+/// An in-memory cluster for native unit tests of action logic.
+#[derive(Debug, Default)]
+pub struct FakeCluster {
+    objects: RefCell<Vec<(String, Object)>>,
+    calls: RefCell<Vec<Call>>,
+    failing_lists: RefCell<Vec<String>>,
+}
+
+impl FakeCluster {
+    /// An empty cluster.
+    pub fn new() -> FakeCluster {
+        FakeCluster::default()
+    }
+
+    /// Adds an object of resource `api`.
+    pub fn with(self, api: Api, object: Object) -> FakeCluster {
+        self.objects.borrow_mut().push((api.group_resource(), object));
+        self
+    }
+
+    /// Makes every `list` of `api` fail (to test error paths).
+    pub fn failing_list(self, api: Api) -> FakeCluster {
+        self.failing_lists.borrow_mut().push(api.group_resource());
+        self
+    }
+
+    /// The calls answered so far, in order.
+    pub fn calls(&self) -> Vec<Call> {
+        self.calls.borrow().clone()
+    }
+
+    fn record(&self, verb: &'static str, api: Api, namespace: &str, target: &str) {
+        self.calls.borrow_mut().push(Call {
+            verb,
+            resource: api.group_resource(),
+            namespace: namespace.to_string(),
+            target: target.to_string(),
+        });
+    }
+
+    fn position(&self, api: Api, namespace: &str, name: &str) -> Option<usize> {
+        let gr = api.group_resource();
+        self.objects
+            .borrow()
+            .iter()
+            .position(|(r, o)| *r == gr && o.namespace() == namespace && o.name() == name)
+    }
+
+    fn not_found(api: Api, name: &str) -> KubeError {
+        KubeError::NotFound(format!("{} \"{name}\" not found", api.group_resource()))
+    }
+}
+
+impl Cluster for FakeCluster {
+    fn get(&self, api: Api, namespace: &str, name: &str) -> Result<Object, KubeError> {
+        self.record("get", api, namespace, name);
+        let at = self.position(api, namespace, name).ok_or_else(|| Self::not_found(api, name))?;
+        Ok(self.objects.borrow()[at].1.clone())
+    }
+
+    fn list(&self, api: Api, namespace: &str, label_selector: &str) -> Result<Vec<Object>, KubeError> {
+        self.record("list", api, namespace, label_selector);
+        let gr = api.group_resource();
+        if self.failing_lists.borrow().contains(&gr) {
+            return Err(KubeError::Other(format!("listing {gr} failed (injected)")));
+        }
+        let selector = LabelSelector::parse(label_selector).map_err(|e| KubeError::Invalid(e.to_string()))?;
+        Ok(self
+            .objects
+            .borrow()
+            .iter()
+            .filter(|(r, o)| *r == gr && (namespace.is_empty() || o.namespace() == namespace))
+            .filter(|(_, o)| selector.matches_with(|k| o.label(k)))
+            .map(|(_, o)| o.clone())
+            .collect())
+    }
+
+    fn create(&self, api: Api, namespace: &str, object: &Object) -> Result<Object, KubeError> {
+        self.record("create", api, namespace, object.name());
+        if self.position(api, namespace, object.name()).is_some() {
+            return Err(KubeError::Conflict(format!(
+                "{} \"{}\" already exists",
+                api.group_resource(),
+                object.name()
+            )));
+        }
+        self.objects.borrow_mut().push((api.group_resource(), object.clone()));
+        Ok(object.clone())
+    }
+
+    fn update(&self, api: Api, namespace: &str, object: &Object) -> Result<Object, KubeError> {
+        self.record("update", api, namespace, object.name());
+        let at = self
+            .position(api, namespace, object.name())
+            .ok_or_else(|| Self::not_found(api, object.name()))?;
+        self.objects.borrow_mut()[at].1 = object.clone();
+        Ok(object.clone())
+    }
+
+    fn merge_patch(&self, api: Api, namespace: &str, name: &str, patch: &serde_json::Value) -> Result<Object, KubeError> {
+        self.record("patch", api, namespace, name);
+        let at = self.position(api, namespace, name).ok_or_else(|| Self::not_found(api, name))?;
+        let mut objects = self.objects.borrow_mut();
+        let mut value = objects[at].1.clone().into_value();
+        merge(&mut value, patch);
+        let patched = Object::from_value(value).map_err(KubeError::Invalid)?;
+        objects[at].1 = patched.clone();
+        Ok(patched)
+    }
+
+    fn delete(&self, api: Api, namespace: &str, name: &str) -> Result<(), KubeError> {
+        self.record("delete", api, namespace, name);
+        let at = self.position(api, namespace, name).ok_or_else(|| Self::not_found(api, name))?;
+        self.objects.borrow_mut().remove(at);
+        Ok(())
+    }
+}
+
+/// RFC 7386 JSON merge patch.
+fn merge(target: &mut serde_json::Value, patch: &serde_json::Value) {
+    use serde_json::Value;
+    match patch {
+        Value::Object(fields) => {
+            if !target.is_object() {
+                *target = Value::Object(Default::default());
+            }
+            let map = target.as_object_mut().expect("made an object above");
+            for (k, v) in fields {
+                if v.is_null() {
+                    map.remove(k);
+                } else {
+                    merge(map.entry(k.clone()).or_insert(Value::Null), v);
+                }
+            }
+        }
+        other => *target = other.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PODS: Api = Api::new("", "v1", "pods");
+
+    fn pod(name: &str, labels: serde_json::Value) -> Object {
+        Object::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "ns", "labels": labels}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn fake_cluster_answers_and_records_calls() {
+        let c = FakeCluster::new()
+            .with(PODS, pod("a", serde_json::json!({"app": "web"})))
+            .with(PODS, pod("b", serde_json::json!({})));
+        assert_eq!(c.get(PODS, "ns", "a").unwrap().name(), "a");
+        assert!(c.get(PODS, "ns", "zz").unwrap_err().is_not_found());
+        let listed = c.list(PODS, "ns", "app=web").unwrap();
+        assert_eq!(listed.len(), 1);
+        assert_eq!(c.calls().len(), 3);
+        assert_eq!(c.calls()[2].target, "app=web");
+    }
+
+    #[test]
+    fn fake_cluster_applies_writes() {
+        let c = FakeCluster::new().with(PODS, pod("a", serde_json::json!({})));
+        c.merge_patch(PODS, "ns", "a", &serde_json::json!({"metadata": {"labels": {"x": "1"}}}))
+            .unwrap();
+        assert_eq!(c.get(PODS, "ns", "a").unwrap().label("x"), Some("1"));
+        assert!(matches!(c.create(PODS, "ns", &pod("a", serde_json::json!({}))), Err(KubeError::Conflict(_))));
+        c.delete(PODS, "ns", "a").unwrap();
+        assert!(c.get(PODS, "ns", "a").is_err());
+    }
+}
