@@ -6,7 +6,8 @@
 //!   (`VELERO_WASM_TEST_COMPONENTS` names the directory).
 //!
 //! The components are built by a nested `cargo build --target wasm32-wasip2 --profile component` with
-//! its own target directory (`target/wasm`), so it never waits on the outer build's lock.
+//! its own target directory (`target/wasm` in the workspace), so it never waits on the outer build's
+//! lock.
 
 use std::env;
 use std::fmt::Write as _;
@@ -28,7 +29,7 @@ fn main() {
 
     let stock = crates_in(&root.join("actions"));
     let test_components = crates_in(&root.join("tests/components"));
-    let wasm_target_dir = target_dir(&out_dir).join("wasm");
+    let wasm_target_dir = root.join("target").join("wasm");
     let all: Vec<&String> = stock.iter().chain(test_components.iter()).collect();
     if !all.is_empty() {
         build_components(&root, &wasm_target_dir, &all);
@@ -69,18 +70,6 @@ fn crates_in(dir: &Path) -> Vec<String> {
         .collect();
     names.sort();
     names
-}
-
-/// The workspace target directory: OUT_DIR is `<target>/<profile>/build/<pkg>-<hash>/out`, possibly
-/// with a target triple after `<target>`.
-fn target_dir(out_dir: &Path) -> PathBuf {
-    out_dir
-        .ancestors()
-        .find(|p| p.file_name().is_some_and(|n| n == "build"))
-        .and_then(|build| build.parent())
-        .and_then(|profile| profile.parent())
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| out_dir.join("target"))
 }
 
 fn build_components(root: &Path, target_dir: &Path, crates: &[&String]) {
