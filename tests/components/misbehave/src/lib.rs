@@ -7,20 +7,36 @@ use velero_wasm_sdk::*;
 struct Misbehave;
 
 const CASES: &[(&str, &str)] = &[
-    ("echo", "returns the item unchanged and names one additional item"),
+    (
+        "echo",
+        "returns the item unchanged and names one additional item",
+    ),
     ("trap", "panics"),
     ("loop", "spins forever"),
     ("sleep", "sleeps forever in the clock capability"),
     ("memory-bomb", "allocates until memory runs out"),
     ("forbidden-kube", "reads a Secret it was not granted"),
-    ("granted-kube", "reads the ConfigMap named by setting `target` in the item's namespace"),
+    (
+        "granted-kube",
+        "reads the ConfigMap named by setting `target` in the item's namespace",
+    ),
     ("huge-output", "returns an item of 2 MiB"),
     ("malformed-output", "returns text that is not JSON"),
     ("kindless-output", "returns a JSON object without kind"),
     ("exit", "calls std::process::exit"),
     ("log", "logs at every level"),
     ("stdout", "prints to stdout"),
+    (
+        "counter",
+        "counts its calls in a static and reports the count (1 if instances are fresh)",
+    ),
+    (
+        "write",
+        "creates <name>-copy of the item, then labels it with a merge patch",
+    ),
 ];
+
+static CALLS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
 impl Plugin for Misbehave {
     fn describe() -> Vec<ActionInfo> {
@@ -35,7 +51,9 @@ impl Plugin for Misbehave {
     }
 
     fn backup(action: &str, request: BackupRequest) -> Result<BackupResponse, String> {
-        let case = action.strip_prefix("test.velero-wasm.io/").unwrap_or(action);
+        let case = action
+            .strip_prefix("test.velero-wasm.io/")
+            .unwrap_or(action);
         match case {
             "echo" => {
                 let item = Object::parse(&request.item)?;
@@ -65,7 +83,11 @@ impl Plugin for Misbehave {
             }
             "forbidden-kube" => {
                 let item = Object::parse(&request.item)?;
-                match HostCluster.get(Api::new("", "v1", "secrets"), item.namespace(), "credentials") {
+                match HostCluster.get(
+                    Api::new("", "v1", "secrets"),
+                    item.namespace(),
+                    "credentials",
+                ) {
                     Ok(_) => Err("the host let a forbidden read through".into()),
                     Err(e) => Err(format!("kube: {e:?}")),
                 }
@@ -104,6 +126,28 @@ impl Plugin for Misbehave {
             "stdout" => {
                 println!("this must not reach the host's stdout");
                 eprintln!("guest stderr line");
+                Ok(BackupResponse::unchanged())
+            }
+            "counter" => {
+                let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+                let mut item = Object::parse(&request.item)?;
+                item.set_annotation("test.velero-wasm.io/calls", &n.to_string());
+                Ok(BackupResponse::with_item(&item))
+            }
+            "write" => {
+                let item = Object::parse(&request.item)?;
+                let api = Api::new("", "v1", "configmaps");
+                let mut copy =
+                    Object::parse(r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{}}"#)?;
+                copy.set("/metadata/name", format!("{}-copy", item.name()).into())?;
+                copy.set("/data", item.pointer("/data").cloned().unwrap_or_default())?;
+                HostCluster
+                    .create(api, item.namespace(), &copy)
+                    .map_err(|e| format!("create: {e:?}"))?;
+                let patch = serde_json::json!({"metadata": {"labels": {"copied": "true"}}});
+                HostCluster
+                    .merge_patch(api, item.namespace(), copy.name(), &patch)
+                    .map_err(|e| format!("patch: {e:?}"))?;
                 Ok(BackupResponse::unchanged())
             }
             other => Err(format!("no such case: {other}")),

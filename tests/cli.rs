@@ -1,0 +1,353 @@
+//! The command-line contract other tooling depends on:
+//!
+//! ```text
+//! velero-wasm run --action NAME --item FILE (--backup FILE | --restore FILE)
+//!                 [--item-from-backup FILE] [--cluster PATH ...] [--modules DIR]
+//! ```
+//! JSON on stdout; exit 0 on success, 1 when the action fails (message on stderr), 2 on bad input
+//! (one line that says what and where). `velero-wasm actions` lists what is loaded.
+
+mod support;
+
+use std::path::Path;
+
+use serde_json::json;
+use support::{stderr, stdout_json, velero_wasm, write};
+
+const MANIFEST: &str = r#"
+[limits]
+timeout = "2s"
+
+[[grant.kube]]
+resources = ["configmaps"]
+verbs = ["get", "create", "patch"]
+namespaces = ["@item"]
+
+[settings]
+target = "settings"
+"#;
+
+struct Scene {
+    modules: tempfile::TempDir,
+    files: tempfile::TempDir,
+}
+
+impl Scene {
+    fn new() -> Scene {
+        let files = tempfile::tempdir().unwrap();
+        let d = files.path();
+        write(
+            d,
+            "item.json",
+            r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"app","namespace":"shop"},"data":{"k":"v"}}"#,
+        );
+        write(
+            d,
+            "item.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\n  namespace: shop\n",
+        );
+        write(
+            d,
+            "secret.json",
+            r#"{"apiVersion":"v1","kind":"Secret","metadata":{"name":"s","namespace":"shop"}}"#,
+        );
+        write(
+            d,
+            "backup.json",
+            r#"{"metadata":{"name":"nightly","namespace":"velero"},"spec":{}}"#,
+        );
+        write(
+            d,
+            "restore.json",
+            r#"{"metadata":{"name":"r","namespace":"velero"},"spec":{}}"#,
+        );
+        std::fs::create_dir(d.join("cluster")).unwrap();
+        write(
+            &d.join("cluster"),
+            "objects.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, namespace: shop}\n",
+        );
+        Scene {
+            modules: support::module_dir("misbehave", "misbehave", MANIFEST),
+            files,
+        }
+    }
+
+    fn path(&self, name: &str) -> String {
+        self.files.path().join(name).display().to_string()
+    }
+
+    fn run(&self, case: &str, extra: &[&str]) -> std::process::Output {
+        let action = format!("test.velero-wasm.io/{case}");
+        let (item, backup, cluster, modules) = (
+            self.path("item.json"),
+            self.path("backup.json"),
+            self.path("cluster"),
+            self.modules.path().display().to_string(),
+        );
+        let mut args = vec![
+            "run",
+            "--action",
+            &action,
+            "--item",
+            &item,
+            "--backup",
+            &backup,
+            "--cluster",
+            &cluster,
+            "--modules",
+            &modules,
+        ];
+        args.extend_from_slice(extra);
+        velero_wasm(&args)
+    }
+}
+
+fn one_line(output: &std::process::Output) -> String {
+    let text = stderr(output);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 1, "expected one line on stderr, got: {text}");
+    lines[0].to_string()
+}
+
+#[test]
+fn success_prints_the_item_additional_items_and_cluster_writes() {
+    let scene = Scene::new();
+    let out = scene.run("echo", &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        stdout_json(&out),
+        json!({
+            "item": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "app", "namespace": "shop"}, "data": {"k": "v"}},
+            "additionalItems": [{"group": "", "resource": "secrets", "namespace": "shop", "name": "app"}],
+            "clusterWrites": []
+        })
+    );
+}
+
+#[test]
+fn writes_are_applied_to_the_fixture_cluster_and_reported() {
+    let scene = Scene::new();
+    let out = scene.run("write", &["--now", "2026-05-02T10:00:00Z"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let writes = &stdout_json(&out)["clusterWrites"];
+    assert_eq!(writes.as_array().unwrap().len(), 2, "{writes:#}");
+    assert_eq!(writes[0]["verb"], "create");
+    assert_eq!(writes[0]["kind"], "ConfigMap");
+    assert_eq!(writes[0]["namespace"], "shop");
+    assert_eq!(writes[0]["name"], "app-copy");
+    assert_eq!(writes[0]["object"]["data"], json!({"k": "v"}));
+    assert_eq!(
+        writes[0]["object"]["metadata"]["creationTimestamp"],
+        "2026-05-02T10:00:00Z"
+    );
+    assert_eq!(writes[1]["verb"], "patch");
+    assert_eq!(writes[1]["patchType"], "merge");
+    assert_eq!(
+        writes[1]["patch"],
+        json!({"metadata": {"labels": {"copied": "true"}}})
+    );
+    assert_eq!(writes[1]["object"]["metadata"]["labels"]["copied"], "true");
+}
+
+#[test]
+fn yaml_items_are_accepted() {
+    let scene = Scene::new();
+    let (item, backup, modules) = (
+        scene.path("item.yaml"),
+        scene.path("backup.json"),
+        scene.modules.path().display().to_string(),
+    );
+    let out = velero_wasm(&[
+        "run",
+        "--action",
+        "test.velero-wasm.io/echo",
+        "--item",
+        &item,
+        "--backup",
+        &backup,
+        "--modules",
+        &modules,
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout_json(&out)["item"]["metadata"]["name"], "app");
+}
+
+#[test]
+fn an_action_error_exits_1_with_the_message_on_stderr() {
+    let scene = Scene::new();
+    let out = scene.run("forbidden-kube", &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty());
+    assert!(stderr(&out).contains(
+        "permission denied: module misbehave is not granted get on secrets in namespace shop"
+    ));
+    let out = scene.run("trap", &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains(
+        "module misbehave, action test.velero-wasm.io/trap on item configmaps shop/app: trapped"
+    ));
+}
+
+#[test]
+fn guest_output_never_reaches_stdout() {
+    let scene = Scene::new();
+    let out = scene.run("stdout", &[]);
+    assert_eq!(out.status.code(), Some(0));
+    stdout_json(&out);
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("must not reach"));
+}
+
+#[test]
+fn bad_input_exits_2_with_one_line_that_says_what_and_where() {
+    let scene = Scene::new();
+    let d = scene.files.path();
+    write(
+        d,
+        "broken.json",
+        "{\n  \"kind\": \"ConfigMap\",\n  \"metadata\": {\n}",
+    );
+    write(d, "broken.yaml", "kind: [ConfigMap\n");
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (vec!["--item".into(), scene.path("missing.json")], "--item"),
+        (
+            vec!["--item".into(), scene.path("broken.json")],
+            "broken.json: invalid JSON at line 4",
+        ),
+        (
+            vec!["--item".into(), scene.path("broken.yaml")],
+            "broken.yaml: invalid YAML",
+        ),
+        (
+            vec!["--item".into(), scene.path("secret.json")],
+            "does not apply to item secrets shop/s",
+        ),
+        (
+            vec!["--restore".into(), scene.path("restore.json")],
+            "is a backup action: give --backup FILE",
+        ),
+        (
+            vec!["--cluster".into(), scene.path("broken.json")],
+            "--cluster",
+        ),
+    ];
+    for (args, expected) in cases {
+        let mut all = vec![
+            "run".to_string(),
+            "--action".into(),
+            "test.velero-wasm.io/echo".into(),
+            "--modules".into(),
+            scene.modules.path().display().to_string(),
+        ];
+        if !args.contains(&"--item".to_string()) {
+            all.extend(["--item".into(), scene.path("item.json")]);
+        }
+        if !args.contains(&"--restore".to_string()) {
+            all.extend(["--backup".into(), scene.path("backup.json")]);
+        }
+        all.extend(args.iter().cloned());
+        let refs: Vec<&str> = all.iter().map(String::as_str).collect();
+        let out = velero_wasm(&refs);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(out.stdout.is_empty());
+        let line = one_line(&out);
+        assert!(line.contains(expected), "{args:?}: {line}");
+    }
+}
+
+#[test]
+fn an_unknown_action_exits_2_and_names_the_loaded_ones() {
+    let scene = Scene::new();
+    let out = scene.run("no-such-case", &[]);
+    assert_eq!(out.status.code(), Some(2));
+    let line = one_line(&out);
+    assert!(
+        line.contains("unknown action \"test.velero-wasm.io/no-such-case\""),
+        "{line}"
+    );
+    assert!(line.contains("test.velero-wasm.io/echo"), "{line}");
+}
+
+#[test]
+fn a_module_directory_with_a_bad_module_still_serves_the_good_ones() {
+    let scene = Scene::new();
+    let dir = scene.modules.path();
+    write(dir, "broken.wasm", "not wasm");
+    write(
+        dir,
+        "broken.toml",
+        &format!("sha256 = \"{}\"", sha256_of(&dir.join("broken.wasm"))),
+    );
+    let out = scene.run("echo", &[]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(stderr(&out).contains("module broken"), "{}", stderr(&out));
+}
+
+#[test]
+fn actions_lists_every_action_with_its_module_and_grant() {
+    let scene = Scene::new();
+    let modules = scene.modules.path().display().to_string();
+    let out = velero_wasm(&["actions", "--modules", &modules]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let table = String::from_utf8(out.stdout).unwrap();
+    let header = table.lines().next().unwrap();
+    assert!(
+        header.starts_with("NAME")
+            && header.contains("KIND")
+            && header.contains("APPLIES TO")
+            && header.contains("GRANT")
+    );
+    let echo = table
+        .lines()
+        .find(|l| l.starts_with("test.velero-wasm.io/echo "))
+        .unwrap();
+    assert!(
+        echo.contains("backup") && echo.contains("configmaps") && echo.contains("misbehave"),
+        "{echo}"
+    );
+    assert!(
+        echo.contains("get,create,patch configmaps in @item"),
+        "{echo}"
+    );
+
+    let out = velero_wasm(&["actions", "--json", "--modules", &modules]);
+    let json = stdout_json(&out);
+    let echo = json["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["name"] == "test.velero-wasm.io/echo")
+        .unwrap();
+    assert_eq!(echo["veleroKind"], "BackupItemAction");
+    assert_eq!(
+        echo["appliesTo"]["includedResources"],
+        json!(["configmaps"])
+    );
+    assert_eq!(echo["grant"]["kube"][0]["namespaces"], json!(["@item"]));
+
+    write(scene.modules.path(), "unpinned.wasm", "x");
+    write(scene.modules.path(), "unpinned.toml", "");
+    let out = velero_wasm(&["actions", "--modules", &modules]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "a module left out is reported with exit 1"
+    );
+    assert!(stderr(&out).contains("unpinned.toml has no sha256"));
+}
+
+#[test]
+fn without_a_command_it_explains_it_is_a_plugin() {
+    let out = velero_wasm(&["--log-level", "debug"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty());
+    assert!(stderr(&out).contains("is a Velero plugin"));
+}
+
+fn sha256_of(path: &Path) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(std::fs::read(path).unwrap())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}

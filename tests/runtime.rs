@@ -1,0 +1,312 @@
+//! The runtime keeps serving whatever a module does: each misbehaviour fails its own call with an
+//! error that names the module, the action and the item, and the next call on the same host succeeds.
+
+mod support;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde_json::Value;
+use velero_wasm::action::BackupRequest;
+use velero_wasm::capabilities::kube::fixture::FixtureCluster;
+use velero_wasm::capabilities::kube::{ApiResource, KubeBackend, KubeError, ListOptions, Patch};
+use velero_wasm::capabilities::{Clock, Services};
+use velero_wasm::modules::{scan_directory, ModuleSource, Origin};
+use velero_wasm::runtime::{CallError, Fault, Runtime};
+
+const MANIFEST: &str = r#"
+[limits]
+timeout = "1s"
+memory = "32MiB"
+output = "1MiB"
+
+[[grant.kube]]
+resources = ["configmaps"]
+verbs = ["get", "create", "patch"]
+namespaces = ["@item"]
+
+[settings]
+target = "settings"
+"#;
+
+const ITEM: &str = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"app","namespace":"shop"},"data":{"k":"v"}}"#;
+
+/// A backend that counts the calls that reach it.
+struct Counting {
+    inner: FixtureCluster,
+    calls: AtomicUsize,
+}
+
+#[async_trait]
+impl KubeBackend for Counting {
+    async fn get(&self, api: &ApiResource, ns: &str, name: &str) -> Result<Value, KubeError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        self.inner.get(api, ns, name).await
+    }
+    async fn list(
+        &self,
+        api: &ApiResource,
+        ns: &str,
+        o: &ListOptions,
+    ) -> Result<Vec<Value>, KubeError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        self.inner.list(api, ns, o).await
+    }
+    async fn create(&self, api: &ApiResource, ns: &str, object: Value) -> Result<Value, KubeError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        self.inner.create(api, ns, object).await
+    }
+    async fn update(&self, api: &ApiResource, ns: &str, object: Value) -> Result<Value, KubeError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        self.inner.update(api, ns, object).await
+    }
+    async fn patch(
+        &self,
+        api: &ApiResource,
+        ns: &str,
+        name: &str,
+        patch: &Patch,
+    ) -> Result<Value, KubeError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        self.inner.patch(api, ns, name, patch).await
+    }
+    async fn delete(&self, api: &ApiResource, ns: &str, name: &str) -> Result<(), KubeError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        self.inner.delete(api, ns, name).await
+    }
+}
+
+async fn host() -> (Runtime, Arc<Counting>, tempfile::TempDir) {
+    let modules = support::module_dir("misbehave", "misbehave", MANIFEST);
+    let cluster_dir = tempfile::tempdir().unwrap();
+    let objects = support::write(
+        cluster_dir.path(),
+        "objects.json",
+        r#"[{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"settings","namespace":"shop"}},
+            {"apiVersion":"v1","kind":"Secret","metadata":{"name":"credentials","namespace":"shop"}}]"#,
+    );
+    let backend = Arc::new(Counting {
+        inner: FixtureCluster::load(&[objects], Clock::System).unwrap(),
+        calls: AtomicUsize::new(0),
+    });
+    let runtime = Runtime::new(Services {
+        kube: backend.clone(),
+        clock: Clock::System,
+    })
+    .unwrap();
+    let scan = scan_directory(modules.path()).unwrap();
+    assert!(scan.problems.is_empty(), "{:?}", scan.problems);
+    assert!(runtime.load_all(scan.modules).await.is_empty());
+    (runtime, backend, modules)
+}
+
+fn request() -> BackupRequest {
+    BackupRequest {
+        item: ITEM.to_string(),
+        backup: r#"{"metadata":{"name":"nightly","namespace":"velero"}}"#.to_string(),
+    }
+}
+
+async fn call(
+    runtime: &Runtime,
+    case: &str,
+) -> Result<velero_wasm::action::BackupOutcome, CallError> {
+    runtime
+        .backup(&format!("test.velero-wasm.io/{case}"), request())
+        .await
+}
+
+async fn assert_still_serving(runtime: &Runtime) {
+    let outcome = call(runtime, "echo")
+        .await
+        .expect("the host must keep serving");
+    assert_eq!(
+        outcome.item, ITEM,
+        "an unchanged item is echoed byte for byte"
+    );
+    assert_eq!(outcome.additional_items[0].to_string(), "secrets shop/app");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_misbehaviour_fails_only_its_own_call() {
+    let (runtime, _, _dir) = host().await;
+    type IsExpected = fn(&Fault) -> bool;
+    let cases: &[(&str, IsExpected, &str)] = &[
+        (
+            "trap",
+            |f| matches!(f, Fault::Trap(_)),
+            "panicked at tests/components/misbehave/src/lib.rs",
+        ),
+        (
+            "loop",
+            |f| matches!(f, Fault::Timeout(_)),
+            "did not finish within its deadline of 1s",
+        ),
+        (
+            "sleep",
+            |f| matches!(f, Fault::Timeout(_)),
+            "did not finish within its deadline of 1s",
+        ),
+        (
+            "memory-bomb",
+            |f| matches!(f, Fault::Memory { limit_mib: 32 }),
+            "exceeded its memory limit of 32 MiB",
+        ),
+        (
+            "huge-output",
+            |f| matches!(f, Fault::Output(_)),
+            "over its output limit of 1048576 bytes",
+        ),
+        (
+            "malformed-output",
+            |f| matches!(f, Fault::Output(_)),
+            "an item that is not a JSON object",
+        ),
+        (
+            "kindless-output",
+            |f| matches!(f, Fault::Output(_)),
+            "an item without a kind",
+        ),
+        (
+            "exit",
+            |f| matches!(f, Fault::Exit(_)),
+            "exited with status",
+        ),
+    ];
+    for (case, is_expected, text) in cases {
+        let error = call(&runtime, case).await.expect_err(case);
+        let message = error.to_string();
+        match &error {
+            CallError::Fault {
+                module,
+                action,
+                item,
+                fault,
+            } => {
+                assert!(is_expected(fault), "{case}: unexpected fault {fault:?}");
+                assert_eq!(module, "misbehave");
+                assert_eq!(action, &format!("test.velero-wasm.io/{case}"));
+                assert_eq!(item, " on item configmaps shop/app");
+            }
+            other => panic!("{case}: expected a fault, got {other:?}"),
+        }
+        assert!(
+            message.starts_with(&format!(
+                "module misbehave, action test.velero-wasm.io/{case} on item configmaps shop/app: "
+            )),
+            "{message}"
+        );
+        assert!(message.contains(text), "{case}: {message}");
+        assert_still_serving(&runtime).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_outside_the_grant_is_denied_before_it_reaches_the_backend() {
+    let (runtime, backend, _dir) = host().await;
+    let error = call(&runtime, "forbidden-kube").await.unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "kube: Error::Denied(\"permission denied: module misbehave is not granted get on secrets in namespace shop\")"
+    );
+    assert_eq!(
+        backend.calls.load(Ordering::SeqCst),
+        0,
+        "the denied call reached the backend"
+    );
+
+    let granted = call(&runtime, "granted-kube").await.unwrap();
+    let item: Value = serde_json::from_str(&granted.item).unwrap();
+    assert_eq!(
+        item["metadata"]["annotations"]["test.velero-wasm.io/found"],
+        "settings"
+    );
+    assert_eq!(backend.calls.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_call_gets_a_fresh_instance() {
+    let (runtime, _, _dir) = host().await;
+    for _ in 0..3 {
+        let outcome = call(&runtime, "counter").await.unwrap();
+        let item: Value = serde_json::from_str(&outcome.item).unwrap();
+        assert_eq!(
+            item["metadata"]["annotations"]["test.velero-wasm.io/calls"],
+            "1"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_run_side_by_side_while_one_hangs() {
+    let (runtime, _, _dir) = host().await;
+    let runtime = Arc::new(runtime);
+    let hanging = {
+        let runtime = runtime.clone();
+        tokio::spawn(async move { call(&runtime, "loop").await })
+    };
+    let mut calls = Vec::new();
+    for _ in 0..16 {
+        let runtime = runtime.clone();
+        calls.push(tokio::spawn(async move { call(&runtime, "echo").await }));
+    }
+    for c in calls {
+        assert_eq!(c.await.unwrap().unwrap().item, ITEM);
+    }
+    assert!(matches!(
+        hanging.await.unwrap(),
+        Err(CallError::Fault {
+            fault: Fault::Timeout(_),
+            ..
+        })
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_module_that_fails_to_load_leaves_the_last_good_one_in_service() {
+    let (runtime, _, _dir) = host().await;
+    let corrupt = ModuleSource {
+        name: "misbehave".into(),
+        wasm: Arc::from(&b"\0asm\x0d\0\x01\0garbage"[..]),
+        sha256: String::new(),
+        manifest: Default::default(),
+        origin: Origin::File("corrupt/misbehave.wasm".into()),
+    };
+    let error = runtime.load(corrupt).await.unwrap_err().to_string();
+    assert!(
+        error.starts_with(
+            "module misbehave (corrupt/misbehave.wasm): not a valid WebAssembly component"
+        ),
+        "{error}"
+    );
+    assert_still_serving(&runtime).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_actions_and_wrong_kinds_are_refused_by_name() {
+    let (runtime, _, _dir) = host().await;
+    let error = runtime
+        .backup("test.velero-wasm.io/nope", request())
+        .await
+        .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "no loaded module provides an action named \"test.velero-wasm.io/nope\""
+    );
+    let error = runtime
+        .restore(
+            "test.velero-wasm.io/echo",
+            velero_wasm::action::RestoreRequest {
+                item: ITEM.into(),
+                item_from_backup: ITEM.into(),
+                restore: "{}".into(),
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "action test.velero-wasm.io/echo is a backup action: it has no restore call"
+    );
+}

@@ -1,0 +1,80 @@
+//! Shared pieces of the integration tests: the built test components, module directories with
+//! manifests pinned to them, and running the `velero-wasm` binary.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use sha2::Digest;
+
+/// The directory where host/build.rs put the test components.
+pub fn components_dir() -> PathBuf {
+    PathBuf::from(env!("VELERO_WASM_TEST_COMPONENTS"))
+}
+
+/// The workspace root.
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// A temporary module directory holding `component` (a test component's crate name) as
+/// `<name>.wasm`, with a manifest pinned to its sha256 followed by `manifest_body`.
+pub fn module_dir(component: &str, name: &str, manifest_body: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    add_module(dir.path(), component, name, manifest_body);
+    dir
+}
+
+/// Adds a module to an existing directory (see [`module_dir`]).
+pub fn add_module(dir: &Path, component: &str, name: &str, manifest_body: &str) {
+    let wasm =
+        std::fs::read(components_dir().join(format!("{}.wasm", component.replace('-', "_"))))
+            .unwrap_or_else(|e| panic!("test component {component} is not built: {e}"));
+    let sha: String = sha2::Sha256::digest(&wasm)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    std::fs::write(dir.join(format!("{name}.wasm")), &wasm).unwrap();
+    std::fs::write(
+        dir.join(format!("{name}.toml")),
+        format!("sha256 = \"{sha}\"\n{manifest_body}"),
+    )
+    .unwrap();
+}
+
+/// Writes a file in `dir` and returns its path.
+pub fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// Runs the `velero-wasm` binary with `args`, without the plugin cookie.
+pub fn velero_wasm(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_velero-wasm"))
+        .args(args)
+        .env_remove("VELERO_PLUGIN")
+        .env_remove("VELERO_WASM_MODULES")
+        .output()
+        .expect("run velero-wasm")
+}
+
+/// Stdout of a run as JSON, panicking with stderr when it is not.
+pub fn stdout_json(output: &Output) -> serde_json::Value {
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({e}); status {:?}\nstdout: {}\nstderr: {}",
+            output.status.code(),
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    })
+}
+
+/// Stderr of a run, as text.
+pub fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
