@@ -35,6 +35,7 @@ fn main() {
         "tests/components",
         "Cargo.lock",
         "Cargo.toml",
+        ".cargo/config.toml",
     ] {
         println!("cargo:rerun-if-changed={}", root.join(watched).display());
     }

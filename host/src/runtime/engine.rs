@@ -27,6 +27,8 @@ pub fn new_engine() -> wasmtime::Result<Engine> {
         .total_stacks(MAX_CONCURRENT_CALLS)
         .max_memories_per_module(2)
         .max_memory_size(MAX_MEMORY as usize)
+        // Reset a used memory by memset up to 1 MiB instead of madvise: no page faults on the next
+        // instantiation, no TLB shootdowns (`make bench`: 10 µs per fresh instance instead of 30).
         .linear_memory_keep_resident(1 << 20)
         .table_keep_resident(64 << 10);
     config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));

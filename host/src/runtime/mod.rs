@@ -10,6 +10,7 @@ mod engine;
 mod error;
 mod module;
 mod registry;
+mod warm;
 
 use std::sync::Arc;
 
@@ -21,6 +22,7 @@ pub use engine::{EPOCH_TICK, MAX_CONCURRENT_CALLS};
 pub use error::{CallError, Fault, LoadError};
 pub use module::{validate_name, LoadedModule};
 pub use registry::{ActionEntry, Catalog, Registry};
+pub use warm::WarmInstance;
 
 use crate::capabilities::{self, CallState, Services};
 use crate::modules::ModuleSource;

@@ -11,6 +11,10 @@ const CASES: &[(&str, &str)] = &[
         "echo",
         "returns the item unchanged and names one additional item",
     ),
+    (
+        "label",
+        "parses the item, sets a label, returns it (the benchmark's unit of JSON work)",
+    ),
     ("trap", "panics"),
     ("loop", "spins forever"),
     ("sleep", "sleeps forever in the clock capability"),
@@ -63,6 +67,11 @@ impl Plugin for Misbehave {
                     item.namespace(),
                     item.name(),
                 )]))
+            }
+            "label" => {
+                let mut item = Object::parse(&request.item)?;
+                item.set_label("velero-wasm.io/seen", "true");
+                Ok(BackupResponse::with_item(&item))
             }
             "trap" => panic!("deliberate panic in {case}"),
             "loop" => {
