@@ -271,6 +271,7 @@ async fn a_module_that_fails_to_load_leaves_the_last_good_one_in_service() {
         wasm: Arc::from(&b"\0asm\x0d\0\x01\0garbage"[..]),
         sha256: String::new(),
         manifest: Default::default(),
+        manifest_text: "".into(),
         origin: Origin::File("corrupt/misbehave.wasm".into()),
     };
     let error = runtime.load(corrupt).await.unwrap_err().to_string();
@@ -309,4 +310,76 @@ async fn unknown_actions_and_wrong_kinds_are_refused_by_name() {
         error.to_string(),
         "action test.velero-wasm.io/echo is a backup action: it has no restore call"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broken_update_of_a_module_falls_back_to_its_last_good_version() {
+    use velero_wasm::modules::LastGood;
+    use velero_wasm::runtime::ModuleConfig;
+
+    let modules = support::module_dir("misbehave", "misbehave", MANIFEST);
+    let state = tempfile::tempdir().unwrap();
+    let config = ModuleConfig {
+        directory: Some(modules.path().to_path_buf()),
+        last_good: Some(LastGood::at(state.path().join("last-good"))),
+    };
+    let fresh_runtime = || {
+        Runtime::new(Services {
+            kube: Arc::new(velero_wasm::capabilities::kube::NoCluster),
+            clock: Clock::System,
+        })
+        .unwrap()
+    };
+
+    // A good version loads and is remembered.
+    let first = fresh_runtime();
+    assert!(first.load_modules(&config).await.unwrap().is_empty());
+
+    // The ConfigMap is updated with a module that does not load (its manifest pinned to it).
+    let garbage = b"\0asm\x0d\0\x01\0truncated";
+    std::fs::write(modules.path().join("misbehave.wasm"), garbage).unwrap();
+    let sha: String = {
+        use sha2::Digest;
+        sha2::Sha256::digest(garbage)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    };
+    std::fs::write(
+        modules.path().join("misbehave.toml"),
+        format!("sha256 = \"{sha}\"\n{MANIFEST}"),
+    )
+    .unwrap();
+
+    // The next host (a new plugin process) reports it and serves the last good version.
+    let next = fresh_runtime();
+    let problems = next.load_modules(&config).await.unwrap();
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(
+        problems[0].contains("not a valid WebAssembly component"),
+        "{}",
+        problems[0]
+    );
+    assert!(
+        problems[0].contains("serving its last good version"),
+        "{}",
+        problems[0]
+    );
+    assert_still_serving(&next).await;
+
+    // Without a kept copy, the module is not served, and the problem says so.
+    let forgetful = fresh_runtime();
+    let problems = forgetful
+        .load_modules(&ModuleConfig {
+            directory: config.directory.clone(),
+            last_good: None,
+        })
+        .await
+        .unwrap();
+    assert!(
+        problems[0].contains("module misbehave is not served"),
+        "{}",
+        problems[0]
+    );
+    assert!(forgetful.action("test.velero-wasm.io/echo").is_none());
 }

@@ -11,8 +11,7 @@ use std::sync::Arc;
 use clap::{Parser, Subcommand};
 
 use crate::capabilities::{Clock, KubeBackend, Services};
-use crate::modules::{scan_directory, stock_modules};
-use crate::runtime::Runtime;
+use crate::runtime::{ModuleConfig, Runtime};
 
 /// Velero item actions as sandboxed WebAssembly components.
 ///
@@ -100,7 +99,7 @@ impl Failure {
 }
 
 /// A runtime with the stock modules and those of `--modules`. Returns it and the load problems
-/// (modules left out), which the caller reports.
+/// (modules left out, or served in an earlier version), which the caller reports.
 async fn load_runtime(
     args: &ModuleArgs,
     kube: Arc<dyn KubeBackend>,
@@ -108,27 +107,17 @@ async fn load_runtime(
 ) -> Result<(Runtime, Vec<String>), Failure> {
     let runtime =
         Runtime::new(Services { kube, clock }).map_err(|e| Failure::failed(format!("{e:#}")))?;
-    let mut problems = Vec::new();
-    let mut sources = Vec::new();
-    for stock in stock_modules() {
-        match stock {
-            Ok(source) => sources.push(source),
-            Err(problem) => problems.push(problem),
-        }
-    }
-    if let Some(dir) = &args.modules {
-        let scan = scan_directory(dir).map_err(|e| {
-            Failure::bad_input(format!("--modules {}: cannot be read: {e}", dir.display()))
-        })?;
-        sources.extend(scan.modules);
-        problems.extend(
-            scan.problems
-                .into_iter()
-                .map(|(path, p)| format!("{}: {p}", path.display())),
-        );
-    }
-    for error in runtime.load_all(sources).await {
-        problems.push(error.to_string());
-    }
+    let config = ModuleConfig {
+        directory: args.modules.clone(),
+        last_good: None,
+    };
+    let problems = runtime.load_modules(&config).await.map_err(|e| {
+        let dir = args
+            .modules
+            .as_deref()
+            .unwrap_or(std::path::Path::new(""))
+            .display();
+        Failure::bad_input(format!("--modules {dir}: cannot be read: {e}"))
+    })?;
     Ok((runtime, problems))
 }

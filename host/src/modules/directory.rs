@@ -39,7 +39,8 @@ pub fn scan_directory(dir: &Path) -> std::io::Result<DirectoryScan> {
     Ok(scan)
 }
 
-fn read_module(wasm_path: &Path) -> Result<ModuleSource, String> {
+/// Reads one module (`<name>.wasm` and `<name>.toml` beside it), checking its name and sha256.
+pub fn read_module(wasm_path: &Path) -> Result<ModuleSource, String> {
     let name = wasm_path
         .file_stem()
         .and_then(|s| s.to_str())
@@ -81,6 +82,7 @@ fn read_module(wasm_path: &Path) -> Result<ModuleSource, String> {
         wasm: Arc::from(wasm),
         sha256,
         manifest,
+        manifest_text: Arc::from(manifest_text),
         origin: Origin::File(wasm_path.to_path_buf()),
     })
 }

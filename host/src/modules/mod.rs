@@ -3,6 +3,7 @@
 //! name. Each module is a component (`<name>.wasm`) and its [`Manifest`] (`<name>.toml`).
 
 mod directory;
+mod last_good;
 mod manifest;
 mod stock;
 
@@ -10,7 +11,8 @@ use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-pub use directory::{scan_directory, DirectoryScan};
+pub use directory::{read_module, scan_directory, DirectoryScan};
+pub use last_good::LastGood;
 pub use manifest::{parse_byte_size, Grant, KubeRule, Limits, Manifest, ManifestError, MAX_MEMORY};
 pub use stock::stock_modules;
 
@@ -25,6 +27,8 @@ pub struct ModuleSource {
     pub sha256: String,
     /// Its manifest.
     pub manifest: Manifest,
+    /// The manifest as written (kept so that a good module can be remembered as it came).
+    pub manifest_text: Arc<str>,
     /// Where it came from.
     pub origin: Origin,
 }

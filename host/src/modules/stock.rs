@@ -28,6 +28,7 @@ pub fn stock_modules() -> Vec<Result<ModuleSource, String>> {
                 sha256: sha256_hex(s.wasm),
                 wasm: Arc::from(s.wasm),
                 manifest,
+                manifest_text: Arc::from(s.manifest),
                 origin: Origin::Stock,
             })
         })

@@ -12,6 +12,7 @@ mod module;
 mod registry;
 mod warm;
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use tokio::sync::Semaphore;
@@ -25,7 +26,7 @@ pub use registry::{ActionEntry, Catalog, Registry};
 pub use warm::WarmInstance;
 
 use crate::capabilities::{self, CallState, Services};
-use crate::modules::ModuleSource;
+use crate::modules::{scan_directory, stock_modules, LastGood, ModuleSource};
 
 /// The runtime: modules, and the services their capabilities use.
 pub struct Runtime {
@@ -34,6 +35,15 @@ pub struct Runtime {
     registry: Registry,
     services: Arc<Services>,
     slots: Semaphore,
+}
+
+/// Where a host's modules come from, beyond the stock ones.
+#[derive(Debug, Clone, Default)]
+pub struct ModuleConfig {
+    /// The module directory (`--modules`, `VELERO_WASM_MODULES`): adds modules, replaces stock ones by name.
+    pub directory: Option<PathBuf>,
+    /// Where the last good version of each directory module is kept, for when an update is broken.
+    pub last_good: Option<LastGood>,
 }
 
 /// What loading one module produced.
@@ -116,6 +126,91 @@ impl Runtime {
             }
         }
         errors
+    }
+
+    /// Loads the stock modules, then those of the module directory. A directory module that cannot be
+    /// used falls back to its last good version, if one was remembered, else to the stock module of its
+    /// name, if any. Returns one line per problem, for the caller to report; fails only when the
+    /// directory itself cannot be read.
+    pub async fn load_modules(&self, config: &ModuleConfig) -> Result<Vec<String>, std::io::Error> {
+        let mut problems = Vec::new();
+        let mut sources = Vec::new();
+        for stock in stock_modules() {
+            match stock {
+                Ok(source) => sources.push(source),
+                Err(problem) => problems.push(problem),
+            }
+        }
+        problems.extend(
+            self.load_all(sources)
+                .await
+                .into_iter()
+                .map(|e| e.to_string()),
+        );
+        let Some(dir) = &config.directory else {
+            return Ok(problems);
+        };
+        let scan = scan_directory(dir)?;
+        let mut broken: Vec<(String, String)> = scan
+            .problems
+            .into_iter()
+            .map(|(path, problem)| {
+                let name = path
+                    .file_stem()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                (name, format!("{}: {problem}", path.display()))
+            })
+            .collect();
+        for module in scan.modules {
+            let kept = module.clone();
+            match self.load(module).await {
+                Ok(loaded) => {
+                    problems.extend(loaded.warnings);
+                    if let Some(store) = &config.last_good {
+                        if let Err(e) = store.remember(&kept) {
+                            problems.push(format!(
+                                "module {}: cannot keep a copy in {}: {e}",
+                                kept.name,
+                                store.dir().display()
+                            ));
+                        }
+                    }
+                }
+                Err(e) => broken.push((kept.name.clone(), e.to_string())),
+            }
+        }
+        for (name, problem) in broken {
+            let fallback = match &config.last_good {
+                Some(store) => match store.recall(&name) {
+                    Ok(previous) => {
+                        let sha = previous.sha256.clone();
+                        match self.load(previous).await {
+                            Ok(_) => {
+                                format!("serving its last good version (sha256 {sha}) instead")
+                            }
+                            Err(e) => format!("its last good version does not load either: {e}"),
+                        }
+                    }
+                    Err(why) => self.stock_fallback(&name, &why),
+                },
+                None => self.stock_fallback(&name, "no last good versions are kept"),
+            };
+            problems.push(format!("{problem}; {fallback}"));
+        }
+        Ok(problems)
+    }
+
+    fn stock_fallback(&self, name: &str, why: &str) -> String {
+        let stock = self
+            .catalog()
+            .modules()
+            .any(|m| &*m.name == name && m.origin == crate::modules::Origin::Stock);
+        if stock {
+            format!("{why}: serving the stock module {name}")
+        } else {
+            format!("{why}: module {name} is not served")
+        }
     }
 
     /// The current catalog of modules and actions.

@@ -1,0 +1,81 @@
+//! The last good version of each module from the module directory, kept in a state directory so that
+//! a broken update (a truncated ConfigMap, a module that no longer loads) falls back to the version
+//! that last loaded, in this process and in the plugin processes Velero starts after it.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use super::{read_module, ModuleSource};
+
+/// A directory of modules that loaded successfully, by name.
+#[derive(Debug, Clone)]
+pub struct LastGood {
+    dir: PathBuf,
+}
+
+impl LastGood {
+    /// A store in `dir` (created when first needed).
+    pub fn at(dir: impl Into<PathBuf>) -> LastGood {
+        LastGood { dir: dir.into() }
+    }
+
+    /// Where the store lives.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Keeps a copy of a module that loaded. Each file is replaced atomically.
+    pub fn remember(&self, module: &ModuleSource) -> io::Result<()> {
+        std::fs::create_dir_all(&self.dir)?;
+        write_atomically(
+            &self.dir.join(format!("{}.toml", module.name)),
+            module.manifest_text.as_bytes(),
+        )?;
+        write_atomically(
+            &self.dir.join(format!("{}.wasm", module.name)),
+            &module.wasm,
+        )
+    }
+
+    /// The remembered version of a module, if there is one and it is intact.
+    pub fn recall(&self, name: &str) -> Result<ModuleSource, String> {
+        let path = self.dir.join(format!("{name}.wasm"));
+        if !path.exists() {
+            return Err(format!(
+                "no earlier version of module {name} was remembered"
+            ));
+        }
+        read_module(&path)
+    }
+}
+
+fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    std::fs::write(&tmp, bytes)?;
+    std::fs::rename(&tmp, path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::modules::sha256_hex;
+
+    #[test]
+    fn remembers_and_recalls_a_module() {
+        let (source, state) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let wasm = source.path().join("m.wasm");
+        std::fs::write(&wasm, b"bytes").unwrap();
+        std::fs::write(
+            source.path().join("m.toml"),
+            format!("sha256 = \"{}\"", sha256_hex(b"bytes")),
+        )
+        .unwrap();
+        let module = read_module(&wasm).unwrap();
+        let store = LastGood::at(state.path().join("last-good"));
+        assert!(store.recall("m").is_err());
+        store.remember(&module).unwrap();
+        let recalled = store.recall("m").unwrap();
+        assert_eq!(&*recalled.wasm, b"bytes");
+        assert_eq!(recalled.sha256, module.sha256);
+    }
+}
