@@ -383,3 +383,49 @@ async fn a_broken_update_of_a_module_falls_back_to_its_last_good_version() {
     );
     assert!(forgetful.action("test.velero-wasm.io/echo").is_none());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compiled_modules_are_cached_and_a_damaged_cache_is_recompiled() {
+    use velero_wasm::runtime::{CompileCache, ModuleConfig};
+
+    let modules = support::module_dir("misbehave", "misbehave", MANIFEST);
+    let cache_dir = tempfile::tempdir().unwrap();
+    let config = ModuleConfig {
+        directory: Some(modules.path().to_path_buf()),
+        last_good: None,
+    };
+    let host = || {
+        Runtime::new(Services {
+            kube: Arc::new(velero_wasm::capabilities::kube::NoCluster),
+            clock: Clock::System,
+        })
+        .unwrap()
+        .with_compile_cache(CompileCache::open(cache_dir.path().join("compiled")))
+    };
+    assert!(host().load_modules(&config).await.unwrap().is_empty());
+    let cached: Vec<_> = std::fs::read_dir(cache_dir.path().join("compiled"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(cached.len(), 1, "{cached:?}");
+    assert!(cached[0].extension().is_some_and(|x| x == "cwasm"));
+
+    std::fs::write(&cached[0], b"damaged").unwrap();
+    let next = host();
+    assert!(next.load_modules(&config).await.unwrap().is_empty());
+    assert_still_serving(&next).await;
+    assert!(
+        std::fs::metadata(&cached[0]).unwrap().len() > 1000,
+        "the damaged artifact was replaced"
+    );
+
+    let shared = tempfile::tempdir().unwrap();
+    let open = std::path::Path::new(shared.path()).join("open");
+    std::fs::create_dir(&open).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+    assert!(
+        CompileCache::open(open).is_none(),
+        "a directory others can write to is not trusted"
+    );
+}

@@ -16,3 +16,4 @@ pub mod logging;
 pub mod modules;
 pub mod plugin;
 pub mod runtime;
+pub mod state;

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use clap::{Parser, Subcommand};
 
 use crate::capabilities::{Clock, KubeBackend, Services};
-use crate::runtime::{ModuleConfig, Runtime};
+use crate::runtime::{CompileCache, ModuleConfig, Runtime};
 
 /// Velero item actions as sandboxed WebAssembly components.
 ///
@@ -105,8 +105,10 @@ async fn load_runtime(
     kube: Arc<dyn KubeBackend>,
     clock: Clock,
 ) -> Result<(Runtime, Vec<String>), Failure> {
-    let runtime =
-        Runtime::new(Services { kube, clock }).map_err(|e| Failure::failed(format!("{e:#}")))?;
+    let cache = crate::state::default_dir().and_then(|d| CompileCache::open(d.join("compiled")));
+    let runtime = Runtime::new(Services { kube, clock })
+        .map_err(|e| Failure::failed(format!("{e:#}")))?
+        .with_compile_cache(cache);
     let config = ModuleConfig {
         directory: args.modules.clone(),
         last_good: None,

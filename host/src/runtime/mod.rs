@@ -5,6 +5,7 @@
 //! state leaks between items), a memory cap and a deadline. A trap, a deadline or an exhausted cap
 //! fails that one call with a [`CallError`] naming the module, action and item.
 
+mod cache;
 mod call;
 mod engine;
 mod error;
@@ -19,6 +20,7 @@ use tokio::sync::Semaphore;
 use wasmtime::component::Linker;
 use wasmtime::Engine;
 
+pub use cache::CompileCache;
 pub use engine::{EPOCH_TICK, MAX_CONCURRENT_CALLS};
 pub use error::{CallError, Fault, LoadError};
 pub use module::{validate_name, LoadedModule};
@@ -35,6 +37,7 @@ pub struct Runtime {
     registry: Registry,
     services: Arc<Services>,
     slots: Semaphore,
+    cache: Option<CompileCache>,
 }
 
 /// Where a host's modules come from, beyond the stock ones.
@@ -70,7 +73,14 @@ impl Runtime {
             registry: Registry::default(),
             services: Arc::new(services),
             slots: Semaphore::new(MAX_CONCURRENT_CALLS as usize),
+            cache: None,
         })
+    }
+
+    /// Keeps compiled modules in `cache`, and loads them from there.
+    pub fn with_compile_cache(mut self, cache: Option<CompileCache>) -> Runtime {
+        self.cache = cache;
+        self
     }
 
     /// The services behind the capabilities.
@@ -81,16 +91,19 @@ impl Runtime {
     /// Compiles, links and describes a module, then puts it in service (replacing a module of the same
     /// name). On failure the registry is unchanged.
     pub async fn load(&self, source: ModuleSource) -> Result<Loaded, LoadError> {
-        let (engine, linker) = (self.engine.clone(), self.linker.clone());
+        let (engine, linker, cache) =
+            (self.engine.clone(), self.linker.clone(), self.cache.clone());
         let origin = source.origin.to_string();
         let name = source.name.clone();
-        let linked = tokio::task::spawn_blocking(move || module::link(&engine, &linker, source))
-            .await
-            .map_err(|e| LoadError {
-                module: name,
-                origin,
-                problem: format!("compilation was interrupted: {e}"),
-            })??;
+        let linked = tokio::task::spawn_blocking(move || {
+            module::link(&engine, &linker, cache.as_ref(), source)
+        })
+        .await
+        .map_err(|e| LoadError {
+            module: name,
+            origin,
+            problem: format!("compilation was interrupted: {e}"),
+        })??;
         let actions = self.describe(&linked).await?;
         let (loaded, warnings) = module::finish(linked, actions)?;
         let report = Loaded {

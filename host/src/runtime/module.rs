@@ -6,11 +6,12 @@ use std::sync::Arc;
 use wasmtime::component::{Component, Linker};
 use wasmtime::Engine;
 
+use super::cache::CompileCache;
 use super::error::LoadError;
 use crate::action::{ActionInfo, AppliesTo, Need, Verb};
 use crate::bindings::PluginPre;
 use crate::capabilities::{CallState, KubeGrant, ModuleCaps};
-use crate::modules::{Grant, Limits, ModuleSource, Origin};
+use crate::modules::{sha256_hex, Grant, Limits, ModuleSource, Origin};
 
 /// A module ready to run.
 pub struct LoadedModule {
@@ -71,14 +72,27 @@ pub(super) fn load_error(source: &ModuleSource, problem: impl Into<String>) -> L
     }
 }
 
-/// Compiles and links a module (CPU-bound: run it off the async threads).
+/// Compiles (or finds in the cache) and links a module (CPU-bound: run it off the async threads).
 pub(super) fn link(
     engine: &Engine,
     linker: &Linker<CallState>,
+    cache: Option<&CompileCache>,
     source: ModuleSource,
 ) -> Result<Linked, LoadError> {
-    let component = Component::new(engine, &source.wasm)
-        .map_err(|e| load_error(&source, format!("not a valid WebAssembly component: {e:#}")))?;
+    // The cache key is the hash of the bytes at hand, whatever the source says of itself.
+    let key = cache.map(|_| sha256_hex(&source.wasm)).unwrap_or_default();
+    let component = match cache.and_then(|c| c.load(engine, &key)) {
+        Some(component) => component,
+        None => {
+            let component = Component::new(engine, &source.wasm).map_err(|e| {
+                load_error(&source, format!("not a valid WebAssembly component: {e:#}"))
+            })?;
+            if let Some(cache) = cache {
+                cache.store(engine, &key, &component);
+            }
+            component
+        }
+    };
     let instance_pre = linker.instantiate_pre(&component).map_err(|e| {
         load_error(
             &source,
