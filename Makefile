@@ -3,18 +3,21 @@ CARGO ?= cargo
 BIN := target/debug/velero-wasm
 FIXTURES := tests/fixtures
 
-.PHONY: help build test lint run bench interop clean
+.PHONY: help deps build test lint run bench interop clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
-build: ## Build the components (wasm32-wasip2), then the host binary that embeds them
+deps: ## Install what builds and tests need and a fresh machine lacks
+	@rustup target list --installed | grep -qx wasm32-wasip2 || rustup target add wasm32-wasip2
+
+build: deps ## Build the components (wasm32-wasip2), then the host binary that embeds them
 	$(CARGO) build -p velero-wasm
 
 test: build ## Run every test: unit, component, integration
 	$(CARGO) test --workspace
 
-lint: ## cargo fmt --check and clippy -D warnings
+lint: deps ## cargo fmt --check and clippy -D warnings
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
