@@ -1,15 +1,17 @@
 //! `velero-wasm run`: one action on one item, the way Velero would call it, against an in-memory
-//! fixture cluster. The result is JSON on stdout; exit 0 on success, 1 when the action fails, 2 on bad
-//! input.
+//! fixture cluster (`--cluster`), a live cluster (the default: kubeconfig as kubectl resolves it), or a
+//! recording (`--replay`). The result is JSON on stdout; exit 0 on success, 1 when the action fails, 2
+//! on bad input.
 //!
 //! ```text
 //! velero-wasm run --action NAME --item FILE (--backup FILE | --restore FILE)
-//!                 [--item-from-backup FILE] [--cluster PATH ...] [--modules DIR] [--now RFC3339]
+//!                 [--item-from-backup FILE] [--modules DIR] [--now RFC3339]
+//!                 [--cluster PATH ... | --kubeconfig FILE --context NAME | --replay FILE] [--record FILE]
 //! ```
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use serde_json::{json, Map, Value};
 
@@ -17,6 +19,8 @@ use super::{load_runtime, Failure, ModuleArgs, EXIT_OK};
 use crate::action::{ActionKind, ItemRef, ResourceId};
 use crate::action::{BackupRequest, RestoreRequest};
 use crate::capabilities::kube::fixture::FixtureCluster;
+use crate::capabilities::kube::live::{ClusterOptions, LiveCluster};
+use crate::capabilities::kube::record::{Recorder, Recording, RecordingKube, ReplayKube};
 use crate::capabilities::kube::NoCluster;
 use crate::capabilities::{Clock, KubeBackend};
 use crate::documents::read_object;
@@ -52,6 +56,24 @@ pub struct RunArgs {
     #[arg(long, value_name = "PATH", num_args = 1.., action = clap::ArgAction::Append)]
     cluster: Vec<PathBuf>,
 
+    /// Without --cluster, the kubeconfig of the live cluster (default: KUBECONFIG, then
+    /// ~/.kube/config; in a pod, its service account).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["cluster", "replay"])]
+    kubeconfig: Option<PathBuf>,
+
+    /// Without --cluster, the kubeconfig context to use (default: its current context).
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["cluster", "replay"])]
+    context: Option<String>,
+
+    /// Write every capability call and its answer to FILE (JSON Lines), for --replay.
+    #[arg(long, value_name = "FILE", conflicts_with = "replay")]
+    record: Option<PathBuf>,
+
+    /// Answer every capability call from a recording made with --record; nothing is sent anywhere,
+    /// and the clock starts where the recording's did.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["cluster", "now"])]
+    replay: Option<PathBuf>,
+
     /// Fix the clock: time starts at this instant (e.g. 2026-05-02T10:00:00Z) and moves only when the
     /// action sleeps; sleeps return at once.
     #[arg(long, value_name = "RFC3339")]
@@ -65,7 +87,11 @@ pub struct RunArgs {
 pub async fn run(args: RunArgs) -> u8 {
     match execute(args).await {
         Ok(output) => {
-            println!("{}", serde_json::to_string_pretty(&output).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}")));
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&output)
+                    .unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+            );
             EXIT_OK
         }
         Err(failure) => {
@@ -80,12 +106,24 @@ fn read(flag: &str, path: &Path) -> Result<Value, Failure> {
 }
 
 async fn execute(args: RunArgs) -> Result<Value, Failure> {
-    let clock = match &args.now {
-        None => Clock::System,
-        Some(text) => Clock::fixed(
-            humantime::parse_rfc3339_weak(text)
-                .map_err(|e| Failure::bad_input(format!("--now {text:?} is not an RFC 3339 time: {e}")))?,
-        ),
+    let now = match &args.now {
+        None => None,
+        Some(text) => Some(humantime::parse_rfc3339_weak(text).map_err(|e| {
+            Failure::bad_input(format!("--now {text:?} is not an RFC 3339 time: {e}"))
+        })?),
+    };
+    let recording = match &args.replay {
+        Some(path) => {
+            Some(Recording::read(path).map_err(|e| Failure::bad_input(format!("--replay {e}")))?)
+        }
+        None => None,
+    };
+    let clock = match (now, &recording, &args.record) {
+        (Some(start), _, _) => Clock::fixed(start),
+        (None, Some(recording), _) => Clock::fixed(recording.clock_start),
+        // Recording: real waits, but time read as start + slept, so that the replay reads the same.
+        (None, None, Some(_)) => Clock::stepped(SystemTime::now()),
+        (None, None, None) => Clock::System,
     };
     // Read every input before loading modules, so bad input is reported at once.
     let item = read("item", &args.item)?;
@@ -101,19 +139,33 @@ async fn execute(args: RunArgs) -> Result<Value, Failure> {
     let fixture = if args.cluster.is_empty() {
         None
     } else {
-        let cluster = FixtureCluster::load(&args.cluster, clock.clone()).map_err(|e| Failure::bad_input(format!("--cluster {e}")))?;
+        let cluster = FixtureCluster::load(&args.cluster, clock.clone())
+            .map_err(|e| Failure::bad_input(format!("--cluster {e}")))?;
         Some(Arc::new(cluster))
     };
-    let kube: Arc<dyn KubeBackend> = match &fixture {
-        Some(cluster) => cluster.clone(),
-        None => Arc::new(NoCluster),
+    let replay = recording.as_ref().map(|r| Arc::new(ReplayKube::new(r)));
+    let mut kube: Arc<dyn KubeBackend> = match (&fixture, &replay) {
+        (Some(cluster), _) => cluster.clone(),
+        (None, Some(replay)) => replay.clone(),
+        (None, None) => live_cluster(&args).await?,
+    };
+    let recorder = match &args.record {
+        Some(path) => {
+            let recorder = Recorder::create(path, clock.now())
+                .map_err(|e| Failure::bad_input(format!("--record {e}")))?;
+            kube = Arc::new(RecordingKube::new(kube, recorder.clone()));
+            Some(recorder)
+        }
+        None => None,
     };
 
     let (runtime, problems) = load_runtime(&args.modules, kube, clock).await?;
     for problem in &problems {
         eprintln!("velero-wasm run: warning: module left out: {problem}");
     }
-    let entry = runtime.action(&args.action).ok_or_else(|| unknown_action(&runtime, &args.action))?;
+    let entry = runtime
+        .action(&args.action)
+        .ok_or_else(|| unknown_action(&runtime, &args.action))?;
     let kind = entry.info().kind;
     match (kind.takes_backup(), args.backup.is_some()) {
         (true, false) => {
@@ -132,9 +184,13 @@ async fn execute(args: RunArgs) -> Result<Value, Failure> {
     }
 
     let item_text = item.to_string();
-    let identity = ItemRef::parse(&item_text).map_err(|e| Failure::bad_input(format!("--item {}: {e}", args.item.display())))?;
+    let identity = ItemRef::parse(&item_text)
+        .map_err(|e| Failure::bad_input(format!("--item {}: {e}", args.item.display())))?;
     if identity.kind.is_empty() {
-        return Err(Failure::bad_input(format!("--item {}: the object has no kind", args.item.display())));
+        return Err(Failure::bad_input(format!(
+            "--item {}: the object has no kind",
+            args.item.display()
+        )));
     }
     let namespace = if kind.takes_backup() {
         identity.namespace.clone()
@@ -145,13 +201,24 @@ async fn execute(args: RunArgs) -> Result<Value, Failure> {
         .module
         .applies_to(entry.index)
         .check(&identity, &namespace)
-        .map_err(|why| Failure::bad_input(format!("action {} does not apply to item {identity}: {why}", args.action)))?;
+        .map_err(|why| {
+            Failure::bad_input(format!(
+                "action {} does not apply to item {identity}: {why}",
+                args.action
+            ))
+        })?;
 
     let subject_text = subject.to_string();
     let mut output = Map::new();
     let outcome = match kind {
         ActionKind::Backup | ActionKind::BackupV2 => runtime
-            .backup(&args.action, BackupRequest { item: item_text, backup: subject_text })
+            .backup(
+                &args.action,
+                BackupRequest {
+                    item: item_text,
+                    backup: subject_text,
+                },
+            )
             .await
             .map(|o| {
                 output.insert("item".into(), parse_item(&o.item));
@@ -180,7 +247,10 @@ async fn execute(args: RunArgs) -> Result<Value, Failure> {
                     output.insert("skipRestore".into(), json!(o.skip_restore));
                     if kind == ActionKind::RestoreV2 {
                         output.insert("operationId".into(), json!(o.operation_id));
-                        output.insert("waitForAdditionalItems".into(), json!(o.wait_for_additional_items));
+                        output.insert(
+                            "waitForAdditionalItems".into(),
+                            json!(o.wait_for_additional_items),
+                        );
                         output.insert(
                             "additionalItemsTimeout".into(),
                             json!(o.additional_items_timeout.map(go_duration)),
@@ -188,18 +258,62 @@ async fn execute(args: RunArgs) -> Result<Value, Failure> {
                     }
                 })
         }
-        ActionKind::ItemBlock => runtime.related_items(&args.action, item_text, subject_text).await.map(|related| {
-            output.insert("relatedItems".into(), ids(&related));
-        }),
+        ActionKind::ItemBlock => runtime
+            .related_items(&args.action, item_text, subject_text)
+            .await
+            .map(|related| {
+                output.insert("relatedItems".into(), ids(&related));
+            }),
         ActionKind::Delete => runtime.delete(&args.action, item_text, subject_text).await,
     };
+    if let Some(recorder) = &recorder {
+        recorder.finish().map_err(Failure::failed)?;
+    }
+    if let Some(replay) = &replay {
+        let misses = replay.misses();
+        if !misses.is_empty() {
+            return Err(Failure::failed(format!(
+                "the action made calls that are not in the recording:\n  {}",
+                misses.join("\n  ")
+            )));
+        }
+        if replay.unused() > 0 {
+            eprintln!(
+                "velero-wasm run: warning: {} recorded calls were not made",
+                replay.unused()
+            );
+        }
+    }
     outcome.map_err(|e| match e {
-        CallError::UnknownAction(_) | CallError::WrongKind { .. } => Failure::bad_input(e.to_string()),
+        CallError::UnknownAction(_) | CallError::WrongKind { .. } => {
+            Failure::bad_input(e.to_string())
+        }
         other => Failure::failed(other.to_string()),
     })?;
-    let writes = fixture.map(|f| f.writes()).unwrap_or_default();
-    output.insert("clusterWrites".into(), serde_json::to_value(writes).unwrap_or(Value::Null));
+    // Only the fixture cluster keeps a log of writes; a live cluster has the writes themselves.
+    if let Some(fixture) = fixture {
+        output.insert(
+            "clusterWrites".into(),
+            serde_json::to_value(fixture.writes()).unwrap_or(Value::Null),
+        );
+    }
     Ok(Value::Object(output))
+}
+
+/// The live cluster of `--kubeconfig`/`--context` (or kubectl's defaults). Without any configuration
+/// to be found, actions that never call the cluster still run: their calls fail saying what to give.
+async fn live_cluster(args: &RunArgs) -> Result<Arc<dyn KubeBackend>, Failure> {
+    let options = ClusterOptions {
+        kubeconfig: args.kubeconfig.clone(),
+        context: args.context.clone(),
+    };
+    if !options.is_configured() {
+        return Ok(Arc::new(NoCluster));
+    }
+    let cluster = LiveCluster::connect(&options)
+        .await
+        .map_err(|e| Failure::bad_input(format!("cannot use the live cluster: {e}")))?;
+    Ok(Arc::new(cluster))
 }
 
 fn unknown_action(runtime: &Runtime, name: &str) -> Failure {
@@ -273,11 +387,19 @@ fn reset_for_restore(mut item: Value, restore: &Value, identity: &ItemRef) -> Va
         restore
             .pointer(&format!("/spec/restoreStatus/{name}"))
             .and_then(Value::as_array)
-            .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_lowercase)).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_str().map(str::to_lowercase))
+                    .collect()
+            })
             .unwrap_or_default()
     };
     let (included, excluded) = (list("includedResources"), list("excludedResources"));
-    let names = [identity.group_resource(), identity.resource(), identity.kind.to_lowercase()];
+    let names = [
+        identity.group_resource(),
+        identity.resource(),
+        identity.kind.to_lowercase(),
+    ];
     let named = |l: &[String]| l.iter().any(|r| r == "*" || names.contains(r));
     let keep_status = named(&included) && !excluded.iter().any(|r| names.contains(r));
     if !keep_status {
@@ -306,15 +428,25 @@ mod tests {
             "status": {"phase": "Bound"}});
         let identity = ItemRef::parse(&item.to_string()).unwrap();
         let out = reset_for_restore(item.clone(), &json!({}), &identity);
-        assert_eq!(out, json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "a", "labels": {"x": "y"}}}));
-        let keep = reset_for_restore(item, &json!({"spec": {"restoreStatus": {"includedResources": ["persistentvolumeclaims"]}}}), &identity);
+        assert_eq!(
+            out,
+            json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "a", "labels": {"x": "y"}}})
+        );
+        let keep = reset_for_restore(
+            item,
+            &json!({"spec": {"restoreStatus": {"includedResources": ["persistentvolumeclaims"]}}}),
+            &identity,
+        );
         assert_eq!(keep["status"]["phase"], "Bound");
     }
 
     #[test]
     fn restores_match_in_the_mapped_namespace() {
         let restore = json!({"spec": {"namespaceMapping": {"vm-workloads": "vm-workloads-dr"}}});
-        assert_eq!(mapped_namespace(&restore, "vm-workloads"), "vm-workloads-dr");
+        assert_eq!(
+            mapped_namespace(&restore, "vm-workloads"),
+            "vm-workloads-dr"
+        );
         assert_eq!(mapped_namespace(&restore, "other"), "other");
     }
 }
