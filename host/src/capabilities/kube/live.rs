@@ -95,6 +95,8 @@ type GroupVersion = Arc<HashMap<String, ResourceInfo>>;
 /// A live Kubernetes API server.
 pub struct LiveCluster {
     client: kube::Client,
+    /// The server's URL, for error messages ("" when not known).
+    server: String,
     discovery: Mutex<HashMap<String, GroupVersion>>,
     limiter: TokenBucket,
     page_size: u32,
@@ -127,14 +129,23 @@ impl LiveCluster {
             .map_err(kubeconfig_error)?
         };
         tracing::info!(server = %config.cluster_url, "connecting to the Kubernetes API server");
+        let server = config
+            .cluster_url
+            .to_string()
+            .trim_end_matches('/')
+            .to_string();
         let client = kube::Client::try_from(config).map_err(ConnectError::Client)?;
-        Ok(LiveCluster::from_client(client))
+        Ok(LiveCluster {
+            server,
+            ..LiveCluster::from_client(client)
+        })
     }
 
     /// A backend on an existing client.
     pub fn from_client(client: kube::Client) -> LiveCluster {
         LiveCluster {
             client,
+            server: String::new(),
             discovery: Mutex::new(HashMap::new()),
             limiter: TokenBucket::new(RATE_LIMIT_QPS, RATE_LIMIT_BURST),
             page_size: LIST_PAGE_SIZE,
@@ -156,7 +167,7 @@ impl LiveCluster {
             .client
             .request_text(request)
             .await
-            .map_err(|e| status_error(&method, &uri, e))?;
+            .map_err(|e| status_error(&method, &self.server, &uri, e))?;
         if text.trim().is_empty() {
             return Ok(Value::Null);
         }
@@ -311,11 +322,19 @@ fn segment<'a>(what: &str, value: &'a str) -> Result<&'a str, KubeError> {
 }
 
 /// Maps a client error to the WIT error by the `Status` code.
-fn status_error(method: &http::Method, uri: &http::Uri, error: kube::Error) -> KubeError {
+fn status_error(
+    method: &http::Method,
+    server: &str,
+    uri: &http::Uri,
+    error: kube::Error,
+) -> KubeError {
     match error {
         kube::Error::Api(status) => {
             let message = if status.message.is_empty() {
-                format!("{method} {uri}: HTTP {} {}", status.code, status.reason)
+                format!(
+                    "{method} {server}{uri}: HTTP {} {}",
+                    status.code, status.reason
+                )
             } else {
                 status.message.clone()
             };
@@ -327,7 +346,7 @@ fn status_error(method: &http::Method, uri: &http::Uri, error: kube::Error) -> K
                 _ => KubeError::Other(message),
             }
         }
-        other => KubeError::Other(format!("{method} {uri}: {other}")),
+        other => KubeError::Other(format!("{method} {server}{uri}: {other}")),
     }
 }
 

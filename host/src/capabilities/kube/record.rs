@@ -92,7 +92,7 @@ impl Recorder {
         let header = json!({
             "recording": MAGIC,
             "version": VERSION,
-            "clock": {"start": humantime::format_rfc3339_nanos(clock_start).to_string()},
+            "clock": {"start": rfc3339(clock_start)},
         });
         writeln!(file, "{header}")
             .and_then(|_| file.flush())
@@ -131,6 +131,19 @@ impl Recorder {
                 self.path.display()
             )),
         }
+    }
+}
+
+/// An instant in RFC 3339, with nanoseconds only when it has them.
+fn rfc3339(t: SystemTime) -> String {
+    let whole = t
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos() == 0)
+        .unwrap_or(true);
+    if whole {
+        humantime::format_rfc3339_seconds(t).to_string()
+    } else {
+        humantime::format_rfc3339_nanos(t).to_string()
     }
 }
 
