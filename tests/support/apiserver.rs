@@ -334,7 +334,7 @@ async fn handle(state: &Mutex<State>, request: Request<Incoming>) -> Answer {
     let query: BTreeMap<String, String> = request
         .uri()
         .query()
-        .map(|q| url_decode_pairs(q))
+        .map(url_decode_pairs)
         .unwrap_or_default();
     let content_type = request
         .headers()

@@ -620,6 +620,7 @@ mod tests {
             let status = kube::core::Status::failure("boom", "Reason").with_code(code);
             status_error(
                 &http::Method::GET,
+                "https://k8s",
                 &http::Uri::from_static("/x"),
                 kube::Error::Api(status.boxed()),
             )
