@@ -1,4 +1,4 @@
-//! Record and replay: `run --record FILE` writes every capability call and its answer as it happens;
+//! Record and replay: `run --record FILE` writes every kube call and its answer as it happens;
 //! `run --replay FILE` answers from such a file and sends nothing anywhere, so a case captured against
 //! a real cluster becomes an offline test.
 //!
