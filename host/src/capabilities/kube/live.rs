@@ -13,9 +13,9 @@
 //! - **Lists** are read in pages of [`LIST_PAGE_SIZE`] (`limit`/`continue`), and every item gets the
 //!   `apiVersion` and `kind` that list items of built-in types lack.
 //! - **Rate limit**: a token bucket of [`RATE_LIMIT_QPS`] requests a second, bursts of
-//!   [`RATE_LIMIT_BURST`], in front of every request (client-go's defaults for controllers are 20/30;
-//!   Velero's own client uses 100/100 when configured higher, so this stays well below what the API
-//!   server tolerates from one plugin).
+//!   [`RATE_LIMIT_BURST`], in front of every request. Velero's server defaults to 20 and 30
+//!   (`--client-qps`, `--client-burst`); the plugin process gets the same rate with a little more burst
+//!   for the short runs of calls one action makes (client-go's own default, 5 and 10, would stall them).
 //! - **Errors**: a `Status` with code 404 is `NotFound`, 409 `Conflict`, 401/403 `Forbidden`,
 //!   400/422 `Invalid`; anything else, including transport failures, is `Other`.
 
@@ -173,7 +173,8 @@ impl LiveCluster {
         }
         serde_json::from_str(&text).map_err(|e| {
             KubeError::Other(format!(
-                "{method} {uri}: the API server's answer is not JSON: {e}"
+                "{method} {}{uri}: the API server's answer is not JSON: {e}",
+                self.server
             ))
         })
     }
