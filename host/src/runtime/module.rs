@@ -72,11 +72,7 @@ pub(super) fn load_error(source: &ModuleSource, problem: impl Into<String>) -> L
 }
 
 /// Compiles and links a module (CPU-bound: run it off the async threads).
-pub(super) fn link(
-    engine: &Engine,
-    linker: &Linker<CallState>,
-    source: ModuleSource,
-) -> Result<Linked, LoadError> {
+pub(super) fn link(engine: &Engine, linker: &Linker<CallState>, source: ModuleSource) -> Result<Linked, LoadError> {
     let component = Component::new(engine, &source.wasm)
         .map_err(|e| load_error(&source, format!("not a valid WebAssembly component: {e:#}")))?;
     let instance_pre = linker.instantiate_pre(&component).map_err(|e| {
@@ -101,10 +97,7 @@ pub(super) fn link(
 
 /// Validates what a module says about its actions, and finishes loading it. Returns warnings: needs
 /// its grant does not cover.
-pub(super) fn finish(
-    linked: Linked,
-    actions: Vec<ActionInfo>,
-) -> Result<(LoadedModule, Vec<String>), LoadError> {
+pub(super) fn finish(linked: Linked, actions: Vec<ActionInfo>) -> Result<(LoadedModule, Vec<String>), LoadError> {
     if actions.is_empty() {
         return Err(linked.error("describes no actions"));
     }
@@ -112,15 +105,11 @@ pub(super) fn finish(
     let mut applies_to = Vec::with_capacity(actions.len());
     let mut warnings = Vec::new();
     for action in &actions {
-        validate_name(&action.name)
-            .map_err(|p| linked.error(format!("action name {:?}: {p}", action.name)))?;
+        validate_name(&action.name).map_err(|p| linked.error(format!("action name {:?}: {p}", action.name)))?;
         if !names.insert(action.name.as_str()) {
             return Err(linked.error(format!("describes action {} twice", action.name)));
         }
-        applies_to.push(
-            AppliesTo::new(&action.applies_to)
-                .map_err(|e| linked.error(format!("action {}: {e}", action.name)))?,
-        );
+        applies_to.push(AppliesTo::new(&action.applies_to).map_err(|e| linked.error(format!("action {}: {e}", action.name)))?);
         for need in &action.needs {
             if !covered(&linked.source.manifest.grant, need) {
                 warnings.push(format!(
@@ -162,15 +151,12 @@ pub fn validate_name(name: &str) -> Result<(), String> {
     let label_ok = |l: &str| {
         !l.is_empty()
             && l.len() <= 63
-            && l.bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            && l.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
             && !l.starts_with('-')
             && !l.ends_with('-')
     };
     if !prefix.split('.').all(label_ok) {
-        return Err(
-            "the part before '/' must be a lower-case DNS subdomain (a-z, 0-9, '-', '.')".into(),
-        );
+        return Err("the part before '/' must be a lower-case DNS subdomain (a-z, 0-9, '-', '.')".into());
     }
     Ok(())
 }
@@ -180,17 +166,10 @@ fn covered(grant: &Grant, need: &Need) -> bool {
         Need::Kube { resource, verbs } => verbs.iter().all(|verb: &Verb| {
             grant.kube.iter().any(|rule| {
                 (rule.verbs.iter().any(|v| v == "*" || v == verb.as_str()))
-                    && rule
-                        .resources
-                        .iter()
-                        .any(|r| r == "*" || r.eq_ignore_ascii_case(resource))
+                    && rule.resources.iter().any(|r| r == "*" || r.eq_ignore_ascii_case(resource))
             })
         }),
-        Need::Http(host) => grant.http.iter().any(|h| {
-            h == host
-                || h.strip_prefix('*')
-                    .is_some_and(|suffix| host.ends_with(suffix))
-        }),
+        Need::Http(host) => grant.http.iter().any(|h| h == host || h.strip_prefix('*').is_some_and(|suffix| host.ends_with(suffix))),
     }
 }
 
@@ -203,15 +182,7 @@ mod tests {
         assert!(validate_name("kubevirt-velero-plugin/backup-virtualmachine-action").is_ok());
         assert!(validate_name("1.2.3.4/5678").is_ok());
         assert!(validate_name("example.io/Mixed_Case.ok").is_ok());
-        for bad in [
-            "no-slash",
-            "a/b/c",
-            "/x",
-            "x/",
-            "Upper.io/x",
-            "-a.io/x",
-            "a..io/x",
-        ] {
+        for bad in ["no-slash", "a/b/c", "/x", "x/", "Upper.io/x", "-a.io/x", "a..io/x"] {
             assert!(validate_name(bad).is_err(), "{bad}");
         }
     }
