@@ -1,6 +1,8 @@
 //! The `clock` capability. The system clock by default; a virtual clock for reproducible runs
 //! (`run --now`), where time starts at a fixed instant and moves only when the guest sleeps, and a
-//! sleep returns at once. WASI's clocks (what `std::time` reads) show the same time.
+//! sleep returns at once; a stepped clock for recording (`run --record`), virtual time whose sleeps
+//! also really wait, so a replay on a virtual clock reads the same times. WASI's clocks (what
+//! `std::time` reads) show the same time.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -23,6 +25,8 @@ pub enum Clock {
         start: SystemTime,
         /// Nanoseconds slept so far.
         slept: Arc<AtomicU64>,
+        /// Whether a sleep really waits (a stepped clock) or returns at once.
+        waits: bool,
     },
 }
 
@@ -32,6 +36,17 @@ impl Clock {
         Clock::Virtual {
             start,
             slept: Arc::new(AtomicU64::new(0)),
+            waits: false,
+        }
+    }
+
+    /// A stepped clock starting at `start`: time moves only by the guest's sleeps, as on a virtual
+    /// clock, but sleeps really wait (for recording against a live cluster).
+    pub fn stepped(start: SystemTime) -> Clock {
+        Clock::Virtual {
+            start,
+            slept: Arc::new(AtomicU64::new(0)),
+            waits: true,
         }
     }
 
@@ -39,7 +54,7 @@ impl Clock {
     pub fn now(&self) -> SystemTime {
         match self {
             Clock::System => SystemTime::now(),
-            Clock::Virtual { start, slept } => {
+            Clock::Virtual { start, slept, .. } => {
                 *start + Duration::from_nanos(slept.load(Ordering::Relaxed))
             }
         }
@@ -61,7 +76,10 @@ impl Clock {
     pub async fn sleep(&self, duration: Duration) {
         match self {
             Clock::System => tokio::time::sleep(duration).await,
-            Clock::Virtual { slept, .. } => {
+            Clock::Virtual { slept, waits, .. } => {
+                if *waits {
+                    tokio::time::sleep(duration).await;
+                }
                 let nanos = u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX);
                 slept.fetch_add(nanos, Ordering::Relaxed);
                 // Let the call's deadline and other tasks run even if the guest sleeps in a loop.
@@ -129,5 +147,16 @@ mod tests {
         clock.sleep(Duration::from_secs(90)).await;
         assert_eq!(clock.now(), start + Duration::from_secs(90));
         assert_eq!(clock.monotonic(), 90_000_000_000);
+    }
+
+    #[tokio::test]
+    async fn stepped_time_really_waits_but_reads_like_virtual_time() {
+        let start = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let clock = Clock::stepped(start);
+        let before = Instant::now();
+        clock.sleep(Duration::from_millis(30)).await;
+        assert!(before.elapsed() >= Duration::from_millis(30));
+        assert_eq!(clock.now(), start + Duration::from_millis(30));
+        assert_eq!(clock.monotonic(), 30_000_000);
     }
 }

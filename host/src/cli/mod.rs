@@ -30,7 +30,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run one action on one item and print the result as JSON.
-    Run(run::RunArgs),
+    Run(Box<run::RunArgs>),
     /// List every loaded action: name, kind, what it applies to, its module and the module's grant.
     Actions(actions::ActionsArgs),
 }
@@ -67,7 +67,7 @@ pub fn main() -> ExitCode {
     };
     let code = runtime.block_on(async {
         match cli.command {
-            Command::Run(args) => run::run(args).await,
+            Command::Run(args) => run::run(*args).await,
             Command::Actions(args) => actions::actions(args).await,
         }
     });

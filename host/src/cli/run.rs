@@ -1,15 +1,17 @@
 //! `velero-wasm run`: one action on one item, the way Velero would call it, against an in-memory
-//! fixture cluster. The result is JSON on stdout; exit 0 on success, 1 when the action fails, 2 on bad
-//! input.
+//! fixture cluster (`--cluster`), a live cluster (the default: kubeconfig as kubectl resolves it), or a
+//! recording (`--replay`). The result is JSON on stdout; exit 0 on success, 1 when the action fails, 2
+//! on bad input.
 //!
 //! ```text
 //! velero-wasm run --action NAME --item FILE (--backup FILE | --restore FILE)
-//!                 [--item-from-backup FILE] [--cluster PATH ...] [--modules DIR] [--now RFC3339]
+//!                 [--item-from-backup FILE] [--modules DIR] [--now RFC3339]
+//!                 [--cluster PATH ... | --kubeconfig FILE --context NAME | --replay FILE] [--record FILE]
 //! ```
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use serde_json::{json, Map, Value};
 
@@ -17,6 +19,8 @@ use super::{load_runtime, Failure, ModuleArgs, EXIT_OK};
 use crate::action::{ActionKind, ItemRef, ResourceId};
 use crate::action::{BackupRequest, RestoreRequest};
 use crate::capabilities::kube::fixture::FixtureCluster;
+use crate::capabilities::kube::live::{ClusterOptions, LiveCluster};
+use crate::capabilities::kube::record::{Recorder, Recording, RecordingKube, ReplayKube};
 use crate::capabilities::kube::NoCluster;
 use crate::capabilities::{Clock, KubeBackend};
 use crate::documents::read_object;
@@ -52,6 +56,24 @@ pub struct RunArgs {
     #[arg(long, value_name = "PATH", num_args = 1.., action = clap::ArgAction::Append)]
     cluster: Vec<PathBuf>,
 
+    /// Without --cluster, the kubeconfig of the live cluster (default: KUBECONFIG, then
+    /// ~/.kube/config; in a pod, its service account).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["cluster", "replay"])]
+    kubeconfig: Option<PathBuf>,
+
+    /// Without --cluster, the kubeconfig context to use (default: its current context).
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["cluster", "replay"])]
+    context: Option<String>,
+
+    /// Write every capability call and its answer to FILE (JSON Lines), for --replay.
+    #[arg(long, value_name = "FILE", conflicts_with = "replay")]
+    record: Option<PathBuf>,
+
+    /// Answer every capability call from a recording made with --record; nothing is sent anywhere,
+    /// and the clock starts where the recording's did.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["cluster", "now"])]
+    replay: Option<PathBuf>,
+
     /// Fix the clock: time starts at this instant (e.g. 2026-05-02T10:00:00Z) and moves only when the
     /// action sleeps; sleeps return at once.
     #[arg(long, value_name = "RFC3339")]
@@ -84,11 +106,24 @@ fn read(flag: &str, path: &Path) -> Result<Value, Failure> {
 }
 
 async fn execute(args: RunArgs) -> Result<Value, Failure> {
-    let clock = match &args.now {
-        None => Clock::System,
-        Some(text) => Clock::fixed(humantime::parse_rfc3339_weak(text).map_err(|e| {
+    let now = match &args.now {
+        None => None,
+        Some(text) => Some(humantime::parse_rfc3339_weak(text).map_err(|e| {
             Failure::bad_input(format!("--now {text:?} is not an RFC 3339 time: {e}"))
         })?),
+    };
+    let recording = match &args.replay {
+        Some(path) => {
+            Some(Recording::read(path).map_err(|e| Failure::bad_input(format!("--replay {e}")))?)
+        }
+        None => None,
+    };
+    let clock = match (now, &recording, &args.record) {
+        (Some(start), _, _) => Clock::fixed(start),
+        (None, Some(recording), _) => Clock::fixed(recording.clock_start),
+        // Recording: real waits, but time read as start + slept, so that the replay reads the same.
+        (None, None, Some(_)) => Clock::stepped(SystemTime::now()),
+        (None, None, None) => Clock::System,
     };
     // Read every input before loading modules, so bad input is reported at once.
     let item = read("item", &args.item)?;
@@ -108,9 +143,20 @@ async fn execute(args: RunArgs) -> Result<Value, Failure> {
             .map_err(|e| Failure::bad_input(format!("--cluster {e}")))?;
         Some(Arc::new(cluster))
     };
-    let kube: Arc<dyn KubeBackend> = match &fixture {
-        Some(cluster) => cluster.clone(),
-        None => Arc::new(NoCluster),
+    let replay = recording.as_ref().map(|r| Arc::new(ReplayKube::new(r)));
+    let mut kube: Arc<dyn KubeBackend> = match (&fixture, &replay) {
+        (Some(cluster), _) => cluster.clone(),
+        (None, Some(replay)) => replay.clone(),
+        (None, None) => live_cluster(&args).await?,
+    };
+    let recorder = match &args.record {
+        Some(path) => {
+            let recorder = Recorder::create(path, clock.now())
+                .map_err(|e| Failure::bad_input(format!("--record {e}")))?;
+            kube = Arc::new(RecordingKube::new(kube, recorder.clone()));
+            Some(recorder)
+        }
+        None => None,
     };
 
     let (runtime, problems) = load_runtime(&args.modules, kube, clock).await?;
@@ -220,18 +266,54 @@ async fn execute(args: RunArgs) -> Result<Value, Failure> {
             }),
         ActionKind::Delete => runtime.delete(&args.action, item_text, subject_text).await,
     };
+    if let Some(recorder) = &recorder {
+        recorder.finish().map_err(Failure::failed)?;
+    }
+    if let Some(replay) = &replay {
+        let misses = replay.misses();
+        if !misses.is_empty() {
+            return Err(Failure::failed(format!(
+                "the action made calls that are not in the recording:\n  {}",
+                misses.join("\n  ")
+            )));
+        }
+        if replay.unused() > 0 {
+            eprintln!(
+                "velero-wasm run: warning: {} recorded calls were not made",
+                replay.unused()
+            );
+        }
+    }
     outcome.map_err(|e| match e {
         CallError::UnknownAction(_) | CallError::WrongKind { .. } => {
             Failure::bad_input(e.to_string())
         }
         other => Failure::failed(other.to_string()),
     })?;
-    let writes = fixture.map(|f| f.writes()).unwrap_or_default();
-    output.insert(
-        "clusterWrites".into(),
-        serde_json::to_value(writes).unwrap_or(Value::Null),
-    );
+    // Only the fixture cluster keeps a log of writes; a live cluster has the writes themselves.
+    if let Some(fixture) = fixture {
+        output.insert(
+            "clusterWrites".into(),
+            serde_json::to_value(fixture.writes()).unwrap_or(Value::Null),
+        );
+    }
     Ok(Value::Object(output))
+}
+
+/// The live cluster of `--kubeconfig`/`--context` (or kubectl's defaults). Without any configuration
+/// to be found, actions that never call the cluster still run: their calls fail saying what to give.
+async fn live_cluster(args: &RunArgs) -> Result<Arc<dyn KubeBackend>, Failure> {
+    let options = ClusterOptions {
+        kubeconfig: args.kubeconfig.clone(),
+        context: args.context.clone(),
+    };
+    if !options.is_configured() {
+        return Ok(Arc::new(NoCluster));
+    }
+    let cluster = LiveCluster::connect(&options)
+        .await
+        .map_err(|e| Failure::bad_input(format!("cannot use the live cluster: {e}")))?;
+    Ok(Arc::new(cluster))
 }
 
 fn unknown_action(runtime: &Runtime, name: &str) -> Failure {

@@ -1,11 +1,13 @@
 //! The `kube` capability: the grant check first, then one of the backends behind [`KubeBackend`]
-//! (the in-memory [`fixture`] cluster; a live cluster; a replay of recorded answers).
+//! (the in-memory [`fixture`] cluster; a [`live`] cluster; a replay of recorded answers, see [`record`]).
 //!
 //! A call outside the module's grant never reaches the backend: the guest gets `error::denied` and a
 //! warning is logged. Inputs are validated here, once, so that every backend gets well-formed requests.
 
 pub mod fixture;
 mod grant;
+pub mod live;
+pub mod record;
 
 use std::fmt;
 
@@ -251,8 +253,7 @@ pub struct NoCluster;
 impl NoCluster {
     fn error() -> KubeError {
         KubeError::Other(
-            "no Kubernetes cluster is configured: give `run` a fixture cluster with --cluster"
-                .into(),
+            "no Kubernetes cluster is configured: give `run` a fixture cluster with --cluster DIR, or a live one with --kubeconfig FILE".into(),
         )
     }
 }

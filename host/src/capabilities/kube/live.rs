@@ -1,0 +1,638 @@
+//! The live backend: a real API server through the `kube` client (rustls, no OpenSSL).
+//!
+//! One [`LiveCluster`] serves every module of the process: one HTTP client (one connection pool), one
+//! discovery cache and one client-side rate limit. Requests are raw REST calls on JSON values, so
+//! objects reach the guest exactly as the server sent them (no round trip through typed structs).
+//!
+//! - **Configuration** ([`ClusterOptions`]): an explicit `--kubeconfig`/`--context` wins; otherwise the
+//!   in-cluster service account when `KUBERNETES_SERVICE_HOST` is set (a Velero plugin in its pod);
+//!   otherwise `KUBECONFIG` or `~/.kube/config`, as kubectl resolves them.
+//! - **Discovery**: each group/version is read once per process (`/api/v1`, `/apis/<group>/<version>`)
+//!   to learn each resource's kind and whether it is namespaced; a resource missing from the cached
+//!   list is looked up once more, so a CRD installed later is found.
+//! - **Lists** are read in pages of [`LIST_PAGE_SIZE`] (`limit`/`continue`), and every item gets the
+//!   `apiVersion` and `kind` that list items of built-in types lack.
+//! - **Rate limit**: a token bucket of [`RATE_LIMIT_QPS`] requests a second, bursts of
+//!   [`RATE_LIMIT_BURST`], in front of every request. Velero's server defaults to 20 and 30
+//!   (`--client-qps`, `--client-burst`); the plugin process gets the same rate with a little more burst
+//!   for the short runs of calls one action makes (client-go's own default, 5 and 10, would stall them).
+//! - **Errors**: a `Status` with code 404 is `NotFound`, 409 `Conflict`, 401/403 `Forbidden`,
+//!   400/422 `Invalid`; anything else, including transport failures, is `Other`.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use kube::api::{DeleteParams, GetParams, ListParams, PatchParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::core::Request;
+use serde_json::{Map, Value};
+
+use super::{ApiResource, KubeBackend, KubeError, ListOptions, Patch};
+
+/// Objects asked for per page when listing (kubectl's default chunk size).
+pub const LIST_PAGE_SIZE: u32 = 500;
+/// Requests per second the host sends to the API server, over all modules.
+pub const RATE_LIMIT_QPS: f64 = 20.0;
+/// Requests the host may send at once after being idle.
+pub const RATE_LIMIT_BURST: f64 = 40.0;
+
+/// Where the cluster's address and credentials come from.
+#[derive(Debug, Clone, Default)]
+pub struct ClusterOptions {
+    /// A kubeconfig file (`--kubeconfig`); `None` resolves as kubectl does.
+    pub kubeconfig: Option<PathBuf>,
+    /// A context of the kubeconfig (`--context`); `None` is its current context.
+    pub context: Option<String>,
+}
+
+impl ClusterOptions {
+    /// Whether there is any configuration to connect with: explicit options, a pod's service account
+    /// (`KUBERNETES_SERVICE_HOST`), `KUBECONFIG`, or `~/.kube/config`.
+    pub fn is_configured(&self) -> bool {
+        let set = |var: &str| std::env::var_os(var).is_some_and(|v| !v.is_empty());
+        self.kubeconfig.is_some()
+            || self.context.is_some()
+            || set("KUBERNETES_SERVICE_HOST")
+            || set("KUBECONFIG")
+            || std::env::var_os("HOME")
+                .is_some_and(|home| PathBuf::from(home).join(".kube/config").exists())
+    }
+}
+
+/// Why no client could be built.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    /// The kubeconfig is missing, unreadable, or names no usable cluster or context.
+    #[error("kubeconfig{}: {source}", path.as_ref().map(|p| format!(" {}", p.display())).unwrap_or_default())]
+    Kubeconfig {
+        /// The file, when one was named.
+        path: Option<PathBuf>,
+        /// What went wrong.
+        #[source]
+        source: kube::config::KubeconfigError,
+    },
+    /// Running in a pod, but its service account cannot be used.
+    #[error("in-cluster configuration (KUBERNETES_SERVICE_HOST is set): {0}")]
+    InCluster(#[source] kube::config::InClusterError),
+    /// The configuration is readable but no client can be made from it (e.g. bad certificates).
+    #[error("cannot build a Kubernetes client: {0}")]
+    Client(#[source] kube::Error),
+}
+
+/// What discovery says about one resource.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ResourceInfo {
+    kind: String,
+    namespaced: bool,
+}
+
+/// Resources of one group/version, by plural name.
+type GroupVersion = Arc<HashMap<String, ResourceInfo>>;
+
+/// A live Kubernetes API server.
+pub struct LiveCluster {
+    client: kube::Client,
+    /// The server's URL, for error messages ("" when not known).
+    server: String,
+    discovery: Mutex<HashMap<String, GroupVersion>>,
+    limiter: TokenBucket,
+    page_size: u32,
+}
+
+impl LiveCluster {
+    /// Connects as `options` say (see the module docs for the order). Nothing is sent yet: the first
+    /// request is the first call a module makes.
+    pub async fn connect(options: &ClusterOptions) -> Result<LiveCluster, ConnectError> {
+        install_crypto_provider();
+        let explicit = options.kubeconfig.is_some() || options.context.is_some();
+        let config = if !explicit && std::env::var_os("KUBERNETES_SERVICE_HOST").is_some() {
+            kube::Config::incluster().map_err(ConnectError::InCluster)?
+        } else {
+            let kube_options = KubeConfigOptions {
+                context: options.context.clone(),
+                ..KubeConfigOptions::default()
+            };
+            let kubeconfig_error = |source| ConnectError::Kubeconfig {
+                path: options.kubeconfig.clone(),
+                source,
+            };
+            match &options.kubeconfig {
+                Some(path) => {
+                    let file = Kubeconfig::read_from(path).map_err(kubeconfig_error)?;
+                    kube::Config::from_custom_kubeconfig(file, &kube_options).await
+                }
+                None => kube::Config::from_kubeconfig(&kube_options).await,
+            }
+            .map_err(kubeconfig_error)?
+        };
+        tracing::info!(server = %config.cluster_url, "connecting to the Kubernetes API server");
+        let server = config
+            .cluster_url
+            .to_string()
+            .trim_end_matches('/')
+            .to_string();
+        let client = kube::Client::try_from(config).map_err(ConnectError::Client)?;
+        Ok(LiveCluster {
+            server,
+            ..LiveCluster::from_client(client)
+        })
+    }
+
+    /// A backend on an existing client.
+    pub fn from_client(client: kube::Client) -> LiveCluster {
+        LiveCluster {
+            client,
+            server: String::new(),
+            discovery: Mutex::new(HashMap::new()),
+            limiter: TokenBucket::new(RATE_LIMIT_QPS, RATE_LIMIT_BURST),
+            page_size: LIST_PAGE_SIZE,
+        }
+    }
+
+    /// Lists in pages of `n` objects instead of [`LIST_PAGE_SIZE`].
+    pub fn with_page_size(mut self, n: u32) -> LiveCluster {
+        self.page_size = n.max(1);
+        self
+    }
+
+    /// Sends one request, after the rate limit allows it, and reads a JSON answer.
+    async fn send(&self, request: http::Request<Vec<u8>>) -> Result<Value, KubeError> {
+        self.limiter.acquire().await;
+        let (method, uri) = (request.method().clone(), request.uri().clone());
+        tracing::debug!(%method, %uri, "kube request");
+        let text = self
+            .client
+            .request_text(request)
+            .await
+            .map_err(|e| status_error(&method, &self.server, &uri, e))?;
+        if text.trim().is_empty() {
+            return Ok(Value::Null);
+        }
+        serde_json::from_str(&text).map_err(|e| {
+            KubeError::Other(format!(
+                "{method} {}{uri}: the API server's answer is not JSON: {e}",
+                self.server
+            ))
+        })
+    }
+
+    /// Kind and scope of a resource, from the discovery cache (read on first use, and re-read once when
+    /// the resource is missing from it).
+    async fn resolve(&self, api: &ApiResource) -> Result<ResourceInfo, KubeError> {
+        let group_version = api.api_version();
+        let cached = self.cache().get(&group_version).cloned();
+        if let Some(info) = cached.as_ref().and_then(|gv| gv.get(&api.resource)) {
+            return Ok(info.clone());
+        }
+        let fresh = self.discover(api).await?;
+        self.cache().insert(group_version.clone(), fresh.clone());
+        fresh.get(&api.resource).cloned().ok_or_else(|| {
+            KubeError::NotFound(format!(
+                "the server has no resource {:?} in {group_version}",
+                api.resource
+            ))
+        })
+    }
+
+    fn cache(&self) -> std::sync::MutexGuard<'_, HashMap<String, GroupVersion>> {
+        self.discovery.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    async fn discover(&self, api: &ApiResource) -> Result<GroupVersion, KubeError> {
+        let path = if api.group.is_empty() {
+            format!("/api/{}", segment("version", &api.version)?)
+        } else {
+            format!(
+                "/apis/{}/{}",
+                segment("group", &api.group)?,
+                segment("version", &api.version)?
+            )
+        };
+        let request = http::Request::get(&path)
+            .body(Vec::new())
+            .map_err(|e| KubeError::Invalid(format!("{path}: {e}")))?;
+        let list = self.send(request).await.map_err(|e| match e {
+            KubeError::NotFound(_) => KubeError::NotFound(format!(
+                "the server has no API group version {}",
+                api.api_version()
+            )),
+            other => other,
+        })?;
+        let resources = list
+            .get("resources")
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        let found = resources
+            .iter()
+            .filter_map(|r| {
+                let name = r.get("name")?.as_str()?;
+                // Subresources (`pods/status`) are not objects of their own.
+                if name.contains('/') {
+                    return None;
+                }
+                let info = ResourceInfo {
+                    kind: r.get("kind")?.as_str()?.to_string(),
+                    namespaced: r
+                        .get("namespaced")
+                        .and_then(Value::as_bool)
+                        .unwrap_or(false),
+                };
+                Some((name.to_string(), info))
+            })
+            .collect();
+        tracing::debug!(group_version = %api.api_version(), "discovered");
+        Ok(Arc::new(found))
+    }
+
+    /// The URL path of the collection `api` in `namespace`, checked against the resource's scope.
+    async fn collection(
+        &self,
+        api: &ApiResource,
+        namespace: &str,
+        listing: bool,
+    ) -> Result<(String, ResourceInfo), KubeError> {
+        let info = self.resolve(api).await?;
+        let root = if api.group.is_empty() {
+            format!("/api/{}", api.version)
+        } else {
+            format!("/apis/{}/{}", api.group, api.version)
+        };
+        let resource = segment("resource", &api.resource)?;
+        let path = match (info.namespaced, namespace.is_empty()) {
+            (true, false) => format!(
+                "{root}/namespaces/{}/{resource}",
+                segment("namespace", namespace)?
+            ),
+            (true, true) if listing => format!("{root}/{resource}"),
+            (true, true) => {
+                return Err(KubeError::Invalid(format!(
+                    "{api} is namespaced: the call needs a namespace"
+                )));
+            }
+            (false, true) => format!("{root}/{resource}"),
+            (false, false) => {
+                return Err(KubeError::Invalid(format!(
+                    "{api} is cluster-scoped: call it with namespace \"\", not {namespace:?}"
+                )));
+            }
+        };
+        Ok((path, info))
+    }
+
+    /// The path of the collection and the object's name, checked.
+    async fn object_path(
+        &self,
+        api: &ApiResource,
+        namespace: &str,
+        name: &str,
+    ) -> Result<(Request, String), KubeError> {
+        let (path, _) = self.collection(api, namespace, false).await?;
+        Ok((Request::new(path), segment("name", name)?.to_string()))
+    }
+}
+
+/// Makes rustls use *ring* unless the process already chose a provider: with both *ring* and aws-lc-rs
+/// compiled in (another dependency may bring the latter), rustls cannot pick one by itself.
+fn install_crypto_provider() {
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        // Losing a race to another thread installing one is fine.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
+}
+
+/// A path segment from the guest (name, namespace, group, version, resource): non-empty, not `.` or
+/// `..`, printable ASCII without `/ ? # %`, so a request can never address another path.
+fn segment<'a>(what: &str, value: &'a str) -> Result<&'a str, KubeError> {
+    let ok = !value.is_empty()
+        && value != "."
+        && value != ".."
+        && value
+            .bytes()
+            .all(|b| b.is_ascii_graphic() && !b"/?#%\\\"<>^`{|}".contains(&b));
+    if ok {
+        Ok(value)
+    } else {
+        Err(KubeError::Invalid(format!(
+            "{what} {value:?} is not a valid name"
+        )))
+    }
+}
+
+/// Maps a client error to the WIT error by the `Status` code.
+fn status_error(
+    method: &http::Method,
+    server: &str,
+    uri: &http::Uri,
+    error: kube::Error,
+) -> KubeError {
+    match error {
+        kube::Error::Api(status) => {
+            let message = if status.message.is_empty() {
+                format!(
+                    "{method} {server}{uri}: HTTP {} {}",
+                    status.code, status.reason
+                )
+            } else {
+                status.message.clone()
+            };
+            match status.code {
+                404 => KubeError::NotFound(message),
+                409 => KubeError::Conflict(message),
+                401 | 403 => KubeError::Forbidden(message),
+                400 | 422 => KubeError::Invalid(message),
+                _ => KubeError::Other(message),
+            }
+        }
+        other => KubeError::Other(format!("{method} {server}{uri}: {other}")),
+    }
+}
+
+fn build(
+    request: Result<http::Request<Vec<u8>>, kube::core::request::Error>,
+) -> Result<http::Request<Vec<u8>>, KubeError> {
+    request.map_err(|e| KubeError::Invalid(format!("the request cannot be built: {e}")))
+}
+
+fn body(object: &Value) -> Result<Vec<u8>, KubeError> {
+    serde_json::to_vec(object)
+        .map_err(|e| KubeError::Invalid(format!("the object cannot be serialized: {e}")))
+}
+
+/// A list item with `apiVersion` and `kind` first, as a get would return it.
+fn with_type(item: Value, api_version: &str, kind: &str) -> Value {
+    let Value::Object(fields) = item else {
+        return item;
+    };
+    if fields.contains_key("apiVersion") && fields.contains_key("kind") {
+        return Value::Object(fields);
+    }
+    let mut typed = Map::with_capacity(fields.len() + 2);
+    typed.insert("apiVersion".into(), Value::String(api_version.to_string()));
+    typed.insert("kind".into(), Value::String(kind.to_string()));
+    for (key, value) in fields {
+        if key != "apiVersion" && key != "kind" {
+            typed.insert(key, value);
+        }
+    }
+    Value::Object(typed)
+}
+
+#[async_trait]
+impl KubeBackend for LiveCluster {
+    async fn get(
+        &self,
+        api: &ApiResource,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Value, KubeError> {
+        let (request, name) = self.object_path(api, namespace, name).await?;
+        self.send(build(request.get(&name, &GetParams::default()))?)
+            .await
+    }
+
+    async fn list(
+        &self,
+        api: &ApiResource,
+        namespace: &str,
+        options: &ListOptions,
+    ) -> Result<Vec<Value>, KubeError> {
+        let (path, info) = self.collection(api, namespace, true).await?;
+        let request = Request::new(path);
+        let non_empty = |s: &str| Some(s.to_string()).filter(|s| !s.trim().is_empty());
+        let mut params = ListParams {
+            label_selector: non_empty(&options.label_selector_text),
+            field_selector: non_empty(&options.field_selector_text),
+            limit: Some(self.page_size),
+            ..ListParams::default()
+        };
+        let api_version = api.api_version();
+        let mut items = Vec::new();
+        loop {
+            let page = self.send(build(request.list(&params))?).await?;
+            let Value::Object(mut page) = page else {
+                return Err(KubeError::Other(format!(
+                    "listing {api}: the answer is not a list"
+                )));
+            };
+            if let Some(Value::Array(page_items)) = page.remove("items") {
+                items.extend(
+                    page_items
+                        .into_iter()
+                        .map(|i| with_type(i, &api_version, &info.kind)),
+                );
+            }
+            let next = page
+                .get("metadata")
+                .and_then(|m| m.get("continue"))
+                .and_then(Value::as_str)
+                .filter(|c| !c.is_empty());
+            match next {
+                Some(token) => params.continue_token = Some(token.to_string()),
+                None => return Ok(items),
+            }
+        }
+    }
+
+    async fn create(
+        &self,
+        api: &ApiResource,
+        namespace: &str,
+        mut object: Value,
+    ) -> Result<Value, KubeError> {
+        let (path, info) = self.collection(api, namespace, false).await?;
+        object["apiVersion"] = Value::String(api.api_version());
+        if object
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .is_empty()
+        {
+            object["kind"] = Value::String(info.kind);
+        }
+        let request = Request::new(path);
+        self.send(build(
+            request.create(&PostParams::default(), body(&object)?),
+        )?)
+        .await
+    }
+
+    async fn update(
+        &self,
+        api: &ApiResource,
+        namespace: &str,
+        object: Value,
+    ) -> Result<Value, KubeError> {
+        let name = object
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let (request, name) = self.object_path(api, namespace, name).await?;
+        self.send(build(request.replace(
+            &name,
+            &PostParams::default(),
+            body(&object)?,
+        ))?)
+        .await
+    }
+
+    async fn patch(
+        &self,
+        api: &ApiResource,
+        namespace: &str,
+        name: &str,
+        patch: &Patch,
+    ) -> Result<Value, KubeError> {
+        let (request, name) = self.object_path(api, namespace, name).await?;
+        let params = PatchParams::default();
+        let request = match patch {
+            Patch::Merge(doc) => request.patch(&name, &params, &kube::api::Patch::Merge(doc)),
+            Patch::Json(ops) => {
+                request.patch(&name, &params, &kube::api::Patch::<()>::Json(ops.clone()))
+            }
+        };
+        self.send(build(request)?).await
+    }
+
+    async fn delete(
+        &self,
+        api: &ApiResource,
+        namespace: &str,
+        name: &str,
+    ) -> Result<(), KubeError> {
+        let (request, name) = self.object_path(api, namespace, name).await?;
+        self.send(build(request.delete(&name, &DeleteParams::default()))?)
+            .await?;
+        Ok(())
+    }
+}
+
+/// A token bucket: `rate` tokens a second, at most `burst` saved up; each request takes one, waiting
+/// for it when none is left. Shared by every module of the process.
+pub struct TokenBucket {
+    rate: f64,
+    burst: f64,
+    state: Mutex<(f64, Instant)>,
+}
+
+impl TokenBucket {
+    /// A full bucket.
+    pub fn new(rate: f64, burst: f64) -> TokenBucket {
+        TokenBucket {
+            rate,
+            burst,
+            state: Mutex::new((burst, Instant::now())),
+        }
+    }
+
+    /// Takes a token at `now`; returns how long the caller must wait before using it.
+    pub fn reserve(&self, now: Instant) -> Duration {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let (tokens, last) = *state;
+        let refilled = (tokens + now.saturating_duration_since(last).as_secs_f64() * self.rate)
+            .min(self.burst);
+        let left = refilled - 1.0;
+        *state = (left, now.max(last));
+        if left >= 0.0 {
+            Duration::ZERO
+        } else {
+            Duration::from_secs_f64(-left / self.rate)
+        }
+    }
+
+    /// Waits for a token.
+    pub async fn acquire(&self) {
+        let wait = self.reserve(Instant::now());
+        if !wait.is_zero() {
+            tracing::debug!(
+                wait_ms = wait.as_millis() as u64,
+                "kube client-side rate limit"
+            );
+            tokio::time::sleep(wait).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_bucket_allows_a_burst_then_the_rate() {
+        let bucket = TokenBucket::new(10.0, 3.0);
+        let t0 = Instant::now();
+        for _ in 0..3 {
+            assert_eq!(bucket.reserve(t0), Duration::ZERO);
+        }
+        // The fourth waits one interval, the fifth two: reservations queue up.
+        assert_eq!(bucket.reserve(t0), Duration::from_millis(100));
+        assert_eq!(bucket.reserve(t0), Duration::from_millis(200));
+        // After a long idle spell the bucket is full again, but never fuller than the burst.
+        let later = t0 + Duration::from_secs(60);
+        for _ in 0..3 {
+            assert_eq!(bucket.reserve(later), Duration::ZERO);
+        }
+        assert!(bucket.reserve(later) > Duration::ZERO);
+    }
+
+    #[test]
+    fn guest_names_cannot_leave_their_path_segment() {
+        for bad in [
+            "",
+            ".",
+            "..",
+            "a/b",
+            "x?watch=true",
+            "a%2Fb",
+            "a#b",
+            "a b",
+            "é",
+        ] {
+            assert!(
+                matches!(segment("name", bad), Err(KubeError::Invalid(_))),
+                "{bad:?}"
+            );
+        }
+        for good in ["web-0", "system:controller:x", "a.b.c", "v1beta1"] {
+            assert_eq!(segment("name", good).unwrap(), good);
+        }
+    }
+
+    #[test]
+    fn list_items_get_their_type_first() {
+        let item = with_type(
+            json!({"metadata": {"name": "a"}, "data": {}}),
+            "v1",
+            "ConfigMap",
+        );
+        let keys: Vec<&String> = item.as_object().unwrap().keys().collect();
+        assert_eq!(keys, ["apiVersion", "kind", "metadata", "data"]);
+        let typed = json!({"apiVersion": "example.io/v1", "kind": "Thing", "metadata": {}});
+        assert_eq!(with_type(typed.clone(), "v1", "ConfigMap"), typed);
+    }
+
+    #[test]
+    fn status_codes_map_to_wit_errors() {
+        let err = |code: u16| {
+            let status = kube::core::Status::failure("boom", "Reason").with_code(code);
+            status_error(
+                &http::Method::GET,
+                "https://k8s",
+                &http::Uri::from_static("/x"),
+                kube::Error::Api(status.boxed()),
+            )
+        };
+        assert_eq!(err(404), KubeError::NotFound("boom".into()));
+        assert_eq!(err(409), KubeError::Conflict("boom".into()));
+        assert_eq!(err(401), KubeError::Forbidden("boom".into()));
+        assert_eq!(err(403), KubeError::Forbidden("boom".into()));
+        assert_eq!(err(400), KubeError::Invalid("boom".into()));
+        assert_eq!(err(422), KubeError::Invalid("boom".into()));
+        assert_eq!(err(500), KubeError::Other("boom".into()));
+        assert_eq!(err(429), KubeError::Other("boom".into()));
+    }
+}

@@ -1,0 +1,777 @@
+//! A small Kubernetes API server for tests: serves objects over real HTTP on loopback the way
+//! kube-apiserver does, so the live backend can be driven with the real `kube` client.
+//!
+//! What it speaks: discovery (`/api`, `/api/v1`, `/apis`, `/apis/<group>/<version>`); get, list
+//! (label and field selectors, `limit`/`continue` pages, `resourceVersion` on objects and lists; list
+//! items of built-in groups lack `apiVersion`/`kind`, as the real server's do), create (name or
+//! generateName; 409 AlreadyExists), update (409 Conflict on a stale `resourceVersion`), patch
+//! (`application/merge-patch+json`, `application/json-patch+json`), delete; errors as `Status` bodies
+//! with the real server's codes, reasons and messages (404 NotFound, 409, 403 Forbidden for resources
+//! set as forbidden, 422 Invalid, 415). Every request is logged for assertions.
+
+#![allow(dead_code)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Bytes, Incoming};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use serde_json::{json, Map, Value};
+use velero_wasm::action::plural_of;
+use velero_wasm::capabilities::kube::ListOptions;
+
+/// A resource type the server knows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResourceType {
+    /// API group ("" for core).
+    pub group: String,
+    /// Version.
+    pub version: String,
+    /// Plural name.
+    pub resource: String,
+    /// Kind.
+    pub kind: String,
+    /// Namespaced or cluster-scoped.
+    pub namespaced: bool,
+}
+
+impl ResourceType {
+    fn new(
+        group: &str,
+        version: &str,
+        resource: &str,
+        kind: &str,
+        namespaced: bool,
+    ) -> ResourceType {
+        ResourceType {
+            group: group.into(),
+            version: version.into(),
+            resource: resource.into(),
+            kind: kind.into(),
+            namespaced,
+        }
+    }
+
+    fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    fn group_resource(&self) -> String {
+        if self.group.is_empty() {
+            self.resource.clone()
+        } else {
+            format!("{}.{}", self.resource, self.group)
+        }
+    }
+
+    /// Built-in groups: their list items come without apiVersion and kind.
+    fn built_in(&self) -> bool {
+        !self.group.contains('.')
+    }
+}
+
+/// One request the server received.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Logged {
+    /// HTTP method.
+    pub method: String,
+    /// Path.
+    pub path: String,
+    /// Decoded query parameters.
+    pub query: BTreeMap<String, String>,
+    /// The answer's HTTP status.
+    pub status: u16,
+}
+
+type Key = (String, String, String);
+
+struct State {
+    types: Vec<ResourceType>,
+    /// `(resource.group, namespace, name)` → object: sorted as the real server's storage keys.
+    objects: BTreeMap<Key, Value>,
+    forbidden: BTreeSet<String>,
+    revision: u64,
+    log: Vec<Logged>,
+}
+
+/// A running server; stops when dropped.
+pub struct ApiServer {
+    /// Where it listens.
+    pub addr: SocketAddr,
+    state: Arc<Mutex<State>>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+fn core_types() -> Vec<ResourceType> {
+    vec![
+        ResourceType::new("", "v1", "configmaps", "ConfigMap", true),
+        ResourceType::new("", "v1", "secrets", "Secret", true),
+        ResourceType::new("", "v1", "pods", "Pod", true),
+        ResourceType::new(
+            "",
+            "v1",
+            "persistentvolumeclaims",
+            "PersistentVolumeClaim",
+            true,
+        ),
+        ResourceType::new("", "v1", "namespaces", "Namespace", false),
+        ResourceType::new("", "v1", "persistentvolumes", "PersistentVolume", false),
+        ResourceType::new("", "v1", "nodes", "Node", false),
+        ResourceType::new("apps", "v1", "deployments", "Deployment", true),
+    ]
+}
+
+impl ApiServer {
+    /// Serves the objects of these JSON/YAML files and directories (read as `run --cluster` reads
+    /// them). Resource types are the core ones plus one per kind found; a kind's objects with a
+    /// namespace make it namespaced.
+    pub fn start(paths: &[&Path]) -> ApiServer {
+        let files: Vec<std::path::PathBuf> = paths.iter().map(|p| p.to_path_buf()).collect();
+        let objects = velero_wasm::documents::read_objects(&files).expect("fixture objects");
+        let mut types = core_types();
+        let mut stored = BTreeMap::new();
+        for (_, object) in objects {
+            let api_version = object["apiVersion"]
+                .as_str()
+                .expect("apiVersion")
+                .to_string();
+            let kind = object["kind"].as_str().expect("kind").to_string();
+            let (group, version) = api_version.rsplit_once('/').unwrap_or(("", &api_version));
+            let namespace = object
+                .pointer("/metadata/namespace")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string();
+            let resource = plural_of(&kind);
+            if !types
+                .iter()
+                .any(|t| t.group == group && t.version == version && t.resource == resource)
+            {
+                types.push(ResourceType::new(
+                    group,
+                    version,
+                    &resource,
+                    &kind,
+                    !namespace.is_empty(),
+                ));
+            }
+            let group_resource = if group.is_empty() {
+                resource
+            } else {
+                format!("{resource}.{group}")
+            };
+            let name = object["metadata"]["name"]
+                .as_str()
+                .expect("name")
+                .to_string();
+            stored.insert((group_resource, namespace, name), object);
+        }
+        let state = Arc::new(Mutex::new(State {
+            types,
+            objects: stored,
+            forbidden: BTreeSet::new(),
+            revision: 1000,
+            log: Vec::new(),
+        }));
+        let (stop, stopped) = tokio::sync::oneshot::channel();
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let served = state.clone();
+        let thread = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            runtime.block_on(serve(served, stopped, ready_tx));
+        });
+        let addr = ready_rx.recv().expect("the server starts");
+        ApiServer {
+            addr,
+            state,
+            stop: Some(stop),
+            thread: Some(thread),
+        }
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Answers 403 Forbidden to every request on `resource.group`.
+    pub fn forbid(&self, group_resource: &str) {
+        self.lock().forbidden.insert(group_resource.to_string());
+    }
+
+    /// The requests received so far.
+    pub fn requests(&self) -> Vec<Logged> {
+        self.lock().log.clone()
+    }
+
+    /// Forgets the requests received so far.
+    pub fn clear_requests(&self) {
+        self.lock().log.clear();
+    }
+
+    /// An object as stored.
+    pub fn object(&self, group_resource: &str, namespace: &str, name: &str) -> Option<Value> {
+        self.lock()
+            .objects
+            .get(&(
+                group_resource.to_string(),
+                namespace.to_string(),
+                name.to_string(),
+            ))
+            .cloned()
+    }
+
+    /// A kubeconfig file for this server (context `test`, plus a context `elsewhere` that points to a
+    /// port nobody listens on).
+    pub fn write_kubeconfig(&self, path: &Path) {
+        let text = format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: test\n\
+             clusters:\n- name: test\n  cluster:\n    server: {}\n- name: elsewhere\n  cluster:\n    server: http://127.0.0.1:9\n\
+             users:\n- name: tester\n  user:\n    token: test-token\n\
+             contexts:\n- name: test\n  context:\n    cluster: test\n    user: tester\n\
+             - name: elsewhere\n  context:\n    cluster: elsewhere\n    user: tester\n",
+            self.url()
+        );
+        std::fs::write(path, text).expect("write the kubeconfig");
+    }
+
+    /// Stops serving: later connections are refused.
+    pub fn stop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Drop for ApiServer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+async fn serve(
+    state: Arc<Mutex<State>>,
+    mut stopped: tokio::sync::oneshot::Receiver<()>,
+    ready: std::sync::mpsc::Sender<SocketAddr>,
+) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind loopback");
+    ready
+        .send(listener.local_addr().expect("address"))
+        .expect("report the address");
+    loop {
+        tokio::select! {
+            _ = &mut stopped => return,
+            accepted = listener.accept() => {
+                let Ok((stream, _)) = accepted else { continue };
+                let state = state.clone();
+                tokio::spawn(async move {
+                    let service = service_fn(move |request| {
+                        let state = state.clone();
+                        async move { Ok::<_, Infallible>(handle(&state, request).await) }
+                    });
+                    let _ = http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;
+                });
+            }
+        }
+    }
+}
+
+type Answer = Response<Full<Bytes>>;
+
+fn respond(code: StatusCode, body: &Value) -> Answer {
+    Response::builder()
+        .status(code)
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(body.to_string())))
+        .expect("a response")
+}
+
+/// A `Status` body as kube-apiserver writes it.
+fn status(code: StatusCode, reason: &str, message: &str, details: Value) -> Answer {
+    respond(
+        code,
+        &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "message": message, "reason": reason, "details": details, "code": code.as_u16()}),
+    )
+}
+
+fn no_route() -> Answer {
+    status(
+        StatusCode::NOT_FOUND,
+        "NotFound",
+        "the server could not find the requested resource",
+        json!({}),
+    )
+}
+
+async fn handle(state: &Mutex<State>, request: Request<Incoming>) -> Answer {
+    let method = request.method().clone();
+    let path = request.uri().path().to_string();
+    let query: BTreeMap<String, String> = request
+        .uri()
+        .query()
+        .map(url_decode_pairs)
+        .unwrap_or_default();
+    let content_type = request
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    let body = match request.into_body().collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(_) => Bytes::new(),
+    };
+    let mut state = state.lock().unwrap_or_else(|e| e.into_inner());
+    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let answer = match segments.as_slice() {
+        ["api"] => respond(
+            StatusCode::OK,
+            &json!({"kind": "APIVersions", "versions": ["v1"],
+            "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1:6443"}]}),
+        ),
+        ["apis"] => respond(StatusCode::OK, &state.group_list()),
+        ["api", version] => state.resource_list("", version),
+        ["apis", group, version] => state.resource_list(group, version),
+        ["api", version, rest @ ..] => {
+            state.object_request(&method, "", version, rest, &query, &content_type, &body)
+        }
+        ["apis", group, version, rest @ ..] => {
+            state.object_request(&method, group, version, rest, &query, &content_type, &body)
+        }
+        _ => no_route(),
+    };
+    state.log.push(Logged {
+        method: method.to_string(),
+        path,
+        query,
+        status: answer.status().as_u16(),
+    });
+    answer
+}
+
+fn url_decode_pairs(query: &str) -> BTreeMap<String, String> {
+    let decode = |s: &str| -> String {
+        let s = s.replace('+', " ");
+        let bytes = s.as_bytes();
+        let mut out = Vec::with_capacity(bytes.len());
+        let mut i = 0;
+        while i < bytes.len() {
+            if bytes[i] == b'%' && i + 2 < bytes.len() {
+                if let Ok(b) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
+                    out.push(b);
+                    i += 3;
+                    continue;
+                }
+            }
+            out.push(bytes[i]);
+            i += 1;
+        }
+        String::from_utf8_lossy(&out).into_owned()
+    };
+    query
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let (k, v) = p.split_once('=').unwrap_or((p, ""));
+            (decode(k), decode(v))
+        })
+        .collect()
+}
+
+impl State {
+    fn group_list(&self) -> Value {
+        let mut groups: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+        for t in self.types.iter().filter(|t| !t.group.is_empty()) {
+            groups.entry(&t.group).or_default().insert(&t.version);
+        }
+        let groups: Vec<Value> = groups
+            .into_iter()
+            .map(|(name, versions)| {
+                let versions: Vec<Value> = versions
+                    .into_iter()
+                    .map(|v| json!({"groupVersion": format!("{name}/{v}"), "version": v}))
+                    .collect();
+                json!({"name": name, "versions": versions, "preferredVersion": versions[0]})
+            })
+            .collect();
+        json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
+    }
+
+    fn resource_list(&self, group: &str, version: &str) -> Answer {
+        let types: Vec<&ResourceType> = self
+            .types
+            .iter()
+            .filter(|t| t.group == group && t.version == version)
+            .collect();
+        if types.is_empty() {
+            return no_route();
+        }
+        let verbs = json!([
+            "create",
+            "delete",
+            "deletecollection",
+            "get",
+            "list",
+            "patch",
+            "update",
+            "watch"
+        ]);
+        let mut resources = Vec::new();
+        for t in &types {
+            resources.push(json!({"name": t.resource, "singularName": t.kind.to_lowercase(), "namespaced": t.namespaced,
+                                  "kind": t.kind, "verbs": verbs}));
+            // A subresource, as the real server lists them: not an object type of its own.
+            resources.push(json!({"name": format!("{}/status", t.resource), "singularName": "", "namespaced": t.namespaced,
+                                  "kind": t.kind, "verbs": ["get", "patch", "update"]}));
+        }
+        let group_version = types[0].api_version();
+        respond(
+            StatusCode::OK,
+            &json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": resources}),
+        )
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn object_request(
+        &mut self,
+        method: &Method,
+        group: &str,
+        version: &str,
+        rest: &[&str],
+        query: &BTreeMap<String, String>,
+        content_type: &str,
+        body: &[u8],
+    ) -> Answer {
+        let (namespace, resource, name) = match rest {
+            ["namespaces", ns, resource] => (*ns, *resource, None),
+            ["namespaces", ns, resource, name] => (*ns, *resource, Some(*name)),
+            [resource] => ("", *resource, None),
+            [resource, name] => ("", *resource, Some(*name)),
+            _ => return no_route(),
+        };
+        let Some(t) = self
+            .types
+            .iter()
+            .find(|t| t.group == group && t.version == version && t.resource == resource)
+            .cloned()
+        else {
+            return no_route();
+        };
+        if !namespace.is_empty() && !t.namespaced {
+            return no_route();
+        }
+        if self.forbidden.contains(&t.group_resource()) {
+            let verb = match (method.as_str(), name) {
+                ("GET", None) => "list",
+                ("GET", _) => "get",
+                ("POST", _) => "create",
+                ("PUT", _) => "update",
+                ("PATCH", _) => "patch",
+                _ => "delete",
+            };
+            let scope = if namespace.is_empty() {
+                "at the cluster scope".to_string()
+            } else {
+                format!("in the namespace \"{namespace}\"")
+            };
+            let message = format!(
+                "{}{} is forbidden: User \"system:serviceaccount:velero:velero\" cannot {verb} resource \"{}\" in API group \"{}\" {scope}",
+                t.group_resource(),
+                name.map(|n| format!(" \"{n}\"")).unwrap_or_default(),
+                t.resource,
+                t.group
+            );
+            return status(
+                StatusCode::FORBIDDEN,
+                "Forbidden",
+                &message,
+                json!({"name": name, "kind": t.resource}),
+            );
+        }
+        match (method.as_str(), name) {
+            ("GET", None) => self.list(&t, namespace, query),
+            ("GET", Some(name)) => match self.objects.get(&key(&t, namespace, name)) {
+                Some(object) => respond(StatusCode::OK, object),
+                None => not_found(&t, name),
+            },
+            ("POST", None) => self.create(&t, namespace, body),
+            ("PUT", Some(name)) => self.update(&t, namespace, name, body),
+            ("PATCH", Some(name)) => self.patch(&t, namespace, name, content_type, body),
+            ("DELETE", Some(name)) => match self.objects.remove(&key(&t, namespace, name)) {
+                Some(object) => respond(StatusCode::OK, &object),
+                None => not_found(&t, name),
+            },
+            _ => status(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "MethodNotAllowed",
+                "the server does not allow this method on the requested resource",
+                json!({}),
+            ),
+        }
+    }
+
+    fn next_revision(&mut self) -> String {
+        self.revision += 1;
+        self.revision.to_string()
+    }
+
+    fn list(
+        &mut self,
+        t: &ResourceType,
+        namespace: &str,
+        query: &BTreeMap<String, String>,
+    ) -> Answer {
+        let get = |k: &str| query.get(k).map(String::as_str).unwrap_or("");
+        let options = match ListOptions::parse(get("labelSelector"), get("fieldSelector")) {
+            Ok(options) => options,
+            Err(e) => {
+                return status(
+                    StatusCode::BAD_REQUEST,
+                    "BadRequest",
+                    &e.to_string(),
+                    json!({}),
+                )
+            }
+        };
+        let group_resource = t.group_resource();
+        let matching: Vec<&Value> = self
+            .objects
+            .iter()
+            .filter(|((gr, ns, _), _)| {
+                *gr == group_resource && (namespace.is_empty() || ns == namespace)
+            })
+            .map(|(_, o)| o)
+            .filter(|o| options.matches(o))
+            .collect();
+        let start: usize = match get("continue") {
+            "" => 0,
+            token => match token.strip_prefix("offset-").and_then(|n| n.parse().ok()) {
+                Some(n) => n,
+                None => {
+                    return status(
+                        StatusCode::BAD_REQUEST,
+                        "BadRequest",
+                        "invalid continue token",
+                        json!({}),
+                    )
+                }
+            },
+        };
+        let limit: usize = get("limit")
+            .parse()
+            .ok()
+            .filter(|&n| n > 0)
+            .unwrap_or(usize::MAX);
+        let end = start.saturating_add(limit).min(matching.len());
+        let items: Vec<Value> = matching[start.min(end)..end]
+            .iter()
+            .map(|o| {
+                let mut o = (*o).clone();
+                if t.built_in() {
+                    if let Some(map) = o.as_object_mut() {
+                        map.shift_remove("apiVersion");
+                        map.shift_remove("kind");
+                    }
+                }
+                o
+            })
+            .collect();
+        let mut metadata = Map::new();
+        metadata.insert("resourceVersion".into(), json!(self.revision.to_string()));
+        if end < matching.len() {
+            metadata.insert("continue".into(), json!(format!("offset-{end}")));
+            metadata.insert("remainingItemCount".into(), json!(matching.len() - end));
+        }
+        respond(
+            StatusCode::OK,
+            &json!({"kind": format!("{}List", t.kind), "apiVersion": t.api_version(), "metadata": metadata, "items": items}),
+        )
+    }
+
+    fn create(&mut self, t: &ResourceType, namespace: &str, body: &[u8]) -> Answer {
+        let mut object: Value = match serde_json::from_slice(body) {
+            Ok(Value::Object(o)) => Value::Object(o),
+            _ => {
+                return status(
+                    StatusCode::BAD_REQUEST,
+                    "BadRequest",
+                    "the body is not a JSON object",
+                    json!({}),
+                )
+            }
+        };
+        let mut name = object
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        if name.is_empty() {
+            let prefix = object
+                .pointer("/metadata/generateName")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string();
+            if prefix.is_empty() {
+                return status(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "Invalid",
+                    &format!("{} \"\" is invalid: metadata.name: Required value: name or generateName is required", t.kind),
+                    json!({"kind": t.kind}),
+                );
+            }
+            // Five random-looking characters, as the real server appends.
+            name = format!("{prefix}{:05x}", (self.revision * 7919) % 0xfffff);
+            object["metadata"]["name"] = json!(name);
+        }
+        let k = key(t, namespace, &name);
+        if self.objects.contains_key(&k) {
+            return status(
+                StatusCode::CONFLICT,
+                "AlreadyExists",
+                &format!("{} \"{name}\" already exists", t.group_resource()),
+                json!({"name": name, "kind": t.resource}),
+            );
+        }
+        let revision = self.next_revision();
+        let metadata = &mut object["metadata"];
+        if !namespace.is_empty() {
+            metadata["namespace"] = json!(namespace);
+        }
+        metadata["uid"] = json!(format!("5e1f0000-0000-4000-8000-{:012x}", self.revision));
+        metadata["resourceVersion"] = json!(revision);
+        metadata["creationTimestamp"] = json!("2026-01-01T00:00:00Z");
+        self.objects.insert(k, object.clone());
+        respond(StatusCode::CREATED, &object)
+    }
+
+    fn update(&mut self, t: &ResourceType, namespace: &str, name: &str, body: &[u8]) -> Answer {
+        let mut object: Value = match serde_json::from_slice(body) {
+            Ok(Value::Object(o)) => Value::Object(o),
+            _ => {
+                return status(
+                    StatusCode::BAD_REQUEST,
+                    "BadRequest",
+                    "the body is not a JSON object",
+                    json!({}),
+                )
+            }
+        };
+        let k = key(t, namespace, name);
+        let Some(stored) = self.objects.get(&k) else {
+            return not_found(t, name);
+        };
+        let sent = object
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str);
+        if sent.is_some_and(|rv| {
+            Some(rv)
+                != stored
+                    .pointer("/metadata/resourceVersion")
+                    .and_then(Value::as_str)
+        }) {
+            return status(
+                StatusCode::CONFLICT,
+                "Conflict",
+                &format!(
+                    "Operation cannot be fulfilled on {} \"{name}\": the object has been modified; please apply your changes to the latest version and try again",
+                    t.group_resource()
+                ),
+                json!({"name": name, "kind": t.resource}),
+            );
+        }
+        for kept in ["uid", "creationTimestamp"] {
+            if let Some(v) = stored.pointer(&format!("/metadata/{kept}")).cloned() {
+                object["metadata"][kept] = v;
+            }
+        }
+        object["metadata"]["resourceVersion"] = json!(self.next_revision());
+        self.objects.insert(k, object.clone());
+        respond(StatusCode::OK, &object)
+    }
+
+    fn patch(
+        &mut self,
+        t: &ResourceType,
+        namespace: &str,
+        name: &str,
+        content_type: &str,
+        body: &[u8],
+    ) -> Answer {
+        let k = key(t, namespace, name);
+        let Some(mut object) = self.objects.get(&k).cloned() else {
+            return not_found(t, name);
+        };
+        let document: Value = match serde_json::from_slice(body) {
+            Ok(v) => v,
+            Err(e) => {
+                return status(
+                    StatusCode::BAD_REQUEST,
+                    "BadRequest",
+                    &format!("the patch is not JSON: {e}"),
+                    json!({}),
+                )
+            }
+        };
+        match content_type {
+            "application/merge-patch+json" => json_patch::merge(&mut object, &document),
+            "application/json-patch+json" => {
+                let ops: json_patch::Patch = match serde_json::from_value(document) {
+                    Ok(ops) => ops,
+                    Err(e) => return status(StatusCode::BAD_REQUEST, "BadRequest", &e.to_string(), json!({})),
+                };
+                if let Err(e) = json_patch::patch(&mut object, &ops) {
+                    return status(StatusCode::UNPROCESSABLE_ENTITY, "Invalid", &format!("the JSON patch does not apply: {e}"), json!({}));
+                }
+            }
+            other => {
+                return status(
+                    StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                    "UnsupportedMediaType",
+                    &format!("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json (got {other:?})"),
+                    json!({}),
+                )
+            }
+        }
+        object["metadata"]["resourceVersion"] = json!(self.next_revision());
+        self.objects.insert(k, object.clone());
+        respond(StatusCode::OK, &object)
+    }
+}
+
+fn key(t: &ResourceType, namespace: &str, name: &str) -> Key {
+    (t.group_resource(), namespace.to_string(), name.to_string())
+}
+
+fn not_found(t: &ResourceType, name: &str) -> Answer {
+    status(
+        StatusCode::NOT_FOUND,
+        "NotFound",
+        &format!("{} \"{name}\" not found", t.group_resource()),
+        json!({"name": name, "kind": t.resource}),
+    )
+}
