@@ -19,6 +19,7 @@ pub mod restore_possible;
 pub mod scope;
 #[cfg(test)]
 mod test_objects;
+pub mod uid_label;
 pub mod workload;
 
 use velero_wasm_sdk::{BackupResponse, RestoreResponse};

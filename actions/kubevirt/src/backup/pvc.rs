@@ -5,6 +5,7 @@
 use velero_wasm_sdk::{BackupResponse, Object};
 
 use crate::keys;
+use crate::uid_label;
 
 /// Runs the action on a PVC. No API call, the Backup is not read.
 pub fn backup(item: &Object) -> BackupResponse {
@@ -13,10 +14,7 @@ pub fn backup(item: &Object) -> BackupResponse {
         return BackupResponse::unchanged();
     }
     let mut pvc = item.clone();
-    if let Some(existing) = pvc.label(keys::PVC_UID).map(str::to_string) {
-        pvc.set_annotation(keys::ORIGINAL_PVC_UID, &existing);
-    }
-    pvc.set_label(keys::PVC_UID, &uid);
+    uid_label::apply(&mut pvc, &uid, keys::ORIGINAL_PVC_UID);
     BackupResponse::with_item(&pvc)
 }
 

@@ -10,6 +10,7 @@ use crate::context::Context;
 use crate::keys;
 use crate::messages;
 use crate::resources::PERSISTENT_VOLUME_CLAIMS;
+use crate::uid_label;
 
 /// PVC name → UID, per namespace, filled by one LIST of every PVC in the namespace. Upstream keeps it
 /// for the life of the plugin process (a whole backup) and never refreshes it (spec §8.6); the host
@@ -67,10 +68,7 @@ pub fn backup(ctx: &Context, cache: &mut PvcUids, item: &Object) -> Result<Backu
         return Ok(BackupResponse::unchanged());
     }
     let mut snapshot = item.clone();
-    if let Some(existing) = snapshot.label(keys::PVC_UID).map(str::to_string) {
-        snapshot.set_annotation(keys::ORIGINAL_VOLUMESNAPSHOT_UID, &existing);
-    }
-    snapshot.set_label(keys::PVC_UID, &uid);
+    uid_label::apply(&mut snapshot, &uid, keys::ORIGINAL_VOLUMESNAPSHOT_UID);
     Ok(BackupResponse::with_item(&snapshot))
 }
 

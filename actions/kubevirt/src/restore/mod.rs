@@ -1,11 +1,10 @@
-//! The restore actions (spec §6), one file each; [`identity`] and [`uid_label`] hold the edits two
-//! actions share.
+//! The restore actions (spec §6), one file each; [`identity`] holds the edits the VM and VMI actions
+//! share.
 
 pub mod identity;
 pub mod operations;
 pub mod pod;
 pub mod pvc;
-pub mod uid_label;
 pub mod virtualmachine;
 pub mod virtualmachineinstance;
 pub mod volumesnapshot;

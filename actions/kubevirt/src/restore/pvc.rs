@@ -4,7 +4,7 @@
 use velero_wasm_sdk::{Object, RestoreResponse};
 
 use crate::keys;
-use crate::restore::uid_label;
+use crate::uid_label;
 
 /// Runs the action on a PVC. `populatedFor` stays: CDI needs it to adopt the restored PVC.
 pub fn restore(item: &Object) -> RestoreResponse {
