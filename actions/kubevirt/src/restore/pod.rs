@@ -8,3 +8,16 @@ use velero_wasm_sdk::RestoreResponse;
 pub fn restore() -> RestoreResponse {
     RestoreResponse::skip()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn checklist_102_launcher_and_hotplug_pods_are_always_skipped() {
+        let out = restore();
+        assert!(out.skip_restore && out.item.is_none() && out.additional_items.is_empty());
+        // Which pods reach the action is the selector's business: `catalog` tests the selector text,
+        // tests/kubevirt.rs that the host applies it (a pod without KubeVirt labels is not matched).
+    }
+}
