@@ -21,8 +21,8 @@ lint: deps ## cargo fmt --check and clippy -D warnings
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
-run: build ## The README demo
-	$(BIN) run --action test.velero-wasm.io/echo --item $(FIXTURES)/demo/configmap.json --backup $(FIXTURES)/demo/backup.json --cluster $(FIXTURES)/demo
+run: build ## The README demo: back up the running VM of the KubeVirt fixture cluster, print its additional items
+	$(BIN) run --action kubevirt-velero-plugin/backup-virtualmachine-action --item $(FIXTURES)/kubevirt/cluster/vm-fedora-web-01.json --backup $(FIXTURES)/kubevirt/velero/backup-nightly.json --cluster $(FIXTURES)/kubevirt/cluster
 
 bench: ## Per-call cost of a wasm action vs the same work in native Rust (prints a table)
 	$(CARGO) bench -p velero-wasm --bench call

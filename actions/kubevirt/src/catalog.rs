@@ -1,0 +1,155 @@
+//! The actions this component provides (spec §2): upstream's ten names and selectors, so replacing
+//! the upstream plugin image with velero-wasm is the whole migration, plus extended mode's own.
+
+use velero_wasm_sdk::{ActionInfo, Kind, Selector, Verb};
+
+use crate::mode::Mode;
+use crate::restore::operations::OPERATION_RESOURCES;
+
+/// Backup: PVC and DataVolume population state.
+pub const BACKUP_DATAVOLUME: &str = "kubevirt-velero-plugin/backup-datavolume-action";
+/// Backup: PVC UID label.
+pub const BACKUP_PVC: &str = "kubevirt-velero-plugin/backup-pvc-action";
+/// Backup: VirtualMachine.
+pub const BACKUP_VIRTUALMACHINE: &str = "kubevirt-velero-plugin/backup-virtualmachine-action";
+/// Backup: VirtualMachineInstance.
+pub const BACKUP_VIRTUALMACHINEINSTANCE: &str =
+    "kubevirt-velero-plugin/backup-virtualmachineinstance-action";
+/// Backup: VolumeSnapshot source-PVC UID label.
+pub const BACKUP_VOLUMESNAPSHOT: &str = "kubevirt-velero-plugin/backup-volumesnapshot-action";
+/// Restore: skip KubeVirt operation requests (extended mode only).
+pub const RESTORE_OPERATION: &str = "kubevirt-velero-plugin/restore-operation-action";
+/// Restore: skip launcher and hotplug pods.
+pub const RESTORE_POD: &str = "kubevirt-velero-plugin/restore-pod-action";
+/// Restore: PVCs.
+pub const RESTORE_PVC: &str = "kubevirt-velero-plugin/restore-pvc-action";
+/// Restore: VirtualMachine.
+pub const RESTORE_VM: &str = "kubevirt-velero-plugin/restore-vm-action";
+/// Restore: VirtualMachineInstance.
+pub const RESTORE_VMI: &str = "kubevirt-velero-plugin/restore-vmi-action";
+/// Restore: VolumeSnapshot.
+pub const RESTORE_VOLUMESNAPSHOT: &str = "kubevirt-velero-plugin/restore-volumesnapshot-action";
+
+/// The pod restore action's label selector.
+pub const LAUNCHER_AND_HOTPLUG_PODS: &str = "kubevirt.io in (virt-launcher, hotplug-disk)";
+
+const GET: &[Verb] = &[Verb::Get];
+const LIST: &[Verb] = &[Verb::List];
+const GET_LIST: &[Verb] = &[Verb::Get, Verb::List];
+
+/// Every action, sorted by name as upstream's plugin server lists them. Extended mode adds
+/// [`RESTORE_OPERATION`].
+pub fn describe(mode: Mode) -> Vec<ActionInfo> {
+    let mut actions = vec![
+        ActionInfo::new(BACKUP_DATAVOLUME, Kind::Backup)
+            .applies_to(Selector::resources(&["PersistentVolumeClaim", "DataVolume"]))
+            .description("marks DataVolumes and their PVCs as populated or still importing, for CDI after a restore")
+            .needs_kube("datavolumes.cdi.kubevirt.io", GET),
+        ActionInfo::new(BACKUP_PVC, Kind::Backup)
+            .applies_to(Selector::resources(&["PersistentVolumeClaim"]))
+            .description("labels each PVC with its UID (velero.kubevirt.io/pvc-uid) for selective restores"),
+        ActionInfo::new(BACKUP_VIRTUALMACHINE, Kind::Backup)
+            .applies_to(Selector::resources(&["VirtualMachine"]))
+            .description("checks a VM can be backed up safely and restored, and backs up everything it needs")
+            .needs_kube("virtualmachineinstances.kubevirt.io", GET)
+            .needs_kube("datavolumes.cdi.kubevirt.io", GET)
+            .needs_kube("persistentvolumeclaims", GET_LIST)
+            .needs_kube("pods", LIST),
+        ActionInfo::new(BACKUP_VIRTUALMACHINEINSTANCE, Kind::Backup)
+            .applies_to(Selector::resources(&["VirtualMachineInstance"]))
+            .description("marks owned VMIs to be skipped at restore, checks the launcher pod, backs up what a VMI needs")
+            .needs_kube("virtualmachines.kubevirt.io", GET)
+            .needs_kube("datavolumes.cdi.kubevirt.io", GET)
+            .needs_kube("persistentvolumeclaims", GET_LIST)
+            .needs_kube("pods", LIST),
+        ActionInfo::new(BACKUP_VOLUMESNAPSHOT, Kind::Backup)
+            .applies_to(Selector::resources(&["VolumeSnapshot"]))
+            .description("labels each VolumeSnapshot with the UID of its source PVC")
+            .needs_kube("persistentvolumeclaims", LIST),
+        ActionInfo::new(RESTORE_POD, Kind::Restore)
+            .applies_to(Selector::resources(&["Pod"]).labels(LAUNCHER_AND_HOTPLUG_PODS))
+            .description("skips virt-launcher and hotplug pods: KubeVirt recreates them"),
+        ActionInfo::new(RESTORE_PVC, Kind::Restore)
+            .applies_to(Selector::resources(&["PersistentVolumeClaim"]))
+            .description("skips PVCs of unfinished imports and restores the user's pvc-uid label"),
+        ActionInfo::new(RESTORE_VM, Kind::Restore)
+            .applies_to(Selector::resources(&["VirtualMachine"]))
+            .description("applies the Restore's run-strategy, MAC and firmware-UUID labels; restores what a VM needs first")
+            .needs_kube("persistentvolumeclaims", LIST),
+        ActionInfo::new(RESTORE_VMI, Kind::Restore)
+            .applies_to(Selector::resources(&["VirtualMachineInstance"]))
+            .description("skips owned VMIs, removes KubeVirt's reserved labels, restores what a standalone VMI needs first")
+            .needs_kube("persistentvolumeclaims", LIST),
+        ActionInfo::new(RESTORE_VOLUMESNAPSHOT, Kind::Restore)
+            .applies_to(Selector::resources(&["VolumeSnapshot"]))
+            .description("restores the user's pvc-uid label of a VolumeSnapshot"),
+    ];
+    if mode.extended() {
+        actions.push(
+            ActionInfo::new(RESTORE_OPERATION, Kind::Restore)
+                .applies_to(Selector::resources(&OPERATION_RESOURCES))
+                .description("skips KubeVirt operation requests (migrations, snapshots, restores, exports, clones)"),
+        );
+    }
+    actions.sort_by(|a, b| a.name.cmp(&b.name));
+    actions
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(mode: Mode) -> Vec<String> {
+        describe(mode).into_iter().map(|a| a.name).collect()
+    }
+
+    #[test]
+    fn checklist_109_upstream_lists_exactly_its_ten_actions_sorted() {
+        assert_eq!(
+            names(Mode::Upstream),
+            [
+                BACKUP_DATAVOLUME,
+                BACKUP_PVC,
+                BACKUP_VIRTUALMACHINE,
+                BACKUP_VIRTUALMACHINEINSTANCE,
+                BACKUP_VOLUMESNAPSHOT,
+                RESTORE_POD,
+                RESTORE_PVC,
+                RESTORE_VM,
+                RESTORE_VMI,
+                RESTORE_VOLUMESNAPSHOT,
+            ]
+        );
+        let actions = describe(Mode::Upstream);
+        let backups = actions
+            .iter()
+            .filter(|a| matches!(a.kind, Kind::Backup))
+            .count();
+        let restores = actions
+            .iter()
+            .filter(|a| matches!(a.kind, Kind::Restore))
+            .count();
+        assert_eq!((backups, restores), (5, 5));
+        let pod = actions.iter().find(|a| a.name == RESTORE_POD).unwrap();
+        assert_eq!(pod.applies_to.included_resources, ["Pod"]);
+        assert_eq!(pod.applies_to.label_selector, LAUNCHER_AND_HOTPLUG_PODS);
+        let dv = actions
+            .iter()
+            .find(|a| a.name == BACKUP_DATAVOLUME)
+            .unwrap();
+        assert_eq!(
+            dv.applies_to.included_resources,
+            ["PersistentVolumeClaim", "DataVolume"]
+        );
+    }
+
+    #[test]
+    fn extended_adds_the_operation_skipper() {
+        let names = names(Mode::Extended);
+        assert_eq!(names.len(), 11);
+        assert!(names.contains(&RESTORE_OPERATION.to_string()));
+        let mut sorted = names.clone();
+        sorted.sort();
+        assert_eq!(names, sorted);
+    }
+}

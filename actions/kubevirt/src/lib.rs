@@ -1,0 +1,127 @@
+//! The `kubevirt` component: kubevirt/kubevirt-velero-plugin's ten backup and restore actions for
+//! KubeVirt virtual machines, as one wasm component (behaviour: `shared/spec/kubevirt-plugin-behaviour.md`;
+//! what differs from upstream and why: this crate's README).
+//!
+//! [`lib.rs`](self) only describes the actions and dispatches calls; the logic takes a [`Context`] (the
+//! cluster and the mode), so it runs natively in unit tests against a `FakeCluster`.
+
+pub mod backup;
+pub mod catalog;
+pub mod context;
+pub mod fields;
+pub mod graph;
+pub mod keys;
+pub mod messages;
+pub mod mode;
+pub mod resources;
+pub mod restore;
+pub mod restore_possible;
+pub mod scope;
+#[cfg(test)]
+mod test_objects;
+pub mod uid_label;
+pub mod workload;
+
+use velero_wasm_sdk::{BackupResponse, RestoreResponse};
+
+pub use context::Context;
+pub use mode::Mode;
+
+use backup::volumesnapshot::PvcUids;
+use backup::{parse_backup, parse_item};
+use restore::parse_restore;
+
+/// Runs the backup action named `action` on `item` (JSON) for `backup` (JSON).
+pub fn run_backup(
+    ctx: &Context,
+    action: &str,
+    item: &str,
+    backup: &str,
+) -> Result<BackupResponse, String> {
+    let item = parse_item(item)?;
+    match action {
+        catalog::BACKUP_PVC => Ok(backup::pvc::backup(&item)),
+        catalog::BACKUP_DATAVOLUME => {
+            parse_backup(backup)?;
+            backup::datavolume::backup(ctx, &item)
+        }
+        catalog::BACKUP_VOLUMESNAPSHOT => {
+            parse_backup(backup)?;
+            backup::volumesnapshot::backup(ctx, &mut PvcUids::new(), &item)
+        }
+        catalog::BACKUP_VIRTUALMACHINE => {
+            backup::virtualmachine::backup(ctx, &item, &parse_backup(backup)?)
+        }
+        catalog::BACKUP_VIRTUALMACHINEINSTANCE => {
+            backup::virtualmachineinstance::backup(ctx, &item, &parse_backup(backup)?)
+        }
+        other => Err(unknown(other, ctx.mode)),
+    }
+}
+
+/// Runs the restore action named `action` on `item` (JSON, as Velero hands it over) for `restore` (JSON).
+pub fn run_restore(
+    ctx: &Context,
+    action: &str,
+    item: &str,
+    restore: &str,
+) -> Result<RestoreResponse, String> {
+    let item = parse_item(item)?;
+    let restore = parse_restore(restore)?;
+    match action {
+        catalog::RESTORE_VM => restore::virtualmachine::restore(ctx, &item, &restore),
+        catalog::RESTORE_VMI => restore::virtualmachineinstance::restore(ctx, &item, &restore),
+        catalog::RESTORE_POD => Ok(restore::pod::restore()),
+        catalog::RESTORE_PVC => Ok(restore::pvc::restore(&item)),
+        catalog::RESTORE_VOLUMESNAPSHOT => Ok(restore::volumesnapshot::restore(&item)),
+        catalog::RESTORE_OPERATION if ctx.extended() => Ok(restore::operations::restore(&item)),
+        other => Err(unknown(other, ctx.mode)),
+    }
+}
+
+fn unknown(action: &str, mode: Mode) -> String {
+    format!("the kubevirt component has no action {action} in mode {mode:?}")
+}
+
+#[cfg(target_arch = "wasm32")]
+mod component {
+    use velero_wasm_sdk::{
+        config, export_plugin, ActionInfo, BackupRequest, HostCluster, Plugin, RestoreRequest,
+    };
+    use velero_wasm_sdk::{BackupResponse, RestoreResponse};
+
+    use crate::{catalog, run_backup, run_restore, Context, Mode};
+
+    struct KubeVirt;
+
+    fn mode() -> Result<Mode, String> {
+        Mode::parse(config::get("mode").as_deref())
+    }
+
+    impl Plugin for KubeVirt {
+        fn describe() -> Vec<ActionInfo> {
+            // A bad setting is reported by every call; until then, describe what extended mode offers.
+            catalog::describe(mode().unwrap_or_default())
+        }
+
+        fn backup(action: &str, request: BackupRequest) -> Result<BackupResponse, String> {
+            run_backup(
+                &Context::new(&HostCluster, mode()?),
+                action,
+                &request.item,
+                &request.backup,
+            )
+        }
+
+        fn restore(action: &str, request: RestoreRequest) -> Result<RestoreResponse, String> {
+            run_restore(
+                &Context::new(&HostCluster, mode()?),
+                action,
+                &request.item,
+                &request.restore,
+            )
+        }
+    }
+
+    export_plugin!(KubeVirt);
+}

@@ -1,0 +1,31 @@
+//! `kubevirt-velero-plugin/restore-operation-action` (extended mode only; spec §9.11–9.15): KubeVirt
+//! objects that are requests for an operation are not restored, because creating them again runs the
+//! operation again on the restored VM — a migration (VirtualMachineInstanceMigration), a new snapshot
+//! (VirtualMachineSnapshot, and its content), a KubeVirt restore over the restored VM
+//! (VirtualMachineRestore), a new export server with fresh tokens (VirtualMachineExport), a clone
+//! (VirtualMachineClone).
+
+use velero_wasm_sdk::{log, Object, RestoreResponse};
+
+/// The resources this action applies to, as `resource.group`.
+pub const OPERATION_RESOURCES: [&str; 6] = [
+    "virtualmachineinstancemigrations.kubevirt.io",
+    "virtualmachinesnapshots.snapshot.kubevirt.io",
+    "virtualmachinesnapshotcontents.snapshot.kubevirt.io",
+    "virtualmachinerestores.snapshot.kubevirt.io",
+    "virtualmachineexports.export.kubevirt.io",
+    "virtualmachineclones.clone.kubevirt.io",
+];
+
+/// Runs the action: always skips the item.
+pub fn restore(item: &Object) -> RestoreResponse {
+    log::info(
+        "not restoring a KubeVirt operation request: restoring it would run the operation again",
+        &[
+            ("kind", item.kind()),
+            ("namespace", item.namespace()),
+            ("name", item.name()),
+        ],
+    );
+    RestoreResponse::skip()
+}

@@ -1,0 +1,296 @@
+//! The Kubernetes calls of every scenario in `tests/fixtures/kubevirt/README.md` ("API" lines, spec §7
+//! numbering), run natively against a fake cluster holding the fixture cluster's objects. The CLI
+//! tests (`tests/kubevirt.rs`) check the same scenarios' results through the host; these check that
+//! the component reads exactly what the README says, in both modes.
+
+use std::path::{Path, PathBuf};
+
+use kubevirt::resources::{
+    CONFIG_MAPS, CONTROLLER_REVISIONS, DATA_VOLUMES, PERSISTENT_VOLUME_CLAIMS, PODS, SECRETS,
+    SERVICE_ACCOUNTS, VIRTUAL_MACHINES, VIRTUAL_MACHINE_INSTANCES, VOLUME_SNAPSHOTS,
+};
+use kubevirt::{catalog, run_backup, run_restore, Context, Mode};
+use velero_wasm_sdk::{Api, FakeCluster, Object};
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/kubevirt")
+}
+
+fn read(relative: &str) -> String {
+    std::fs::read_to_string(fixtures().join(relative)).unwrap_or_else(|e| panic!("{relative}: {e}"))
+}
+
+fn api_of(kind: &str) -> Api {
+    match kind {
+        "ConfigMap" => CONFIG_MAPS,
+        "ControllerRevision" => CONTROLLER_REVISIONS,
+        "DataVolume" => DATA_VOLUMES,
+        "PersistentVolumeClaim" => PERSISTENT_VOLUME_CLAIMS,
+        "Pod" => PODS,
+        "Secret" => SECRETS,
+        "ServiceAccount" => SERVICE_ACCOUNTS,
+        "VirtualMachine" => VIRTUAL_MACHINES,
+        "VirtualMachineInstance" => VIRTUAL_MACHINE_INSTANCES,
+        "VolumeSnapshot" => VOLUME_SNAPSHOTS,
+        other => panic!("the fixture cluster has a {other}: add it here"),
+    }
+}
+
+/// The fixture cluster, objects in API order (resource, namespace, name).
+fn cluster() -> FakeCluster {
+    let mut objects: Vec<(String, String, String, Api, Object)> =
+        std::fs::read_dir(fixtures().join("cluster"))
+            .unwrap()
+            .map(|e| Object::parse(&std::fs::read_to_string(e.unwrap().path()).unwrap()).unwrap())
+            .map(|o| {
+                let api = api_of(o.kind());
+                (
+                    api.group_resource(),
+                    o.namespace().to_string(),
+                    o.name().to_string(),
+                    api,
+                    o,
+                )
+            })
+            .collect();
+    objects.sort_by(|a, b| (&a.0, &a.1, &a.2).cmp(&(&b.0, &b.1, &b.2)));
+    objects
+        .into_iter()
+        .fold(FakeCluster::new(), |c, (_, _, _, api, o)| c.with(api, o))
+}
+
+fn calls(cluster: &FakeCluster) -> Vec<String> {
+    cluster
+        .calls()
+        .iter()
+        .map(|c| format!("{} {} {}/{}", c.verb, c.resource, c.namespace, c.target))
+        .collect()
+}
+
+const A1_VMI: &str = "get virtualmachineinstances.kubevirt.io vm-workloads/fedora-web-01";
+const A2_VM: &str = "get virtualmachines.kubevirt.io vm-workloads/fedora-web-01";
+const A6_PODS: &str = "list pods vm-workloads/kubevirt.io=virt-launcher";
+const A7_FEDORA: &str =
+    "list persistentvolumeclaims vm-workloads/persistent-state-for=fedora-web-01";
+
+/// Runs a backup action in both modes; returns the calls of each run and whether each succeeded.
+fn backup_calls(
+    action: &str,
+    item: &str,
+    backup: &str,
+) -> [(Vec<String>, Result<usize, String>); 2] {
+    [Mode::Upstream, Mode::Extended].map(|mode| {
+        let c = cluster();
+        let result = run_backup(&Context::new(&c, mode), action, &read(item), &read(backup))
+            .map(|r| r.additional_items.len());
+        (calls(&c), result)
+    })
+}
+
+#[test]
+fn running_vm_with_nightly_backup() {
+    for (calls, result) in backup_calls(
+        catalog::BACKUP_VIRTUALMACHINE,
+        "cluster/vm-fedora-web-01.json",
+        "velero/backup-nightly.json",
+    ) {
+        assert!(result.is_ok(), "{result:?}");
+        assert_eq!(
+            calls,
+            [
+                A1_VMI,
+                "get persistentvolumeclaims vm-workloads/web-content",
+                "get persistentvolumeclaims vm-workloads/web-logs",
+                A6_PODS,
+                A7_FEDORA,
+            ]
+        );
+    }
+}
+
+#[test]
+fn running_vm_with_a_backup_without_pods() {
+    for (calls, result) in backup_calls(
+        catalog::BACKUP_VIRTUALMACHINE,
+        "cluster/vm-fedora-web-01.json",
+        "velero/backup-selected-resources-no-pods.json",
+    ) {
+        assert!(result
+            .unwrap_err()
+            .starts_with("VM cannot be safely backed up"));
+        assert_eq!(calls, [A1_VMI]);
+    }
+}
+
+#[test]
+fn running_vm_with_a_metadata_only_backup() {
+    for (calls, result) in backup_calls(
+        catalog::BACKUP_VIRTUALMACHINE,
+        "cluster/vm-fedora-web-01.json",
+        "velero/backup-metadata-only.json",
+    ) {
+        assert!(result.is_ok(), "{result:?}");
+        assert_eq!(calls, [A1_VMI, A6_PODS, A7_FEDORA]);
+    }
+}
+
+#[test]
+fn owned_vmi_with_nightly_backup() {
+    for (calls, result) in backup_calls(
+        catalog::BACKUP_VIRTUALMACHINEINSTANCE,
+        "cluster/vmi-fedora-web-01.json",
+        "velero/backup-nightly.json",
+    ) {
+        assert!(result.is_ok(), "{result:?}");
+        assert_eq!(calls, [A2_VM, A6_PODS, A6_PODS, A7_FEDORA]);
+    }
+}
+
+#[test]
+fn owned_vmi_with_a_backup_without_pods() {
+    for (calls, result) in backup_calls(
+        catalog::BACKUP_VIRTUALMACHINEINSTANCE,
+        "cluster/vmi-fedora-web-01.json",
+        "velero/backup-selected-resources-no-pods.json",
+    ) {
+        assert!(result
+            .unwrap_err()
+            .starts_with("VM is running but launcher pod is not included in the backup"));
+        assert_eq!(calls, [A2_VM]);
+    }
+}
+
+#[test]
+fn standalone_vmi_with_nightly_backup() {
+    for (calls, result) in backup_calls(
+        catalog::BACKUP_VIRTUALMACHINEINSTANCE,
+        "cluster/vmi-batch-worker-7.json",
+        "velero/backup-nightly.json",
+    ) {
+        assert_eq!(result, Ok(3));
+        assert_eq!(
+            calls,
+            [
+                A6_PODS,
+                "get persistentvolumeclaims vm-workloads/batch-scratch-7",
+                A6_PODS
+            ]
+        );
+    }
+}
+
+#[test]
+fn replica_set_vmi_fails_upstream_and_succeeds_extended() {
+    let [(upstream_calls, upstream), (extended_calls, extended)] = backup_calls(
+        catalog::BACKUP_VIRTUALMACHINEINSTANCE,
+        "cluster/vmi-web-replica-8kq2f.json",
+        "velero/backup-nightly.json",
+    );
+    assert_eq!(
+        upstream,
+        Err("virtualmachines.kubevirt.io \"web-replica-8kq2f\" not found".to_string())
+    );
+    assert_eq!(
+        upstream_calls,
+        ["get virtualmachines.kubevirt.io vm-workloads/web-replica-8kq2f"]
+    );
+    assert_eq!(extended, Ok(1));
+    assert_eq!(extended_calls, [A6_PODS]);
+}
+
+#[test]
+fn stopped_windows_vm_with_nightly_backup() {
+    for (calls, result) in backup_calls(
+        catalog::BACKUP_VIRTUALMACHINE,
+        "cluster/vm-win2k22-sql.json",
+        "velero/backup-nightly.json",
+    ) {
+        assert!(result.is_ok(), "{result:?}");
+        assert_eq!(
+            calls,
+            ["list persistentvolumeclaims vm-workloads/persistent-state-for=win2k22-sql"]
+        );
+    }
+}
+
+#[test]
+fn data_volumes_and_pvcs() {
+    for (item, expected) in [
+        ("cluster/dv-fedora-web-01-rootdisk.json", vec![]),
+        ("cluster/dv-scratch-import.json", vec![]),
+        (
+            "cluster/pvc-fedora-web-01-rootdisk.json",
+            vec!["get datavolumes.cdi.kubevirt.io vm-workloads/fedora-web-01-rootdisk"],
+        ),
+        (
+            "cluster/pvc-scratch-import.json",
+            vec!["get datavolumes.cdi.kubevirt.io vm-workloads/scratch-import"],
+        ),
+        ("cluster/pvc-web-content.json", vec![]),
+        (
+            "cluster/pvc-persistent-state-for-fedora-web-01.json",
+            vec![],
+        ),
+    ] {
+        for action in [catalog::BACKUP_DATAVOLUME, catalog::BACKUP_PVC] {
+            for (calls, result) in backup_calls(action, item, "velero/backup-nightly.json") {
+                assert!(result.is_ok(), "{item}: {result:?}");
+                let expected: &[&str] = if action == catalog::BACKUP_PVC {
+                    &[]
+                } else {
+                    &expected
+                };
+                assert_eq!(calls, expected, "{action} on {item}");
+            }
+        }
+    }
+}
+
+#[test]
+fn volume_snapshot_lists_the_namespace_once() {
+    for (calls, result) in backup_calls(
+        catalog::BACKUP_VOLUMESNAPSHOT,
+        "cluster/volumesnapshot-fedora-web-01-rootdisk.json",
+        "velero/backup-nightly.json",
+    ) {
+        assert_eq!(result, Ok(0));
+        assert_eq!(calls, ["list persistentvolumeclaims vm-workloads/"]);
+    }
+}
+
+#[test]
+fn restores_read_only_the_backend_pvcs() {
+    for mode in [Mode::Upstream, Mode::Extended] {
+        for restore in ["velero/restore-default.json", "velero/restore-dr-copy.json"] {
+            let c = cluster();
+            let ctx = Context::new(&c, mode);
+            run_restore(
+                &ctx,
+                catalog::RESTORE_VM,
+                &read("restore-inputs/vm-fedora-web-01.restore-input.json"),
+                &read(restore),
+            )
+            .unwrap();
+            assert_eq!(calls(&c), [A7_FEDORA]);
+            let c = cluster();
+            let ctx = Context::new(&c, mode);
+            for (action, item) in [
+                (
+                    catalog::RESTORE_VMI,
+                    "restore-inputs/vmi-fedora-web-01.restore-input.json",
+                ),
+                (
+                    catalog::RESTORE_VMI,
+                    "restore-inputs/vmi-batch-worker-7.restore-input.json",
+                ),
+                (
+                    catalog::RESTORE_POD,
+                    "cluster/pod-virt-launcher-fedora-web-01.json",
+                ),
+            ] {
+                run_restore(&ctx, action, &read(item), &read(restore)).unwrap();
+            }
+            assert!(calls(&c).is_empty(), "{:?}", calls(&c));
+        }
+    }
+}

@@ -1,0 +1,1087 @@
+//! The kubevirt component through `velero-wasm run`, against the fixture cluster of
+//! `tests/fixtures/kubevirt/` — every expected result of its README, in both modes:
+//!
+//! - `extended`: the stock module as shipped (its manifest says `mode = "extended"`);
+//! - `upstream`: the same component bytes from a module directory whose manifest says
+//!   `mode = "upstream"`, which is how an operator reproduces kubevirt-velero-plugin exactly.
+//!
+//! Upstream's additional items are always a prefix of extended mode's; the extended lists below spell
+//! out what extended mode adds. The scenario data (`*_items` functions) is shared with any other
+//! transport that runs the same actions (the gRPC plugin path).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+use serde_json::Value;
+use sha2::Digest;
+
+// ---------------------------------------------------------------------------------------------
+// Running the component
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Upstream,
+    Extended,
+}
+
+const BOTH: [Mode; 2] = [Mode::Upstream, Mode::Extended];
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// A file of the fixture set (`cluster/…`, `velero/…`, `restore-inputs/…`).
+fn fixture(relative: &str) -> PathBuf {
+    root().join("tests/fixtures/kubevirt").join(relative)
+}
+
+/// A module directory with the kubevirt component and its stock manifest switched to `mode`.
+fn module_dir(mode_setting: &str) -> tempfile::TempDir {
+    let wasm_path = PathBuf::from(env!("VELERO_WASM_TEST_COMPONENTS")).join("kubevirt.wasm");
+    let wasm = std::fs::read(&wasm_path).unwrap_or_else(|e| panic!("{}: {e}", wasm_path.display()));
+    let stock = std::fs::read_to_string(root().join("actions/kubevirt/kubevirt.toml")).unwrap();
+    let manifest = stock.replace("mode = \"extended\"", &format!("mode = {mode_setting:?}"));
+    assert_ne!(
+        manifest, stock,
+        "the stock manifest sets mode = \"extended\""
+    );
+    let sha: String = sha2::Sha256::digest(&wasm)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("kubevirt.wasm"), &wasm).unwrap();
+    std::fs::write(
+        dir.path().join("kubevirt.toml"),
+        format!("sha256 = \"{sha}\"\n{manifest}"),
+    )
+    .unwrap();
+    dir
+}
+
+fn upstream_modules() -> &'static Path {
+    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
+    DIR.get_or_init(|| module_dir("upstream")).path()
+}
+
+fn velero_wasm(mode: Mode, args: &[&str]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_velero-wasm"));
+    command
+        .args(args)
+        .env_remove("VELERO_PLUGIN")
+        .env_remove("VELERO_WASM_MODULES");
+    if mode == Mode::Upstream {
+        command.arg("--modules").arg(upstream_modules());
+    }
+    command.output().expect("run velero-wasm")
+}
+
+/// What `run` answered: the JSON result, or the exit status and the error line.
+#[derive(Debug)]
+enum Outcome {
+    Done(Value),
+    Failed(i32, String),
+}
+
+impl Outcome {
+    fn done(self) -> Value {
+        match self {
+            Outcome::Done(v) => v,
+            Outcome::Failed(code, e) => panic!("expected success, got exit {code}: {e}"),
+        }
+    }
+
+    /// The action's error message (exit status 1).
+    fn error(self) -> String {
+        match self {
+            Outcome::Failed(1, e) => e,
+            other => panic!("expected the action to fail, got {other:?}"),
+        }
+    }
+}
+
+/// `velero-wasm run` of `action` on `item` (a path) with `--backup` or `--restore` `subject` (a
+/// fixture), against the fixture cluster.
+fn run(mode: Mode, action: &str, item: &Path, flag: &str, subject: &str) -> Outcome {
+    let action = format!("kubevirt-velero-plugin/{action}");
+    let (item, subject, cluster) = (
+        item.display().to_string(),
+        fixture(subject),
+        fixture("cluster"),
+    );
+    let output = velero_wasm(
+        mode,
+        &[
+            "run",
+            "--action",
+            &action,
+            "--item",
+            &item,
+            flag,
+            &subject.display().to_string(),
+            "--cluster",
+            &cluster.display().to_string(),
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr)
+        .trim_end()
+        .to_string();
+    match output.status.code() {
+        Some(0) => Outcome::Done(
+            serde_json::from_slice(&output.stdout).unwrap_or_else(|e| panic!("{e}: {stderr}")),
+        ),
+        code => Outcome::Failed(
+            code.unwrap_or(-1),
+            stderr
+                .strip_prefix("velero-wasm run: ")
+                .unwrap_or(&stderr)
+                .to_string(),
+        ),
+    }
+}
+
+fn backup(mode: Mode, action: &str, item: &str, backup: &str) -> Outcome {
+    run(
+        mode,
+        action,
+        &fixture(item),
+        "--backup",
+        &format!("velero/{backup}"),
+    )
+}
+
+fn restore(mode: Mode, action: &str, item: &Path, restore: &str) -> Outcome {
+    run(
+        mode,
+        action,
+        item,
+        "--restore",
+        &format!("velero/{restore}"),
+    )
+}
+
+/// Additional items as Velero prints them: `resource.group namespace/name`.
+fn extras(result: &Value) -> Vec<String> {
+    result["additionalItems"]
+        .as_array()
+        .expect("additionalItems")
+        .iter()
+        .map(|i| {
+            let (group, resource) = (
+                i["group"].as_str().unwrap(),
+                i["resource"].as_str().unwrap(),
+            );
+            let gr = if group.is_empty() {
+                resource.to_string()
+            } else {
+                format!("{resource}.{group}")
+            };
+            format!(
+                "{gr} {}/{}",
+                i["namespace"].as_str().unwrap(),
+                i["name"].as_str().unwrap()
+            )
+        })
+        .collect()
+}
+
+fn read(path: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// Removes each JSON pointer (an object key, `~1` for `/`) from a JSON value.
+fn without(mut value: Value, pointers: &[&str]) -> Value {
+    for pointer in pointers {
+        let (parent, key) = pointer.rsplit_once('/').unwrap();
+        if let Some(map) = value.pointer_mut(parent).and_then(Value::as_object_mut) {
+            map.remove(&key.replace("~1", "/").replace("~0", "~"));
+        }
+    }
+    value
+}
+
+fn label<'a>(item: &'a Value, key: &str) -> Option<&'a str> {
+    item["metadata"]["labels"].get(key).and_then(Value::as_str)
+}
+
+fn annotation<'a>(item: &'a Value, key: &str) -> Option<&'a str> {
+    item["metadata"]["annotations"]
+        .get(key)
+        .and_then(Value::as_str)
+}
+
+/// Upstream's list, then what extended mode adds.
+fn expected(mode: Mode, upstream: &[&str], extended_adds: &[&str]) -> Vec<String> {
+    let mut all: Vec<String> = upstream.iter().map(|s| s.to_string()).collect();
+    if mode == Mode::Extended {
+        all.extend(extended_adds.iter().map(|s| s.to_string()));
+    }
+    all
+}
+
+// ---------------------------------------------------------------------------------------------
+// Scenario data (fixtures README), shared by every transport
+
+const CR_INSTANCETYPE: &str = "fedora-web-01-u1.medium-b1f0c3d2-6e4a-4f87-9d15-3c8e2a7f0b91-1";
+const CR_PREFERENCE: &str = "fedora-web-01-fedora-secure-a47e9c10-58b3-4d2f-8e6a-0c9d1b7f3e52-2";
+
+/// What a backup of the running VM `fedora-web-01` returns (nightly or metadata-only backup).
+fn fedora_vm_backup_items(mode: Mode) -> Vec<String> {
+    expected(
+        mode,
+        &[
+            "controllerrevisions.apps vm-workloads/fedora-web-01-u1.medium-b1f0c3d2-6e4a-4f87-9d15-3c8e2a7f0b91-1",
+            "controllerrevisions.apps vm-workloads/fedora-web-01-fedora-secure-a47e9c10-58b3-4d2f-8e6a-0c9d1b7f3e52-2",
+            "virtualmachineinstances.kubevirt.io vm-workloads/fedora-web-01",
+            "pods vm-workloads/virt-launcher-fedora-web-01-q7m2x",
+            "datavolumes.cdi.kubevirt.io vm-workloads/fedora-web-01-rootdisk",
+            "persistentvolumeclaims vm-workloads/fedora-web-01-rootdisk",
+            "persistentvolumeclaims vm-workloads/web-content",
+            "secrets vm-workloads/fedora-web-01-cloudinit-user",
+            "secrets vm-workloads/fedora-web-01-cloudinit-net",
+            "configmaps vm-workloads/web-frontend-config",
+            "serviceaccounts vm-workloads/web-frontend",
+            "persistentvolumeclaims vm-workloads/web-logs",
+            "persistentvolumeclaims vm-workloads/persistent-state-for-fedora-web-01-x7k2p",
+            "secrets vm-workloads/fedora-web-01-ssh-authorized-keys",
+            "secrets vm-workloads/fedora-web-01-guest-passwords",
+        ],
+        &[
+            "virtualmachineclusterinstancetypes.instancetype.kubevirt.io /u1.medium",
+            "virtualmachinepreferences.instancetype.kubevirt.io vm-workloads/fedora-secure",
+            "datasources.cdi.kubevirt.io kubevirt-os-images/fedora",
+            "network-attachment-definitions.k8s.cni.cncf.io vm-workloads/storage-vlan200",
+        ],
+    )
+}
+
+/// What a backup of the VMI `fedora-web-01` returns.
+fn fedora_vmi_backup_items(mode: Mode) -> Vec<String> {
+    expected(
+        mode,
+        &[
+            "pods vm-workloads/virt-launcher-fedora-web-01-q7m2x",
+            "datavolumes.cdi.kubevirt.io vm-workloads/fedora-web-01-rootdisk",
+            "persistentvolumeclaims vm-workloads/fedora-web-01-rootdisk",
+            "persistentvolumeclaims vm-workloads/web-content",
+            "secrets vm-workloads/fedora-web-01-cloudinit-user",
+            "secrets vm-workloads/fedora-web-01-cloudinit-net",
+            "configmaps vm-workloads/web-frontend-config",
+            "serviceaccounts vm-workloads/web-frontend",
+            "persistentvolumeclaims vm-workloads/web-logs",
+            "persistentvolumeclaims vm-workloads/persistent-state-for-fedora-web-01-x7k2p",
+            "secrets vm-workloads/fedora-web-01-ssh-authorized-keys",
+            "secrets vm-workloads/fedora-web-01-guest-passwords",
+        ],
+        &["network-attachment-definitions.k8s.cni.cncf.io vm-workloads/storage-vlan200"],
+    )
+}
+
+/// What must be restored before the VM `fedora-web-01` (either Restore).
+fn fedora_vm_restore_items(mode: Mode) -> Vec<String> {
+    expected(
+        mode,
+        &[
+            "controllerrevisions.apps vm-workloads/fedora-web-01-u1.medium-b1f0c3d2-6e4a-4f87-9d15-3c8e2a7f0b91-1",
+            "controllerrevisions.apps vm-workloads/fedora-web-01-fedora-secure-a47e9c10-58b3-4d2f-8e6a-0c9d1b7f3e52-2",
+            "datavolumes.cdi.kubevirt.io vm-workloads/fedora-web-01-rootdisk",
+            "persistentvolumeclaims vm-workloads/fedora-web-01-rootdisk",
+            "persistentvolumeclaims vm-workloads/web-content",
+            "secrets vm-workloads/fedora-web-01-cloudinit-user",
+            "secrets vm-workloads/fedora-web-01-cloudinit-net",
+            "configmaps vm-workloads/web-frontend-config",
+            "serviceaccounts vm-workloads/web-frontend",
+            "persistentvolumeclaims vm-workloads/web-logs",
+            "persistentvolumeclaims vm-workloads/persistent-state-for-fedora-web-01-x7k2p",
+            "secrets vm-workloads/fedora-web-01-ssh-authorized-keys",
+            "secrets vm-workloads/fedora-web-01-guest-passwords",
+        ],
+        // The DataSource lives in another namespace: left to Velero's normal restore pass.
+        &[
+            "virtualmachineclusterinstancetypes.instancetype.kubevirt.io /u1.medium",
+            "virtualmachinepreferences.instancetype.kubevirt.io vm-workloads/fedora-secure",
+            "network-attachment-definitions.k8s.cni.cncf.io vm-workloads/storage-vlan200",
+        ],
+    )
+}
+
+// ---------------------------------------------------------------------------------------------
+// Backup of the running VM (checklist 110, 111)
+
+#[test]
+fn running_vm_nightly_backup_pins_revisions_and_names_everything_it_needs() {
+    for mode in BOTH {
+        let result = backup(
+            mode,
+            "backup-virtualmachine-action",
+            "cluster/vm-fedora-web-01.json",
+            "backup-nightly.json",
+        )
+        .done();
+        assert_eq!(extras(&result), fedora_vm_backup_items(mode), "{mode:?}");
+        let item = &result["item"];
+        assert_eq!(
+            item["spec"]["instancetype"]["revisionName"],
+            CR_INSTANCETYPE
+        );
+        assert_eq!(item["spec"]["preference"]["revisionName"], CR_PREFERENCE);
+        let original = read(&fixture("cluster/vm-fedora-web-01.json"));
+        assert_eq!(
+            without(
+                item.clone(),
+                &[
+                    "/spec/instancetype/revisionName",
+                    "/spec/preference/revisionName"
+                ]
+            ),
+            original,
+            "{mode:?}: nothing else changes, status included"
+        );
+    }
+}
+
+#[test]
+fn running_vm_backup_without_pods_is_refused() {
+    for mode in BOTH {
+        let e = backup(
+            mode,
+            "backup-virtualmachine-action",
+            "cluster/vm-fedora-web-01.json",
+            "backup-selected-resources-no-pods.json",
+        )
+        .error();
+        match mode {
+            Mode::Upstream => assert_eq!(e, "VM cannot be safely backed up"),
+            Mode::Extended => {
+                assert!(e.starts_with("VM cannot be safely backed up: VirtualMachine vm-workloads/fedora-web-01 is running"), "{e}");
+                assert!(e.contains("include pods in the backup"), "{e}");
+            }
+        }
+    }
+}
+
+#[test]
+fn running_vm_metadata_only_backup_skips_the_volume_checks() {
+    for mode in BOTH {
+        let result = backup(
+            mode,
+            "backup-virtualmachine-action",
+            "cluster/vm-fedora-web-01.json",
+            "backup-metadata-only.json",
+        )
+        .done();
+        assert_eq!(extras(&result), fedora_vm_backup_items(mode), "{mode:?}");
+        assert_eq!(
+            result["item"]["spec"]["instancetype"]["revisionName"],
+            CR_INSTANCETYPE
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Backup of VMIs (checklist 112)
+
+#[test]
+fn owned_vmi_is_marked_for_the_restore_to_skip() {
+    for mode in BOTH {
+        let result = backup(
+            mode,
+            "backup-virtualmachineinstance-action",
+            "cluster/vmi-fedora-web-01.json",
+            "backup-nightly.json",
+        )
+        .done();
+        assert_eq!(extras(&result), fedora_vmi_backup_items(mode), "{mode:?}");
+        let item = &result["item"];
+        assert_eq!(
+            annotation(item, "cdi.kubevirt.io/velero.isOwned"),
+            Some("true")
+        );
+        let original = read(&fixture("cluster/vmi-fedora-web-01.json"));
+        assert_eq!(
+            without(
+                item.clone(),
+                &["/metadata/annotations/cdi.kubevirt.io~1velero.isOwned"]
+            ),
+            without(original, &[])
+        );
+    }
+}
+
+#[test]
+fn owned_vmi_backup_without_pods_is_refused() {
+    for mode in BOTH {
+        let e = backup(
+            mode,
+            "backup-virtualmachineinstance-action",
+            "cluster/vmi-fedora-web-01.json",
+            "backup-selected-resources-no-pods.json",
+        )
+        .error();
+        assert!(
+            e.starts_with("VM is running but launcher pod is not included in the backup"),
+            "{e}"
+        );
+        assert_eq!(
+            mode == Mode::Upstream,
+            e == "VM is running but launcher pod is not included in the backup"
+        );
+    }
+}
+
+#[test]
+fn standalone_vmi_backup_names_its_pod_pvc_and_secret() {
+    for mode in BOTH {
+        let result = backup(
+            mode,
+            "backup-virtualmachineinstance-action",
+            "cluster/vmi-batch-worker-7.json",
+            "backup-nightly.json",
+        )
+        .done();
+        assert_eq!(
+            extras(&result),
+            [
+                "pods vm-workloads/virt-launcher-batch-worker-7-p2w8k",
+                "persistentvolumeclaims vm-workloads/batch-scratch-7",
+                "secrets vm-workloads/batch-worker-7-userdata"
+            ]
+        );
+        assert_eq!(
+            result["item"],
+            read(&fixture("cluster/vmi-batch-worker-7.json")),
+            "no isOwned annotation"
+        );
+    }
+}
+
+#[test]
+fn replica_set_vmi_fails_upstream_and_is_recognised_extended() {
+    let e = backup(
+        Mode::Upstream,
+        "backup-virtualmachineinstance-action",
+        "cluster/vmi-web-replica-8kq2f.json",
+        "backup-nightly.json",
+    )
+    .error();
+    assert_eq!(
+        e,
+        "virtualmachines.kubevirt.io \"web-replica-8kq2f\" not found"
+    );
+    let result = backup(
+        Mode::Extended,
+        "backup-virtualmachineinstance-action",
+        "cluster/vmi-web-replica-8kq2f.json",
+        "backup-nightly.json",
+    )
+    .done();
+    assert_eq!(
+        annotation(&result["item"], "cdi.kubevirt.io/velero.isOwned"),
+        Some("true")
+    );
+    assert_eq!(
+        extras(&result),
+        ["virtualmachineinstancereplicasets.kubevirt.io vm-workloads/web-replica"]
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Backup of the stopped Windows VM (what upstream does not follow)
+
+#[test]
+fn stopped_windows_vm_backup() {
+    for mode in BOTH {
+        let result = backup(
+            mode,
+            "backup-virtualmachine-action",
+            "cluster/vm-win2k22-sql.json",
+            "backup-nightly.json",
+        )
+        .done();
+        let want = expected(
+            mode,
+            &[
+                "controllerrevisions.apps vm-workloads/win2k22-sql-sql-large-e0a3d9c5-71b4-4f2e-86d0-4b9c2f7e1a83-3",
+                "datavolumes.cdi.kubevirt.io vm-workloads/win2k22-sql-rootdisk",
+                "persistentvolumeclaims vm-workloads/win2k22-sql-rootdisk",
+                "persistentvolumeclaims vm-workloads/persistent-state-for-win2k22-sql",
+            ],
+            &[
+                "virtualmachineinstancetypes.instancetype.kubevirt.io vm-workloads/sql-large",
+                "virtualmachineclusterpreferences.instancetype.kubevirt.io /windows.2k22.virtio",
+                "secrets vm-workloads/internal-registry-creds",
+                "secrets vm-workloads/internal-registry-pull",
+                "configmaps vm-workloads/win2k22-sql-unattend",
+                "persistentvolumeclaims vm-workloads/sql-tempdb-golden",
+                "network-attachment-definitions.k8s.cni.cncf.io db-net/sql-backend",
+            ],
+        );
+        assert_eq!(extras(&result), want, "{mode:?}");
+        assert_eq!(
+            result["item"],
+            read(&fixture("cluster/vm-win2k22-sql.json")),
+            "unchanged"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Backup of DataVolumes, PVCs and the VolumeSnapshot
+
+/// Runs Velero's sequence for a PVC (backup-datavolume-action, then backup-pvc-action on its output)
+/// and returns the final item and both actions' additional items.
+fn backup_pvc(mode: Mode, item: &str, scratch: &Path) -> (Value, Vec<String>) {
+    let first = backup(
+        mode,
+        "backup-datavolume-action",
+        item,
+        "backup-nightly.json",
+    )
+    .done();
+    let between = scratch.join("after-datavolume-action.json");
+    std::fs::write(&between, first["item"].to_string()).unwrap();
+    let second = run(
+        mode,
+        "backup-pvc-action",
+        &between,
+        "--backup",
+        "velero/backup-nightly.json",
+    )
+    .done();
+    let mut all = extras(&first);
+    all.extend(extras(&second));
+    (second["item"].clone(), all)
+}
+
+#[test]
+fn data_volumes_record_whether_their_import_finished() {
+    for mode in BOTH {
+        let done = backup(
+            mode,
+            "backup-datavolume-action",
+            "cluster/dv-fedora-web-01-rootdisk.json",
+            "backup-nightly.json",
+        )
+        .done();
+        assert_eq!(
+            annotation(&done["item"], "cdi.kubevirt.io/storage.prePopulated"),
+            Some("fedora-web-01-rootdisk")
+        );
+        assert_eq!(
+            extras(&done),
+            expected(
+                mode,
+                &["persistentvolumeclaims vm-workloads/fedora-web-01-rootdisk"],
+                &["datasources.cdi.kubevirt.io kubevirt-os-images/fedora"]
+            )
+        );
+        let importing = backup(
+            mode,
+            "backup-datavolume-action",
+            "cluster/dv-scratch-import.json",
+            "backup-nightly.json",
+        )
+        .done();
+        assert_eq!(
+            importing["item"],
+            read(&fixture("cluster/dv-scratch-import.json"))
+        );
+        assert_eq!(
+            extras(&importing),
+            expected(
+                mode,
+                &[],
+                &[
+                    "secrets vm-workloads/image-mirror-credentials",
+                    "configmaps vm-workloads/image-mirror-ca"
+                ]
+            )
+        );
+    }
+}
+
+#[test]
+fn pvcs_carry_their_uid_and_population_state() {
+    let scratch = tempfile::tempdir().unwrap();
+    for mode in BOTH {
+        for (file, uid, annotations) in [
+            (
+                "pvc-fedora-web-01-rootdisk.json",
+                "e8f3a6c2-5b19-4e7d-9c04-2a7b1d6e8f53",
+                vec![(
+                    "cdi.kubevirt.io/storage.populatedFor",
+                    "fedora-web-01-rootdisk",
+                )],
+            ),
+            (
+                "pvc-scratch-import.json",
+                "16b9d4e7-2a8c-4f05-b3e1-5d7c0a4f9e28",
+                vec![("kvp.kubevirt.io/storage.inprogress", "scratch-import")],
+            ),
+            (
+                "pvc-web-content.json",
+                "3a9d7e15-c2f4-4b86-8e31-7d5f0a2c9b64",
+                vec![("velero.kubevirt.io/original-pvc-uid", "legacy-archive-0042")],
+            ),
+            (
+                "pvc-web-logs.json",
+                "4b0e8f26-d3a5-4c97-9f42-8e6a1b3d0c75",
+                vec![],
+            ),
+            (
+                "pvc-persistent-state-for-fedora-web-01.json",
+                "62c1b8e4-0f7a-4d93-b5e2-8c4a1f6d3e07",
+                vec![],
+            ),
+            (
+                "pvc-batch-scratch-7.json",
+                "70f4c2a9-6b18-4d3e-a7c5-9e2d8b0f1a36",
+                vec![],
+            ),
+        ] {
+            let (item, additional) = backup_pvc(mode, &format!("cluster/{file}"), scratch.path());
+            assert!(additional.is_empty(), "{file}");
+            assert_eq!(
+                label(&item, "velero.kubevirt.io/pvc-uid"),
+                Some(uid),
+                "{file}"
+            );
+            let original = read(&fixture(&format!("cluster/{file}")));
+            let mut expected_item = original.clone();
+            expected_item["metadata"]["labels"]["velero.kubevirt.io/pvc-uid"] = Value::from(uid);
+            for (key, value) in &annotations {
+                expected_item["metadata"]["annotations"][*key] = Value::from(*value);
+            }
+            assert_eq!(
+                item, expected_item,
+                "{mode:?} {file}: only the documented keys change"
+            );
+        }
+    }
+}
+
+#[test]
+fn volume_snapshot_carries_its_source_pvc_uid() {
+    for mode in BOTH {
+        let result = backup(
+            mode,
+            "backup-volumesnapshot-action",
+            "cluster/volumesnapshot-fedora-web-01-rootdisk.json",
+            "backup-nightly.json",
+        )
+        .done();
+        let item = &result["item"];
+        assert_eq!(
+            label(item, "velero.kubevirt.io/pvc-uid"),
+            Some("e8f3a6c2-5b19-4e7d-9c04-2a7b1d6e8f53")
+        );
+        assert_eq!(
+            label(item, "velero.io/backup-name"),
+            Some("nightly-2026-05-02")
+        );
+        assert!(extras(&result).is_empty());
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Restore (checklist 113)
+
+const ORIGINAL_VM_UUID: &str = "6a1f9e3b-2d4c-5b8a-9e7f-0c3d2b1a4f68";
+
+#[test]
+fn vm_restore_without_labels_changes_nothing() {
+    for mode in BOTH {
+        let input = fixture("restore-inputs/vm-fedora-web-01.restore-input.json");
+        let result = restore(mode, "restore-vm-action", &input, "restore-default.json").done();
+        assert_eq!(result["skipRestore"], false);
+        assert_eq!(result["item"], read(&input));
+        assert_eq!(extras(&result), fedora_vm_restore_items(mode), "{mode:?}");
+    }
+}
+
+#[test]
+fn vm_restore_as_dr_copy_halts_and_gets_a_new_identity() {
+    for mode in BOTH {
+        let input = fixture("restore-inputs/vm-fedora-web-01.restore-input.json");
+        let result = restore(mode, "restore-vm-action", &input, "restore-dr-copy.json").done();
+        assert_eq!(result["skipRestore"], false);
+        let (item, original) = (&result["item"], read(&input));
+        assert_eq!(item["spec"]["runStrategy"], "Halted");
+        assert!(item["spec"].get("running").is_none());
+        let domain = &item["spec"]["template"]["spec"]["domain"];
+        for interface in domain["devices"]["interfaces"].as_array().unwrap() {
+            assert!(interface.get("macAddress").is_none(), "{interface}");
+        }
+        let uuid = domain["firmware"]["uuid"].as_str().unwrap();
+        assert!(
+            uuid.len() == 36 && uuid != ORIGINAL_VM_UUID && uuid.as_bytes()[14] == b'4',
+            "{uuid}"
+        );
+        assert_eq!(
+            domain["firmware"]["bootloader"],
+            original["spec"]["template"]["spec"]["domain"]["firmware"]["bootloader"]
+        );
+        assert_eq!(
+            extras(&result),
+            fedora_vm_restore_items(mode),
+            "{mode:?}: still in namespace vm-workloads"
+        );
+    }
+}
+
+#[test]
+fn owned_vmi_and_kubevirt_pods_are_not_restored() {
+    for mode in BOTH {
+        for restore_object in ["restore-default.json", "restore-dr-copy.json"] {
+            let vmi = restore(
+                mode,
+                "restore-vmi-action",
+                &fixture("restore-inputs/vmi-fedora-web-01.restore-input.json"),
+                restore_object,
+            )
+            .done();
+            assert_eq!(vmi["skipRestore"], true);
+            for pod in [
+                "pod-virt-launcher-fedora-web-01.json",
+                "pod-virt-launcher-batch-worker-7.json",
+                "pod-hp-volume-fedora-web-01.json",
+            ] {
+                let result = restore(
+                    mode,
+                    "restore-pod-action",
+                    &fixture(&format!("cluster/{pod}")),
+                    restore_object,
+                )
+                .done();
+                assert_eq!(result["skipRestore"], true, "{pod}");
+            }
+        }
+    }
+}
+
+#[test]
+fn standalone_vmi_restore_drops_reserved_labels() {
+    for mode in BOTH {
+        let input = fixture("restore-inputs/vmi-batch-worker-7.restore-input.json");
+        for restore_object in ["restore-default.json", "restore-dr-copy.json"] {
+            let result = restore(mode, "restore-vmi-action", &input, restore_object).done();
+            assert_eq!(result["skipRestore"], false);
+            let labels = &result["item"]["metadata"]["labels"];
+            assert_eq!(
+                labels,
+                &serde_json::json!({"workload": "batch", "batch.example.internal/shard": "7"})
+            );
+            assert_eq!(
+                extras(&result),
+                [
+                    "persistentvolumeclaims vm-workloads/batch-scratch-7",
+                    "secrets vm-workloads/batch-worker-7-userdata"
+                ]
+            );
+        }
+    }
+}
+
+#[test]
+fn standalone_vmi_dr_copy_keeps_its_identity_upstream_and_gets_a_new_one_extended() {
+    let input = fixture("restore-inputs/vmi-batch-worker-7.restore-input.json");
+    let upstream = restore(
+        Mode::Upstream,
+        "restore-vmi-action",
+        &input,
+        "restore-dr-copy.json",
+    )
+    .done();
+    let domain = &upstream["item"]["spec"]["domain"];
+    assert_eq!(
+        domain["devices"]["interfaces"][0]["macAddress"],
+        "02:9a:3c:00:02:11"
+    );
+    assert_eq!(
+        domain["firmware"]["uuid"],
+        "0f4e8d2c-6b1a-5c9e-8d3f-2a7b6c5d4e19"
+    );
+
+    let extended = restore(
+        Mode::Extended,
+        "restore-vmi-action",
+        &input,
+        "restore-dr-copy.json",
+    )
+    .done();
+    let domain = &extended["item"]["spec"]["domain"];
+    assert!(domain["devices"]["interfaces"][0]
+        .get("macAddress")
+        .is_none());
+    let uuid = domain["firmware"]["uuid"].as_str().unwrap();
+    assert!(uuid.len() == 36 && uuid != "0f4e8d2c-6b1a-5c9e-8d3f-2a7b6c5d4e19");
+}
+
+/// Backs up a fixture with `action` and writes the backed-up item to `scratch`, for a restore test.
+fn backed_up(mode: Mode, actions: &[&str], item: &str, scratch: &Path) -> PathBuf {
+    let mut current = fixture(item);
+    for (i, action) in actions.iter().enumerate() {
+        let result = run(
+            mode,
+            action,
+            &current,
+            "--backup",
+            "velero/backup-nightly.json",
+        )
+        .done();
+        current = scratch.join(format!("{i}-{}", item.replace('/', "-")));
+        std::fs::write(&current, result["item"].to_string()).unwrap();
+    }
+    current
+}
+
+#[test]
+fn pvc_and_snapshot_restores_undo_the_backup_labels() {
+    let scratch = tempfile::tempdir().unwrap();
+    let pvc_actions = ["backup-datavolume-action", "backup-pvc-action"];
+    for mode in BOTH {
+        for restore_object in ["restore-default.json", "restore-dr-copy.json"] {
+            let importing = backed_up(
+                mode,
+                &pvc_actions,
+                "cluster/pvc-scratch-import.json",
+                scratch.path(),
+            );
+            assert_eq!(
+                restore(mode, "restore-pvc-action", &importing, restore_object).done()
+                    ["skipRestore"],
+                true
+            );
+
+            let root_disk = backed_up(
+                mode,
+                &pvc_actions,
+                "cluster/pvc-fedora-web-01-rootdisk.json",
+                scratch.path(),
+            );
+            let result = restore(mode, "restore-pvc-action", &root_disk, restore_object).done();
+            assert_eq!(result["skipRestore"], false);
+            assert_eq!(label(&result["item"], "velero.kubevirt.io/pvc-uid"), None);
+            assert_eq!(
+                annotation(&result["item"], "cdi.kubevirt.io/storage.populatedFor"),
+                Some("fedora-web-01-rootdisk")
+            );
+
+            let content = backed_up(
+                mode,
+                &pvc_actions,
+                "cluster/pvc-web-content.json",
+                scratch.path(),
+            );
+            let result = restore(mode, "restore-pvc-action", &content, restore_object).done();
+            assert_eq!(
+                label(&result["item"], "velero.kubevirt.io/pvc-uid"),
+                Some("legacy-archive-0042")
+            );
+            assert_eq!(
+                annotation(&result["item"], "velero.kubevirt.io/original-pvc-uid"),
+                None
+            );
+
+            let snapshot = backed_up(
+                mode,
+                &["backup-volumesnapshot-action"],
+                "cluster/volumesnapshot-fedora-web-01-rootdisk.json",
+                scratch.path(),
+            );
+            let result = restore(
+                mode,
+                "restore-volumesnapshot-action",
+                &snapshot,
+                restore_object,
+            )
+            .done();
+            assert_eq!(result["skipRestore"], false);
+            assert_eq!(label(&result["item"], "velero.kubevirt.io/pvc-uid"), None);
+            assert_eq!(
+                label(&result["item"], "velero.io/backup-name"),
+                Some("nightly-2026-05-02")
+            );
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Registration (checklist 109) and extended mode's own action
+
+#[test]
+fn upstream_mode_registers_exactly_the_ten_upstream_actions() {
+    for mode in BOTH {
+        let output = velero_wasm(mode, &["actions", "--json"]);
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let listed: Value = serde_json::from_slice(&output.stdout).unwrap();
+        let actions: Vec<(String, String, Value)> = listed["actions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|a| a["module"] == "kubevirt")
+            .map(|a| {
+                (
+                    a["name"].as_str().unwrap().to_string(),
+                    a["veleroKind"].as_str().unwrap().to_string(),
+                    a["appliesTo"].clone(),
+                )
+            })
+            .collect();
+        let mut want = vec![
+            (
+                "backup-datavolume-action",
+                "BackupItemAction",
+                vec!["PersistentVolumeClaim", "DataVolume"],
+            ),
+            (
+                "backup-pvc-action",
+                "BackupItemAction",
+                vec!["PersistentVolumeClaim"],
+            ),
+            (
+                "backup-virtualmachine-action",
+                "BackupItemAction",
+                vec!["VirtualMachine"],
+            ),
+            (
+                "backup-virtualmachineinstance-action",
+                "BackupItemAction",
+                vec!["VirtualMachineInstance"],
+            ),
+            (
+                "backup-volumesnapshot-action",
+                "BackupItemAction",
+                vec!["VolumeSnapshot"],
+            ),
+            ("restore-pod-action", "RestoreItemAction", vec!["Pod"]),
+            (
+                "restore-pvc-action",
+                "RestoreItemAction",
+                vec!["PersistentVolumeClaim"],
+            ),
+            (
+                "restore-vm-action",
+                "RestoreItemAction",
+                vec!["VirtualMachine"],
+            ),
+            (
+                "restore-vmi-action",
+                "RestoreItemAction",
+                vec!["VirtualMachineInstance"],
+            ),
+            (
+                "restore-volumesnapshot-action",
+                "RestoreItemAction",
+                vec!["VolumeSnapshot"],
+            ),
+        ];
+        if mode == Mode::Extended {
+            want.insert(5, ("restore-operation-action", "RestoreItemAction", vec![]));
+        }
+        assert_eq!(actions.len(), want.len(), "{mode:?}: {actions:?}");
+        for ((name, kind, applies_to), (want_name, want_kind, want_resources)) in
+            actions.iter().zip(&want)
+        {
+            assert_eq!(name, &format!("kubevirt-velero-plugin/{want_name}"));
+            assert_eq!(kind, want_kind, "{name}");
+            if !want_resources.is_empty() {
+                assert_eq!(
+                    applies_to["includedResources"],
+                    serde_json::json!(want_resources),
+                    "{name}"
+                );
+            }
+            let selector = if *want_name == "restore-pod-action" {
+                "kubevirt.io in (virt-launcher, hotplug-disk)"
+            } else {
+                ""
+            };
+            assert_eq!(applies_to["labelSelector"], selector, "{name}");
+        }
+    }
+}
+
+#[test]
+fn the_pod_restore_selector_leaves_other_pods_alone() {
+    let scratch = tempfile::tempdir().unwrap();
+    let plain = scratch.path().join("pod.json");
+    std::fs::write(&plain, r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web","namespace":"vm-workloads","labels":{}}}"#).unwrap();
+    match restore(
+        Mode::Upstream,
+        "restore-pod-action",
+        &plain,
+        "restore-default.json",
+    ) {
+        Outcome::Failed(2, e) => {
+            assert!(e.contains("does not apply") && e.contains("labels"), "{e}")
+        }
+        other => panic!("a pod without KubeVirt labels must not match, got {other:?}"),
+    }
+}
+
+#[test]
+fn kubevirt_operation_requests_are_not_restored_in_extended_mode() {
+    let scratch = tempfile::tempdir().unwrap();
+    let request = scratch.path().join("vmrestore.json");
+    std::fs::write(
+        &request,
+        r#"{"apiVersion":"snapshot.kubevirt.io/v1beta1","kind":"VirtualMachineRestore",
+            "metadata":{"name":"roll-back","namespace":"vm-workloads"},
+            "spec":{"target":{"apiGroup":"kubevirt.io","kind":"VirtualMachine","name":"fedora-web-01"},"virtualMachineSnapshotName":"s1"}}"#,
+    )
+    .unwrap();
+    let result = restore(
+        Mode::Extended,
+        "restore-operation-action",
+        &request,
+        "restore-default.json",
+    )
+    .done();
+    assert_eq!(result["skipRestore"], true);
+    match restore(
+        Mode::Upstream,
+        "restore-operation-action",
+        &request,
+        "restore-default.json",
+    ) {
+        Outcome::Failed(2, e) => assert!(e.contains("restore-operation-action"), "{e}"),
+        other => panic!("upstream mode has no such action, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_bad_mode_setting_says_how_to_fix_it() {
+    let modules = module_dir("Upstream");
+    let output = Command::new(env!("CARGO_BIN_EXE_velero-wasm"))
+        .args([
+            "run",
+            "--action",
+            "kubevirt-velero-plugin/backup-pvc-action",
+            "--modules",
+        ])
+        .arg(modules.path())
+        .arg("--item")
+        .arg(fixture("cluster/pvc-web-logs.json"))
+        .arg("--backup")
+        .arg(fixture("velero/backup-nightly.json"))
+        .env_remove("VELERO_WASM_MODULES")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("mode = \"Upstream\"")
+            && stderr.contains("\"upstream\"")
+            && stderr.contains("[settings]"),
+        "{stderr}"
+    );
+}
