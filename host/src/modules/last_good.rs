@@ -19,6 +19,15 @@ impl LastGood {
         LastGood { dir: dir.into() }
     }
 
+    /// The store for the modules of `module_dir`, under `state_dir`: each module directory (a mounted
+    /// ConfigMap) has its own, so that two directories never stand in for each other.
+    pub fn for_directory(state_dir: &Path, module_dir: &Path) -> LastGood {
+        let canonical =
+            std::fs::canonicalize(module_dir).unwrap_or_else(|_| module_dir.to_path_buf());
+        let key = super::sha256_hex(canonical.as_os_str().as_encoded_bytes());
+        LastGood::at(state_dir.join("last-good").join(&key[..16]))
+    }
+
     /// Where the store lives.
     pub fn dir(&self) -> &Path {
         &self.dir

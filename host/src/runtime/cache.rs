@@ -74,6 +74,20 @@ impl CompileCache {
         }
     }
 
+    /// Holds the compile lock of a module until dropped: processes starting at once (Velero starts one
+    /// per backup; tests start many) compile a module once, and the others then find it cached.
+    pub fn lock(&self, engine: &Engine, sha256: &str) -> Option<std::fs::File> {
+        let path = self.path(engine, sha256).with_extension("lock");
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .ok()?;
+        file.lock().ok()?;
+        Some(file)
+    }
+
     /// Stores a compilation; failures only cost a later compile, so they are logged and ignored.
     pub fn store(&self, engine: &Engine, sha256: &str, component: &Component) {
         let path = self.path(engine, sha256);

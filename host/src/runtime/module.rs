@@ -81,16 +81,24 @@ pub(super) fn link(
 ) -> Result<Linked, LoadError> {
     // The cache key is the hash of the bytes at hand, whatever the source says of itself.
     let key = cache.map(|_| sha256_hex(&source.wasm)).unwrap_or_default();
-    let component = match cache.and_then(|c| c.load(engine, &key)) {
+    let cached = |cache: &CompileCache| cache.load(engine, &key);
+    let component = match cache.and_then(cached) {
         Some(component) => component,
         None => {
-            let component = Component::new(engine, &source.wasm).map_err(|e| {
-                load_error(&source, format!("not a valid WebAssembly component: {e:#}"))
-            })?;
-            if let Some(cache) = cache {
-                cache.store(engine, &key, &component);
+            // Another process may be compiling the same module: wait for it, then look again.
+            let _lock = cache.and_then(|c| c.lock(engine, &key));
+            match cache.and_then(cached) {
+                Some(component) => component,
+                None => {
+                    let component = Component::new(engine, &source.wasm).map_err(|e| {
+                        load_error(&source, format!("not a valid WebAssembly component: {e:#}"))
+                    })?;
+                    if let Some(cache) = cache {
+                        cache.store(engine, &key, &component);
+                    }
+                    component
+                }
             }
-            component
         }
     };
     let instance_pre = linker.instantiate_pre(&component).map_err(|e| {
