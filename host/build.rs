@@ -5,6 +5,9 @@
 //! - every crate under `tests/components/` is built for the host's tests
 //!   (`VELERO_WASM_TEST_COMPONENTS` names the directory).
 //!
+//! It also compiles the Velero plugin protocol's `.proto` files (`host/proto/`) into tonic servers and
+//! clients, with `protox` (no system `protoc` needed); see [`compile_protos`].
+//!
 //! The components are built by a nested `cargo build --target wasm32-wasip2 --profile component` with
 //! its own target directory (`target/wasm` in the workspace), so it never waits on the outer build's
 //! lock.
@@ -19,11 +22,23 @@ const TARGET: &str = "wasm32-wasip2";
 const PROFILE: &str = "component";
 
 fn main() {
-    let manifest_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
-    let root = manifest_dir.parent().expect("host/ sits in the workspace").to_path_buf();
+    let manifest_dir =
+        PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
+    let root = manifest_dir
+        .parent()
+        .expect("host/ sits in the workspace")
+        .to_path_buf();
     let out_dir = PathBuf::from(env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
 
-    for watched in ["actions", "sdk", "wit", "label-selector", "tests/components", "Cargo.lock", "Cargo.toml"] {
+    for watched in [
+        "actions",
+        "sdk",
+        "wit",
+        "label-selector",
+        "tests/components",
+        "Cargo.lock",
+        "Cargo.toml",
+    ] {
         println!("cargo:rerun-if-changed={}", root.join(watched).display());
     }
 
@@ -55,7 +70,41 @@ fn main() {
     }
     code.push_str("];\n");
     fs::write(out_dir.join("stock.rs"), code).expect("write stock.rs");
-    println!("cargo:rustc-env=VELERO_WASM_TEST_COMPONENTS={}", built.display());
+    println!(
+        "cargo:rustc-env=VELERO_WASM_TEST_COMPONENTS={}",
+        built.display()
+    );
+
+    compile_protos(&manifest_dir.join("proto"));
+}
+
+/// The Velero plugin protocol's `.proto` files, relative to `host/proto/`: Velero's services (packages
+/// `generated`, `v1`, `v2`) and go-plugin's infrastructure services (package `plugin`).
+const PROTOS: &[&str] = &[
+    "Shared.proto",
+    "PluginLister.proto",
+    "BackupItemAction.proto",
+    "RestoreItemAction.proto",
+    "DeleteItemAction.proto",
+    "backupitemaction/v2/BackupItemAction.proto",
+    "restoreitemaction/v2/RestoreItemAction.proto",
+    "itemblockaction/v1/ItemBlockAction.proto",
+    "plugin/grpc_controller.proto",
+    "plugin/grpc_stdio.proto",
+    "plugin/grpc_broker.proto",
+];
+
+/// Compiles [`PROTOS`] into `OUT_DIR/<package>.rs` (servers for the plugin, clients for the tests).
+fn compile_protos(proto_dir: &Path) {
+    println!("cargo:rerun-if-changed={}", proto_dir.display());
+    let files: Vec<PathBuf> = PROTOS.iter().map(|p| proto_dir.join(p)).collect();
+    let descriptors = protox::compile(&files, [proto_dir])
+        .unwrap_or_else(|e| panic!("host/proto does not compile: {e:?}"));
+    tonic_prost_build::configure()
+        .build_server(true)
+        .build_client(true)
+        .compile_fds(descriptors)
+        .unwrap_or_else(|e| panic!("generating the gRPC code from host/proto failed: {e}"));
 }
 
 /// Names of the crates (directories with a Cargo.toml) directly under `dir`, sorted.
@@ -87,10 +136,19 @@ fn build_components(root: &Path, target_dir: &Path, crates: &[&String]) {
         cmd.arg("-p").arg(name.as_str());
     }
     // The outer build's flags and wrappers (clippy, coverage) are for the host, not the components.
-    for var in ["CARGO_ENCODED_RUSTFLAGS", "RUSTFLAGS", "RUSTC_WORKSPACE_WRAPPER", "RUSTC_WRAPPER", "CARGO_TARGET_DIR", "CARGO_BUILD_TARGET"] {
+    for var in [
+        "CARGO_ENCODED_RUSTFLAGS",
+        "RUSTFLAGS",
+        "RUSTC_WORKSPACE_WRAPPER",
+        "RUSTC_WRAPPER",
+        "CARGO_TARGET_DIR",
+        "CARGO_BUILD_TARGET",
+    ] {
         cmd.env_remove(var);
     }
-    let output = cmd.output().expect("run cargo to build the wasm components");
+    let output = cmd
+        .output()
+        .expect("run cargo to build the wasm components");
     if !output.status.success() {
         let stderr = String::from_utf8_lossy(&output.stderr);
         panic!(
