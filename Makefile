@@ -24,5 +24,8 @@ run: build ## The README demo
 bench: ## Per-call cost of a wasm action vs the same work in native Rust (prints a table)
 	$(CARGO) bench -p velero-wasm --bench call
 
+interop: build ## The real hashicorp go-plugin client against the binary (Debian's Go packages, offline)
+	tests/interop/run.sh
+
 clean: ## Remove build output
 	$(CARGO) clean
