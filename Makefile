@@ -21,8 +21,9 @@ lint: ## cargo fmt --check and clippy -D warnings
 run: build ## The README demo
 	$(BIN) run --action test.velero-wasm.io/echo --item $(FIXTURES)/demo/configmap.json --backup $(FIXTURES)/demo/backup.json --cluster $(FIXTURES)/demo
 
-bench: ## Per-call cost of a wasm action vs the same work in native Rust (prints a table)
+bench: ## Per-call cost of a wasm action vs the same work in native Rust, and over gRPC (prints tables)
 	$(CARGO) bench -p velero-wasm --bench call
+	$(CARGO) bench -p velero-wasm --bench grpc
 
 interop: build ## The real hashicorp go-plugin client against the binary (Debian's Go packages, offline)
 	tests/interop/run.sh

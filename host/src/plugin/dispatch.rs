@@ -142,15 +142,14 @@ pub fn tag(item: &ItemRef) {
     span.record("name", item.name.as_str());
 }
 
-/// Runs one call inside its span, logging its start and its outcome at debug level (a failure is
-/// Velero's to report: it logs the status at error level itself).
+/// Runs one call inside its span and logs its outcome at debug level (a failure is Velero's to
+/// report: it logs the status at error level itself).
 pub async fn traced<T>(
     span: Span,
     call: impl Future<Output = Result<T, Status>>,
 ) -> Result<Response<T>, Status> {
     async move {
         let started = Instant::now();
-        tracing::debug!("call started");
         let result = call.await;
         let elapsed_ms = format!("{:.3}", started.elapsed().as_secs_f64() * 1000.0);
         match &result {
