@@ -8,6 +8,9 @@ use tonic::{Code, Status};
 use crate::action::ActionKind;
 use crate::runtime::{CallError, Fault};
 
+/// Longest status message sent (it travels in an HTTP/2 header, and Velero puts it in a log line).
+pub const MAX_MESSAGE: usize = 16 << 10;
+
 /// The status for a failed call of an action Velero asked for as `kind`.
 pub fn call_failed(kind: ActionKind, error: CallError) -> Status {
     match &error {
@@ -21,21 +24,36 @@ pub fn call_failed(kind: ActionKind, error: CallError) -> Status {
             action,
             &format!("it is a {} action", actual.velero_kind()),
         ),
-        CallError::Action(message) => Status::new(Code::Unknown, message.clone()),
+        CallError::Action(message) => status(Code::Unknown, message),
         CallError::Fault {
             fault: Fault::Trap(_),
             ..
-        } => Status::new(Code::Aborted, error.to_string()),
-        CallError::Fault { .. } => Status::new(Code::Unknown, error.to_string()),
+        } => status(Code::Aborted, &error.to_string()),
+        CallError::Fault { .. } => status(Code::Unknown, &error.to_string()),
     }
+}
+
+/// A status whose message is cut to [`MAX_MESSAGE`] bytes.
+fn status(code: Code, message: &str) -> Status {
+    if message.len() <= MAX_MESSAGE {
+        return Status::new(code, message);
+    }
+    let mut end = MAX_MESSAGE;
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    Status::new(
+        code,
+        format!("{}… ({} bytes in all)", &message[..end], message.len()),
+    )
 }
 
 /// The status for a `plugin` name that names no action of `kind` (Go: `plugin: <name> was not found
 /// or has an invalid name format`), with our reason.
 pub fn not_found(kind: ActionKind, name: &str, reason: &str) -> Status {
-    Status::new(
+    status(
         Code::Unknown,
-        format!(
+        &format!(
             "{} plugin: {name} was not found or has an invalid name format ({reason})",
             kind.velero_kind()
         ),
@@ -44,7 +62,7 @@ pub fn not_found(kind: ActionKind, name: &str, reason: &str) -> Status {
 
 /// The status for a malformed request field.
 pub fn bad_request(field: &str, problem: impl std::fmt::Display) -> Status {
-    Status::new(Code::InvalidArgument, format!("{field}: {problem}"))
+    status(Code::InvalidArgument, &format!("{field}: {problem}"))
 }
 
 #[cfg(test)]
@@ -100,5 +118,16 @@ mod tests {
             call_failed(ActionKind::Backup, timeout).code(),
             Code::Unknown
         );
+    }
+
+    #[test]
+    fn long_messages_are_cut() {
+        let s = call_failed(ActionKind::Backup, CallError::Action("é".repeat(20_000)));
+        assert!(
+            s.message().len() < MAX_MESSAGE + 40,
+            "{}",
+            s.message().len()
+        );
+        assert!(s.message().ends_with("… (40000 bytes in all)"));
     }
 }
