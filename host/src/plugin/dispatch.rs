@@ -151,10 +151,18 @@ pub async fn traced<T>(
     async move {
         let started = Instant::now();
         let result = call.await;
-        let elapsed_ms = format!("{:.3}", started.elapsed().as_secs_f64() * 1000.0);
+        // The fields are computed only when debug lines are enabled.
         match &result {
-            Ok(_) => tracing::debug!(elapsed_ms, "call finished"),
-            Err(status) => tracing::debug!(elapsed_ms, code = ?status.code(), "call failed: {}", status.message()),
+            Ok(_) => tracing::debug!(
+                elapsed_us = started.elapsed().as_micros() as u64,
+                "call finished"
+            ),
+            Err(status) => tracing::debug!(
+                elapsed_us = started.elapsed().as_micros() as u64,
+                code = ?status.code(),
+                "call failed: {}",
+                status.message()
+            ),
         }
         result.map(Response::new)
     }
