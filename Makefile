@@ -8,24 +8,30 @@ FIXTURES := tests/fixtures
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
-deps: ## Install what builds and tests need and a fresh machine lacks
-	@rustup target list --installed | grep -qx wasm32-wasip2 || rustup target add wasm32-wasip2
+deps: ## Install what builds and tests need and a fresh machine lacks (.ci/deps)
+	@.ci/deps
 
-build: deps ## Build the components (wasm32-wasip2), then the host binary that embeds them
+build: ## Build the components (wasm32-wasip2), then the host binary that embeds them
+	@rustup target list --installed | grep -qx wasm32-wasip2 || rustup target add wasm32-wasip2
 	$(CARGO) build -p velero-wasm
 
-test: build ## Run every test: unit, component, integration
+test: deps build ## Run every test: unit, component, integration, and the go-plugin interop
 	$(CARGO) test --workspace
+	tests/interop/run.sh
 
-lint: deps ## cargo fmt --check and clippy -D warnings
+lint: ## cargo fmt --check and clippy -D warnings
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 run: build ## The README demo: back up the running VM of the KubeVirt fixture cluster, print its additional items
 	$(BIN) run --action kubevirt-velero-plugin/backup-virtualmachine-action --item $(FIXTURES)/kubevirt/cluster/vm-fedora-web-01.json --backup $(FIXTURES)/kubevirt/velero/backup-nightly.json --cluster $(FIXTURES)/kubevirt/cluster
 
-bench: ## Per-call cost of a wasm action vs the same work in native Rust (prints a table)
+bench: ## Per-call cost of a wasm action vs the same work in native Rust, and over gRPC (prints tables)
 	$(CARGO) bench -p velero-wasm --bench call
+	$(CARGO) bench -p velero-wasm --bench grpc
+
+interop: deps build ## The real hashicorp go-plugin client against the binary (Debian's Go packages, offline)
+	tests/interop/run.sh
 
 clean: ## Remove build output
 	$(CARGO) clean

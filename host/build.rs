@@ -5,6 +5,9 @@
 //! - every crate under `tests/components/` is built for the host's tests
 //!   (`VELERO_WASM_TEST_COMPONENTS` names the directory).
 //!
+//! It also compiles the Velero plugin protocol's `.proto` files (`host/proto/`) into tonic servers and
+//! clients, with `protox` (no system `protoc` needed); see [`compile_protos`].
+//!
 //! The components are built by a nested `cargo build --target wasm32-wasip2 --profile component` with
 //! its own target directory (`target/wasm` in the workspace), so it never waits on the outer build's
 //! lock.
@@ -72,6 +75,37 @@ fn main() {
         "cargo:rustc-env=VELERO_WASM_TEST_COMPONENTS={}",
         built.display()
     );
+
+    compile_protos(&manifest_dir.join("proto"));
+}
+
+/// The Velero plugin protocol's `.proto` files, relative to `host/proto/`: Velero's services (packages
+/// `generated`, `v1`, `v2`) and go-plugin's infrastructure services (package `plugin`).
+const PROTOS: &[&str] = &[
+    "Shared.proto",
+    "PluginLister.proto",
+    "BackupItemAction.proto",
+    "RestoreItemAction.proto",
+    "DeleteItemAction.proto",
+    "backupitemaction/v2/BackupItemAction.proto",
+    "restoreitemaction/v2/RestoreItemAction.proto",
+    "itemblockaction/v1/ItemBlockAction.proto",
+    "plugin/grpc_controller.proto",
+    "plugin/grpc_stdio.proto",
+    "plugin/grpc_broker.proto",
+];
+
+/// Compiles [`PROTOS`] into `OUT_DIR/<package>.rs` (servers for the plugin, clients for the tests).
+fn compile_protos(proto_dir: &Path) {
+    println!("cargo:rerun-if-changed={}", proto_dir.display());
+    let files: Vec<PathBuf> = PROTOS.iter().map(|p| proto_dir.join(p)).collect();
+    let descriptors = protox::compile(&files, [proto_dir])
+        .unwrap_or_else(|e| panic!("host/proto does not compile: {e:?}"));
+    tonic_prost_build::configure()
+        .build_server(true)
+        .build_client(true)
+        .compile_fds(descriptors)
+        .unwrap_or_else(|e| panic!("generating the gRPC code from host/proto failed: {e}"));
 }
 
 /// Names of the crates (directories with a Cargo.toml) directly under `dir`, sorted.

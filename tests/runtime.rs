@@ -325,7 +325,7 @@ async fn a_broken_update_of_a_module_falls_back_to_its_last_good_version() {
     };
     let fresh_runtime = || {
         Runtime::new(Services {
-            kube: Arc::new(velero_wasm::capabilities::kube::NoCluster),
+            kube: Arc::new(velero_wasm::capabilities::kube::NoCluster::default()),
             clock: Clock::System,
         })
         .unwrap()
@@ -356,12 +356,16 @@ async fn a_broken_update_of_a_module_falls_back_to_its_last_good_version() {
     let problems = next.load_modules(&config).await.unwrap();
     assert_eq!(problems.len(), 1, "{problems:?}");
     assert!(
-        problems[0].contains("not a valid WebAssembly component"),
+        problems[0]
+            .message
+            .contains("not a valid WebAssembly component"),
         "{}",
         problems[0]
     );
     assert!(
-        problems[0].contains("serving its last good version"),
+        problems[0]
+            .message
+            .contains("serving its last good version"),
         "{}",
         problems[0]
     );
@@ -377,7 +381,9 @@ async fn a_broken_update_of_a_module_falls_back_to_its_last_good_version() {
         .await
         .unwrap();
     assert!(
-        problems[0].contains("module misbehave is not served"),
+        problems[0]
+            .message
+            .contains("module misbehave is not served"),
         "{}",
         problems[0]
     );
@@ -396,20 +402,30 @@ async fn compiled_modules_are_cached_and_a_damaged_cache_is_recompiled() {
     };
     let host = || {
         Runtime::new(Services {
-            kube: Arc::new(velero_wasm::capabilities::kube::NoCluster),
+            kube: Arc::new(velero_wasm::capabilities::kube::NoCluster::default()),
             clock: Clock::System,
         })
         .unwrap()
         .with_compile_cache(CompileCache::open(cache_dir.path().join("compiled")))
     };
     assert!(host().load_modules(&config).await.unwrap().is_empty());
+    let sha: String = {
+        use sha2::Digest;
+        let wasm = std::fs::read(modules.path().join("misbehave.wasm")).unwrap();
+        sha2::Sha256::digest(wasm)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    };
     let cached: Vec<_> = std::fs::read_dir(cache_dir.path().join("compiled"))
         .unwrap()
         .map(|e| e.unwrap().path())
+        .filter(|p| {
+            let name = p.file_name().unwrap().to_string_lossy();
+            name.starts_with(&sha) && name.ends_with(".cwasm")
+        })
         .collect();
     assert_eq!(cached.len(), 1, "{cached:?}");
-    assert!(cached[0].extension().is_some_and(|x| x == "cwasm"));
-
     std::fs::write(&cached[0], b"damaged").unwrap();
     let next = host();
     assert!(next.load_modules(&config).await.unwrap().is_empty());

@@ -77,7 +77,7 @@ async fn runtime() -> (Runtime, tempfile::TempDir) {
     )
     .expect("write");
     let runtime = Runtime::new(Services {
-        kube: Arc::new(NoCluster),
+        kube: Arc::new(NoCluster::default()),
         clock: Clock::System,
     })
     .expect("runtime");

@@ -1,11 +1,13 @@
 //! The `velero-wasm` binary: a Velero plugin when Velero starts it (the go-plugin magic cookie
-//! `VELERO_PLUGIN` is set), otherwise the command-line tool.
+//! `VELERO_PLUGIN=hello` is set), otherwise the command-line tool.
 
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    if std::env::var_os("VELERO_PLUGIN").is_some() {
+    if std::env::var_os(velero_wasm::plugin::handshake::COOKIE_KEY)
+        .is_some_and(|v| v == velero_wasm::plugin::handshake::COOKIE_VALUE)
+    {
         return velero_wasm::plugin::main();
     }
     // Velero passes only flags; a person passes a command (or --help, --version).

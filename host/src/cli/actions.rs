@@ -25,7 +25,7 @@ pub struct ActionsArgs {
 /// Runs the command; returns the exit status.
 pub async fn actions(args: ActionsArgs) -> u8 {
     let (runtime, problems) =
-        match load_runtime(&args.modules, Arc::new(NoCluster), Clock::System).await {
+        match load_runtime(&args.modules, Arc::new(NoCluster::default()), Clock::System).await {
             Ok(loaded) => loaded,
             Err(failure) => {
                 eprintln!("velero-wasm actions: {}", failure.message);
@@ -62,6 +62,10 @@ pub async fn actions(args: ActionsArgs) -> u8 {
                 })
             })
             .collect();
+        let problems: Vec<_> = problems
+            .iter()
+            .map(|p| json!({"message": p.message, "broken": p.broken, "served": p.served}))
+            .collect();
         let out = json!({ "actions": actions, "problems": problems });
         println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
     } else {
@@ -84,10 +88,15 @@ pub async fn actions(args: ActionsArgs) -> u8 {
         }
         print!("{}", table(&rows));
         for problem in &problems {
-            eprintln!("velero-wasm actions: module left out: {problem}");
+            let what = if problem.broken {
+                "module left out"
+            } else {
+                "warning"
+            };
+            eprintln!("velero-wasm actions: {what}: {problem}");
         }
     }
-    if problems.is_empty() {
+    if !problems.iter().any(|p| p.broken) {
         EXIT_OK
     } else {
         EXIT_FAILED

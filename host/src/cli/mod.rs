@@ -11,7 +11,7 @@ use std::sync::Arc;
 use clap::{Parser, Subcommand};
 
 use crate::capabilities::{Clock, KubeBackend, Services};
-use crate::runtime::{CompileCache, ModuleConfig, Runtime};
+use crate::runtime::{CompileCache, LoadProblem, ModuleConfig, Runtime};
 
 /// Velero item actions as sandboxed WebAssembly components.
 ///
@@ -104,7 +104,7 @@ async fn load_runtime(
     args: &ModuleArgs,
     kube: Arc<dyn KubeBackend>,
     clock: Clock,
-) -> Result<(Runtime, Vec<String>), Failure> {
+) -> Result<(Runtime, Vec<LoadProblem>), Failure> {
     let cache = crate::state::default_dir().and_then(|d| CompileCache::open(d.join("compiled")));
     let runtime = Runtime::new(Services { kube, clock })
         .map_err(|e| Failure::failed(format!("{e:#}")))?

@@ -161,7 +161,7 @@ async fn execute(args: RunArgs) -> Result<Value, Failure> {
 
     let (runtime, problems) = load_runtime(&args.modules, kube, clock).await?;
     for problem in &problems {
-        eprintln!("velero-wasm run: warning: module left out: {problem}");
+        eprintln!("velero-wasm run: warning: {problem}");
     }
     let entry = runtime
         .action(&args.action)
@@ -308,7 +308,9 @@ async fn live_cluster(args: &RunArgs) -> Result<Arc<dyn KubeBackend>, Failure> {
         context: args.context.clone(),
     };
     if !options.is_configured() {
-        return Ok(Arc::new(NoCluster));
+        return Ok(Arc::new(NoCluster::because(
+            "no Kubernetes cluster is configured: give `run` a fixture cluster with --cluster DIR, or a live one with --kubeconfig FILE",
+        )));
     }
     let cluster = LiveCluster::connect(&options)
         .await

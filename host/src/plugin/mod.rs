@@ -1,10 +1,278 @@
-//! Velero's plugin protocol (go-plugin handshake, infrastructure services, one service per Velero
-//! kind), each call dispatched to the runtime.
+//! Velero's plugin protocol: what a plugin binary does when Velero starts it (spec §3–§14).
+//!
+//! Start-up follows go-plugin: check the magic cookie ([`handshake`]), load the modules, listen on a
+//! fresh Unix socket, print the handshake line, serve gRPC until `Shutdown`. The services are go-plugin's
+//! infrastructure ([`controller`], [`stdio`], [`broker`], health) and one per Velero kind
+//! ([`lister`], [`backup_v1`], [`backup_v2`], [`restore_v1`], [`restore_v2`], [`item_block`],
+//! [`delete`]); each converts protobuf to domain types ([`convert`], [`dispatch`]) and calls the
+//! [`Runtime`]. Errors become statuses in [`status`]; logs are hclog JSON lines on stderr
+//! ([`log_format`]). ObjectStore and VolumeSnapshotter are not served.
 
+pub mod backup_v1;
+pub mod backup_v2;
+pub mod broker;
+pub mod controller;
+pub mod convert;
+pub mod delete;
+pub mod dispatch;
+pub mod handshake;
+pub mod item_block;
+pub mod lister;
+pub mod log_format;
+pub mod proto;
+pub mod restore_v1;
+pub mod restore_v2;
+pub mod status;
+pub mod stdio;
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-/// Runs as a Velero plugin.
+use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::Notify;
+use tokio_stream::wrappers::UnixListenerStream;
+use tonic::transport::Server;
+
+use crate::capabilities::kube::live::{ClusterOptions, LiveCluster};
+use crate::capabilities::kube::NoCluster;
+use crate::capabilities::{Clock, KubeBackend, Services};
+use crate::modules::LastGood;
+use crate::runtime::{CompileCache, ModuleConfig, Runtime};
+use dispatch::Dispatch;
+use handshake::{PluginArgs, Socket};
+use lister::{Advertised, Lister, KINDS_ENV};
+
+/// The largest request or response message: Velero's own limit, 2^31−1 bytes (an item and its
+/// Backup can be far larger than gRPC's default 4 MiB).
+pub const MAX_MESSAGE: usize = i32::MAX as usize;
+
+/// The environment variable naming a directory of extra modules.
+pub const MODULES_ENV: &str = "VELERO_WASM_MODULES";
+
+/// How long a stopping server waits for open calls and streams before it exits anyway (Velero kills
+/// the process 2 s after `Shutdown`).
+const SHUTDOWN_GRACE: Duration = Duration::from_millis(500);
+
+/// Runs as a Velero plugin; returns the process's exit status.
 pub fn main() -> ExitCode {
-    eprintln!("velero-wasm: the Velero plugin protocol is not implemented yet");
-    ExitCode::from(1)
+    if let Err(e) = handshake::check_environment(|k| std::env::var(k).ok()) {
+        eprintln!("velero-wasm: {e}");
+        return ExitCode::from(1);
+    }
+    let args = PluginArgs::parse(&std::env::args_os().collect::<Vec<OsString>>());
+    log_format::init(&args.log_level);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            tracing::error!("cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let code = match runtime.block_on(serve(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{e:#}");
+            ExitCode::from(1)
+        }
+    };
+    // Calls still running (a guest past its deadline, a blocked read) do not hold up the exit.
+    runtime.shutdown_timeout(Duration::from_millis(100));
+    code
+}
+
+/// The Kubernetes backend the capabilities use in plugin mode: the cluster Velero runs in (its pod's
+/// service account), or kubectl's configuration outside a pod. Nothing is sent until a module calls.
+async fn kube_backend() -> Arc<dyn KubeBackend> {
+    let options = ClusterOptions::default();
+    if !options.is_configured() {
+        return Arc::new(NoCluster::because(
+            "no Kubernetes configuration: not in a pod (KUBERNETES_SERVICE_HOST unset), no KUBECONFIG, no ~/.kube/config",
+        ));
+    }
+    match LiveCluster::connect(&options).await {
+        Ok(cluster) => Arc::new(cluster),
+        Err(e) => {
+            tracing::error!("cannot use the Kubernetes API: {e}");
+            Arc::new(NoCluster::because(format!(
+                "cannot use the Kubernetes API: {e}"
+            )))
+        }
+    }
+}
+
+/// Loads the modules, listens, announces the socket, and serves until `Shutdown` or SIGTERM.
+async fn serve(args: PluginArgs) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let state = crate::state::default_dir();
+    let runtime = Runtime::new(Services {
+        kube: kube_backend().await,
+        clock: Clock::System,
+    })?
+    .with_compile_cache(
+        state
+            .as_ref()
+            .and_then(|d| CompileCache::open(d.join("compiled"))),
+    );
+    load_modules(&runtime, state.as_deref()).await;
+    let runtime = Arc::new(runtime);
+
+    let (kinds, unknown) = Advertised::parse(std::env::var(KINDS_ENV).ok().as_deref());
+    for name in unknown {
+        tracing::error!("{KINDS_ENV}: {name:?} is not a kind velero-wasm provides; it is ignored");
+    }
+
+    let (listener, socket) = Socket::bind(&handshake::socket_dir(|k| std::env::var(k).ok()))?;
+    let shutdown = Arc::new(Notify::new());
+    let router = router(
+        Dispatch::new(runtime.clone()),
+        args.command.clone(),
+        kinds,
+        shutdown.clone(),
+    )
+    .await;
+    let incoming = UnixListenerStream::new(listener);
+    let stop = Arc::new(Notify::new());
+    let stop_signal = stop.clone();
+    let mut server = tokio::spawn(
+        router.serve_with_incoming_shutdown(incoming, async move { stop_signal.notified().await }),
+    );
+
+    // Before the announcement, so that a SIGTERM right after it still removes the socket.
+    let mut terminate = signal(SignalKind::terminate())?;
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    handshake::announce(&socket.path)?;
+    tracing::debug!(
+        socket = %socket.path.display(),
+        actions = runtime.catalog().actions().count(),
+        startup_ms = started.elapsed().as_millis() as u64,
+        log_level = args.log_level.as_str(),
+        features = args.features.join(","),
+        client_accepts_v2 = handshake::client_accepts_v2(std::env::var("PLUGIN_PROTOCOL_VERSIONS").ok().as_deref()),
+        "serving Velero's plugin protocol"
+    );
+
+    loop {
+        tokio::select! {
+            _ = shutdown.notified() => break,
+            _ = terminate.recv() => {
+                tracing::debug!("SIGTERM: stopping");
+                break;
+            }
+            // Like a Go plugin: Velero never sends SIGINT; a terminal's Ctrl-C is meant for the client.
+            _ = interrupt.recv() => tracing::debug!("SIGINT ignored"),
+            result = &mut server => {
+                let path = socket.path.clone();
+                drop(socket);
+                return match result {
+                    Ok(Ok(())) => Ok(()),
+                    Ok(Err(e)) => Err(anyhow::anyhow!("serving on {} failed: {e}", path.display())),
+                    Err(e) => Err(anyhow::anyhow!("the server task failed: {e}")),
+                };
+            }
+        }
+    }
+    // Stop accepting, let the Shutdown answer go out, and give open calls a moment; then go.
+    stop.notify_one();
+    drop(socket);
+    if tokio::time::timeout(SHUTDOWN_GRACE, &mut server)
+        .await
+        .is_err()
+    {
+        tracing::debug!("calls still open after {SHUTDOWN_GRACE:?}; exiting anyway");
+        server.abort();
+    }
+    Ok(())
+}
+
+/// Loads the stock modules and those of `$VELERO_WASM_MODULES`, keeping the last good version of each
+/// directory module under the state directory. A module that cannot be used is an error line when
+/// nothing stands in for it, a warning when an earlier version or the stock module does.
+async fn load_modules(runtime: &Runtime, state: Option<&Path>) {
+    let directory = std::env::var_os(MODULES_ENV)
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from);
+    let last_good = match (state, &directory) {
+        (Some(state), Some(dir)) => Some(LastGood::for_directory(state, dir)),
+        _ => None,
+    };
+    let config = ModuleConfig {
+        directory: directory.clone(),
+        last_good,
+    };
+    match runtime.load_modules(&config).await {
+        Ok(problems) => {
+            for problem in problems {
+                if problem.served {
+                    tracing::warn!("{problem}");
+                } else {
+                    tracing::error!("{problem}");
+                }
+            }
+        }
+        Err(e) => {
+            let dir = directory.unwrap_or_default();
+            tracing::error!("{MODULES_ENV}={}: cannot be read: {e}", dir.display());
+        }
+    }
+}
+
+/// Every service, on one router.
+async fn router(
+    dispatch: Dispatch,
+    command: String,
+    kinds: Advertised,
+    shutdown: Arc<Notify>,
+) -> tonic::transport::server::Router {
+    use proto::generated::backup_item_action_server::BackupItemActionServer as BiaV1;
+    use proto::generated::delete_item_action_server::DeleteItemActionServer;
+    use proto::generated::plugin_lister_server::PluginListerServer;
+    use proto::generated::restore_item_action_server::RestoreItemActionServer as RiaV1;
+    use proto::plugin::grpc_broker_server::GrpcBrokerServer;
+    use proto::plugin::grpc_controller_server::GrpcControllerServer;
+    use proto::plugin::grpc_stdio_server::GrpcStdioServer;
+    use proto::v1::item_block_action_server::ItemBlockActionServer;
+    use proto::v2::backup_item_action_server::BackupItemActionServer as BiaV2;
+    use proto::v2::restore_item_action_server::RestoreItemActionServer as RiaV2;
+
+    let (health, health_service) = tonic_health::server::health_reporter();
+    health
+        .set_service_status("plugin", tonic_health::ServingStatus::Serving)
+        .await;
+
+    // Every Velero service takes messages of any size Velero sends.
+    macro_rules! sized {
+        ($server:expr) => {
+            $server
+                .max_decoding_message_size(MAX_MESSAGE)
+                .max_encoding_message_size(MAX_MESSAGE)
+        };
+    }
+    Server::builder()
+        .add_service(health_service)
+        .add_service(GrpcControllerServer::new(controller::Controller {
+            shutdown,
+        }))
+        .add_service(GrpcStdioServer::new(stdio::Stdio))
+        .add_service(GrpcBrokerServer::new(broker::Broker))
+        .add_service(sized!(PluginListerServer::new(Lister {
+            dispatch: dispatch.clone(),
+            command,
+            kinds,
+        })))
+        .add_service(sized!(BiaV1::new(backup_v1::BackupV1(dispatch.clone()))))
+        .add_service(sized!(BiaV2::new(backup_v2::BackupV2(dispatch.clone()))))
+        .add_service(sized!(RiaV1::new(restore_v1::RestoreV1(dispatch.clone()))))
+        .add_service(sized!(RiaV2::new(restore_v2::RestoreV2(dispatch.clone()))))
+        .add_service(sized!(ItemBlockActionServer::new(item_block::ItemBlock(
+            dispatch.clone()
+        ))))
+        .add_service(sized!(DeleteItemActionServer::new(delete::Delete(
+            dispatch
+        ))))
 }

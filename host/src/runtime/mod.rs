@@ -49,6 +49,42 @@ pub struct ModuleConfig {
     pub last_good: Option<LastGood>,
 }
 
+/// Something about the modules worth telling the operator.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadProblem {
+    /// What happened.
+    pub message: String,
+    /// A module (or an update of it) could not be used; otherwise this is a warning about a module
+    /// that is in service.
+    pub broken: bool,
+    /// Whether the module concerned (or an earlier version of it) is in service.
+    pub served: bool,
+}
+
+impl LoadProblem {
+    fn warning(message: String) -> LoadProblem {
+        LoadProblem {
+            message,
+            broken: false,
+            served: true,
+        }
+    }
+
+    fn not_served(message: String) -> LoadProblem {
+        LoadProblem {
+            message,
+            broken: true,
+            served: false,
+        }
+    }
+}
+
+impl std::fmt::Display for LoadProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
 /// What loading one module produced.
 #[derive(Debug)]
 pub struct Loaded {
@@ -120,22 +156,12 @@ impl Runtime {
         Ok(report)
     }
 
-    /// Loads several modules in order, logging each outcome; returns the errors.
+    /// Loads several modules in order; returns the errors (the modules before and after still load).
     pub async fn load_all(&self, sources: Vec<ModuleSource>) -> Vec<LoadError> {
         let mut errors = Vec::new();
         for source in sources {
-            let origin = source.origin.clone();
-            match self.load(source).await {
-                Ok(loaded) => {
-                    tracing::debug!(module = loaded.module, actions = loaded.actions, %origin, "module loaded");
-                    for warning in &loaded.warnings {
-                        tracing::warn!("{warning}");
-                    }
-                }
-                Err(e) => {
-                    tracing::error!("{e}");
-                    errors.push(e);
-                }
+            if let Err(e) = self.load(source).await {
+                errors.push(e);
             }
         }
         errors
@@ -143,23 +169,24 @@ impl Runtime {
 
     /// Loads the stock modules, then those of the module directory. A directory module that cannot be
     /// used falls back to its last good version, if one was remembered, else to the stock module of its
-    /// name, if any. Returns one line per problem, for the caller to report; fails only when the
-    /// directory itself cannot be read.
-    pub async fn load_modules(&self, config: &ModuleConfig) -> Result<Vec<String>, std::io::Error> {
+    /// name, if any. Returns what is worth reporting; fails only when the directory itself cannot be
+    /// read.
+    pub async fn load_modules(
+        &self,
+        config: &ModuleConfig,
+    ) -> Result<Vec<LoadProblem>, std::io::Error> {
         let mut problems = Vec::new();
-        let mut sources = Vec::new();
         for stock in stock_modules() {
             match stock {
-                Ok(source) => sources.push(source),
-                Err(problem) => problems.push(problem),
+                Ok(source) => match self.load(source).await {
+                    Ok(loaded) => {
+                        problems.extend(loaded.warnings.into_iter().map(LoadProblem::warning))
+                    }
+                    Err(e) => problems.push(LoadProblem::not_served(e.to_string())),
+                },
+                Err(problem) => problems.push(LoadProblem::not_served(problem)),
             }
         }
-        problems.extend(
-            self.load_all(sources)
-                .await
-                .into_iter()
-                .map(|e| e.to_string()),
-        );
         let Some(dir) = &config.directory else {
             return Ok(problems);
         };
@@ -179,14 +206,14 @@ impl Runtime {
             let kept = module.clone();
             match self.load(module).await {
                 Ok(loaded) => {
-                    problems.extend(loaded.warnings);
+                    problems.extend(loaded.warnings.into_iter().map(LoadProblem::warning));
                     if let Some(store) = &config.last_good {
                         if let Err(e) = store.remember(&kept) {
-                            problems.push(format!(
+                            problems.push(LoadProblem::warning(format!(
                                 "module {}: cannot keep a copy in {}: {e}",
                                 kept.name,
                                 store.dir().display()
-                            ));
+                            )));
                         }
                     }
                 }
@@ -194,35 +221,43 @@ impl Runtime {
             }
         }
         for (name, problem) in broken {
-            let fallback = match &config.last_good {
+            let (served, fallback) = match &config.last_good {
                 Some(store) => match store.recall(&name) {
                     Ok(previous) => {
                         let sha = previous.sha256.clone();
                         match self.load(previous).await {
-                            Ok(_) => {
-                                format!("serving its last good version (sha256 {sha}) instead")
-                            }
-                            Err(e) => format!("its last good version does not load either: {e}"),
+                            Ok(_) => (
+                                true,
+                                format!("serving its last good version (sha256 {sha}) instead"),
+                            ),
+                            Err(e) => self.stock_fallback(
+                                &name,
+                                &format!("its last good version does not load either: {e}"),
+                            ),
                         }
                     }
                     Err(why) => self.stock_fallback(&name, &why),
                 },
                 None => self.stock_fallback(&name, "no last good versions are kept"),
             };
-            problems.push(format!("{problem}; {fallback}"));
+            problems.push(LoadProblem {
+                message: format!("{problem}; {fallback}"),
+                broken: true,
+                served,
+            });
         }
         Ok(problems)
     }
 
-    fn stock_fallback(&self, name: &str, why: &str) -> String {
+    fn stock_fallback(&self, name: &str, why: &str) -> (bool, String) {
         let stock = self
             .catalog()
             .modules()
             .any(|m| &*m.name == name && m.origin == crate::modules::Origin::Stock);
         if stock {
-            format!("{why}: serving the stock module {name}")
+            (true, format!("{why}: serving the stock module {name}"))
         } else {
-            format!("{why}: module {name} is not served")
+            (false, format!("{why}: module {name} is not served"))
         }
     }
 

@@ -248,20 +248,29 @@ pub trait KubeBackend: Send + Sync {
 }
 
 /// The backend when there is no cluster: every call fails, saying so.
-pub struct NoCluster;
+pub struct NoCluster(String);
 
 impl NoCluster {
-    fn error() -> KubeError {
-        KubeError::Other(
-            "no Kubernetes cluster is configured: give `run` a fixture cluster with --cluster DIR, or a live one with --kubeconfig FILE".into(),
-        )
+    /// A backend whose every call fails with `reason`.
+    pub fn because(reason: impl Into<String>) -> NoCluster {
+        NoCluster(reason.into())
+    }
+
+    fn error(&self) -> KubeError {
+        KubeError::Other(self.0.clone())
+    }
+}
+
+impl Default for NoCluster {
+    fn default() -> NoCluster {
+        NoCluster::because("no Kubernetes cluster is configured")
     }
 }
 
 #[async_trait]
 impl KubeBackend for NoCluster {
     async fn get(&self, _: &ApiResource, _: &str, _: &str) -> Result<Value, KubeError> {
-        Err(Self::error())
+        Err(self.error())
     }
     async fn list(
         &self,
@@ -269,13 +278,13 @@ impl KubeBackend for NoCluster {
         _: &str,
         _: &ListOptions,
     ) -> Result<Vec<Value>, KubeError> {
-        Err(Self::error())
+        Err(self.error())
     }
     async fn create(&self, _: &ApiResource, _: &str, _: Value) -> Result<Value, KubeError> {
-        Err(Self::error())
+        Err(self.error())
     }
     async fn update(&self, _: &ApiResource, _: &str, _: Value) -> Result<Value, KubeError> {
-        Err(Self::error())
+        Err(self.error())
     }
     async fn patch(
         &self,
@@ -284,10 +293,10 @@ impl KubeBackend for NoCluster {
         _: &str,
         _: &Patch,
     ) -> Result<Value, KubeError> {
-        Err(Self::error())
+        Err(self.error())
     }
     async fn delete(&self, _: &ApiResource, _: &str, _: &str) -> Result<(), KubeError> {
-        Err(Self::error())
+        Err(self.error())
     }
 }
 

@@ -1,0 +1,225 @@
+//! What every Velero service does before it calls the runtime: find the action the request's `plugin`
+//! field names among those of the service's kind, check the JSON documents of the request, and open
+//! the tracing span that tags every log line of the call with the action and the item.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Instant;
+
+use tonic::{Response, Status};
+use tracing::{Instrument, Span};
+
+use super::convert::resource_selector;
+use super::proto::generated::ResourceSelector;
+use super::status;
+use crate::action::{ActionKind, ItemRef};
+use crate::runtime::{ActionEntry, Runtime};
+
+/// The runtime, as the gRPC services see it.
+#[derive(Clone)]
+pub struct Dispatch {
+    runtime: Arc<Runtime>,
+}
+
+/// An item from a request: its JSON text and its identity.
+pub struct Item {
+    /// The JSON, exactly as received.
+    pub text: String,
+    /// Kind, resource, namespace, name.
+    pub id: ItemRef,
+}
+
+impl Dispatch {
+    /// Dispatches to `runtime`.
+    pub fn new(runtime: Arc<Runtime>) -> Dispatch {
+        Dispatch { runtime }
+    }
+
+    /// The runtime.
+    pub fn runtime(&self) -> &Runtime {
+        &self.runtime
+    }
+
+    /// The action named `name`, if it is of `kind`; otherwise Velero's "not found" status.
+    pub fn find(&self, kind: ActionKind, name: &str) -> Result<ActionEntry, Status> {
+        let entry = self
+            .runtime
+            .action(name)
+            .ok_or_else(|| status::not_found(kind, name, "no loaded module provides it"))?;
+        let actual = entry.info().kind;
+        if actual != kind {
+            return Err(status::not_found(
+                kind,
+                name,
+                &format!("it is a {} action", actual.velero_kind()),
+            ));
+        }
+        Ok(entry)
+    }
+
+    /// The AppliesTo answer for the action `name` of `kind`: its selector, always set.
+    pub fn applies_to(&self, kind: ActionKind, name: &str) -> Result<ResourceSelector, Status> {
+        let span = call_span(kind, "AppliesTo", name);
+        let _entered = span.enter();
+        let entry = self
+            .find(kind, name)
+            .inspect_err(|s| tracing::debug!("AppliesTo failed: {}", s.message()))?;
+        Ok(resource_selector(&entry.info().applies_to))
+    }
+}
+
+/// Reads an item field: UTF-8 JSON of an object with a non-empty `kind`, as Velero requires of items.
+pub fn item(field: &str, bytes: Vec<u8>) -> Result<Item, Status> {
+    let text = object(field, bytes)?;
+    let id = ItemRef::parse(&text).map_err(|e| {
+        let reason = e.strip_prefix("item is not a JSON object: ").unwrap_or(&e);
+        status::bad_request(field, format!("not valid JSON: {reason}"))
+    })?;
+    if id.kind.is_empty() {
+        return Err(status::bad_request(
+            field,
+            format!("Object 'Kind' is missing in '{}'", excerpt(&text)),
+        ));
+    }
+    Ok(Item { text, id })
+}
+
+/// Reads a Backup or Restore field: UTF-8 JSON of an object (its `kind` may be absent).
+pub fn document(field: &str, bytes: Vec<u8>) -> Result<String, Status> {
+    let text = object(field, bytes)?;
+    serde_json::from_str::<serde::de::IgnoredAny>(&text)
+        .map_err(|e| status::bad_request(field, format!("not valid JSON: {e}")))?;
+    Ok(text)
+}
+
+fn object(field: &str, bytes: Vec<u8>) -> Result<String, Status> {
+    if bytes.is_empty() {
+        return Err(status::bad_request(
+            field,
+            "is empty (unexpected end of JSON input)",
+        ));
+    }
+    let text = String::from_utf8(bytes)
+        .map_err(|e| status::bad_request(field, format!("not UTF-8 text: {e}")))?;
+    if !text.trim_start().starts_with('{') {
+        return Err(status::bad_request(
+            field,
+            format!("must be a JSON object, got '{}'", excerpt(&text)),
+        ));
+    }
+    Ok(text)
+}
+
+/// The first 200 characters of a document, for error messages.
+fn excerpt(text: &str) -> String {
+    match text.char_indices().nth(200) {
+        Some((end, _)) => format!("{}…", &text[..end]),
+        None => text.to_string(),
+    }
+}
+
+/// The span of one call: every line logged during it (the host's and the guest's) carries the kind,
+/// the call and the action, and once [`tag`] names it, the item's resource, namespace and name, so that
+/// Velero attributes it. Created at error level so that it is enabled whatever `--log-level` says; it
+/// only adds fields.
+pub fn call_span(kind: ActionKind, call: &'static str, action: &str) -> Span {
+    tracing::error_span!(
+        "call",
+        kind = kind.velero_kind(),
+        call,
+        action,
+        resource = tracing::field::Empty,
+        namespace = tracing::field::Empty,
+        name = tracing::field::Empty,
+    )
+}
+
+/// Names the item in the current call's span.
+pub fn tag(item: &ItemRef) {
+    let span = Span::current();
+    span.record("resource", item.group_resource().as_str());
+    span.record("namespace", item.namespace.as_str());
+    span.record("name", item.name.as_str());
+}
+
+/// Runs one call inside its span and logs its outcome at debug level (a failure is Velero's to
+/// report: it logs the status at error level itself).
+pub async fn traced<T>(
+    span: Span,
+    call: impl Future<Output = Result<T, Status>>,
+) -> Result<Response<T>, Status> {
+    async move {
+        let started = Instant::now();
+        let result = call.await;
+        // The fields are computed only when debug lines are enabled.
+        match &result {
+            Ok(_) => tracing::debug!(
+                elapsed_us = started.elapsed().as_micros() as u64,
+                "call finished"
+            ),
+            Err(status) => tracing::debug!(
+                elapsed_us = started.elapsed().as_micros() as u64,
+                code = ?status.code(),
+                "call failed: {}",
+                status.message()
+            ),
+        }
+        result.map(Response::new)
+    }
+    .instrument(span)
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use tonic::Code;
+
+    use super::*;
+
+    #[test]
+    fn items_must_be_objects_with_a_kind() {
+        let ok = item(
+            "item",
+            br#"{"kind":"Pod","metadata":{"name":"p","namespace":"ns"}}"#.to_vec(),
+        )
+        .unwrap();
+        assert_eq!(ok.id.to_string(), "pods ns/p");
+        for (bytes, expected) in [
+            (&b""[..], "item: is empty (unexpected end of JSON input)"),
+            (b"null", "item: must be a JSON object, got 'null'"),
+            (b"[\"v1\",\"Pod\"]", "item: must be a JSON object"),
+            (b"{\"kind\":", "item: not valid JSON: EOF"),
+            (
+                b"{\"metadata\":{}}",
+                "item: Object 'Kind' is missing in '{\"metadata\":{}}'",
+            ),
+            (
+                b"{\"kind\":\"Pod\"} trailing",
+                "item: not valid JSON: trailing characters",
+            ),
+            (b"\xff{}", "item: not UTF-8 text"),
+        ] {
+            let status = item("item", bytes.to_vec()).err().unwrap();
+            assert_eq!(status.code(), Code::InvalidArgument);
+            assert!(
+                status.message().starts_with(expected),
+                "{:?}: {}",
+                String::from_utf8_lossy(bytes),
+                status.message()
+            );
+        }
+    }
+
+    #[test]
+    fn documents_must_be_json_objects() {
+        assert!(document("backup", b"{\"spec\":{}}".to_vec()).is_ok());
+        assert!(document("backup", b"{\"spec\":".to_vec())
+            .unwrap_err()
+            .message()
+            .starts_with("backup: not valid JSON"));
+        assert!(document("restore", Vec::new())
+            .unwrap_err()
+            .message()
+            .contains("unexpected end of JSON input"));
+    }
+}

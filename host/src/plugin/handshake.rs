@@ -1,0 +1,315 @@
+//! go-plugin's start-up, as a Velero plugin sees it (spec §3–§4): the magic cookie, the arguments
+//! Velero passes (which we mostly ignore), a fresh Unix socket, and the handshake line on stdout.
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use tokio::net::UnixListener;
+
+/// The go-plugin magic cookie Velero sets: `VELERO_PLUGIN=hello`.
+pub const COOKIE_KEY: &str = "VELERO_PLUGIN";
+/// The cookie's value.
+pub const COOKIE_VALUE: &str = "hello";
+/// go-plugin's core protocol version (field 1 of the handshake line).
+pub const CORE_PROTOCOL_VERSION: u32 = 1;
+/// Velero's application protocol version (field 2).
+pub const APP_PROTOCOL_VERSION: u32 = 2;
+
+/// What the command line says, as far as we care: everything else Velero passes is ignored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PluginArgs {
+    /// `argv[0]`, verbatim: Velero re-executes exactly this (ListPlugins' `command`).
+    pub command: String,
+    /// `--log-level` (Velero's spelling: trace, debug, info, warning, error, fatal, panic); `info` by default.
+    pub log_level: String,
+    /// `--features`, comma-separated, if given.
+    pub features: Vec<String>,
+}
+
+impl PluginArgs {
+    /// Reads the arguments Velero passes, in any of the forms it uses: `--flag value`, `--flag=value`
+    /// and bare booleans, mixed. Unknown flags and stray values are ignored, never an error.
+    pub fn parse(args: &[OsString]) -> PluginArgs {
+        let command = args
+            .first()
+            .map(|a| a.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let tokens: Vec<String> = args
+            .iter()
+            .skip(1)
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        let mut log_level = None;
+        let mut features = None;
+        let mut i = 0;
+        while i < tokens.len() {
+            let token = tokens[i].as_str();
+            for (flag, slot) in [
+                ("--log-level", &mut log_level),
+                ("--features", &mut features),
+            ] {
+                if token == flag {
+                    if let Some(value) = tokens.get(i + 1) {
+                        *slot = Some(value.clone());
+                        i += 1;
+                    }
+                } else if let Some(value) = token
+                    .strip_prefix(flag)
+                    .and_then(|rest| rest.strip_prefix('='))
+                {
+                    *slot = Some(value.to_string());
+                }
+            }
+            i += 1;
+        }
+        PluginArgs {
+            command,
+            log_level: log_level
+                .filter(|l| !l.is_empty())
+                .unwrap_or_else(|| "info".to_string()),
+            features: features
+                .map(|f| {
+                    f.split(',')
+                        .map(str::trim)
+                        .filter(|f| !f.is_empty())
+                        .map(String::from)
+                        .collect()
+                })
+                .unwrap_or_default(),
+        }
+    }
+}
+
+/// Why the process will not serve as a plugin.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The cookie is absent or wrong: a person ran the binary.
+    #[error(
+        "this binary is a Velero plugin: Velero starts it from its plugin directory with {COOKIE_KEY}={COOKIE_VALUE}. \
+         It is not meant to be executed directly; for the command-line tool, run `velero-wasm --help`"
+    )]
+    NoCookie,
+    /// AutoMTLS was asked for; Velero never does, and velero-wasm does not implement it.
+    #[error("PLUGIN_CLIENT_CERT is set: go-plugin's automatic mTLS is not supported by velero-wasm (Velero never enables it)")]
+    AutoMtls,
+    /// No socket could be created.
+    #[error("cannot listen on a Unix socket in {dir}: {source}")]
+    Listen {
+        /// The directory tried.
+        dir: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// stdout is gone.
+    #[error("cannot write the handshake line to stdout: {0}")]
+    Stdout(#[source] std::io::Error),
+}
+
+/// Checks the magic cookie and the environment a go-plugin client sets.
+pub fn check_environment(lookup: impl Fn(&str) -> Option<String>) -> Result<(), StartError> {
+    if lookup(COOKIE_KEY).as_deref() != Some(COOKIE_VALUE) {
+        return Err(StartError::NoCookie);
+    }
+    if lookup("PLUGIN_CLIENT_CERT").is_some_and(|c| !c.is_empty()) {
+        return Err(StartError::AutoMtls);
+    }
+    Ok(())
+}
+
+/// The directory for the socket: `$PLUGIN_UNIX_SOCKET_DIR`, else the temp dir (`$TMPDIR`, else `/tmp`).
+pub fn socket_dir(lookup: impl Fn(&str) -> Option<String>) -> PathBuf {
+    match lookup("PLUGIN_UNIX_SOCKET_DIR").filter(|d| !d.is_empty()) {
+        Some(dir) => PathBuf::from(dir),
+        None => std::env::temp_dir(),
+    }
+}
+
+/// The path of our Unix socket; the socket file is removed when this is dropped.
+pub struct Socket {
+    /// The path.
+    pub path: PathBuf,
+}
+
+impl Socket {
+    /// Binds a new socket at a fresh path `<dir>/plugin<random digits>`, trying other names if one is
+    /// taken. The listener accepts connections from now on.
+    pub fn bind(dir: &Path) -> Result<(UnixListener, Socket), StartError> {
+        let mut last = None;
+        for _ in 0..16 {
+            let path = dir.join(format!("plugin{}", random_digits()));
+            match UnixListener::bind(&path) {
+                Ok(listener) => return Ok((listener, Socket { path })),
+                Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => last = Some(e),
+                Err(source) => {
+                    return Err(StartError::Listen {
+                        dir: dir.to_path_buf(),
+                        source,
+                    })
+                }
+            }
+        }
+        Err(StartError::Listen {
+            dir: dir.to_path_buf(),
+            source: last.unwrap_or_else(|| std::io::Error::other("every name tried was taken")),
+        })
+    }
+}
+
+impl Drop for Socket {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+fn random_digits() -> u64 {
+    let mut bytes = [0u8; 4];
+    if getrandom::fill(&mut bytes).is_err() {
+        // Without the OS's randomness, the process id and the time are unique enough for a name.
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .subsec_nanos();
+        return u64::from(std::process::id()) * 1_000_000_000 + u64::from(nanos);
+    }
+    u64::from(u32::from_le_bytes(bytes))
+}
+
+/// The handshake line: `1|2|unix|<path>|grpc|` (the empty 6th field is the unused server certificate).
+pub fn line(socket_path: &Path) -> String {
+    format!(
+        "{CORE_PROTOCOL_VERSION}|{APP_PROTOCOL_VERSION}|unix|{}|grpc|",
+        socket_path.display()
+    )
+}
+
+/// Writes the handshake line to stdout and flushes it. Nothing else is ever written to stdout.
+pub fn announce(socket_path: &Path) -> Result<(), StartError> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{}", line(socket_path))
+        .and_then(|()| out.flush())
+        .map_err(StartError::Stdout)
+}
+
+/// Whether the client accepts our application protocol version (`PLUGIN_PROTOCOL_VERSIONS`). Like a Go
+/// server, we announce ours regardless and let the client decide; this is only for a debug line.
+pub fn client_accepts_v2(versions: Option<&str>) -> bool {
+    versions.is_none_or(|v| {
+        v.split(',')
+            .any(|v| v.trim() == APP_PROTOCOL_VERSION.to_string())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(list: &[&str]) -> PluginArgs {
+        let v: Vec<OsString> = list.iter().map(OsString::from).collect();
+        PluginArgs::parse(&v)
+    }
+
+    #[test]
+    fn velero_1_14_arguments() {
+        let a = args(&[
+            "/plugins/velero-wasm",
+            "--log-level",
+            "debug",
+            "--features",
+            "EnableCSI,EnableAPIGroupVersions",
+        ]);
+        assert_eq!(a.command, "/plugins/velero-wasm");
+        assert_eq!(a.log_level, "debug");
+        assert_eq!(a.features, ["EnableCSI", "EnableAPIGroupVersions"]);
+    }
+
+    #[test]
+    fn velero_1_15_arguments_mix_every_form() {
+        let a = args(&[
+            "/plugins/velero-wasm",
+            "--uploader-type=kopia",
+            "--features=EnableCSI",
+            "--restore-only",
+            "--log-level=warning",
+            "--foo",
+            "bar",
+            "-x",
+        ]);
+        assert_eq!(a.log_level, "warning");
+        assert_eq!(a.features, ["EnableCSI"]);
+    }
+
+    #[test]
+    fn defaults_without_arguments() {
+        let a = args(&["velero-wasm"]);
+        assert_eq!(a.log_level, "info");
+        assert!(a.features.is_empty());
+        let a = args(&["velero-wasm", "--log-level"]);
+        assert_eq!(a.log_level, "info", "a flag without its value is ignored");
+        assert_eq!(args(&[]).command, "");
+    }
+
+    #[test]
+    fn the_cookie_must_be_hello() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |k: &str| {
+                pairs
+                    .iter()
+                    .find(|(key, _)| *key == k)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        assert!(check_environment(env(&[("VELERO_PLUGIN", "hello")])).is_ok());
+        assert!(matches!(
+            check_environment(env(&[])),
+            Err(StartError::NoCookie)
+        ));
+        assert!(matches!(
+            check_environment(env(&[("VELERO_PLUGIN", "bye")])),
+            Err(StartError::NoCookie)
+        ));
+        assert!(matches!(
+            check_environment(env(&[
+                ("VELERO_PLUGIN", "hello"),
+                ("PLUGIN_CLIENT_CERT", "pem")
+            ])),
+            Err(StartError::AutoMtls)
+        ));
+    }
+
+    #[test]
+    fn the_line_has_the_fields_go_plugin_expects() {
+        assert_eq!(
+            line(Path::new("/tmp/plugin42")),
+            "1|2|unix|/tmp/plugin42|grpc|"
+        );
+        assert!(client_accepts_v2(Some("2")));
+        assert!(client_accepts_v2(Some("1, 2")));
+        assert!(!client_accepts_v2(Some("1")));
+        assert!(client_accepts_v2(None));
+    }
+
+    #[tokio::test]
+    async fn sockets_get_fresh_names_and_are_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_listener_a, a) = Socket::bind(dir.path()).unwrap();
+        let (_listener_b, b) = Socket::bind(dir.path()).unwrap();
+        assert_ne!(a.path, b.path);
+        assert!(a
+            .path
+            .file_name()
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .starts_with("plugin"));
+        assert_eq!(
+            socket_dir(|_| Some(dir.path().display().to_string())),
+            dir.path()
+        );
+        let path = a.path.clone();
+        assert!(path.exists());
+        drop(a);
+        assert!(!path.exists());
+    }
+}

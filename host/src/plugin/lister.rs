@@ -1,0 +1,121 @@
+//! `generated.PluginLister/ListPlugins` (spec §6.2, §7): one entry per loaded action, under its Velero
+//! kind, in the Go framework's order (BackupItemAction, BackupItemActionV2, RestoreItemAction,
+//! RestoreItemActionV2, DeleteItemAction, ItemBlockAction; names sorted within a kind), each with our
+//! own `argv[0]` as the command Velero re-executes.
+//!
+//! Only the kinds in [`Advertised`] are listed: Velero 1.14 refuses to start when a plugin lists
+//! `ItemBlockAction`, so `VELERO_WASM_KINDS` can narrow the list.
+
+use std::collections::BTreeSet;
+
+use tonic::{Request, Response, Status};
+
+use super::dispatch::Dispatch;
+use super::proto::generated::plugin_lister_server::PluginLister;
+use super::proto::generated::{Empty, ListPluginsResponse, PluginIdentifier};
+use crate::action::ActionKind;
+
+/// The environment variable naming the kinds to list.
+pub const KINDS_ENV: &str = "VELERO_WASM_KINDS";
+
+/// The kinds listed to Velero.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Advertised(BTreeSet<ActionKind>);
+
+impl Default for Advertised {
+    /// Every kind.
+    fn default() -> Self {
+        Advertised(ActionKind::ALL.into_iter().collect())
+    }
+}
+
+impl Advertised {
+    /// Reads `VELERO_WASM_KINDS`: Velero kind names separated by commas (e.g. every kind but
+    /// `ItemBlockAction` for Velero 1.14). Unset or empty means every kind. Returns the names it did
+    /// not recognise, which are left out.
+    pub fn parse(value: Option<&str>) -> (Advertised, Vec<String>) {
+        let Some(value) = value.map(str::trim).filter(|v| !v.is_empty()) else {
+            return (Advertised::default(), Vec::new());
+        };
+        let mut kinds = BTreeSet::new();
+        let mut unknown = Vec::new();
+        for name in value.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            match ActionKind::ALL
+                .into_iter()
+                .find(|k| k.velero_kind().eq_ignore_ascii_case(name))
+            {
+                Some(kind) => {
+                    kinds.insert(kind);
+                }
+                None => unknown.push(name.to_string()),
+            }
+        }
+        (Advertised(kinds), unknown)
+    }
+
+    /// Whether `kind` is listed.
+    pub fn contains(&self, kind: ActionKind) -> bool {
+        self.0.contains(&kind)
+    }
+}
+
+/// The service.
+pub struct Lister {
+    /// The loaded actions.
+    pub dispatch: Dispatch,
+    /// Our `argv[0]`, verbatim.
+    pub command: String,
+    /// The kinds to list.
+    pub kinds: Advertised,
+}
+
+impl Lister {
+    /// The listing.
+    pub fn plugins(&self) -> Vec<PluginIdentifier> {
+        let catalog = self.dispatch.runtime().catalog();
+        let mut plugins = Vec::new();
+        for kind in ActionKind::ALL
+            .into_iter()
+            .filter(|k| self.kinds.contains(*k))
+        {
+            // The catalog is sorted by name.
+            for entry in catalog.actions().filter(|e| e.info().kind == kind) {
+                plugins.push(PluginIdentifier {
+                    command: self.command.clone(),
+                    kind: kind.velero_kind().to_string(),
+                    name: entry.info().name.clone(),
+                });
+            }
+        }
+        plugins
+    }
+}
+
+#[tonic::async_trait]
+impl PluginLister for Lister {
+    async fn list_plugins(
+        &self,
+        _request: Request<Empty>,
+    ) -> Result<Response<ListPluginsResponse>, Status> {
+        let plugins = self.plugins();
+        tracing::debug!(plugins = plugins.len(), "ListPlugins");
+        Ok(Response::new(ListPluginsResponse { plugins }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_come_from_the_environment() {
+        assert_eq!(Advertised::parse(None).0, Advertised::default());
+        assert_eq!(Advertised::parse(Some(" ")).0, Advertised::default());
+        let (kinds, unknown) = Advertised::parse(Some(
+            "BackupItemAction, backupitemactionv2,RestoreItemAction,RestoreItemActionV2,DeleteItemAction,ObjectStore",
+        ));
+        assert!(kinds.contains(ActionKind::BackupV2));
+        assert!(!kinds.contains(ActionKind::ItemBlock));
+        assert_eq!(unknown, ["ObjectStore"]);
+    }
+}

@@ -1,0 +1,133 @@
+//! Failures as gRPC statuses, the way Velero's Go framework reports them (spec §12): `UNKNOWN` for
+//! ordinary errors, `ABORTED` for a guest that panicked (Go: a recovered panic), `INVALID_ARGUMENT`
+//! for a request Velero could never have sent. Velero does not branch on the code; the message is what
+//! users see, as `rpc error: code = … desc = <message>`.
+
+use tonic::{Code, Status};
+
+use crate::action::ActionKind;
+use crate::runtime::{CallError, Fault};
+
+/// Longest status message sent (it travels in an HTTP/2 header, and Velero puts it in a log line).
+pub const MAX_MESSAGE: usize = 16 << 10;
+
+/// The status for a failed call of an action Velero asked for as `kind`.
+pub fn call_failed(kind: ActionKind, error: CallError) -> Status {
+    match &error {
+        CallError::UnknownAction(name) => not_found(kind, name, "no loaded module provides it"),
+        CallError::WrongKind {
+            action,
+            kind: actual,
+            ..
+        } => not_found(
+            kind,
+            action,
+            &format!("it is a {} action", actual.velero_kind()),
+        ),
+        CallError::Action(message) => status(Code::Unknown, message),
+        CallError::Fault {
+            fault: Fault::Trap(_),
+            ..
+        } => status(Code::Aborted, &error.to_string()),
+        CallError::Fault { .. } => status(Code::Unknown, &error.to_string()),
+    }
+}
+
+/// A status whose message is cut to [`MAX_MESSAGE`] bytes.
+fn status(code: Code, message: &str) -> Status {
+    if message.len() <= MAX_MESSAGE {
+        return Status::new(code, message);
+    }
+    let mut end = MAX_MESSAGE;
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    Status::new(
+        code,
+        format!("{}… ({} bytes in all)", &message[..end], message.len()),
+    )
+}
+
+/// The status for a `plugin` name that names no action of `kind` (Go: `plugin: <name> was not found
+/// or has an invalid name format`), with our reason.
+pub fn not_found(kind: ActionKind, name: &str, reason: &str) -> Status {
+    status(
+        Code::Unknown,
+        &format!(
+            "{} plugin: {name} was not found or has an invalid name format ({reason})",
+            kind.velero_kind()
+        ),
+    )
+}
+
+/// The status for a malformed request field.
+pub fn bad_request(field: &str, problem: impl std::fmt::Display) -> Status {
+    status(Code::InvalidArgument, &format!("{field}: {problem}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn codes_follow_velero() {
+        let s = call_failed(
+            ActionKind::BackupV2,
+            CallError::UnknownAction("x.io/nope".into()),
+        );
+        assert_eq!(s.code(), Code::Unknown);
+        assert_eq!(
+            s.message(),
+            "BackupItemActionV2 plugin: x.io/nope was not found or has an invalid name format (no loaded module provides it)"
+        );
+        let s = call_failed(
+            ActionKind::Backup,
+            CallError::WrongKind {
+                action: "x.io/r".into(),
+                kind: ActionKind::Restore,
+                call: "backup",
+            },
+        );
+        assert!(
+            s.message().contains("x.io/r was not found")
+                && s.message().contains("it is a RestoreItemAction action")
+        );
+        let s = call_failed(ActionKind::Backup, CallError::Action("no volume".into()));
+        assert_eq!((s.code(), s.message()), (Code::Unknown, "no volume"));
+        let trap = CallError::Fault {
+            module: "m".into(),
+            action: "x.io/a".into(),
+            item: " on item pods ns/p".into(),
+            fault: Fault::Trap("boom".into()),
+        };
+        let s = call_failed(ActionKind::Backup, trap);
+        assert_eq!(s.code(), Code::Aborted);
+        assert_eq!(
+            s.message(),
+            "module m, action x.io/a on item pods ns/p: trapped: boom"
+        );
+        let timeout = CallError::Fault {
+            module: "m".into(),
+            action: "x.io/a".into(),
+            item: String::new(),
+            fault: Fault::Timeout(Duration::from_secs(2)),
+        };
+        assert_eq!(
+            call_failed(ActionKind::Backup, timeout).code(),
+            Code::Unknown
+        );
+    }
+
+    #[test]
+    fn long_messages_are_cut() {
+        let s = call_failed(ActionKind::Backup, CallError::Action("é".repeat(20_000)));
+        assert!(
+            s.message().len() < MAX_MESSAGE + 40,
+            "{}",
+            s.message().len()
+        );
+        assert!(s.message().ends_with("… (40000 bytes in all)"));
+    }
+}

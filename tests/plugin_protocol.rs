@@ -1,0 +1,1692 @@
+//! velero-wasm as Velero sees it: the binary is started the way Velero's plugin manager starts it
+//! (environment, arguments, handshake on stdout), and every service is driven over the Unix socket with
+//! clients generated from our own `.proto` files. Each test is named after the item of the conformance
+//! checklist it covers (shared/spec/velero-plugin-protocol.md §19).
+//!
+//! The modules are the test components: `kinds` (one action of every kind) and `misbehave` (traps,
+//! loops, …), loaded from a directory through `VELERO_WASM_MODULES`.
+
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader, Read};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use hyper_util::rt::TokioIo;
+use serde_json::{json, Value};
+use tokio::net::UnixStream;
+use tonic::transport::{Channel, Endpoint};
+use tonic::Code;
+use velero_wasm::plugin::convert::GO_ZERO_TIME;
+use velero_wasm::plugin::proto::generated::backup_item_action_client::BackupItemActionClient as BiaV1;
+use velero_wasm::plugin::proto::generated::delete_item_action_client::DeleteItemActionClient;
+use velero_wasm::plugin::proto::generated::plugin_lister_client::PluginListerClient;
+use velero_wasm::plugin::proto::generated::restore_item_action_client::RestoreItemActionClient as RiaV1;
+use velero_wasm::plugin::proto::generated::{self as g, PluginIdentifier, ResourceIdentifier};
+use velero_wasm::plugin::proto::plugin::grpc_broker_client::GrpcBrokerClient;
+use velero_wasm::plugin::proto::plugin::grpc_controller_client::GrpcControllerClient;
+use velero_wasm::plugin::proto::plugin::grpc_stdio_client::GrpcStdioClient;
+use velero_wasm::plugin::proto::plugin::{self as p};
+use velero_wasm::plugin::proto::v1::item_block_action_client::ItemBlockActionClient;
+use velero_wasm::plugin::proto::v1::{self as v1};
+use velero_wasm::plugin::proto::v2::backup_item_action_client::BackupItemActionClient as BiaV2;
+use velero_wasm::plugin::proto::v2::restore_item_action_client::RestoreItemActionClient as RiaV2;
+use velero_wasm::plugin::proto::v2::{self as v2};
+
+const T: &str = "test.velero-wasm.io/";
+/// Velero 1.14's arguments.
+const ARGS_1_14: &[&str] = &["--log-level", "debug", "--features", "EnableCSI"];
+/// Velero 1.15+'s: every `velero server` argument, in every form.
+const ARGS_1_15: &[&str] = &[
+    "--uploader-type=kopia",
+    "--features=EnableCSI",
+    "--restore-only",
+    "--log-level=info",
+    "--foo",
+    "bar",
+];
+/// Every kind but ItemBlockAction: what a Velero 1.14 installation sets.
+const KINDS_1_14: &str =
+    "BackupItemAction,BackupItemActionV2,RestoreItemAction,RestoreItemActionV2,DeleteItemAction";
+
+#[test]
+fn c01_without_the_cookie_it_explains_itself_and_exits_1() {
+    for cookie in [None, Some("bye")] {
+        let mut command = Command::new(binary());
+        command.args(ARGS_1_14).env_remove("VELERO_PLUGIN");
+        if let Some(value) = cookie {
+            command.env("VELERO_PLUGIN", value);
+        }
+        let output = command.output().unwrap();
+        assert_eq!(output.status.code(), Some(1), "cookie {cookie:?}");
+        assert!(
+            output.stdout.is_empty(),
+            "nothing on stdout: {:?}",
+            String::from_utf8_lossy(&output.stdout)
+        );
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains("Velero plugin") && stderr.contains("VELERO_PLUGIN=hello"),
+            "{stderr}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn c02_the_handshake_line_names_a_socket_that_already_accepts() {
+    let plugin = Plugin::start(ARGS_1_14, &[]);
+    let fields: Vec<&str> = plugin.handshake.split('|').collect();
+    assert_eq!(fields.len(), 6, "{}", plugin.handshake);
+    assert_eq!(&fields[..3], ["1", "2", "unix"]);
+    assert_eq!(fields[4], "grpc");
+    assert_eq!(fields[5], "", "the unused certificate field is empty");
+    let path = Path::new(fields[3]);
+    assert_eq!(
+        path.parent(),
+        Some(plugin.socket_dir.path()),
+        "the socket is in PLUGIN_UNIX_SOCKET_DIR"
+    );
+    let name = path.file_name().unwrap().to_str().unwrap();
+    assert!(
+        name.strip_prefix("plugin")
+            .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit())),
+        "{name}"
+    );
+    // Connect at once: no retry.
+    UnixStream::connect(path)
+        .await
+        .expect("the socket accepts as soon as the line is printed");
+    plugin.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn c03_starts_with_velero_1_14_and_1_15_arguments() {
+    for args in [ARGS_1_14, ARGS_1_15, &[][..]] {
+        let plugin = Plugin::start(args, &[]);
+        let plugins = plugin.list().await;
+        assert!(
+            plugins.iter().any(|p| p.name == format!("{T}backup-v1")),
+            "{args:?}"
+        );
+        plugin.shutdown().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn c04_nothing_but_the_handshake_reaches_stdout() {
+    let plugin = Plugin::start(ARGS_1_15, &[]);
+    // A guest that prints to stdout and stderr, one that logs, one that panics.
+    for action in ["stdout", "log", "trap"] {
+        let _ = bia_v1(
+            &plugin.channel().await,
+            &format!("{T}{action}"),
+            configmap("cm"),
+            backup(),
+        )
+        .await;
+    }
+    let session = plugin.shutdown().await;
+    assert_eq!(
+        session.stdout_after_handshake, "",
+        "stdout after the handshake line"
+    );
+    assert!(
+        !session.stderr.contains("this must not reach"),
+        "a guest's stdout is not the host's stderr either"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn c05_health_reports_the_plugin_service_serving() {
+    use tonic_health::pb::health_client::HealthClient;
+    use tonic_health::pb::{health_check_response::ServingStatus, HealthCheckRequest};
+    let plugin = Plugin::start(ARGS_1_15, &[]);
+    let mut health = HealthClient::new(plugin.channel().await);
+    for service in ["plugin", ""] {
+        let answer = health
+            .check(HealthCheckRequest {
+                service: service.into(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(
+            answer.status(),
+            ServingStatus::Serving,
+            "service {service:?}"
+        );
+    }
+    let unknown = health
+        .check(HealthCheckRequest {
+            service: "other".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(unknown.code(), Code::NotFound);
+    plugin.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn c06_stdio_and_broker_streams_stay_open_beside_other_calls() {
+    let plugin = Plugin::start(ARGS_1_15, &[]);
+    let channel = plugin.channel().await;
+    let mut stdio = GrpcStdioClient::new(channel.clone())
+        .stream_stdio(())
+        .await
+        .unwrap()
+        .into_inner();
+    let (to_broker, from_test) = tokio::sync::mpsc::channel::<p::ConnInfo>(4);
+    let mut broker = GrpcBrokerClient::new(channel.clone())
+        .start_stream(tokio_stream::wrappers::ReceiverStream::new(from_test))
+        .await
+        .unwrap()
+        .into_inner();
+    to_broker
+        .send(p::ConnInfo {
+            service_id: 7,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+
+    // Other calls work while both streams are open, and the streams neither end nor fail meanwhile.
+    assert!(!plugin.list().await.is_empty());
+    assert!(bia_v1(
+        &channel,
+        &format!("{T}backup-v1"),
+        configmap("cm"),
+        backup()
+    )
+    .await
+    .is_ok());
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), stdio.message())
+            .await
+            .is_err(),
+        "stdio stays open"
+    );
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), broker.message())
+            .await
+            .is_err(),
+        "broker stays open"
+    );
+
+    // The broker ends with OK when the client ends its side.
+    drop(to_broker);
+    assert!(broker.message().await.unwrap().is_none());
+    plugin.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn c07_list_plugins_lists_every_action_once_with_our_command() {
+    let plugin = Plugin::start_as("/plugins/velero-wasm", ARGS_1_15, &[]);
+    let plugins = plugin.list().await;
+    // Every entry: our argv[0] verbatim, a kind Velero knows, a name Velero accepts.
+    for p in &plugins {
+        assert_eq!(p.command, "/plugins/velero-wasm");
+        assert!(
+            velero_wasm::runtime::validate_name(&p.name).is_ok(),
+            "{}",
+            p.name
+        );
+    }
+    // The Go framework's order: kinds in a fixed order, names sorted within a kind.
+    let order = [
+        "BackupItemAction",
+        "BackupItemActionV2",
+        "RestoreItemAction",
+        "RestoreItemActionV2",
+        "DeleteItemAction",
+        "ItemBlockAction",
+    ];
+    let keys: Vec<(usize, &str)> = plugins
+        .iter()
+        .map(|p| {
+            (
+                order
+                    .iter()
+                    .position(|k| *k == p.kind)
+                    .unwrap_or_else(|| panic!("kind {}", p.kind)),
+                p.name.as_str(),
+            )
+        })
+        .collect();
+    let mut sorted = keys.clone();
+    sorted.sort();
+    assert_eq!(keys, sorted, "listing order");
+    // One entry per action, exactly the actions `velero-wasm actions` reports, each under its kind.
+    let listed: BTreeSet<(String, String)> = plugins
+        .iter()
+        .map(|p| (p.kind.clone(), p.name.clone()))
+        .collect();
+    assert_eq!(listed.len(), plugins.len(), "no duplicates");
+    assert_eq!(
+        listed,
+        catalog(),
+        "the same actions as `velero-wasm actions`"
+    );
+    for (kind, name) in [
+        ("BackupItemAction", "backup-v1"),
+        ("BackupItemAction", "backup-v1-labels"),
+        ("BackupItemActionV2", "backup-v2"),
+        ("RestoreItemAction", "restore-v1"),
+        ("RestoreItemActionV2", "restore-v2"),
+        ("ItemBlockAction", "item-block"),
+        ("DeleteItemAction", "delete"),
+        ("BackupItemAction", "trap"),
+    ] {
+        assert!(
+            listed.contains(&(kind.to_string(), format!("{T}{name}"))),
+            "{kind} {name}"
+        );
+    }
+    plugin.shutdown().await;
+
+    // Configured for Velero 1.14: no ItemBlockAction, everything else as before.
+    let plugin = Plugin::start(ARGS_1_14, &[("VELERO_WASM_KINDS", KINDS_1_14)]);
+    let plugins = plugin.list().await;
+    assert!(plugins.iter().all(|p| p.kind != "ItemBlockAction"));
+    let without_iba: BTreeSet<_> = listed
+        .iter()
+        .filter(|(k, _)| k != "ItemBlockAction")
+        .cloned()
+        .collect();
+    assert_eq!(
+        plugins
+            .iter()
+            .map(|p| (p.kind.clone(), p.name.clone()))
+            .collect::<BTreeSet<_>>(),
+        without_iba
+    );
+    plugin.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn c08_every_method_answers_at_its_path_and_unknown_plugins_fail() {
+    let plugin = Plugin::start(ARGS_1_15, &[]);
+    let c = plugin.channel().await;
+    let bogus = "example.io/does-not-exist".to_string();
+    let (item, bk, rs) = (configmap("cm"), backup(), restore());
+    let statuses: Vec<(&str, tonic::Status)> = vec![
+        (
+            "/generated.BackupItemAction/AppliesTo",
+            BiaV1::new(c.clone())
+                .applies_to(g::BackupItemActionAppliesToRequest {
+                    plugin: bogus.clone(),
+                })
+                .await
+                .unwrap_err(),
+        ),
+        (
+            "/generated.BackupItemAction/Execute",
+            BiaV1::new(c.clone())
+                .execute(g::ExecuteRequest {
+                    plugin: bogus.clone(),
+                    item: item.clone(),
+                    backup: bk.clone(),
+                })
+                .await
+                .unwrap_err(),
+        ),
+        (
+            "/v2.BackupItemAction/AppliesTo",
+            BiaV2::new(c.clone())
+                .applies_to(v2::BackupItemActionAppliesToRequest {
+                    plugin: bogus.clone(),
+                })
+                .await
+                .unwrap_err(),
+        ),
+        (
+            "/v2.BackupItemAction/Execute",
+            BiaV2::new(c.clone())
+                .execute(v2::ExecuteRequest {
+                    plugin: bogus.clone(),
+                    item: item.clone(),
+                    backup: bk.clone(),
+                })
+                .await
+                .unwrap_err(),
+        ),
+        (
+            "/v2.BackupItemAction/Progress",
+            BiaV2::new(c.clone())
+                .progress(v2::BackupItemActionProgressRequest {
+                    plugin: bogus.clone(),
+                    operation_id: "op".into(),
+                    backup: bk.clone(),
+                })
+                .await
+                .unwrap_err(),
+        ),
+        (
+            "/v2.BackupItemAction/Cancel",
+            BiaV2::new(c.clone())
+                .cancel(v2::BackupItemActionCancelRequest {
+                    plugin: bogus.clone(),
+                    operation_id: "op".into(),
+                    backup: bk.clone(),
+                })
+                .await
+                .unwrap_err(),
+        ),
+        (
+            "/generated.RestoreItemAction/AppliesTo",
+            RiaV1::new(c.clone())
+                .applies_to(g::RestoreItemActionAppliesToRequest {
+                    plugin: bogus.clone(),
+                })
+                .await
+                .unwrap_err(),
+        ),
+        (
+            "/generated.RestoreItemAction/Execute",
+            RiaV1::new(c.clone())
+                .execute(g::RestoreItemActionExecuteRequest {
+                    plugin: bogus.clone(),
+                    item: item.clone(),
+                    restore: rs.clone(),
+                    item_from_backup: item.clone(),
+                })
+                .await
+                .unwrap_err(),
+        ),
+        (
+            "/v2.RestoreItemAction/AppliesTo",
+            RiaV2::new(c.clone())
+                .applies_to(v2::RestoreItemActionAppliesToRequest {
+                    plugin: bogus.clone(),
+                })
+                .await
+                .unwrap_err(),
+        ),
+        (
+            "/v2.RestoreItemAction/Execute",
+            RiaV2::new(c.clone())
+                .execute(v2::RestoreItemActionExecuteRequest {
+                    plugin: bogus.clone(),
+                    item: item.clone(),
+                    restore: rs.clone(),
+                    item_from_backup: item.clone(),
+                })
+                .await
+                .unwrap_err(),
+        ),
+        (
+            "/v2.RestoreItemAction/Progress",
+            RiaV2::new(c.clone())
+                .progress(v2::RestoreItemActionProgressRequest {
+                    plugin: bogus.clone(),
+                    operation_id: "op".into(),
+                    restore: rs.clone(),
+                })
+                .await
+                .unwrap_err(),
+        ),
+        (
+            "/v2.RestoreItemAction/Cancel",
+            RiaV2::new(c.clone())
+                .cancel(v2::RestoreItemActionCancelRequest {
+                    plugin: bogus.clone(),
+                    operation_id: "op".into(),
+                    restore: rs.clone(),
+                })
+                .await
+                .unwrap_err(),
+        ),
+        (
+            "/v2.RestoreItemAction/AreAdditionalItemsReady",
+            RiaV2::new(c.clone())
+                .are_additional_items_ready(v2::RestoreItemActionItemsReadyRequest {
+                    plugin: bogus.clone(),
+                    restore: rs.clone(),
+                    additional_items: vec![],
+                })
+                .await
+                .unwrap_err(),
+        ),
+        (
+            "/v1.ItemBlockAction/AppliesTo",
+            ItemBlockActionClient::new(c.clone())
+                .applies_to(v1::ItemBlockActionAppliesToRequest {
+                    plugin: bogus.clone(),
+                })
+                .await
+                .unwrap_err(),
+        ),
+        (
+            "/v1.ItemBlockAction/GetRelatedItems",
+            ItemBlockActionClient::new(c.clone())
+                .get_related_items(v1::ItemBlockActionGetRelatedItemsRequest {
+                    plugin: bogus.clone(),
+                    item: item.clone(),
+                    backup: bk.clone(),
+                })
+                .await
+                .unwrap_err(),
+        ),
+        (
+            "/generated.DeleteItemAction/AppliesTo",
+            DeleteItemActionClient::new(c.clone())
+                .applies_to(g::DeleteItemActionAppliesToRequest {
+                    plugin: bogus.clone(),
+                })
+                .await
+                .unwrap_err(),
+        ),
+        (
+            "/generated.DeleteItemAction/Execute",
+            DeleteItemActionClient::new(c.clone())
+                .execute(g::DeleteItemActionExecuteRequest {
+                    plugin: bogus.clone(),
+                    item: item.clone(),
+                    backup: bk.clone(),
+                })
+                .await
+                .unwrap_err(),
+        ),
+    ];
+    for (path, status) in statuses {
+        assert_eq!(status.code(), Code::Unknown, "{path}: {status:?}");
+        assert!(
+            status.message().contains(
+                "plugin: example.io/does-not-exist was not found or has an invalid name format"
+            ),
+            "{path}: {}",
+            status.message()
+        );
+    }
+    // An action of another kind is "not found" under this kind, with the reason.
+    let wrong = BiaV2::new(c.clone())
+        .applies_to(v2::BackupItemActionAppliesToRequest {
+            plugin: format!("{T}backup-v1"),
+        })
+        .await
+        .unwrap_err();
+    assert!(
+        wrong.message().contains("was not found")
+            && wrong.message().contains("it is a BackupItemAction action"),
+        "{}",
+        wrong.message()
+    );
+    // ObjectStore and VolumeSnapshotter are not served.
+    let object_store = tonic::client::Grpc::new(c.clone());
+    assert_eq!(
+        unimplemented_call(object_store, "/generated.ObjectStore/Init").await,
+        Code::Unimplemented
+    );
+    // Still serving.
+    assert!(
+        bia_v1(&c, &format!("{T}backup-v1"), configmap("cm"), backup())
+            .await
+            .is_ok()
+    );
+    plugin.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn c09_applies_to_returns_selectors_that_parse() {
+    let plugin = Plugin::start(ARGS_1_15, &[]);
+    let c = plugin.channel().await;
+    for p in plugin.list().await {
+        let plugin = p.name.clone();
+        let selector = match p.kind.as_str() {
+            "BackupItemAction" => {
+                BiaV1::new(c.clone())
+                    .applies_to(g::BackupItemActionAppliesToRequest { plugin })
+                    .await
+                    .unwrap()
+                    .into_inner()
+                    .resource_selector
+            }
+            "BackupItemActionV2" => {
+                BiaV2::new(c.clone())
+                    .applies_to(v2::BackupItemActionAppliesToRequest { plugin })
+                    .await
+                    .unwrap()
+                    .into_inner()
+                    .resource_selector
+            }
+            "RestoreItemAction" => {
+                RiaV1::new(c.clone())
+                    .applies_to(g::RestoreItemActionAppliesToRequest { plugin })
+                    .await
+                    .unwrap()
+                    .into_inner()
+                    .resource_selector
+            }
+            "RestoreItemActionV2" => {
+                RiaV2::new(c.clone())
+                    .applies_to(v2::RestoreItemActionAppliesToRequest { plugin })
+                    .await
+                    .unwrap()
+                    .into_inner()
+                    .resource_selector
+            }
+            "ItemBlockAction" => {
+                ItemBlockActionClient::new(c.clone())
+                    .applies_to(v1::ItemBlockActionAppliesToRequest { plugin })
+                    .await
+                    .unwrap()
+                    .into_inner()
+                    .resource_selector
+            }
+            "DeleteItemAction" => {
+                DeleteItemActionClient::new(c.clone())
+                    .applies_to(g::DeleteItemActionAppliesToRequest { plugin })
+                    .await
+                    .unwrap()
+                    .into_inner()
+                    .resource_selector
+            }
+            other => panic!("unexpected kind {other}"),
+        };
+        let selector = selector.unwrap_or_else(|| panic!("{}: the selector is always set", p.name));
+        assert!(
+            label_selector::LabelSelector::parse(&selector.selector).is_ok(),
+            "{}: {:?}",
+            p.name,
+            selector.selector
+        );
+        if p.name == format!("{T}backup-v1") {
+            assert_eq!(selector.included_resources, ["configmaps", "pods"]);
+            assert_eq!(selector.excluded_namespaces, ["kube-system"]);
+            assert!(
+                selector.included_namespaces.is_empty() && selector.excluded_resources.is_empty()
+            );
+        }
+        if p.name == format!("{T}backup-v1-labels") {
+            assert_eq!(selector.selector, "app in (web,db),!skip");
+        }
+    }
+    plugin.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn c10_backup_execute_returns_the_item_bytes_unchanged_or_with_a_kind() {
+    let plugin = Plugin::start(ARGS_1_15, &[]);
+    let c = plugin.channel().await;
+    // Go's encoding: sorted keys, `<>&` escaped; the bytes must come back exactly.
+    let pod = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"labels":{"app":"web"},"name":"web-0","namespace":"shop"},"spec":{"note":"\u003cb\u003e \u0026 é"}}"#.as_bytes().to_vec();
+    let v1 = bia_v1(&c, &format!("{T}backup-v1"), pod.clone(), backup())
+        .await
+        .unwrap();
+    assert_eq!(v1.item, pod);
+    let v2 = BiaV2::new(c.clone())
+        .execute(v2::ExecuteRequest {
+            plugin: format!("{T}backup-v2"),
+            item: pod.clone(),
+            backup: backup(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(v2.item, pod);
+    assert!(v2.operation_id.starts_with("op-"), "{}", v2.operation_id);
+    // A changed item is a JSON object with its kind.
+    let labelled = bia_v1(&c, &format!("{T}backup-v1-labels"), pod.clone(), backup())
+        .await
+        .unwrap();
+    let labelled: Value = serde_json::from_slice(&labelled.item).unwrap();
+    assert_eq!(labelled["kind"], "Pod");
+    assert_eq!(
+        labelled["metadata"]["labels"][format!("{T}labelled")],
+        "true"
+    );
+    assert_eq!(labelled["spec"]["note"], "<b> & é");
+    plugin.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn c11_identifiers_use_plural_resources_and_groups_without_versions() {
+    let plugin = Plugin::start(ARGS_1_15, &[]);
+    let c = plugin.channel().await;
+    let v1 = bia_v1(&c, &format!("{T}backup-v1"), configmap("app"), backup())
+        .await
+        .unwrap();
+    assert_eq!(
+        v1.additional_items,
+        [
+            id("", "persistentvolumeclaims", "shop", "app-data"),
+            id("apps", "deployments", "shop", "app")
+        ]
+    );
+    let v2 = BiaV2::new(c.clone())
+        .execute(v2::ExecuteRequest {
+            plugin: format!("{T}backup-v2"),
+            item: configmap("app"),
+            backup: backup(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        v2.post_operation_items,
+        [id("", "configmaps", "shop", "app")]
+    );
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "db-0", "namespace": "shop"},
+        "spec": {"volumes": [{"name": "a", "persistentVolumeClaim": {"claimName": "data-db-0"}}, {"name": "tmp", "emptyDir": {}}]}});
+    let related = ItemBlockActionClient::new(c.clone())
+        .get_related_items(v1::ItemBlockActionGetRelatedItemsRequest {
+            plugin: format!("{T}item-block"),
+            item: pod.to_string().into_bytes(),
+            backup: backup(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        related.related_items,
+        [id("", "persistentvolumeclaims", "shop", "data-db-0")]
+    );
+    plugin.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn c12_restore_execute_returns_the_item_even_when_skipping() {
+    let plugin = Plugin::start(ARGS_1_15, &[]);
+    let c = plugin.channel().await;
+    let skipped = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm", "namespace": "shop", "labels": {format!("{T}skip"): "true"}}})
+        .to_string()
+        .into_bytes();
+    let answer = RiaV1::new(c.clone())
+        .execute(g::RestoreItemActionExecuteRequest {
+            plugin: format!("{T}restore-v1"),
+            item: skipped.clone(),
+            restore: restore(),
+            item_from_backup: skipped.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(answer.skip_restore);
+    assert_eq!(answer.item, skipped);
+
+    // itemFromBackup (field 4) reaches the action: it copies the backed-up uid.
+    let from_backup = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm", "namespace": "shop", "uid": "u-123"}}).to_string().into_bytes();
+    let answer = RiaV1::new(c.clone())
+        .execute(g::RestoreItemActionExecuteRequest {
+            plugin: format!("{T}restore-v1"),
+            item: configmap("cm"),
+            restore: restore(),
+            item_from_backup: from_backup.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(!answer.skip_restore);
+    let item: Value = serde_json::from_slice(&answer.item).unwrap();
+    assert_eq!(
+        item["metadata"]["annotations"][format!("{T}from-backup-uid")],
+        "u-123"
+    );
+    assert_eq!(answer.additional_items, [id("", "secrets", "shop", "cm")]);
+
+    let answer = RiaV2::new(c.clone())
+        .execute(v2::RestoreItemActionExecuteRequest {
+            plugin: format!("{T}restore-v2"),
+            item: configmap("cm"),
+            restore: restore(),
+            item_from_backup: from_backup,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(answer.item, configmap("cm"));
+    assert!(answer.wait_for_additional_items && !answer.skip_restore);
+    assert_eq!(
+        answer.additional_items_ready_timeout,
+        Some(prost_types::Duration {
+            seconds: 90,
+            nanos: 0
+        })
+    );
+    assert!(answer.operation_id.starts_with("op-"));
+    assert_eq!(
+        answer.additional_items,
+        [id("", "configmaps", "shop", "pending-cm")]
+    );
+
+    // AreAdditionalItemsReady: `restore` is field 2 and the items field 3; the action needs both.
+    let mut ria = RiaV2::new(c.clone());
+    let ready = |items: Vec<ResourceIdentifier>| v2::RestoreItemActionItemsReadyRequest {
+        plugin: format!("{T}restore-v2"),
+        restore: restore(),
+        additional_items: items,
+    };
+    assert!(
+        !ria.are_additional_items_ready(ready(answer.additional_items.clone()))
+            .await
+            .unwrap()
+            .into_inner()
+            .ready
+    );
+    assert!(
+        ria.are_additional_items_ready(ready(vec![id("", "configmaps", "shop", "cm")]))
+            .await
+            .unwrap()
+            .into_inner()
+            .ready
+    );
+    plugin.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn c13_progress_is_always_set_and_unknown_operations_fail() {
+    let plugin = Plugin::start(ARGS_1_15, &[]);
+    let c = plugin.channel().await;
+    let mut bia = BiaV2::new(c.clone());
+    let mut ria = RiaV2::new(c.clone());
+    let long = annotated_configmap("cm", &[("duration-ms", "3600000")]);
+    let op = bia
+        .execute(v2::ExecuteRequest {
+            plugin: format!("{T}backup-v2"),
+            item: long.clone(),
+            backup: backup(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .operation_id;
+    let progress = bia
+        .progress(v2::BackupItemActionProgressRequest {
+            plugin: format!("{T}backup-v2"),
+            operation_id: op.clone(),
+            backup: backup(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .progress
+        .expect("progress is always set");
+    assert!(!progress.completed);
+    assert_eq!(
+        (progress.n_total, progress.operation_units.as_str()),
+        (3_600_000, "milliseconds")
+    );
+    let (started, updated) = (progress.started.unwrap(), progress.updated.unwrap());
+    assert!(
+        started.seconds > 1_700_000_000 && updated.seconds >= started.seconds,
+        "{started:?} {updated:?}"
+    );
+    assert_eq!(
+        started.seconds.to_string(),
+        op.split('-').nth(1).unwrap(),
+        "started is the operation's own start"
+    );
+
+    // Not started yet: Go's zero time, which Velero reads as unset (a missing time would read as 1970).
+    let future = "op-99999999999-0-1000".to_string();
+    let progress = bia
+        .progress(v2::BackupItemActionProgressRequest {
+            plugin: format!("{T}backup-v2"),
+            operation_id: future,
+            backup: backup(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .progress
+        .unwrap();
+    assert_eq!(
+        (progress.started, progress.updated),
+        (Some(GO_ZERO_TIME), Some(GO_ZERO_TIME))
+    );
+
+    let bogus = bia
+        .progress(v2::BackupItemActionProgressRequest {
+            plugin: format!("{T}backup-v2"),
+            operation_id: "nonsense".into(),
+            backup: backup(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (bogus.code(), bogus.message()),
+        (Code::Unknown, "operation ID nonsense is invalid")
+    );
+    let bogus = ria
+        .progress(v2::RestoreItemActionProgressRequest {
+            plugin: format!("{T}restore-v2"),
+            operation_id: "nonsense".into(),
+            restore: restore(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(bogus.message(), "operation ID nonsense is invalid");
+
+    // Cancel answers (OK for a known operation, an error for a bogus one) and never hangs.
+    let cancel = |operation_id: &str| v2::BackupItemActionCancelRequest {
+        plugin: format!("{T}backup-v2"),
+        operation_id: operation_id.into(),
+        backup: backup(),
+    };
+    let guard = Duration::from_secs(30);
+    assert!(tokio::time::timeout(guard, bia.cancel(cancel(&op)))
+        .await
+        .unwrap()
+        .is_ok());
+    assert!(tokio::time::timeout(guard, bia.cancel(cancel("nonsense")))
+        .await
+        .unwrap()
+        .is_err());
+    let cancel = v2::RestoreItemActionCancelRequest {
+        plugin: format!("{T}restore-v2"),
+        operation_id: op.clone(),
+        restore: restore(),
+    };
+    assert!(tokio::time::timeout(guard, ria.cancel(cancel))
+        .await
+        .unwrap()
+        .is_ok());
+    plugin.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn c14_a_new_process_answers_progress_for_an_operation_of_an_old_one() {
+    let first = Plugin::start(ARGS_1_15, &[]);
+    let c = first.channel().await;
+    let quick = annotated_configmap("cm", &[("duration-ms", "1")]);
+    let backup_op = BiaV2::new(c.clone())
+        .execute(v2::ExecuteRequest {
+            plugin: format!("{T}backup-v2"),
+            item: quick.clone(),
+            backup: backup(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .operation_id;
+    let restore_op = RiaV2::new(c.clone())
+        .execute(v2::RestoreItemActionExecuteRequest {
+            plugin: format!("{T}restore-v2"),
+            item: quick.clone(),
+            restore: restore(),
+            item_from_backup: quick,
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .operation_id;
+    drop(c);
+    first.shutdown().await;
+
+    let second = Plugin::start(ARGS_1_15, &[]);
+    let c = second.channel().await;
+    let progress = BiaV2::new(c.clone())
+        .progress(v2::BackupItemActionProgressRequest {
+            plugin: format!("{T}backup-v2"),
+            operation_id: backup_op.clone(),
+            backup: backup(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .progress
+        .unwrap();
+    assert!(
+        progress.completed && progress.err.is_empty(),
+        "{progress:?}"
+    );
+    assert_eq!(
+        progress.started.unwrap().seconds.to_string(),
+        backup_op.split('-').nth(1).unwrap()
+    );
+    let progress = RiaV2::new(c)
+        .progress(v2::RestoreItemActionProgressRequest {
+            plugin: format!("{T}restore-v2"),
+            operation_id: restore_op,
+            restore: restore(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .progress
+        .unwrap();
+    assert!(progress.completed, "{progress:?}");
+    second.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn c15_sixteen_calls_run_at_once_on_one_connection_and_processes_coexist() {
+    let plugin = Plugin::start(ARGS_1_15, &[]);
+    let other = Plugin::start(ARGS_1_15, &[]);
+    assert_ne!(plugin.socket, other.socket);
+    let c = plugin.channel().await;
+    let calls = (0..16).map(|i| {
+        let c = c.clone();
+        tokio::spawn(async move {
+            let item = annotated_configmap(&format!("cm-{i}"), &[("sleep-ms", "1500")]);
+            bia_v1(&c, &format!("{T}backup-v1"), item, backup()).await
+        })
+    });
+    let mut spans = Vec::new();
+    for (i, call) in join_all(calls).await.into_iter().enumerate() {
+        let answer = call.unwrap().unwrap_or_else(|e| panic!("call {i}: {e}"));
+        let item: Value = serde_json::from_slice(&answer.item).unwrap();
+        assert_eq!(item["metadata"]["name"], format!("cm-{i}"));
+        let at = |key: &str| {
+            item["metadata"]["annotations"][format!("{T}{key}")]
+                .as_str()
+                .unwrap()
+                .parse::<i128>()
+                .unwrap()
+        };
+        spans.push((at("started"), at("finished")));
+    }
+    // Every call had started before any had finished: all sixteen were in flight together.
+    let last_start = spans.iter().map(|s| s.0).max().unwrap();
+    let first_finish = spans.iter().map(|s| s.1).min().unwrap();
+    assert!(
+        last_start < first_finish,
+        "calls ran one after another: {spans:?}"
+    );
+    // The second process serves too.
+    assert!(!other.list().await.is_empty());
+    other.shutdown().await;
+    plugin.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn c16_requests_of_64_mib_are_accepted() {
+    let plugin = Plugin::start(ARGS_1_15, &[]);
+    let big = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "big", "namespace": "shop"}, "data": {"blob": "x".repeat(64 << 20)}})
+        .to_string()
+        .into_bytes();
+    assert!(big.len() > 64 << 20);
+    let answer = bia_v1(
+        &plugin.channel().await,
+        &format!("{T}backup-v1"),
+        big.clone(),
+        backup(),
+    )
+    .await
+    .unwrap();
+    assert!(answer.item == big, "the 64 MiB item comes back unchanged");
+    plugin.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn c17_guest_errors_and_panics_become_statuses_and_serving_goes_on() {
+    let plugin = Plugin::start(ARGS_1_15, &[]);
+    let c = plugin.channel().await;
+    let panic = bia_v1(&c, &format!("{T}trap"), configmap("cm"), backup())
+        .await
+        .unwrap_err();
+    assert_eq!(panic.code(), Code::Aborted);
+    assert!(
+        panic.message().contains(
+            "module misbehave, action test.velero-wasm.io/trap on item configmaps shop/cm: trapped"
+        ),
+        "{}",
+        panic.message()
+    );
+    assert!(
+        panic.message().contains("deliberate panic in trap"),
+        "{}",
+        panic.message()
+    );
+    let refused = DeleteItemActionClient::new(c.clone())
+        .execute(g::DeleteItemActionExecuteRequest {
+            plugin: format!("{T}delete"),
+            item: annotated_configmap("cm", &[("refuse-delete", "")]),
+            backup: backup(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (refused.code(), refused.message()),
+        (
+            Code::Unknown,
+            "refusing to delete cm: it is annotated test.velero-wasm.io/refuse-delete"
+        )
+    );
+    for action in ["malformed-output", "kindless-output", "exit"] {
+        let status = bia_v1(&c, &format!("{T}{action}"), configmap("cm"), backup())
+            .await
+            .unwrap_err();
+        assert!(
+            status.message().starts_with("module misbehave, action"),
+            "{action}: {}",
+            status.message()
+        );
+    }
+    assert!(DeleteItemActionClient::new(c.clone())
+        .execute(g::DeleteItemActionExecuteRequest {
+            plugin: format!("{T}delete"),
+            item: configmap("cm"),
+            backup: backup()
+        })
+        .await
+        .is_ok());
+    assert!(
+        bia_v1(&c, &format!("{T}backup-v1"), configmap("cm"), backup())
+            .await
+            .is_ok()
+    );
+    plugin.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn c18_a_guest_that_never_returns_is_stopped_at_its_deadline() {
+    let plugin = Plugin::start(ARGS_1_15, &[]);
+    let c = plugin.channel().await;
+    for action in ["loop", "sleep"] {
+        let status = bia_v1(&c, &format!("{T}{action}"), configmap("cm"), backup())
+            .await
+            .unwrap_err();
+        assert_eq!(status.code(), Code::Unknown);
+        assert!(
+            status
+                .message()
+                .ends_with("did not finish within its deadline of 2s"),
+            "{action}: {}",
+            status.message()
+        );
+    }
+    assert!(
+        bia_v1(&c, &format!("{T}backup-v1"), configmap("cm"), backup())
+            .await
+            .is_ok()
+    );
+    plugin.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_requests_get_clear_errors_and_serving_goes_on() {
+    let plugin = Plugin::start(ARGS_1_15, &[]);
+    let c = plugin.channel().await;
+    let action = format!("{T}backup-v1");
+    let cases: Vec<(Vec<u8>, Vec<u8>, &str)> = vec![
+        (
+            Vec::new(),
+            backup(),
+            "item: is empty (unexpected end of JSON input)",
+        ),
+        (
+            b"{\"kind\": \"ConfigMap\", ".to_vec(),
+            backup(),
+            "item: not valid JSON: EOF while parsing",
+        ),
+        (
+            b"null".to_vec(),
+            backup(),
+            "item: must be a JSON object, got 'null'",
+        ),
+        (
+            b"{\"metadata\":{\"name\":\"x\"}}".to_vec(),
+            backup(),
+            "item: Object 'Kind' is missing in '{\"metadata\":{\"name\":\"x\"}}'",
+        ),
+        (
+            configmap("cm"),
+            Vec::new(),
+            "backup: is empty (unexpected end of JSON input)",
+        ),
+        (
+            configmap("cm"),
+            b"[]".to_vec(),
+            "backup: must be a JSON object",
+        ),
+    ];
+    for (item, backup, expected) in cases {
+        let status = bia_v1(&c, &action, item, backup).await.unwrap_err();
+        assert_eq!(status.code(), Code::InvalidArgument, "{expected}");
+        assert!(
+            status.message().starts_with(expected),
+            "{expected:?} vs {:?}",
+            status.message()
+        );
+    }
+    let unknown = bia_v1(&c, "example.io/nope", configmap("cm"), backup())
+        .await
+        .unwrap_err();
+    assert!(unknown.message().contains("example.io/nope was not found"));
+    let empty_restore = RiaV1::new(c.clone())
+        .execute(g::RestoreItemActionExecuteRequest {
+            plugin: format!("{T}restore-v1"),
+            item: configmap("cm"),
+            restore: restore(),
+            item_from_backup: Vec::new(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(
+        empty_restore.message(),
+        "itemFromBackup: is empty (unexpected end of JSON input)"
+    );
+    assert!(
+        bia_v1(&c, &action, configmap("cm"), backup()).await.is_ok(),
+        "still serving"
+    );
+    plugin.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn c19_every_stderr_line_is_an_hclog_json_object_velero_can_read() {
+    let plugin = Plugin::start(&["--log-level", "trace"], &[]);
+    let c = plugin.channel().await;
+    let _ = bia_v1(&c, &format!("{T}backup-v1"), configmap("cm"), backup())
+        .await
+        .unwrap();
+    for action in ["log", "trap", "stdout", "forbidden-kube"] {
+        let _ = bia_v1(&c, &format!("{T}{action}"), configmap("cm"), backup()).await;
+    }
+    let _ = bia_v1(&c, "example.io/nope", configmap("cm"), backup()).await;
+    drop(c);
+    let session = plugin.shutdown().await;
+    let lines = session.log_lines();
+    assert!(lines.len() > 10, "{}", session.stderr);
+    // The guest's info line names the action and the item, and carries its own field.
+    let guest = lines
+        .iter()
+        .find(|l| l["@message"] == "backing up")
+        .expect("the guest's line");
+    assert_eq!(guest["@level"], "info");
+    assert_eq!(guest["action"], format!("{T}backup-v1"));
+    assert_eq!(
+        (
+            guest["resource"].as_str(),
+            guest["namespace"].as_str(),
+            guest["name"].as_str()
+        ),
+        (Some("configmaps"), Some("shop"), Some("cm"))
+    );
+    assert_eq!(guest["step"], "inspect");
+    // misbehave/log writes one line at each level; they keep their levels.
+    for level in ["debug", "info", "warn", "error"] {
+        assert!(
+            lines
+                .iter()
+                .any(|l| l["@message"] == format!("{level} line") && l["@level"] == level),
+            "{level}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn c20_the_log_level_follows_the_flag_in_both_forms() {
+    let levels = |args: &'static [&'static str]| async move {
+        let plugin = Plugin::start(args, &[]);
+        let c = plugin.channel().await;
+        let _ = bia_v1(&c, &format!("{T}log"), configmap("cm"), backup())
+            .await
+            .unwrap();
+        let _ = bia_v1(&c, &format!("{T}backup-v1"), configmap("cm"), backup())
+            .await
+            .unwrap();
+        drop(c);
+        let session = plugin.shutdown().await;
+        session
+            .log_lines()
+            .iter()
+            .map(|l| l["@level"].as_str().unwrap().to_string())
+            .collect::<BTreeSet<String>>()
+    };
+    assert_eq!(
+        levels(&["--restore-only", "--log-level=error"]).await,
+        set(&["error"])
+    );
+    assert_eq!(
+        levels(&["--log-level", "warning", "--foo"]).await,
+        set(&["warn", "error"])
+    );
+    assert_eq!(
+        levels(&["--uploader-type=kopia"]).await,
+        set(&["info", "warn", "error"]),
+        "info by default"
+    );
+    assert_eq!(
+        levels(&["--log-level=debug"]).await,
+        set(&["debug", "info", "warn", "error"])
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn c21_shutdown_exits_0_at_once_and_removes_the_socket_even_with_a_call_in_flight() {
+    let plugin = Plugin::start(ARGS_1_15, &[]);
+    let c = plugin.channel().await;
+    let in_flight = tokio::spawn({
+        let c = c.clone();
+        async move {
+            bia_v1(
+                &c,
+                &format!("{T}backup-v1"),
+                annotated_configmap("cm", &[("sleep-ms", "60000")]),
+                backup(),
+            )
+            .await
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!in_flight.is_finished());
+    let (status, elapsed, session) = plugin.shutdown_and_wait().await;
+    assert_eq!(status.code(), Some(0), "{}", session.stderr);
+    assert!(
+        elapsed < Duration::from_secs(2),
+        "Velero kills a plugin that is still running 2 s after Shutdown: {elapsed:?}"
+    );
+    assert!(!session.socket.exists(), "the socket file is removed");
+    assert_eq!(
+        std::fs::read_dir(&session.socket_dir).unwrap().count(),
+        0,
+        "nothing is left in the socket directory"
+    );
+    assert!(
+        in_flight.await.unwrap().is_err(),
+        "the call in flight is abandoned"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_stops_the_plugin_and_removes_the_socket() {
+    let mut plugin = Plugin::start(ARGS_1_15, &[]);
+    let pid = plugin.child.0.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let status = plugin
+        .wait(Duration::from_secs(10))
+        .expect("exits on SIGTERM");
+    assert_eq!(status.code(), Some(0));
+    assert!(!plugin.socket.exists());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_module_that_cannot_load_is_logged_and_left_out() {
+    let dir = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir(modules_dir()).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), dir.path().join(entry.file_name())).unwrap();
+    }
+    std::fs::write(dir.path().join("broken.wasm"), b"not wasm").unwrap();
+    std::fs::write(
+        dir.path().join("broken.toml"),
+        format!(
+            "sha256 = \"{}\"\n",
+            velero_wasm::modules::sha256_hex(b"not wasm")
+        ),
+    )
+    .unwrap();
+    let plugin = Plugin::start(
+        ARGS_1_15,
+        &[("VELERO_WASM_MODULES", dir.path().to_str().unwrap())],
+    );
+    let listed: BTreeSet<(String, String)> = plugin
+        .list()
+        .await
+        .into_iter()
+        .map(|p| (p.kind, p.name))
+        .collect();
+    assert_eq!(listed, catalog());
+    let session = plugin.shutdown().await;
+    let errors: Vec<String> = session
+        .log_lines()
+        .iter()
+        .filter(|l| l["@level"] == "error")
+        .map(|l| l["@message"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(
+        errors[0].contains("module broken")
+            && errors[0].contains("not a valid WebAssembly component"),
+        "{}",
+        errors[0]
+    );
+}
+
+// ---------------------------------------------------------------------------------------------------
+// How the tests play Velero.
+
+fn binary() -> &'static str {
+    env!("CARGO_BIN_EXE_velero-wasm")
+}
+
+/// A directory with the test components and their manifests (the misbehaving one with a 2 s deadline).
+fn modules_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("plugin-protocol-modules-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let built = Path::new(env!("VELERO_WASM_TEST_COMPONENTS"));
+        for (name, limits) in [
+            (
+                "kinds",
+                "timeout = \"90s\"\nmemory = \"1GiB\"\noutput = \"256MiB\"",
+            ),
+            ("misbehave", "timeout = \"2s\"\nmemory = \"64MiB\""),
+        ] {
+            let wasm = std::fs::read(built.join(format!("{name}.wasm"))).unwrap();
+            std::fs::write(dir.join(format!("{name}.wasm")), &wasm).unwrap();
+            let manifest = format!(
+                "sha256 = \"{}\"\n[limits]\n{limits}\n",
+                velero_wasm::modules::sha256_hex(&wasm)
+            );
+            std::fs::write(dir.join(format!("{name}.toml")), manifest).unwrap();
+        }
+        dir
+    })
+}
+
+/// The actions `velero-wasm actions --json` reports for the same modules, as (Velero kind, name).
+fn catalog() -> BTreeSet<(String, String)> {
+    let output = Command::new(binary())
+        .args(["actions", "--json"])
+        .env("VELERO_WASM_MODULES", modules_dir())
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let listing: Value = serde_json::from_slice(&output.stdout).unwrap();
+    listing["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            (
+                a["veleroKind"].as_str().unwrap().to_string(),
+                a["name"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// A running plugin process, started as Velero starts one.
+struct Plugin {
+    child: Running,
+    handshake: String,
+    socket: PathBuf,
+    socket_dir: tempfile::TempDir,
+    stdout: std::thread::JoinHandle<String>,
+    stderr: Arc<Mutex<Vec<u8>>>,
+    stderr_reader: std::thread::JoinHandle<()>,
+}
+
+/// What a finished process left.
+struct Session {
+    stdout_after_handshake: String,
+    stderr: String,
+    socket: PathBuf,
+    socket_dir: tempfile::TempDir,
+}
+
+impl Session {
+    /// Every stderr line, parsed, after checking it is what Velero's reader requires (spec §13.2).
+    fn log_lines(&self) -> Vec<serde_json::Map<String, Value>> {
+        self.stderr
+            .lines()
+            .map(|line| {
+                assert!(line.len() < 64 << 10, "a line under 64 KiB");
+                let Ok(Value::Object(o)) = serde_json::from_str::<Value>(line) else {
+                    panic!("not a JSON object: {line}")
+                };
+                assert!(o["@message"].is_string(), "{line}");
+                assert!(
+                    ["trace", "debug", "info", "warn", "error"]
+                        .contains(&o["@level"].as_str().unwrap_or("")),
+                    "{line}"
+                );
+                if let Some(t) = o.get("@timestamp") {
+                    assert!(hclog_timestamp(t.as_str().unwrap_or("")), "{line}");
+                }
+                for key in ["namespace", "name", "resource"] {
+                    assert!(o.get(key).is_none_or(Value::is_string), "{key} in {line}");
+                }
+                o
+            })
+            .collect()
+    }
+}
+
+/// `2006-01-02T15:04:05.000000Z07:00`, as Velero's reader parses it.
+fn hclog_timestamp(t: &str) -> bool {
+    let shape = "dddd-dd-ddTdd:dd:dd.ddddddZ";
+    t.len() == shape.len()
+        && t.bytes().zip(shape.bytes()).all(|(c, s)| {
+            if s == b'd' {
+                c.is_ascii_digit()
+            } else {
+                c == s
+            }
+        })
+}
+
+impl Plugin {
+    fn start(args: &[&str], env: &[(&str, &str)]) -> Plugin {
+        Plugin::start_as(binary(), args, env)
+    }
+
+    /// Starts the binary with `argv[0]` = `arg0`, Velero's environment and `args`.
+    fn start_as(arg0: &str, args: &[&str], env: &[(&str, &str)]) -> Plugin {
+        let socket_dir = tempfile::tempdir().unwrap();
+        let mut command = Command::new(binary());
+        command
+            .arg0(arg0)
+            .args(args)
+            .env("VELERO_PLUGIN", "hello")
+            .env("PLUGIN_PROTOCOL_VERSIONS", "2")
+            .env("PLUGIN_MIN_PORT", "10000")
+            .env("PLUGIN_MAX_PORT", "25000")
+            .env("PLUGIN_UNIX_SOCKET_DIR", socket_dir.path())
+            .env("VELERO_WASM_MODULES", modules_dir())
+            .env_remove("VELERO_WASM_KINDS")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for (k, v) in env {
+            command.env(k, v);
+        }
+        let mut child = command.spawn().unwrap();
+        let stderr = Arc::new(Mutex::new(Vec::new()));
+        let stderr_reader = {
+            let (mut pipe, sink) = (child.stderr.take().unwrap(), stderr.clone());
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 8192];
+                while let Ok(n) = pipe.read(&mut buf) {
+                    if n == 0 {
+                        break;
+                    }
+                    sink.lock().unwrap().extend_from_slice(&buf[..n]);
+                }
+            })
+        };
+        let (line_tx, line_rx) = std::sync::mpsc::channel();
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let stdout = std::thread::spawn(move || {
+            let mut first = String::new();
+            let _ = out.read_line(&mut first);
+            let _ = line_tx.send(first);
+            let mut rest = String::new();
+            let _ = out.read_to_string(&mut rest);
+            rest
+        });
+        let handshake = match line_rx.recv_timeout(Duration::from_secs(60)) {
+            Ok(line) if !line.is_empty() => line.trim_end_matches('\n').to_string(),
+            _ => panic!(
+                "no handshake line; stderr: {}",
+                String::from_utf8_lossy(&stderr.lock().unwrap())
+            ),
+        };
+        let socket = PathBuf::from(
+            handshake
+                .split('|')
+                .nth(3)
+                .unwrap_or_else(|| panic!("bad handshake {handshake:?}")),
+        );
+        Plugin {
+            child: Running(child),
+            handshake,
+            socket,
+            socket_dir,
+            stdout,
+            stderr,
+            stderr_reader,
+        }
+    }
+
+    /// A connection over the socket, as go-plugin makes it (h2c, authority "unused").
+    async fn channel(&self) -> Channel {
+        let path = self.socket.clone();
+        Endpoint::try_from("http://unused")
+            .unwrap()
+            .connect_with_connector(tower::service_fn(move |_| {
+                let path = path.clone();
+                async move { Ok::<_, std::io::Error>(TokioIo::new(UnixStream::connect(path).await?)) }
+            }))
+            .await
+            .unwrap()
+    }
+
+    async fn list(&self) -> Vec<PluginIdentifier> {
+        PluginListerClient::new(self.channel().await)
+            .list_plugins(g::Empty {})
+            .await
+            .unwrap()
+            .into_inner()
+            .plugins
+    }
+
+    /// Calls Shutdown, waits for the exit (status 0), and returns what the process left.
+    async fn shutdown(self) -> Session {
+        let (status, _, session) = self.shutdown_and_wait().await;
+        assert_eq!(status.code(), Some(0), "{}", session.stderr);
+        session
+    }
+
+    async fn shutdown_and_wait(mut self) -> (ExitStatus, Duration, Session) {
+        let mut controller = GrpcControllerClient::new(self.channel().await);
+        let asked = Instant::now();
+        // Like Velero, ignore the answer: the server may go away before it arrives.
+        let _ = controller.shutdown(p::Empty {}).await;
+        drop(controller);
+        let status = self
+            .wait(Duration::from_secs(10))
+            .expect("the plugin exits after Shutdown");
+        let elapsed = asked.elapsed();
+        self.stderr_reader.join().unwrap();
+        let stderr = String::from_utf8(self.stderr.lock().unwrap().clone()).unwrap();
+        let stdout_after_handshake = self.stdout.join().unwrap();
+        (
+            status,
+            elapsed,
+            Session {
+                stdout_after_handshake,
+                stderr,
+                socket: self.socket,
+                socket_dir: self.socket_dir,
+            },
+        )
+    }
+
+    fn wait(&mut self, limit: Duration) -> Option<ExitStatus> {
+        let until = Instant::now() + limit;
+        while Instant::now() < until {
+            if let Some(status) = self.child.0.try_wait().unwrap() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = self.child.0.kill();
+        None
+    }
+}
+
+/// The child process, killed if a test ends without stopping it.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+async fn bia_v1(
+    c: &Channel,
+    plugin: &str,
+    item: Vec<u8>,
+    backup: Vec<u8>,
+) -> Result<g::ExecuteResponse, tonic::Status> {
+    BiaV1::new(c.clone())
+        .max_decoding_message_size(usize::MAX)
+        .max_encoding_message_size(usize::MAX)
+        .execute(g::ExecuteRequest {
+            plugin: plugin.to_string(),
+            item,
+            backup,
+        })
+        .await
+        .map(|r| r.into_inner())
+}
+
+/// Calls a method no service provides, with an empty message; returns the status code.
+async fn unimplemented_call(mut grpc: tonic::client::Grpc<Channel>, path: &'static str) -> Code {
+    grpc.ready().await.unwrap();
+    let codec = tonic_prost::ProstCodec::<g::Empty, g::Empty>::default();
+    grpc.unary(
+        tonic::Request::new(g::Empty {}),
+        tonic::codegen::http::uri::PathAndQuery::from_static(path),
+        codec,
+    )
+    .await
+    .unwrap_err()
+    .code()
+}
+
+/// Starts every future (spawning happens as the iterator is collected), then awaits them in order.
+async fn join_all<F: std::future::Future>(futures: impl Iterator<Item = F>) -> Vec<F::Output> {
+    let mut out = Vec::new();
+    for f in futures.collect::<Vec<_>>() {
+        out.push(f.await);
+    }
+    out
+}
+
+fn configmap(name: &str) -> Vec<u8> {
+    annotated_configmap(name, &[])
+}
+
+fn annotated_configmap(name: &str, annotations: &[(&str, &str)]) -> Vec<u8> {
+    let annotations: serde_json::Map<String, Value> = annotations
+        .iter()
+        .map(|(k, v)| (format!("{T}{k}"), json!(v)))
+        .collect();
+    json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "shop", "annotations": annotations}, "data": {"k": "v"}})
+        .to_string()
+        .into_bytes()
+}
+
+fn backup() -> Vec<u8> {
+    json!({"metadata": {"name": "nightly", "namespace": "velero", "uid": "b-1"}, "spec": {"includedNamespaces": ["*"]}, "status": {"phase": "InProgress"}})
+        .to_string()
+        .into_bytes()
+}
+
+fn restore() -> Vec<u8> {
+    json!({"metadata": {"name": "nightly-restore", "namespace": "velero"}, "spec": {"backupName": "nightly"}, "status": {"phase": "InProgress"}})
+        .to_string()
+        .into_bytes()
+}
+
+fn id(group: &str, resource: &str, namespace: &str, name: &str) -> ResourceIdentifier {
+    ResourceIdentifier {
+        group: group.into(),
+        resource: resource.into(),
+        namespace: namespace.into(),
+        name: name.into(),
+    }
+}
+
+fn set(levels: &[&str]) -> BTreeSet<String> {
+    levels.iter().map(|s| s.to_string()).collect()
+}
