@@ -1,8 +1,10 @@
 //! The commands people run: `run` (a policy author's local loop: one action on one item, against a
-//! fixture cluster) and `actions` (what is loaded, and what each module may do).
+//! fixture cluster), `actions` (what is loaded, and what each module may do) and `sign` (a signed
+//! object-store URL from the signing component).
 
 mod actions;
 mod run;
+mod sign;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -34,6 +36,8 @@ enum Command {
     Run(run::RunArgs),
     /// List every loaded action: name, kind, what it applies to, its module and the module's grant.
     Actions(actions::ActionsArgs),
+    /// Print a signed object-store URL (S3 presigned GET or Azure Blob SAS), made by the signing module.
+    Sign(sign::SignArgs),
 }
 
 /// Where modules beyond the stock ones come from.
@@ -67,6 +71,7 @@ pub fn main() -> ExitCode {
         match cli.command {
             Command::Run(args) => run::run(args).await,
             Command::Actions(args) => actions::actions(args).await,
+            Command::Sign(args) => sign::sign(args).await,
         }
     });
     ExitCode::from(code)
@@ -92,6 +97,13 @@ impl Failure {
         Failure {
             code: EXIT_FAILED,
             message: message.into(),
+        }
+    }
+
+    fn prefixed(self, prefix: &str) -> Failure {
+        Failure {
+            code: self.code,
+            message: format!("{prefix}{}", self.message),
         }
     }
 }

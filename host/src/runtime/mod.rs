@@ -10,6 +10,7 @@ mod engine;
 mod error;
 mod module;
 mod registry;
+mod signing;
 
 use std::sync::Arc;
 
@@ -21,6 +22,7 @@ pub use engine::{EPOCH_TICK, MAX_CONCURRENT_CALLS};
 pub use error::{CallError, Fault, LoadError};
 pub use module::{validate_name, LoadedModule};
 pub use registry::{ActionEntry, Catalog, Registry};
+pub use signing::{types as signing_types, Signing};
 
 use crate::capabilities::{self, CallState, Services};
 use crate::modules::ModuleSource;
@@ -29,9 +31,10 @@ use crate::modules::ModuleSource;
 pub struct Runtime {
     engine: Engine,
     linker: Linker<CallState>,
-    registry: Registry,
+    registry: Arc<Registry>,
     services: Arc<Services>,
     slots: Semaphore,
+    signing: Arc<Signing>,
 }
 
 /// What loading one module produced.
@@ -41,6 +44,8 @@ pub struct Loaded {
     pub module: String,
     /// Number of actions it provides.
     pub actions: usize,
+    /// Whether it exports `velero-wasm:plugin/signing`.
+    pub signing: bool,
     /// Things worth telling the operator (needs the grant does not cover).
     pub warnings: Vec<String>,
 }
@@ -50,12 +55,16 @@ impl Runtime {
     pub fn new(services: Services) -> anyhow::Result<Runtime> {
         let engine = engine::new_engine().map_err(|e| anyhow::anyhow!("cannot create the wasm engine: {e}"))?;
         let linker = capabilities::linker(&engine).map_err(|e| anyhow::anyhow!("cannot link the capabilities: {e}"))?;
+        let registry = Arc::new(Registry::default());
+        let services = Arc::new(services);
+        let signing = Arc::new(Signing::new(engine.clone(), registry.clone(), services.clone()));
         Ok(Runtime {
             engine,
             linker,
-            registry: Registry::default(),
-            services: Arc::new(services),
+            registry,
+            services,
             slots: Semaphore::new(MAX_CONCURRENT_CALLS as usize),
+            signing,
         })
     }
 
@@ -82,6 +91,7 @@ impl Runtime {
         let report = Loaded {
             module: loaded.name.to_string(),
             actions: loaded.actions.len(),
+            signing: loaded.exports_signing(),
             warnings,
         };
         let (module, origin) = (loaded.name.to_string(), loaded.origin.to_string());
@@ -98,7 +108,7 @@ impl Runtime {
             let origin = source.origin.clone();
             match self.load(source).await {
                 Ok(loaded) => {
-                    tracing::debug!(module = loaded.module, actions = loaded.actions, %origin, "module loaded");
+                    tracing::debug!(module = loaded.module, actions = loaded.actions, signing = loaded.signing, %origin, "module loaded");
                     for warning in &loaded.warnings {
                         tracing::warn!("{warning}");
                     }
@@ -110,6 +120,11 @@ impl Runtime {
             }
         }
         errors
+    }
+
+    /// Calls into the module that exports `velero-wasm:plugin/signing`.
+    pub fn signing(&self) -> &Signing {
+        &self.signing
     }
 
     /// The current catalog of modules and actions.
