@@ -1,3 +1,6 @@
+// Shared by several test binaries; each uses a part of it.
+#![allow(dead_code)]
+
 //! A loopback HTTP server for tests: answers each request with what the test's handler says (status,
 //! body, an optional delay) and records every request it received.
 

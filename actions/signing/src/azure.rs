@@ -1,7 +1,7 @@
 //! Azure Blob SAS, `sv=2024-11-04`: the service SAS signed with the account key (spec §6.5) and the
 //! user delegation SAS signed with a delegation key (spec §6.6).
 
-use base64::engine::general_purpose::STANDARD;
+use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig, STANDARD};
 use base64::Engine as _;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
@@ -16,6 +16,11 @@ pub const VERSION: &str = "2024-11-04";
 
 /// Validity used when none (0) is given.
 pub const DEFAULT_EXPIRES: u32 = 3600;
+
+/// Standard base64 with padding, lenient about the unused bits of the last symbol (as Go's and
+/// Python's decoders are), for keys.
+const KEY_BASE64: GeneralPurpose =
+    GeneralPurpose::new(&base64::alphabet::STANDARD, GeneralPurposeConfig::new().with_decode_allow_trailing_bits(true));
 
 /// The permission letters a blob SAS may carry.
 const PERMISSIONS: &str = "racwdxyltmeopi";
@@ -143,7 +148,7 @@ pub fn service_sas(request: &Sas, account_key: &str, now: &UtcTime) -> Result<St
     if account_key.is_empty() {
         return Err(Error::Invalid("account key is required".into()));
     }
-    let key = STANDARD
+    let key = KEY_BASE64
         .decode(account_key)
         .map_err(|e| Error::Invalid(format!("invalid base64 account key: {e}")))?;
     let to_sign = service_string_to_sign(&request.permissions, &window.start, &window.expiry, &window.resource);
@@ -166,7 +171,7 @@ pub fn delegation_sas(request: &Sas, key: &DelegationKey, now: &UtcTime) -> Resu
     if key.value.is_empty() {
         return Err(Error::Invalid("delegation key is required".into()));
     }
-    let secret = STANDARD
+    let secret = KEY_BASE64
         .decode(&key.value)
         .map_err(|e| Error::Invalid(format!("invalid base64 delegation key: {e}")))?;
     let to_sign = delegation_string_to_sign(&request.permissions, &window.start, &window.expiry, &window.resource, key);
