@@ -34,7 +34,9 @@ fn cli(args: &[&str]) -> Output {
 }
 
 fn stdout(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).trim_end().to_string()
+    String::from_utf8_lossy(&output.stdout)
+        .trim_end()
+        .to_string()
 }
 
 fn stderr(output: &Output) -> String {
@@ -46,7 +48,11 @@ fn sign(args: &[&str]) -> String {
     let mut full = vec!["sign"];
     full.extend_from_slice(args);
     let output = cli(&full);
-    assert!(output.status.success(), "velero-wasm {full:?} failed: {}", stderr(&output));
+    assert!(
+        output.status.success(),
+        "velero-wasm {full:?} failed: {}",
+        stderr(&output)
+    );
     stdout(&output)
 }
 
@@ -56,8 +62,21 @@ fn s3_1(extra: &[&str]) -> String {
 
 fn s3_1_key(key: &str, extra: &[&str]) -> String {
     let mut args = vec![
-        "s3", "--bucket", "my-bucket", "--key", key, "--region", "us-east-1", "--access-key-id", AKID,
-        "--secret-access-key", SECRET, "--expires", "3600", "--now", "2026-04-08T12:00:00Z",
+        "s3",
+        "--bucket",
+        "my-bucket",
+        "--key",
+        key,
+        "--region",
+        "us-east-1",
+        "--access-key-id",
+        AKID,
+        "--secret-access-key",
+        SECRET,
+        "--expires",
+        "3600",
+        "--now",
+        "2026-04-08T12:00:00Z",
     ];
     args.extend_from_slice(extra);
     sign(&args)
@@ -70,8 +89,21 @@ fn the_cli_reproduces_every_s3_vector_of_the_spec() {
     let s3_1_url = format!("https://my-bucket.s3.us-east-1.amazonaws.com/path/to/snapshot.db?{q}&X-Amz-Signature=97094fa9811681974b61253db47e92787f66a5c394200e6e0db7c1b69adbd9a0&X-Amz-SignedHeaders=host");
     assert_eq!(s3_1(&[]), s3_1_url);
     let expiry_0 = sign(&[
-        "s3", "--bucket", "my-bucket", "--key", "path/to/snapshot.db", "--region", "us-east-1", "--access-key-id", AKID,
-        "--secret-access-key", SECRET, "--expires", "0", "--now", "2026-04-08T12:00:00Z",
+        "s3",
+        "--bucket",
+        "my-bucket",
+        "--key",
+        "path/to/snapshot.db",
+        "--region",
+        "us-east-1",
+        "--access-key-id",
+        AKID,
+        "--secret-access-key",
+        SECRET,
+        "--expires",
+        "0",
+        "--now",
+        "2026-04-08T12:00:00Z",
     ]);
     assert_eq!(expiry_0, s3_1_url);
     // S3-2: session token.
@@ -107,8 +139,19 @@ fn the_cli_reproduces_every_s3_vector_of_the_spec() {
 
 fn azure(blob: &str, extra: &[&str]) -> String {
     let mut args = vec![
-        "azure", "--account", "myaccount", "--container", "mycontainer", "--blob", blob, "--permissions", "r", "--expires", "3600",
-        "--now", "2026-05-08T12:00:00Z",
+        "azure",
+        "--account",
+        "myaccount",
+        "--container",
+        "mycontainer",
+        "--blob",
+        blob,
+        "--permissions",
+        "r",
+        "--expires",
+        "3600",
+        "--now",
+        "2026-05-08T12:00:00Z",
     ];
     args.extend_from_slice(extra);
     sign(&args)
@@ -146,12 +189,38 @@ fn az_3_key() -> Value {
 
 #[test]
 fn without_now_the_clock_capability_gives_the_time() {
-    let url = sign(&["s3", "--bucket", "b", "--key", "k", "--region", "eu-west-1", "--access-key-id", AKID, "--secret-access-key", SECRET, "--expires", "60"]);
+    let url = sign(&[
+        "s3",
+        "--bucket",
+        "b",
+        "--key",
+        "k",
+        "--region",
+        "eu-west-1",
+        "--access-key-id",
+        AKID,
+        "--secret-access-key",
+        SECRET,
+        "--expires",
+        "60",
+    ]);
     let date = url.split("X-Amz-Date=").nth(1).unwrap()[..8].to_string();
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
-    let today = Command::new("date").args(["-u", "-d", &format!("@{now}"), "+%Y%m%d"]).output().unwrap();
-    let yesterday = Command::new("date").args(["-u", "-d", &format!("@{}", now - 120), "+%Y%m%d"]).output().unwrap();
-    assert!([stdout(&today), stdout(&yesterday)].contains(&date), "{url}");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let today = Command::new("date")
+        .args(["-u", "-d", &format!("@{now}"), "+%Y%m%d"])
+        .output()
+        .unwrap();
+    let yesterday = Command::new("date")
+        .args(["-u", "-d", &format!("@{}", now - 120), "+%Y%m%d"])
+        .output()
+        .unwrap();
+    assert!(
+        [stdout(&today), stdout(&yesterday)].contains(&date),
+        "{url}"
+    );
 }
 
 /// Runs `sign` expecting a failure; returns (exit code, stderr).
@@ -159,14 +228,29 @@ fn sign_fails(args: &[&str]) -> (i32, String) {
     let mut full = vec!["sign"];
     full.extend_from_slice(args);
     let output = cli(&full);
-    assert!(!output.status.success(), "velero-wasm {full:?} succeeded: {}", stdout(&output));
+    assert!(
+        !output.status.success(),
+        "velero-wasm {full:?} succeeded: {}",
+        stdout(&output)
+    );
     assert!(output.stdout.is_empty(), "nothing on stdout when failing");
     (output.status.code().unwrap_or(-1), stderr(&output))
 }
 
 #[test]
 fn bad_or_missing_input_exits_2_with_one_clear_line() {
-    let base = ["--bucket", "b", "--key", "k", "--access-key-id", AKID, "--secret-access-key", SECRET, "--expires", "60"];
+    let base = [
+        "--bucket",
+        "b",
+        "--key",
+        "k",
+        "--access-key-id",
+        AKID,
+        "--secret-access-key",
+        SECRET,
+        "--expires",
+        "60",
+    ];
     let with = |extra: &[&'static str]| -> Vec<&'static str> {
         let mut args = vec!["s3"];
         args.extend_from_slice(&base);
@@ -185,18 +269,83 @@ fn bad_or_missing_input_exits_2_with_one_clear_line() {
         assert_eq!(code, 2, "{args:?}: {err}");
         assert!(err.starts_with(expected), "{args:?}: {err}");
     }
-    let (code, err) = sign_fails(&["azure", "--account", "a", "--container", "c", "--blob", "b", "--permissions", "r", "--expires", "1", "--account-key", "not base64!"]);
+    let (code, err) = sign_fails(&[
+        "azure",
+        "--account",
+        "a",
+        "--container",
+        "c",
+        "--blob",
+        "b",
+        "--permissions",
+        "r",
+        "--expires",
+        "1",
+        "--account-key",
+        "not base64!",
+    ]);
     assert_eq!(code, 2);
-    assert!(err.starts_with("velero-wasm sign: invalid base64 account key: ") && err.lines().count() == 1, "{err}");
-    let (code, err) = sign_fails(&["azure", "--account", "a", "--container", "c", "--blob", "", "--permissions", "r", "--expires", "1", "--account-key", ACCOUNT_KEY]);
-    assert_eq!((code, err.as_str()), (2, "velero-wasm sign: account, container, and blob are required\n"));
+    assert!(
+        err.starts_with("velero-wasm sign: invalid base64 account key: ")
+            && err.lines().count() == 1,
+        "{err}"
+    );
+    let (code, err) = sign_fails(&[
+        "azure",
+        "--account",
+        "a",
+        "--container",
+        "c",
+        "--blob",
+        "",
+        "--permissions",
+        "r",
+        "--expires",
+        "1",
+        "--account-key",
+        ACCOUNT_KEY,
+    ]);
+    assert_eq!(
+        (code, err.as_str()),
+        (
+            2,
+            "velero-wasm sign: account, container, and blob are required\n"
+        )
+    );
     // Missing arguments: clap's own message, exit 2.
-    let (code, err) = sign_fails(&["s3", "--bucket", "b", "--key", "k", "--region", "r", "--expires", "1"]);
+    let (code, err) = sign_fails(&[
+        "s3",
+        "--bucket",
+        "b",
+        "--key",
+        "k",
+        "--region",
+        "r",
+        "--expires",
+        "1",
+    ]);
     assert_eq!(code, 2);
     assert!(err.contains("--access-key-id"), "{err}");
-    let (code, err) = sign_fails(&["azure", "--account", "a", "--container", "c", "--blob", "b", "--permissions", "r", "--expires", "1", "--delegation-key-file", "/nonexistent/key.json"]);
+    let (code, err) = sign_fails(&[
+        "azure",
+        "--account",
+        "a",
+        "--container",
+        "c",
+        "--blob",
+        "b",
+        "--permissions",
+        "r",
+        "--expires",
+        "1",
+        "--delegation-key-file",
+        "/nonexistent/key.json",
+    ]);
     assert_eq!(code, 2);
-    assert!(err.starts_with("velero-wasm sign: --delegation-key-file /nonexistent/key.json: "), "{err}");
+    assert!(
+        err.starts_with("velero-wasm sign: --delegation-key-file /nonexistent/key.json: "),
+        "{err}"
+    );
 }
 
 #[test]
@@ -204,26 +353,74 @@ fn credentials_are_read_from_the_bsl_secret_formats() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("cloud");
     std::fs::write(&file, format!("[other]\naws_access_key_id=NOPE\n\n[default]\naws_access_key_id = {AKID}\naws_secret_access_key = {SECRET}\n")).unwrap();
-    let url = sign(&["s3", "--bucket", "my-bucket", "--key", "path/to/snapshot.db", "--region", "us-east-1", "--credentials-file", file.to_str().unwrap(), "--expires", "3600", "--now", "2026-04-08T12:00:00Z"]);
+    let url = sign(&[
+        "s3",
+        "--bucket",
+        "my-bucket",
+        "--key",
+        "path/to/snapshot.db",
+        "--region",
+        "us-east-1",
+        "--credentials-file",
+        file.to_str().unwrap(),
+        "--expires",
+        "3600",
+        "--now",
+        "2026-04-08T12:00:00Z",
+    ]);
     assert_eq!(url, s3_1(&[]));
     std::fs::write(&file, "[default]\naws_access_key_id = A\n").unwrap();
-    let (code, err) = sign_fails(&["s3", "--bucket", "b", "--key", "k", "--region", "r", "--credentials-file", file.to_str().unwrap(), "--expires", "1"]);
+    let (code, err) = sign_fails(&[
+        "s3",
+        "--bucket",
+        "b",
+        "--key",
+        "k",
+        "--region",
+        "r",
+        "--credentials-file",
+        file.to_str().unwrap(),
+        "--expires",
+        "1",
+    ]);
     assert_eq!(code, 2);
-    assert!(err.contains("aws_secret_access_key not found for profile \"default\""), "{err}");
+    assert!(
+        err.contains("aws_secret_access_key not found for profile \"default\""),
+        "{err}"
+    );
     std::fs::write(&file, "arn:aws:iam::123456789012:role/velero\n").unwrap();
-    let (code, err) = sign_fails(&["s3", "--bucket", "b", "--key", "k", "--region", "r", "--credentials-file", file.to_str().unwrap(), "--expires", "1"]);
+    let (code, err) = sign_fails(&[
+        "s3",
+        "--bucket",
+        "b",
+        "--key",
+        "k",
+        "--region",
+        "r",
+        "--credentials-file",
+        file.to_str().unwrap(),
+        "--expires",
+        "1",
+    ]);
     assert_eq!(code, 2);
-    assert!(err.contains("AWS_WEB_IDENTITY_TOKEN_FILE is not set"), "{err}");
+    assert!(
+        err.contains("AWS_WEB_IDENTITY_TOKEN_FILE is not set"),
+        "{err}"
+    );
 }
 
 /// A module directory with the signing component under a manifest that lets it reach `origin`.
 fn signing_modules(origin: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    let wasm = std::fs::read(Path::new(env!("VELERO_WASM_TEST_COMPONENTS")).join("signing.wasm")).expect("signing.wasm is built");
+    let wasm = std::fs::read(Path::new(env!("VELERO_WASM_TEST_COMPONENTS")).join("signing.wasm"))
+        .expect("signing.wasm is built");
     std::fs::write(dir.path().join("signing.wasm"), &wasm).unwrap();
     std::fs::write(
         dir.path().join("signing.toml"),
-        format!("sha256 = \"{}\"\n[limits]\nhttp-timeout = \"5s\"\n[grant]\nhttp = [\"{origin}\"]\n", sha256_hex(&wasm)),
+        format!(
+            "sha256 = \"{}\"\n[limits]\nhttp-timeout = \"5s\"\n[grant]\nhttp = [\"{origin}\"]\n",
+            sha256_hex(&wasm)
+        ),
     )
     .unwrap();
     dir
@@ -244,10 +441,30 @@ fn presign_with_sts(origin: &str, session: &str) -> Output {
     std::fs::write(&token, WEB_TOKEN).unwrap();
     let endpoint = format!("{origin}/");
     cli(&[
-        "sign", "--log-level", "trace", "s3", "--bucket", "my-bucket", "--key", "snap.db", "--region", "us-east-1",
-        "--role-arn", "arn:aws:iam::123456789012:role/velero", "--web-identity-token-file", token.to_str().unwrap(),
-        "--session-name", session, "--sts-endpoint", &endpoint, "--expires", "3600", "--now", "2026-04-08T12:00:00Z",
-        "--modules", modules.path().to_str().unwrap(),
+        "sign",
+        "--log-level",
+        "trace",
+        "s3",
+        "--bucket",
+        "my-bucket",
+        "--key",
+        "snap.db",
+        "--region",
+        "us-east-1",
+        "--role-arn",
+        "arn:aws:iam::123456789012:role/velero",
+        "--web-identity-token-file",
+        token.to_str().unwrap(),
+        "--session-name",
+        session,
+        "--sts-endpoint",
+        &endpoint,
+        "--expires",
+        "3600",
+        "--now",
+        "2026-04-08T12:00:00Z",
+        "--modules",
+        modules.path().to_str().unwrap(),
     ])
 }
 
@@ -259,22 +476,38 @@ async fn sts_web_identity_over_real_http() {
     })
     .await;
     let origin = server.origin();
-    let output = tokio::task::spawn_blocking(move || presign_with_sts(&origin, "restore-example")).await.unwrap();
+    let output = tokio::task::spawn_blocking(move || presign_with_sts(&origin, "restore-example"))
+        .await
+        .unwrap();
     assert!(output.status.success(), "{}", stderr(&output));
     let url = stdout(&output);
     assert!(url.starts_with("https://my-bucket.s3.us-east-1.amazonaws.com/snap.db?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=ASIATEMPORARY%2F20260408%2F"), "{url}");
-    assert!(url.contains("&X-Amz-Security-Token=IQoJb3JpZ2luX2VjEJr%2F%2Fsession%2Btoken%3D&X-Amz-Signature="), "{url}");
+    assert!(
+        url.contains(
+            "&X-Amz-Security-Token=IQoJb3JpZ2luX2VjEJr%2F%2Fsession%2Btoken%3D&X-Amz-Signature="
+        ),
+        "{url}"
+    );
     let received = server.received();
     assert_eq!(received.len(), 1);
-    assert_eq!((received[0].method.as_str(), received[0].target.as_str()), ("POST", "/"));
-    assert_eq!(received[0].header("content-type"), Some("application/x-www-form-urlencoded"));
+    assert_eq!(
+        (received[0].method.as_str(), received[0].target.as_str()),
+        ("POST", "/")
+    );
+    assert_eq!(
+        received[0].header("content-type"),
+        Some("application/x-www-form-urlencoded")
+    );
     assert_eq!(
         received[0].body,
         format!("Action=AssumeRoleWithWebIdentity&DurationSeconds=3600&RoleArn=arn%3Aaws%3Aiam%3A%3A123456789012%3Arole%2Fvelero&RoleSessionName=restore-example&Version=2011-06-15&WebIdentityToken={}", WEB_TOKEN)
     );
     let log = stderr(&output);
     for secret in [WEB_TOKEN, TEMP_SECRET, TEMP_TOKEN] {
-        assert!(!log.contains(secret), "the trace log carries a secret: {log}");
+        assert!(
+            !log.contains(secret),
+            "the trace log carries a secret: {log}"
+        );
     }
 }
 
@@ -307,15 +540,36 @@ async fn sts_outside_the_grant_is_denied() {
         let modules = signing_modules(&granted_origin);
         let token = modules.path().join("token");
         std::fs::write(&token, WEB_TOKEN).unwrap();
-        cli(&["sign", "s3", "--bucket", "b", "--key", "k", "--region", "r", "--role-arn", "arn:aws:iam::1:role/r",
-            "--web-identity-token-file", token.to_str().unwrap(), "--sts-endpoint", &target,
-            "--expires", "1", "--modules", modules.path().to_str().unwrap()])
+        cli(&[
+            "sign",
+            "s3",
+            "--bucket",
+            "b",
+            "--key",
+            "k",
+            "--region",
+            "r",
+            "--role-arn",
+            "arn:aws:iam::1:role/r",
+            "--web-identity-token-file",
+            token.to_str().unwrap(),
+            "--sts-endpoint",
+            &target,
+            "--expires",
+            "1",
+            "--modules",
+            modules.path().to_str().unwrap(),
+        ])
     })
     .await
     .unwrap();
     assert_eq!(output.status.code(), Some(1));
     let err = stderr(&output);
-    assert!(err.contains("error assuming role via STS: STS request failed: denied: ") && err.contains("is not in the HTTP grant of module signing"), "{err}");
+    assert!(
+        err.contains("error assuming role via STS: STS request failed: denied: ")
+            && err.contains("is not in the HTTP grant of module signing"),
+        "{err}"
+    );
     assert!(server.received().is_empty() && granted.received().is_empty());
 }
 
@@ -329,10 +583,34 @@ fn delegation_flow(origin: &str) -> Output {
     let secret = modules.path().join("secret");
     std::fs::write(&secret, format!("{CLIENT_SECRET}\n")).unwrap();
     cli(&[
-        "sign", "--log-level", "trace", "azure", "--account", "myaccount", "--container", "mycontainer", "--blob", "path/to/snapshot.db",
-        "--permissions", "r", "--expires", "3600", "--now", "2026-05-08T12:00:00Z", "--tenant-id", "tid-5678", "--client-id", "client-1",
-        "--client-secret-file", secret.to_str().unwrap(), "--authority", &format!("{origin}/"), "--endpoint", origin,
-        "--modules", modules.path().to_str().unwrap(),
+        "sign",
+        "--log-level",
+        "trace",
+        "azure",
+        "--account",
+        "myaccount",
+        "--container",
+        "mycontainer",
+        "--blob",
+        "path/to/snapshot.db",
+        "--permissions",
+        "r",
+        "--expires",
+        "3600",
+        "--now",
+        "2026-05-08T12:00:00Z",
+        "--tenant-id",
+        "tid-5678",
+        "--client-id",
+        "client-1",
+        "--client-secret-file",
+        secret.to_str().unwrap(),
+        "--authority",
+        &format!("{origin}/"),
+        "--endpoint",
+        origin,
+        "--modules",
+        modules.path().to_str().unwrap(),
     ])
 }
 
@@ -349,7 +627,9 @@ async fn azure_user_delegation_over_real_http() {
     })
     .await;
     let origin = server.origin();
-    let output = tokio::task::spawn_blocking(move || delegation_flow(&origin)).await.unwrap();
+    let output = tokio::task::spawn_blocking(move || delegation_flow(&origin))
+        .await
+        .unwrap();
     assert!(output.status.success(), "{}", stderr(&output));
     // The delegation key is AZ-3's, so the URL is AZ-3's on the loopback endpoint.
     assert_eq!(
@@ -364,8 +644,15 @@ async fn azure_user_delegation_over_real_http() {
     assert_eq!(received[1].header("content-type"), Some("application/xml"));
     assert_eq!(received[1].body, "<KeyInfo><Start>2026-05-08T12:00:00Z</Start><Expiry>2026-05-08T13:00:00Z</Expiry></KeyInfo>");
     let log = stderr(&output);
-    for secret in [CLIENT_SECRET, AAD_TOKEN, "dGVzdC1kZWxlZ2F0aW9uLWtleS12YWx1ZSEhISE="] {
-        assert!(!log.contains(secret), "the trace log carries a secret: {log}");
+    for secret in [
+        CLIENT_SECRET,
+        AAD_TOKEN,
+        "dGVzdC1kZWxlZ2F0aW9uLWtleS12YWx1ZSEhISE=",
+    ] {
+        assert!(
+            !log.contains(secret),
+            "the trace log carries a secret: {log}"
+        );
     }
 }
 
@@ -388,28 +675,92 @@ async fn azure_flow_errors_are_clear_and_carry_no_secret() {
         })
         .await;
         let origin = server.origin();
-        let output = tokio::task::spawn_blocking(move || delegation_flow(&origin)).await.unwrap();
+        let output = tokio::task::spawn_blocking(move || delegation_flow(&origin))
+            .await
+            .unwrap();
         assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
         let err = stderr(&output);
         let last = err.lines().last().unwrap_or_default();
-        assert!(last.starts_with(&format!("velero-wasm sign: {expected}")), "{err}");
-        assert!(!err.contains(CLIENT_SECRET) && !err.contains(AAD_TOKEN), "{err}");
+        assert!(
+            last.starts_with(&format!("velero-wasm sign: {expected}")),
+            "{err}"
+        );
+        assert!(
+            !err.contains(CLIENT_SECRET) && !err.contains(AAD_TOKEN),
+            "{err}"
+        );
     }
 }
 
 #[test]
 fn secrets_never_appear_in_logs_or_errors() {
     let token = "FwoGZXIvYXdzEBYaDHqa0AP-secret-session";
-    let ok = cli(&["sign", "--log-level", "trace", "s3", "--bucket", "b", "--key", "k", "--region", "eu-west-1", "--access-key-id", AKID, "--secret-access-key", SECRET, "--session-token", token, "--expires", "60"]);
+    let ok = cli(&[
+        "sign",
+        "--log-level",
+        "trace",
+        "s3",
+        "--bucket",
+        "b",
+        "--key",
+        "k",
+        "--region",
+        "eu-west-1",
+        "--access-key-id",
+        AKID,
+        "--secret-access-key",
+        SECRET,
+        "--session-token",
+        token,
+        "--expires",
+        "60",
+    ]);
     assert!(ok.status.success());
     let log = stderr(&ok);
-    assert!(log.contains("presigning an S3 GET"), "trace logging works: {log}");
+    assert!(
+        log.contains("presigning an S3 GET"),
+        "trace logging works: {log}"
+    );
     assert!(!log.contains(SECRET) && !log.contains(token), "{log}");
     // The URL carries the session token (S3 needs it) but never the secret key.
     assert!(!stdout(&ok).contains(SECRET));
     for bad in [
-        vec!["s3", "--bucket", "", "--key", "k", "--region", "r", "--access-key-id", AKID, "--secret-access-key", SECRET, "--session-token", token, "--expires", "1"],
-        vec!["s3", "--bucket", "b", "--key", "k", "--region", "r", "--access-key-id", AKID, "--secret-access-key", SECRET, "--session-token", token, "--endpoint", "bogus", "--expires", "1"],
+        vec![
+            "s3",
+            "--bucket",
+            "",
+            "--key",
+            "k",
+            "--region",
+            "r",
+            "--access-key-id",
+            AKID,
+            "--secret-access-key",
+            SECRET,
+            "--session-token",
+            token,
+            "--expires",
+            "1",
+        ],
+        vec![
+            "s3",
+            "--bucket",
+            "b",
+            "--key",
+            "k",
+            "--region",
+            "r",
+            "--access-key-id",
+            AKID,
+            "--secret-access-key",
+            SECRET,
+            "--session-token",
+            token,
+            "--endpoint",
+            "bogus",
+            "--expires",
+            "1",
+        ],
     ] {
         let mut args = vec!["sign", "--log-level", "trace"];
         args.extend(bad.iter());
@@ -419,15 +770,44 @@ fn secrets_never_appear_in_logs_or_errors() {
         assert!(!text.contains(SECRET) && !text.contains(token), "{text}");
     }
     let key = "c2VjcmV0LWFjY291bnQta2V5LXdpdGgtYmFkLWNoYXJzIQ==!";
-    let out = cli(&["sign", "--log-level", "trace", "azure", "--account", "a", "--container", "c", "--blob", "b", "--permissions", "r", "--expires", "1", "--account-key", key]);
+    let out = cli(&[
+        "sign",
+        "--log-level",
+        "trace",
+        "azure",
+        "--account",
+        "a",
+        "--container",
+        "c",
+        "--blob",
+        "b",
+        "--permissions",
+        "r",
+        "--expires",
+        "1",
+        "--account-key",
+        key,
+    ]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(!stderr(&out).contains("c2VjcmV0LWFjY291bnQta2V5"), "{}", stderr(&out));
+    assert!(
+        !stderr(&out).contains("c2VjcmV0LWFjY291bnQta2V5"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 /// A runtime with the stock signing module, plus `extra` modules.
 async fn runtime_with(extra: Vec<ModuleSource>, signing: bool) -> Runtime {
-    let runtime = Runtime::new(Services { kube: Arc::new(NoCluster), clock: Clock::System }).unwrap();
-    let mut sources: Vec<ModuleSource> = stock_modules().into_iter().filter_map(Result::ok).filter(|s| signing && s.name == "signing").collect();
+    let runtime = Runtime::new(Services {
+        kube: Arc::new(NoCluster),
+        clock: Clock::System,
+    })
+    .unwrap();
+    let mut sources: Vec<ModuleSource> = stock_modules()
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter(|s| signing && s.name == "signing")
+        .collect();
     sources.extend(extra);
     assert!(runtime.load_all(sources).await.is_empty());
     runtime
@@ -449,7 +829,13 @@ async fn probe_sign(runtime: &Runtime, credentials: &str) -> Value {
     let item = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "p", "namespace": "t"},
         "data": {"url": "s3://my-bucket/path/to/snapshot.db", "region": "us-east-1", "now": "1775649600", "credentials": credentials}});
     let outcome = runtime
-        .backup("test.velero-wasm.io/sign-s3", BackupRequest { item: item.to_string(), backup: "{}".into() })
+        .backup(
+            "test.velero-wasm.io/sign-s3",
+            BackupRequest {
+                item: item.to_string(),
+                backup: "{}".into(),
+            },
+        )
         .await
         .expect("the probe returns");
     serde_json::from_str::<Value>(&outcome.item).unwrap()["data"].clone()
@@ -459,25 +845,50 @@ async fn probe_sign(runtime: &Runtime, credentials: &str) -> Value {
 async fn a_module_importing_signing_is_served_by_the_signing_module() {
     // The probe has no HTTP grant and does no signing itself: the host runs its calls in the signing module.
     let runtime = runtime_with(vec![test_component("probe", "")], true).await;
-    let credentials = format!("[default]\naws_access_key_id={AKID}\naws_secret_access_key={SECRET}\n");
+    let credentials =
+        format!("[default]\naws_access_key_id={AKID}\naws_secret_access_key={SECRET}\n");
     let data = probe_sign(&runtime, &credentials).await;
-    assert_eq!(data["result"].as_str(), Some(s3_1_expected().as_str()), "{data}");
+    assert_eq!(
+        data["result"].as_str(),
+        Some(s3_1_expected().as_str()),
+        "{data}"
+    );
     let data = probe_sign(&runtime, "not credentials").await;
-    assert!(data["error"].as_str().unwrap().starts_with("SigningError::Invalid(\"unable to parse credential data"), "{data}");
+    assert!(
+        data["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("SigningError::Invalid(\"unable to parse credential data"),
+        "{data}"
+    );
 
     // Without a module exporting signing, the import answers `unavailable`; the caller goes on.
     let alone = runtime_with(vec![test_component("probe", "")], false).await;
     let data = probe_sign(&alone, &credentials).await;
-    assert!(data["error"].as_str().unwrap().starts_with("SigningError::Unavailable(\"no loaded module exports velero-wasm:plugin/signing"), "{data}");
+    assert!(
+        data["error"].as_str().unwrap().starts_with(
+            "SigningError::Unavailable(\"no loaded module exports velero-wasm:plugin/signing"
+        ),
+        "{data}"
+    );
 }
 
 #[tokio::test]
 async fn only_one_module_may_export_signing() {
     let runtime = runtime_with(vec![], true).await;
-    let mut copy = stock_modules().into_iter().filter_map(Result::ok).find(|s| s.name == "signing").unwrap();
+    let mut copy = stock_modules()
+        .into_iter()
+        .filter_map(Result::ok)
+        .find(|s| s.name == "signing")
+        .unwrap();
     copy.name = "signing-copy".into();
     let error = runtime.load(copy).await.unwrap_err().to_string();
-    assert!(error.contains("velero-wasm:plugin/signing is exported by both module signing and module signing-copy"), "{error}");
+    assert!(
+        error.contains(
+            "velero-wasm:plugin/signing is exported by both module signing and module signing-copy"
+        ),
+        "{error}"
+    );
 }
 
 fn s3_1_expected() -> String {
@@ -501,12 +912,19 @@ impl Random {
 
     fn text(&mut self, alphabet: &[&str], min: usize, max: usize) -> String {
         let len = min + self.below(max - min + 1);
-        (0..len).map(|_| alphabet[self.below(alphabet.len())]).collect()
+        (0..len)
+            .map(|_| alphabet[self.below(alphabet.len())])
+            .collect()
     }
 }
 
-const LOWER: &[&str] = &["a", "b", "c", "d", "e", "k", "m", "q", "x", "z", "0", "7", "9"];
-const KEY_CHARS: &[&str] = &["a", "Z", "0", "-", "_", ".", "~", "/", " ", "!", "$", "&", "'", "(", ")", "*", "+", ",", ";", "=", ":", "@", "é", "ü", "日", "%", "#", "?"];
+const LOWER: &[&str] = &[
+    "a", "b", "c", "d", "e", "k", "m", "q", "x", "z", "0", "7", "9",
+];
+const KEY_CHARS: &[&str] = &[
+    "a", "Z", "0", "-", "_", ".", "~", "/", " ", "!", "$", "&", "'", "(", ")", "*", "+", ",", ";",
+    "=", ":", "@", "é", "ü", "日", "%", "#", "?",
+];
 const B64: &[&str] = &["A", "Q", "g", "w", "0", "5", "+", "/", "z", "K"];
 
 /// Whether the oracles can run: Python with botocore and azure-storage-blob. In CI they must.
@@ -517,7 +935,10 @@ fn oracles_available() -> bool {
         .map(|o| o.status.success())
         .unwrap_or(false);
     if !found {
-        assert!(std::env::var_os("CI").is_none(), "CI must have botocore and azure-storage-blob (.ci/run installs them with pip)");
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must have botocore and azure-storage-blob (.ci/run installs them with pip)"
+        );
         eprintln!("SKIPPED: python3 with botocore and azure-storage-blob is not installed (pip install botocore azure-storage-blob==12.23.1)");
     }
     found
@@ -528,9 +949,16 @@ async fn random_inputs_sign_exactly_as_the_official_sdks_do() {
     if !oracles_available() {
         return;
     }
-    let seed = std::env::var("SIGNING_ORACLE_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64 | 1
-    });
+    let seed = std::env::var("SIGNING_ORACLE_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+                | 1
+        });
     eprintln!("oracle seed: {seed} (set SIGNING_ORACLE_SEED to repeat)");
     let mut rng = Random(seed);
     let regions = ["us-east-1", "eu-west-1", "ap-southeast-2", "us-gov-west-1"];
@@ -539,7 +967,13 @@ async fn random_inputs_sign_exactly_as_the_official_sdks_do() {
     let mut s3_cases = Vec::new();
     let mut ours_s3 = Vec::new();
     for i in 0..12 {
-        let endpoint = (i % 4 == 3).then(|| format!("http://minio{}.example.com:{}", rng.below(10), 9000 + rng.below(100)));
+        let endpoint = (i % 4 == 3).then(|| {
+            format!(
+                "http://minio{}.example.com:{}",
+                rng.below(10),
+                9000 + rng.below(100)
+            )
+        });
         let token = (i % 2 == 1).then(|| rng.text(B64, 20, 120));
         let case = json!({
             "bucket": format!("bkt-{}", rng.text(LOWER, 3, 20)),
@@ -560,14 +994,22 @@ async fn random_inputs_sign_exactly_as_the_official_sdks_do() {
             endpoint: case["endpoint"].as_str().map(String::from),
             force_path_style: case["path_style"].as_bool().unwrap(),
             expires_seconds: case["expires"].as_u64().unwrap() as u32,
-            now: Some(wit::Timestamp { seconds: case["now"].as_i64().unwrap(), nanoseconds: 0 }),
+            now: Some(wit::Timestamp {
+                seconds: case["now"].as_i64().unwrap(),
+                nanoseconds: 0,
+            }),
         };
         let keys = wit::AwsKeys {
             access_key_id: case["access_key_id"].as_str().unwrap().into(),
             secret_access_key: case["secret_access_key"].as_str().unwrap().into(),
             session_token: case["session_token"].as_str().map(String::from),
         };
-        let url = runtime.signing().presign_s3(request, wit::AwsCredentials::Keys(keys)).await.unwrap().unwrap();
+        let url = runtime
+            .signing()
+            .presign_s3(request, wit::AwsCredentials::Keys(keys))
+            .await
+            .unwrap()
+            .unwrap();
         s3_cases.push(case);
         ours_s3.push(url);
     }
@@ -598,8 +1040,12 @@ async fn random_inputs_sign_exactly_as_the_official_sdks_do() {
             case["delegation_key"] = key.clone();
             let field = |name: &str| key[name].as_str().unwrap().to_string();
             wit::AzureCredentials::DelegationKey(wit::DelegationKey {
-                signed_oid: field("signed_oid"), signed_tid: field("signed_tid"), signed_start: field("signed_start"),
-                signed_expiry: field("signed_expiry"), signed_service: field("signed_service"), signed_version: field("signed_version"),
+                signed_oid: field("signed_oid"),
+                signed_tid: field("signed_tid"),
+                signed_start: field("signed_start"),
+                signed_expiry: field("signed_expiry"),
+                signed_service: field("signed_service"),
+                signed_version: field("signed_version"),
                 value: field("value"),
             })
         };
@@ -610,9 +1056,19 @@ async fn random_inputs_sign_exactly_as_the_official_sdks_do() {
             endpoint: None,
             permissions: case["permissions"].as_str().unwrap().into(),
             expires_seconds: case["expires"].as_u64().unwrap() as u32,
-            now: Some(wit::Timestamp { seconds: now, nanoseconds: 0 }),
+            now: Some(wit::Timestamp {
+                seconds: now,
+                nanoseconds: 0,
+            }),
         };
-        ours_azure.push(runtime.signing().azure_sas(request, credentials).await.unwrap().unwrap());
+        ours_azure.push(
+            runtime
+                .signing()
+                .azure_sas(request, credentials)
+                .await
+                .unwrap()
+                .unwrap(),
+        );
         azure_cases.push(case);
     }
 
@@ -627,22 +1083,53 @@ async fn random_inputs_sign_exactly_as_the_official_sdks_do() {
     {
         use std::io::Write;
         let input = json!({"s3": s3_cases, "azure": azure_cases}).to_string();
-        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
     }
     let output = child.wait_with_output().unwrap();
-    assert!(output.status.success(), "the oracle failed: {}", stderr(&output));
+    assert!(
+        output.status.success(),
+        "the oracle failed: {}",
+        stderr(&output)
+    );
     let theirs: Value = serde_json::from_slice(&output.stdout).unwrap();
 
-    for (i, (ours, theirs)) in ours_s3.iter().zip(theirs["s3"].as_array().unwrap()).enumerate() {
+    for (i, (ours, theirs)) in ours_s3
+        .iter()
+        .zip(theirs["s3"].as_array().unwrap())
+        .enumerate()
+    {
         let theirs = theirs.as_str().unwrap();
         let (our_base, our_query) = ours.split_once('?').unwrap();
         let (their_base, their_query) = theirs.split_once('?').unwrap();
-        assert_eq!(our_base, their_base, "case {i} {}: scheme, host and encoded path", s3_cases[i]);
-        assert_eq!(our_query, canonical_query(their_query), "case {i} {}: query (signature included)", s3_cases[i]);
+        assert_eq!(
+            our_base, their_base,
+            "case {i} {}: scheme, host and encoded path",
+            s3_cases[i]
+        );
+        assert_eq!(
+            our_query,
+            canonical_query(their_query),
+            "case {i} {}: query (signature included)",
+            s3_cases[i]
+        );
     }
-    for (i, (ours, theirs)) in ours_azure.iter().zip(theirs["azure"].as_array().unwrap()).enumerate() {
+    for (i, (ours, theirs)) in ours_azure
+        .iter()
+        .zip(theirs["azure"].as_array().unwrap())
+        .enumerate()
+    {
         let (_, our_query) = ours.split_once('?').unwrap();
-        assert_eq!(our_query, canonical_query(theirs.as_str().unwrap()), "case {i} {}", azure_cases[i]);
+        assert_eq!(
+            our_query,
+            canonical_query(theirs.as_str().unwrap()),
+            "case {i} {}",
+            azure_cases[i]
+        );
     }
 }
 
@@ -668,7 +1155,9 @@ fn canonical_query(query: &str) -> String {
     let encode = |text: &str| -> String {
         text.bytes()
             .map(|b| match b {
-                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                    (b as char).to_string()
+                }
                 b' ' => "+".to_string(),
                 _ => format!("%{b:02X}"),
             })
@@ -683,5 +1172,9 @@ fn canonical_query(query: &str) -> String {
         })
         .collect();
     pairs.sort();
-    pairs.iter().map(|(k, v)| format!("{}={}", encode(k), encode(v))).collect::<Vec<_>>().join("&")
+    pairs
+        .iter()
+        .map(|(k, v)| format!("{}={}", encode(k), encode(v)))
+        .collect::<Vec<_>>()
+        .join("&")
 }

@@ -27,7 +27,10 @@ pub struct Received {
 impl Received {
     /// The value of a header (names compare without case).
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
     }
 }
 
@@ -40,7 +43,11 @@ pub struct Reply {
 
 impl Reply {
     pub fn new(status: u16, body: impl Into<Vec<u8>>) -> Reply {
-        Reply { status, body: body.into(), delay: Duration::ZERO }
+        Reply {
+            status,
+            body: body.into(),
+            delay: Duration::ZERO,
+        }
     }
 }
 
@@ -53,28 +60,45 @@ pub struct Loopback {
 impl Loopback {
     /// Starts a server on 127.0.0.1 with a random port.
     pub async fn start(handler: impl Fn(&Received) -> Reply + Send + Sync + 'static) -> Loopback {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind a loopback port");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind a loopback port");
         let addr = listener.local_addr().unwrap();
         let received = Arc::new(Mutex::new(Vec::new()));
         let handler = Arc::new(handler);
         let log = received.clone();
         tokio::spawn(async move {
             loop {
-                let Ok((stream, _)) = listener.accept().await else { return };
+                let Ok((stream, _)) = listener.accept().await else {
+                    return;
+                };
                 let (handler, log) = (handler.clone(), log.clone());
                 tokio::spawn(async move {
                     let service = service_fn(move |request: hyper::Request<Incoming>| {
                         let (handler, log) = (handler.clone(), log.clone());
                         async move {
                             let (parts, body) = request.into_parts();
-                            let body = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+                            let body = body
+                                .collect()
+                                .await
+                                .map(|b| b.to_bytes())
+                                .unwrap_or_default();
                             let seen = Received {
                                 method: parts.method.to_string(),
-                                target: parts.uri.path_and_query().map(|p| p.to_string()).unwrap_or_default(),
+                                target: parts
+                                    .uri
+                                    .path_and_query()
+                                    .map(|p| p.to_string())
+                                    .unwrap_or_default(),
                                 headers: parts
                                     .headers
                                     .iter()
-                                    .map(|(k, v)| (k.to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
+                                    .map(|(k, v)| {
+                                        (
+                                            k.to_string(),
+                                            String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                                        )
+                                    })
                                     .collect(),
                                 body: String::from_utf8_lossy(&body).into_owned(),
                             };

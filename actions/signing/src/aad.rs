@@ -60,18 +60,25 @@ pub fn storage_scope(cloud_name: &str) -> &'static str {
 /// The token request for an identity, or `None` when it already has a token.
 pub fn token_request(identity: &Identity) -> Result<Option<Request>, Error> {
     if identity.tenant_id.is_empty() || identity.client_id.is_empty() {
-        return Err(Error::Invalid("AZURE_TENANT_ID and AZURE_CLIENT_ID are required".into()));
+        return Err(Error::Invalid(
+            "AZURE_TENANT_ID and AZURE_CLIENT_ID are required".into(),
+        ));
     }
     let proof: [(&str, &str); 2] = match &identity.secret {
         Secret::AccessToken(_) => return Ok(None),
         Secret::ClientSecret(secret) => [("client_secret", secret.as_str()), ("", "")],
         Secret::FederatedToken(token) => [
-            ("client_assertion_type", "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"),
+            (
+                "client_assertion_type",
+                "urn:ietf:params:oauth:client-assertion-type:jwt-bearer",
+            ),
             ("client_assertion", token.as_str()),
         ],
     };
     if identity.secret_text().is_empty() {
-        return Err(Error::Invalid("the AAD client secret or federated token is empty".into()));
+        return Err(Error::Invalid(
+            "the AAD client secret or federated token is empty".into(),
+        ));
     }
     let mut pairs = vec![
         ("client_id", identity.client_id.as_str()),
@@ -84,11 +91,18 @@ pub fn token_request(identity: &Identity) -> Result<Option<Request>, Error> {
         .clone()
         .filter(|a| !a.is_empty())
         .unwrap_or_else(|| authority(&identity.cloud_name).to_string());
-    let authority = if authority.ends_with('/') { authority } else { format!("{authority}/") };
+    let authority = if authority.ends_with('/') {
+        authority
+    } else {
+        format!("{authority}/")
+    };
     Ok(Some(Request {
         method: "POST",
         url: format!("{authority}{}/oauth2/v2.0/token", identity.tenant_id),
-        headers: vec![("Content-Type".into(), "application/x-www-form-urlencoded".into())],
+        headers: vec![(
+            "Content-Type".into(),
+            "application/x-www-form-urlencoded".into(),
+        )],
         body: form(&pairs),
     }))
 }
@@ -113,7 +127,9 @@ pub fn token(transport: &dyn Transport, identity: &Identity) -> Result<String, E
             .map_err(|e| Error::Remote(format!("parsing token response: {e}")))?;
         match json.get("access_token").and_then(|t| t.as_str()) {
             Some(token) if !token.is_empty() => Ok(token.to_string()),
-            _ => Err(Error::Remote("parsing token response: no access_token".into())),
+            _ => Err(Error::Remote(
+                "parsing token response: no access_token".into(),
+            )),
         }
     });
     result.map_err(|e| e.redact(&[identity.secret_text()]))

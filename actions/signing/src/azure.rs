@@ -19,8 +19,10 @@ pub const DEFAULT_EXPIRES: u32 = 3600;
 
 /// Standard base64 with padding, lenient about the unused bits of the last symbol (as Go's and
 /// Python's decoders are), for keys.
-const KEY_BASE64: GeneralPurpose =
-    GeneralPurpose::new(&base64::alphabet::STANDARD, GeneralPurposeConfig::new().with_decode_allow_trailing_bits(true));
+const KEY_BASE64: GeneralPurpose = GeneralPurpose::new(
+    &base64::alphabet::STANDARD,
+    GeneralPurposeConfig::new().with_decode_allow_trailing_bits(true),
+);
 
 /// The permission letters a blob SAS may carry.
 const PERMISSIONS: &str = "racwdxyltmeopi";
@@ -83,29 +85,69 @@ struct Window {
 /// Checks a request and computes its window and canonicalized resource.
 fn validate(request: &Sas, now: &UtcTime) -> Result<Window, Error> {
     if request.account.is_empty() || request.container.is_empty() || request.blob.is_empty() {
-        return Err(Error::Invalid("account, container, and blob are required".into()));
+        return Err(Error::Invalid(
+            "account, container, and blob are required".into(),
+        ));
     }
-    if request.permissions.is_empty() || !request.permissions.chars().all(|c| PERMISSIONS.contains(c)) {
+    if request.permissions.is_empty()
+        || !request.permissions.chars().all(|c| PERMISSIONS.contains(c))
+    {
         return Err(Error::Invalid(format!(
             "permissions {:?} must be letters from {PERMISSIONS:?}",
             request.permissions
         )));
     }
-    let expires = if request.expires == 0 { DEFAULT_EXPIRES } else { request.expires };
+    let expires = if request.expires == 0 {
+        DEFAULT_EXPIRES
+    } else {
+        request.expires
+    };
     Ok(Window {
         start: now.extended(),
         expiry: now.plus(i64::from(expires))?.extended(),
-        resource: format!("/blob/{}/{}/{}", request.account, request.container, request.blob),
+        resource: format!(
+            "/blob/{}/{}/{}",
+            request.account, request.container, request.blob
+        ),
     })
 }
 
 /// The 16-field string to sign of a service SAS (spec §6.5 step 4).
-pub fn service_string_to_sign(permissions: &str, start: &str, expiry: &str, resource: &str) -> String {
-    [permissions, start, expiry, resource, "", "", "https", VERSION, "b", "", "", "", "", "", "", ""].join("\n")
+pub fn service_string_to_sign(
+    permissions: &str,
+    start: &str,
+    expiry: &str,
+    resource: &str,
+) -> String {
+    [
+        permissions,
+        start,
+        expiry,
+        resource,
+        "",
+        "",
+        "https",
+        VERSION,
+        "b",
+        "",
+        "",
+        "",
+        "",
+        "",
+        "",
+        "",
+    ]
+    .join("\n")
 }
 
 /// The 24-field string to sign of a user delegation SAS (spec §6.6 step 3).
-pub fn delegation_string_to_sign(permissions: &str, start: &str, expiry: &str, resource: &str, key: &DelegationKey) -> String {
+pub fn delegation_string_to_sign(
+    permissions: &str,
+    start: &str,
+    expiry: &str,
+    resource: &str,
+    key: &DelegationKey,
+) -> String {
     [
         permissions,
         start,
@@ -151,7 +193,12 @@ pub fn service_sas(request: &Sas, account_key: &str, now: &UtcTime) -> Result<St
     let key = KEY_BASE64
         .decode(account_key)
         .map_err(|e| Error::Invalid(format!("invalid base64 account key: {e}")))?;
-    let to_sign = service_string_to_sign(&request.permissions, &window.start, &window.expiry, &window.resource);
+    let to_sign = service_string_to_sign(
+        &request.permissions,
+        &window.start,
+        &window.expiry,
+        &window.resource,
+    );
     let sig = sign(&key, &to_sign);
     let params = [
         ("se", window.expiry.as_str()),
@@ -162,7 +209,11 @@ pub fn service_sas(request: &Sas, account_key: &str, now: &UtcTime) -> Result<St
         ("st", window.start.as_str()),
         ("sv", VERSION),
     ];
-    Ok(format!("{}?{}", blob_url(request)?, encode::sorted_query(&params)))
+    Ok(format!(
+        "{}?{}",
+        blob_url(request)?,
+        encode::sorted_query(&params)
+    ))
 }
 
 /// A user delegation SAS URL signed with a delegation key.
@@ -174,7 +225,13 @@ pub fn delegation_sas(request: &Sas, key: &DelegationKey, now: &UtcTime) -> Resu
     let secret = KEY_BASE64
         .decode(&key.value)
         .map_err(|e| Error::Invalid(format!("invalid base64 delegation key: {e}")))?;
-    let to_sign = delegation_string_to_sign(&request.permissions, &window.start, &window.expiry, &window.resource, key);
+    let to_sign = delegation_string_to_sign(
+        &request.permissions,
+        &window.start,
+        &window.expiry,
+        &window.resource,
+        key,
+    );
     let sig = sign(&secret, &to_sign);
     let params = [
         ("se", window.expiry.as_str()),
@@ -191,13 +248,21 @@ pub fn delegation_sas(request: &Sas, key: &DelegationKey, now: &UtcTime) -> Resu
         ("st", window.start.as_str()),
         ("sv", VERSION),
     ];
-    Ok(format!("{}?{}", blob_url(request)?, encode::sorted_query(&params)))
+    Ok(format!(
+        "{}?{}",
+        blob_url(request)?,
+        encode::sorted_query(&params)
+    ))
 }
 
 /// `<scheme>://<host>/<P(container)>/<P-encoded blob>` (spec §6.5 steps 6–7).
 fn blob_url(request: &Sas) -> Result<String, Error> {
     let base = service_base(&request.account, request.endpoint.as_deref())?;
-    Ok(format!("{base}/{}/{}", encode::path_segment(&request.container), encode::blob_path(&request.blob)))
+    Ok(format!(
+        "{base}/{}/{}",
+        encode::path_segment(&request.container),
+        encode::blob_path(&request.blob)
+    ))
 }
 
 /// `scheme://host[:port]` of the Blob service: the endpoint's, or `https://<account>.blob.core.windows.net`.

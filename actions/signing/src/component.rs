@@ -51,7 +51,10 @@ fn instant(now: Option<wit::Timestamp>) -> Result<UtcTime, Error> {
 }
 
 fn debug(message: &str, fields: &[(&str, &str)]) {
-    let fields: Vec<(String, String)> = fields.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    let fields: Vec<(String, String)> = fields
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
     log::log(log::Level::Debug, message, &fields);
 }
 
@@ -59,23 +62,35 @@ impl wit::Guest for Component {
     fn parse_snapshot_url(url: String) -> Result<wit::SnapshotUrl, wit::SigningError> {
         Ok(match crate::snapshot::parse(&url).map_err(wit_error)? {
             SnapshotUrl::S3 { bucket, key } => wit::SnapshotUrl::S3((bucket, key)),
-            SnapshotUrl::AzureBlob { account, container, blob } => wit::SnapshotUrl::AzureBlob((account, container, blob)),
+            SnapshotUrl::AzureBlob {
+                account,
+                container,
+                blob,
+            } => wit::SnapshotUrl::AzureBlob((account, container, blob)),
             SnapshotUrl::Unsigned => wit::SnapshotUrl::Unsigned,
         })
     }
 
     fn parse_aws_credentials(data: String) -> Result<wit::AwsCredentialSource, wit::SigningError> {
-        Ok(match crate::credentials::parse_aws(&data).map_err(wit_error)? {
-            AwsSource::Keys(keys) => wit::AwsCredentialSource::Keys(wit::AwsKeys {
-                access_key_id: keys.access_key_id,
-                secret_access_key: keys.secret_access_key,
-                session_token: (!keys.session_token.is_empty()).then_some(keys.session_token),
-            }),
-            AwsSource::WebIdentity { role_arn, token_file } => wit::AwsCredentialSource::WebIdentity((role_arn, token_file)),
-        })
+        Ok(
+            match crate::credentials::parse_aws(&data).map_err(wit_error)? {
+                AwsSource::Keys(keys) => wit::AwsCredentialSource::Keys(wit::AwsKeys {
+                    access_key_id: keys.access_key_id,
+                    secret_access_key: keys.secret_access_key,
+                    session_token: (!keys.session_token.is_empty()).then_some(keys.session_token),
+                }),
+                AwsSource::WebIdentity {
+                    role_arn,
+                    token_file,
+                } => wit::AwsCredentialSource::WebIdentity((role_arn, token_file)),
+            },
+        )
     }
 
-    fn presign_s3(request: wit::S3Request, credentials: wit::AwsCredentials) -> Result<String, wit::SigningError> {
+    fn presign_s3(
+        request: wit::S3Request,
+        credentials: wit::AwsCredentials,
+    ) -> Result<String, wit::SigningError> {
         let now = instant(request.now).map_err(wit_error)?;
         let presign = s3::Presign {
             bucket: request.bucket,
@@ -108,12 +123,20 @@ impl wit::Guest for Component {
         };
         debug(
             "presigning an S3 GET",
-            &[("bucket", &presign.bucket), ("region", &presign.region), ("style", style), ("time", &now.basic())],
+            &[
+                ("bucket", &presign.bucket),
+                ("region", &presign.region),
+                ("style", style),
+                ("time", &now.basic()),
+            ],
         );
         crate::presign_s3(&HostHttp, &presign, &credentials, &now).map_err(wit_error)
     }
 
-    fn azure_sas(request: wit::AzureRequest, credentials: wit::AzureCredentials) -> Result<String, wit::SigningError> {
+    fn azure_sas(
+        request: wit::AzureRequest,
+        credentials: wit::AzureCredentials,
+    ) -> Result<String, wit::SigningError> {
         let now = instant(request.now).map_err(wit_error)?;
         let sas = azure::Sas {
             account: request.account,
@@ -124,7 +147,9 @@ impl wit::Guest for Component {
             expires: request.expires_seconds,
         };
         let (kind, credentials) = match credentials {
-            wit::AzureCredentials::AccountKey(key) => ("account key", AzureCredentials::AccountKey(key)),
+            wit::AzureCredentials::AccountKey(key) => {
+                ("account key", AzureCredentials::AccountKey(key))
+            }
             wit::AzureCredentials::DelegationKey(key) => (
                 "user delegation key",
                 AzureCredentials::DelegationKey(azure::DelegationKey {
@@ -154,7 +179,12 @@ impl wit::Guest for Component {
         };
         debug(
             "signing an Azure Blob SAS",
-            &[("account", &sas.account), ("container", &sas.container), ("credentials", kind), ("time", &now.extended())],
+            &[
+                ("account", &sas.account),
+                ("container", &sas.container),
+                ("credentials", kind),
+                ("time", &now.extended()),
+            ],
         );
         crate::azure_sas(&HostHttp, &sas, &credentials, &now).map_err(wit_error)
     }

@@ -25,14 +25,25 @@ pub fn parse_aws(data: &str) -> Result<AwsSource, Error> {
     if data.is_empty() {
         return Err(Error::Invalid("empty credential data".into()));
     }
-    if data.starts_with("arn:") && data.contains(":iam:") && data.contains(":role/") && !data.contains('\n') {
+    if data.starts_with("arn:")
+        && data.contains(":iam:")
+        && data.contains(":role/")
+        && !data.contains('\n')
+    {
         return Ok(AwsSource::WebIdentity {
             role_arn: data.to_string(),
             token_file: None,
         });
     }
     let profile = ini_profile(data, "default");
-    let get = |key: &str| profile.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v.clone()).unwrap_or_default();
+    let get = |key: &str| {
+        profile
+            .iter()
+            .rev()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default()
+    };
     let role_arn = get("role_arn");
     if !role_arn.is_empty() {
         let file = get("web_identity_token_file");
@@ -120,41 +131,71 @@ mod tests {
 
     #[test]
     fn role_arns_mean_web_identity() {
-        for arn in ["arn:aws:iam::123456789012:role/velero", "arn:aws-us-gov:iam::1:role/x", "arn:aws-cn:iam::1:role/y"] {
+        for arn in [
+            "arn:aws:iam::123456789012:role/velero",
+            "arn:aws-us-gov:iam::1:role/x",
+            "arn:aws-cn:iam::1:role/y",
+        ] {
             assert_eq!(
                 parse_aws(&format!("  {arn}\n")).unwrap(),
-                AwsSource::WebIdentity { role_arn: arn.into(), token_file: None }
+                AwsSource::WebIdentity {
+                    role_arn: arn.into(),
+                    token_file: None
+                }
             );
         }
         let ini = "[default]\nrole_arn = arn:aws:iam::1:role/r\nweb_identity_token_file = /var/run/token\n";
         assert_eq!(
             parse_aws(ini).unwrap(),
-            AwsSource::WebIdentity { role_arn: "arn:aws:iam::1:role/r".into(), token_file: Some("/var/run/token".into()) }
+            AwsSource::WebIdentity {
+                role_arn: "arn:aws:iam::1:role/r".into(),
+                token_file: Some("/var/run/token".into())
+            }
         );
         let no_file = "[default]\nrole_arn=arn:aws:iam::1:role/r\n";
         assert_eq!(
             parse_aws(no_file).unwrap(),
-            AwsSource::WebIdentity { role_arn: "arn:aws:iam::1:role/r".into(), token_file: None }
+            AwsSource::WebIdentity {
+                role_arn: "arn:aws:iam::1:role/r".into(),
+                token_file: None
+            }
         );
     }
 
     #[test]
     fn bad_data_is_refused_with_the_spec_texts() {
-        assert_eq!(parse_aws(" \n").unwrap_err().to_string(), "empty credential data");
-        let e = parse_aws("this is not valid ini or arn data").unwrap_err().to_string();
-        assert!(e.contains("aws_access_key_id not found for profile \"default\""), "{e}");
-        let e = parse_aws("[default]\naws_access_key_id=A\n").unwrap_err().to_string();
+        assert_eq!(
+            parse_aws(" \n").unwrap_err().to_string(),
+            "empty credential data"
+        );
+        let e = parse_aws("this is not valid ini or arn data")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("aws_access_key_id not found for profile \"default\""),
+            "{e}"
+        );
+        let e = parse_aws("[default]\naws_access_key_id=A\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("aws_secret_access_key not found"), "{e}");
-        let e = parse_aws("[prod]\naws_access_key_id=A\naws_secret_access_key=S\n").unwrap_err().to_string();
+        let e = parse_aws("[prod]\naws_access_key_id=A\naws_secret_access_key=S\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("aws_access_key_id not found"), "{e}");
     }
 
     #[test]
     fn dotenv_follows_the_spec() {
-        let pairs = parse_dotenv("# c\nKEY = spacedvalue\nB=abc=def==\nQ=\"quoted\"\nKEY=later\n\n");
+        let pairs =
+            parse_dotenv("# c\nKEY = spacedvalue\nB=abc=def==\nQ=\"quoted\"\nKEY=later\n\n");
         assert_eq!(
             pairs,
-            vec![("B".into(), "abc=def==".into()), ("Q".into(), "\"quoted\"".into()), ("KEY".into(), "later".into())]
+            vec![
+                ("B".into(), "abc=def==".into()),
+                ("Q".into(), "\"quoted\"".into()),
+                ("KEY".into(), "later".into())
+            ]
         );
     }
 }

@@ -6,7 +6,13 @@ use crate::time::UtcTime;
 use crate::transport::{Request, Transport};
 
 /// The request for a key valid from `start` to `expiry`.
-pub fn request(account: &str, endpoint: Option<&str>, token: &str, start: &UtcTime, expiry: &UtcTime) -> Result<Request, Error> {
+pub fn request(
+    account: &str,
+    endpoint: Option<&str>,
+    token: &str,
+    start: &UtcTime,
+    expiry: &UtcTime,
+) -> Result<Request, Error> {
     let base = service_base(account, endpoint)?;
     Ok(Request {
         method: "POST",
@@ -52,12 +58,17 @@ pub fn get_key(
 
 /// Reads the `UserDelegationKey` document.
 pub fn parse_key(body: &[u8]) -> Result<DelegationKey, Error> {
-    let fail = |e: &dyn std::fmt::Display| Error::Remote(format!("parsing delegation key response: {e}"));
+    let fail =
+        |e: &dyn std::fmt::Display| Error::Remote(format!("parsing delegation key response: {e}"));
     let text = std::str::from_utf8(body).map_err(|e| fail(&e))?;
-    let doc = roxmltree::Document::parse(text.trim_start_matches('\u{feff}')).map_err(|e| fail(&e))?;
+    let doc =
+        roxmltree::Document::parse(text.trim_start_matches('\u{feff}')).map_err(|e| fail(&e))?;
     let root = doc.root_element();
     if !root.has_tag_name("UserDelegationKey") {
-        return Err(fail(&format!("expected a UserDelegationKey element, got {}", root.tag_name().name())));
+        return Err(fail(&format!(
+            "expected a UserDelegationKey element, got {}",
+            root.tag_name().name()
+        )));
     }
     let field = |name: &str| -> String {
         root.children()

@@ -3,10 +3,20 @@
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 
 /// Everything but `A–Z a–z 0–9 - _ . ~` (unreserved) is encoded.
-const UNRESERVED: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'_').remove(b'.').remove(b'~');
+const UNRESERVED: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'~');
 
 /// Azure's path-segment set: unreserved plus `$ & + : = @` stay as they are.
-const PATH_SEGMENT: &AsciiSet = &UNRESERVED.remove(b'$').remove(b'&').remove(b'+').remove(b':').remove(b'=').remove(b'@');
+const PATH_SEGMENT: &AsciiSet = &UNRESERVED
+    .remove(b'$')
+    .remove(b'&')
+    .remove(b'+')
+    .remove(b':')
+    .remove(b'=')
+    .remove(b'@');
 
 /// Q: query escape. Unreserved characters stay, a space becomes `+`, every other byte `%XX`.
 pub fn query(text: &str) -> String {
@@ -31,7 +41,10 @@ pub fn path_segment(segment: &str) -> String {
 
 /// A blob name with P applied to each `/`-separated segment.
 pub fn blob_path(blob: &str) -> String {
-    blob.split('/').map(path_segment).collect::<Vec<_>>().join("/")
+    blob.split('/')
+        .map(path_segment)
+        .collect::<Vec<_>>()
+        .join("/")
 }
 
 /// Keys sorted by byte order, joined as `Q(key)=Q(value)` with `&`.
@@ -54,7 +67,10 @@ mod tests {
         for (raw, encoded) in [
             ("/path/AZaz09-_.~", "/path/AZaz09-_.~"),
             ("/path/snap shot.db", "/path/snap%20shot.db"),
-            ("/key$with&special+chars:here@now", "/key%24with%26special%2Bchars%3Ahere%40now"),
+            (
+                "/key$with&special+chars:here@now",
+                "/key%24with%26special%2Bchars%3Ahere%40now",
+            ),
             ("/path/file#1?v=2", "/path/file%231%3Fv%3D2"),
             ("/key=val;other", "/key%3Dval%3Bother"),
             ("/100%done", "/100%25done"),
@@ -72,12 +88,18 @@ mod tests {
     #[test]
     fn azure_path_segments_keep_their_set() {
         assert_eq!(path_segment("a$&+:=@b"), "a$&+:=@b");
-        assert_eq!(path_segment("a b/;,?#%!'()*"), "a%20b%2F%3B%2C%3F%23%25%21%27%28%29%2A");
+        assert_eq!(
+            path_segment("a b/;,?#%!'()*"),
+            "a%20b%2F%3B%2C%3F%23%25%21%27%28%29%2A"
+        );
         assert_eq!(blob_path("dir/snap shot#1.db"), "dir/snap%20shot%231.db");
     }
 
     #[test]
     fn sorted_query_orders_by_bytes() {
-        assert_eq!(sorted_query(&[("sv", "1"), ("se", "a:b"), ("X-Amz-Z", "z")]), "X-Amz-Z=z&se=a%3Ab&sv=1");
+        assert_eq!(
+            sorted_query(&[("sv", "1"), ("se", "a:b"), ("X-Amz-Z", "z")]),
+            "X-Amz-Z=z&se=a%3Ab&sv=1"
+        );
     }
 }

@@ -56,11 +56,11 @@ pub fn presign_s3(
 ) -> Result<String, Error> {
     let keys = match credentials {
         AwsCredentials::Keys(keys) => keys.clone(),
-        AwsCredentials::WebIdentity(identity) => {
-            sts::assume_role(transport, identity).map_err(|e| e.context("error assuming role via STS"))?
-        }
+        AwsCredentials::WebIdentity(identity) => sts::assume_role(transport, identity)
+            .map_err(|e| e.context("error assuming role via STS"))?,
     };
-    s3::presign(request, &keys, now).map_err(|e| e.redact(&[&keys.secret_access_key, &keys.session_token]))
+    s3::presign(request, &keys, now)
+        .map_err(|e| e.redact(&[&keys.secret_access_key, &keys.session_token]))
 }
 
 /// An Azure Blob URL with a SAS (spec §5.7 steps 5–6). Errors never contain a secret.
@@ -71,14 +71,26 @@ pub fn azure_sas(
     now: &UtcTime,
 ) -> Result<String, Error> {
     match credentials {
-        AzureCredentials::AccountKey(key) => azure::service_sas(request, key, now).map_err(|e| e.redact(&[key])),
-        AzureCredentials::DelegationKey(key) => azure::delegation_sas(request, key, now).map_err(|e| e.redact(&[&key.value])),
+        AzureCredentials::AccountKey(key) => {
+            azure::service_sas(request, key, now).map_err(|e| e.redact(&[key]))
+        }
+        AzureCredentials::DelegationKey(key) => {
+            azure::delegation_sas(request, key, now).map_err(|e| e.redact(&[&key.value]))
+        }
         AzureCredentials::Aad(identity) => {
             azure::check(request, now)?;
-            let token = aad::token(transport, identity).map_err(|e| e.context("error acquiring AAD token for storage"))?;
+            let token = aad::token(transport, identity)
+                .map_err(|e| e.context("error acquiring AAD token for storage"))?;
             let expires = i64::from(request.expires.max(azure::DEFAULT_EXPIRES));
-            let key = delegation::get_key(transport, &request.account, request.endpoint.as_deref(), &token, now, &now.plus(expires)?)
-                .map_err(|e| e.context("error getting user delegation key"))?;
+            let key = delegation::get_key(
+                transport,
+                &request.account,
+                request.endpoint.as_deref(),
+                &token,
+                now,
+                &now.plus(expires)?,
+            )
+            .map_err(|e| e.context("error getting user delegation key"))?;
             azure::delegation_sas(request, &key, now).map_err(|e| e.redact(&[&key.value, &token]))
         }
     }

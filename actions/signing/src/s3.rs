@@ -30,7 +30,14 @@ impl std::fmt::Debug for Keys {
         f.debug_struct("Keys")
             .field("access_key_id", &self.access_key_id)
             .field("secret_access_key", &"[redacted]")
-            .field("session_token", &if self.session_token.is_empty() { "" } else { "[redacted]" })
+            .field(
+                "session_token",
+                &if self.session_token.is_empty() {
+                    ""
+                } else {
+                    "[redacted]"
+                },
+            )
             .finish()
     }
 }
@@ -68,7 +75,11 @@ pub fn target(request: &Presign) -> Result<Target, Error> {
     let (scheme, host, path) = match &request.endpoint {
         Some(endpoint) => {
             let endpoint = Endpoint::parse(endpoint)?;
-            (endpoint.scheme, endpoint.authority, format!("/{}/{}", request.bucket, request.key))
+            (
+                endpoint.scheme,
+                endpoint.authority,
+                format!("/{}/{}", request.bucket, request.key),
+            )
         }
         None if request.force_path_style => (
             "https".to_string(),
@@ -89,16 +100,30 @@ pub fn target(request: &Presign) -> Result<Target, Error> {
 }
 
 /// The query parameters before signing (spec §6.2 step 4), unsorted.
-pub fn query_params(keys: &Keys, region: &str, now: &UtcTime, expires: u32) -> Vec<(String, String)> {
+pub fn query_params(
+    keys: &Keys,
+    region: &str,
+    now: &UtcTime,
+    expires: u32,
+) -> Vec<(String, String)> {
     let mut params = vec![
-        ("X-Amz-Algorithm".to_string(), "AWS4-HMAC-SHA256".to_string()),
-        ("X-Amz-Credential".to_string(), format!("{}/{}", keys.access_key_id, scope(now, region, "s3"))),
+        (
+            "X-Amz-Algorithm".to_string(),
+            "AWS4-HMAC-SHA256".to_string(),
+        ),
+        (
+            "X-Amz-Credential".to_string(),
+            format!("{}/{}", keys.access_key_id, scope(now, region, "s3")),
+        ),
         ("X-Amz-Date".to_string(), now.basic()),
         ("X-Amz-Expires".to_string(), expires.to_string()),
         ("X-Amz-SignedHeaders".to_string(), "host".to_string()),
     ];
     if !keys.session_token.is_empty() {
-        params.push(("X-Amz-Security-Token".to_string(), keys.session_token.clone()));
+        params.push((
+            "X-Amz-Security-Token".to_string(),
+            keys.session_token.clone(),
+        ));
     }
     params
 }
@@ -109,13 +134,21 @@ pub fn scope(now: &UtcTime, region: &str, service: &str) -> String {
 }
 
 /// The canonical request of a presigned GET (spec §6.2 step 5).
-pub fn canonical_request(method: &str, encoded_path: &str, canonical_query: &str, host: &str) -> String {
+pub fn canonical_request(
+    method: &str,
+    encoded_path: &str,
+    canonical_query: &str,
+    host: &str,
+) -> String {
     format!("{method}\n{encoded_path}\n{canonical_query}\nhost:{host}\n\nhost\nUNSIGNED-PAYLOAD")
 }
 
 /// The string to sign (spec §6.2 step 6).
 pub fn string_to_sign(timestamp: &str, scope: &str, canonical_request: &str) -> String {
-    format!("AWS4-HMAC-SHA256\n{timestamp}\n{scope}\n{}", hex(&Sha256::digest(canonical_request.as_bytes())))
+    format!(
+        "AWS4-HMAC-SHA256\n{timestamp}\n{scope}\n{}",
+        hex(&Sha256::digest(canonical_request.as_bytes()))
+    )
 }
 
 /// The signing key: kDate, kRegion, kService, kSigning (spec §6.2 step 7), each returned.
@@ -135,12 +168,20 @@ pub fn signature(signing_key: &[u8; 32], string_to_sign: &str) -> String {
 /// A presigned GET URL (spec §6.2).
 pub fn presign(request: &Presign, keys: &Keys, now: &UtcTime) -> Result<String, Error> {
     if request.bucket.is_empty() || request.key.is_empty() || request.region.is_empty() {
-        return Err(Error::Invalid("bucket, key, and region are required".into()));
+        return Err(Error::Invalid(
+            "bucket, key, and region are required".into(),
+        ));
     }
     if keys.access_key_id.is_empty() || keys.secret_access_key.is_empty() {
-        return Err(Error::Invalid("access key ID and secret access key are required".into()));
+        return Err(Error::Invalid(
+            "access key ID and secret access key are required".into(),
+        ));
     }
-    let expires = if request.expires == 0 { DEFAULT_EXPIRES } else { request.expires };
+    let expires = if request.expires == 0 {
+        DEFAULT_EXPIRES
+    } else {
+        request.expires
+    };
     let target = target(request)?;
     let mut params = query_params(keys, &request.region, now, expires);
     let canonical_query = sorted(&params);
@@ -148,11 +189,20 @@ pub fn presign(request: &Presign, keys: &Keys, now: &UtcTime) -> Result<String, 
     let to_sign = string_to_sign(&now.basic(), &scope(now, &request.region, "s3"), &canonical);
     let [_, _, _, key] = signing_keys(&keys.secret_access_key, &now.date(), &request.region, "s3");
     params.push(("X-Amz-Signature".to_string(), signature(&key, &to_sign)));
-    Ok(format!("{}://{}{}?{}", target.scheme, target.host, target.path, sorted(&params)))
+    Ok(format!(
+        "{}://{}{}?{}",
+        target.scheme,
+        target.host,
+        target.path,
+        sorted(&params)
+    ))
 }
 
 fn sorted(params: &[(String, String)]) -> String {
-    let pairs: Vec<(&str, &str)> = params.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let pairs: Vec<(&str, &str)> = params
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
     encode::sorted_query(&pairs)
 }
 

@@ -34,8 +34,16 @@ pub fn request(identity: &WebIdentity) -> Result<Request, Error> {
     if identity.token.is_empty() {
         return Err(Error::Invalid("web identity token is empty".into()));
     }
-    let session = if identity.session_name.is_empty() { DEFAULT_SESSION_NAME } else { &identity.session_name };
-    let endpoint = identity.endpoint.as_deref().filter(|e| !e.is_empty()).unwrap_or(DEFAULT_ENDPOINT);
+    let session = if identity.session_name.is_empty() {
+        DEFAULT_SESSION_NAME
+    } else {
+        &identity.session_name
+    };
+    let endpoint = identity
+        .endpoint
+        .as_deref()
+        .filter(|e| !e.is_empty())
+        .unwrap_or(DEFAULT_ENDPOINT);
     let body = form(&[
         ("Action", "AssumeRoleWithWebIdentity"),
         ("DurationSeconds", DURATION_SECONDS),
@@ -47,7 +55,10 @@ pub fn request(identity: &WebIdentity) -> Result<Request, Error> {
     Ok(Request {
         method: "POST",
         url: endpoint.to_string(),
-        headers: vec![("Content-Type".into(), "application/x-www-form-urlencoded".into())],
+        headers: vec![(
+            "Content-Type".into(),
+            "application/x-www-form-urlencoded".into(),
+        )],
         body,
     })
 }
@@ -59,7 +70,11 @@ pub fn assume_role(transport: &dyn Transport, identity: &WebIdentity) -> Result<
             .send(request)
             .map_err(|e| Error::Transport(format!("STS request failed: {e}")))?;
         if response.status != 200 {
-            return Err(Error::Remote(format!("STS returned HTTP {}: {}", response.status, quote_body(&response.body))));
+            return Err(Error::Remote(format!(
+                "STS returned HTTP {}: {}",
+                response.status,
+                quote_body(&response.body)
+            )));
         }
         parse_response(&response.body)
     });
@@ -68,8 +83,10 @@ pub fn assume_role(transport: &dyn Transport, identity: &WebIdentity) -> Result<
 
 /// Reads `AssumeRoleWithWebIdentityResult/Credentials/{AccessKeyId,SecretAccessKey,SessionToken}`.
 pub fn parse_response(body: &[u8]) -> Result<Keys, Error> {
-    let text = std::str::from_utf8(body).map_err(|e| Error::Remote(format!("failed to parse STS XML response: {e}")))?;
-    let doc = roxmltree::Document::parse(text).map_err(|e| Error::Remote(format!("failed to parse STS XML response: {e}")))?;
+    let text = std::str::from_utf8(body)
+        .map_err(|e| Error::Remote(format!("failed to parse STS XML response: {e}")))?;
+    let doc = roxmltree::Document::parse(text)
+        .map_err(|e| Error::Remote(format!("failed to parse STS XML response: {e}")))?;
     let credentials = doc
         .root_element()
         .children()
@@ -88,7 +105,10 @@ pub fn parse_response(body: &[u8]) -> Result<Keys, Error> {
         secret_access_key: field("SecretAccessKey"),
         session_token: field("SessionToken"),
     };
-    if keys.access_key_id.is_empty() || keys.secret_access_key.is_empty() || keys.session_token.is_empty() {
+    if keys.access_key_id.is_empty()
+        || keys.secret_access_key.is_empty()
+        || keys.session_token.is_empty()
+    {
         return Err(Error::Remote("STS response missing credentials".into()));
     }
     Ok(keys)

@@ -21,7 +21,9 @@ impl UtcTime {
     /// The instant `seconds` after the Unix epoch (1970 to 9999).
     pub fn from_unix(seconds: i64) -> Result<UtcTime, Error> {
         if !(0..=MAX_SECONDS).contains(&seconds) {
-            return Err(Error::Invalid(format!("time {seconds} is outside 1970-01-01 to 9999-12-31")));
+            return Err(Error::Invalid(format!(
+                "time {seconds} is outside 1970-01-01 to 9999-12-31"
+            )));
         }
         let days = seconds.div_euclid(86_400);
         let rest = seconds.rem_euclid(86_400) as u32;
@@ -54,7 +56,13 @@ impl UtcTime {
 
     /// `YYYYMMDD'T'HHMMSS'Z'` (ISO 8601 basic, as SigV4 wants).
     pub fn basic(&self) -> String {
-        format!("{}T{:02}{:02}{:02}Z", self.date(), self.hour, self.minute, self.second)
+        format!(
+            "{}T{:02}{:02}{:02}Z",
+            self.date(),
+            self.hour,
+            self.minute,
+            self.second
+        )
     }
 
     /// `YYYY-MM-DDTHH:MM:SSZ` (as Azure wants).
@@ -89,9 +97,15 @@ mod tests {
         let t = UtcTime::from_unix(1_775_649_600).unwrap();
         assert_eq!(t.basic(), "20260408T120000Z");
         assert_eq!(t.extended(), "2026-04-08T12:00:00Z");
-        assert_eq!(UtcTime::from_unix(0).unwrap().extended(), "1970-01-01T00:00:00Z");
+        assert_eq!(
+            UtcTime::from_unix(0).unwrap().extended(),
+            "1970-01-01T00:00:00Z"
+        );
         assert_eq!(UtcTime::from_unix(951_782_400).unwrap().date(), "20000229");
-        assert_eq!(UtcTime::from_unix(MAX_SECONDS).unwrap().extended(), "9999-12-31T23:59:59Z");
+        assert_eq!(
+            UtcTime::from_unix(MAX_SECONDS).unwrap().extended(),
+            "9999-12-31T23:59:59Z"
+        );
         assert!(UtcTime::from_unix(-1).is_err());
         assert!(UtcTime::from_unix(MAX_SECONDS + 1).is_err());
     }

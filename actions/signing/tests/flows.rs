@@ -34,7 +34,12 @@ const STS_OK: &str = "<AssumeRoleWithWebIdentityResponse xmlns=\"https://sts.ama
 
 fn answer(status: u16, body: &str) -> impl Fn(Request) -> Result<Response, String> {
     let body = body.to_string();
-    move |_| Ok(Response { status, body: body.clone().into_bytes() })
+    move |_| {
+        Ok(Response {
+            status,
+            body: body.clone().into_bytes(),
+        })
+    }
 }
 
 #[test]
@@ -42,15 +47,30 @@ fn sts_sends_the_sorted_form_and_signs_with_the_session_token() {
     let sent = RefCell::new(Vec::new());
     let transport = |request: Request| {
         sent.borrow_mut().push(request);
-        Ok(Response { status: 200, body: STS_OK.as_bytes().to_vec() })
+        Ok(Response {
+            status: 200,
+            body: STS_OK.as_bytes().to_vec(),
+        })
     };
     let now = UtcTime::from_unix(1_775_649_600).unwrap();
-    let url = presign_s3(&transport, &presign_request(), &AwsCredentials::WebIdentity(identity()), &now).unwrap();
+    let url = presign_s3(
+        &transport,
+        &presign_request(),
+        &AwsCredentials::WebIdentity(identity()),
+        &now,
+    )
+    .unwrap();
     assert!(url.contains("X-Amz-Credential=ASIATEMP%2F"), "{url}");
-    assert!(url.contains("X-Amz-Security-Token=tempsession%2Ftoken%2B%3D"), "{url}");
+    assert!(
+        url.contains("X-Amz-Security-Token=tempsession%2Ftoken%2B%3D"),
+        "{url}"
+    );
     let sent = sent.into_inner();
     assert_eq!(sent.len(), 1);
-    assert_eq!((sent[0].method, sent[0].url.as_str()), ("POST", "https://sts.amazonaws.com"));
+    assert_eq!(
+        (sent[0].method, sent[0].url.as_str()),
+        ("POST", "https://sts.amazonaws.com")
+    );
     assert_eq!(
         String::from_utf8(sent[0].body.clone()).unwrap(),
         "Action=AssumeRoleWithWebIdentity&DurationSeconds=3600&RoleArn=arn%3Aaws%3Aiam%3A%3A123456789012%3Arole%2Fvelero&RoleSessionName=restore-example&Version=2011-06-15&WebIdentityToken=eyJ-web-identity-token-secret"
@@ -59,30 +79,71 @@ fn sts_sends_the_sorted_form_and_signs_with_the_session_token() {
 
 #[test]
 fn an_empty_session_name_sends_the_default() {
-    let request = signing::sts::request(&WebIdentity { session_name: String::new(), ..identity() }).unwrap();
-    assert!(String::from_utf8(request.body).unwrap().contains("RoleSessionName=hypershift-oadp"));
+    let request = signing::sts::request(&WebIdentity {
+        session_name: String::new(),
+        ..identity()
+    })
+    .unwrap();
+    assert!(String::from_utf8(request.body)
+        .unwrap()
+        .contains("RoleSessionName=hypershift-oadp"));
 }
 
 #[test]
 fn sts_failures_are_clear_and_never_quote_the_token() {
     let now = UtcTime::from_unix(1_775_649_600).unwrap();
     let run = |transport: &dyn signing::transport::Transport| {
-        presign_s3(transport, &presign_request(), &AwsCredentials::WebIdentity(identity()), &now).unwrap_err()
+        presign_s3(
+            transport,
+            &presign_request(),
+            &AwsCredentials::WebIdentity(identity()),
+            &now,
+        )
+        .unwrap_err()
     };
-    let e = run(&answer(403, &format!("<Error><Message>Token {TOKEN} expired</Message></Error>")));
+    let e = run(&answer(
+        403,
+        &format!("<Error><Message>Token {TOKEN} expired</Message></Error>"),
+    ));
     assert!(matches!(e, Error::Remote(_)));
     let text = e.to_string();
-    assert!(text.starts_with("error assuming role via STS: STS returned HTTP 403: "), "{text}");
-    assert!(!text.contains(TOKEN) && text.contains("[redacted]"), "{text}");
+    assert!(
+        text.starts_with("error assuming role via STS: STS returned HTTP 403: "),
+        "{text}"
+    );
+    assert!(
+        !text.contains(TOKEN) && text.contains("[redacted]"),
+        "{text}"
+    );
     let e = run(&answer(200, "<not xml")).to_string();
     assert!(e.contains("failed to parse STS XML response"), "{e}");
     for missing in ["AccessKeyId", "SecretAccessKey", "SessionToken"] {
-        let body = STS_OK.replace(&format!("<{missing}>"), "<Other>").replace(&format!("</{missing}>"), "</Other>");
-        assert!(run(&answer(200, &body)).to_string().contains("STS response missing credentials"), "{missing}");
+        let body = STS_OK
+            .replace(&format!("<{missing}>"), "<Other>")
+            .replace(&format!("</{missing}>"), "</Other>");
+        assert!(
+            run(&answer(200, &body))
+                .to_string()
+                .contains("STS response missing credentials"),
+            "{missing}"
+        );
     }
     let e = run(&|_: Request| -> Result<Response, String> { Err("connection refused".into()) });
-    assert_eq!(e, Error::Transport("error assuming role via STS: STS request failed: connection refused".into()));
-    let e = presign_s3(&answer(200, STS_OK), &presign_request(), &AwsCredentials::WebIdentity(WebIdentity { token: String::new(), ..identity() }), &now);
+    assert_eq!(
+        e,
+        Error::Transport(
+            "error assuming role via STS: STS request failed: connection refused".into()
+        )
+    );
+    let e = presign_s3(
+        &answer(200, STS_OK),
+        &presign_request(),
+        &AwsCredentials::WebIdentity(WebIdentity {
+            token: String::new(),
+            ..identity()
+        }),
+        &now,
+    );
     assert!(matches!(e, Err(Error::Invalid(_))));
 }
 
@@ -118,22 +179,40 @@ fn aad_flow_gets_a_token_then_a_key_then_signs() {
             KEY_XML
         };
         sent.borrow_mut().push(request);
-        Ok(Response { status: 200, body: body.as_bytes().to_vec() })
+        Ok(Response {
+            status: 200,
+            body: body.as_bytes().to_vec(),
+        })
     };
     let now = UtcTime::from_unix(1_778_241_600).unwrap();
-    let credentials = AzureCredentials::Aad(aad_identity(Secret::ClientSecret("client-secret-value".into())));
+    let credentials = AzureCredentials::Aad(aad_identity(Secret::ClientSecret(
+        "client-secret-value".into(),
+    )));
     let url = azure_sas(&transport, &sas(), &credentials, &now).unwrap();
     // The key of AZ-3, so the URL is AZ-3's.
-    assert!(url.contains("sig=frr2rIC4bJTT%2B4xR%2BrEEo%2BbRUExuXitvUxu1pqAvO94%3D"), "{url}");
+    assert!(
+        url.contains("sig=frr2rIC4bJTT%2B4xR%2BrEEo%2BbRUExuXitvUxu1pqAvO94%3D"),
+        "{url}"
+    );
     let sent = sent.into_inner();
-    assert_eq!(sent[0].url, "https://login.microsoftonline.com/tid-5678/oauth2/v2.0/token");
+    assert_eq!(
+        sent[0].url,
+        "https://login.microsoftonline.com/tid-5678/oauth2/v2.0/token"
+    );
     assert_eq!(
         String::from_utf8(sent[0].body.clone()).unwrap(),
         "client_id=client-1&client_secret=client-secret-value&grant_type=client_credentials&scope=https%3A%2F%2Fstorage.azure.com%2F.default"
     );
-    assert_eq!(sent[1].url, "https://myaccount.blob.core.windows.net/?restype=service&comp=userdelegationkey");
-    assert!(sent[1].headers.contains(&("Authorization".into(), "Bearer test-token".into())));
-    assert!(sent[1].headers.contains(&("x-ms-version".into(), "2024-11-04".into())));
+    assert_eq!(
+        sent[1].url,
+        "https://myaccount.blob.core.windows.net/?restype=service&comp=userdelegationkey"
+    );
+    assert!(sent[1]
+        .headers
+        .contains(&("Authorization".into(), "Bearer test-token".into())));
+    assert!(sent[1]
+        .headers
+        .contains(&("x-ms-version".into(), "2024-11-04".into())));
     assert_eq!(
         String::from_utf8(sent[1].body.clone()).unwrap(),
         "<KeyInfo><Start>2026-05-08T12:00:00Z</Start><Expiry>2026-05-08T13:00:00Z</Expiry></KeyInfo>"
@@ -142,35 +221,78 @@ fn aad_flow_gets_a_token_then_a_key_then_signs() {
 
 #[test]
 fn clouds_choose_authority_and_scope() {
-    assert_eq!(aad::authority(" AzureUSGovernmentCloud "), "https://login.microsoftonline.us/");
-    assert_eq!(aad::authority("AzureChinaCloud"), "https://login.chinacloudapi.cn/");
+    assert_eq!(
+        aad::authority(" AzureUSGovernmentCloud "),
+        "https://login.microsoftonline.us/"
+    );
+    assert_eq!(
+        aad::authority("AzureChinaCloud"),
+        "https://login.chinacloudapi.cn/"
+    );
     assert_eq!(aad::authority(""), "https://login.microsoftonline.com/");
-    assert_eq!(aad::storage_scope("azurechinacloud"), "https://storage.azure.cn/.default");
-    assert_eq!(aad::storage_scope("AzureUSGovernmentCloud"), "https://storage.azure.com/.default");
-    let request = aad::token_request(&aad_identity(Secret::FederatedToken("fed".into()))).unwrap().unwrap();
+    assert_eq!(
+        aad::storage_scope("azurechinacloud"),
+        "https://storage.azure.cn/.default"
+    );
+    assert_eq!(
+        aad::storage_scope("AzureUSGovernmentCloud"),
+        "https://storage.azure.com/.default"
+    );
+    let request = aad::token_request(&aad_identity(Secret::FederatedToken("fed".into())))
+        .unwrap()
+        .unwrap();
     let body = String::from_utf8(request.body).unwrap();
-    assert!(body.contains("client_assertion=fed") && body.contains("jwt-bearer"), "{body}");
+    assert!(
+        body.contains("client_assertion=fed") && body.contains("jwt-bearer"),
+        "{body}"
+    );
 }
 
 #[test]
 fn delegation_failures_are_clear_and_never_quote_secrets() {
     let now = UtcTime::from_unix(1_778_241_600).unwrap();
-    let credentials = AzureCredentials::Aad(aad_identity(Secret::AccessToken("bearer-secret-token".into())));
+    let credentials = AzureCredentials::Aad(aad_identity(Secret::AccessToken(
+        "bearer-secret-token".into(),
+    )));
     for (status, body, expected) in [
-        (403, "AuthorizationPermissionMismatch for bearer-secret-token", "Get User Delegation Key returned 403"),
+        (
+            403,
+            "AuthorizationPermissionMismatch for bearer-secret-token",
+            "Get User Delegation Key returned 403",
+        ),
         (500, "oops", "Get User Delegation Key returned 500"),
         (200, "not xml at all", "parsing delegation key response"),
     ] {
-        let e = azure_sas(&answer(status, body), &sas(), &credentials, &now).unwrap_err().to_string();
-        assert!(e.starts_with("error getting user delegation key: ") && e.contains(expected), "{e}");
+        let e = azure_sas(&answer(status, body), &sas(), &credentials, &now)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("error getting user delegation key: ") && e.contains(expected),
+            "{e}"
+        );
         assert!(!e.contains("bearer-secret-token"), "{e}");
     }
-    let credentials = AzureCredentials::Aad(aad_identity(Secret::ClientSecret("client-secret-value".into())));
-    let e = azure_sas(&answer(401, r#"{"error":"invalid_client","error_description":"bad client-secret-value"}"#), &sas(), &credentials, &now)
+    let credentials = AzureCredentials::Aad(aad_identity(Secret::ClientSecret(
+        "client-secret-value".into(),
+    )));
+    let e = azure_sas(
+        &answer(
+            401,
+            r#"{"error":"invalid_client","error_description":"bad client-secret-value"}"#,
+        ),
+        &sas(),
+        &credentials,
+        &now,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.starts_with("error acquiring AAD token for storage: token endpoint returned 401"),
+        "{e}"
+    );
+    assert!(!e.contains("client-secret-value"), "{e}");
+    let e = azure_sas(&answer(200, "{not json"), &sas(), &credentials, &now)
         .unwrap_err()
         .to_string();
-    assert!(e.starts_with("error acquiring AAD token for storage: token endpoint returned 401"), "{e}");
-    assert!(!e.contains("client-secret-value"), "{e}");
-    let e = azure_sas(&answer(200, "{not json"), &sas(), &credentials, &now).unwrap_err().to_string();
     assert!(e.contains("parsing token response"), "{e}");
 }

@@ -46,21 +46,41 @@ fn aws_docs_presign_example() {
         ("X-Amz-Expires", "86400"),
         ("X-Amz-SignedHeaders", "host"),
     ]);
-    let canonical = s3::canonical_request("GET", "/test.txt", &query, "examplebucket.s3.amazonaws.com");
+    let canonical =
+        s3::canonical_request("GET", "/test.txt", &query, "examplebucket.s3.amazonaws.com");
     let to_sign = s3::string_to_sign(&now.basic(), &scope, &canonical);
     let [_, _, _, key] = s3::signing_keys(SECRET, &now.date(), "us-east-1", "s3");
-    assert_eq!(s3::signature(&key, &to_sign), "aeeed9bbccd4d02ee5c0109b86d86835f995330da4c265957d157751f604d404");
+    assert_eq!(
+        s3::signature(&key, &to_sign),
+        "aeeed9bbccd4d02ee5c0109b86d86835f995330da4c265957d157751f604d404"
+    );
 }
 
 #[test]
 fn aws_docs_signing_key_derivation() {
     // AWS General Reference, "Examples of how to derive a signing key for Signature Version 4".
-    let [k_date, k_region, k_service, k_signing] =
-        s3::signing_keys("wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", "20120215", "us-east-1", "iam");
-    assert_eq!(s3::hex(&k_date), "969fbb94feb542b71ede6f87fe4d5fa29c789342b0f407474670f0c2489e0a0d");
-    assert_eq!(s3::hex(&k_region), "69daa0209cd9c5ff5c8ced464a696fd4252e981430b10e3d3fd8e2f197d7a70c");
-    assert_eq!(s3::hex(&k_service), "f72cfd46f26bc4643f06a11eabb6c0ba18780c19a8da0c31ace671265e3c87fa");
-    assert_eq!(s3::hex(&k_signing), "f4780e2d9f65fa895f9c67b32ce1baf0b0d8a43505a000a1a9e090d414db404d");
+    let [k_date, k_region, k_service, k_signing] = s3::signing_keys(
+        "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY",
+        "20120215",
+        "us-east-1",
+        "iam",
+    );
+    assert_eq!(
+        s3::hex(&k_date),
+        "969fbb94feb542b71ede6f87fe4d5fa29c789342b0f407474670f0c2489e0a0d"
+    );
+    assert_eq!(
+        s3::hex(&k_region),
+        "69daa0209cd9c5ff5c8ced464a696fd4252e981430b10e3d3fd8e2f197d7a70c"
+    );
+    assert_eq!(
+        s3::hex(&k_service),
+        "f72cfd46f26bc4643f06a11eabb6c0ba18780c19a8da0c31ace671265e3c87fa"
+    );
+    assert_eq!(
+        s3::hex(&k_signing),
+        "f4780e2d9f65fa895f9c67b32ce1baf0b0d8a43505a000a1a9e090d414db404d"
+    );
 }
 
 #[test]
@@ -68,8 +88,16 @@ fn s3_1_canonical_request_string_to_sign_and_url() {
     let now = UtcTime::from_unix(S3_NOW).unwrap();
     let target = s3::target(&s3_1()).unwrap();
     let params = s3::query_params(&keys(""), "us-east-1", &now, 3600);
-    let pairs: Vec<(&str, &str)> = params.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    let canonical = s3::canonical_request("GET", &target.path, &encode::sorted_query(&pairs), &target.host);
+    let pairs: Vec<(&str, &str)> = params
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    let canonical = s3::canonical_request(
+        "GET",
+        &target.path,
+        &encode::sorted_query(&pairs),
+        &target.host,
+    );
     assert_eq!(
         canonical,
         "GET\n/path/to/snapshot.db\nX-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKIAIOSFODNN7EXAMPLE%2F20260408%2Fus-east-1%2Fs3%2Faws4_request&X-Amz-Date=20260408T120000Z&X-Amz-Expires=3600&X-Amz-SignedHeaders=host\nhost:my-bucket.s3.us-east-1.amazonaws.com\n\nhost\nUNSIGNED-PAYLOAD"
@@ -81,7 +109,16 @@ fn s3_1_canonical_request_string_to_sign_and_url() {
     let url = "https://my-bucket.s3.us-east-1.amazonaws.com/path/to/snapshot.db?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKIAIOSFODNN7EXAMPLE%2F20260408%2Fus-east-1%2Fs3%2Faws4_request&X-Amz-Date=20260408T120000Z&X-Amz-Expires=3600&X-Amz-Signature=97094fa9811681974b61253db47e92787f66a5c394200e6e0db7c1b69adbd9a0&X-Amz-SignedHeaders=host";
     assert_eq!(presign(&s3_1(), ""), url);
     // Expiry 0 means the default, 3600.
-    assert_eq!(presign(&Presign { expires: 0, ..s3_1() }, ""), url);
+    assert_eq!(
+        presign(
+            &Presign {
+                expires: 0,
+                ..s3_1()
+            },
+            ""
+        ),
+        url
+    );
 }
 
 #[test]
@@ -134,12 +171,43 @@ fn s3_6_token_encoding() {
 #[test]
 fn s3_validation_uses_the_spec_texts() {
     let now = UtcTime::from_unix(S3_NOW).unwrap();
-    let e = s3::presign(&Presign { region: String::new(), ..s3_1() }, &keys(""), &now).unwrap_err();
+    let e = s3::presign(
+        &Presign {
+            region: String::new(),
+            ..s3_1()
+        },
+        &keys(""),
+        &now,
+    )
+    .unwrap_err();
     assert_eq!(e.to_string(), "bucket, key, and region are required");
-    let e = s3::presign(&s3_1(), &Keys { secret_access_key: String::new(), ..keys("") }, &now).unwrap_err();
-    assert_eq!(e.to_string(), "access key ID and secret access key are required");
-    let e = s3::presign(&Presign { endpoint: Some("minio.example.com:9000".into()), ..s3_1() }, &keys(""), &now).unwrap_err();
-    assert!(e.to_string().starts_with("invalid endpoint \"minio.example.com:9000\""), "{e}");
+    let e = s3::presign(
+        &s3_1(),
+        &Keys {
+            secret_access_key: String::new(),
+            ..keys("")
+        },
+        &now,
+    )
+    .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "access key ID and secret access key are required"
+    );
+    let e = s3::presign(
+        &Presign {
+            endpoint: Some("minio.example.com:9000".into()),
+            ..s3_1()
+        },
+        &keys(""),
+        &now,
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with("invalid endpoint \"minio.example.com:9000\""),
+        "{e}"
+    );
 }
 
 const ACCOUNT_KEY: &str = "dGVzdC1zdG9yYWdlLWFjY291bnQta2V5LXZhbHVlISE=";
@@ -223,15 +291,49 @@ fn azure_validation_uses_the_spec_texts() {
     let now = UtcTime::from_unix(AZ_NOW).unwrap();
     let e = azure::service_sas(&az(""), ACCOUNT_KEY, &now).unwrap_err();
     assert_eq!(e.to_string(), "account, container, and blob are required");
-    assert_eq!(azure::service_sas(&az("b"), "", &now).unwrap_err().to_string(), "account key is required");
-    let e = azure::service_sas(&az("b"), "not base64!", &now).unwrap_err().to_string();
+    assert_eq!(
+        azure::service_sas(&az("b"), "", &now)
+            .unwrap_err()
+            .to_string(),
+        "account key is required"
+    );
+    let e = azure::service_sas(&az("b"), "not base64!", &now)
+        .unwrap_err()
+        .to_string();
     assert!(e.starts_with("invalid base64 account key: "), "{e}");
     assert!(!e.contains("not base64!"), "{e}");
-    let e = azure::delegation_sas(&az("b"), &DelegationKey { value: "%%%".into(), ..az_3_key() }, &now).unwrap_err();
-    assert!(e.to_string().starts_with("invalid base64 delegation key: "), "{e}");
-    let e = azure::delegation_sas(&az("b"), &DelegationKey { value: String::new(), ..az_3_key() }, &now).unwrap_err();
+    let e = azure::delegation_sas(
+        &az("b"),
+        &DelegationKey {
+            value: "%%%".into(),
+            ..az_3_key()
+        },
+        &now,
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string().starts_with("invalid base64 delegation key: "),
+        "{e}"
+    );
+    let e = azure::delegation_sas(
+        &az("b"),
+        &DelegationKey {
+            value: String::new(),
+            ..az_3_key()
+        },
+        &now,
+    )
+    .unwrap_err();
     assert_eq!(e.to_string(), "delegation key is required");
-    let e = azure::service_sas(&Sas { permissions: "rq".into(), ..az("b") }, ACCOUNT_KEY, &now).unwrap_err();
+    let e = azure::service_sas(
+        &Sas {
+            permissions: "rq".into(),
+            ..az("b")
+        },
+        ACCOUNT_KEY,
+        &now,
+    )
+    .unwrap_err();
     assert!(e.to_string().contains("permissions \"rq\""), "{e}");
 }
 

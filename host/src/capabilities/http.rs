@@ -53,9 +53,15 @@ pub enum HostRule {
 impl HostRule {
     /// Parses a grant entry; the error says what is wrong with it.
     pub fn parse(entry: &str) -> Result<HostRule, String> {
-        let bad = |why: &str| format!("{entry:?} {why}; expected a host name, *.suffix, or http(s)://host:port");
+        let bad = |why: &str| {
+            format!("{entry:?} {why}; expected a host name, *.suffix, or http(s)://host:port")
+        };
         let valid_host = |h: &str| {
-            !h.is_empty() && h.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-') && !h.starts_with('.') && !h.ends_with('.')
+            !h.is_empty()
+                && h.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-')
+                && !h.starts_with('.')
+                && !h.ends_with('.')
         };
         if let Some((scheme, rest)) = entry.split_once("://") {
             if !matches!(scheme, "http" | "https") {
@@ -63,7 +69,11 @@ impl HostRule {
             }
             let rest = rest.strip_suffix('/').unwrap_or(rest);
             let (host, port) = match rest.rsplit_once(':') {
-                Some((host, port)) => (host, port.parse::<u16>().map_err(|_| bad("has an invalid port"))?),
+                Some((host, port)) => (
+                    host,
+                    port.parse::<u16>()
+                        .map_err(|_| bad("has an invalid port"))?,
+                ),
                 None => (rest, if scheme == "http" { 80 } else { 443 }),
             };
             if !valid_host(host) {
@@ -79,7 +89,10 @@ impl HostRule {
             if !valid_host(suffix) || !suffix.contains('.') {
                 return Err(bad("is not a valid wildcard"));
             }
-            return Ok(HostRule::Suffix(format!(".{}", suffix.to_ascii_lowercase())));
+            return Ok(HostRule::Suffix(format!(
+                ".{}",
+                suffix.to_ascii_lowercase()
+            )));
         }
         if !valid_host(entry) {
             return Err(bad("is not a valid host name"));
@@ -90,8 +103,17 @@ impl HostRule {
     fn allows(&self, scheme: &str, host: &str, port: u16) -> bool {
         match self {
             HostRule::Exact(h) => scheme == "https" && port == 443 && host == h,
-            HostRule::Suffix(s) => scheme == "https" && port == 443 && host.len() > s.len() && host.ends_with(s.as_str()),
-            HostRule::Origin { scheme: s, host: h, port: p } => scheme == s && host == h && port == *p,
+            HostRule::Suffix(s) => {
+                scheme == "https"
+                    && port == 443
+                    && host.len() > s.len()
+                    && host.ends_with(s.as_str())
+            }
+            HostRule::Origin {
+                scheme: s,
+                host: h,
+                port: p,
+            } => scheme == s && host == h && port == *p,
         }
     }
 }
@@ -111,7 +133,10 @@ impl HttpGrant {
     /// allows nothing) with its limits.
     pub fn new(entries: &[String], max_response: u64, timeout: Duration) -> HttpGrant {
         HttpGrant {
-            rules: entries.iter().filter_map(|e| HostRule::parse(e).ok()).collect(),
+            rules: entries
+                .iter()
+                .filter_map(|e| HostRule::parse(e).ok())
+                .collect(),
             max_response,
             timeout,
         }
@@ -152,18 +177,38 @@ struct Target {
 }
 
 fn target(url: &str) -> Result<Target, Error> {
-    let uri: hyper::Uri = url.parse().map_err(|e| Error::Invalid(format!("URL {}: {e}", origin_of(url))))?;
+    let uri: hyper::Uri = url
+        .parse()
+        .map_err(|e| Error::Invalid(format!("URL {}: {e}", origin_of(url))))?;
     let scheme = uri.scheme_str().unwrap_or("").to_ascii_lowercase();
     if !matches!(scheme.as_str(), "http" | "https") {
-        return Err(Error::Invalid(format!("URL {}: only http and https are supported", origin_of(url))));
+        return Err(Error::Invalid(format!(
+            "URL {}: only http and https are supported",
+            origin_of(url)
+        )));
     }
-    let authority = uri.authority().ok_or_else(|| Error::Invalid(format!("URL {}: no host", origin_of(url))))?;
+    let authority = uri
+        .authority()
+        .ok_or_else(|| Error::Invalid(format!("URL {}: no host", origin_of(url))))?;
     if authority.as_str().contains('@') {
-        return Err(Error::Invalid("URLs with user information are not allowed".into()));
+        return Err(Error::Invalid(
+            "URLs with user information are not allowed".into(),
+        ));
     }
-    let host = authority.host().trim_start_matches('[').trim_end_matches(']').to_ascii_lowercase();
-    let port = authority.port_u16().unwrap_or(if scheme == "https" { 443 } else { 80 });
-    Ok(Target { uri, scheme, host, port })
+    let host = authority
+        .host()
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_ascii_lowercase();
+    let port = authority
+        .port_u16()
+        .unwrap_or(if scheme == "https" { 443 } else { 80 });
+    Ok(Target {
+        uri,
+        scheme,
+        host,
+        port,
+    })
 }
 
 /// `scheme://host[:port]` of a URL, for messages: never its path or query (which may carry a signature).
@@ -172,7 +217,10 @@ fn origin_of(url: &str) -> String {
     let rest = &url[end..];
     let cut = rest.find(['/', '?', '#']).unwrap_or(rest.len());
     let authority = &rest[..cut];
-    let authority = authority.rsplit_once('@').map(|(_, a)| a).unwrap_or(authority);
+    let authority = authority
+        .rsplit_once('@')
+        .map(|(_, a)| a)
+        .unwrap_or(authority);
     format!("{}{authority}", &url[..end])
 }
 
@@ -192,7 +240,11 @@ impl CallState {
         }
         let method = request.method.to_ascii_uppercase();
         if !METHODS.contains(&method.as_str()) {
-            return Err(Error::Invalid(format!("method {:?} is not one of {}", request.method, METHODS.join(", "))));
+            return Err(Error::Invalid(format!(
+                "method {:?} is not one of {}",
+                request.method,
+                METHODS.join(", ")
+            )));
         }
         if request.body.len() > MAX_REQUEST_BODY {
             return Err(Error::TooLarge(format!(
@@ -200,7 +252,9 @@ impl CallState {
                 request.body.len()
             )));
         }
-        let mut builder = hyper::Request::builder().method(method.as_str()).uri(target.uri.clone());
+        let mut builder = hyper::Request::builder()
+            .method(method.as_str())
+            .uri(target.uri.clone());
         for (name, value) in &request.headers {
             if name.eq_ignore_ascii_case("host") || name.eq_ignore_ascii_case("content-length") {
                 continue;
@@ -230,7 +284,11 @@ impl CallState {
                 .await
                 .map_err(|e| Error::Transport(format!("{method} {origin}: {}", error_chain(&e))))?;
             let status = response.status().as_u16();
-            if let Some(length) = response.headers().get(hyper::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok()) {
+            if let Some(length) = response
+                .headers()
+                .get(hyper::header::CONTENT_LENGTH)
+                .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
+            {
                 if length > max_response {
                     return Err(too_large(&origin, max_response));
                 }
@@ -238,16 +296,26 @@ impl CallState {
             let headers: Vec<(String, String)> = response
                 .headers()
                 .iter()
-                .map(|(k, v)| (k.as_str().to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
+                .map(|(k, v)| {
+                    (
+                        k.as_str().to_string(),
+                        String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                    )
+                })
                 .collect();
             let limit = usize::try_from(max_response).unwrap_or(usize::MAX);
-            let body = Limited::new(response.into_body(), limit).collect().await.map_err(|e| {
-                if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() {
-                    too_large(&origin, max_response)
-                } else {
-                    Error::Transport(format!("{method} {origin}: reading the answer: {e}"))
-                }
-            })?;
+            let body = Limited::new(response.into_body(), limit)
+                .collect()
+                .await
+                .map_err(|e| {
+                    if e.downcast_ref::<http_body_util::LengthLimitError>()
+                        .is_some()
+                    {
+                        too_large(&origin, max_response)
+                    } else {
+                        Error::Transport(format!("{method} {origin}: reading the answer: {e}"))
+                    }
+                })?;
             Ok(Response {
                 status,
                 headers,
@@ -309,7 +377,12 @@ mod tests {
 
     #[test]
     fn entries_allow_exactly_what_they_say() {
-        let g = grant(&["sts.amazonaws.com", "*.blob.core.windows.net", "http://127.0.0.1:8080", "https://minio.local:9443"]);
+        let g = grant(&[
+            "sts.amazonaws.com",
+            "*.blob.core.windows.net",
+            "http://127.0.0.1:8080",
+            "https://minio.local:9443",
+        ]);
         assert!(g.allows("https", "sts.amazonaws.com", 443));
         assert!(g.allows("https", "STS.amazonaws.com", 443));
         assert!(!g.allows("http", "sts.amazonaws.com", 80));
@@ -327,15 +400,35 @@ mod tests {
 
     #[test]
     fn bad_entries_are_refused() {
-        for bad in ["", "*", "*.com.", "ftp://x:1", "http://x:port", "a b", "*.*.io", "http://:80", "host/path"] {
+        for bad in [
+            "",
+            "*",
+            "*.com.",
+            "ftp://x:1",
+            "http://x:port",
+            "a b",
+            "*.*.io",
+            "http://:80",
+            "host/path",
+        ] {
             assert!(HostRule::parse(bad).is_err(), "{bad}");
         }
-        assert_eq!(HostRule::parse("http://Local").unwrap(), HostRule::Origin { scheme: "http".into(), host: "local".into(), port: 80 });
+        assert_eq!(
+            HostRule::parse("http://Local").unwrap(),
+            HostRule::Origin {
+                scheme: "http".into(),
+                host: "local".into(),
+                port: 80
+            }
+        );
     }
 
     #[test]
     fn messages_show_the_origin_only() {
-        assert_eq!(origin_of("https://u:p@acct.blob.core.windows.net/c/b?sig=secret"), "https://acct.blob.core.windows.net");
+        assert_eq!(
+            origin_of("https://u:p@acct.blob.core.windows.net/c/b?sig=secret"),
+            "https://acct.blob.core.windows.net"
+        );
         assert_eq!(origin_of("http://127.0.0.1:9/x"), "http://127.0.0.1:9");
     }
 }

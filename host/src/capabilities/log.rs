@@ -38,7 +38,7 @@ fn truncate(mut text: String) -> String {
             cut -= 1;
         }
         text.truncate(cut);
-        text.push_str("…");
+        text.push('…');
     }
     text
 }

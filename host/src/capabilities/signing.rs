@@ -18,7 +18,12 @@ use super::CallState;
 pub const INTERFACE: &str = "velero-wasm:plugin/signing@0.1.0";
 
 /// Its functions. Every one returns `result<_, signing-error>`.
-pub const FUNCTIONS: &[&str] = &["parse-snapshot-url", "parse-aws-credentials", "presign-s3", "azure-sas"];
+pub const FUNCTIONS: &[&str] = &[
+    "parse-snapshot-url",
+    "parse-aws-credentials",
+    "presign-s3",
+    "azure-sas",
+];
 
 /// A boxed future of a forwarded call.
 pub type Forwarded<'a> = Pin<Box<dyn Future<Output = Result<Vec<Val>, String>> + Send + 'a>>;
@@ -27,7 +32,13 @@ pub type Forwarded<'a> = Pin<Box<dyn Future<Output = Result<Vec<Val>, String>> +
 pub trait SigningService: Send + Sync {
     /// Calls `function` of the signing module with `params`, on behalf of module `caller`; returns
     /// its `results` (as many as `result_count`), or why the call could not be made.
-    fn forward<'a>(&'a self, caller: &'a str, function: &'a str, params: Vec<Val>, result_count: usize) -> Forwarded<'a>;
+    fn forward<'a>(
+        &'a self,
+        caller: &'a str,
+        function: &'a str,
+        params: Vec<Val>,
+        result_count: usize,
+    ) -> Forwarded<'a>;
 }
 
 /// Defines the `signing` import in the linker (modules that do not import it are unaffected).
@@ -41,10 +52,16 @@ pub fn add_to_linker(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
                 let caller = state.call.module.clone();
                 let outcome = match service {
                     None => Err("signing is not available inside a signing call".to_string()),
-                    Some(service) => service.forward(&caller, function, params.to_vec(), ty.results().len()).await,
+                    Some(service) => {
+                        service
+                            .forward(&caller, function, params.to_vec(), ty.results().len())
+                            .await
+                    }
                 };
                 match outcome {
-                    Ok(values) if values.len() == results.len() => results.clone_from_slice(&values),
+                    Ok(values) if values.len() == results.len() => {
+                        results.clone_from_slice(&values)
+                    }
                     Ok(values) => {
                         return Err(wasmtime::format_err!(
                             "signing {function} returned {} values where {} were expected",
@@ -53,7 +70,11 @@ pub fn add_to_linker(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
                         ))
                     }
                     Err(reason) => {
-                        tracing::warn!(module = &*caller, function, "signing unavailable: {reason}");
+                        tracing::warn!(
+                            module = &*caller,
+                            function,
+                            "signing unavailable: {reason}"
+                        );
                         if let Some(slot) = results.first_mut() {
                             *slot = unavailable(reason);
                         }

@@ -90,7 +90,12 @@ struct S3Args {
     #[arg(long, requires = "role_arn", value_name = "FILE")]
     web_identity_token_file: Option<PathBuf>,
     /// Role session name for STS (default `hypershift-oadp`).
-    #[arg(long, default_value = "", hide_default_value = true, value_name = "NAME")]
+    #[arg(
+        long,
+        default_value = "",
+        hide_default_value = true,
+        value_name = "NAME"
+    )]
     session_name: String,
     /// STS endpoint (default https://sts.amazonaws.com).
     #[arg(long, value_name = "URL")]
@@ -144,7 +149,12 @@ struct AzureArgs {
     #[arg(long, requires = "tenant_id", value_name = "FILE")]
     access_token_file: Option<PathBuf>,
     /// Azure cloud (AzureChinaCloud, AzureUSGovernmentCloud; default public).
-    #[arg(long, default_value = "", hide_default_value = true, value_name = "NAME")]
+    #[arg(
+        long,
+        default_value = "",
+        hide_default_value = true,
+        value_name = "NAME"
+    )]
     cloud: String,
     /// Entra ID authority (default from --cloud).
     #[arg(long, value_name = "URL")]
@@ -185,7 +195,13 @@ fn time(now: &Option<String>) -> Result<(Clock, Option<wit::Timestamp>), Failure
         .duration_since(UNIX_EPOCH)
         .map_err(|_| Failure::bad_input(format!("--now {text:?} is before 1970")))?
         .as_secs() as i64;
-    Ok((Clock::fixed(instant), Some(wit::Timestamp { seconds, nanoseconds: 0 })))
+    Ok((
+        Clock::fixed(instant),
+        Some(wit::Timestamp {
+            seconds,
+            nanoseconds: 0,
+        }),
+    ))
 }
 
 /// A runtime with only the module named `signing` loaded.
@@ -195,9 +211,15 @@ async fn runtime(modules: &ModuleArgs, clock: Clock) -> Result<Runtime, Failure>
         clock,
     })
     .map_err(|e| Failure::failed(format!("{e:#}")))?;
-    let mut sources: Vec<_> = stock_modules().into_iter().filter_map(Result::ok).filter(|s| s.name == MODULE).collect();
+    let mut sources: Vec<_> = stock_modules()
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter(|s| s.name == MODULE)
+        .collect();
     if let Some(dir) = &modules.modules {
-        let scan = scan_directory(dir).map_err(|e| Failure::bad_input(format!("--modules {}: cannot be read: {e}", dir.display())))?;
+        let scan = scan_directory(dir).map_err(|e| {
+            Failure::bad_input(format!("--modules {}: cannot be read: {e}", dir.display()))
+        })?;
         sources.extend(scan.modules.into_iter().filter(|s| s.name == MODULE));
     }
     if let Some(error) = runtime.load_all(sources).await.into_iter().last() {
@@ -208,7 +230,8 @@ async fn runtime(modules: &ModuleArgs, clock: Clock) -> Result<Runtime, Failure>
 
 /// The text of a file given by `flag`, as it is (a token file is sent verbatim).
 fn read_text(flag: &str, path: &Path) -> Result<String, Failure> {
-    std::fs::read_to_string(path).map_err(|e| Failure::bad_input(format!("--{flag} {}: {e}", path.display())))
+    std::fs::read_to_string(path)
+        .map_err(|e| Failure::bad_input(format!("--{flag} {}: {e}", path.display())))
 }
 
 /// The module's answer: the URL, or a failure (invalid input is exit 2, anything else 1).
@@ -216,7 +239,9 @@ fn answer(result: Result<Result<String, wit::SigningError>, CallError>) -> Resul
     match result {
         Ok(Ok(url)) => Ok(url),
         Ok(Err(error)) => Err(signing_failure(error)),
-        Err(CallError::NoSigner) => Err(Failure::failed(format!("no module named {MODULE} is loaded"))),
+        Err(CallError::NoSigner) => Err(Failure::failed(format!(
+            "no module named {MODULE} is loaded"
+        ))),
         Err(error) => Err(Failure::failed(error.to_string())),
     }
 }
@@ -224,22 +249,27 @@ fn answer(result: Result<Result<String, wit::SigningError>, CallError>) -> Resul
 fn signing_failure(error: wit::SigningError) -> Failure {
     match error {
         wit::SigningError::Invalid(m) => Failure::bad_input(m),
-        wit::SigningError::Remote(m) | wit::SigningError::Transport(m) | wit::SigningError::Unavailable(m) => Failure::failed(m),
+        wit::SigningError::Remote(m)
+        | wit::SigningError::Transport(m)
+        | wit::SigningError::Unavailable(m) => Failure::failed(m),
     }
 }
 
 async fn s3(args: S3Args) -> Result<String, Failure> {
     let (clock, now) = time(&args.common.now)?;
     let runtime = runtime(&args.common.modules, clock).await?;
-    let web_identity = |role_arn: String, token_file: &Path, flag: &str| -> Result<wit::AwsCredentials, Failure> {
-        Ok(wit::AwsCredentials::WebIdentity(wit::WebIdentity {
-            role_arn,
-            token: read_text(flag, token_file)?,
-            session_name: args.session_name.clone(),
-            sts_endpoint: args.sts_endpoint.clone(),
-        }))
-    };
-    let credentials = if let (Some(id), Some(secret)) = (&args.access_key_id, &args.secret_access_key) {
+    let web_identity =
+        |role_arn: String, token_file: &Path, flag: &str| -> Result<wit::AwsCredentials, Failure> {
+            Ok(wit::AwsCredentials::WebIdentity(wit::WebIdentity {
+                role_arn,
+                token: read_text(flag, token_file)?,
+                session_name: args.session_name.clone(),
+                sts_endpoint: args.sts_endpoint.clone(),
+            }))
+        };
+    let credentials = if let (Some(id), Some(secret)) =
+        (&args.access_key_id, &args.secret_access_key)
+    {
         wit::AwsCredentials::Keys(wit::AwsKeys {
             access_key_id: id.clone(),
             secret_access_key: secret.clone(),
@@ -306,7 +336,10 @@ async fn azure(args: AzureArgs) -> Result<String, Failure> {
         let text = read_text("delegation-key-file", path)?;
         // serde's messages name the field, never quote the value.
         let key: DelegationKeyFile = serde_json::from_str(&text).map_err(|e| {
-            Failure::bad_input(format!("--delegation-key-file {}: not a delegation key: {e}", path.display()))
+            Failure::bad_input(format!(
+                "--delegation-key-file {}: not a delegation key: {e}",
+                path.display()
+            ))
         })?;
         wit::AzureCredentials::DelegationKey(wit::DelegationKey {
             signed_oid: key.signed_oid,
@@ -321,7 +354,9 @@ async fn azure(args: AzureArgs) -> Result<String, Failure> {
         let secret = if let Some(path) = &args.client_secret_file {
             wit::AadSecret::ClientSecret(read_text("client-secret-file", path)?.trim().to_string())
         } else if let Some(path) = &args.federated_token_file {
-            wit::AadSecret::FederatedToken(read_text("federated-token-file", path)?.trim().to_string())
+            wit::AadSecret::FederatedToken(
+                read_text("federated-token-file", path)?.trim().to_string(),
+            )
         } else if let Some(path) = &args.access_token_file {
             wit::AadSecret::AccessToken(read_text("access-token-file", path)?.trim().to_string())
         } else {
@@ -335,7 +370,9 @@ async fn azure(args: AzureArgs) -> Result<String, Failure> {
             authority: args.authority.clone(),
         })
     } else {
-        return Err(Failure::bad_input("give --account-key, --delegation-key-file, or --tenant-id with --client-id"));
+        return Err(Failure::bad_input(
+            "give --account-key, --delegation-key-file, or --tenant-id with --client-id",
+        ));
     };
     let runtime = runtime(&args.common.modules, clock).await?;
     let request = wit::AzureRequest {

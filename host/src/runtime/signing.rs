@@ -29,11 +29,16 @@ pub struct Signing {
     services: Arc<Services>,
 }
 
-type Boxed<'a, R> = std::pin::Pin<Box<dyn std::future::Future<Output = wasmtime::Result<R>> + Send + 'a>>;
+type Boxed<'a, R> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = wasmtime::Result<R>> + Send + 'a>>;
 
 impl Signing {
     pub(super) fn new(engine: Engine, registry: Arc<Registry>, services: Arc<Services>) -> Signing {
-        Signing { engine, registry, services }
+        Signing {
+            engine,
+            registry,
+            services,
+        }
     }
 
     /// Runs `call` in a fresh instance of the signing module. `function` names the call in logs and
@@ -41,7 +46,8 @@ impl Signing {
     async fn run<R: Send + 'static>(
         &self,
         function: &str,
-        call: impl for<'a> FnOnce(&'a Instance, SignerIndices, &'a mut Store<CallState>) -> Boxed<'a, R> + Send,
+        call: impl for<'a> FnOnce(&'a Instance, SignerIndices, &'a mut Store<CallState>) -> Boxed<'a, R>
+            + Send,
     ) -> Result<R, CallError> {
         let catalog = self.registry.snapshot();
         let module = catalog.signer().ok_or(CallError::NoSigner)?.clone();
@@ -50,9 +56,16 @@ impl Signing {
         };
         let ctx = CallContext::new(module.name.clone(), function, None);
         let indices = export.indices.clone();
-        let (result, ctx) = run_in_store(&self.engine, &self.services, None, &export.pre, module.caps.clone(), module.limits, ctx, move |instance, store| {
-            call(instance, indices, store)
-        })
+        let (result, ctx) = run_in_store(
+            &self.engine,
+            &self.services,
+            None,
+            &export.pre,
+            module.caps.clone(),
+            module.limits,
+            ctx,
+            move |instance, store| call(instance, indices, store),
+        )
         .await;
         result.map_err(|fault| CallError::Fault {
             module: module.name.to_string(),
@@ -63,33 +76,53 @@ impl Signing {
     }
 
     /// A presigned S3 GET URL.
-    pub async fn presign_s3(&self, request: wit::S3Request, credentials: wit::AwsCredentials) -> Result<Result<String, wit::SigningError>, CallError> {
+    pub async fn presign_s3(
+        &self,
+        request: wit::S3Request,
+        credentials: wit::AwsCredentials,
+    ) -> Result<Result<String, wit::SigningError>, CallError> {
         self.run("presign-s3", move |instance, indices, store| {
             Box::pin(async move {
                 let signer = indices.load(&mut *store, instance)?;
-                signer.velero_wasm_plugin_signing().call_presign_s3(&mut *store, &request, &credentials).await
+                signer
+                    .velero_wasm_plugin_signing()
+                    .call_presign_s3(&mut *store, &request, &credentials)
+                    .await
             })
         })
         .await
     }
 
     /// An Azure Blob URL with a SAS.
-    pub async fn azure_sas(&self, request: wit::AzureRequest, credentials: wit::AzureCredentials) -> Result<Result<String, wit::SigningError>, CallError> {
+    pub async fn azure_sas(
+        &self,
+        request: wit::AzureRequest,
+        credentials: wit::AzureCredentials,
+    ) -> Result<Result<String, wit::SigningError>, CallError> {
         self.run("azure-sas", move |instance, indices, store| {
             Box::pin(async move {
                 let signer = indices.load(&mut *store, instance)?;
-                signer.velero_wasm_plugin_signing().call_azure_sas(&mut *store, &request, &credentials).await
+                signer
+                    .velero_wasm_plugin_signing()
+                    .call_azure_sas(&mut *store, &request, &credentials)
+                    .await
             })
         })
         .await
     }
 
     /// What AWS credential data says to use.
-    pub async fn parse_aws_credentials(&self, data: String) -> Result<Result<wit::AwsCredentialSource, wit::SigningError>, CallError> {
+    pub async fn parse_aws_credentials(
+        &self,
+        data: String,
+    ) -> Result<Result<wit::AwsCredentialSource, wit::SigningError>, CallError> {
         self.run("parse-aws-credentials", move |instance, indices, store| {
             Box::pin(async move {
                 let signer = indices.load(&mut *store, instance)?;
-                signer.velero_wasm_plugin_signing().call_parse_aws_credentials(&mut *store, &data).await
+                signer
+                    .velero_wasm_plugin_signing()
+                    .call_parse_aws_credentials(&mut *store, &data)
+                    .await
             })
         })
         .await
@@ -97,7 +130,13 @@ impl Signing {
 }
 
 impl SigningService for Signing {
-    fn forward<'a>(&'a self, caller: &'a str, function: &'a str, params: Vec<Val>, result_count: usize) -> Forwarded<'a> {
+    fn forward<'a>(
+        &'a self,
+        caller: &'a str,
+        function: &'a str,
+        params: Vec<Val>,
+        result_count: usize,
+    ) -> Forwarded<'a> {
         Box::pin(async move {
             tracing::debug!(module = caller, function, "forwarding a signing call");
             let name = function.to_string();
@@ -110,10 +149,12 @@ impl SigningService for Signing {
                             .ok_or_else(|| wasmtime::format_err!("{INTERFACE} is not exported"))?;
                         let index = instance
                             .get_export_index(&mut *store, Some(&interface), &function)
-                            .ok_or_else(|| wasmtime::format_err!("{INTERFACE} has no function {function}"))?;
-                        let func = instance
-                            .get_func(&mut *store, index)
-                            .ok_or_else(|| wasmtime::format_err!("{INTERFACE}#{function} is not a function"))?;
+                            .ok_or_else(|| {
+                                wasmtime::format_err!("{INTERFACE} has no function {function}")
+                            })?;
+                        let func = instance.get_func(&mut *store, index).ok_or_else(|| {
+                            wasmtime::format_err!("{INTERFACE}#{function} is not a function")
+                        })?;
                         let mut results = vec![Val::Bool(false); result_count];
                         func.call_async(&mut *store, &params, &mut results).await?;
                         Ok(results)

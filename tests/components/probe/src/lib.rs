@@ -14,12 +14,13 @@ wit_bindgen::generate!({
 });
 
 use exports::velero_wasm::plugin::actions::{
-    ActionInfo, BackupRequest, BackupResponse, Guest, Kind, OperationProgress, RestoreRequest, RestoreResponse, Selector,
+    ActionInfo, BackupRequest, BackupResponse, Guest, Kind, OperationProgress, RestoreRequest,
+    RestoreResponse, Selector,
 };
 use serde_json::Value;
+use velero_wasm::plugin::http;
 use velero_wasm::plugin::signing;
 use velero_wasm::plugin::types::{ResourceId, Timestamp};
-use velero_wasm::plugin::http;
 
 struct Probe;
 
@@ -51,17 +52,24 @@ fn http_get(item: &Value) -> Result<String, String> {
         body: vec![],
     };
     match http::send(&request) {
-        Ok(response) => Ok(format!("{} {}", response.status, String::from_utf8_lossy(&response.body))),
+        Ok(response) => Ok(format!(
+            "{} {}",
+            response.status,
+            String::from_utf8_lossy(&response.body)
+        )),
         Err(e) => Err(format!("{e:?}")),
     }
 }
 
 fn sign_s3(item: &Value) -> Result<String, String> {
-    let (bucket, key) = match signing::parse_snapshot_url(field(item, "url")).map_err(|e| format!("{e:?}"))? {
-        signing::SnapshotUrl::S3((bucket, key)) => (bucket, key),
-        other => return Err(format!("not an s3 URL: {other:?}")),
-    };
-    let keys = match signing::parse_aws_credentials(field(item, "credentials")).map_err(|e| format!("{e:?}"))? {
+    let (bucket, key) =
+        match signing::parse_snapshot_url(field(item, "url")).map_err(|e| format!("{e:?}"))? {
+            signing::SnapshotUrl::S3((bucket, key)) => (bucket, key),
+            other => return Err(format!("not an s3 URL: {other:?}")),
+        };
+    let keys = match signing::parse_aws_credentials(field(item, "credentials"))
+        .map_err(|e| format!("{e:?}"))?
+    {
         signing::AwsCredentialSource::Keys(keys) => keys,
         other => return Err(format!("not static keys: {other:?}")),
     };
@@ -72,9 +80,13 @@ fn sign_s3(item: &Value) -> Result<String, String> {
         endpoint: None,
         force_path_style: false,
         expires_seconds: 3600,
-        now: field(item, "now").parse().ok().map(|seconds| Timestamp { seconds, nanoseconds: 0 }),
+        now: field(item, "now").parse().ok().map(|seconds| Timestamp {
+            seconds,
+            nanoseconds: 0,
+        }),
     };
-    signing::presign_s3(&request, &signing::AwsCredentials::Keys(keys)).map_err(|e| format!("{e:?}"))
+    signing::presign_s3(&request, &signing::AwsCredentials::Keys(keys))
+        .map_err(|e| format!("{e:?}"))
 }
 
 impl Guest for Probe {
