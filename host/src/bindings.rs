@@ -38,7 +38,7 @@ pub mod signer {
 
     pub use exports::velero_wasm::plugin::signing as wit_signing;
 }
-pub use velero_wasm::plugin::types as wit_types;
+pub use self::velero_wasm::plugin::types as wit_types;
 
 impl From<wit_actions::Kind> for ActionKind {
     fn from(kind: wit_actions::Kind) -> Self {
