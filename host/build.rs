@@ -19,11 +19,23 @@ const TARGET: &str = "wasm32-wasip2";
 const PROFILE: &str = "component";
 
 fn main() {
-    let manifest_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
-    let root = manifest_dir.parent().expect("host/ sits in the workspace").to_path_buf();
+    let manifest_dir =
+        PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
+    let root = manifest_dir
+        .parent()
+        .expect("host/ sits in the workspace")
+        .to_path_buf();
     let out_dir = PathBuf::from(env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
 
-    for watched in ["actions", "sdk", "wit", "label-selector", "tests/components", "Cargo.lock", "Cargo.toml"] {
+    for watched in [
+        "actions",
+        "sdk",
+        "wit",
+        "label-selector",
+        "tests/components",
+        "Cargo.lock",
+        "Cargo.toml",
+    ] {
         println!("cargo:rerun-if-changed={}", root.join(watched).display());
     }
 
@@ -55,7 +67,10 @@ fn main() {
     }
     code.push_str("];\n");
     fs::write(out_dir.join("stock.rs"), code).expect("write stock.rs");
-    println!("cargo:rustc-env=VELERO_WASM_TEST_COMPONENTS={}", built.display());
+    println!(
+        "cargo:rustc-env=VELERO_WASM_TEST_COMPONENTS={}",
+        built.display()
+    );
 }
 
 /// Names of the crates (directories with a Cargo.toml) directly under `dir`, sorted.
@@ -87,10 +102,19 @@ fn build_components(root: &Path, target_dir: &Path, crates: &[&String]) {
         cmd.arg("-p").arg(name.as_str());
     }
     // The outer build's flags and wrappers (clippy, coverage) are for the host, not the components.
-    for var in ["CARGO_ENCODED_RUSTFLAGS", "RUSTFLAGS", "RUSTC_WORKSPACE_WRAPPER", "RUSTC_WRAPPER", "CARGO_TARGET_DIR", "CARGO_BUILD_TARGET"] {
+    for var in [
+        "CARGO_ENCODED_RUSTFLAGS",
+        "RUSTFLAGS",
+        "RUSTC_WORKSPACE_WRAPPER",
+        "RUSTC_WRAPPER",
+        "CARGO_TARGET_DIR",
+        "CARGO_BUILD_TARGET",
+    ] {
         cmd.env_remove(var);
     }
-    let output = cmd.output().expect("run cargo to build the wasm components");
+    let output = cmd
+        .output()
+        .expect("run cargo to build the wasm components");
     if !output.status.success() {
         let stderr = String::from_utf8_lossy(&output.stderr);
         panic!(

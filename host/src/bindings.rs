@@ -4,7 +4,8 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::action::{
-    ActionInfo, ActionKind, BackupOutcome, Need, OperationProgress, ResourceId, RestoreOutcome, Selector, Verb,
+    ActionInfo, ActionKind, BackupOutcome, Need, OperationProgress, ResourceId, RestoreOutcome,
+    Selector, Verb,
 };
 
 wasmtime::component::bindgen!({
@@ -121,17 +122,32 @@ impl From<ResourceId> for wit_types::ResourceId {
 pub fn backup_outcome(response: wit_actions::BackupResponse, input_item: String) -> BackupOutcome {
     BackupOutcome {
         item: response.item.unwrap_or(input_item),
-        additional_items: response.additional_items.into_iter().map(ResourceId::from).collect(),
+        additional_items: response
+            .additional_items
+            .into_iter()
+            .map(ResourceId::from)
+            .collect(),
         operation_id: response.operation_id.filter(|id| !id.is_empty()),
-        post_operation_items: response.post_operation_items.into_iter().map(ResourceId::from).collect(),
+        post_operation_items: response
+            .post_operation_items
+            .into_iter()
+            .map(ResourceId::from)
+            .collect(),
     }
 }
 
 /// A restore response, with the input item substituted when the action returned none.
-pub fn restore_outcome(response: wit_actions::RestoreResponse, input_item: String) -> RestoreOutcome {
+pub fn restore_outcome(
+    response: wit_actions::RestoreResponse,
+    input_item: String,
+) -> RestoreOutcome {
     RestoreOutcome {
         item: response.item.unwrap_or(input_item),
-        additional_items: response.additional_items.into_iter().map(ResourceId::from).collect(),
+        additional_items: response
+            .additional_items
+            .into_iter()
+            .map(ResourceId::from)
+            .collect(),
         skip_restore: response.skip_restore,
         operation_id: response.operation_id.filter(|id| !id.is_empty()),
         wait_for_additional_items: response.wait_for_additional_items,

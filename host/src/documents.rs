@@ -60,7 +60,11 @@ fn collect_files(path: &Path, files: &mut Vec<PathBuf>) -> Result<(), DocumentEr
     let mut entries: Vec<PathBuf> = std::fs::read_dir(path)
         .map_err(|e| error(path, format!("cannot be read: {e}")))?
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| !p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with('.')))
+        .filter(|p| {
+            !p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with('.'))
+        })
         .collect();
     entries.sort();
     for entry in entries {
@@ -77,15 +81,29 @@ fn collect_files(path: &Path, files: &mut Vec<PathBuf>) -> Result<(), DocumentEr
     Ok(())
 }
 
-fn unwrap_lists(file: &Path, value: Value, out: &mut Vec<(PathBuf, Value)>) -> Result<(), DocumentError> {
+fn unwrap_lists(
+    file: &Path,
+    value: Value,
+    out: &mut Vec<(PathBuf, Value)>,
+) -> Result<(), DocumentError> {
     match value {
         Value::Null => Ok(()),
-        Value::Array(items) => items.into_iter().try_for_each(|v| unwrap_lists(file, v, out)),
-        Value::Object(ref map) if map.get("kind").and_then(Value::as_str).is_some_and(|k| k.ends_with("List")) => {
+        Value::Array(items) => items
+            .into_iter()
+            .try_for_each(|v| unwrap_lists(file, v, out)),
+        Value::Object(ref map)
+            if map
+                .get("kind")
+                .and_then(Value::as_str)
+                .is_some_and(|k| k.ends_with("List")) =>
+        {
             let Some(Value::Array(items)) = map.get("items") else {
                 return Err(error(file, "a List without an items array"));
             };
-            items.iter().cloned().try_for_each(|v| unwrap_lists(file, v, out))
+            items
+                .iter()
+                .cloned()
+                .try_for_each(|v| unwrap_lists(file, v, out))
         }
         Value::Object(_) => {
             out.push((file.to_path_buf(), value));
@@ -97,17 +115,27 @@ fn unwrap_lists(file: &Path, value: Value, out: &mut Vec<(PathBuf, Value)>) -> R
 
 /// Parses a file: JSON when it looks like JSON, else YAML (possibly several documents).
 fn read_values(path: &Path) -> Result<Vec<Value>, DocumentError> {
-    let text = std::fs::read_to_string(path).map_err(|e| error(path, format!("cannot be read: {e}")))?;
+    let text =
+        std::fs::read_to_string(path).map_err(|e| error(path, format!("cannot be read: {e}")))?;
     let trimmed = text.trim_start();
     if trimmed.starts_with('{') || trimmed.starts_with('[') {
-        let value: Value = serde_json::from_str(&text)
-            .map_err(|e| error(path, format!("invalid JSON at line {} column {}: {e}", e.line(), e.column())))?;
+        let value: Value = serde_json::from_str(&text).map_err(|e| {
+            error(
+                path,
+                format!(
+                    "invalid JSON at line {} column {}: {e}",
+                    e.line(),
+                    e.column()
+                ),
+            )
+        })?;
         return Ok(vec![value]);
     }
     use serde::Deserialize;
     let mut values = Vec::new();
     for doc in serde_norway::Deserializer::from_str(&text) {
-        let value = Value::deserialize(doc).map_err(|e| error(path, format!("invalid YAML: {e}")))?;
+        let value =
+            Value::deserialize(doc).map_err(|e| error(path, format!("invalid YAML: {e}")))?;
         values.push(value);
     }
     Ok(values)
@@ -121,7 +149,11 @@ mod tests {
     fn reads_json_yaml_lists_and_directories() {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
-        std::fs::write(d.join("a.json"), r#"{"kind":"Pod","metadata":{"name":"a"}}"#).unwrap();
+        std::fs::write(
+            d.join("a.json"),
+            r#"{"kind":"Pod","metadata":{"name":"a"}}"#,
+        )
+        .unwrap();
         std::fs::write(
             d.join("b.yaml"),
             "kind: Pod\nmetadata: {name: b}\n---\nkind: List\nitems:\n- {kind: Pod, metadata: {name: c}}\n",
@@ -147,7 +179,13 @@ mod tests {
         assert!(e.contains("bad.json") && e.contains("line 3"), "{e}");
         let p = dir.path().join("bad.yaml");
         std::fs::write(&p, "kind: [").unwrap();
-        assert!(read_object(&p).unwrap_err().to_string().contains("invalid YAML"));
-        assert!(read_object(&dir.path().join("missing.json")).unwrap_err().to_string().contains("cannot be read"));
+        assert!(read_object(&p)
+            .unwrap_err()
+            .to_string()
+            .contains("invalid YAML"));
+        assert!(read_object(&dir.path().join("missing.json"))
+            .unwrap_err()
+            .to_string()
+            .contains("cannot be read"));
     }
 }

@@ -15,7 +15,9 @@ pub fn filter(level: &str) -> EnvFilter {
         "error" | "fatal" | "panic" => "error",
         _ => "info",
     };
-    EnvFilter::new(format!("{directive},wasmtime=warn,cranelift=warn,wasmtime_wasi=warn"))
+    EnvFilter::new(format!(
+        "{directive},wasmtime=warn,cranelift=warn,wasmtime_wasi=warn"
+    ))
 }
 
 /// Human-readable logs on stderr, for the CLI.

@@ -61,7 +61,11 @@ impl LabelSelector {
     /// Parses the string form. Whitespace around tokens is ignored.
     pub fn parse(input: &str) -> Result<LabelSelector, ParseError> {
         let tokens = lex(input)?;
-        let mut parser = Parser { tokens, at: 0, end: input.len() };
+        let mut parser = Parser {
+            tokens,
+            at: 0,
+            end: input.len(),
+        };
         let mut requirements = Vec::new();
         if parser.peek().is_none() {
             return Ok(LabelSelector { requirements });
@@ -178,7 +182,10 @@ impl fmt::Display for Token {
 }
 
 fn err(position: usize, message: impl Into<String>) -> ParseError {
-    ParseError { position, message: message.into() }
+    ParseError {
+        position,
+        message: message.into(),
+    }
 }
 
 fn lex(input: &str) -> Result<Vec<(usize, Token)>, ParseError> {
@@ -241,7 +248,8 @@ impl Parser {
 
     fn expect_next(&mut self, what: &str) -> Result<(usize, Token), ParseError> {
         let end = self.end;
-        self.next().ok_or_else(|| err(end, format!("expected {what} but the selector ended")))
+        self.next()
+            .ok_or_else(|| err(end, format!("expected {what} but the selector ended")))
     }
 
     fn requirement(&mut self) -> Result<Requirement, ParseError> {
@@ -249,11 +257,19 @@ impl Parser {
         if first == Token::Bang {
             let (pos, key) = self.expect_next("a label key after '!'")?;
             let key = self.key(pos, key)?;
-            return Ok(Requirement { key, op: Operator::DoesNotExist });
+            return Ok(Requirement {
+                key,
+                op: Operator::DoesNotExist,
+            });
         }
         let key = self.key(pos, first)?;
         let op = match self.peek() {
-            None | Some((_, Token::Comma)) => return Ok(Requirement { key, op: Operator::Exists }),
+            None | Some((_, Token::Comma)) => {
+                return Ok(Requirement {
+                    key,
+                    op: Operator::Exists,
+                })
+            }
             Some(_) => self.next().expect("peeked"),
         };
         let op = match op {
@@ -276,7 +292,8 @@ impl Parser {
     fn key(&self, pos: usize, token: Token) -> Result<String, ParseError> {
         match token {
             Token::Ident(key) => {
-                validate_key(&key).map_err(|m| err(pos, format!("invalid label key '{key}': {m}")))?;
+                validate_key(&key)
+                    .map_err(|m| err(pos, format!("invalid label key '{key}': {m}")))?;
                 Ok(key)
             }
             t => Err(err(pos, format!("expected a label key but found {t}"))),
@@ -290,7 +307,8 @@ impl Parser {
             Some((pos, Token::Ident(v))) => {
                 let (pos, v) = (*pos, v.clone());
                 self.at += 1;
-                validate_value(&v).map_err(|m| err(pos, format!("invalid label value '{v}': {m}")))?;
+                validate_value(&v)
+                    .map_err(|m| err(pos, format!("invalid label value '{v}': {m}")))?;
                 Ok(v)
             }
             Some((pos, t)) => Err(err(*pos, format!("expected a label value but found {t}"))),
@@ -316,12 +334,15 @@ impl Parser {
             match self.expect_next("a value or ')'")? {
                 (_, Token::Close) => break,
                 (pos, Token::Ident(v)) => {
-                    validate_value(&v).map_err(|m| err(pos, format!("invalid label value '{v}': {m}")))?;
+                    validate_value(&v)
+                        .map_err(|m| err(pos, format!("invalid label value '{v}': {m}")))?;
                     values.push(v);
                     match self.expect_next("',' or ')'")? {
                         (_, Token::Comma) => continue,
                         (_, Token::Close) => break,
-                        (pos, t) => return Err(err(pos, format!("expected ',' or ')' but found {t}"))),
+                        (pos, t) => {
+                            return Err(err(pos, format!("expected ',' or ')' but found {t}")))
+                        }
                     }
                 }
                 // `in (a,,b)` and `in ()` select the empty value, as apimachinery does.
@@ -345,7 +366,9 @@ fn validate_key(key: &str) -> Result<(), String> {
             }
             let ok = prefix.split('.').all(|label| {
                 !label.is_empty()
-                    && label.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                    && label
+                        .bytes()
+                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
                     && !label.starts_with('-')
                     && !label.ends_with('-')
             });
@@ -379,7 +402,10 @@ fn validate_name(name: &str) -> Result<(), String> {
     if !alnum(&b[0]) || !alnum(&b[b.len() - 1]) {
         return Err("must start and end with a letter or digit".into());
     }
-    if !b.iter().all(|c| alnum(c) || matches!(c, b'-' | b'_' | b'.')) {
+    if !b
+        .iter()
+        .all(|c| alnum(c) || matches!(c, b'-' | b'_' | b'.'))
+    {
         return Err("may contain only letters, digits, '-', '_' and '.'".into());
     }
     Ok(())
@@ -442,16 +468,37 @@ mod tests {
     fn errors_name_the_position() {
         let e = LabelSelector::parse("a=1,=b").unwrap_err();
         assert_eq!(e.position, 4);
-        assert!(LabelSelector::parse("a in 1").unwrap_err().message.contains("expected '('"));
-        assert!(LabelSelector::parse("a in (1").unwrap_err().message.contains("ended"));
+        assert!(LabelSelector::parse("a in 1")
+            .unwrap_err()
+            .message
+            .contains("expected '('"));
+        assert!(LabelSelector::parse("a in (1")
+            .unwrap_err()
+            .message
+            .contains("ended"));
         assert!(LabelSelector::parse("Bad_/x=1").is_err());
-        assert!(LabelSelector::parse("a=-x").unwrap_err().message.contains("invalid label value"));
-        assert!(LabelSelector::parse("a b").unwrap_err().message.contains("expected an operator"));
+        assert!(LabelSelector::parse("a=-x")
+            .unwrap_err()
+            .message
+            .contains("invalid label value"));
+        assert!(LabelSelector::parse("a b")
+            .unwrap_err()
+            .message
+            .contains("expected an operator"));
     }
 
     #[test]
     fn display_round_trips() {
-        for s in ["a=1", "a!=1", "a in (x,y)", "a notin (x)", "a", "!a", "a>1", "a=1,b"] {
+        for s in [
+            "a=1",
+            "a!=1",
+            "a in (x,y)",
+            "a notin (x)",
+            "a",
+            "!a",
+            "a>1",
+            "a=1,b",
+        ] {
             assert_eq!(sel(s).to_string(), s);
         }
     }

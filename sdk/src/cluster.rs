@@ -25,7 +25,11 @@ pub struct Api {
 impl Api {
     /// A resource type.
     pub const fn new(group: &'static str, version: &'static str, resource: &'static str) -> Api {
-        Api { group, version, resource }
+        Api {
+            group,
+            version,
+            resource,
+        }
     }
 
     /// Velero's `resource.group` form (`resource` alone for the core group).
@@ -70,13 +74,24 @@ pub trait Cluster {
     /// Reads one object.
     fn get(&self, api: Api, namespace: &str, name: &str) -> Result<Object, KubeError>;
     /// Lists objects in a namespace ("" for all, or cluster-scoped) matching a label selector ("" for all).
-    fn list(&self, api: Api, namespace: &str, label_selector: &str) -> Result<Vec<Object>, KubeError>;
+    fn list(
+        &self,
+        api: Api,
+        namespace: &str,
+        label_selector: &str,
+    ) -> Result<Vec<Object>, KubeError>;
     /// Creates an object and returns it as stored.
     fn create(&self, api: Api, namespace: &str, object: &Object) -> Result<Object, KubeError>;
     /// Replaces an object and returns it as stored.
     fn update(&self, api: Api, namespace: &str, object: &Object) -> Result<Object, KubeError>;
     /// Applies a JSON merge patch and returns the object as stored.
-    fn merge_patch(&self, api: Api, namespace: &str, name: &str, patch: &serde_json::Value) -> Result<Object, KubeError>;
+    fn merge_patch(
+        &self,
+        api: Api,
+        namespace: &str,
+        name: &str,
+        patch: &serde_json::Value,
+    ) -> Result<Object, KubeError>;
     /// Deletes an object.
     fn delete(&self, api: Api, namespace: &str, name: &str) -> Result<(), KubeError>;
 }
@@ -86,7 +101,8 @@ pub trait Cluster {
 pub struct HostCluster;
 
 fn parse_answer(json: String) -> Result<Object, KubeError> {
-    Object::parse(&json).map_err(|e| KubeError::Other(format!("the host returned a malformed object: {e}")))
+    Object::parse(&json)
+        .map_err(|e| KubeError::Other(format!("the host returned a malformed object: {e}")))
 }
 
 impl Cluster for HostCluster {
@@ -94,7 +110,12 @@ impl Cluster for HostCluster {
         parse_answer(kube::get(&api.to_wit(), namespace, name)?)
     }
 
-    fn list(&self, api: Api, namespace: &str, label_selector: &str) -> Result<Vec<Object>, KubeError> {
+    fn list(
+        &self,
+        api: Api,
+        namespace: &str,
+        label_selector: &str,
+    ) -> Result<Vec<Object>, KubeError> {
         let options = kube::ListOptions {
             label_selector: label_selector.to_string(),
             field_selector: String::new(),
@@ -113,9 +134,21 @@ impl Cluster for HostCluster {
         parse_answer(kube::update(&api.to_wit(), namespace, &object.to_json())?)
     }
 
-    fn merge_patch(&self, api: Api, namespace: &str, name: &str, patch: &serde_json::Value) -> Result<Object, KubeError> {
+    fn merge_patch(
+        &self,
+        api: Api,
+        namespace: &str,
+        name: &str,
+        patch: &serde_json::Value,
+    ) -> Result<Object, KubeError> {
         let patch = patch.to_string();
-        parse_answer(kube::patch(&api.to_wit(), namespace, name, kube::PatchType::Merge, &patch)?)
+        parse_answer(kube::patch(
+            &api.to_wit(),
+            namespace,
+            name,
+            kube::PatchType::Merge,
+            &patch,
+        )?)
     }
 
     fn delete(&self, api: Api, namespace: &str, name: &str) -> Result<(), KubeError> {
@@ -153,7 +186,9 @@ impl FakeCluster {
 
     /// Adds an object of resource `api`.
     pub fn with(self, api: Api, object: Object) -> FakeCluster {
-        self.objects.borrow_mut().push((api.group_resource(), object));
+        self.objects
+            .borrow_mut()
+            .push((api.group_resource(), object));
         self
     }
 
@@ -193,17 +228,25 @@ impl FakeCluster {
 impl Cluster for FakeCluster {
     fn get(&self, api: Api, namespace: &str, name: &str) -> Result<Object, KubeError> {
         self.record("get", api, namespace, name);
-        let at = self.position(api, namespace, name).ok_or_else(|| Self::not_found(api, name))?;
+        let at = self
+            .position(api, namespace, name)
+            .ok_or_else(|| Self::not_found(api, name))?;
         Ok(self.objects.borrow()[at].1.clone())
     }
 
-    fn list(&self, api: Api, namespace: &str, label_selector: &str) -> Result<Vec<Object>, KubeError> {
+    fn list(
+        &self,
+        api: Api,
+        namespace: &str,
+        label_selector: &str,
+    ) -> Result<Vec<Object>, KubeError> {
         self.record("list", api, namespace, label_selector);
         let gr = api.group_resource();
         if self.failing_lists.borrow().contains(&gr) {
             return Err(KubeError::Other(format!("listing {gr} failed (injected)")));
         }
-        let selector = LabelSelector::parse(label_selector).map_err(|e| KubeError::Invalid(e.to_string()))?;
+        let selector =
+            LabelSelector::parse(label_selector).map_err(|e| KubeError::Invalid(e.to_string()))?;
         Ok(self
             .objects
             .borrow()
@@ -223,7 +266,9 @@ impl Cluster for FakeCluster {
                 object.name()
             )));
         }
-        self.objects.borrow_mut().push((api.group_resource(), object.clone()));
+        self.objects
+            .borrow_mut()
+            .push((api.group_resource(), object.clone()));
         Ok(object.clone())
     }
 
@@ -236,9 +281,17 @@ impl Cluster for FakeCluster {
         Ok(object.clone())
     }
 
-    fn merge_patch(&self, api: Api, namespace: &str, name: &str, patch: &serde_json::Value) -> Result<Object, KubeError> {
+    fn merge_patch(
+        &self,
+        api: Api,
+        namespace: &str,
+        name: &str,
+        patch: &serde_json::Value,
+    ) -> Result<Object, KubeError> {
         self.record("patch", api, namespace, name);
-        let at = self.position(api, namespace, name).ok_or_else(|| Self::not_found(api, name))?;
+        let at = self
+            .position(api, namespace, name)
+            .ok_or_else(|| Self::not_found(api, name))?;
         let mut objects = self.objects.borrow_mut();
         let mut value = objects[at].1.clone().into_value();
         merge(&mut value, patch);
@@ -249,7 +302,9 @@ impl Cluster for FakeCluster {
 
     fn delete(&self, api: Api, namespace: &str, name: &str) -> Result<(), KubeError> {
         self.record("delete", api, namespace, name);
-        let at = self.position(api, namespace, name).ok_or_else(|| Self::not_found(api, name))?;
+        let at = self
+            .position(api, namespace, name)
+            .ok_or_else(|| Self::not_found(api, name))?;
         self.objects.borrow_mut().remove(at);
         Ok(())
     }
@@ -306,10 +361,18 @@ mod tests {
     #[test]
     fn fake_cluster_applies_writes() {
         let c = FakeCluster::new().with(PODS, pod("a", serde_json::json!({})));
-        c.merge_patch(PODS, "ns", "a", &serde_json::json!({"metadata": {"labels": {"x": "1"}}}))
-            .unwrap();
+        c.merge_patch(
+            PODS,
+            "ns",
+            "a",
+            &serde_json::json!({"metadata": {"labels": {"x": "1"}}}),
+        )
+        .unwrap();
         assert_eq!(c.get(PODS, "ns", "a").unwrap().label("x"), Some("1"));
-        assert!(matches!(c.create(PODS, "ns", &pod("a", serde_json::json!({}))), Err(KubeError::Conflict(_))));
+        assert!(matches!(
+            c.create(PODS, "ns", &pod("a", serde_json::json!({}))),
+            Err(KubeError::Conflict(_))
+        ));
         c.delete(PODS, "ns", "a").unwrap();
         assert!(c.get(PODS, "ns", "a").is_err());
     }

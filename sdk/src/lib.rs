@@ -47,11 +47,11 @@ pub use bindings::exports::velero_wasm::plugin::actions::{
     ActionInfo, BackupRequest, BackupResponse, Kind, Need, OperationProgress, RestoreRequest,
     RestoreResponse, Selector,
 };
-pub use bindings::velero_wasm::plugin::types::{ResourceId, Timestamp, Verb};
 /// Outbound HTTP to the hosts the module's grant lists (`wit/http.wit`).
 pub use bindings::velero_wasm::plugin::http;
 /// Signed object-store URLs, made by the module that exports `signing` (`wit/signing.wit`).
 pub use bindings::velero_wasm::plugin::signing;
+pub use bindings::velero_wasm::plugin::types::{ResourceId, Timestamp, Verb};
 pub use cluster::{Api, Call, Cluster, FakeCluster, HostCluster, KubeError};
 pub use object::Object;
 
@@ -88,7 +88,11 @@ pub trait Plugin {
     }
 
     /// The progress of an asynchronous operation (`backup-v2`, `restore-v2`).
-    fn progress(action: &str, operation_id: &str, subject: &str) -> Result<OperationProgress, String> {
+    fn progress(
+        action: &str,
+        operation_id: &str,
+        subject: &str,
+    ) -> Result<OperationProgress, String> {
         let _ = subject;
         Err(format!(
             "operation ID {operation_id} is invalid: action {action} starts no asynchronous operations"
@@ -122,19 +126,31 @@ impl<T: Plugin> Guest for T {
     fn restore(action: String, request: RestoreRequest) -> Result<RestoreResponse, String> {
         <T as Plugin>::restore(&action, request)
     }
-    fn related_items(action: String, item: String, backup: String) -> Result<Vec<ResourceId>, String> {
+    fn related_items(
+        action: String,
+        item: String,
+        backup: String,
+    ) -> Result<Vec<ResourceId>, String> {
         <T as Plugin>::related_items(&action, &item, &backup)
     }
     fn delete(action: String, item: String, backup: String) -> Result<(), String> {
         <T as Plugin>::delete(&action, &item, &backup)
     }
-    fn progress(action: String, operation_id: String, subject: String) -> Result<OperationProgress, String> {
+    fn progress(
+        action: String,
+        operation_id: String,
+        subject: String,
+    ) -> Result<OperationProgress, String> {
         <T as Plugin>::progress(&action, &operation_id, &subject)
     }
     fn cancel(action: String, operation_id: String, subject: String) -> Result<(), String> {
         <T as Plugin>::cancel(&action, &operation_id, &subject)
     }
-    fn items_ready(action: String, items: Vec<ResourceId>, restore: String) -> Result<bool, String> {
+    fn items_ready(
+        action: String,
+        items: Vec<ResourceId>,
+        restore: String,
+    ) -> Result<bool, String> {
         <T as Plugin>::items_ready(&action, items, &restore)
     }
 }
@@ -174,7 +190,8 @@ impl ActionInfo {
     /// Declares Kubernetes access the action uses: a resource (`pods`, `datavolumes.cdi.kubevirt.io`)
     /// and verbs.
     pub fn needs_kube(mut self, resource: &str, verbs: &[Verb]) -> Self {
-        self.needs.push(Need::Kube((resource.to_string(), verbs.to_vec())));
+        self.needs
+            .push(Need::Kube((resource.to_string(), verbs.to_vec())));
         self
     }
 
@@ -230,7 +247,11 @@ impl std::fmt::Display for ResourceId {
         if self.group.is_empty() {
             write!(f, "{} {}/{}", self.resource, self.namespace, self.name)
         } else {
-            write!(f, "{}.{} {}/{}", self.resource, self.group, self.namespace, self.name)
+            write!(
+                f,
+                "{}.{} {}/{}",
+                self.resource, self.group, self.namespace, self.name
+            )
         }
     }
 }

@@ -75,7 +75,9 @@ impl Object {
 
     /// The boolean at a JSON pointer; `false` when absent or not a boolean.
     pub fn bool_at(&self, pointer: &str) -> bool {
-        self.pointer(pointer).and_then(Value::as_bool).unwrap_or(false)
+        self.pointer(pointer)
+            .and_then(Value::as_bool)
+            .unwrap_or(false)
     }
 
     /// The array at a JSON pointer; empty when absent or not an array.
@@ -89,7 +91,11 @@ impl Object {
     /// Sets a value at a JSON pointer, creating intermediate objects (not arrays) as needed.
     /// Fails when a step on the way is neither an object nor absent.
     pub fn set(&mut self, pointer: &str, value: Value) -> Result<(), String> {
-        let parts: Vec<String> = pointer.trim_start_matches('/').split('/').map(unescape).collect();
+        let parts: Vec<String> = pointer
+            .trim_start_matches('/')
+            .split('/')
+            .map(unescape)
+            .collect();
         let (last, path) = parts.split_last().ok_or("empty pointer")?;
         let mut map = &mut self.0;
         for part in path {
@@ -200,7 +206,11 @@ impl Object {
     }
 
     fn remove_meta_entry(&mut self, field: &str, key: &str) -> Option<String> {
-        let entries = self.0.get_mut("metadata")?.get_mut(field)?.as_object_mut()?;
+        let entries = self
+            .0
+            .get_mut("metadata")?
+            .get_mut(field)?
+            .as_object_mut()?;
         let old = entries.remove(key)?;
         Some(old.as_str().unwrap_or_default().to_string())
     }
@@ -235,7 +245,9 @@ mod tests {
 
     #[test]
     fn labels_are_created_and_removed_in_place() {
-        let mut o = Object::parse(r#"{"kind":"PersistentVolumeClaim","metadata":{"name":"x"},"extra":1}"#).unwrap();
+        let mut o =
+            Object::parse(r#"{"kind":"PersistentVolumeClaim","metadata":{"name":"x"},"extra":1}"#)
+                .unwrap();
         assert_eq!(o.label("a"), None);
         o.set_label("a", "1");
         assert_eq!(o.label("a"), Some("1"));
@@ -247,15 +259,22 @@ mod tests {
     #[test]
     fn set_creates_intermediate_objects_and_refuses_to_cross_scalars() {
         let mut o = Object::parse(r#"{"spec":{"x":1}}"#).unwrap();
-        o.set("/spec/template/spec/domain/firmware/uuid", Value::from("u")).unwrap();
-        assert_eq!(o.str_at("/spec/template/spec/domain/firmware/uuid"), Some("u"));
+        o.set("/spec/template/spec/domain/firmware/uuid", Value::from("u"))
+            .unwrap();
+        assert_eq!(
+            o.str_at("/spec/template/spec/domain/firmware/uuid"),
+            Some("u")
+        );
         assert!(o.set("/spec/x/y", Value::from(1)).is_err());
         assert_eq!(o.remove("/spec/x"), Some(Value::from(1)));
     }
 
     #[test]
     fn parse_rejects_non_objects_with_a_clear_message() {
-        assert_eq!(Object::parse("[1]").unwrap_err(), "expected a JSON object, got an array");
+        assert_eq!(
+            Object::parse("[1]").unwrap_err(),
+            "expected a JSON object, got an array"
+        );
         assert!(Object::parse("{").unwrap_err().starts_with("invalid JSON"));
     }
 }

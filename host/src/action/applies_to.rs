@@ -33,10 +33,11 @@ pub struct AppliesTo {
 impl AppliesTo {
     /// Prepares a selector; fails if its label selector does not parse (Velero would fail the backup).
     pub fn new(selector: &Selector) -> Result<AppliesTo, SelectorError> {
-        let labels = LabelSelector::parse(&selector.label_selector).map_err(|source| SelectorError {
-            selector: selector.label_selector.clone(),
-            source,
-        })?;
+        let labels =
+            LabelSelector::parse(&selector.label_selector).map_err(|source| SelectorError {
+                selector: selector.label_selector.clone(),
+                source,
+            })?;
         Ok(AppliesTo {
             selector: selector.clone(),
             labels,
@@ -48,29 +49,63 @@ impl AppliesTo {
     pub fn check(&self, item: &ItemRef, namespace: &str) -> Result<(), String> {
         let s = &self.selector;
         let resource = Forms::of(item);
-        if s.excluded_resources.iter().any(|p| p != "*" && resource.matches(p)) {
-            return Err(format!("{} is in excludedResources {:?}", item.group_resource(), s.excluded_resources));
+        if s.excluded_resources
+            .iter()
+            .any(|p| p != "*" && resource.matches(p))
+        {
+            return Err(format!(
+                "{} is in excludedResources {:?}",
+                item.group_resource(),
+                s.excluded_resources
+            ));
         }
-        let included = s.included_resources.is_empty() || s.included_resources.iter().any(|p| p == "*" || resource.matches(p));
+        let included = s.included_resources.is_empty()
+            || s.included_resources
+                .iter()
+                .any(|p| p == "*" || resource.matches(p));
         if !included {
-            return Err(format!("{} is not in includedResources {:?}", item.group_resource(), s.included_resources));
+            return Err(format!(
+                "{} is not in includedResources {:?}",
+                item.group_resource(),
+                s.included_resources
+            ));
         }
         if namespace.is_empty() {
             let all = s.included_namespaces.is_empty() || s.included_namespaces == ["*"];
             if !all || !s.excluded_namespaces.is_empty() {
-                return Err("the item is cluster-scoped and the selector restricts namespaces".to_string());
+                return Err(
+                    "the item is cluster-scoped and the selector restricts namespaces".to_string(),
+                );
             }
         } else {
-            if s.excluded_namespaces.iter().any(|p| p != "*" && glob(p, namespace)) {
-                return Err(format!("namespace {namespace} is in excludedNamespaces {:?}", s.excluded_namespaces));
+            if s.excluded_namespaces
+                .iter()
+                .any(|p| p != "*" && glob(p, namespace))
+            {
+                return Err(format!(
+                    "namespace {namespace} is in excludedNamespaces {:?}",
+                    s.excluded_namespaces
+                ));
             }
-            let included = s.included_namespaces.is_empty() || s.included_namespaces.iter().any(|p| p == "*" || glob(p, namespace));
+            let included = s.included_namespaces.is_empty()
+                || s.included_namespaces
+                    .iter()
+                    .any(|p| p == "*" || glob(p, namespace));
             if !included {
-                return Err(format!("namespace {namespace} is not in includedNamespaces {:?}", s.included_namespaces));
+                return Err(format!(
+                    "namespace {namespace} is not in includedNamespaces {:?}",
+                    s.included_namespaces
+                ));
             }
         }
-        if !self.labels.matches_with(|k| item.labels.get(k).map(String::as_str)) {
-            return Err(format!("its labels do not match the selector {:?}", s.label_selector));
+        if !self
+            .labels
+            .matches_with(|k| item.labels.get(k).map(String::as_str))
+        {
+            return Err(format!(
+                "its labels do not match the selector {:?}",
+                s.label_selector
+            ));
         }
         Ok(())
     }
@@ -114,7 +149,10 @@ mod tests {
             kind: kind.into(),
             namespace: ns.into(),
             name: "x".into(),
-            labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            labels: labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
         }
     }
 
@@ -134,13 +172,26 @@ mod tests {
     #[test]
     fn resources_match_by_plural_kind_and_group() {
         let a = sel(|s| s.included_resources = vec!["VirtualMachine".into()]);
-        assert!(a.check(&item("kubevirt.io/v1", "VirtualMachine", "ns", &[]), "ns").is_ok());
-        assert!(a.check(&item("kubevirt.io/v1", "VirtualMachineInstance", "ns", &[]), "ns").is_err());
+        assert!(a
+            .check(&item("kubevirt.io/v1", "VirtualMachine", "ns", &[]), "ns")
+            .is_ok());
+        assert!(a
+            .check(
+                &item("kubevirt.io/v1", "VirtualMachineInstance", "ns", &[]),
+                "ns"
+            )
+            .is_err());
         let a = sel(|s| s.included_resources = vec!["virtualmachines.kubevirt.io".into()]);
-        assert!(a.check(&item("kubevirt.io/v1", "VirtualMachine", "ns", &[]), "ns").is_ok());
-        assert!(a.check(&item("other.io/v1", "VirtualMachine", "ns", &[]), "ns").is_err());
+        assert!(a
+            .check(&item("kubevirt.io/v1", "VirtualMachine", "ns", &[]), "ns")
+            .is_ok());
+        assert!(a
+            .check(&item("other.io/v1", "VirtualMachine", "ns", &[]), "ns")
+            .is_err());
         let a = sel(|s| s.included_resources = vec!["persistentvolumeclaims".into()]);
-        assert!(a.check(&item("v1", "PersistentVolumeClaim", "ns", &[]), "ns").is_ok());
+        assert!(a
+            .check(&item("v1", "PersistentVolumeClaim", "ns", &[]), "ns")
+            .is_ok());
     }
 
     #[test]
@@ -156,18 +207,31 @@ mod tests {
     #[test]
     fn any_excluded_namespace_disables_cluster_scoped_items() {
         let a = sel(|s| s.excluded_namespaces = vec!["kube-system".into()]);
-        assert!(a.check(&item("v1", "Pod", "default", &[]), "default").is_ok());
-        assert!(a.check(&item("v1", "Pod", "kube-system", &[]), "kube-system").is_err());
-        assert!(a.check(&item("v1", "PersistentVolume", "", &[]), "").is_err());
+        assert!(a
+            .check(&item("v1", "Pod", "default", &[]), "default")
+            .is_ok());
+        assert!(a
+            .check(&item("v1", "Pod", "kube-system", &[]), "kube-system")
+            .is_err());
+        assert!(a
+            .check(&item("v1", "PersistentVolume", "", &[]), "")
+            .is_err());
         let a = sel(|s| s.included_namespaces = vec!["prod-*".into()]);
-        assert!(a.check(&item("v1", "Pod", "prod-eu", &[]), "prod-eu").is_ok());
+        assert!(a
+            .check(&item("v1", "Pod", "prod-eu", &[]), "prod-eu")
+            .is_ok());
         assert!(a.check(&item("v1", "Pod", "dev", &[]), "dev").is_err());
     }
 
     #[test]
     fn labels_must_match() {
         let a = sel(|s| s.label_selector = "kubevirt.io in (virt-launcher, hotplug-disk)".into());
-        assert!(a.check(&item("v1", "Pod", "ns", &[("kubevirt.io", "virt-launcher")]), "ns").is_ok());
+        assert!(a
+            .check(
+                &item("v1", "Pod", "ns", &[("kubevirt.io", "virt-launcher")]),
+                "ns"
+            )
+            .is_ok());
         assert!(a.check(&item("v1", "Pod", "ns", &[]), "ns").is_err());
     }
 

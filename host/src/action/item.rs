@@ -45,7 +45,8 @@ impl ItemRef {
     /// Reads the identity of a JSON object. Fails on invalid JSON or a non-object; missing fields are
     /// empty.
     pub fn parse(json: &str) -> Result<ItemRef, String> {
-        let header: Header = serde_json::from_str(json).map_err(|e| format!("item is not a JSON object: {e}"))?;
+        let header: Header =
+            serde_json::from_str(json).map_err(|e| format!("item is not a JSON object: {e}"))?;
         let metadata = header.metadata.unwrap_or(Metadata {
             namespace: None,
             name: None,
@@ -90,7 +91,13 @@ impl fmt::Display for ItemRef {
         if self.namespace.is_empty() {
             write!(f, "{} {}", self.group_resource(), self.name)
         } else {
-            write!(f, "{} {}/{}", self.group_resource(), self.namespace, self.name)
+            write!(
+                f,
+                "{} {}/{}",
+                self.group_resource(),
+                self.namespace,
+                self.name
+            )
         }
     }
 }
@@ -104,7 +111,12 @@ pub fn plural_of(kind: &str) -> String {
         "" => return word,
         _ => {}
     }
-    if word.ends_with('s') || word.ends_with('x') || word.ends_with('z') || word.ends_with("ch") || word.ends_with("sh") {
+    if word.ends_with('s')
+        || word.ends_with('x')
+        || word.ends_with('z')
+        || word.ends_with("ch")
+        || word.ends_with("sh")
+    {
         return format!("{word}es");
     }
     if let Some(stem) = word.strip_suffix('y') {

@@ -96,7 +96,11 @@ impl fmt::Display for ResourceId {
         if self.group.is_empty() {
             write!(f, "{} {}/{}", self.resource, self.namespace, self.name)
         } else {
-            write!(f, "{}.{} {}/{}", self.resource, self.group, self.namespace, self.name)
+            write!(
+                f,
+                "{}.{} {}/{}",
+                self.resource, self.group, self.namespace, self.name
+            )
         }
     }
 }
@@ -118,7 +122,9 @@ pub struct Selector {
 }
 
 /// A Kubernetes verb a module may be granted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Verb {
     /// Read one object.

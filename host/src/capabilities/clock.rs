@@ -39,7 +39,9 @@ impl Clock {
     pub fn now(&self) -> SystemTime {
         match self {
             Clock::System => SystemTime::now(),
-            Clock::Virtual { start, slept } => *start + Duration::from_nanos(slept.load(Ordering::Relaxed)),
+            Clock::Virtual { start, slept } => {
+                *start + Duration::from_nanos(slept.load(Ordering::Relaxed))
+            }
         }
     }
 
@@ -82,7 +84,9 @@ impl HostWallClock for Clock {
     }
 
     fn now(&self) -> Duration {
-        Clock::now(self).duration_since(UNIX_EPOCH).unwrap_or_default()
+        Clock::now(self)
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
     }
 }
 
@@ -106,7 +110,10 @@ impl Host for CallState {
     }
 
     async fn sleep(&mut self, nanoseconds: u64) {
-        self.services.clock.sleep(Duration::from_nanos(nanoseconds)).await
+        self.services
+            .clock
+            .sleep(Duration::from_nanos(nanoseconds))
+            .await
     }
 }
 

@@ -9,6 +9,10 @@ impl Host for CallState {
     }
 
     fn all(&mut self) -> Vec<(String, String)> {
-        self.caps.settings.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+        self.caps
+            .settings
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
     }
 }

@@ -16,7 +16,12 @@ impl Host for CallState {
         self.log_lines += 1;
         if self.log_lines > MAX_LINES_PER_CALL {
             if self.log_lines == MAX_LINES_PER_CALL + 1 {
-                emit(self, Level::Warn, "the module logged more than 1000 lines in one call; dropping the rest", "{}");
+                emit(
+                    self,
+                    Level::Warn,
+                    "the module logged more than 1000 lines in one call; dropping the rest",
+                    "{}",
+                );
             }
             return;
         }
@@ -46,7 +51,11 @@ fn truncate(mut text: String) -> String {
 fn emit(state: &CallState, level: Level, message: &str, fields: &str) {
     let call = &state.call;
     let (resource, namespace, name) = match call.item() {
-        Some(item) => (item.group_resource(), item.namespace.as_str(), item.name.as_str()),
+        Some(item) => (
+            item.group_resource(),
+            item.namespace.as_str(),
+            item.name.as_str(),
+        ),
         None => (String::new(), "", ""),
     };
     let module = &*call.module;

@@ -76,7 +76,11 @@ impl CallContext {
     /// is not an object.
     pub fn item(&self) -> Option<&ItemRef> {
         self.item
-            .get_or_init(|| self.item_json.as_deref().and_then(|json| ItemRef::parse(json).ok()))
+            .get_or_init(|| {
+                self.item_json
+                    .as_deref()
+                    .and_then(|json| ItemRef::parse(json).ok())
+            })
             .as_ref()
     }
 
@@ -97,7 +101,12 @@ pub struct MemoryCap {
 }
 
 impl ResourceLimiter for MemoryCap {
-    fn memory_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
         if desired as u64 > self.limit {
             self.refused = Some(desired as u64);
             return Err(wasmtime::format_err!(
@@ -109,7 +118,12 @@ impl ResourceLimiter for MemoryCap {
         Ok(true)
     }
 
-    fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
         Ok(desired <= 1_000_000)
     }
 }
@@ -142,7 +156,12 @@ pub struct CallState {
 impl CallState {
     /// Fresh state for one call. The WASI context `std` needs has no files, no sockets, no environment,
     /// no arguments; stdout and stderr are captured.
-    pub fn new(call: CallContext, caps: Arc<ModuleCaps>, services: Arc<Services>, memory_limit: u64) -> CallState {
+    pub fn new(
+        call: CallContext,
+        caps: Arc<ModuleCaps>,
+        services: Arc<Services>,
+        memory_limit: u64,
+    ) -> CallState {
         let (stdout, stderr) = (GuestOutput::default(), GuestOutput::default());
         let mut wasi = WasiCtx::builder();
         wasi.stdout(stdout.clone())

@@ -12,7 +12,8 @@ impl Host for CallState {
             wasmtime::bail!("random: {len} bytes asked for in one call; the limit is {MAX_BYTES}");
         }
         let mut bytes = vec![0u8; len as usize];
-        getrandom::fill(&mut bytes).map_err(|e| wasmtime::format_err!("random: the system generator failed: {e}"))?;
+        getrandom::fill(&mut bytes)
+            .map_err(|e| wasmtime::format_err!("random: the system generator failed: {e}"))?;
         Ok(bytes)
     }
 }

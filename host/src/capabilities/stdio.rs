@@ -88,7 +88,11 @@ impl OutputStream for GuestOutput {
 }
 
 impl AsyncWrite for GuestOutput {
-    fn poll_write(self: Pin<&mut Self>, _cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
         self.append(buf);
         Poll::Ready(Ok(buf.len()))
     }
@@ -112,6 +116,9 @@ mod tests {
         out.append(&vec![b'x'; GuestOutput::CAPACITY]);
         out.append(b"\nthread '<unnamed>' panicked at src/lib.rs:3:5:\nboom\nnote: run with `RUST_BACKTRACE=1` environment variable to display a backtrace\n");
         assert_eq!(out.text().len(), GuestOutput::CAPACITY);
-        assert_eq!(out.panic_message().as_deref(), Some("panicked at src/lib.rs:3:5: boom"));
+        assert_eq!(
+            out.panic_message().as_deref(),
+            Some("panicked at src/lib.rs:3:5: boom")
+        );
     }
 }

@@ -24,13 +24,14 @@ pub struct ActionsArgs {
 
 /// Runs the command; returns the exit status.
 pub async fn actions(args: ActionsArgs) -> u8 {
-    let (runtime, problems) = match load_runtime(&args.modules, Arc::new(NoCluster), Clock::System).await {
-        Ok(loaded) => loaded,
-        Err(failure) => {
-            eprintln!("velero-wasm actions: {}", failure.message);
-            return failure.code;
-        }
-    };
+    let (runtime, problems) =
+        match load_runtime(&args.modules, Arc::new(NoCluster), Clock::System).await {
+            Ok(loaded) => loaded,
+            Err(failure) => {
+                eprintln!("velero-wasm actions: {}", failure.message);
+                return failure.code;
+            }
+        };
     let catalog = runtime.catalog();
     if args.json {
         let actions: Vec<_> = catalog

@@ -60,7 +60,10 @@ pub const EXIT_BAD_INPUT: u8 = 2;
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     crate::logging::init_human(&cli.log_level);
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("velero-wasm: cannot start the async runtime: {e}");
@@ -115,7 +118,8 @@ async fn load_runtime(
     kube: Arc<dyn KubeBackend>,
     clock: Clock,
 ) -> Result<(Runtime, Vec<String>), Failure> {
-    let runtime = Runtime::new(Services { kube, clock }).map_err(|e| Failure::failed(format!("{e:#}")))?;
+    let runtime =
+        Runtime::new(Services { kube, clock }).map_err(|e| Failure::failed(format!("{e:#}")))?;
     let mut problems = Vec::new();
     let mut sources = Vec::new();
     for stock in stock_modules() {
@@ -125,10 +129,15 @@ async fn load_runtime(
         }
     }
     if let Some(dir) = &args.modules {
-        let scan = scan_directory(dir)
-            .map_err(|e| Failure::bad_input(format!("--modules {}: cannot be read: {e}", dir.display())))?;
+        let scan = scan_directory(dir).map_err(|e| {
+            Failure::bad_input(format!("--modules {}: cannot be read: {e}", dir.display()))
+        })?;
         sources.extend(scan.modules);
-        problems.extend(scan.problems.into_iter().map(|(path, p)| format!("{}: {p}", path.display())));
+        problems.extend(
+            scan.problems
+                .into_iter()
+                .map(|(path, p)| format!("{}: {p}", path.display())),
+        );
     }
     for error in runtime.load_all(sources).await {
         problems.push(error.to_string());

@@ -65,7 +65,11 @@ pub struct RunArgs {
 pub async fn run(args: RunArgs) -> u8 {
     match execute(args).await {
         Ok(output) => {
-            println!("{}", serde_json::to_string_pretty(&output).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}")));
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&output)
+                    .unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+            );
             EXIT_OK
         }
         Err(failure) => {
@@ -82,10 +86,9 @@ fn read(flag: &str, path: &Path) -> Result<Value, Failure> {
 async fn execute(args: RunArgs) -> Result<Value, Failure> {
     let clock = match &args.now {
         None => Clock::System,
-        Some(text) => Clock::fixed(
-            humantime::parse_rfc3339_weak(text)
-                .map_err(|e| Failure::bad_input(format!("--now {text:?} is not an RFC 3339 time: {e}")))?,
-        ),
+        Some(text) => Clock::fixed(humantime::parse_rfc3339_weak(text).map_err(|e| {
+            Failure::bad_input(format!("--now {text:?} is not an RFC 3339 time: {e}"))
+        })?),
     };
     // Read every input before loading modules, so bad input is reported at once.
     let item = read("item", &args.item)?;
@@ -101,7 +104,8 @@ async fn execute(args: RunArgs) -> Result<Value, Failure> {
     let fixture = if args.cluster.is_empty() {
         None
     } else {
-        let cluster = FixtureCluster::load(&args.cluster, clock.clone()).map_err(|e| Failure::bad_input(format!("--cluster {e}")))?;
+        let cluster = FixtureCluster::load(&args.cluster, clock.clone())
+            .map_err(|e| Failure::bad_input(format!("--cluster {e}")))?;
         Some(Arc::new(cluster))
     };
     let kube: Arc<dyn KubeBackend> = match &fixture {
@@ -113,7 +117,9 @@ async fn execute(args: RunArgs) -> Result<Value, Failure> {
     for problem in &problems {
         eprintln!("velero-wasm run: warning: module left out: {problem}");
     }
-    let entry = runtime.action(&args.action).ok_or_else(|| unknown_action(&runtime, &args.action))?;
+    let entry = runtime
+        .action(&args.action)
+        .ok_or_else(|| unknown_action(&runtime, &args.action))?;
     let kind = entry.info().kind;
     match (kind.takes_backup(), args.backup.is_some()) {
         (true, false) => {
@@ -132,9 +138,13 @@ async fn execute(args: RunArgs) -> Result<Value, Failure> {
     }
 
     let item_text = item.to_string();
-    let identity = ItemRef::parse(&item_text).map_err(|e| Failure::bad_input(format!("--item {}: {e}", args.item.display())))?;
+    let identity = ItemRef::parse(&item_text)
+        .map_err(|e| Failure::bad_input(format!("--item {}: {e}", args.item.display())))?;
     if identity.kind.is_empty() {
-        return Err(Failure::bad_input(format!("--item {}: the object has no kind", args.item.display())));
+        return Err(Failure::bad_input(format!(
+            "--item {}: the object has no kind",
+            args.item.display()
+        )));
     }
     let namespace = if kind.takes_backup() {
         identity.namespace.clone()
@@ -145,13 +155,24 @@ async fn execute(args: RunArgs) -> Result<Value, Failure> {
         .module
         .applies_to(entry.index)
         .check(&identity, &namespace)
-        .map_err(|why| Failure::bad_input(format!("action {} does not apply to item {identity}: {why}", args.action)))?;
+        .map_err(|why| {
+            Failure::bad_input(format!(
+                "action {} does not apply to item {identity}: {why}",
+                args.action
+            ))
+        })?;
 
     let subject_text = subject.to_string();
     let mut output = Map::new();
     let outcome = match kind {
         ActionKind::Backup | ActionKind::BackupV2 => runtime
-            .backup(&args.action, BackupRequest { item: item_text, backup: subject_text })
+            .backup(
+                &args.action,
+                BackupRequest {
+                    item: item_text,
+                    backup: subject_text,
+                },
+            )
             .await
             .map(|o| {
                 output.insert("item".into(), parse_item(&o.item));
@@ -180,7 +201,10 @@ async fn execute(args: RunArgs) -> Result<Value, Failure> {
                     output.insert("skipRestore".into(), json!(o.skip_restore));
                     if kind == ActionKind::RestoreV2 {
                         output.insert("operationId".into(), json!(o.operation_id));
-                        output.insert("waitForAdditionalItems".into(), json!(o.wait_for_additional_items));
+                        output.insert(
+                            "waitForAdditionalItems".into(),
+                            json!(o.wait_for_additional_items),
+                        );
                         output.insert(
                             "additionalItemsTimeout".into(),
                             json!(o.additional_items_timeout.map(go_duration)),
@@ -188,17 +212,25 @@ async fn execute(args: RunArgs) -> Result<Value, Failure> {
                     }
                 })
         }
-        ActionKind::ItemBlock => runtime.related_items(&args.action, item_text, subject_text).await.map(|related| {
-            output.insert("relatedItems".into(), ids(&related));
-        }),
+        ActionKind::ItemBlock => runtime
+            .related_items(&args.action, item_text, subject_text)
+            .await
+            .map(|related| {
+                output.insert("relatedItems".into(), ids(&related));
+            }),
         ActionKind::Delete => runtime.delete(&args.action, item_text, subject_text).await,
     };
     outcome.map_err(|e| match e {
-        CallError::UnknownAction(_) | CallError::WrongKind { .. } => Failure::bad_input(e.to_string()),
+        CallError::UnknownAction(_) | CallError::WrongKind { .. } => {
+            Failure::bad_input(e.to_string())
+        }
         other => Failure::failed(other.to_string()),
     })?;
     let writes = fixture.map(|f| f.writes()).unwrap_or_default();
-    output.insert("clusterWrites".into(), serde_json::to_value(writes).unwrap_or(Value::Null));
+    output.insert(
+        "clusterWrites".into(),
+        serde_json::to_value(writes).unwrap_or(Value::Null),
+    );
     Ok(Value::Object(output))
 }
 
@@ -273,11 +305,19 @@ fn reset_for_restore(mut item: Value, restore: &Value, identity: &ItemRef) -> Va
         restore
             .pointer(&format!("/spec/restoreStatus/{name}"))
             .and_then(Value::as_array)
-            .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_lowercase)).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_str().map(str::to_lowercase))
+                    .collect()
+            })
             .unwrap_or_default()
     };
     let (included, excluded) = (list("includedResources"), list("excludedResources"));
-    let names = [identity.group_resource(), identity.resource(), identity.kind.to_lowercase()];
+    let names = [
+        identity.group_resource(),
+        identity.resource(),
+        identity.kind.to_lowercase(),
+    ];
     let named = |l: &[String]| l.iter().any(|r| r == "*" || names.contains(r));
     let keep_status = named(&included) && !excluded.iter().any(|r| names.contains(r));
     if !keep_status {
@@ -306,15 +346,25 @@ mod tests {
             "status": {"phase": "Bound"}});
         let identity = ItemRef::parse(&item.to_string()).unwrap();
         let out = reset_for_restore(item.clone(), &json!({}), &identity);
-        assert_eq!(out, json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "a", "labels": {"x": "y"}}}));
-        let keep = reset_for_restore(item, &json!({"spec": {"restoreStatus": {"includedResources": ["persistentvolumeclaims"]}}}), &identity);
+        assert_eq!(
+            out,
+            json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "a", "labels": {"x": "y"}}})
+        );
+        let keep = reset_for_restore(
+            item,
+            &json!({"spec": {"restoreStatus": {"includedResources": ["persistentvolumeclaims"]}}}),
+            &identity,
+        );
         assert_eq!(keep["status"]["phase"], "Bound");
     }
 
     #[test]
     fn restores_match_in_the_mapped_namespace() {
         let restore = json!({"spec": {"namespaceMapping": {"vm-workloads": "vm-workloads-dr"}}});
-        assert_eq!(mapped_namespace(&restore, "vm-workloads"), "vm-workloads-dr");
+        assert_eq!(
+            mapped_namespace(&restore, "vm-workloads"),
+            "vm-workloads-dr"
+        );
         assert_eq!(mapped_namespace(&restore, "other"), "other");
     }
 }

@@ -22,7 +22,11 @@ pub fn scan_directory(dir: &Path) -> std::io::Result<DirectoryScan> {
         .filter_map(|e| e.ok())
         .map(|e| e.path())
         .filter(|p| p.extension().is_some_and(|x| x == "wasm"))
-        .filter(|p| !p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with('.')))
+        .filter(|p| {
+            !p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with('.'))
+        })
         .collect();
     wasm_files.sort();
     let mut scan = DirectoryScan::default();
@@ -47,9 +51,14 @@ fn read_module(wasm_path: &Path) -> Result<ModuleSource, String> {
         ));
     }
     let manifest_path = wasm_path.with_extension("toml");
-    let manifest_text = std::fs::read_to_string(&manifest_path)
-        .map_err(|e| format!("its manifest {} cannot be read: {e}", manifest_path.display()))?;
-    let manifest = Manifest::parse(&manifest_text).map_err(|e| format!("{}: {e}", manifest_path.display()))?;
+    let manifest_text = std::fs::read_to_string(&manifest_path).map_err(|e| {
+        format!(
+            "its manifest {} cannot be read: {e}",
+            manifest_path.display()
+        )
+    })?;
+    let manifest =
+        Manifest::parse(&manifest_text).map_err(|e| format!("{}: {e}", manifest_path.display()))?;
     let wasm = std::fs::read(wasm_path).map_err(|e| format!("cannot be read: {e}"))?;
     let sha256 = sha256_hex(&wasm);
     match &manifest.sha256 {
@@ -85,11 +94,19 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
         std::fs::write(d.join("good.wasm"), b"abc").unwrap();
-        std::fs::write(d.join("good.toml"), format!("sha256 = \"{}\"", sha256_hex(b"abc"))).unwrap();
+        std::fs::write(
+            d.join("good.toml"),
+            format!("sha256 = \"{}\"", sha256_hex(b"abc")),
+        )
+        .unwrap();
         std::fs::write(d.join("unpinned.wasm"), b"abc").unwrap();
         std::fs::write(d.join("unpinned.toml"), "").unwrap();
         std::fs::write(d.join("changed.wasm"), b"abcd").unwrap();
-        std::fs::write(d.join("changed.toml"), format!("sha256 = \"{}\"", sha256_hex(b"abc"))).unwrap();
+        std::fs::write(
+            d.join("changed.toml"),
+            format!("sha256 = \"{}\"", sha256_hex(b"abc")),
+        )
+        .unwrap();
         std::fs::write(d.join("lonely.wasm"), b"abc").unwrap();
         std::fs::write(d.join("notes.txt"), b"ignored").unwrap();
         std::fs::create_dir(d.join("..data")).unwrap();
@@ -97,7 +114,11 @@ mod tests {
         let scan = scan_directory(d).unwrap();
         let names: Vec<&str> = scan.modules.iter().map(|m| m.name.as_str()).collect();
         assert_eq!(names, ["good"]);
-        let problems: Vec<String> = scan.problems.iter().map(|(p, m)| format!("{}: {m}", p.display())).collect();
+        let problems: Vec<String> = scan
+            .problems
+            .iter()
+            .map(|(p, m)| format!("{}: {m}", p.display()))
+            .collect();
         assert_eq!(problems.len(), 3, "{problems:#?}");
         assert!(problems[0].contains("changed.wasm") && problems[0].contains("mismatch"));
         assert!(problems[1].contains("lonely.toml") && problems[1].contains("cannot be read"));

@@ -71,10 +71,18 @@ pub struct Limits {
     #[serde(default = "default_output", deserialize_with = "byte_size")]
     pub output: u64,
     /// Time allowed for one outbound HTTP exchange.
-    #[serde(rename = "http-timeout", default = "default_http_timeout", deserialize_with = "duration")]
+    #[serde(
+        rename = "http-timeout",
+        default = "default_http_timeout",
+        deserialize_with = "duration"
+    )]
     pub http_timeout: Duration,
     /// Largest body of an HTTP answer, in bytes.
-    #[serde(rename = "http-response", default = "default_http_response", deserialize_with = "byte_size")]
+    #[serde(
+        rename = "http-response",
+        default = "default_http_response",
+        deserialize_with = "byte_size"
+    )]
     pub http_response: u64,
 }
 
@@ -155,7 +163,8 @@ pub enum ManifestError {
 impl Manifest {
     /// Parses and validates manifest text.
     pub fn parse(text: &str) -> Result<Manifest, ManifestError> {
-        let manifest: Manifest = toml::from_str(text).map_err(|e| ManifestError::Syntax(e.to_string().trim_end().to_string()))?;
+        let manifest: Manifest = toml::from_str(text)
+            .map_err(|e| ManifestError::Syntax(e.to_string().trim_end().to_string()))?;
         manifest.validate()?;
         Ok(manifest)
     }
@@ -166,7 +175,11 @@ impl Manifest {
             problem: problem.to_string(),
         };
         if let Some(sha) = &self.sha256 {
-            if sha.len() != 64 || !sha.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+            if sha.len() != 64
+                || !sha
+                    .bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+            {
                 return Err(invalid("sha256".into(), "must be 64 lower-case hex digits"));
             }
         }
@@ -174,7 +187,10 @@ impl Manifest {
             return Err(invalid("limits.timeout".into(), "must be more than zero"));
         }
         if self.limits.memory < 1 << 20 || self.limits.memory > MAX_MEMORY {
-            return Err(invalid("limits.memory".into(), "must be between 1MiB and 1GiB"));
+            return Err(invalid(
+                "limits.memory".into(),
+                "must be between 1MiB and 1GiB",
+            ));
         }
         if self.limits.output == 0 {
             return Err(invalid("limits.output".into(), "must be more than zero"));
@@ -182,18 +198,27 @@ impl Manifest {
         for (i, rule) in self.grant.kube.iter().enumerate() {
             let field = |name: &str| format!("grant.kube[{i}].{name}");
             if rule.resources.is_empty() {
-                return Err(invalid(field("resources"), "must name at least one resource"));
+                return Err(invalid(
+                    field("resources"),
+                    "must name at least one resource",
+                ));
             }
             for r in &rule.resources {
                 if r.is_empty() || r.contains(char::is_whitespace) || r.contains('/') {
-                    return Err(invalid(field("resources"), &format!("{r:?} is not `resource.group` or \"*\"")));
+                    return Err(invalid(
+                        field("resources"),
+                        &format!("{r:?} is not `resource.group` or \"*\""),
+                    ));
                 }
             }
             if rule.verbs.is_empty() {
                 return Err(invalid(field("verbs"), "must name at least one verb"));
             }
             for v in &rule.verbs {
-                if !matches!(v.as_str(), "*" | "get" | "list" | "create" | "update" | "patch" | "delete") {
+                if !matches!(
+                    v.as_str(),
+                    "*" | "get" | "list" | "create" | "update" | "patch" | "delete"
+                ) {
                     return Err(invalid(
                         field("verbs"),
                         &format!("{v:?} is not one of get, list, create, update, patch, delete, *"),
@@ -201,17 +226,27 @@ impl Manifest {
                 }
             }
             if rule.namespaces.is_empty() {
-                return Err(invalid(field("namespaces"), "must name at least one namespace, \"*\" or \"@item\""));
+                return Err(invalid(
+                    field("namespaces"),
+                    "must name at least one namespace, \"*\" or \"@item\"",
+                ));
             }
         }
         if self.limits.http_timeout.is_zero() {
-            return Err(invalid("limits.http-timeout".into(), "must be more than zero"));
+            return Err(invalid(
+                "limits.http-timeout".into(),
+                "must be more than zero",
+            ));
         }
         if self.limits.http_response == 0 {
-            return Err(invalid("limits.http-response".into(), "must be more than zero"));
+            return Err(invalid(
+                "limits.http-response".into(),
+                "must be more than zero",
+            ));
         }
         for (i, host) in self.grant.http.iter().enumerate() {
-            crate::capabilities::http::HostRule::parse(host).map_err(|problem| invalid(format!("grant.http[{i}]"), &problem))?;
+            crate::capabilities::http::HostRule::parse(host)
+                .map_err(|problem| invalid(format!("grant.http[{i}]"), &problem))?;
         }
         Ok(())
     }
@@ -223,7 +258,14 @@ impl fmt::Display for Grant {
         let mut parts: Vec<String> = self
             .kube
             .iter()
-            .map(|r| format!("{} {} in {}", r.verbs.join(","), r.resources.join(","), r.namespaces.join(",")))
+            .map(|r| {
+                format!(
+                    "{} {} in {}",
+                    r.verbs.join(","),
+                    r.resources.join(","),
+                    r.namespaces.join(",")
+                )
+            })
             .collect();
         if !self.http.is_empty() {
             parts.push(format!("http {}", self.http.join(",")));
@@ -238,7 +280,11 @@ impl fmt::Display for Grant {
 
 fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
     let text = String::deserialize(d)?;
-    humantime::parse_duration(&text).map_err(|e| serde::de::Error::custom(format!("{text:?} is not a duration like \"30s\" or \"2m\": {e}")))
+    humantime::parse_duration(&text).map_err(|e| {
+        serde::de::Error::custom(format!(
+            "{text:?} is not a duration like \"30s\" or \"2m\": {e}"
+        ))
+    })
 }
 
 fn byte_size<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
@@ -250,14 +296,18 @@ fn byte_size<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
     }
     match Size::deserialize(d)? {
         Size::Bytes(n) => Ok(n),
-        Size::Text(text) => parse_byte_size(&text).ok_or_else(|| serde::de::Error::custom(format!("{text:?} is not a size like \"64MiB\""))),
+        Size::Text(text) => parse_byte_size(&text).ok_or_else(|| {
+            serde::de::Error::custom(format!("{text:?} is not a size like \"64MiB\""))
+        }),
     }
 }
 
 /// Parses `512KiB`, `64MiB`, `1GiB`, `100KB`, `1000` (bytes).
 pub fn parse_byte_size(text: &str) -> Option<u64> {
     let text = text.trim();
-    let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
     let (digits, unit) = text.split_at(split);
     let n: u64 = digits.parse().ok()?;
     let factor: u64 = match unit.trim() {
@@ -322,7 +372,10 @@ mod tests {
         assert_eq!(m.limits.memory, 64 << 20);
         assert_eq!(m.limits.output, 64 << 20);
         assert_eq!(m.settings["retries"], "3");
-        assert_eq!(m.grant.to_string(), "get,list pods in @item; http *.blob.core.windows.net");
+        assert_eq!(
+            m.grant.to_string(),
+            "get,list pods in @item; http *.blob.core.windows.net"
+        );
     }
 
     #[test]
@@ -334,21 +387,38 @@ mod tests {
 
     #[test]
     fn errors_name_the_field() {
-        let e = Manifest::parse("[limits]\nmemory = \"2GiB\"").unwrap_err().to_string();
+        let e = Manifest::parse("[limits]\nmemory = \"2GiB\"")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("limits.memory"), "{e}");
-        let e = Manifest::parse("[[grant.kube]]\nresources=[\"pods\"]\nverbs=[\"watch\"]\nnamespaces=[\"*\"]").unwrap_err().to_string();
-        assert!(e.contains("grant.kube[0].verbs") && e.contains("watch"), "{e}");
-        let e = Manifest::parse("[limits]\ntimeout = \"soon\"").unwrap_err().to_string();
+        let e = Manifest::parse(
+            "[[grant.kube]]\nresources=[\"pods\"]\nverbs=[\"watch\"]\nnamespaces=[\"*\"]",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("grant.kube[0].verbs") && e.contains("watch"),
+            "{e}"
+        );
+        let e = Manifest::parse("[limits]\ntimeout = \"soon\"")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("timeout") && e.contains("soon"), "{e}");
         let e = Manifest::parse("grnat = 1").unwrap_err().to_string();
         assert!(e.contains("grnat"), "{e}");
         let e = Manifest::parse("sha256 = \"abc\"").unwrap_err().to_string();
         assert!(e.contains("sha256"), "{e}");
-        let e = Manifest::parse("[grant]\nhttp = [\"ftp://x:1\"]").unwrap_err().to_string();
+        let e = Manifest::parse("[grant]\nhttp = [\"ftp://x:1\"]")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("grant.http[0]") && e.contains("ftp"), "{e}");
-        let e = Manifest::parse("[limits]\nhttp-response = \"0\"").unwrap_err().to_string();
+        let e = Manifest::parse("[limits]\nhttp-response = \"0\"")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("limits.http-response"), "{e}");
-        let e = Manifest::parse("[settings]\nx = [1]").unwrap_err().to_string();
+        let e = Manifest::parse("[settings]\nx = [1]")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("settings.x"), "{e}");
     }
 

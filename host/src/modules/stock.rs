@@ -21,7 +21,8 @@ pub fn stock_modules() -> Vec<Result<ModuleSource, String>> {
     STOCK
         .iter()
         .map(|s| {
-            let manifest = Manifest::parse(s.manifest).map_err(|e| format!("stock module {}: manifest: {e}", s.name))?;
+            let manifest = Manifest::parse(s.manifest)
+                .map_err(|e| format!("stock module {}: manifest: {e}", s.name))?;
             Ok(ModuleSource {
                 name: s.name.to_string(),
                 sha256: sha256_hex(s.wasm),

@@ -13,8 +13,8 @@ use super::module::LoadedModule;
 use super::registry::ActionEntry;
 use super::Runtime;
 use crate::action::{
-    ActionInfo, ActionKind, BackupOutcome, BackupRequest, OperationProgress, ResourceId, RestoreOutcome,
-    RestoreRequest,
+    ActionInfo, ActionKind, BackupOutcome, BackupRequest, OperationProgress, ResourceId,
+    RestoreOutcome, RestoreRequest,
 };
 use crate::bindings::{backup_outcome, restore_outcome, wit_actions, wit_types, Plugin};
 use crate::capabilities::{CallContext, CallState};
@@ -75,7 +75,9 @@ impl Runtime {
     }
 
     fn resolve(&self, name: &str, export: Export) -> Result<ActionEntry, CallError> {
-        let entry = self.action(name).ok_or_else(|| CallError::UnknownAction(name.to_string()))?;
+        let entry = self
+            .action(name)
+            .ok_or_else(|| CallError::UnknownAction(name.to_string()))?;
         let kind = entry.info().kind;
         if !export.allowed(kind) {
             return Err(CallError::WrongKind {
@@ -88,7 +90,11 @@ impl Runtime {
     }
 
     /// Runs a backup action (`backup`, `backup-v2`) on one item.
-    pub async fn backup(&self, action: &str, request: BackupRequest) -> Result<BackupOutcome, CallError> {
+    pub async fn backup(
+        &self,
+        action: &str,
+        request: BackupRequest,
+    ) -> Result<BackupOutcome, CallError> {
         let entry = self.resolve(action, Export::Backup)?;
         let item: Arc<str> = Arc::from(request.item.as_str());
         let wit_request = wit_actions::BackupRequest {
@@ -98,18 +104,37 @@ impl Runtime {
         let name = action.to_string();
         let (response, ctx) = self
             .invoke(&entry, Some(item.clone()), move |plugin, store| {
-                Box::pin(async move { plugin.velero_wasm_plugin_actions().call_backup(store, &name, &wit_request).await })
+                Box::pin(async move {
+                    plugin
+                        .velero_wasm_plugin_actions()
+                        .call_backup(store, &name, &wit_request)
+                        .await
+                })
             })
             .await?;
         let response = response.map_err(CallError::Action)?;
         let module = &entry.module;
-        check_output(module, &ctx, response.item.as_deref(), &response.additional_items)?;
-        check_ids(module, &ctx, "post-operation items", &response.post_operation_items)?;
+        check_output(
+            module,
+            &ctx,
+            response.item.as_deref(),
+            &response.additional_items,
+        )?;
+        check_ids(
+            module,
+            &ctx,
+            "post-operation items",
+            &response.post_operation_items,
+        )?;
         Ok(backup_outcome(response, item.to_string()))
     }
 
     /// Runs a restore action (`restore`, `restore-v2`) on one item.
-    pub async fn restore(&self, action: &str, request: RestoreRequest) -> Result<RestoreOutcome, CallError> {
+    pub async fn restore(
+        &self,
+        action: &str,
+        request: RestoreRequest,
+    ) -> Result<RestoreOutcome, CallError> {
         let entry = self.resolve(action, Export::Restore)?;
         let item: Arc<str> = Arc::from(request.item.as_str());
         let wit_request = wit_actions::RestoreRequest {
@@ -120,16 +145,31 @@ impl Runtime {
         let name = action.to_string();
         let (response, ctx) = self
             .invoke(&entry, Some(item.clone()), move |plugin, store| {
-                Box::pin(async move { plugin.velero_wasm_plugin_actions().call_restore(store, &name, &wit_request).await })
+                Box::pin(async move {
+                    plugin
+                        .velero_wasm_plugin_actions()
+                        .call_restore(store, &name, &wit_request)
+                        .await
+                })
             })
             .await?;
         let response = response.map_err(CallError::Action)?;
-        check_output(&entry.module, &ctx, response.item.as_deref(), &response.additional_items)?;
+        check_output(
+            &entry.module,
+            &ctx,
+            response.item.as_deref(),
+            &response.additional_items,
+        )?;
         Ok(restore_outcome(response, item.to_string()))
     }
 
     /// Runs an item-block action: the items to back up in the same block as `item`.
-    pub async fn related_items(&self, action: &str, item: String, backup: String) -> Result<Vec<ResourceId>, CallError> {
+    pub async fn related_items(
+        &self,
+        action: &str,
+        item: String,
+        backup: String,
+    ) -> Result<Vec<ResourceId>, CallError> {
         let entry = self.resolve(action, Export::RelatedItems)?;
         let item_arc: Arc<str> = Arc::from(item.as_str());
         let name = action.to_string();
@@ -149,44 +189,79 @@ impl Runtime {
     }
 
     /// Runs a delete action on one item of a backup being deleted.
-    pub async fn delete(&self, action: &str, item: String, backup: String) -> Result<(), CallError> {
+    pub async fn delete(
+        &self,
+        action: &str,
+        item: String,
+        backup: String,
+    ) -> Result<(), CallError> {
         let entry = self.resolve(action, Export::Delete)?;
         let item_arc: Arc<str> = Arc::from(item.as_str());
         let name = action.to_string();
         let (response, _) = self
             .invoke(&entry, Some(item_arc), move |plugin, store| {
-                Box::pin(async move { plugin.velero_wasm_plugin_actions().call_delete(store, &name, &item, &backup).await })
+                Box::pin(async move {
+                    plugin
+                        .velero_wasm_plugin_actions()
+                        .call_delete(store, &name, &item, &backup)
+                        .await
+                })
             })
             .await?;
         response.map_err(CallError::Action)
     }
 
     /// The progress of an operation a v2 action started. `subject` is the Backup or Restore JSON.
-    pub async fn progress(&self, action: &str, operation_id: &str, subject: String) -> Result<OperationProgress, CallError> {
+    pub async fn progress(
+        &self,
+        action: &str,
+        operation_id: &str,
+        subject: String,
+    ) -> Result<OperationProgress, CallError> {
         let entry = self.resolve(action, Export::Progress)?;
         let (name, id) = (action.to_string(), operation_id.to_string());
         let (response, _) = self
             .invoke(&entry, None, move |plugin, store| {
-                Box::pin(async move { plugin.velero_wasm_plugin_actions().call_progress(store, &name, &id, &subject).await })
+                Box::pin(async move {
+                    plugin
+                        .velero_wasm_plugin_actions()
+                        .call_progress(store, &name, &id, &subject)
+                        .await
+                })
             })
             .await?;
         Ok(response.map_err(CallError::Action)?.into())
     }
 
     /// Cancels an operation a v2 action started.
-    pub async fn cancel(&self, action: &str, operation_id: &str, subject: String) -> Result<(), CallError> {
+    pub async fn cancel(
+        &self,
+        action: &str,
+        operation_id: &str,
+        subject: String,
+    ) -> Result<(), CallError> {
         let entry = self.resolve(action, Export::Cancel)?;
         let (name, id) = (action.to_string(), operation_id.to_string());
         let (response, _) = self
             .invoke(&entry, None, move |plugin, store| {
-                Box::pin(async move { plugin.velero_wasm_plugin_actions().call_cancel(store, &name, &id, &subject).await })
+                Box::pin(async move {
+                    plugin
+                        .velero_wasm_plugin_actions()
+                        .call_cancel(store, &name, &id, &subject)
+                        .await
+                })
             })
             .await?;
         response.map_err(CallError::Action)
     }
 
     /// Whether the additional items of a `restore-v2` action are ready.
-    pub async fn items_ready(&self, action: &str, items: Vec<ResourceId>, restore: String) -> Result<bool, CallError> {
+    pub async fn items_ready(
+        &self,
+        action: &str,
+        items: Vec<ResourceId>,
+        restore: String,
+    ) -> Result<bool, CallError> {
         let entry = self.resolve(action, Export::ItemsReady)?;
         let name = action.to_string();
         let items: Vec<wit_types::ResourceId> = items.into_iter().map(Into::into).collect();
@@ -204,7 +279,10 @@ impl Runtime {
     }
 
     /// Asks a freshly linked module for its actions, under its own limits.
-    pub(super) async fn describe(&self, linked: &super::module::Linked) -> Result<Vec<ActionInfo>, super::LoadError> {
+    pub(super) async fn describe(
+        &self,
+        linked: &super::module::Linked,
+    ) -> Result<Vec<ActionInfo>, super::LoadError> {
         let Some(pre) = &linked.pre else {
             return Ok(Vec::new());
         };
@@ -212,7 +290,12 @@ impl Runtime {
         let limits = linked.source.manifest.limits;
         let (result, ctx) = self
             .run_in_store(pre, linked.caps.clone(), limits, ctx, |plugin, store| {
-                Box::pin(async move { plugin.velero_wasm_plugin_actions().call_describe(store).await })
+                Box::pin(async move {
+                    plugin
+                        .velero_wasm_plugin_actions()
+                        .call_describe(store)
+                        .await
+                })
             })
             .await;
         match result {
@@ -234,10 +317,14 @@ impl Runtime {
                 module: module.name.to_string(),
                 action: ctx.action.clone(),
                 item: ctx.on_item(),
-                fault: Fault::Instantiate("the module does not export velero-wasm:plugin/actions".into()),
+                fault: Fault::Instantiate(
+                    "the module does not export velero-wasm:plugin/actions".into(),
+                ),
             });
         };
-        let (result, ctx) = self.run_in_store(pre, module.caps.clone(), module.limits, ctx, call).await;
+        let (result, ctx) = self
+            .run_in_store(pre, module.caps.clone(), module.limits, ctx, call)
+            .await;
         match result {
             Ok(r) => Ok((r, ctx)),
             Err(fault) => Err(CallError::Fault {
@@ -260,7 +347,17 @@ impl Runtime {
         // Waiting for a slot is not part of the call's deadline.
         let _slot = self.slots.acquire().await;
         let signing: Arc<dyn crate::capabilities::SigningService> = self.signing.clone();
-        run_in_store(&self.engine, &self.services, Some(signing), pre, caps, limits, ctx, call).await
+        run_in_store(
+            &self.engine,
+            &self.services,
+            Some(signing),
+            pre,
+            caps,
+            limits,
+            ctx,
+            call,
+        )
+        .await
     }
 }
 
@@ -342,7 +439,11 @@ fn classify(error: wasmtime::Error, state: &CallState, memory_limit: u64) -> Fau
     };
     if let Some(frame) = error
         .downcast_ref::<wasmtime::WasmBacktrace>()
-        .and_then(|bt| bt.frames().iter().find_map(|f| f.func_name().map(str::to_string)))
+        .and_then(|bt| {
+            bt.frames()
+                .iter()
+                .find_map(|f| f.func_name().map(str::to_string))
+        })
     {
         message = format!("{message} in {frame}");
     }
@@ -411,12 +512,25 @@ fn check_item(item: &str, limit: u64) -> Result<(), String> {
 
 /// Identifiers must use plural lower-case resources and groups without versions (Velero looks them up
 /// by `resource.group`).
-fn check_ids(module: &LoadedModule, ctx: &CallContext, what: &str, ids: &[wit_types::ResourceId]) -> Result<(), CallError> {
+fn check_ids(
+    module: &LoadedModule,
+    ctx: &CallContext,
+    what: &str,
+    ids: &[wit_types::ResourceId],
+) -> Result<(), CallError> {
     if ids.len() > MAX_ITEMS {
-        return Err(fault(module, ctx, format!("{} {what}, more than the {MAX_ITEMS} allowed", ids.len())));
+        return Err(fault(
+            module,
+            ctx,
+            format!("{} {what}, more than the {MAX_ITEMS} allowed", ids.len()),
+        ));
     }
     for (i, id) in ids.iter().enumerate() {
-        let bad_resource = id.resource.is_empty() || id.resource.bytes().any(|b| b.is_ascii_uppercase() || b == b'/' || b == b'.');
+        let bad_resource = id.resource.is_empty()
+            || id
+                .resource
+                .bytes()
+                .any(|b| b.is_ascii_uppercase() || b == b'/' || b == b'.');
         let bad_group = id.group.contains('/') || id.group.bytes().any(|b| b.is_ascii_uppercase());
         if bad_resource || bad_group {
             return Err(fault(
@@ -439,11 +553,23 @@ mod tests {
     #[test]
     fn items_must_be_objects_with_a_kind_within_the_limit() {
         assert!(check_item(r#"{"kind":"Pod","spec":{"a":[1,2]}}"#, 100).is_ok());
-        assert_eq!(check_item(r#"{"metadata":{}}"#, 100).unwrap_err(), "an item without a kind");
-        assert_eq!(check_item(r#"{"kind":""}"#, 100).unwrap_err(), "an item without a kind");
-        assert!(check_item("[1]", 100).unwrap_err().contains("not a JSON object"));
-        assert!(check_item("{\"kind\":\"Pod\",", 100).unwrap_err().contains("not a JSON object"));
-        assert!(check_item(r#"{"kind":"Pod"}"#, 5).unwrap_err().contains("over its output limit"));
+        assert_eq!(
+            check_item(r#"{"metadata":{}}"#, 100).unwrap_err(),
+            "an item without a kind"
+        );
+        assert_eq!(
+            check_item(r#"{"kind":""}"#, 100).unwrap_err(),
+            "an item without a kind"
+        );
+        assert!(check_item("[1]", 100)
+            .unwrap_err()
+            .contains("not a JSON object"));
+        assert!(check_item("{\"kind\":\"Pod\",", 100)
+            .unwrap_err()
+            .contains("not a JSON object"));
+        assert!(check_item(r#"{"kind":"Pod"}"#, 5)
+            .unwrap_err()
+            .contains("over its output limit"));
         assert!(check_item(r#"{"kind":"Pod\u0041"}"#, 100).is_ok());
     }
 }

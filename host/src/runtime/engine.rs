@@ -35,11 +35,14 @@ pub fn new_engine() -> wasmtime::Result<Engine> {
     let engine = match Engine::new(&config) {
         Ok(engine) => engine,
         Err(e) => {
-            tracing::warn!("the pooling allocator is unavailable ({e}); allocating instances on demand");
+            tracing::warn!(
+                "the pooling allocator is unavailable ({e}); allocating instances on demand"
+            );
             Engine::new(&base_config())?
         }
     };
-    start_epoch_ticker(&engine).map_err(|e| wasmtime::format_err!("cannot start the epoch thread: {e}"))?;
+    start_epoch_ticker(&engine)
+        .map_err(|e| wasmtime::format_err!("cannot start the epoch thread: {e}"))?;
     Ok(engine)
 }
 
@@ -54,12 +57,14 @@ fn base_config() -> Config {
 /// Advances the engine's epoch every [`EPOCH_TICK`] until the engine is dropped.
 fn start_epoch_ticker(engine: &Engine) -> std::io::Result<()> {
     let weak = engine.weak();
-    std::thread::Builder::new().name("epoch-ticker".into()).spawn(move || loop {
-        std::thread::sleep(EPOCH_TICK);
-        match weak.upgrade() {
-            Some(engine) => engine.increment_epoch(),
-            None => break,
-        }
-    })?;
+    std::thread::Builder::new()
+        .name("epoch-ticker".into())
+        .spawn(move || loop {
+            std::thread::sleep(EPOCH_TICK);
+            match weak.upgrade() {
+                Some(engine) => engine.increment_epoch(),
+                None => break,
+            }
+        })?;
     Ok(())
 }

@@ -21,7 +21,9 @@ pub enum CallError {
         call: &'static str,
     },
     /// No loaded module exports `velero-wasm:plugin/signing`.
-    #[error("no loaded module exports velero-wasm:plugin/signing (the stock module is named signing)")]
+    #[error(
+        "no loaded module exports velero-wasm:plugin/signing (the stock module is named signing)"
+    )]
     NoSigner,
     /// The action ran and returned an error: its message, verbatim.
     #[error("{0}")]

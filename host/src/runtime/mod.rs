@@ -53,11 +53,17 @@ pub struct Loaded {
 impl Runtime {
     /// A runtime with no modules yet.
     pub fn new(services: Services) -> anyhow::Result<Runtime> {
-        let engine = engine::new_engine().map_err(|e| anyhow::anyhow!("cannot create the wasm engine: {e}"))?;
-        let linker = capabilities::linker(&engine).map_err(|e| anyhow::anyhow!("cannot link the capabilities: {e}"))?;
+        let engine = engine::new_engine()
+            .map_err(|e| anyhow::anyhow!("cannot create the wasm engine: {e}"))?;
+        let linker = capabilities::linker(&engine)
+            .map_err(|e| anyhow::anyhow!("cannot link the capabilities: {e}"))?;
         let registry = Arc::new(Registry::default());
         let services = Arc::new(services);
-        let signing = Arc::new(Signing::new(engine.clone(), registry.clone(), services.clone()));
+        let signing = Arc::new(Signing::new(
+            engine.clone(),
+            registry.clone(),
+            services.clone(),
+        ));
         Ok(Runtime {
             engine,
             linker,
@@ -95,9 +101,11 @@ impl Runtime {
             warnings,
         };
         let (module, origin) = (loaded.name.to_string(), loaded.origin.to_string());
-        self.registry
-            .install(loaded)
-            .map_err(|problem| LoadError { module, origin, problem })?;
+        self.registry.install(loaded).map_err(|problem| LoadError {
+            module,
+            origin,
+            problem,
+        })?;
         Ok(report)
     }
 

@@ -92,7 +92,11 @@ pub(super) fn load_error(source: &ModuleSource, problem: impl Into<String>) -> L
 const ACTIONS: &str = "velero-wasm:plugin/actions@0.1.0";
 
 /// Compiles and links a module (CPU-bound: run it off the async threads).
-pub(super) fn link(engine: &Engine, linker: &Linker<CallState>, source: ModuleSource) -> Result<Linked, LoadError> {
+pub(super) fn link(
+    engine: &Engine,
+    linker: &Linker<CallState>,
+    source: ModuleSource,
+) -> Result<Linked, LoadError> {
     let component = Component::new(engine, &source.wasm)
         .map_err(|e| load_error(&source, format!("not a valid WebAssembly component: {e:#}")))?;
     let instance_pre = linker.instantiate_pre(&component).map_err(|e| {
@@ -106,20 +110,32 @@ pub(super) fn link(engine: &Engine, linker: &Linker<CallState>, source: ModuleSo
     if !has_actions && !has_signing {
         return Err(load_error(
             &source,
-            format!("exports neither {ACTIONS} nor {}: a module must export one of them, or both", signing::INTERFACE),
+            format!(
+                "exports neither {ACTIONS} nor {}: a module must export one of them, or both",
+                signing::INTERFACE
+            ),
         ));
     }
     let pre = match has_actions {
         false => None,
         true => Some(PluginPre::new(instance_pre.clone()).map_err(|e| {
-            load_error(&source, format!("does not export {ACTIONS} as the WIT package defines it: {e:#}"))
+            load_error(
+                &source,
+                format!("does not export {ACTIONS} as the WIT package defines it: {e:#}"),
+            )
         })?),
     };
     let signing = match has_signing {
         false => None,
         true => Some(SigningExport {
             indices: SignerIndices::new(&instance_pre).map_err(|e| {
-                load_error(&source, format!("does not export {} as the WIT package defines it: {e:#}", signing::INTERFACE))
+                load_error(
+                    &source,
+                    format!(
+                        "does not export {} as the WIT package defines it: {e:#}",
+                        signing::INTERFACE
+                    ),
+                )
             })?,
             pre: instance_pre,
         }),
@@ -128,15 +144,27 @@ pub(super) fn link(engine: &Engine, linker: &Linker<CallState>, source: ModuleSo
     let caps = Arc::new(ModuleCaps {
         module: Arc::from(source.name.as_str()),
         kube: KubeGrant::new(&source.manifest.grant.kube),
-        http: HttpGrant::new(&source.manifest.grant.http, limits.http_response, limits.http_timeout),
+        http: HttpGrant::new(
+            &source.manifest.grant.http,
+            limits.http_response,
+            limits.http_timeout,
+        ),
         settings: source.manifest.settings.clone(),
     });
-    Ok(Linked { source, caps, pre, signing })
+    Ok(Linked {
+        source,
+        caps,
+        pre,
+        signing,
+    })
 }
 
 /// Validates what a module says about its actions, and finishes loading it. Returns warnings: needs
 /// its grant does not cover.
-pub(super) fn finish(linked: Linked, actions: Vec<ActionInfo>) -> Result<(LoadedModule, Vec<String>), LoadError> {
+pub(super) fn finish(
+    linked: Linked,
+    actions: Vec<ActionInfo>,
+) -> Result<(LoadedModule, Vec<String>), LoadError> {
     if actions.is_empty() && linked.pre.is_some() {
         return Err(linked.error("describes no actions"));
     }
@@ -144,11 +172,15 @@ pub(super) fn finish(linked: Linked, actions: Vec<ActionInfo>) -> Result<(Loaded
     let mut applies_to = Vec::with_capacity(actions.len());
     let mut warnings = Vec::new();
     for action in &actions {
-        validate_name(&action.name).map_err(|p| linked.error(format!("action name {:?}: {p}", action.name)))?;
+        validate_name(&action.name)
+            .map_err(|p| linked.error(format!("action name {:?}: {p}", action.name)))?;
         if !names.insert(action.name.as_str()) {
             return Err(linked.error(format!("describes action {} twice", action.name)));
         }
-        applies_to.push(AppliesTo::new(&action.applies_to).map_err(|e| linked.error(format!("action {}: {e}", action.name)))?);
+        applies_to.push(
+            AppliesTo::new(&action.applies_to)
+                .map_err(|e| linked.error(format!("action {}: {e}", action.name)))?,
+        );
         for need in &action.needs {
             if !covered(&linked.source.manifest.grant, need) {
                 warnings.push(format!(
@@ -191,12 +223,15 @@ pub fn validate_name(name: &str) -> Result<(), String> {
     let label_ok = |l: &str| {
         !l.is_empty()
             && l.len() <= 63
-            && l.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            && l.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
             && !l.starts_with('-')
             && !l.ends_with('-')
     };
     if !prefix.split('.').all(label_ok) {
-        return Err("the part before '/' must be a lower-case DNS subdomain (a-z, 0-9, '-', '.')".into());
+        return Err(
+            "the part before '/' must be a lower-case DNS subdomain (a-z, 0-9, '-', '.')".into(),
+        );
     }
     Ok(())
 }
@@ -206,7 +241,10 @@ fn covered(grant: &Grant, need: &Need) -> bool {
         Need::Kube { resource, verbs } => verbs.iter().all(|verb: &Verb| {
             grant.kube.iter().any(|rule| {
                 (rule.verbs.iter().any(|v| v == "*" || v == verb.as_str()))
-                    && rule.resources.iter().any(|r| r == "*" || r.eq_ignore_ascii_case(resource))
+                    && rule
+                        .resources
+                        .iter()
+                        .any(|r| r == "*" || r.eq_ignore_ascii_case(resource))
             })
         }),
         Need::Http(host) => {
@@ -225,7 +263,15 @@ mod tests {
         assert!(validate_name("kubevirt-velero-plugin/backup-virtualmachine-action").is_ok());
         assert!(validate_name("1.2.3.4/5678").is_ok());
         assert!(validate_name("example.io/Mixed_Case.ok").is_ok());
-        for bad in ["no-slash", "a/b/c", "/x", "x/", "Upper.io/x", "-a.io/x", "a..io/x"] {
+        for bad in [
+            "no-slash",
+            "a/b/c",
+            "/x",
+            "x/",
+            "Upper.io/x",
+            "-a.io/x",
+            "a..io/x",
+        ] {
             assert!(validate_name(bad).is_err(), "{bad}");
         }
     }

@@ -52,7 +52,13 @@ impl Catalog {
                 signer = Some(m.clone());
             }
             for (index, info) in m.actions.iter().enumerate() {
-                if let Some(other) = actions.insert(info.name.clone(), ActionEntry { module: m.clone(), index }) {
+                if let Some(other) = actions.insert(
+                    info.name.clone(),
+                    ActionEntry {
+                        module: m.clone(),
+                        index,
+                    },
+                ) {
                     let (a, b) = (&other.module.name, &m.name);
                     return Err(format!(
                         "action {} is provided by both module {a} and module {b}; to replace a module, give the new one the same name",
@@ -61,7 +67,11 @@ impl Catalog {
                 }
             }
         }
-        Ok(Catalog { modules, actions, signer })
+        Ok(Catalog {
+            modules,
+            actions,
+            signer,
+        })
     }
 
     /// The module that exports `velero-wasm:plugin/signing`, if one is loaded.
@@ -94,7 +104,10 @@ pub struct Registry {
 impl Registry {
     /// A snapshot of the current catalog.
     pub fn snapshot(&self) -> Arc<Catalog> {
-        self.current.read().unwrap_or_else(|e| e.into_inner()).clone()
+        self.current
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Adds or replaces a module; on conflict nothing changes.

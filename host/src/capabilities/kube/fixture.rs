@@ -85,11 +85,21 @@ pub struct FixtureCluster {
 fn key_of(object: &Value) -> Option<Key> {
     let api_version = object.get("apiVersion")?.as_str()?;
     let kind = object.get("kind")?.as_str().filter(|k| !k.is_empty())?;
-    let name = object.pointer("/metadata/name")?.as_str().filter(|n| !n.is_empty())?;
-    let namespace = object.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("");
+    let name = object
+        .pointer("/metadata/name")?
+        .as_str()
+        .filter(|n| !n.is_empty())?;
+    let namespace = object
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .unwrap_or("");
     let group = api_version.rsplit_once('/').map(|(g, _)| g).unwrap_or("");
     let resource = plural_of(kind);
-    let group_resource = if group.is_empty() { resource } else { format!("{resource}.{group}") };
+    let group_resource = if group.is_empty() {
+        resource
+    } else {
+        format!("{resource}.{group}")
+    };
     Some((group_resource, namespace.to_string(), name.to_string()))
 }
 
@@ -161,9 +171,21 @@ impl State {
         self.counter
     }
 
-    fn record(&mut self, verb: &'static str, key: &Key, object: Option<&Value>, patch: Option<&Patch>) {
+    fn record(
+        &mut self,
+        verb: &'static str,
+        key: &Key,
+        object: Option<&Value>,
+        patch: Option<&Patch>,
+    ) {
         let source = object.or_else(|| self.objects.get(key));
-        let field = |name: &str| source.and_then(|o| o.get(name)).and_then(Value::as_str).unwrap_or("").to_string();
+        let field = |name: &str| {
+            source
+                .and_then(|o| o.get(name))
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        };
         self.writes.push(ClusterWrite {
             verb,
             api_version: field("apiVersion"),
@@ -184,45 +206,88 @@ fn set_meta(object: &mut Value, field: &str, value: Value) {
 }
 
 fn resource_version(object: &Value) -> Option<&str> {
-    object.pointer("/metadata/resourceVersion").and_then(Value::as_str)
+    object
+        .pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
 }
 
 #[async_trait]
 impl KubeBackend for FixtureCluster {
-    async fn get(&self, api: &ApiResource, namespace: &str, name: &str) -> Result<Value, KubeError> {
-        let key = (api.group_resource(), namespace.to_string(), name.to_string());
-        self.lock().objects.get(&key).cloned().ok_or_else(|| not_found(api, name))
+    async fn get(
+        &self,
+        api: &ApiResource,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Value, KubeError> {
+        let key = (
+            api.group_resource(),
+            namespace.to_string(),
+            name.to_string(),
+        );
+        self.lock()
+            .objects
+            .get(&key)
+            .cloned()
+            .ok_or_else(|| not_found(api, name))
     }
 
-    async fn list(&self, api: &ApiResource, namespace: &str, options: &ListOptions) -> Result<Vec<Value>, KubeError> {
+    async fn list(
+        &self,
+        api: &ApiResource,
+        namespace: &str,
+        options: &ListOptions,
+    ) -> Result<Vec<Value>, KubeError> {
         let group_resource = api.group_resource();
         let state = self.lock();
         Ok(state
             .objects
             .iter()
-            .filter(|((gr, ns, _), _)| *gr == group_resource && (namespace.is_empty() || ns == namespace))
+            .filter(|((gr, ns, _), _)| {
+                *gr == group_resource && (namespace.is_empty() || ns == namespace)
+            })
             .map(|(_, o)| o)
             .filter(|o| options.matches(o))
             .cloned()
             .collect())
     }
 
-    async fn create(&self, api: &ApiResource, namespace: &str, mut object: Value) -> Result<Value, KubeError> {
+    async fn create(
+        &self,
+        api: &ApiResource,
+        namespace: &str,
+        mut object: Value,
+    ) -> Result<Value, KubeError> {
         let mut state = self.lock();
         let n = state.next();
-        if object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("").is_empty() {
-            let prefix = object.pointer("/metadata/generateName").and_then(Value::as_str).unwrap_or("");
+        if object
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .is_empty()
+        {
+            let prefix = object
+                .pointer("/metadata/generateName")
+                .and_then(Value::as_str)
+                .unwrap_or("");
             if prefix.is_empty() {
-                return Err(KubeError::Invalid("the object needs metadata.name or metadata.generateName".into()));
+                return Err(KubeError::Invalid(
+                    "the object needs metadata.name or metadata.generateName".into(),
+                ));
             }
             let name = format!("{prefix}{n:05x}");
             set_meta(&mut object, "name", Value::String(name));
         }
         object["apiVersion"] = Value::String(api.api_version());
-        if object.get("kind").and_then(Value::as_str).unwrap_or("").is_empty() {
+        if object
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .is_empty()
+        {
             return Err(KubeError::Invalid("the object needs a kind".into()));
         }
-        let key = key_of(&object).ok_or_else(|| KubeError::Invalid("the object needs a kind and a name".into()))?;
+        let key = key_of(&object)
+            .ok_or_else(|| KubeError::Invalid("the object needs a kind and a name".into()))?;
         if key.0 != api.group_resource() || key.1 != namespace {
             return Err(KubeError::Invalid(format!(
                 "an object of kind {} in namespace {:?} cannot be created as {} in namespace {namespace:?}",
@@ -232,9 +297,16 @@ impl KubeBackend for FixtureCluster {
             )));
         }
         if state.objects.contains_key(&key) {
-            return Err(KubeError::Conflict(format!("{} \"{}\" already exists", key.0, key.2)));
+            return Err(KubeError::Conflict(format!(
+                "{} \"{}\" already exists",
+                key.0, key.2
+            )));
         }
-        set_meta(&mut object, "uid", Value::String(format!("00000000-0000-4000-8000-{n:012x}")));
+        set_meta(
+            &mut object,
+            "uid",
+            Value::String(format!("00000000-0000-4000-8000-{n:012x}")),
+        );
         set_meta(&mut object, "resourceVersion", Value::String(n.to_string()));
         let created = humantime::format_rfc3339_seconds(self.clock.now()).to_string();
         set_meta(&mut object, "creationTimestamp", Value::String(created));
@@ -243,11 +315,23 @@ impl KubeBackend for FixtureCluster {
         Ok(object)
     }
 
-    async fn update(&self, api: &ApiResource, namespace: &str, mut object: Value) -> Result<Value, KubeError> {
-        let name = object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("").to_string();
+    async fn update(
+        &self,
+        api: &ApiResource,
+        namespace: &str,
+        mut object: Value,
+    ) -> Result<Value, KubeError> {
+        let name = object
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
         let key = (api.group_resource(), namespace.to_string(), name.clone());
         let mut state = self.lock();
-        let stored = state.objects.get(&key).ok_or_else(|| not_found(api, &name))?;
+        let stored = state
+            .objects
+            .get(&key)
+            .ok_or_else(|| not_found(api, &name))?;
         if let Some(rv) = resource_version(&object) {
             if Some(rv) != resource_version(stored) {
                 return Err(KubeError::Conflict(format!(
@@ -268,17 +352,33 @@ impl KubeBackend for FixtureCluster {
         Ok(object)
     }
 
-    async fn patch(&self, api: &ApiResource, namespace: &str, name: &str, patch: &Patch) -> Result<Value, KubeError> {
-        let key = (api.group_resource(), namespace.to_string(), name.to_string());
+    async fn patch(
+        &self,
+        api: &ApiResource,
+        namespace: &str,
+        name: &str,
+        patch: &Patch,
+    ) -> Result<Value, KubeError> {
+        let key = (
+            api.group_resource(),
+            namespace.to_string(),
+            name.to_string(),
+        );
         let mut state = self.lock();
-        let mut object = state.objects.get(&key).cloned().ok_or_else(|| not_found(api, name))?;
+        let mut object = state
+            .objects
+            .get(&key)
+            .cloned()
+            .ok_or_else(|| not_found(api, name))?;
         match patch {
             Patch::Merge(doc) => json_patch::merge(&mut object, doc),
             Patch::Json(ops) => json_patch::patch(&mut object, ops)
                 .map_err(|e| KubeError::Invalid(format!("the JSON patch does not apply: {e}")))?,
         }
         if key_of(&object).as_ref() != Some(&key) {
-            return Err(KubeError::Invalid("a patch may not change apiVersion, kind, name or namespace".into()));
+            return Err(KubeError::Invalid(
+                "a patch may not change apiVersion, kind, name or namespace".into(),
+            ));
         }
         let n = state.next();
         set_meta(&mut object, "resourceVersion", Value::String(n.to_string()));
@@ -287,8 +387,17 @@ impl KubeBackend for FixtureCluster {
         Ok(object)
     }
 
-    async fn delete(&self, api: &ApiResource, namespace: &str, name: &str) -> Result<(), KubeError> {
-        let key = (api.group_resource(), namespace.to_string(), name.to_string());
+    async fn delete(
+        &self,
+        api: &ApiResource,
+        namespace: &str,
+        name: &str,
+    ) -> Result<(), KubeError> {
+        let key = (
+            api.group_resource(),
+            namespace.to_string(),
+            name.to_string(),
+        );
         let mut state = self.lock();
         if !state.objects.contains_key(&key) {
             return Err(not_found(api, name));
@@ -324,36 +433,75 @@ mod tests {
             pod("a", "y", json!({})),
             pod("b", "x", json!({"app": "web"})),
         ]);
-        assert_eq!(c.get(&PODS(), "a", "y").await.unwrap()["metadata"]["name"], "y");
+        assert_eq!(
+            c.get(&PODS(), "a", "y").await.unwrap()["metadata"]["name"],
+            "y"
+        );
         let e = c.get(&PODS(), "a", "nope").await.unwrap_err();
         assert_eq!(e, KubeError::NotFound("pods \"nope\" not found".into()));
         let all = c.list(&PODS(), "", &ListOptions::default()).await.unwrap();
-        let names: Vec<&str> = all.iter().map(|o| o["metadata"]["name"].as_str().unwrap()).collect();
+        let names: Vec<&str> = all
+            .iter()
+            .map(|o| o["metadata"]["name"].as_str().unwrap())
+            .collect();
         assert_eq!(names, ["y", "x", "z"]);
-        let web = c.list(&PODS(), "b", &ListOptions::parse("app=web", "metadata.name!=z").unwrap()).await.unwrap();
+        let web = c
+            .list(
+                &PODS(),
+                "b",
+                &ListOptions::parse("app=web", "metadata.name!=z").unwrap(),
+            )
+            .await
+            .unwrap();
         assert_eq!(web.len(), 1);
-        assert!(c.list(&ApiResource::new("apps", "v1", "pods"), "", &ListOptions::default()).await.unwrap().is_empty());
+        assert!(c
+            .list(
+                &ApiResource::new("apps", "v1", "pods"),
+                "",
+                &ListOptions::default()
+            )
+            .await
+            .unwrap()
+            .is_empty());
     }
 
     #[tokio::test]
     async fn writes_are_applied_and_recorded() {
         let c = cluster(&[pod("ns", "a", json!({}))]);
         let created = c
-            .create(&PODS(), "ns", json!({"kind": "Pod", "metadata": {"generateName": "b-", "namespace": "ns"}}))
+            .create(
+                &PODS(),
+                "ns",
+                json!({"kind": "Pod", "metadata": {"generateName": "b-", "namespace": "ns"}}),
+            )
             .await
             .unwrap();
         let name = created["metadata"]["name"].as_str().unwrap().to_string();
         assert!(name.starts_with("b-"));
-        assert_eq!(created["metadata"]["creationTimestamp"], "1970-01-01T00:00:00Z");
-        let dup = c.create(&PODS(), "ns", pod("ns", "a", json!({}))).await.unwrap_err();
+        assert_eq!(
+            created["metadata"]["creationTimestamp"],
+            "1970-01-01T00:00:00Z"
+        );
+        let dup = c
+            .create(&PODS(), "ns", pod("ns", "a", json!({})))
+            .await
+            .unwrap_err();
         assert!(matches!(dup, KubeError::Conflict(_)));
 
         let mut stale = c.get(&PODS(), "ns", &name).await.unwrap();
-        c.patch(&PODS(), "ns", &name, &Patch::Merge(json!({"metadata": {"labels": {"x": "1"}}})))
-            .await
-            .unwrap();
+        c.patch(
+            &PODS(),
+            "ns",
+            &name,
+            &Patch::Merge(json!({"metadata": {"labels": {"x": "1"}}})),
+        )
+        .await
+        .unwrap();
         stale["spec"] = json!({"changed": true});
-        assert!(matches!(c.update(&PODS(), "ns", stale).await.unwrap_err(), KubeError::Conflict(_)));
+        assert!(matches!(
+            c.update(&PODS(), "ns", stale).await.unwrap_err(),
+            KubeError::Conflict(_)
+        ));
 
         c.delete(&PODS(), "ns", "a").await.unwrap();
         assert!(c.get(&PODS(), "ns", "a").await.is_err());
@@ -366,12 +514,29 @@ mod tests {
     #[test]
     fn duplicates_and_non_objects_are_refused_with_their_files() {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("a.json"), pod("ns", "a", json!({})).to_string()).unwrap();
-        std::fs::write(dir.path().join("b.json"), pod("ns", "a", json!({})).to_string()).unwrap();
-        let e = FixtureCluster::load(&[dir.path().to_path_buf()], Clock::System).err().unwrap().to_string();
-        assert!(e.contains("a.json") && e.contains("b.json") && e.contains("pods ns/a"), "{e}");
+        std::fs::write(
+            dir.path().join("a.json"),
+            pod("ns", "a", json!({})).to_string(),
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join("b.json"),
+            pod("ns", "a", json!({})).to_string(),
+        )
+        .unwrap();
+        let e = FixtureCluster::load(&[dir.path().to_path_buf()], Clock::System)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            e.contains("a.json") && e.contains("b.json") && e.contains("pods ns/a"),
+            "{e}"
+        );
         std::fs::write(dir.path().join("b.json"), r#"{"kind":"Pod"}"#).unwrap();
-        let e = FixtureCluster::load(&[dir.path().to_path_buf()], Clock::System).err().unwrap().to_string();
+        let e = FixtureCluster::load(&[dir.path().to_path_buf()], Clock::System)
+            .err()
+            .unwrap()
+            .to_string();
         assert!(e.contains("b.json") && e.contains("metadata.name"), "{e}");
     }
 }

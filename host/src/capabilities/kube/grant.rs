@@ -41,7 +41,9 @@ impl KubeGrant {
                     Some(
                         r.verbs
                             .iter()
-                            .filter_map(|v| serde_json::from_value(serde_json::Value::String(v.clone())).ok())
+                            .filter_map(|v| {
+                                serde_json::from_value(serde_json::Value::String(v.clone())).ok()
+                            })
                             .collect(),
                     )
                 },
@@ -61,14 +63,27 @@ impl KubeGrant {
 
     /// Whether `verb` on `group_resource` (`resource.group`) in `namespace` ("" for cluster scope or all
     /// namespaces) is allowed, for a call on an item in `item_namespace`.
-    pub fn allows(&self, verb: Verb, group_resource: &str, namespace: &str, item_namespace: Option<&str>) -> bool {
+    pub fn allows(
+        &self,
+        verb: Verb,
+        group_resource: &str,
+        namespace: &str,
+        item_namespace: Option<&str>,
+    ) -> bool {
         let group_resource = group_resource.to_ascii_lowercase();
         self.rules.iter().any(|rule| {
-            rule.verbs.as_ref().is_none_or(|verbs| verbs.contains(&verb))
-                && rule.resources.iter().any(|r| r == "*" || *r == group_resource)
+            rule.verbs
+                .as_ref()
+                .is_none_or(|verbs| verbs.contains(&verb))
+                && rule
+                    .resources
+                    .iter()
+                    .any(|r| r == "*" || *r == group_resource)
                 && rule.namespaces.iter().any(|n| match n {
                     Namespace::Any => true,
-                    Namespace::Item => item_namespace.is_some_and(|item| !item.is_empty() && item == namespace),
+                    Namespace::Item => {
+                        item_namespace.is_some_and(|item| !item.is_empty() && item == namespace)
+                    }
                     Namespace::Pattern(p) if p.is_empty() => namespace.is_empty(),
                     Namespace::Pattern(p) => !namespace.is_empty() && glob::matches(p, namespace),
                 })
@@ -91,7 +106,11 @@ mod tests {
 
     #[test]
     fn verbs_resources_and_namespaces_must_all_match() {
-        let g = grant(&["pods", "datavolumes.cdi.kubevirt.io"], &["get", "list"], &["*"]);
+        let g = grant(
+            &["pods", "datavolumes.cdi.kubevirt.io"],
+            &["get", "list"],
+            &["*"],
+        );
         assert!(g.allows(Verb::Get, "pods", "ns", None));
         assert!(g.allows(Verb::List, "datavolumes.cdi.kubevirt.io", "", None));
         assert!(!g.allows(Verb::Delete, "pods", "ns", None));
@@ -111,9 +130,23 @@ mod tests {
 
     #[test]
     fn namespace_patterns_and_cluster_scope() {
-        let g = grant(&["hostedcontrolplanes.hypershift.openshift.io"], &["get"], &["clusters-*"]);
-        assert!(g.allows(Verb::Get, "hostedcontrolplanes.hypershift.openshift.io", "clusters-prod", None));
-        assert!(!g.allows(Verb::Get, "hostedcontrolplanes.hypershift.openshift.io", "", None));
+        let g = grant(
+            &["hostedcontrolplanes.hypershift.openshift.io"],
+            &["get"],
+            &["clusters-*"],
+        );
+        assert!(g.allows(
+            Verb::Get,
+            "hostedcontrolplanes.hypershift.openshift.io",
+            "clusters-prod",
+            None
+        ));
+        assert!(!g.allows(
+            Verb::Get,
+            "hostedcontrolplanes.hypershift.openshift.io",
+            "",
+            None
+        ));
         let g = grant(&["nodes"], &["get"], &[""]);
         assert!(g.allows(Verb::Get, "nodes", "", None));
         assert!(!g.allows(Verb::Get, "nodes", "ns", None));

@@ -119,7 +119,9 @@ impl FieldSelector {
             } else if let Some((f, v)) = term.split_once('=') {
                 (f, true, v)
             } else {
-                return Err(format!("field selector term {term:?} is not field=value or field!=value"));
+                return Err(format!(
+                    "field selector term {term:?} is not field=value or field!=value"
+                ));
             };
             terms.push((field.trim().to_string(), equals, value.trim().to_string()));
         }
@@ -158,8 +160,9 @@ impl ListOptions {
     pub fn parse(label_selector: &str, field_selector: &str) -> Result<ListOptions, KubeError> {
         Ok(ListOptions {
             label_selector_text: label_selector.to_string(),
-            label_selector: LabelSelector::parse(label_selector)
-                .map_err(|e| KubeError::Invalid(format!("label selector {label_selector:?}: {e}")))?,
+            label_selector: LabelSelector::parse(label_selector).map_err(|e| {
+                KubeError::Invalid(format!("label selector {label_selector:?}: {e}"))
+            })?,
             field_selector_text: field_selector.to_string(),
             field_selector: FieldSelector::parse(field_selector).map_err(KubeError::Invalid)?,
         })
@@ -206,17 +209,40 @@ impl Patch {
 #[async_trait]
 pub trait KubeBackend: Send + Sync {
     /// Reads one object.
-    async fn get(&self, api: &ApiResource, namespace: &str, name: &str) -> Result<Value, KubeError>;
+    async fn get(&self, api: &ApiResource, namespace: &str, name: &str)
+        -> Result<Value, KubeError>;
     /// Lists objects in API order, every page, each with `apiVersion` and `kind`.
-    async fn list(&self, api: &ApiResource, namespace: &str, options: &ListOptions) -> Result<Vec<Value>, KubeError>;
+    async fn list(
+        &self,
+        api: &ApiResource,
+        namespace: &str,
+        options: &ListOptions,
+    ) -> Result<Vec<Value>, KubeError>;
     /// Creates an object; returns it as stored.
-    async fn create(&self, api: &ApiResource, namespace: &str, object: Value) -> Result<Value, KubeError>;
+    async fn create(
+        &self,
+        api: &ApiResource,
+        namespace: &str,
+        object: Value,
+    ) -> Result<Value, KubeError>;
     /// Replaces an object; returns it as stored.
-    async fn update(&self, api: &ApiResource, namespace: &str, object: Value) -> Result<Value, KubeError>;
+    async fn update(
+        &self,
+        api: &ApiResource,
+        namespace: &str,
+        object: Value,
+    ) -> Result<Value, KubeError>;
     /// Patches an object; returns it as stored.
-    async fn patch(&self, api: &ApiResource, namespace: &str, name: &str, patch: &Patch) -> Result<Value, KubeError>;
+    async fn patch(
+        &self,
+        api: &ApiResource,
+        namespace: &str,
+        name: &str,
+        patch: &Patch,
+    ) -> Result<Value, KubeError>;
     /// Deletes an object.
-    async fn delete(&self, api: &ApiResource, namespace: &str, name: &str) -> Result<(), KubeError>;
+    async fn delete(&self, api: &ApiResource, namespace: &str, name: &str)
+        -> Result<(), KubeError>;
 }
 
 /// The backend when there is no cluster: every call fails, saying so.
@@ -224,7 +250,10 @@ pub struct NoCluster;
 
 impl NoCluster {
     fn error() -> KubeError {
-        KubeError::Other("no Kubernetes cluster is configured: give `run` a fixture cluster with --cluster".into())
+        KubeError::Other(
+            "no Kubernetes cluster is configured: give `run` a fixture cluster with --cluster"
+                .into(),
+        )
     }
 }
 
@@ -233,7 +262,12 @@ impl KubeBackend for NoCluster {
     async fn get(&self, _: &ApiResource, _: &str, _: &str) -> Result<Value, KubeError> {
         Err(Self::error())
     }
-    async fn list(&self, _: &ApiResource, _: &str, _: &ListOptions) -> Result<Vec<Value>, KubeError> {
+    async fn list(
+        &self,
+        _: &ApiResource,
+        _: &str,
+        _: &ListOptions,
+    ) -> Result<Vec<Value>, KubeError> {
         Err(Self::error())
     }
     async fn create(&self, _: &ApiResource, _: &str, _: Value) -> Result<Value, KubeError> {
@@ -242,7 +276,13 @@ impl KubeBackend for NoCluster {
     async fn update(&self, _: &ApiResource, _: &str, _: Value) -> Result<Value, KubeError> {
         Err(Self::error())
     }
-    async fn patch(&self, _: &ApiResource, _: &str, _: &str, _: &Patch) -> Result<Value, KubeError> {
+    async fn patch(
+        &self,
+        _: &ApiResource,
+        _: &str,
+        _: &str,
+        _: &Patch,
+    ) -> Result<Value, KubeError> {
         Err(Self::error())
     }
     async fn delete(&self, _: &ApiResource, _: &str, _: &str) -> Result<(), KubeError> {
@@ -270,7 +310,11 @@ impl CallState {
             )));
         }
         let item_namespace = self.call.item().map(|i| i.namespace.as_str());
-        if self.caps.kube.allows(verb, &api.group_resource(), namespace, item_namespace) {
+        if self
+            .caps
+            .kube
+            .allows(verb, &api.group_resource(), namespace, item_namespace)
+        {
             return Ok(());
         }
         let scope = if namespace.is_empty() {
@@ -297,8 +341,8 @@ impl CallState {
 
     /// Parses an object the guest sends, and reconciles its namespace with the call's.
     fn object_for(namespace: &str, json: &str) -> Result<Value, KubeError> {
-        let mut object: Value =
-            serde_json::from_str(json).map_err(|e| KubeError::Invalid(format!("the object is not valid JSON: {e}")))?;
+        let mut object: Value = serde_json::from_str(json)
+            .map_err(|e| KubeError::Invalid(format!("the object is not valid JSON: {e}")))?;
         let metadata = object
             .as_object_mut()
             .ok_or_else(|| KubeError::Invalid("the object is not a JSON object".into()))?
@@ -324,7 +368,12 @@ impl CallState {
 }
 
 impl Host for CallState {
-    async fn get(&mut self, api: wit::ApiResource, namespace: String, name: String) -> Result<String, wit::Error> {
+    async fn get(
+        &mut self,
+        api: wit::ApiResource,
+        namespace: String,
+        name: String,
+    ) -> Result<String, wit::Error> {
         let api = ApiResource::from(api);
         self.authorize(Verb::Get, &api, &namespace)?;
         let object = self.services.kube.get(&api, &namespace, &name).await?;
@@ -344,18 +393,38 @@ impl Host for CallState {
         Ok(objects.iter().map(Value::to_string).collect())
     }
 
-    async fn create(&mut self, api: wit::ApiResource, namespace: String, object: String) -> Result<String, wit::Error> {
+    async fn create(
+        &mut self,
+        api: wit::ApiResource,
+        namespace: String,
+        object: String,
+    ) -> Result<String, wit::Error> {
         let api = ApiResource::from(api);
         self.authorize(Verb::Create, &api, &namespace)?;
         let object = Self::object_for(&namespace, &object)?;
-        Ok(self.services.kube.create(&api, &namespace, object).await?.to_string())
+        Ok(self
+            .services
+            .kube
+            .create(&api, &namespace, object)
+            .await?
+            .to_string())
     }
 
-    async fn update(&mut self, api: wit::ApiResource, namespace: String, object: String) -> Result<String, wit::Error> {
+    async fn update(
+        &mut self,
+        api: wit::ApiResource,
+        namespace: String,
+        object: String,
+    ) -> Result<String, wit::Error> {
         let api = ApiResource::from(api);
         self.authorize(Verb::Update, &api, &namespace)?;
         let object = Self::object_for(&namespace, &object)?;
-        Ok(self.services.kube.update(&api, &namespace, object).await?.to_string())
+        Ok(self
+            .services
+            .kube
+            .update(&api, &namespace, object)
+            .await?
+            .to_string())
     }
 
     async fn patch(
@@ -369,19 +438,27 @@ impl Host for CallState {
         let api = ApiResource::from(api);
         self.authorize(Verb::Patch, &api, &namespace)?;
         let patch = match kind {
-            wit::PatchType::Merge => Patch::Merge(
-                serde_json::from_str(&patch)
-                    .map_err(|e| KubeError::Invalid(format!("the merge patch is not valid JSON: {e}")))?,
-            ),
-            wit::PatchType::Json => Patch::Json(
-                serde_json::from_str(&patch)
-                    .map_err(|e| KubeError::Invalid(format!("the JSON patch is not an RFC 6902 patch: {e}")))?,
-            ),
+            wit::PatchType::Merge => Patch::Merge(serde_json::from_str(&patch).map_err(|e| {
+                KubeError::Invalid(format!("the merge patch is not valid JSON: {e}"))
+            })?),
+            wit::PatchType::Json => Patch::Json(serde_json::from_str(&patch).map_err(|e| {
+                KubeError::Invalid(format!("the JSON patch is not an RFC 6902 patch: {e}"))
+            })?),
         };
-        Ok(self.services.kube.patch(&api, &namespace, &name, &patch).await?.to_string())
+        Ok(self
+            .services
+            .kube
+            .patch(&api, &namespace, &name, &patch)
+            .await?
+            .to_string())
     }
 
-    async fn delete(&mut self, api: wit::ApiResource, namespace: String, name: String) -> Result<(), wit::Error> {
+    async fn delete(
+        &mut self,
+        api: wit::ApiResource,
+        namespace: String,
+        name: String,
+    ) -> Result<(), wit::Error> {
         let api = ApiResource::from(api);
         self.authorize(Verb::Delete, &api, &namespace)?;
         Ok(self.services.kube.delete(&api, &namespace, &name).await?)
@@ -396,13 +473,16 @@ mod tests {
     fn field_selectors_parse_and_match() {
         let f = FieldSelector::parse("metadata.name=a, metadata.namespace!=kube-system").unwrap();
         assert!(f.matches(&serde_json::json!({"metadata": {"name": "a", "namespace": "ns"}})));
-        assert!(!f.matches(&serde_json::json!({"metadata": {"name": "a", "namespace": "kube-system"}})));
+        assert!(
+            !f.matches(&serde_json::json!({"metadata": {"name": "a", "namespace": "kube-system"}}))
+        );
         assert!(FieldSelector::parse("metadata.name").is_err());
     }
 
     #[test]
     fn objects_take_the_call_namespace() {
-        let o = CallState::object_for("ns", r#"{"kind":"ConfigMap","metadata":{"name":"x"}}"#).unwrap();
+        let o =
+            CallState::object_for("ns", r#"{"kind":"ConfigMap","metadata":{"name":"x"}}"#).unwrap();
         assert_eq!(o["metadata"]["namespace"], "ns");
         assert!(CallState::object_for("ns", r#"{"metadata":{"namespace":"other"}}"#).is_err());
         assert!(CallState::object_for("ns", "[]").is_err());

@@ -7,13 +7,19 @@ use velero_wasm_sdk::*;
 struct Misbehave;
 
 const CASES: &[(&str, &str)] = &[
-    ("echo", "returns the item unchanged and names one additional item"),
+    (
+        "echo",
+        "returns the item unchanged and names one additional item",
+    ),
     ("trap", "panics"),
     ("loop", "spins forever"),
     ("sleep", "sleeps forever in the clock capability"),
     ("memory-bomb", "allocates until memory runs out"),
     ("forbidden-kube", "reads a Secret it was not granted"),
-    ("granted-kube", "reads the ConfigMap named by setting `target` in the item's namespace"),
+    (
+        "granted-kube",
+        "reads the ConfigMap named by setting `target` in the item's namespace",
+    ),
     ("huge-output", "returns an item of 2 MiB"),
     ("malformed-output", "returns text that is not JSON"),
     ("kindless-output", "returns a JSON object without kind"),
@@ -35,7 +41,9 @@ impl Plugin for Misbehave {
     }
 
     fn backup(action: &str, request: BackupRequest) -> Result<BackupResponse, String> {
-        let case = action.strip_prefix("test.velero-wasm.io/").unwrap_or(action);
+        let case = action
+            .strip_prefix("test.velero-wasm.io/")
+            .unwrap_or(action);
         match case {
             "echo" => {
                 let item = Object::parse(&request.item)?;
@@ -65,7 +73,11 @@ impl Plugin for Misbehave {
             }
             "forbidden-kube" => {
                 let item = Object::parse(&request.item)?;
-                match HostCluster.get(Api::new("", "v1", "secrets"), item.namespace(), "credentials") {
+                match HostCluster.get(
+                    Api::new("", "v1", "secrets"),
+                    item.namespace(),
+                    "credentials",
+                ) {
                     Ok(_) => Err("the host let a forbidden read through".into()),
                     Err(e) => Err(format!("kube: {e:?}")),
                 }
