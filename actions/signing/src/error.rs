@@ -24,7 +24,8 @@ impl Error {
         }
     }
 
-    /// The same error with every occurrence of each secret replaced by `[redacted]`.
+    /// The same error with every occurrence of each secret replaced by `[redacted]`. Values shorter
+    /// than 4 characters are left alone: they are not secrets worth the name and would garble text.
     pub fn redact(self, secrets: &[&str]) -> Error {
         let scrub = |mut m: String| {
             for secret in secrets.iter().filter(|s| s.len() >= 4) {
