@@ -266,14 +266,13 @@ async fn calls_run_side_by_side_while_one_hangs() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_module_that_fails_to_load_leaves_the_last_good_one_in_service() {
     let (runtime, _, _dir) = host().await;
-    let corrupt = ModuleSource {
-        name: "misbehave".into(),
-        wasm: Arc::from(&b"\0asm\x0d\0\x01\0garbage"[..]),
-        sha256: String::new(),
-        manifest: Default::default(),
-        manifest_text: "".into(),
-        origin: Origin::File("corrupt/misbehave.wasm".into()),
-    };
+    let corrupt = ModuleSource::new(
+        "misbehave",
+        b"\0asm\x0d\0\x01\0garbage".to_vec(),
+        "",
+        Origin::File("corrupt/misbehave.wasm".into()),
+    )
+    .unwrap();
     let error = runtime.load(corrupt).await.unwrap_err().to_string();
     assert!(
         error.starts_with(

@@ -13,6 +13,7 @@ wasmtime::component::bindgen!({
     world: "plugin",
     imports: {
         "velero-wasm:plugin/kube": async,
+        "velero-wasm:plugin/http": async,
         "velero-wasm:plugin/clock.sleep": async,
         "velero-wasm:plugin/random.bytes": trappable,
     },
@@ -20,6 +21,24 @@ wasmtime::component::bindgen!({
 });
 
 pub use self::exports::velero_wasm::plugin::actions as wit_actions;
+
+/// The `signer` world: the exports of the module that exports `signing`. Its imports are the ones
+/// generated above (the same linker serves both worlds).
+pub mod signer {
+    wasmtime::component::bindgen!({
+        path: "../wit",
+        world: "signer",
+        exports: { default: async },
+        with: {
+            "velero-wasm:plugin/types": crate::bindings::velero_wasm::plugin::types,
+            "velero-wasm:plugin/http": crate::bindings::velero_wasm::plugin::http,
+            "velero-wasm:plugin/clock": crate::bindings::velero_wasm::plugin::clock,
+            "velero-wasm:plugin/log": crate::bindings::velero_wasm::plugin::log,
+        },
+    });
+
+    pub use exports::velero_wasm::plugin::signing as wit_signing;
+}
 pub use self::velero_wasm::plugin::types as wit_types;
 
 impl From<wit_actions::Kind> for ActionKind {

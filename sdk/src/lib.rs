@@ -31,11 +31,12 @@ pub mod cluster;
 pub mod log;
 pub mod object;
 
-/// The raw bindings generated from the WIT package.
+/// The raw bindings generated from the WIT package. The world is `plugin-with-signing` (`plugin` plus
+/// the `signing` import); an import a component never calls is left out of the built component.
 pub mod bindings {
     wit_bindgen::generate!({
         path: "../wit",
-        world: "plugin",
+        world: "plugin-with-signing",
         pub_export_macro: true,
         export_macro_name: "export_bindings",
         default_bindings_module: "velero_wasm_sdk::bindings",
@@ -46,6 +47,10 @@ pub use bindings::exports::velero_wasm::plugin::actions::{
     ActionInfo, BackupRequest, BackupResponse, Kind, Need, OperationProgress, RestoreRequest,
     RestoreResponse, Selector,
 };
+/// Outbound HTTP to the hosts the module's grant lists (`wit/http.wit`).
+pub use bindings::velero_wasm::plugin::http;
+/// Signed object-store URLs, made by the module that exports `signing` (`wit/signing.wit`).
+pub use bindings::velero_wasm::plugin::signing;
 pub use bindings::velero_wasm::plugin::types::{ResourceId, Timestamp, Verb};
 pub use cluster::{Api, Call, Cluster, FakeCluster, HostCluster, KubeError};
 pub use object::Object;

@@ -1,5 +1,6 @@
 //! What a component can reach, one module per import: [`kube`], [`clock`], [`log`], [`config`],
-//! [`random`]; plus [`stdio`], where the guest's stdout and stderr go (never the host's stdout).
+//! [`random`], [`http`], [`signing`]; plus [`stdio`], where the guest's stdout and stderr go (never
+//! the host's stdout).
 //!
 //! Every call of a component runs with a fresh [`CallState`] as its store data. It carries the call's
 //! identity (module, action, item) for logs and errors, the module's [`ModuleCaps`] (its grant and
@@ -7,9 +8,11 @@
 
 pub mod clock;
 mod config;
+pub mod http;
 pub mod kube;
 mod log;
 mod random;
+pub mod signing;
 mod stdio;
 
 use std::collections::BTreeMap;
@@ -22,7 +25,9 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use crate::action::ItemRef;
 use crate::bindings::Plugin;
 pub use clock::Clock;
+pub use http::HttpGrant;
 pub use kube::{KubeBackend, KubeGrant};
+pub use signing::SigningService;
 pub use stdio::GuestOutput;
 
 /// The host-wide services behind the capabilities, shared by every call.
@@ -40,6 +45,8 @@ pub struct ModuleCaps {
     pub module: Arc<str>,
     /// Kubernetes grant.
     pub kube: KubeGrant,
+    /// HTTP grant and limits.
+    pub http: HttpGrant,
     /// Settings from the manifest.
     pub settings: BTreeMap<String, String>,
 }
@@ -139,6 +146,11 @@ pub struct CallState {
     pub stderr: GuestOutput,
     /// Lines the guest has logged in this call.
     pub log_lines: u32,
+    /// When the call's deadline passes (outbound requests never wait beyond it).
+    pub deadline: Option<tokio::time::Instant>,
+    /// Where the `signing` import's calls go; `None` where the import is not offered (inside a
+    /// signing call itself).
+    pub signing: Option<Arc<dyn SigningService>>,
 }
 
 impl CallState {
@@ -171,6 +183,8 @@ impl CallState {
             stdout,
             stderr,
             log_lines: 0,
+            deadline: None,
+            signing: None,
         }
     }
 }
@@ -191,5 +205,6 @@ pub fn linker(engine: &wasmtime::Engine) -> wasmtime::Result<Linker<CallState>> 
     let mut linker = Linker::new(engine);
     wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
     Plugin::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |state| state)?;
+    signing::add_to_linker(&mut linker)?;
     Ok(linker)
 }

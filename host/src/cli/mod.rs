@@ -1,8 +1,10 @@
 //! The commands people run: `run` (a policy author's local loop: one action on one item, against a
-//! fixture cluster) and `actions` (what is loaded, and what each module may do).
+//! fixture cluster), `actions` (what is loaded, and what each module may do) and `sign` (a signed
+//! object-store URL from the signing component).
 
 mod actions;
 mod run;
+mod sign;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -33,6 +35,8 @@ enum Command {
     Run(Box<run::RunArgs>),
     /// List every loaded action: name, kind, what it applies to, its module and the module's grant.
     Actions(actions::ActionsArgs),
+    /// Print a signed object-store URL (S3 presigned GET or Azure Blob SAS), made by the signing module.
+    Sign(Box<sign::SignArgs>),
 }
 
 /// Where modules beyond the stock ones come from.
@@ -69,6 +73,7 @@ pub fn main() -> ExitCode {
         match cli.command {
             Command::Run(args) => run::run(*args).await,
             Command::Actions(args) => actions::actions(args).await,
+            Command::Sign(args) => sign::sign(*args).await,
         }
     });
     ExitCode::from(code)
@@ -96,6 +101,18 @@ impl Failure {
             message: message.into(),
         }
     }
+
+    fn prefixed(self, prefix: &str) -> Failure {
+        Failure {
+            code: self.code,
+            message: format!("{prefix}{}", self.message),
+        }
+    }
+}
+
+/// The compile cache of the state directory, if there is one.
+fn compile_cache() -> Option<CompileCache> {
+    crate::state::default_dir().and_then(|d| CompileCache::open(d.join("compiled")))
 }
 
 /// A runtime with the stock modules and those of `--modules`. Returns it and the load problems
@@ -105,10 +122,9 @@ async fn load_runtime(
     kube: Arc<dyn KubeBackend>,
     clock: Clock,
 ) -> Result<(Runtime, Vec<LoadProblem>), Failure> {
-    let cache = crate::state::default_dir().and_then(|d| CompileCache::open(d.join("compiled")));
     let runtime = Runtime::new(Services { kube, clock })
         .map_err(|e| Failure::failed(format!("{e:#}")))?
-        .with_compile_cache(cache);
+        .with_compile_cache(compile_cache());
     let config = ModuleConfig {
         directory: args.modules.clone(),
         last_good: None,

@@ -9,6 +9,8 @@
 //! timeout = "30s"                      # per call (default 30s)
 //! memory = "256MiB"                    # linear memory cap (default 256MiB, at most 1GiB)
 //! output = "64MiB"                     # largest item a call may return (default 64MiB)
+//! http-timeout = "10s"                 # one outbound HTTP exchange (default 10s; never past `timeout`)
+//! http-response = "1MiB"               # largest HTTP answer body (default 1MiB)
 //!
 //! [[grant.kube]]
 //! resources = ["pods", "persistentvolumeclaims"]   # `resource.group`, or "*"
@@ -17,7 +19,9 @@
 //!                                                  # cluster scope; "@item" is the item's namespace
 //!
 //! [grant]
-//! http = ["sts.amazonaws.com", "*.blob.core.windows.net"]
+//! http = ["sts.amazonaws.com", "*.blob.core.windows.net", "http://127.0.0.1:9000"]
+//!                                      # HTTPS hosts, *.suffix wildcards, or an exact
+//!                                      # http(s)://host:port (see capabilities::http)
 //!
 //! [settings]
 //! mode = "extended"
@@ -66,6 +70,20 @@ pub struct Limits {
     /// Largest item (in bytes) a call may return.
     #[serde(default = "default_output", deserialize_with = "byte_size")]
     pub output: u64,
+    /// Time allowed for one outbound HTTP exchange.
+    #[serde(
+        rename = "http-timeout",
+        default = "default_http_timeout",
+        deserialize_with = "duration"
+    )]
+    pub http_timeout: Duration,
+    /// Largest body of an HTTP answer, in bytes.
+    #[serde(
+        rename = "http-response",
+        default = "default_http_response",
+        deserialize_with = "byte_size"
+    )]
+    pub http_response: u64,
 }
 
 impl Default for Limits {
@@ -74,8 +92,18 @@ impl Default for Limits {
             timeout: default_timeout(),
             memory: default_memory(),
             output: default_output(),
+            http_timeout: default_http_timeout(),
+            http_response: default_http_response(),
         }
     }
+}
+
+fn default_http_timeout() -> Duration {
+    Duration::from_secs(10)
+}
+
+fn default_http_response() -> u64 {
+    1 << 20
 }
 
 fn default_timeout() -> Duration {
@@ -97,7 +125,8 @@ pub struct Grant {
     /// Kubernetes access rules; a call must match one.
     #[serde(default)]
     pub kube: Vec<KubeRule>,
-    /// Hosts the module may reach over HTTPS: exact names or `*.suffix` wildcards.
+    /// Hosts the module may reach: HTTPS host names, `*.suffix` wildcards, or an exact
+    /// `http(s)://host:port` (the only way to allow plain HTTP).
     #[serde(default)]
     pub http: Vec<String>,
 }
@@ -203,26 +232,28 @@ impl Manifest {
                 ));
             }
         }
+        if self.limits.http_timeout.is_zero() {
+            return Err(invalid(
+                "limits.http-timeout".into(),
+                "must be more than zero",
+            ));
+        }
+        if self.limits.http_response == 0 {
+            return Err(invalid(
+                "limits.http-response".into(),
+                "must be more than zero",
+            ));
+        }
         for (i, host) in self.grant.http.iter().enumerate() {
-            let bare = host.strip_prefix("*.").unwrap_or(host);
-            let ok = !bare.is_empty()
-                && !bare.contains('*')
-                && bare
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-' || b == b':');
-            if !ok {
-                return Err(invalid(
-                    format!("grant.http[{i}]"),
-                    &format!("{host:?} is not a host name or *.suffix"),
-                ));
-            }
+            crate::capabilities::http::HostRule::parse(host)
+                .map_err(|problem| invalid(format!("grant.http[{i}]"), &problem))?;
         }
         Ok(())
     }
 }
 
 impl fmt::Display for Grant {
-    /// One line for people: `get,list pods,persistentvolumeclaims in @item; https sts.amazonaws.com`.
+    /// One line for people: `get,list pods,persistentvolumeclaims in @item; http sts.amazonaws.com`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut parts: Vec<String> = self
             .kube
@@ -237,7 +268,7 @@ impl fmt::Display for Grant {
             })
             .collect();
         if !self.http.is_empty() {
-            parts.push(format!("https {}", self.http.join(",")));
+            parts.push(format!("http {}", self.http.join(",")));
         }
         if parts.is_empty() {
             f.write_str("none")
@@ -343,7 +374,7 @@ mod tests {
         assert_eq!(m.settings["retries"], "3");
         assert_eq!(
             m.grant.to_string(),
-            "get,list pods in @item; https *.blob.core.windows.net"
+            "get,list pods in @item; http *.blob.core.windows.net"
         );
     }
 
@@ -377,6 +408,14 @@ mod tests {
         assert!(e.contains("grnat"), "{e}");
         let e = Manifest::parse("sha256 = \"abc\"").unwrap_err().to_string();
         assert!(e.contains("sha256"), "{e}");
+        let e = Manifest::parse("[grant]\nhttp = [\"ftp://x:1\"]")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("grant.http[0]") && e.contains("ftp"), "{e}");
+        let e = Manifest::parse("[limits]\nhttp-response = \"0\"")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("limits.http-response"), "{e}");
         let e = Manifest::parse("[settings]\nx = [1]")
             .unwrap_err()
             .to_string();

@@ -33,6 +33,26 @@ pub struct ModuleSource {
     pub origin: Origin,
 }
 
+impl ModuleSource {
+    /// A module from bytes and manifest text: the manifest is parsed and the sha256 computed (a sha256
+    /// the manifest pins is not checked here; [`read_module`] checks it for files).
+    pub fn new(
+        name: &str,
+        wasm: Vec<u8>,
+        manifest_text: &str,
+        origin: Origin,
+    ) -> Result<ModuleSource, ManifestError> {
+        Ok(ModuleSource {
+            name: name.to_string(),
+            sha256: sha256_hex(&wasm),
+            wasm: Arc::from(wasm),
+            manifest: Manifest::parse(manifest_text)?,
+            manifest_text: Arc::from(manifest_text),
+            origin,
+        })
+    }
+}
+
 impl fmt::Debug for ModuleSource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ModuleSource")

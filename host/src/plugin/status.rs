@@ -25,6 +25,7 @@ pub fn call_failed(kind: ActionKind, error: CallError) -> Status {
             &format!("it is a {} action", actual.velero_kind()),
         ),
         CallError::Action(message) => status(Code::Unknown, message),
+        CallError::NoSigner => status(Code::Unknown, &error.to_string()),
         CallError::Fault {
             fault: Fault::Trap(_),
             ..

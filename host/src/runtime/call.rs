@@ -283,23 +283,20 @@ impl Runtime {
         &self,
         linked: &super::module::Linked,
     ) -> Result<Vec<ActionInfo>, super::LoadError> {
+        let Some(pre) = &linked.pre else {
+            return Ok(Vec::new());
+        };
         let ctx = CallContext::new(linked.caps.module.clone(), "describe", None);
         let limits = linked.source.manifest.limits;
         let (result, ctx) = self
-            .run_in_store(
-                &linked.pre,
-                linked.caps.clone(),
-                limits,
-                ctx,
-                |plugin, store| {
-                    Box::pin(async move {
-                        plugin
-                            .velero_wasm_plugin_actions()
-                            .call_describe(store)
-                            .await
-                    })
-                },
-            )
+            .run_in_store(pre, linked.caps.clone(), limits, ctx, |plugin, store| {
+                Box::pin(async move {
+                    plugin
+                        .velero_wasm_plugin_actions()
+                        .call_describe(store)
+                        .await
+                })
+            })
             .await;
         match result {
             Ok(actions) => Ok(actions.into_iter().map(ActionInfo::from).collect()),
@@ -315,8 +312,18 @@ impl Runtime {
     ) -> Result<(R, CallContext), CallError> {
         let module = &entry.module;
         let ctx = CallContext::new(module.name.clone(), &entry.info().name, item);
+        let Some(pre) = &module.pre else {
+            return Err(CallError::Fault {
+                module: module.name.to_string(),
+                action: ctx.action.clone(),
+                item: ctx.on_item(),
+                fault: Fault::Instantiate(
+                    "the module does not export velero-wasm:plugin/actions".into(),
+                ),
+            });
+        };
         let (result, ctx) = self
-            .run_in_store(&module.pre, module.caps.clone(), module.limits, ctx, call)
+            .run_in_store(pre, module.caps.clone(), module.limits, ctx, call)
             .await;
         match result {
             Ok(r) => Ok((r, ctx)),
@@ -339,30 +346,81 @@ impl Runtime {
     ) -> (Result<R, Fault>, CallContext) {
         // Waiting for a slot is not part of the call's deadline.
         let _slot = self.slots.acquire().await;
-        let state = CallState::new(ctx, caps, self.services.clone(), limits.memory);
-        let mut store = Store::new(&self.engine, state);
-        store.limiter(|state| &mut state.memory);
-        store.epoch_deadline_async_yield_and_update(1);
-        let outcome = tokio::time::timeout(limits.timeout, async {
-            match pre.instantiate_async(&mut store).await {
-                Err(e) => Stage::Instantiate(e),
-                Ok(plugin) => Stage::Called(call(&plugin, &mut store).await),
-            }
-        })
-        .await;
-        let state = store.into_data();
-        log_guest_output(&state);
-        let result = match outcome {
-            Err(_elapsed) => Err(Fault::Timeout(limits.timeout)),
-            Ok(Stage::Called(Ok(r))) => Ok(r),
-            Ok(Stage::Called(Err(error))) => Err(classify(error, &state, limits.memory)),
-            Ok(Stage::Instantiate(_)) if state.memory.refused.is_some() => Err(Fault::Memory {
-                limit_mib: limits.memory >> 20,
-            }),
-            Ok(Stage::Instantiate(error)) => Err(Fault::Instantiate(format!("{error:#}"))),
-        };
-        (result, state.call)
+        let signing: Arc<dyn crate::capabilities::SigningService> = self.signing.clone();
+        run_in_store(
+            &self.engine,
+            &self.services,
+            Some(signing),
+            pre,
+            caps,
+            limits,
+            ctx,
+            call,
+        )
+        .await
     }
+}
+
+/// A module prepared for instantiation: a typed world (`PluginPre`) or a plain `InstancePre`.
+pub(super) trait Prepared: Sync {
+    /// What instantiation yields.
+    type Instance: Send;
+    /// Instantiates in `store`.
+    fn instantiate<'a>(&'a self, store: &'a mut Store<CallState>) -> GuestCall<'a, Self::Instance>;
+}
+
+impl Prepared for crate::bindings::PluginPre<CallState> {
+    type Instance = Plugin;
+    fn instantiate<'a>(&'a self, store: &'a mut Store<CallState>) -> GuestCall<'a, Plugin> {
+        Box::pin(self.instantiate_async(store))
+    }
+}
+
+impl Prepared for wasmtime::component::InstancePre<CallState> {
+    type Instance = wasmtime::component::Instance;
+    fn instantiate<'a>(&'a self, store: &'a mut Store<CallState>) -> GuestCall<'a, Self::Instance> {
+        Box::pin(self.instantiate_async(store))
+    }
+}
+
+/// Runs one call in a fresh store under the module's memory cap and deadline, and turns misbehaviour
+/// into a [`Fault`]. `signing` is where the call's `signing` import goes.
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn run_in_store<P: Prepared, R: Send + 'static>(
+    engine: &wasmtime::Engine,
+    services: &Arc<crate::capabilities::Services>,
+    signing: Option<Arc<dyn crate::capabilities::SigningService>>,
+    pre: &P,
+    caps: Arc<crate::capabilities::ModuleCaps>,
+    limits: crate::modules::Limits,
+    ctx: CallContext,
+    call: impl for<'a> FnOnce(&'a P::Instance, &'a mut Store<CallState>) -> GuestCall<'a, R> + Send,
+) -> (Result<R, Fault>, CallContext) {
+    let mut state = CallState::new(ctx, caps, services.clone(), limits.memory);
+    state.deadline = Some(tokio::time::Instant::now() + limits.timeout);
+    state.signing = signing;
+    let mut store = Store::new(engine, state);
+    store.limiter(|state| &mut state.memory);
+    store.epoch_deadline_async_yield_and_update(1);
+    let outcome = tokio::time::timeout(limits.timeout, async {
+        match pre.instantiate(&mut store).await {
+            Err(e) => Stage::Instantiate(e),
+            Ok(instance) => Stage::Called(call(&instance, &mut store).await),
+        }
+    })
+    .await;
+    let state = store.into_data();
+    log_guest_output(&state);
+    let result = match outcome {
+        Err(_elapsed) => Err(Fault::Timeout(limits.timeout)),
+        Ok(Stage::Called(Ok(r))) => Ok(r),
+        Ok(Stage::Called(Err(error))) => Err(classify(error, &state, limits.memory)),
+        Ok(Stage::Instantiate(_)) if state.memory.refused.is_some() => Err(Fault::Memory {
+            limit_mib: limits.memory >> 20,
+        }),
+        Ok(Stage::Instantiate(error)) => Err(Fault::Instantiate(format!("{error:#}"))),
+    };
+    (result, state.call)
 }
 
 /// Turns a wasmtime error into a [`Fault`].

@@ -20,11 +20,13 @@ pub const EPOCH_TICK: Duration = Duration::from_millis(5);
 pub fn new_engine() -> wasmtime::Result<Engine> {
     let mut config = base_config();
     let mut pool = PoolingAllocationConfig::new();
-    pool.total_component_instances(MAX_CONCURRENT_CALLS)
-        .total_core_instances(MAX_CONCURRENT_CALLS * 16)
-        .total_memories(MAX_CONCURRENT_CALLS * 2)
-        .total_tables(MAX_CONCURRENT_CALLS * 16)
-        .total_stacks(MAX_CONCURRENT_CALLS)
+    // Each running call may hold one nested instance: the signing module serving its `signing` import.
+    let instances = MAX_CONCURRENT_CALLS * 2;
+    pool.total_component_instances(instances)
+        .total_core_instances(instances * 16)
+        .total_memories(instances * 2)
+        .total_tables(instances * 16)
+        .total_stacks(instances)
         .max_memories_per_module(2)
         .max_memory_size(MAX_MEMORY as usize)
         // Reset a used memory by memset up to 1 MiB instead of madvise: no page faults on the next

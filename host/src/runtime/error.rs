@@ -20,6 +20,11 @@ pub enum CallError {
         /// The call asked for.
         call: &'static str,
     },
+    /// No loaded module exports `velero-wasm:plugin/signing`.
+    #[error(
+        "no loaded module exports velero-wasm:plugin/signing (the stock module is named signing)"
+    )]
+    NoSigner,
     /// The action ran and returned an error: its message, verbatim.
     #[error("{0}")]
     Action(String),

@@ -11,6 +11,7 @@ mod engine;
 mod error;
 mod module;
 mod registry;
+mod signing;
 mod warm;
 
 use std::path::PathBuf;
@@ -25,6 +26,7 @@ pub use engine::{EPOCH_TICK, MAX_CONCURRENT_CALLS};
 pub use error::{CallError, Fault, LoadError};
 pub use module::{validate_name, LoadedModule};
 pub use registry::{ActionEntry, Catalog, Registry};
+pub use signing::{types as signing_types, Signing};
 pub use warm::WarmInstance;
 
 use crate::capabilities::{self, CallState, Services};
@@ -34,10 +36,11 @@ use crate::modules::{scan_directory, stock_modules, LastGood, ModuleSource};
 pub struct Runtime {
     engine: Engine,
     linker: Linker<CallState>,
-    registry: Registry,
+    registry: Arc<Registry>,
     services: Arc<Services>,
     slots: Semaphore,
     cache: Option<CompileCache>,
+    signing: Arc<Signing>,
 }
 
 /// Where a host's modules come from, beyond the stock ones.
@@ -92,6 +95,8 @@ pub struct Loaded {
     pub module: String,
     /// Number of actions it provides.
     pub actions: usize,
+    /// Whether it exports `velero-wasm:plugin/signing`.
+    pub signing: bool,
     /// Things worth telling the operator (needs the grant does not cover).
     pub warnings: Vec<String>,
 }
@@ -103,13 +108,21 @@ impl Runtime {
             .map_err(|e| anyhow::anyhow!("cannot create the wasm engine: {e}"))?;
         let linker = capabilities::linker(&engine)
             .map_err(|e| anyhow::anyhow!("cannot link the capabilities: {e}"))?;
+        let registry = Arc::new(Registry::default());
+        let services = Arc::new(services);
+        let signing = Arc::new(Signing::new(
+            engine.clone(),
+            registry.clone(),
+            services.clone(),
+        ));
         Ok(Runtime {
             engine,
             linker,
-            registry: Registry::default(),
-            services: Arc::new(services),
+            registry,
+            services,
             slots: Semaphore::new(MAX_CONCURRENT_CALLS as usize),
             cache: None,
+            signing,
         })
     }
 
@@ -145,6 +158,7 @@ impl Runtime {
         let report = Loaded {
             module: loaded.name.to_string(),
             actions: loaded.actions.len(),
+            signing: loaded.exports_signing(),
             warnings,
         };
         let (module, origin) = (loaded.name.to_string(), loaded.origin.to_string());
@@ -259,6 +273,11 @@ impl Runtime {
         } else {
             (false, format!("{why}: module {name} is not served"))
         }
+    }
+
+    /// Calls into the module that exports `velero-wasm:plugin/signing`.
+    pub fn signing(&self) -> &Signing {
+        &self.signing
     }
 
     /// The current catalog of modules and actions.

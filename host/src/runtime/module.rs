@@ -1,4 +1,5 @@
 //! A loaded module: compiled once, linked once (`InstancePre`), its actions described and validated.
+//! A module exports `velero-wasm:plugin/actions`, `velero-wasm:plugin/signing`, or both.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -9,8 +10,9 @@ use wasmtime::Engine;
 use super::cache::CompileCache;
 use super::error::LoadError;
 use crate::action::{ActionInfo, AppliesTo, Need, Verb};
+use crate::bindings::signer::SignerIndices;
 use crate::bindings::PluginPre;
-use crate::capabilities::{CallState, KubeGrant, ModuleCaps};
+use crate::capabilities::{signing, CallState, HttpGrant, KubeGrant, ModuleCaps};
 use crate::modules::{sha256_hex, Grant, Limits, ModuleSource, Origin};
 
 /// A module ready to run.
@@ -31,7 +33,16 @@ pub struct LoadedModule {
     pub actions: Vec<ActionInfo>,
     pub(super) applies_to: Vec<AppliesTo>,
     pub(super) caps: Arc<ModuleCaps>,
-    pub(super) pre: PluginPre<CallState>,
+    /// Set when the module exports `actions`.
+    pub(super) pre: Option<PluginPre<CallState>>,
+    /// Set when the module exports `signing`.
+    pub(super) signing: Option<SigningExport>,
+}
+
+/// A module's `signing` export, type-checked at load.
+pub(super) struct SigningExport {
+    pub pre: wasmtime::component::InstancePre<CallState>,
+    pub indices: SignerIndices,
 }
 
 impl std::fmt::Debug for LoadedModule {
@@ -49,13 +60,19 @@ impl LoadedModule {
     pub fn applies_to(&self, index: usize) -> &AppliesTo {
         &self.applies_to[index]
     }
+
+    /// Whether the module exports `velero-wasm:plugin/signing`.
+    pub fn exports_signing(&self) -> bool {
+        self.signing.is_some()
+    }
 }
 
 /// A compiled and linked module whose actions are not yet known.
 pub(super) struct Linked {
     pub source: ModuleSource,
     pub caps: Arc<ModuleCaps>,
-    pub pre: PluginPre<CallState>,
+    pub pre: Option<PluginPre<CallState>>,
+    pub signing: Option<SigningExport>,
 }
 
 impl Linked {
@@ -71,6 +88,9 @@ pub(super) fn load_error(source: &ModuleSource, problem: impl Into<String>) -> L
         problem: problem.into(),
     }
 }
+
+/// The export that makes a module a provider of actions.
+const ACTIONS: &str = "velero-wasm:plugin/actions@0.1.0";
 
 /// Compiles (or finds in the cache) and links a module (CPU-bound: run it off the async threads).
 pub(super) fn link(
@@ -107,18 +127,58 @@ pub(super) fn link(
             format!("imports something velero-wasm does not provide (components may import velero-wasm:plugin/* and the wasi:* interfaces std needs): {e:#}"),
         )
     })?;
-    let pre = PluginPre::new(instance_pre).map_err(|e| {
-        load_error(
+    let exports = |name: &str| component.get_export_index(None, name).is_some();
+    let (has_actions, has_signing) = (exports(ACTIONS), exports(signing::INTERFACE));
+    if !has_actions && !has_signing {
+        return Err(load_error(
             &source,
-            format!("does not export velero-wasm:plugin/actions@0.1.0 as the WIT package defines it: {e:#}"),
-        )
-    })?;
+            format!(
+                "exports neither {ACTIONS} nor {}: a module must export one of them, or both",
+                signing::INTERFACE
+            ),
+        ));
+    }
+    let pre = match has_actions {
+        false => None,
+        true => Some(PluginPre::new(instance_pre.clone()).map_err(|e| {
+            load_error(
+                &source,
+                format!("does not export {ACTIONS} as the WIT package defines it: {e:#}"),
+            )
+        })?),
+    };
+    let signing = match has_signing {
+        false => None,
+        true => Some(SigningExport {
+            indices: SignerIndices::new(&instance_pre).map_err(|e| {
+                load_error(
+                    &source,
+                    format!(
+                        "does not export {} as the WIT package defines it: {e:#}",
+                        signing::INTERFACE
+                    ),
+                )
+            })?,
+            pre: instance_pre,
+        }),
+    };
+    let limits = source.manifest.limits;
     let caps = Arc::new(ModuleCaps {
         module: Arc::from(source.name.as_str()),
         kube: KubeGrant::new(&source.manifest.grant.kube),
+        http: HttpGrant::new(
+            &source.manifest.grant.http,
+            limits.http_response,
+            limits.http_timeout,
+        ),
         settings: source.manifest.settings.clone(),
     });
-    Ok(Linked { source, caps, pre })
+    Ok(Linked {
+        source,
+        caps,
+        pre,
+        signing,
+    })
 }
 
 /// Validates what a module says about its actions, and finishes loading it. Returns warnings: needs
@@ -127,7 +187,7 @@ pub(super) fn finish(
     linked: Linked,
     actions: Vec<ActionInfo>,
 ) -> Result<(LoadedModule, Vec<String>), LoadError> {
-    if actions.is_empty() {
+    if actions.is_empty() && linked.pre.is_some() {
         return Err(linked.error("describes no actions"));
     }
     let mut names = BTreeSet::new();
@@ -165,6 +225,7 @@ pub(super) fn finish(
             applies_to,
             caps: linked.caps,
             pre: linked.pre,
+            signing: linked.signing,
         },
         warnings,
     ))
@@ -208,11 +269,10 @@ fn covered(grant: &Grant, need: &Need) -> bool {
                         .any(|r| r == "*" || r.eq_ignore_ascii_case(resource))
             })
         }),
-        Need::Http(host) => grant.http.iter().any(|h| {
-            h == host
-                || h.strip_prefix('*')
-                    .is_some_and(|suffix| host.ends_with(suffix))
-        }),
+        Need::Http(host) => {
+            let http = HttpGrant::new(&grant.http, 0, std::time::Duration::ZERO);
+            grant.http.iter().any(|h| h == host) || http.allows("https", host, 443)
+        }
     }
 }
 

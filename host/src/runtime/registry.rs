@@ -29,6 +29,7 @@ impl ActionEntry {
 pub struct Catalog {
     modules: BTreeMap<String, Arc<LoadedModule>>,
     actions: BTreeMap<String, ActionEntry>,
+    signer: Option<Arc<LoadedModule>>,
 }
 
 impl Catalog {
@@ -39,7 +40,17 @@ impl Catalog {
         let mut modules = self.modules.clone();
         modules.insert(module.name.to_string(), module.clone());
         let mut actions = BTreeMap::new();
+        let mut signer: Option<Arc<LoadedModule>> = None;
         for m in modules.values() {
+            if m.exports_signing() {
+                if let Some(other) = &signer {
+                    return Err(format!(
+                        "velero-wasm:plugin/signing is exported by both module {} and module {}; only one module may export it",
+                        other.name, m.name
+                    ));
+                }
+                signer = Some(m.clone());
+            }
             for (index, info) in m.actions.iter().enumerate() {
                 if let Some(other) = actions.insert(
                     info.name.clone(),
@@ -56,7 +67,16 @@ impl Catalog {
                 }
             }
         }
-        Ok(Catalog { modules, actions })
+        Ok(Catalog {
+            modules,
+            actions,
+            signer,
+        })
+    }
+
+    /// The module that exports `velero-wasm:plugin/signing`, if one is loaded.
+    pub fn signer(&self) -> Option<&Arc<LoadedModule>> {
+        self.signer.as_ref()
     }
 
     /// Every module, by name.

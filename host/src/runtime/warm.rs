@@ -33,8 +33,11 @@ impl Runtime {
         let mut store = Store::new(&self.engine, state);
         store.limiter(|state| &mut state.memory);
         store.epoch_deadline_async_yield_and_update(1);
-        let plugin = module
+        let pre = module
             .pre
+            .as_ref()
+            .ok_or_else(|| anyhow::anyhow!("module {} exports no actions", module.name))?;
+        let plugin = pre
             .instantiate_async(&mut store)
             .await
             .map_err(|e| anyhow::anyhow!("{e:#}"))?;

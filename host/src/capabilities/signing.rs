@@ -1,0 +1,96 @@
+//! The `signing` import: a module's calls are forwarded to the module that exports
+//! `velero-wasm:plugin/signing`, which runs them in a fresh instance of its own, under its own grant
+//! and limits (see [`crate::runtime::Signing`]).
+//!
+//! The forwarding is generic: each function of the interface is defined with dynamic values, which
+//! the host passes through unchanged (the interface has no resources). When the call cannot be made
+//! (no signing module, a trap, a deadline), the importer gets `signing-error::unavailable` with the
+//! reason instead of trapping.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use wasmtime::component::{Linker, Val};
+
+use super::CallState;
+
+/// The interface, as imported and exported.
+pub const INTERFACE: &str = "velero-wasm:plugin/signing@0.1.0";
+
+/// Its functions. Every one returns `result<_, signing-error>`.
+pub const FUNCTIONS: &[&str] = &[
+    "parse-snapshot-url",
+    "parse-aws-credentials",
+    "presign-s3",
+    "azure-sas",
+];
+
+/// A boxed future of a forwarded call.
+pub type Forwarded<'a> = Pin<Box<dyn Future<Output = Result<Vec<Val>, String>> + Send + 'a>>;
+
+/// Where the import's calls go: the runtime's [`crate::runtime::Signing`].
+pub trait SigningService: Send + Sync {
+    /// Calls `function` of the signing module with `params`, on behalf of module `caller`; returns
+    /// its `results` (as many as `result_count`), or why the call could not be made.
+    fn forward<'a>(
+        &'a self,
+        caller: &'a str,
+        function: &'a str,
+        params: Vec<Val>,
+        result_count: usize,
+    ) -> Forwarded<'a>;
+}
+
+/// Defines the `signing` import in the linker (modules that do not import it are unaffected).
+pub fn add_to_linker(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
+    let mut instance = linker.instance(INTERFACE)?;
+    for &function in FUNCTIONS {
+        instance.func_new_async(function, move |store, ty, params, results| {
+            Box::new(async move {
+                let state = store.data();
+                let service = state.signing.clone();
+                let caller = state.call.module.clone();
+                let outcome = match service {
+                    None => Err("signing is not available inside a signing call".to_string()),
+                    Some(service) => {
+                        service
+                            .forward(&caller, function, params.to_vec(), ty.results().len())
+                            .await
+                    }
+                };
+                match outcome {
+                    Ok(values) if values.len() == results.len() => {
+                        results.clone_from_slice(&values)
+                    }
+                    Ok(values) => {
+                        return Err(wasmtime::format_err!(
+                            "signing {function} returned {} values where {} were expected",
+                            values.len(),
+                            results.len()
+                        ))
+                    }
+                    Err(reason) => {
+                        tracing::warn!(
+                            module = &*caller,
+                            function,
+                            "signing unavailable: {reason}"
+                        );
+                        if let Some(slot) = results.first_mut() {
+                            *slot = unavailable(reason);
+                        }
+                    }
+                }
+                Ok(())
+            })
+        })?;
+    }
+    Ok(())
+}
+
+/// `err(signing-error::unavailable(reason))`.
+fn unavailable(reason: String) -> Val {
+    Val::Result(Err(Some(Box::new(Val::Variant(
+        "unavailable".to_string(),
+        Some(Box::new(Val::String(reason))),
+    )))))
+}

@@ -1,0 +1,193 @@
+//! The `http` capability, exercised by a component (`tests/components/probe`) against a loopback
+//! server: a module reaches exactly the origins its grant lists, within its size and time limits, and
+//! every refusal is a clear error the module can read.
+
+#[path = "support/loopback.rs"]
+mod loopback;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use loopback::{Loopback, Reply};
+use serde_json::{json, Value};
+use velero_wasm::action::BackupRequest;
+use velero_wasm::capabilities::kube::NoCluster;
+use velero_wasm::capabilities::{Clock, Services};
+use velero_wasm::modules::{ModuleSource, Origin};
+use velero_wasm::runtime::Runtime;
+
+/// A runtime with the probe module under `manifest`.
+async fn probe(manifest: &str) -> Runtime {
+    let path = std::path::Path::new(env!("VELERO_WASM_TEST_COMPONENTS")).join("probe.wasm");
+    let wasm = std::fs::read(&path).expect("the probe component is built by host/build.rs");
+    let runtime = Runtime::new(Services {
+        kube: Arc::new(NoCluster::default()),
+        clock: Clock::System,
+    })
+    .unwrap();
+    let source =
+        ModuleSource::new("probe", wasm, manifest, Origin::File(path)).expect("test manifest");
+    runtime.load(source).await.expect("the probe loads");
+    runtime
+}
+
+/// Runs `http-get` on `url`; returns the item's `data` (with `result` or `error`).
+async fn get(runtime: &Runtime, url: &str) -> Value {
+    let item = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "probe", "namespace": "test"}, "data": {"url": url}});
+    let outcome = runtime
+        .backup(
+            "test.velero-wasm.io/http-get",
+            BackupRequest {
+                item: item.to_string(),
+                backup: "{}".into(),
+            },
+        )
+        .await
+        .expect("the action returns");
+    let item: Value = serde_json::from_str(&outcome.item).unwrap();
+    item["data"].clone()
+}
+
+#[tokio::test]
+async fn an_allowed_origin_is_reached_and_its_answer_returned() {
+    let server = Loopback::start(|r| Reply::new(200, format!("hello {}", r.target))).await;
+    let runtime = probe(&format!("[grant]\nhttp = [\"{}\"]", server.origin())).await;
+    let data = get(&runtime, &format!("{}/greeting?x=1", server.origin())).await;
+    assert_eq!(data["result"], "200 hello /greeting?x=1", "{data}");
+    let received = server.received();
+    assert_eq!(received.len(), 1);
+    assert_eq!(
+        (received[0].method.as_str(), received[0].header("accept")),
+        ("GET", Some("text/plain"))
+    );
+}
+
+#[tokio::test]
+async fn error_statuses_and_redirects_come_back_as_they_are() {
+    let server = Loopback::start(|r| match r.target.as_str() {
+        "/redirect" => Reply::new(302, "elsewhere"),
+        _ => Reply::new(403, "forbidden"),
+    })
+    .await;
+    let runtime = probe(&format!("[grant]\nhttp = [\"{}\"]", server.origin())).await;
+    assert_eq!(
+        get(&runtime, &format!("{}/x", server.origin())).await["result"],
+        "403 forbidden"
+    );
+    assert_eq!(
+        get(&runtime, &format!("{}/redirect", server.origin())).await["result"],
+        "302 elsewhere"
+    );
+}
+
+#[tokio::test]
+async fn anything_outside_the_grant_is_denied_before_a_connection() {
+    let server = Loopback::start(|_| Reply::new(200, "should not be reached")).await;
+    let other = Loopback::start(|_| Reply::new(200, "should not be reached")).await;
+    // A bare host name allows HTTPS on 443 only: plain HTTP to it needs an http:// entry.
+    let runtime = probe(&format!(
+        "[grant]\nhttp = [\"127.0.0.1\", \"{}\"]",
+        other.origin()
+    ))
+    .await;
+    for url in [
+        format!("{}/x", server.origin()),
+        format!("https://127.0.0.1:{}/x", server.addr.port()),
+        "https://sts.amazonaws.com/".to_string(),
+    ] {
+        let data = get(&runtime, &url).await;
+        let error = data["error"].as_str().unwrap_or_default();
+        assert!(
+            error.starts_with("Error::Denied(")
+                && error.contains("is not in the HTTP grant of module probe"),
+            "{url}: {data}"
+        );
+    }
+    assert!(server.received().is_empty());
+    let data = get(&runtime, "ftp://127.0.0.1/x").await;
+    assert!(
+        data["error"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("Error::Invalid("),
+        "{data}"
+    );
+}
+
+#[tokio::test]
+async fn an_answer_over_the_size_limit_is_refused() {
+    let server = Loopback::start(|r| match r.target.as_str() {
+        "/small" => Reply::new(200, vec![b'a'; 1000]),
+        _ => Reply::new(200, vec![b'a'; 2 << 20]),
+    })
+    .await;
+    let runtime = probe(&format!(
+        "[limits]\nhttp-response = \"64KiB\"\n[grant]\nhttp = [\"{}\"]",
+        server.origin()
+    ))
+    .await;
+    let data = get(&runtime, &format!("{}/big", server.origin())).await;
+    let error = data["error"].as_str().unwrap_or_default();
+    assert!(
+        error.starts_with("Error::TooLarge(") && error.contains("65536 bytes"),
+        "{data}"
+    );
+    assert!(
+        get(&runtime, &format!("{}/small", server.origin())).await["result"]
+            .as_str()
+            .unwrap()
+            .starts_with("200 aaa")
+    );
+}
+
+#[tokio::test]
+async fn a_slow_answer_times_out_and_the_call_goes_on() {
+    let server = Loopback::start(|r| Reply {
+        status: 200,
+        body: b"late".to_vec(),
+        delay: if r.target == "/slow" {
+            Duration::from_secs(5)
+        } else {
+            Duration::ZERO
+        },
+    })
+    .await;
+    let runtime = probe(&format!(
+        "[limits]\nhttp-timeout = \"300ms\"\n[grant]\nhttp = [\"{}\"]",
+        server.origin()
+    ))
+    .await;
+    let data = get(&runtime, &format!("{}/slow", server.origin())).await;
+    let error = data["error"].as_str().unwrap_or_default();
+    assert!(
+        error.starts_with("Error::Timeout(") && error.contains("300ms"),
+        "{data}"
+    );
+    assert_eq!(
+        get(&runtime, &format!("{}/fast", server.origin())).await["result"],
+        "200 late"
+    );
+}
+
+#[tokio::test]
+async fn the_call_deadline_bounds_a_request() {
+    let server = Loopback::start(|_| Reply {
+        status: 200,
+        body: vec![],
+        delay: Duration::from_secs(5),
+    })
+    .await;
+    let runtime = probe(&format!(
+        "[limits]\ntimeout = \"400ms\"\nhttp-timeout = \"30s\"\n[grant]\nhttp = [\"{}\"]",
+        server.origin()
+    ))
+    .await;
+    let data = get(&runtime, &format!("{}/slow", server.origin())).await;
+    assert!(
+        data["error"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("Error::Timeout("),
+        "{data}"
+    );
+}

@@ -1,0 +1,133 @@
+// Shared by several test binaries; each uses a part of it.
+#![allow(dead_code)]
+
+//! A loopback HTTP server for tests: answers each request with what the test's handler says (status,
+//! body, an optional delay) and records every request it received.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Bytes, Incoming};
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+
+/// One request as the server saw it.
+#[derive(Debug, Clone)]
+pub struct Received {
+    pub method: String,
+    /// Path and query.
+    pub target: String,
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+}
+
+impl Received {
+    /// The value of a header (names compare without case).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// What to answer.
+pub struct Reply {
+    pub status: u16,
+    pub body: Vec<u8>,
+    pub delay: Duration,
+}
+
+impl Reply {
+    pub fn new(status: u16, body: impl Into<Vec<u8>>) -> Reply {
+        Reply {
+            status,
+            body: body.into(),
+            delay: Duration::ZERO,
+        }
+    }
+}
+
+/// A running server; it stops when the test's runtime ends.
+pub struct Loopback {
+    pub addr: SocketAddr,
+    received: Arc<Mutex<Vec<Received>>>,
+}
+
+impl Loopback {
+    /// Starts a server on 127.0.0.1 with a random port.
+    pub async fn start(handler: impl Fn(&Received) -> Reply + Send + Sync + 'static) -> Loopback {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind a loopback port");
+        let addr = listener.local_addr().unwrap();
+        let received = Arc::new(Mutex::new(Vec::new()));
+        let handler = Arc::new(handler);
+        let log = received.clone();
+        tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    return;
+                };
+                let (handler, log) = (handler.clone(), log.clone());
+                tokio::spawn(async move {
+                    let service = service_fn(move |request: hyper::Request<Incoming>| {
+                        let (handler, log) = (handler.clone(), log.clone());
+                        async move {
+                            let (parts, body) = request.into_parts();
+                            let body = body
+                                .collect()
+                                .await
+                                .map(|b| b.to_bytes())
+                                .unwrap_or_default();
+                            let seen = Received {
+                                method: parts.method.to_string(),
+                                target: parts
+                                    .uri
+                                    .path_and_query()
+                                    .map(|p| p.to_string())
+                                    .unwrap_or_default(),
+                                headers: parts
+                                    .headers
+                                    .iter()
+                                    .map(|(k, v)| {
+                                        (
+                                            k.to_string(),
+                                            String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                                        )
+                                    })
+                                    .collect(),
+                                body: String::from_utf8_lossy(&body).into_owned(),
+                            };
+                            let reply = handler(&seen);
+                            log.lock().unwrap().push(seen);
+                            tokio::time::sleep(reply.delay).await;
+                            let response = hyper::Response::builder()
+                                .status(reply.status)
+                                .body(Full::new(Bytes::from(reply.body)))
+                                .unwrap();
+                            Ok::<_, Infallible>(response)
+                        }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        Loopback { addr, received }
+    }
+
+    /// `http://127.0.0.1:<port>`.
+    pub fn origin(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Every request received so far.
+    pub fn received(&self) -> Vec<Received> {
+        self.received.lock().unwrap().clone()
+    }
+}
