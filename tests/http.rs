@@ -2,14 +2,13 @@
 //! server: a module reaches exactly the origins its grant lists, within its size and time limits, and
 //! every refusal is a clear error the module can read.
 
-#[path = "support/loopback.rs"]
-mod loopback;
+mod support;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use loopback::{Loopback, Reply};
 use serde_json::{json, Value};
+use support::loopback::{Loopback, Reply};
 use velero_wasm::action::BackupRequest;
 use velero_wasm::capabilities::kube::NoCluster;
 use velero_wasm::capabilities::{Clock, Services};

@@ -16,6 +16,8 @@ use std::sync::OnceLock;
 use serde_json::Value;
 use sha2::Digest;
 
+mod support;
+
 // ---------------------------------------------------------------------------------------------
 // Running the component
 
@@ -1084,4 +1086,82 @@ fn a_bad_mode_setting_says_how_to_fix_it() {
             && stderr.contains("[settings]"),
         "{stderr}"
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// The same scenario the way Velero runs it: over the plugin protocol, against a live API server
+
+/// Velero starts the plugin, lists its actions and runs the VM backup action over gRPC; the action
+/// reads the cluster through the live backend (the kube client, over HTTP, against a loopback API
+/// server serving the fixture cluster) and returns what `run --cluster` returns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn running_vm_backup_over_velero_grpc_against_a_live_api_server() {
+    use support::apiserver::ApiServer;
+    use support::plugin::{binary, Plugin};
+    use velero_wasm::plugin::proto::generated::backup_item_action_client::BackupItemActionClient;
+    use velero_wasm::plugin::proto::generated::ExecuteRequest;
+
+    const ACTION: &str = "kubevirt-velero-plugin/backup-virtualmachine-action";
+    let server = ApiServer::start(&[&fixture("cluster")]);
+    let scratch = tempfile::tempdir().unwrap();
+    let kubeconfig = scratch.path().join("kubeconfig");
+    server.write_kubeconfig(&kubeconfig);
+    let plugin = Plugin::start_as(
+        binary(),
+        &["--log-level", "info"],
+        &[("KUBECONFIG", kubeconfig.to_str().unwrap())],
+    );
+
+    let listed = plugin.list().await;
+    assert!(
+        listed
+            .iter()
+            .any(|p| p.kind == "BackupItemAction" && p.name == ACTION),
+        "{listed:?}"
+    );
+
+    let response = BackupItemActionClient::new(plugin.channel().await)
+        .execute(ExecuteRequest {
+            plugin: ACTION.into(),
+            item: std::fs::read(fixture("cluster/vm-fedora-web-01.json")).unwrap(),
+            backup: std::fs::read(fixture("velero/backup-nightly.json")).unwrap(),
+        })
+        .await
+        .expect("the backup action succeeds over gRPC")
+        .into_inner();
+    let extras: Vec<String> = response
+        .additional_items
+        .iter()
+        .map(|id| {
+            let resource = if id.group.is_empty() {
+                id.resource.clone()
+            } else {
+                format!("{}.{}", id.resource, id.group)
+            };
+            format!("{resource} {}/{}", id.namespace, id.name)
+        })
+        .collect();
+    assert_eq!(extras, fedora_vm_backup_items(Mode::Extended));
+    let item: Value = serde_json::from_slice(&response.item).unwrap();
+    assert_eq!(
+        item["spec"]["instancetype"]["revisionName"],
+        CR_INSTANCETYPE
+    );
+    assert_eq!(item["spec"]["preference"]["revisionName"], CR_PREFERENCE);
+
+    // The reads went to the API server over HTTP: the VMI (A1) and the launcher pods (A6).
+    let paths: Vec<String> = server.requests().into_iter().map(|r| r.path).collect();
+    assert!(
+        paths
+            .iter()
+            .any(|p| p == "/apis/kubevirt.io/v1/namespaces/vm-workloads/virtualmachineinstances/fedora-web-01"),
+        "{paths:#?}"
+    );
+    assert!(
+        paths
+            .iter()
+            .any(|p| p == "/api/v1/namespaces/vm-workloads/pods"),
+        "{paths:#?}"
+    );
+    plugin.shutdown().await;
 }

@@ -10,15 +10,14 @@
 //! - `--kubeconfig` and `--context` select the cluster as kubectl does; without any configuration,
 //!   actions that never call the cluster still run.
 
-#[path = "support/apiserver.rs"]
-mod apiserver;
+mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use apiserver::ApiServer;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
+use support::apiserver::ApiServer;
 use tempfile::TempDir;
 use velero_wasm::capabilities::kube::fixture::FixtureCluster;
 use velero_wasm::capabilities::kube::live::{ClusterOptions, LiveCluster};

@@ -7,26 +7,21 @@
 //! loops, …), loaded from a directory through `VELERO_WASM_MODULES`.
 
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader, Read};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::Duration;
 
-use hyper_util::rt::TokioIo;
 use serde_json::{json, Value};
 use tokio::net::UnixStream;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 use tonic::Code;
 use velero_wasm::plugin::convert::GO_ZERO_TIME;
 use velero_wasm::plugin::proto::generated::backup_item_action_client::BackupItemActionClient as BiaV1;
 use velero_wasm::plugin::proto::generated::delete_item_action_client::DeleteItemActionClient;
-use velero_wasm::plugin::proto::generated::plugin_lister_client::PluginListerClient;
 use velero_wasm::plugin::proto::generated::restore_item_action_client::RestoreItemActionClient as RiaV1;
-use velero_wasm::plugin::proto::generated::{self as g, PluginIdentifier, ResourceIdentifier};
+use velero_wasm::plugin::proto::generated::{self as g, ResourceIdentifier};
 use velero_wasm::plugin::proto::plugin::grpc_broker_client::GrpcBrokerClient;
-use velero_wasm::plugin::proto::plugin::grpc_controller_client::GrpcControllerClient;
 use velero_wasm::plugin::proto::plugin::grpc_stdio_client::GrpcStdioClient;
 use velero_wasm::plugin::proto::plugin::{self as p};
 use velero_wasm::plugin::proto::v1::item_block_action_client::ItemBlockActionClient;
@@ -34,6 +29,10 @@ use velero_wasm::plugin::proto::v1::{self as v1};
 use velero_wasm::plugin::proto::v2::backup_item_action_client::BackupItemActionClient as BiaV2;
 use velero_wasm::plugin::proto::v2::restore_item_action_client::RestoreItemActionClient as RiaV2;
 use velero_wasm::plugin::proto::v2::{self as v2};
+
+mod support;
+
+use support::plugin::{binary, Plugin};
 
 const T: &str = "test.velero-wasm.io/";
 /// Velero 1.14's arguments.
@@ -76,7 +75,7 @@ fn c01_without_the_cookie_it_explains_itself_and_exits_1() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn c02_the_handshake_line_names_a_socket_that_already_accepts() {
-    let plugin = Plugin::start(ARGS_1_14, &[]);
+    let plugin = start(ARGS_1_14, &[]);
     let fields: Vec<&str> = plugin.handshake.split('|').collect();
     assert_eq!(fields.len(), 6, "{}", plugin.handshake);
     assert_eq!(&fields[..3], ["1", "2", "unix"]);
@@ -104,7 +103,7 @@ async fn c02_the_handshake_line_names_a_socket_that_already_accepts() {
 #[tokio::test(flavor = "multi_thread")]
 async fn c03_starts_with_velero_1_14_and_1_15_arguments() {
     for args in [ARGS_1_14, ARGS_1_15, &[][..]] {
-        let plugin = Plugin::start(args, &[]);
+        let plugin = start(args, &[]);
         let plugins = plugin.list().await;
         assert!(
             plugins.iter().any(|p| p.name == format!("{T}backup-v1")),
@@ -116,7 +115,7 @@ async fn c03_starts_with_velero_1_14_and_1_15_arguments() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn c04_nothing_but_the_handshake_reaches_stdout() {
-    let plugin = Plugin::start(ARGS_1_15, &[]);
+    let plugin = start(ARGS_1_15, &[]);
     // A guest that prints to stdout and stderr, one that logs, one that panics.
     for action in ["stdout", "log", "trap"] {
         let _ = bia_v1(
@@ -142,7 +141,7 @@ async fn c04_nothing_but_the_handshake_reaches_stdout() {
 async fn c05_health_reports_the_plugin_service_serving() {
     use tonic_health::pb::health_client::HealthClient;
     use tonic_health::pb::{health_check_response::ServingStatus, HealthCheckRequest};
-    let plugin = Plugin::start(ARGS_1_15, &[]);
+    let plugin = start(ARGS_1_15, &[]);
     let mut health = HealthClient::new(plugin.channel().await);
     for service in ["plugin", ""] {
         let answer = health
@@ -170,7 +169,7 @@ async fn c05_health_reports_the_plugin_service_serving() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn c06_stdio_and_broker_streams_stay_open_beside_other_calls() {
-    let plugin = Plugin::start(ARGS_1_15, &[]);
+    let plugin = start(ARGS_1_15, &[]);
     let channel = plugin.channel().await;
     let mut stdio = GrpcStdioClient::new(channel.clone())
         .stream_stdio(())
@@ -222,7 +221,7 @@ async fn c06_stdio_and_broker_streams_stay_open_beside_other_calls() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn c07_list_plugins_lists_every_action_once_with_our_command() {
-    let plugin = Plugin::start_as("/plugins/velero-wasm", ARGS_1_15, &[]);
+    let plugin = start_as("/plugins/velero-wasm", ARGS_1_15, &[]);
     let plugins = plugin.list().await;
     // Every entry: our argv[0] verbatim, a kind Velero knows, a name Velero accepts.
     for p in &plugins {
@@ -286,7 +285,7 @@ async fn c07_list_plugins_lists_every_action_once_with_our_command() {
     plugin.shutdown().await;
 
     // Configured for Velero 1.14: no ItemBlockAction, everything else as before.
-    let plugin = Plugin::start(ARGS_1_14, &[("VELERO_WASM_KINDS", KINDS_1_14)]);
+    let plugin = start(ARGS_1_14, &[("VELERO_WASM_KINDS", KINDS_1_14)]);
     let plugins = plugin.list().await;
     assert!(plugins.iter().all(|p| p.kind != "ItemBlockAction"));
     let without_iba: BTreeSet<_> = listed
@@ -306,7 +305,7 @@ async fn c07_list_plugins_lists_every_action_once_with_our_command() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn c08_every_method_answers_at_its_path_and_unknown_plugins_fail() {
-    let plugin = Plugin::start(ARGS_1_15, &[]);
+    let plugin = start(ARGS_1_15, &[]);
     let c = plugin.channel().await;
     let bogus = "example.io/does-not-exist".to_string();
     let (item, bk, rs) = (configmap("cm"), backup(), restore());
@@ -529,7 +528,7 @@ async fn c08_every_method_answers_at_its_path_and_unknown_plugins_fail() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn c09_applies_to_returns_selectors_that_parse() {
-    let plugin = Plugin::start(ARGS_1_15, &[]);
+    let plugin = start(ARGS_1_15, &[]);
     let c = plugin.channel().await;
     for p in plugin.list().await {
         let plugin = p.name.clone();
@@ -607,7 +606,7 @@ async fn c09_applies_to_returns_selectors_that_parse() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn c10_backup_execute_returns_the_item_bytes_unchanged_or_with_a_kind() {
-    let plugin = Plugin::start(ARGS_1_15, &[]);
+    let plugin = start(ARGS_1_15, &[]);
     let c = plugin.channel().await;
     // Go's encoding: sorted keys, `<>&` escaped; the bytes must come back exactly.
     let pod = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"labels":{"app":"web"},"name":"web-0","namespace":"shop"},"spec":{"note":"\u003cb\u003e \u0026 é"}}"#.as_bytes().to_vec();
@@ -642,7 +641,7 @@ async fn c10_backup_execute_returns_the_item_bytes_unchanged_or_with_a_kind() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn c11_identifiers_use_plural_resources_and_groups_without_versions() {
-    let plugin = Plugin::start(ARGS_1_15, &[]);
+    let plugin = start(ARGS_1_15, &[]);
     let c = plugin.channel().await;
     let v1 = bia_v1(&c, &format!("{T}backup-v1"), configmap("app"), backup())
         .await
@@ -687,7 +686,7 @@ async fn c11_identifiers_use_plural_resources_and_groups_without_versions() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn c12_restore_execute_returns_the_item_even_when_skipping() {
-    let plugin = Plugin::start(ARGS_1_15, &[]);
+    let plugin = start(ARGS_1_15, &[]);
     let c = plugin.channel().await;
     let skipped = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm", "namespace": "shop", "labels": {format!("{T}skip"): "true"}}})
         .to_string()
@@ -776,7 +775,7 @@ async fn c12_restore_execute_returns_the_item_even_when_skipping() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn c13_progress_is_always_set_and_unknown_operations_fail() {
-    let plugin = Plugin::start(ARGS_1_15, &[]);
+    let plugin = start(ARGS_1_15, &[]);
     let c = plugin.channel().await;
     let mut bia = BiaV2::new(c.clone());
     let mut ria = RiaV2::new(c.clone());
@@ -887,7 +886,7 @@ async fn c13_progress_is_always_set_and_unknown_operations_fail() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn c14_a_new_process_answers_progress_for_an_operation_of_an_old_one() {
-    let first = Plugin::start(ARGS_1_15, &[]);
+    let first = start(ARGS_1_15, &[]);
     let c = first.channel().await;
     let quick = annotated_configmap("cm", &[("duration-ms", "1")]);
     let backup_op = BiaV2::new(c.clone())
@@ -914,7 +913,7 @@ async fn c14_a_new_process_answers_progress_for_an_operation_of_an_old_one() {
     drop(c);
     first.shutdown().await;
 
-    let second = Plugin::start(ARGS_1_15, &[]);
+    let second = start(ARGS_1_15, &[]);
     let c = second.channel().await;
     let progress = BiaV2::new(c.clone())
         .progress(v2::BackupItemActionProgressRequest {
@@ -952,8 +951,8 @@ async fn c14_a_new_process_answers_progress_for_an_operation_of_an_old_one() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn c15_sixteen_calls_run_at_once_on_one_connection_and_processes_coexist() {
-    let plugin = Plugin::start(ARGS_1_15, &[]);
-    let other = Plugin::start(ARGS_1_15, &[]);
+    let plugin = start(ARGS_1_15, &[]);
+    let other = start(ARGS_1_15, &[]);
     assert_ne!(plugin.socket, other.socket);
     let c = plugin.channel().await;
     let calls = (0..16).map(|i| {
@@ -992,7 +991,7 @@ async fn c15_sixteen_calls_run_at_once_on_one_connection_and_processes_coexist()
 
 #[tokio::test(flavor = "multi_thread")]
 async fn c16_requests_of_64_mib_are_accepted() {
-    let plugin = Plugin::start(ARGS_1_15, &[]);
+    let plugin = start(ARGS_1_15, &[]);
     let big = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "big", "namespace": "shop"}, "data": {"blob": "x".repeat(64 << 20)}})
         .to_string()
         .into_bytes();
@@ -1011,7 +1010,7 @@ async fn c16_requests_of_64_mib_are_accepted() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn c17_guest_errors_and_panics_become_statuses_and_serving_goes_on() {
-    let plugin = Plugin::start(ARGS_1_15, &[]);
+    let plugin = start(ARGS_1_15, &[]);
     let c = plugin.channel().await;
     let panic = bia_v1(&c, &format!("{T}trap"), configmap("cm"), backup())
         .await
@@ -1072,7 +1071,7 @@ async fn c17_guest_errors_and_panics_become_statuses_and_serving_goes_on() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn c18_a_guest_that_never_returns_is_stopped_at_its_deadline() {
-    let plugin = Plugin::start(ARGS_1_15, &[]);
+    let plugin = start(ARGS_1_15, &[]);
     let c = plugin.channel().await;
     for action in ["loop", "sleep"] {
         let status = bia_v1(&c, &format!("{T}{action}"), configmap("cm"), backup())
@@ -1097,7 +1096,7 @@ async fn c18_a_guest_that_never_returns_is_stopped_at_its_deadline() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn bad_requests_get_clear_errors_and_serving_goes_on() {
-    let plugin = Plugin::start(ARGS_1_15, &[]);
+    let plugin = start(ARGS_1_15, &[]);
     let c = plugin.channel().await;
     let action = format!("{T}backup-v1");
     let cases: Vec<(Vec<u8>, Vec<u8>, &str)> = vec![
@@ -1167,7 +1166,7 @@ async fn bad_requests_get_clear_errors_and_serving_goes_on() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn c19_every_stderr_line_is_an_hclog_json_object_velero_can_read() {
-    let plugin = Plugin::start(&["--log-level", "trace"], &[]);
+    let plugin = start(&["--log-level", "trace"], &[]);
     let c = plugin.channel().await;
     let _ = bia_v1(&c, &format!("{T}backup-v1"), configmap("cm"), backup())
         .await
@@ -1210,7 +1209,7 @@ async fn c19_every_stderr_line_is_an_hclog_json_object_velero_can_read() {
 #[tokio::test(flavor = "multi_thread")]
 async fn c20_the_log_level_follows_the_flag_in_both_forms() {
     let levels = |args: &'static [&'static str]| async move {
-        let plugin = Plugin::start(args, &[]);
+        let plugin = start(args, &[]);
         let c = plugin.channel().await;
         let _ = bia_v1(&c, &format!("{T}log"), configmap("cm"), backup())
             .await
@@ -1247,7 +1246,7 @@ async fn c20_the_log_level_follows_the_flag_in_both_forms() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn c21_shutdown_exits_0_at_once_and_removes_the_socket_even_with_a_call_in_flight() {
-    let plugin = Plugin::start(ARGS_1_15, &[]);
+    let plugin = start(ARGS_1_15, &[]);
     let c = plugin.channel().await;
     let in_flight = tokio::spawn({
         let c = c.clone();
@@ -1283,7 +1282,7 @@ async fn c21_shutdown_exits_0_at_once_and_removes_the_socket_even_with_a_call_in
 
 #[tokio::test(flavor = "multi_thread")]
 async fn sigterm_stops_the_plugin_and_removes_the_socket() {
-    let mut plugin = Plugin::start(ARGS_1_15, &[]);
+    let mut plugin = start(ARGS_1_15, &[]);
     let pid = plugin.child.0.id().to_string();
     assert!(Command::new("kill")
         .args(["-TERM", &pid])
@@ -1313,7 +1312,7 @@ async fn a_module_that_cannot_load_is_logged_and_left_out() {
         ),
     )
     .unwrap();
-    let plugin = Plugin::start(
+    let plugin = start(
         ARGS_1_15,
         &[("VELERO_WASM_MODULES", dir.path().to_str().unwrap())],
     );
@@ -1343,8 +1342,19 @@ async fn a_module_that_cannot_load_is_logged_and_left_out() {
 // ---------------------------------------------------------------------------------------------------
 // How the tests play Velero.
 
-fn binary() -> &'static str {
-    env!("CARGO_BIN_EXE_velero-wasm")
+/// Starts the plugin as Velero does, with the test modules.
+fn start(args: &[&str], env: &[(&str, &str)]) -> Plugin {
+    start_as(binary(), args, env)
+}
+
+/// Starts the plugin with `argv[0]` = `arg0`, with the test modules.
+fn start_as(arg0: &str, args: &[&str], env: &[(&str, &str)]) -> Plugin {
+    let modules = modules_dir().display().to_string();
+    let mut env = env.to_vec();
+    if !env.iter().any(|(k, _)| *k == "VELERO_WASM_MODULES") {
+        env.push(("VELERO_WASM_MODULES", &modules));
+    }
+    Plugin::start_as(arg0, args, &env)
 }
 
 /// A directory with the test components and their manifests (the misbehaving one with a 2 s deadline).
@@ -1399,216 +1409,6 @@ fn catalog() -> BTreeSet<(String, String)> {
             )
         })
         .collect()
-}
-
-/// A running plugin process, started as Velero starts one.
-struct Plugin {
-    child: Running,
-    handshake: String,
-    socket: PathBuf,
-    socket_dir: tempfile::TempDir,
-    stdout: std::thread::JoinHandle<String>,
-    stderr: Arc<Mutex<Vec<u8>>>,
-    stderr_reader: std::thread::JoinHandle<()>,
-}
-
-/// What a finished process left.
-struct Session {
-    stdout_after_handshake: String,
-    stderr: String,
-    socket: PathBuf,
-    socket_dir: tempfile::TempDir,
-}
-
-impl Session {
-    /// Every stderr line, parsed, after checking it is what Velero's reader requires (spec §13.2).
-    fn log_lines(&self) -> Vec<serde_json::Map<String, Value>> {
-        self.stderr
-            .lines()
-            .map(|line| {
-                assert!(line.len() < 64 << 10, "a line under 64 KiB");
-                let Ok(Value::Object(o)) = serde_json::from_str::<Value>(line) else {
-                    panic!("not a JSON object: {line}")
-                };
-                assert!(o["@message"].is_string(), "{line}");
-                assert!(
-                    ["trace", "debug", "info", "warn", "error"]
-                        .contains(&o["@level"].as_str().unwrap_or("")),
-                    "{line}"
-                );
-                if let Some(t) = o.get("@timestamp") {
-                    assert!(hclog_timestamp(t.as_str().unwrap_or("")), "{line}");
-                }
-                for key in ["namespace", "name", "resource"] {
-                    assert!(o.get(key).is_none_or(Value::is_string), "{key} in {line}");
-                }
-                o
-            })
-            .collect()
-    }
-}
-
-/// `2006-01-02T15:04:05.000000Z07:00`, as Velero's reader parses it.
-fn hclog_timestamp(t: &str) -> bool {
-    let shape = "dddd-dd-ddTdd:dd:dd.ddddddZ";
-    t.len() == shape.len()
-        && t.bytes().zip(shape.bytes()).all(|(c, s)| {
-            if s == b'd' {
-                c.is_ascii_digit()
-            } else {
-                c == s
-            }
-        })
-}
-
-impl Plugin {
-    fn start(args: &[&str], env: &[(&str, &str)]) -> Plugin {
-        Plugin::start_as(binary(), args, env)
-    }
-
-    /// Starts the binary with `argv[0]` = `arg0`, Velero's environment and `args`.
-    fn start_as(arg0: &str, args: &[&str], env: &[(&str, &str)]) -> Plugin {
-        let socket_dir = tempfile::tempdir().unwrap();
-        let mut command = Command::new(binary());
-        command
-            .arg0(arg0)
-            .args(args)
-            .env("VELERO_PLUGIN", "hello")
-            .env("PLUGIN_PROTOCOL_VERSIONS", "2")
-            .env("PLUGIN_MIN_PORT", "10000")
-            .env("PLUGIN_MAX_PORT", "25000")
-            .env("PLUGIN_UNIX_SOCKET_DIR", socket_dir.path())
-            .env("VELERO_WASM_MODULES", modules_dir())
-            .env_remove("VELERO_WASM_KINDS")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        for (k, v) in env {
-            command.env(k, v);
-        }
-        let mut child = command.spawn().unwrap();
-        let stderr = Arc::new(Mutex::new(Vec::new()));
-        let stderr_reader = {
-            let (mut pipe, sink) = (child.stderr.take().unwrap(), stderr.clone());
-            std::thread::spawn(move || {
-                let mut buf = [0u8; 8192];
-                while let Ok(n) = pipe.read(&mut buf) {
-                    if n == 0 {
-                        break;
-                    }
-                    sink.lock().unwrap().extend_from_slice(&buf[..n]);
-                }
-            })
-        };
-        let (line_tx, line_rx) = std::sync::mpsc::channel();
-        let mut out = BufReader::new(child.stdout.take().unwrap());
-        let stdout = std::thread::spawn(move || {
-            let mut first = String::new();
-            let _ = out.read_line(&mut first);
-            let _ = line_tx.send(first);
-            let mut rest = String::new();
-            let _ = out.read_to_string(&mut rest);
-            rest
-        });
-        let handshake = match line_rx.recv_timeout(Duration::from_secs(60)) {
-            Ok(line) if !line.is_empty() => line.trim_end_matches('\n').to_string(),
-            _ => panic!(
-                "no handshake line; stderr: {}",
-                String::from_utf8_lossy(&stderr.lock().unwrap())
-            ),
-        };
-        let socket = PathBuf::from(
-            handshake
-                .split('|')
-                .nth(3)
-                .unwrap_or_else(|| panic!("bad handshake {handshake:?}")),
-        );
-        Plugin {
-            child: Running(child),
-            handshake,
-            socket,
-            socket_dir,
-            stdout,
-            stderr,
-            stderr_reader,
-        }
-    }
-
-    /// A connection over the socket, as go-plugin makes it (h2c, authority "unused").
-    async fn channel(&self) -> Channel {
-        let path = self.socket.clone();
-        Endpoint::try_from("http://unused")
-            .unwrap()
-            .connect_with_connector(tower::service_fn(move |_| {
-                let path = path.clone();
-                async move { Ok::<_, std::io::Error>(TokioIo::new(UnixStream::connect(path).await?)) }
-            }))
-            .await
-            .unwrap()
-    }
-
-    async fn list(&self) -> Vec<PluginIdentifier> {
-        PluginListerClient::new(self.channel().await)
-            .list_plugins(g::Empty {})
-            .await
-            .unwrap()
-            .into_inner()
-            .plugins
-    }
-
-    /// Calls Shutdown, waits for the exit (status 0), and returns what the process left.
-    async fn shutdown(self) -> Session {
-        let (status, _, session) = self.shutdown_and_wait().await;
-        assert_eq!(status.code(), Some(0), "{}", session.stderr);
-        session
-    }
-
-    async fn shutdown_and_wait(mut self) -> (ExitStatus, Duration, Session) {
-        let mut controller = GrpcControllerClient::new(self.channel().await);
-        let asked = Instant::now();
-        // Like Velero, ignore the answer: the server may go away before it arrives.
-        let _ = controller.shutdown(p::Empty {}).await;
-        drop(controller);
-        let status = self
-            .wait(Duration::from_secs(10))
-            .expect("the plugin exits after Shutdown");
-        let elapsed = asked.elapsed();
-        self.stderr_reader.join().unwrap();
-        let stderr = String::from_utf8(self.stderr.lock().unwrap().clone()).unwrap();
-        let stdout_after_handshake = self.stdout.join().unwrap();
-        (
-            status,
-            elapsed,
-            Session {
-                stdout_after_handshake,
-                stderr,
-                socket: self.socket,
-                socket_dir: self.socket_dir,
-            },
-        )
-    }
-
-    fn wait(&mut self, limit: Duration) -> Option<ExitStatus> {
-        let until = Instant::now() + limit;
-        while Instant::now() < until {
-            if let Some(status) = self.child.0.try_wait().unwrap() {
-                return Some(status);
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        let _ = self.child.0.kill();
-        None
-    }
-}
-
-/// The child process, killed if a test ends without stopping it.
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 async fn bia_v1(

@@ -4,15 +4,14 @@
 //! servers that answer like the real endpoints, errors included; no secret reaches a log or an
 //! error; and a module importing `signing` is linked to the signing module by the host.
 
-#[path = "support/loopback.rs"]
-mod loopback;
+mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::Arc;
 
-use loopback::{Loopback, Reply};
 use serde_json::{json, Value};
+use support::loopback::{Loopback, Reply};
 use velero_wasm::action::BackupRequest;
 use velero_wasm::capabilities::kube::NoCluster;
 use velero_wasm::capabilities::{Clock, Services};

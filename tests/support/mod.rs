@@ -2,6 +2,10 @@
 //! manifests pinned to them, and running the `velero-wasm` binary.
 #![allow(dead_code)]
 
+pub mod apiserver;
+pub mod loopback;
+pub mod plugin;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
