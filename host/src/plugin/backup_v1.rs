@@ -3,14 +3,13 @@
 use tonic::{Request, Response, Status};
 
 use super::convert::resource_identifiers;
-use super::dispatch::{self, call_span, traced, Dispatch};
+use super::dispatch::{call_span, traced, Dispatch};
 use super::proto::generated::backup_item_action_server::BackupItemAction;
 use super::proto::generated::{
     BackupItemActionAppliesToRequest, BackupItemActionAppliesToResponse, ExecuteRequest,
     ExecuteResponse,
 };
-use super::status;
-use crate::action::{ActionKind, BackupRequest};
+use crate::action::ActionKind;
 
 const KIND: ActionKind = ActionKind::Backup;
 
@@ -33,25 +32,9 @@ impl BackupItemAction for BackupV1 {
         &self,
         request: Request<ExecuteRequest>,
     ) -> Result<Response<ExecuteResponse>, Status> {
-        let request = request.into_inner();
-        let span = call_span(KIND, "Execute", &request.plugin);
-        traced(span, async {
-            self.0.find(KIND, &request.plugin)?;
-            let item = dispatch::item("item", request.item)?;
-            dispatch::tag(&item.id);
-            let backup = dispatch::document("backup", request.backup)?;
-            let outcome = self
-                .0
-                .runtime()
-                .backup(
-                    &request.plugin,
-                    BackupRequest {
-                        item: item.text,
-                        backup,
-                    },
-                )
-                .await
-                .map_err(|e| status::call_failed(KIND, e))?;
+        let r = request.into_inner();
+        traced(call_span(KIND, "Execute", &r.plugin), async {
+            let outcome = self.0.backup(KIND, &r.plugin, r.item, r.backup).await?;
             Ok(ExecuteResponse {
                 item: outcome.item.into_bytes(),
                 additional_items: resource_identifiers(outcome.additional_items),

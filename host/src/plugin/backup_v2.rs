@@ -5,15 +5,14 @@
 use tonic::{Request, Response, Status};
 
 use super::convert::{operation_progress, resource_identifiers};
-use super::dispatch::{self, call_span, traced, Dispatch};
+use super::dispatch::{call_span, traced, Dispatch};
 use super::proto::v2::backup_item_action_server::BackupItemAction;
 use super::proto::v2::{
     BackupItemActionAppliesToRequest, BackupItemActionAppliesToResponse,
     BackupItemActionCancelRequest, BackupItemActionProgressRequest,
     BackupItemActionProgressResponse, ExecuteRequest, ExecuteResponse,
 };
-use super::status;
-use crate::action::{ActionKind, BackupRequest};
+use crate::action::ActionKind;
 
 const KIND: ActionKind = ActionKind::BackupV2;
 
@@ -36,28 +35,9 @@ impl BackupItemAction for BackupV2 {
         &self,
         request: Request<ExecuteRequest>,
     ) -> Result<Response<ExecuteResponse>, Status> {
-        let request = request.into_inner();
-        let span = call_span(KIND, "Execute", &request.plugin);
-        traced(span, async {
-            self.0.find(KIND, &request.plugin)?;
-            let item = dispatch::item("item", request.item)?;
-            dispatch::tag(&item.id);
-            let backup = dispatch::document("backup", request.backup)?;
-            let outcome = self
-                .0
-                .runtime()
-                .backup(
-                    &request.plugin,
-                    BackupRequest {
-                        item: item.text,
-                        backup,
-                    },
-                )
-                .await
-                .map_err(|e| status::call_failed(KIND, e))?;
-            if let Some(id) = &outcome.operation_id {
-                tracing::debug!(operation_id = id.as_str(), "operation started");
-            }
+        let r = request.into_inner();
+        traced(call_span(KIND, "Execute", &r.plugin), async {
+            let outcome = self.0.backup(KIND, &r.plugin, r.item, r.backup).await?;
             Ok(ExecuteResponse {
                 item: outcome.item.into_bytes(),
                 additional_items: resource_identifiers(outcome.additional_items),
@@ -72,17 +52,12 @@ impl BackupItemAction for BackupV2 {
         &self,
         request: Request<BackupItemActionProgressRequest>,
     ) -> Result<Response<BackupItemActionProgressResponse>, Status> {
-        let request = request.into_inner();
-        let span = call_span(KIND, "Progress", &request.plugin);
-        traced(span, async {
-            self.0.find(KIND, &request.plugin)?;
-            let backup = dispatch::document("backup", request.backup)?;
+        let r = request.into_inner();
+        traced(call_span(KIND, "Progress", &r.plugin), async {
             let progress = self
                 .0
-                .runtime()
-                .progress(&request.plugin, &request.operation_id, backup)
-                .await
-                .map_err(|e| status::call_failed(KIND, e))?;
+                .progress(KIND, &r.plugin, &r.operation_id, "backup", r.backup)
+                .await?;
             Ok(BackupItemActionProgressResponse {
                 progress: Some(operation_progress(progress)),
             })
@@ -94,16 +69,11 @@ impl BackupItemAction for BackupV2 {
         &self,
         request: Request<BackupItemActionCancelRequest>,
     ) -> Result<Response<()>, Status> {
-        let request = request.into_inner();
-        let span = call_span(KIND, "Cancel", &request.plugin);
-        traced(span, async {
-            self.0.find(KIND, &request.plugin)?;
-            let backup = dispatch::document("backup", request.backup)?;
+        let r = request.into_inner();
+        traced(call_span(KIND, "Cancel", &r.plugin), async {
             self.0
-                .runtime()
-                .cancel(&request.plugin, &request.operation_id, backup)
+                .cancel(KIND, &r.plugin, &r.operation_id, "backup", r.backup)
                 .await
-                .map_err(|e| status::call_failed(KIND, e))
         })
         .await
     }

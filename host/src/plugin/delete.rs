@@ -2,13 +2,12 @@
 
 use tonic::{Request, Response, Status};
 
-use super::dispatch::{self, call_span, traced, Dispatch};
+use super::dispatch::{call_span, traced, Dispatch};
 use super::proto::generated::delete_item_action_server::DeleteItemAction;
 use super::proto::generated::{
     DeleteItemActionAppliesToRequest, DeleteItemActionAppliesToResponse,
     DeleteItemActionExecuteRequest, Empty,
 };
-use super::status;
 use crate::action::ActionKind;
 
 const KIND: ActionKind = ActionKind::Delete;
@@ -32,18 +31,9 @@ impl DeleteItemAction for Delete {
         &self,
         request: Request<DeleteItemActionExecuteRequest>,
     ) -> Result<Response<Empty>, Status> {
-        let request = request.into_inner();
-        let span = call_span(KIND, "Execute", &request.plugin);
-        traced(span, async {
-            self.0.find(KIND, &request.plugin)?;
-            let item = dispatch::item("item", request.item)?;
-            dispatch::tag(&item.id);
-            let backup = dispatch::document("backup", request.backup)?;
-            self.0
-                .runtime()
-                .delete(&request.plugin, item.text, backup)
-                .await
-                .map_err(|e| status::call_failed(KIND, e))?;
+        let r = request.into_inner();
+        traced(call_span(KIND, "Execute", &r.plugin), async {
+            self.0.delete(&r.plugin, r.item, r.backup).await?;
             Ok(Empty {})
         })
         .await

@@ -12,7 +12,10 @@ use tracing::{Instrument, Span};
 use super::convert::resource_selector;
 use super::proto::generated::ResourceSelector;
 use super::status;
-use crate::action::{ActionKind, ItemRef};
+use crate::action::{
+    ActionKind, BackupOutcome, BackupRequest, ItemRef, OperationProgress, ResourceId,
+    RestoreOutcome, RestoreRequest,
+};
 use crate::runtime::{ActionEntry, Runtime};
 
 /// The runtime, as the gRPC services see it.
@@ -55,6 +58,127 @@ impl Dispatch {
             ));
         }
         Ok(entry)
+    }
+
+    /// Backup Execute (v1 and v2): checks the request's documents, names the item in the call's span,
+    /// runs the action.
+    pub async fn backup(
+        &self,
+        kind: ActionKind,
+        name: &str,
+        item: Vec<u8>,
+        backup: Vec<u8>,
+    ) -> Result<BackupOutcome, Status> {
+        self.find(kind, name)?;
+        let item = self::item("item", item)?;
+        tag(&item.id);
+        let backup = document("backup", backup)?;
+        let request = BackupRequest {
+            item: item.text,
+            backup,
+        };
+        let outcome = self.runtime.backup(name, request).await;
+        let outcome = outcome.map_err(|e| status::call_failed(kind, e))?;
+        if let Some(id) = &outcome.operation_id {
+            tracing::debug!(operation_id = id.as_str(), "operation started");
+        }
+        Ok(outcome)
+    }
+
+    /// Restore Execute (v1 and v2), likewise.
+    pub async fn restore(
+        &self,
+        kind: ActionKind,
+        name: &str,
+        item: Vec<u8>,
+        item_from_backup: Vec<u8>,
+        restore: Vec<u8>,
+    ) -> Result<RestoreOutcome, Status> {
+        self.find(kind, name)?;
+        let item = self::item("item", item)?;
+        tag(&item.id);
+        let request = RestoreRequest {
+            item: item.text,
+            item_from_backup: self::item("itemFromBackup", item_from_backup)?.text,
+            restore: document("restore", restore)?,
+        };
+        let outcome = self.runtime.restore(name, request).await;
+        let outcome = outcome.map_err(|e| status::call_failed(kind, e))?;
+        if let Some(id) = &outcome.operation_id {
+            tracing::debug!(operation_id = id.as_str(), "operation started");
+        }
+        Ok(outcome)
+    }
+
+    /// ItemBlockAction GetRelatedItems.
+    pub async fn related_items(
+        &self,
+        name: &str,
+        item: Vec<u8>,
+        backup: Vec<u8>,
+    ) -> Result<Vec<ResourceId>, Status> {
+        let kind = ActionKind::ItemBlock;
+        self.find(kind, name)?;
+        let item = self::item("item", item)?;
+        tag(&item.id);
+        let backup = document("backup", backup)?;
+        let related = self.runtime.related_items(name, item.text, backup).await;
+        related.map_err(|e| status::call_failed(kind, e))
+    }
+
+    /// DeleteItemAction Execute.
+    pub async fn delete(&self, name: &str, item: Vec<u8>, backup: Vec<u8>) -> Result<(), Status> {
+        let kind = ActionKind::Delete;
+        self.find(kind, name)?;
+        let item = self::item("item", item)?;
+        tag(&item.id);
+        let backup = document("backup", backup)?;
+        let deleted = self.runtime.delete(name, item.text, backup).await;
+        deleted.map_err(|e| status::call_failed(kind, e))
+    }
+
+    /// Progress (v2): `subject` is the Backup or Restore, in the request field named `field`.
+    pub async fn progress(
+        &self,
+        kind: ActionKind,
+        name: &str,
+        operation_id: &str,
+        field: &str,
+        subject: Vec<u8>,
+    ) -> Result<OperationProgress, Status> {
+        self.find(kind, name)?;
+        let subject = document(field, subject)?;
+        let progress = self.runtime.progress(name, operation_id, subject).await;
+        progress.map_err(|e| status::call_failed(kind, e))
+    }
+
+    /// Cancel (v2), likewise.
+    pub async fn cancel(
+        &self,
+        kind: ActionKind,
+        name: &str,
+        operation_id: &str,
+        field: &str,
+        subject: Vec<u8>,
+    ) -> Result<(), Status> {
+        self.find(kind, name)?;
+        let subject = document(field, subject)?;
+        let cancelled = self.runtime.cancel(name, operation_id, subject).await;
+        cancelled.map_err(|e| status::call_failed(kind, e))
+    }
+
+    /// AreAdditionalItemsReady (restore v2).
+    pub async fn items_ready(
+        &self,
+        name: &str,
+        items: Vec<ResourceId>,
+        restore: Vec<u8>,
+    ) -> Result<bool, Status> {
+        let kind = ActionKind::RestoreV2;
+        self.find(kind, name)?;
+        let restore = document("restore", restore)?;
+        let ready = self.runtime.items_ready(name, items, restore).await;
+        ready.map_err(|e| status::call_failed(kind, e))
     }
 
     /// The AppliesTo answer for the action `name` of `kind`: its selector, always set.

@@ -3,13 +3,12 @@
 use tonic::{Request, Response, Status};
 
 use super::convert::resource_identifiers;
-use super::dispatch::{self, call_span, traced, Dispatch};
+use super::dispatch::{call_span, traced, Dispatch};
 use super::proto::v1::item_block_action_server::ItemBlockAction;
 use super::proto::v1::{
     ItemBlockActionAppliesToRequest, ItemBlockActionAppliesToResponse,
     ItemBlockActionGetRelatedItemsRequest, ItemBlockActionGetRelatedItemsResponse,
 };
-use super::status;
 use crate::action::ActionKind;
 
 const KIND: ActionKind = ActionKind::ItemBlock;
@@ -33,19 +32,9 @@ impl ItemBlockAction for ItemBlock {
         &self,
         request: Request<ItemBlockActionGetRelatedItemsRequest>,
     ) -> Result<Response<ItemBlockActionGetRelatedItemsResponse>, Status> {
-        let request = request.into_inner();
-        let span = call_span(KIND, "GetRelatedItems", &request.plugin);
-        traced(span, async {
-            self.0.find(KIND, &request.plugin)?;
-            let item = dispatch::item("item", request.item)?;
-            dispatch::tag(&item.id);
-            let backup = dispatch::document("backup", request.backup)?;
-            let related = self
-                .0
-                .runtime()
-                .related_items(&request.plugin, item.text, backup)
-                .await
-                .map_err(|e| status::call_failed(KIND, e))?;
+        let r = request.into_inner();
+        traced(call_span(KIND, "GetRelatedItems", &r.plugin), async {
+            let related = self.0.related_items(&r.plugin, r.item, r.backup).await?;
             Ok(ItemBlockActionGetRelatedItemsResponse {
                 related_items: resource_identifiers(related),
             })

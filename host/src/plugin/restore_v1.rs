@@ -3,14 +3,13 @@
 use tonic::{Request, Response, Status};
 
 use super::convert::resource_identifiers;
-use super::dispatch::{self, call_span, traced, Dispatch};
+use super::dispatch::{call_span, traced, Dispatch};
 use super::proto::generated::restore_item_action_server::RestoreItemAction;
 use super::proto::generated::{
     RestoreItemActionAppliesToRequest, RestoreItemActionAppliesToResponse,
     RestoreItemActionExecuteRequest, RestoreItemActionExecuteResponse,
 };
-use super::status;
-use crate::action::{ActionKind, RestoreRequest};
+use crate::action::ActionKind;
 
 const KIND: ActionKind = ActionKind::Restore;
 
@@ -33,27 +32,12 @@ impl RestoreItemAction for RestoreV1 {
         &self,
         request: Request<RestoreItemActionExecuteRequest>,
     ) -> Result<Response<RestoreItemActionExecuteResponse>, Status> {
-        let request = request.into_inner();
-        let span = call_span(KIND, "Execute", &request.plugin);
-        traced(span, async {
-            self.0.find(KIND, &request.plugin)?;
-            let item = dispatch::item("item", request.item)?;
-            dispatch::tag(&item.id);
-            let item_from_backup = dispatch::item("itemFromBackup", request.item_from_backup)?;
-            let restore = dispatch::document("restore", request.restore)?;
+        let r = request.into_inner();
+        traced(call_span(KIND, "Execute", &r.plugin), async {
             let outcome = self
                 .0
-                .runtime()
-                .restore(
-                    &request.plugin,
-                    RestoreRequest {
-                        item: item.text,
-                        item_from_backup: item_from_backup.text,
-                        restore,
-                    },
-                )
-                .await
-                .map_err(|e| status::call_failed(KIND, e))?;
+                .restore(KIND, &r.plugin, r.item, r.item_from_backup, r.restore)
+                .await?;
             Ok(RestoreItemActionExecuteResponse {
                 item: outcome.item.into_bytes(),
                 additional_items: resource_identifiers(outcome.additional_items),

@@ -4,7 +4,7 @@
 use tonic::{Request, Response, Status};
 
 use super::convert::{duration, operation_progress, resource_id, resource_identifiers};
-use super::dispatch::{self, call_span, traced, Dispatch};
+use super::dispatch::{call_span, traced, Dispatch};
 use super::proto::v2::restore_item_action_server::RestoreItemAction;
 use super::proto::v2::{
     RestoreItemActionAppliesToRequest, RestoreItemActionAppliesToResponse,
@@ -13,8 +13,7 @@ use super::proto::v2::{
     RestoreItemActionItemsReadyResponse, RestoreItemActionProgressRequest,
     RestoreItemActionProgressResponse,
 };
-use super::status;
-use crate::action::{ActionKind, RestoreRequest};
+use crate::action::ActionKind;
 
 const KIND: ActionKind = ActionKind::RestoreV2;
 
@@ -37,30 +36,12 @@ impl RestoreItemAction for RestoreV2 {
         &self,
         request: Request<RestoreItemActionExecuteRequest>,
     ) -> Result<Response<RestoreItemActionExecuteResponse>, Status> {
-        let request = request.into_inner();
-        let span = call_span(KIND, "Execute", &request.plugin);
-        traced(span, async {
-            self.0.find(KIND, &request.plugin)?;
-            let item = dispatch::item("item", request.item)?;
-            dispatch::tag(&item.id);
-            let item_from_backup = dispatch::item("itemFromBackup", request.item_from_backup)?;
-            let restore = dispatch::document("restore", request.restore)?;
+        let r = request.into_inner();
+        traced(call_span(KIND, "Execute", &r.plugin), async {
             let outcome = self
                 .0
-                .runtime()
-                .restore(
-                    &request.plugin,
-                    RestoreRequest {
-                        item: item.text,
-                        item_from_backup: item_from_backup.text,
-                        restore,
-                    },
-                )
-                .await
-                .map_err(|e| status::call_failed(KIND, e))?;
-            if let Some(id) = &outcome.operation_id {
-                tracing::debug!(operation_id = id.as_str(), "operation started");
-            }
+                .restore(KIND, &r.plugin, r.item, r.item_from_backup, r.restore)
+                .await?;
             Ok(RestoreItemActionExecuteResponse {
                 item: outcome.item.into_bytes(),
                 additional_items: resource_identifiers(outcome.additional_items),
@@ -77,17 +58,12 @@ impl RestoreItemAction for RestoreV2 {
         &self,
         request: Request<RestoreItemActionProgressRequest>,
     ) -> Result<Response<RestoreItemActionProgressResponse>, Status> {
-        let request = request.into_inner();
-        let span = call_span(KIND, "Progress", &request.plugin);
-        traced(span, async {
-            self.0.find(KIND, &request.plugin)?;
-            let restore = dispatch::document("restore", request.restore)?;
+        let r = request.into_inner();
+        traced(call_span(KIND, "Progress", &r.plugin), async {
             let progress = self
                 .0
-                .runtime()
-                .progress(&request.plugin, &request.operation_id, restore)
-                .await
-                .map_err(|e| status::call_failed(KIND, e))?;
+                .progress(KIND, &r.plugin, &r.operation_id, "restore", r.restore)
+                .await?;
             Ok(RestoreItemActionProgressResponse {
                 progress: Some(operation_progress(progress)),
             })
@@ -99,16 +75,11 @@ impl RestoreItemAction for RestoreV2 {
         &self,
         request: Request<RestoreItemActionCancelRequest>,
     ) -> Result<Response<()>, Status> {
-        let request = request.into_inner();
-        let span = call_span(KIND, "Cancel", &request.plugin);
-        traced(span, async {
-            self.0.find(KIND, &request.plugin)?;
-            let restore = dispatch::document("restore", request.restore)?;
+        let r = request.into_inner();
+        traced(call_span(KIND, "Cancel", &r.plugin), async {
             self.0
-                .runtime()
-                .cancel(&request.plugin, &request.operation_id, restore)
+                .cancel(KIND, &r.plugin, &r.operation_id, "restore", r.restore)
                 .await
-                .map_err(|e| status::call_failed(KIND, e))
         })
         .await
     }
@@ -117,24 +88,15 @@ impl RestoreItemAction for RestoreV2 {
         &self,
         request: Request<RestoreItemActionItemsReadyRequest>,
     ) -> Result<Response<RestoreItemActionItemsReadyResponse>, Status> {
-        let request = request.into_inner();
-        let span = call_span(KIND, "AreAdditionalItemsReady", &request.plugin);
-        traced(span, async {
-            self.0.find(KIND, &request.plugin)?;
-            let restore = dispatch::document("restore", request.restore)?;
-            let items = request
-                .additional_items
-                .into_iter()
-                .map(resource_id)
-                .collect();
-            let ready = self
-                .0
-                .runtime()
-                .items_ready(&request.plugin, items, restore)
-                .await
-                .map_err(|e| status::call_failed(KIND, e))?;
-            Ok(RestoreItemActionItemsReadyResponse { ready })
-        })
+        let r = request.into_inner();
+        traced(
+            call_span(KIND, "AreAdditionalItemsReady", &r.plugin),
+            async {
+                let items = r.additional_items.into_iter().map(resource_id).collect();
+                let ready = self.0.items_ready(&r.plugin, items, r.restore).await?;
+                Ok(RestoreItemActionItemsReadyResponse { ready })
+            },
+        )
         .await
     }
 }
