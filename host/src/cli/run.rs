@@ -21,6 +21,7 @@ use crate::action::{BackupRequest, RestoreRequest};
 use crate::capabilities::kube::fixture::FixtureCluster;
 use crate::capabilities::kube::live::{ClusterOptions, LiveCluster};
 use crate::capabilities::kube::record::{Recorder, Recording, RecordingKube, ReplayKube};
+use crate::capabilities::kube::writes::WriteLog;
 use crate::capabilities::kube::NoCluster;
 use crate::capabilities::{Clock, KubeBackend};
 use crate::documents::read_object;
@@ -136,18 +137,14 @@ async fn execute(args: RunArgs) -> Result<Value, Failure> {
         Some(path) => Some(read("item-from-backup", path)?),
         None => None,
     };
-    let fixture = if args.cluster.is_empty() {
-        None
-    } else {
-        let cluster = FixtureCluster::load(&args.cluster, clock.clone())
-            .map_err(|e| Failure::bad_input(format!("--cluster {e}")))?;
-        Some(Arc::new(cluster))
-    };
     let replay = recording.as_ref().map(|r| Arc::new(ReplayKube::new(r)));
-    let mut kube: Arc<dyn KubeBackend> = match (&fixture, &replay) {
-        (Some(cluster), _) => cluster.clone(),
-        (None, Some(replay)) => replay.clone(),
-        (None, None) => live_cluster(&args).await?,
+    let mut kube: Arc<dyn KubeBackend> = match (args.cluster.is_empty(), &replay) {
+        (false, _) => Arc::new(
+            FixtureCluster::load(&args.cluster, clock.clone())
+                .map_err(|e| Failure::bad_input(format!("--cluster {e}")))?,
+        ),
+        (true, Some(replay)) => replay.clone(),
+        (true, None) => live_cluster(&args).await?,
     };
     let recorder = match &args.record {
         Some(path) => {
@@ -158,8 +155,10 @@ async fn execute(args: RunArgs) -> Result<Value, Failure> {
         }
         None => None,
     };
+    // Outermost, so that what is recorded and replayed includes what the log itself reads.
+    let writes = Arc::new(WriteLog::new(kube));
 
-    let (runtime, problems) = load_runtime(&args.modules, kube, clock).await?;
+    let (runtime, problems) = load_runtime(&args.modules, writes.clone(), clock).await?;
     for problem in &problems {
         eprintln!("velero-wasm run: warning: {problem}");
     }
@@ -290,13 +289,10 @@ async fn execute(args: RunArgs) -> Result<Value, Failure> {
         }
         other => Failure::failed(other.to_string()),
     })?;
-    // Only the fixture cluster keeps a log of writes; a live cluster has the writes themselves.
-    if let Some(fixture) = fixture {
-        output.insert(
-            "clusterWrites".into(),
-            serde_json::to_value(fixture.writes()).unwrap_or(Value::Null),
-        );
-    }
+    output.insert(
+        "clusterWrites".into(),
+        serde_json::to_value(writes.writes()).unwrap_or(Value::Null),
+    );
     Ok(Value::Object(output))
 }
 

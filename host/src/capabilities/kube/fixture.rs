@@ -1,44 +1,18 @@
 //! An in-memory cluster built from fixture files (`run --cluster`): get by name, list by namespace and
 //! selectors in API order (namespace, then name, as kube-apiserver returns them), and writes applied to
-//! the in-memory state and recorded, so `run` can report every write an action made.
+//! the in-memory state (`run` reports them through [`super::writes::WriteLog`]).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Mutex;
 
 use async_trait::async_trait;
-use serde::Serialize;
 use serde_json::Value;
 
 use super::{ApiResource, KubeBackend, KubeError, ListOptions, Patch};
 use crate::action::plural_of;
 use crate::capabilities::Clock;
 use crate::documents::{read_objects, DocumentError};
-
-/// One write an action made, as `run` reports it in `clusterWrites`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ClusterWrite {
-    /// `create`, `update`, `patch` or `delete`.
-    pub verb: &'static str,
-    /// The object's `apiVersion`.
-    pub api_version: String,
-    /// The object's `kind`.
-    pub kind: String,
-    /// Namespace ("" when cluster-scoped).
-    pub namespace: String,
-    /// Name.
-    pub name: String,
-    /// The object as stored (create, update, patch).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub object: Option<Value>,
-    /// The patch document (patch).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub patch: Option<Value>,
-    /// `merge` or `json` (patch).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub patch_type: Option<&'static str>,
-}
 
 /// A fixture file that cannot become part of the cluster.
 #[derive(Debug, thiserror::Error)]
@@ -72,7 +46,6 @@ type Key = (String, String, String);
 #[derive(Default)]
 struct State {
     objects: BTreeMap<Key, Value>,
-    writes: Vec<ClusterWrite>,
     counter: u64,
 }
 
@@ -155,11 +128,6 @@ impl FixtureCluster {
         })
     }
 
-    /// The writes made so far, in order.
-    pub fn writes(&self) -> Vec<ClusterWrite> {
-        self.lock().writes.clone()
-    }
-
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -169,33 +137,6 @@ impl State {
     fn next(&mut self) -> u64 {
         self.counter += 1;
         self.counter
-    }
-
-    fn record(
-        &mut self,
-        verb: &'static str,
-        key: &Key,
-        object: Option<&Value>,
-        patch: Option<&Patch>,
-    ) {
-        let source = object.or_else(|| self.objects.get(key));
-        let field = |name: &str| {
-            source
-                .and_then(|o| o.get(name))
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string()
-        };
-        self.writes.push(ClusterWrite {
-            verb,
-            api_version: field("apiVersion"),
-            kind: field("kind"),
-            namespace: key.1.clone(),
-            name: key.2.clone(),
-            object: object.cloned(),
-            patch: patch.map(Patch::to_value),
-            patch_type: patch.map(Patch::kind),
-        });
     }
 }
 
@@ -310,7 +251,6 @@ impl KubeBackend for FixtureCluster {
         set_meta(&mut object, "resourceVersion", Value::String(n.to_string()));
         let created = humantime::format_rfc3339_seconds(self.clock.now()).to_string();
         set_meta(&mut object, "creationTimestamp", Value::String(created));
-        state.record("create", &key, Some(&object), None);
         state.objects.insert(key, object.clone());
         Ok(object)
     }
@@ -347,7 +287,6 @@ impl KubeBackend for FixtureCluster {
         }
         let n = state.next();
         set_meta(&mut object, "resourceVersion", Value::String(n.to_string()));
-        state.record("update", &key, Some(&object), None);
         state.objects.insert(key, object.clone());
         Ok(object)
     }
@@ -382,7 +321,6 @@ impl KubeBackend for FixtureCluster {
         }
         let n = state.next();
         set_meta(&mut object, "resourceVersion", Value::String(n.to_string()));
-        state.record("patch", &key, Some(&object), Some(patch));
         state.objects.insert(key, object.clone());
         Ok(object)
     }
@@ -402,7 +340,6 @@ impl KubeBackend for FixtureCluster {
         if !state.objects.contains_key(&key) {
             return Err(not_found(api, name));
         }
-        state.record("delete", &key, None, None);
         state.objects.remove(&key);
         Ok(())
     }
@@ -466,7 +403,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn writes_are_applied_and_recorded() {
+    async fn writes_are_applied() {
         let c = cluster(&[pod("ns", "a", json!({}))]);
         let created = c
             .create(
@@ -505,10 +442,8 @@ mod tests {
 
         c.delete(&PODS(), "ns", "a").await.unwrap();
         assert!(c.get(&PODS(), "ns", "a").await.is_err());
-        let verbs: Vec<&str> = c.writes().iter().map(|w| w.verb).collect();
-        assert_eq!(verbs, ["create", "patch", "delete"]);
-        assert_eq!(c.writes()[2].kind, "Pod");
-        assert_eq!(c.writes()[1].patch_type, Some("merge"));
+        let patched = c.get(&PODS(), "ns", &name).await.unwrap();
+        assert_eq!(patched["metadata"]["labels"]["x"], "1");
     }
 
     #[test]

@@ -8,6 +8,7 @@ pub mod fixture;
 mod grant;
 pub mod live;
 pub mod record;
+pub mod writes;
 
 use std::fmt;
 
