@@ -801,6 +801,7 @@ async fn runtime_with(extra: Vec<ModuleSource>, signing: bool) -> Runtime {
     let runtime = Runtime::new(Services {
         kube: Arc::new(NoCluster::default()),
         clock: Clock::System,
+        environment: velero_wasm::capabilities::Environment::from_process(),
     })
     .unwrap();
     let mut sources: Vec<ModuleSource> = stock_modules()
