@@ -59,6 +59,8 @@ pub async fn actions(args: ActionsArgs) -> u8 {
                             "resources": r.resources, "verbs": r.verbs, "namespaces": r.namespaces,
                         })).collect::<Vec<_>>(),
                         "http": module.grant.http,
+                        "env": module.grant.env,
+                        "env-files": module.grant.env_files,
                     },
                     "limits": {
                         "timeout": humantime::format_duration(module.limits.timeout).to_string(),

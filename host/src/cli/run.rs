@@ -285,7 +285,7 @@ async fn operation(
 
 /// An operation's progress as JSON (times in RFC 3339, `null` when not set).
 fn progress_json(p: &OperationProgress) -> Value {
-    let time = |t: Option<SystemTime>| t.map(|t| humantime::format_rfc3339_nanos(t).to_string());
+    let time = |t: Option<SystemTime>| t.map(|t| humantime::format_rfc3339(t).to_string());
     json!({
         "completed": p.completed,
         "error": p.error,

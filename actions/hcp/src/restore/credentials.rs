@@ -62,7 +62,7 @@ pub fn dotenv<'a>(data: &'a str, key: &str) -> Option<&'a str> {
         .filter_map(|line| line.split_once('='))
         .filter(|(k, _)| k.trim() == key)
         .map(|(_, v)| v.trim())
-        .last()
+        .next_back()
 }
 
 #[cfg(test)]
