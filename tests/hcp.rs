@@ -589,7 +589,7 @@ fn c11_discovery_lists_the_included_namespaces_in_order_up_to_the_first_hit_on_e
     );
     let record = dir.path().join("calls.jsonl");
     Run::new(BACKUP)
-        .item("aws/cluster/secret-pull-secret.json")
+        .item("aws/cluster/hostedcluster-aws-hc.json")
         .arg("--backup")
         .arg(backup.to_str().unwrap())
         .cluster(AWS)
@@ -613,7 +613,7 @@ fn c11_discovery_lists_the_included_namespaces_in_order_up_to_the_first_hit_on_e
     // calls: each call lists again (a new record shows the same LISTs).
     let again = dir.path().join("again.jsonl");
     Run::new(BACKUP)
-        .item("aws/cluster/secret-pull-secret.json")
+        .item("aws/cluster/hostedcluster-aws-hc.json")
         .arg("--backup")
         .arg(backup.to_str().unwrap())
         .cluster(AWS)
@@ -830,7 +830,8 @@ fn c19_kubevirt_rhcos_volumes_are_excluded() {
 }
 
 #[test]
-fn c20_other_kinds_are_stored_unchanged() {
+fn c20_other_kinds_are_stored_unchanged_without_a_single_call() {
+    let dir = tempfile::tempdir().unwrap();
     for item in [
         "aws/cluster/secret-pull-secret.json",
         "aws/cluster/nodepool-aws-hc-workers.json",
@@ -838,14 +839,29 @@ fn c20_other_kinds_are_stored_unchanged() {
         "aws/bsl/backupstoragelocation-default.json",
     ] {
         for config in [&[][..], &[ETCD_SNAPSHOT][..]] {
+            let record = dir.path().join("calls.jsonl");
             let out = Run::backup(item, "aws/velero/backup-aws-nightly.json")
                 .cluster(AWS)
                 .cluster(config)
+                .arg("--record")
+                .arg(record.to_str().unwrap())
                 .done();
             assert_eq!(out["item"], read_fixture(item), "{item}");
-            assert_eq!(out["clusterWrites"], json!([]), "{item}");
+            assert_eq!(recorded_calls(&record), Vec::<String>::new(), "{item}");
         }
     }
+    // Restore too: of the 69 resources, only those the action acts on cost a call.
+    let record = dir.path().join("restore.jsonl");
+    let out = Run::restore(
+        "aws/cluster/secret-pull-secret.json",
+        "aws/velero/restore-aws-nightly.json",
+    )
+    .cluster(AWS)
+    .arg("--record")
+    .arg(record.to_str().unwrap())
+    .done();
+    assert_eq!(out["skipRestore"], false);
+    assert_eq!(recorded_calls(&record), Vec::<String>::new());
 }
 
 #[test]

@@ -54,6 +54,13 @@ pub struct Scope<'a> {
 pub fn backup(ctx: Context, item: &str, backup: &str) -> Result<Outcome, String> {
     let item = Object::parse(item).map_err(|e| format!("the item is not an object: {e}"))?;
     let backup = Object::parse(backup).map_err(|e| format!("the backup is not an object: {e}"))?;
+    if !concerns(&item) {
+        return Ok(Outcome::PassThrough(format!(
+            "nothing to do for {} {}",
+            item.kind(),
+            item.name()
+        )));
+    }
     if let Gate::PassThrough(why) = gate(ctx.cluster, &backup) {
         return Ok(Outcome::PassThrough(why));
     }
@@ -85,6 +92,21 @@ pub fn backup(ctx: Context, item: &str, backup: &str) -> Result<Outcome, String>
         "Pod" => Ok(workloads::pod(method, &backup, item)),
         "DataVolume" | "PersistentVolumeClaim" => Ok(workloads::volume(method, item)),
         other => Ok(Outcome::PassThrough(format!("nothing to do for a {other}"))),
+    }
+}
+
+/// Whether the action may do anything with `item`, whatever the backup and cluster: the kinds of
+/// the dispatch table (§4.2) with the names and labels it acts on. Every other item is stored as it
+/// is without a single API call (upstream reads the HostedControlPlane CRD for each of them).
+pub fn concerns(item: &Object) -> bool {
+    match item.kind() {
+        "HostedControlPlane" | "HostedCluster" => true,
+        "Pod" => item.name().contains("etcd-"),
+        "DataVolume" => item.has_label(workloads::RHCOS_LABEL),
+        "PersistentVolumeClaim" => {
+            item.has_label(workloads::RHCOS_LABEL) || item.name().starts_with("data-etcd-")
+        }
+        _ => false,
     }
 }
 

@@ -36,6 +36,13 @@ pub fn restore(ctx: Context, item: &str, restore: &str) -> Result<Outcome, Strin
     let mut item = Object::parse(item).map_err(|e| format!("the item is not an object: {e}"))?;
     let restore =
         Object::parse(restore).map_err(|e| format!("the restore is not an object: {e}"))?;
+    if !concerns(&item) {
+        return Ok(Outcome::PassThrough(format!(
+            "nothing to do for {} {}",
+            item.kind(),
+            item.name()
+        )));
+    }
     let backup_name = restore.str_at("/spec/backupName").unwrap_or("");
     let backup = ctx
         .cluster
@@ -79,6 +86,17 @@ pub fn restore(ctx: Context, item: &str, restore: &str) -> Result<Outcome, Strin
             }
         }
         other => Ok(Outcome::PassThrough(format!("nothing to do for a {other}"))),
+    }
+}
+
+/// Whether the action may do anything with `item` (§5.2): HostedControlPlanes, HostedClusters, pods
+/// and the `etcd` StatefulSet. Every other resource of the 69 is restored as it is, without reading
+/// the Backup (upstream reads it, and the CRD, for each).
+pub fn concerns(item: &Object) -> bool {
+    match item.kind() {
+        "HostedControlPlane" | "HostedCluster" | "Pod" => true,
+        "StatefulSet" => item.name() == "etcd",
+        _ => false,
     }
 }
 
