@@ -527,3 +527,96 @@ fn async_second_item_records_a_url_that_is_already_there() {
         Some(URL)
     );
 }
+
+/// A cluster where another item of the same backup creates the HCPEtcdBackup between this call's
+/// GET and its create: the first GET of it says NotFound although it exists.
+struct Race(Reconciling, std::cell::Cell<bool>);
+
+impl Cluster for Race {
+    fn get(
+        &self,
+        api: velero_wasm_sdk::Api,
+        ns: &str,
+        name: &str,
+    ) -> Result<Object, velero_wasm_sdk::KubeError> {
+        if api.resource == "hcpetcdbackups" && !self.1.replace(true) {
+            return Err(velero_wasm_sdk::KubeError::NotFound("not yet".into()));
+        }
+        self.0.get(api, ns, name)
+    }
+    fn list(
+        &self,
+        api: velero_wasm_sdk::Api,
+        ns: &str,
+        s: &str,
+    ) -> Result<Vec<Object>, velero_wasm_sdk::KubeError> {
+        self.0.list(api, ns, s)
+    }
+    fn create(
+        &self,
+        api: velero_wasm_sdk::Api,
+        ns: &str,
+        o: &Object,
+    ) -> Result<Object, velero_wasm_sdk::KubeError> {
+        self.0.create(api, ns, o)
+    }
+    fn update(
+        &self,
+        api: velero_wasm_sdk::Api,
+        ns: &str,
+        o: &Object,
+    ) -> Result<Object, velero_wasm_sdk::KubeError> {
+        self.0.update(api, ns, o)
+    }
+    fn merge_patch(
+        &self,
+        api: velero_wasm_sdk::Api,
+        ns: &str,
+        n: &str,
+        p: &Value,
+    ) -> Result<Object, velero_wasm_sdk::KubeError> {
+        self.0.merge_patch(api, ns, n, p)
+    }
+    fn delete(
+        &self,
+        api: velero_wasm_sdk::Api,
+        ns: &str,
+        n: &str,
+    ) -> Result<(), velero_wasm_sdk::KubeError> {
+        self.0.delete(api, ns, n)
+    }
+}
+
+#[test]
+fn a_create_that_loses_a_race_counts_as_created() {
+    let cluster = management("AWS", etcd_snapshot()).with(
+        HCP_ETCD_BACKUPS,
+        etcd_backup(&cr(), "False", "BackupInProgress", ""),
+    );
+    let race = Race(
+        Reconciling::new(cluster, vec![("False", "BackupInProgress", "")]),
+        std::cell::Cell::new(false),
+    );
+    let fakes = Fakes::new(race);
+    let outcome = run(&fakes, &hcp("AWS"), &nightly()).unwrap();
+    assert!(matches!(outcome, Outcome::Started { .. }), "{outcome:?}");
+    let creates: Vec<_> = fakes
+        .cluster
+        .0
+        .inner
+        .calls()
+        .into_iter()
+        .filter(|c| c.verb == "create")
+        .collect();
+    assert_eq!(
+        creates.len(),
+        2,
+        "the Secret copy, then the CR (AlreadyExists)"
+    );
+    assert!(fakes
+        .cluster
+        .0
+        .inner
+        .get(SECRETS, "hypershift", "etcd-backup-creds-nightly")
+        .is_ok());
+}
