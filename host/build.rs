@@ -35,6 +35,7 @@ fn main() {
         "sdk",
         "wit",
         "label-selector",
+        "hypershift",
         "tests/components",
         "Cargo.lock",
         "Cargo.toml",

@@ -22,6 +22,7 @@ async fn probe(manifest: &str) -> Runtime {
     let runtime = Runtime::new(Services {
         kube: Arc::new(NoCluster::default()),
         clock: Clock::System,
+        environment: velero_wasm::capabilities::Environment::from_process(),
     })
     .unwrap();
     let source =

@@ -93,6 +93,7 @@ async fn host() -> (Runtime, Arc<Counting>, tempfile::TempDir) {
     let runtime = Runtime::new(Services {
         kube: backend.clone(),
         clock: Clock::System,
+        environment: velero_wasm::capabilities::Environment::from_process(),
     })
     .unwrap();
     let scan = scan_directory(modules.path()).unwrap();
@@ -326,6 +327,7 @@ async fn a_broken_update_of_a_module_falls_back_to_its_last_good_version() {
         Runtime::new(Services {
             kube: Arc::new(velero_wasm::capabilities::kube::NoCluster::default()),
             clock: Clock::System,
+            environment: velero_wasm::capabilities::Environment::from_process(),
         })
         .unwrap()
     };
@@ -403,6 +405,7 @@ async fn compiled_modules_are_cached_and_a_damaged_cache_is_recompiled() {
         Runtime::new(Services {
             kube: Arc::new(velero_wasm::capabilities::kube::NoCluster::default()),
             clock: Clock::System,
+            environment: velero_wasm::capabilities::Environment::from_process(),
         })
         .unwrap()
         .with_compile_cache(CompileCache::open(cache_dir.path().join("compiled")))

@@ -79,6 +79,7 @@ async fn runtime() -> (Runtime, tempfile::TempDir) {
     let runtime = Runtime::new(Services {
         kube: Arc::new(NoCluster::default()),
         clock: Clock::System,
+        environment: velero_wasm::capabilities::Environment::from_process(),
     })
     .expect("runtime");
     let errors = runtime

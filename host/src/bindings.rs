@@ -16,6 +16,7 @@ wasmtime::component::bindgen!({
         "velero-wasm:plugin/http": async,
         "velero-wasm:plugin/clock.sleep": async,
         "velero-wasm:plugin/random.bytes": trappable,
+        "velero-wasm:plugin/environment.read-env-file": async,
     },
     exports: { default: async },
 });

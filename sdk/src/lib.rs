@@ -326,6 +326,26 @@ pub mod config {
     }
 }
 
+/// The host's environment, as far as the module's grant allows (`wit/environment.wit`).
+pub mod environment {
+    use crate::bindings::velero_wasm::plugin::environment as wit;
+
+    /// The namespace Velero runs in ("" when the host does not know it).
+    pub fn velero_namespace() -> String {
+        wit::velero_namespace()
+    }
+
+    /// An environment variable of the host process (`[grant] env`); `None` when unset.
+    pub fn variable(name: &str) -> Result<Option<String>, String> {
+        wit::variable(name)
+    }
+
+    /// The contents of the file named by the environment variable `variable` (`[grant] env-files`).
+    pub fn read_env_file(variable: &str) -> Result<Vec<u8>, String> {
+        wit::read_env_file(variable)
+    }
+}
+
 /// Time from the host (which may fix it for reproducible runs).
 pub mod clock {
     use crate::Timestamp;

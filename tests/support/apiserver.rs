@@ -101,6 +101,8 @@ struct State {
     /// `(resource.group, namespace, name)` → object: sorted as the real server's storage keys.
     objects: BTreeMap<Key, Value>,
     forbidden: BTreeSet<String>,
+    /// `resource.group` → the status a controller gives each new object of it.
+    controllers: BTreeMap<String, Value>,
     revision: u64,
     log: Vec<Logged>,
 }
@@ -182,6 +184,7 @@ impl ApiServer {
             types,
             objects: stored,
             forbidden: BTreeSet::new(),
+            controllers: BTreeMap::new(),
             revision: 1000,
             log: Vec::new(),
         }));
@@ -212,6 +215,38 @@ impl ApiServer {
     /// Answers 403 Forbidden to every request on `resource.group`.
     pub fn forbid(&self, group_resource: &str) {
         self.lock().forbidden.insert(group_resource.to_string());
+    }
+
+    /// Plays a controller of `resource.group`: each object created from now on gets `status` right
+    /// after it is stored (the create answer is the object as sent, like the real server's).
+    pub fn controller(&self, group_resource: &str, status: Value) {
+        self.lock()
+            .controllers
+            .insert(group_resource.to_string(), status);
+    }
+
+    /// Sets the `status` of a stored object (as its controller would); false when there is none.
+    pub fn set_status(
+        &self,
+        group_resource: &str,
+        namespace: &str,
+        name: &str,
+        status: Value,
+    ) -> bool {
+        let mut state = self.lock();
+        let revision = state.next_revision();
+        match state.objects.get_mut(&(
+            group_resource.to_string(),
+            namespace.to_string(),
+            name.to_string(),
+        )) {
+            Some(object) => {
+                object["status"] = status;
+                object["metadata"]["resourceVersion"] = json!(revision);
+                true
+            }
+            None => false,
+        }
     }
 
     /// The requests received so far.
@@ -665,7 +700,11 @@ impl State {
         metadata["uid"] = json!(format!("5e1f0000-0000-4000-8000-{:012x}", self.revision));
         metadata["resourceVersion"] = json!(revision);
         metadata["creationTimestamp"] = json!("2026-01-01T00:00:00Z");
-        self.objects.insert(k, object.clone());
+        let mut stored = object.clone();
+        if let Some(status) = self.controllers.get(&t.group_resource()) {
+            stored["status"] = status.clone();
+        }
+        self.objects.insert(k, stored);
         respond(StatusCode::CREATED, &object)
     }
 

@@ -265,10 +265,11 @@ fn blob_url(request: &Sas) -> Result<String, Error> {
     ))
 }
 
-/// `scheme://host[:port]` of the Blob service: the endpoint's, or `https://<account>.blob.core.windows.net`.
+/// The Blob service's root: the endpoint (`scheme://host[:port][/path]`), or
+/// `https://<account>.blob.core.windows.net`.
 pub fn service_base(account: &str, endpoint: Option<&str>) -> Result<String, Error> {
     match endpoint.filter(|e| !e.is_empty()) {
-        Some(endpoint) => Ok(Endpoint::parse(endpoint)?.base()),
+        Some(endpoint) => Ok(Endpoint::parse(endpoint)?.root()),
         None => Ok(format!("https://{account}.blob.core.windows.net")),
     }
 }

@@ -1,5 +1,5 @@
 //! What a component can reach, one module per import: [`kube`], [`clock`], [`log`], [`config`],
-//! [`random`], [`http`], [`signing`]; plus [`stdio`], where the guest's stdout and stderr go (never
+//! [`random`], [`http`], [`environment`], [`signing`]; plus [`stdio`], where the guest's stdout and stderr go (never
 //! the host's stdout).
 //!
 //! Every call of a component runs with a fresh [`CallState`] as its store data. It carries the call's
@@ -8,6 +8,7 @@
 
 pub mod clock;
 mod config;
+pub mod environment;
 pub mod http;
 pub mod kube;
 mod log;
@@ -25,6 +26,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use crate::action::ItemRef;
 use crate::bindings::Plugin;
 pub use clock::Clock;
+pub use environment::{EnvGrant, Environment};
 pub use http::HttpGrant;
 pub use kube::{KubeBackend, KubeGrant};
 pub use signing::SigningService;
@@ -36,6 +38,8 @@ pub struct Services {
     pub kube: Arc<dyn KubeBackend>,
     /// The clock.
     pub clock: Clock,
+    /// The host's environment: Velero's namespace, the process's variables.
+    pub environment: Environment,
 }
 
 /// What one module is allowed and configured to do, built once when the module loads.
@@ -47,6 +51,8 @@ pub struct ModuleCaps {
     pub kube: KubeGrant,
     /// HTTP grant and limits.
     pub http: HttpGrant,
+    /// Environment variables and variable-named files.
+    pub env: EnvGrant,
     /// Settings from the manifest.
     pub settings: BTreeMap<String, String>,
 }

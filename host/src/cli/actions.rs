@@ -9,7 +9,7 @@ use serde_json::json;
 use super::{load_runtime, ModuleArgs, EXIT_FAILED, EXIT_OK};
 use crate::action::Selector;
 use crate::capabilities::kube::NoCluster;
-use crate::capabilities::Clock;
+use crate::capabilities::{Clock, Environment};
 
 /// Arguments of `actions`.
 #[derive(Debug, clap::Args)]
@@ -24,14 +24,20 @@ pub struct ActionsArgs {
 
 /// Runs the command; returns the exit status.
 pub async fn actions(args: ActionsArgs) -> u8 {
-    let (runtime, problems) =
-        match load_runtime(&args.modules, Arc::new(NoCluster::default()), Clock::System).await {
-            Ok(loaded) => loaded,
-            Err(failure) => {
-                eprintln!("velero-wasm actions: {}", failure.message);
-                return failure.code;
-            }
-        };
+    let (runtime, problems) = match load_runtime(
+        &args.modules,
+        Arc::new(NoCluster::default()),
+        Clock::System,
+        Environment::from_process(),
+    )
+    .await
+    {
+        Ok(loaded) => loaded,
+        Err(failure) => {
+            eprintln!("velero-wasm actions: {}", failure.message);
+            return failure.code;
+        }
+    };
     let catalog = runtime.catalog();
     if args.json {
         let actions: Vec<_> = catalog
@@ -53,6 +59,8 @@ pub async fn actions(args: ActionsArgs) -> u8 {
                             "resources": r.resources, "verbs": r.verbs, "namespaces": r.namespaces,
                         })).collect::<Vec<_>>(),
                         "http": module.grant.http,
+                        "env": module.grant.env,
+                        "env-files": module.grant.env_files,
                     },
                     "limits": {
                         "timeout": humantime::format_duration(module.limits.timeout).to_string(),

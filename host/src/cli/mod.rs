@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
 
-use crate::capabilities::{Clock, KubeBackend, Services};
+use crate::capabilities::{Clock, Environment, KubeBackend, Services};
 use crate::runtime::{CompileCache, LoadProblem, ModuleConfig, Runtime};
 
 /// Velero item actions as sandboxed WebAssembly components.
@@ -121,10 +121,15 @@ async fn load_runtime(
     args: &ModuleArgs,
     kube: Arc<dyn KubeBackend>,
     clock: Clock,
+    environment: Environment,
 ) -> Result<(Runtime, Vec<LoadProblem>), Failure> {
-    let runtime = Runtime::new(Services { kube, clock })
-        .map_err(|e| Failure::failed(format!("{e:#}")))?
-        .with_compile_cache(compile_cache());
+    let runtime = Runtime::new(Services {
+        kube,
+        clock,
+        environment,
+    })
+    .map_err(|e| Failure::failed(format!("{e:#}")))?
+    .with_compile_cache(compile_cache());
     let config = ModuleConfig {
         directory: args.modules.clone(),
         last_good: None,

@@ -4,10 +4,13 @@
 //! on bad input.
 //!
 //! ```text
-//! velero-wasm run --action NAME --item FILE (--backup FILE | --restore FILE)
-//!                 [--item-from-backup FILE] [--modules DIR] [--now RFC3339]
+//! velero-wasm run --action NAME (--item FILE | --operation-id ID [--cancel]) (--backup FILE | --restore FILE)
+//!                 [--item-from-backup FILE] [--modules DIR] [--now RFC3339] [--velero-namespace NS]
 //!                 [--cluster PATH ... | --kubeconfig FILE --context NAME | --replay FILE] [--record FILE]
 //! ```
+//!
+//! With `--operation-id`, `run` asks a `backup-v2` or `restore-v2` action for the progress of an
+//! operation it started (or cancels it), as Velero does from a later process.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -16,16 +19,16 @@ use std::time::{Duration, SystemTime};
 use serde_json::{json, Map, Value};
 
 use super::{load_runtime, Failure, ModuleArgs, EXIT_OK};
-use crate::action::{ActionKind, ItemRef, ResourceId};
+use crate::action::{ActionKind, ItemRef, OperationProgress, ResourceId};
 use crate::action::{BackupRequest, RestoreRequest};
 use crate::capabilities::kube::fixture::FixtureCluster;
 use crate::capabilities::kube::live::{ClusterOptions, LiveCluster};
 use crate::capabilities::kube::record::{Recorder, Recording, RecordingKube, ReplayKube};
 use crate::capabilities::kube::writes::WriteLog;
 use crate::capabilities::kube::NoCluster;
-use crate::capabilities::{Clock, KubeBackend};
+use crate::capabilities::{Clock, Environment, KubeBackend};
 use crate::documents::read_object;
-use crate::runtime::{CallError, Runtime};
+use crate::runtime::{ActionEntry, CallError, Runtime};
 
 /// Arguments of `run`.
 #[derive(Debug, clap::Args)]
@@ -37,8 +40,22 @@ pub struct RunArgs {
 
     /// The item, as JSON or YAML. For restore actions, give the item as backed up: `run` first removes
     /// what Velero removes before restore actions run (status, uid, resourceVersion, …).
-    #[arg(long, value_name = "FILE")]
-    item: PathBuf,
+    #[arg(long, value_name = "FILE", required_unless_present = "operation_id")]
+    item: Option<PathBuf>,
+
+    /// Instead of running the action on an item, ask it for the progress of the operation with this id
+    /// (backup-v2 and restore-v2 actions), as Velero does from a later process.
+    #[arg(long, value_name = "ID", conflicts_with_all = ["item", "item_from_backup"])]
+    operation_id: Option<String>,
+
+    /// With --operation-id: cancel the operation instead of asking for its progress.
+    #[arg(long, requires = "operation_id")]
+    cancel: bool,
+
+    /// The namespace Velero runs in, as modules see it (the `environment` capability, `@velero` in
+    /// grants). Default: the namespace of the --backup or --restore object.
+    #[arg(long, value_name = "NAMESPACE")]
+    velero_namespace: Option<String>,
 
     /// The velero.io/v1 Backup (for backup, item-block and delete actions).
     #[arg(long, value_name = "FILE")]
@@ -127,12 +144,27 @@ async fn execute(args: RunArgs) -> Result<Value, Failure> {
         (None, None, None) => Clock::System,
     };
     // Read every input before loading modules, so bad input is reported at once.
-    let item = read("item", &args.item)?;
+    let item = match &args.item {
+        Some(path) => Some(read("item", path)?),
+        None => None,
+    };
     let subject = match (&args.backup, &args.restore) {
         (Some(path), _) => read("backup", path)?,
         (_, Some(path)) => read("restore", path)?,
         (None, None) => return Err(Failure::bad_input("give --backup FILE or --restore FILE")),
     };
+    // Velero's own objects live in Velero's namespace.
+    let velero_namespace = args.velero_namespace.clone().unwrap_or_else(|| {
+        subject
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    });
+    let mut environment = Environment::from_process();
+    if !velero_namespace.is_empty() {
+        environment = environment.with_velero_namespace(&velero_namespace);
+    }
     let item_from_backup = match &args.item_from_backup {
         Some(path) => Some(read("item-from-backup", path)?),
         None => None,
@@ -158,7 +190,8 @@ async fn execute(args: RunArgs) -> Result<Value, Failure> {
     // Outermost, so that what is recorded and replayed includes what the log itself reads.
     let writes = Arc::new(WriteLog::new(kube));
 
-    let (runtime, problems) = load_runtime(&args.modules, writes.clone(), clock).await?;
+    let (runtime, problems) =
+        load_runtime(&args.modules, writes.clone(), clock, environment).await?;
     for problem in &problems {
         eprintln!("velero-wasm run: warning: {problem}");
     }
@@ -182,19 +215,117 @@ async fn execute(args: RunArgs) -> Result<Value, Failure> {
         _ => {}
     }
 
+    let subject_text = subject.to_string();
+    let mut output = Map::new();
+    let outcome = match (&args.operation_id, item) {
+        (Some(id), _) => {
+            operation(
+                &runtime,
+                &args.action,
+                kind,
+                id,
+                args.cancel,
+                subject_text,
+                &mut output,
+            )
+            .await?
+        }
+        (None, Some(item)) => {
+            let path = args.item.as_deref().unwrap_or(Path::new(""));
+            let call = ItemCall {
+                action: &args.action,
+                kind,
+                item,
+                path,
+                item_from_backup,
+                subject: &subject,
+            };
+            item_call(&runtime, &entry, call, &mut output).await?
+        }
+        (None, None) => return Err(Failure::bad_input("give --item FILE or --operation-id ID")),
+    };
+    finish(outcome, recorder, replay, &writes, output)
+}
+
+/// The inputs of one call on an item.
+struct ItemCall<'a> {
+    action: &'a str,
+    kind: ActionKind,
+    item: Value,
+    path: &'a Path,
+    item_from_backup: Option<Value>,
+    subject: &'a Value,
+}
+
+/// Progress or cancel of an operation: what Velero calls later, from another process.
+async fn operation(
+    runtime: &Runtime,
+    action: &str,
+    kind: ActionKind,
+    id: &str,
+    cancel: bool,
+    subject: String,
+    output: &mut Map<String, Value>,
+) -> Result<Result<(), CallError>, Failure> {
+    if !matches!(kind, ActionKind::BackupV2 | ActionKind::RestoreV2) {
+        return Err(Failure::bad_input(format!(
+            "action {action} is a {kind} action: only backup-v2 and restore-v2 actions have operations"
+        )));
+    }
+    Ok(if cancel {
+        runtime.cancel(action, id, subject).await.map(|()| {
+            output.insert("cancelled".into(), json!(true));
+        })
+    } else {
+        runtime.progress(action, id, subject).await.map(|p| {
+            output.insert("progress".into(), progress_json(&p));
+        })
+    })
+}
+
+/// An operation's progress as JSON (times in RFC 3339, `null` when not set).
+fn progress_json(p: &OperationProgress) -> Value {
+    let time = |t: Option<SystemTime>| t.map(|t| humantime::format_rfc3339(t).to_string());
+    json!({
+        "completed": p.completed,
+        "error": p.error,
+        "nCompleted": p.n_completed,
+        "nTotal": p.n_total,
+        "units": p.units,
+        "description": p.description,
+        "started": time(p.started),
+        "updated": time(p.updated),
+    })
+}
+
+/// One call of the action on an item.
+async fn item_call(
+    runtime: &Runtime,
+    entry: &ActionEntry,
+    call: ItemCall<'_>,
+    output: &mut Map<String, Value>,
+) -> Result<Result<(), CallError>, Failure> {
+    let ItemCall {
+        action,
+        kind,
+        item,
+        path,
+        item_from_backup,
+        subject,
+    } = call;
     let item_text = item.to_string();
     let identity = ItemRef::parse(&item_text)
-        .map_err(|e| Failure::bad_input(format!("--item {}: {e}", args.item.display())))?;
+        .map_err(|e| Failure::bad_input(format!("--item {}: {e}", path.display())))?;
     if identity.kind.is_empty() {
         return Err(Failure::bad_input(format!(
             "--item {}: the object has no kind",
-            args.item.display()
+            path.display()
         )));
     }
     let namespace = if kind.takes_backup() {
         identity.namespace.clone()
     } else {
-        mapped_namespace(&subject, &identity.namespace)
+        mapped_namespace(subject, &identity.namespace)
     };
     entry
         .module
@@ -202,17 +333,15 @@ async fn execute(args: RunArgs) -> Result<Value, Failure> {
         .check(&identity, &namespace)
         .map_err(|why| {
             Failure::bad_input(format!(
-                "action {} does not apply to item {identity}: {why}",
-                args.action
+                "action {action} does not apply to item {identity}: {why}"
             ))
         })?;
 
     let subject_text = subject.to_string();
-    let mut output = Map::new();
-    let outcome = match kind {
+    Ok(match kind {
         ActionKind::Backup | ActionKind::BackupV2 => runtime
             .backup(
-                &args.action,
+                action,
                 BackupRequest {
                     item: item_text,
                     backup: subject_text,
@@ -229,10 +358,10 @@ async fn execute(args: RunArgs) -> Result<Value, Failure> {
             }),
         ActionKind::Restore | ActionKind::RestoreV2 => {
             let from_backup = item_from_backup.unwrap_or_else(|| item.clone()).to_string();
-            let as_restored = reset_for_restore(item, &subject, &identity).to_string();
+            let as_restored = reset_for_restore(item, subject, &identity).to_string();
             runtime
                 .restore(
-                    &args.action,
+                    action,
                     RestoreRequest {
                         item: as_restored,
                         item_from_backup: from_backup,
@@ -258,13 +387,24 @@ async fn execute(args: RunArgs) -> Result<Value, Failure> {
                 })
         }
         ActionKind::ItemBlock => runtime
-            .related_items(&args.action, item_text, subject_text)
+            .related_items(action, item_text, subject_text)
             .await
             .map(|related| {
                 output.insert("relatedItems".into(), ids(&related));
             }),
-        ActionKind::Delete => runtime.delete(&args.action, item_text, subject_text).await,
-    };
+        ActionKind::Delete => runtime.delete(action, item_text, subject_text).await,
+    })
+}
+
+/// Ends a run: the recording is closed, a replay checked, the call's error turned into the exit
+/// status, and the writes the action made added to the output.
+fn finish(
+    outcome: Result<(), CallError>,
+    recorder: Option<Arc<Recorder>>,
+    replay: Option<Arc<ReplayKube>>,
+    writes: &WriteLog,
+    mut output: Map<String, Value>,
+) -> Result<Value, Failure> {
     if let Some(recorder) = &recorder {
         recorder.finish().map_err(Failure::failed)?;
     }

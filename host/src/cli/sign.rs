@@ -21,7 +21,7 @@ use std::time::UNIX_EPOCH;
 use super::{Failure, ModuleArgs, EXIT_OK};
 use crate::bindings::signer::wit_signing as wit;
 use crate::capabilities::kube::NoCluster;
-use crate::capabilities::{Clock, Services};
+use crate::capabilities::{Clock, Environment, Services};
 use crate::modules::{scan_directory, stock_modules};
 use crate::runtime::{CallError, Runtime};
 
@@ -209,6 +209,7 @@ async fn runtime(modules: &ModuleArgs, clock: Clock) -> Result<Runtime, Failure>
     let runtime = Runtime::new(Services {
         kube: Arc::new(NoCluster::default()),
         clock,
+        environment: Environment::from_process(),
     })
     .map_err(|e| Failure::failed(format!("{e:#}")))?
     .with_compile_cache(super::compile_cache());

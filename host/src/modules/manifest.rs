@@ -16,12 +16,17 @@
 //! resources = ["pods", "persistentvolumeclaims"]   # `resource.group`, or "*"
 //! verbs = ["get", "list"]                          # get list create update patch delete, or "*"
 //! namespaces = ["@item"]                           # names or globs; "*" is every namespace and
-//!                                                  # cluster scope; "@item" is the item's namespace
+//!                                                  # cluster scope; "@item" is the item's namespace;
+//!                                                  # "@velero" is the namespace Velero runs in
 //!
 //! [grant]
 //! http = ["sts.amazonaws.com", "*.blob.core.windows.net", "http://127.0.0.1:9000"]
 //!                                      # HTTPS hosts, *.suffix wildcards, or an exact
 //!                                      # http(s)://host:port (see capabilities::http)
+//! env = ["AZURE_TENANT_ID", "AZURE_*"] # environment variables the module may read (names, or
+//!                                      # prefixes ending in *)
+//! env-files = ["AWS_WEB_IDENTITY_TOKEN_FILE"]
+//!                                      # variables whose file (≤ 1 MiB) the module may read
 //!
 //! [settings]
 //! mode = "extended"
@@ -32,6 +37,8 @@ use std::fmt;
 use std::time::Duration;
 
 use serde::{Deserialize, Deserializer};
+
+use crate::capabilities::EnvGrant;
 
 /// The largest memory cap a manifest may ask for; the engine reserves slots of this size.
 pub const MAX_MEMORY: u64 = 1 << 30;
@@ -129,6 +136,12 @@ pub struct Grant {
     /// `http(s)://host:port` (the only way to allow plain HTTP).
     #[serde(default)]
     pub http: Vec<String>,
+    /// Environment variables the module may read: names, or prefixes ending in `*`.
+    #[serde(default)]
+    pub env: Vec<String>,
+    /// Environment variables whose value names a file the module may read (at most 1 MiB).
+    #[serde(default, rename = "env-files")]
+    pub env_files: Vec<String>,
 }
 
 /// One Kubernetes access rule: any of these verbs on any of these resources in any of these namespaces.
@@ -140,7 +153,7 @@ pub struct KubeRule {
     /// `get`, `list`, `create`, `update`, `patch`, `delete` or `*`.
     pub verbs: Vec<String>,
     /// Namespace names or globs; `*` is all namespaces and cluster scope; `@item` is the namespace of
-    /// the item being processed; "" is cluster scope.
+    /// the item being processed; `@velero` the namespace Velero runs in; "" is cluster scope.
     pub namespaces: Vec<String>,
 }
 
@@ -228,8 +241,18 @@ impl Manifest {
             if rule.namespaces.is_empty() {
                 return Err(invalid(
                     field("namespaces"),
-                    "must name at least one namespace, \"*\" or \"@item\"",
+                    "must name at least one namespace, \"*\", \"@item\" or \"@velero\"",
                 ));
+            }
+            for n in &rule.namespaces {
+                if n.starts_with('@') && !matches!(n.as_str(), "@item" | "@velero") {
+                    return Err(invalid(
+                        field("namespaces"),
+                        &format!(
+                            "{n:?} is not a namespace: the tokens are \"@item\" and \"@velero\""
+                        ),
+                    ));
+                }
             }
         }
         if self.limits.http_timeout.is_zero() {
@@ -247,6 +270,14 @@ impl Manifest {
         for (i, host) in self.grant.http.iter().enumerate() {
             crate::capabilities::http::HostRule::parse(host)
                 .map_err(|problem| invalid(format!("grant.http[{i}]"), &problem))?;
+        }
+        for (i, name) in self.grant.env.iter().enumerate() {
+            EnvGrant::check_entry(name, true)
+                .map_err(|problem| invalid(format!("grant.env[{i}]"), &problem))?;
+        }
+        for (i, name) in self.grant.env_files.iter().enumerate() {
+            EnvGrant::check_entry(name, false)
+                .map_err(|problem| invalid(format!("grant.env-files[{i}]"), &problem))?;
         }
         Ok(())
     }
@@ -269,6 +300,12 @@ impl fmt::Display for Grant {
             .collect();
         if !self.http.is_empty() {
             parts.push(format!("http {}", self.http.join(",")));
+        }
+        if !self.env.is_empty() {
+            parts.push(format!("env {}", self.env.join(",")));
+        }
+        if !self.env_files.is_empty() {
+            parts.push(format!("env-files {}", self.env_files.join(",")));
         }
         if parts.is_empty() {
             f.write_str("none")
@@ -362,6 +399,8 @@ mod tests {
             namespaces = ["@item"]
             [grant]
             http = ["*.blob.core.windows.net"]
+            env = ["AZURE_*"]
+            env-files = ["AZURE_FEDERATED_TOKEN_FILE"]
             [settings]
             mode = "extended"
             retries = 3
@@ -374,7 +413,7 @@ mod tests {
         assert_eq!(m.settings["retries"], "3");
         assert_eq!(
             m.grant.to_string(),
-            "get,list pods in @item; http *.blob.core.windows.net"
+            "get,list pods in @item; http *.blob.core.windows.net; env AZURE_*; env-files AZURE_FEDERATED_TOKEN_FILE"
         );
     }
 
@@ -416,6 +455,23 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("limits.http-response"), "{e}");
+        let e = Manifest::parse("[grant]\nenv = [\"PATH\", \"A B\"]")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("grant.env[1]") && e.contains("A B"), "{e}");
+        let e = Manifest::parse("[grant]\nenv-files = [\"AWS_*\"]")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("grant.env-files[0]"), "{e}");
+        let e = Manifest::parse(
+            "[[grant.kube]]\nresources=[\"pods\"]\nverbs=[\"get\"]\nnamespaces=[\"@velro\"]",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("grant.kube[0].namespaces") && e.contains("@velro"),
+            "{e}"
+        );
         let e = Manifest::parse("[settings]\nx = [1]")
             .unwrap_err()
             .to_string();

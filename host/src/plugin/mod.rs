@@ -38,7 +38,7 @@ use tonic::transport::Server;
 
 use crate::capabilities::kube::live::{ClusterOptions, LiveCluster};
 use crate::capabilities::kube::NoCluster;
-use crate::capabilities::{Clock, KubeBackend, Services};
+use crate::capabilities::{Clock, Environment, KubeBackend, Services};
 use crate::modules::LastGood;
 use crate::runtime::{CompileCache, ModuleConfig, Runtime};
 use dispatch::Dispatch;
@@ -113,6 +113,7 @@ async fn serve(args: PluginArgs) -> anyhow::Result<()> {
     let runtime = Runtime::new(Services {
         kube: kube_backend().await,
         clock: Clock::System,
+        environment: Environment::from_process(),
     })?
     .with_compile_cache(
         state

@@ -12,7 +12,7 @@ use super::error::LoadError;
 use crate::action::{ActionInfo, AppliesTo, Need, Verb};
 use crate::bindings::signer::SignerIndices;
 use crate::bindings::PluginPre;
-use crate::capabilities::{signing, CallState, HttpGrant, KubeGrant, ModuleCaps};
+use crate::capabilities::{signing, CallState, EnvGrant, HttpGrant, KubeGrant, ModuleCaps};
 use crate::modules::{sha256_hex, Grant, Limits, ModuleSource, Origin};
 
 /// A module ready to run.
@@ -171,6 +171,7 @@ pub(super) fn link(
             limits.http_response,
             limits.http_timeout,
         ),
+        env: EnvGrant::new(&source.manifest.grant.env, &source.manifest.grant.env_files),
         settings: source.manifest.settings.clone(),
     });
     Ok(Linked {

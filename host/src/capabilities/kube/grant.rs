@@ -24,6 +24,8 @@ enum Namespace {
     Any,
     /// `@item`: the namespace of the item being processed.
     Item,
+    /// `@velero`: the namespace Velero runs in.
+    Velero,
     /// A name or glob; "" is cluster scope.
     Pattern(String),
 }
@@ -53,6 +55,7 @@ impl KubeGrant {
                     .map(|n| match n.as_str() {
                         "*" => Namespace::Any,
                         "@item" => Namespace::Item,
+                        "@velero" => Namespace::Velero,
                         other => Namespace::Pattern(other.to_string()),
                     })
                     .collect(),
@@ -62,13 +65,15 @@ impl KubeGrant {
     }
 
     /// Whether `verb` on `group_resource` (`resource.group`) in `namespace` ("" for cluster scope or all
-    /// namespaces) is allowed, for a call on an item in `item_namespace`.
+    /// namespaces) is allowed, for a call on an item in `item_namespace`, with Velero in
+    /// `velero_namespace` ("" when unknown: `@velero` then allows nothing).
     pub fn allows(
         &self,
         verb: Verb,
         group_resource: &str,
         namespace: &str,
         item_namespace: Option<&str>,
+        velero_namespace: &str,
     ) -> bool {
         let group_resource = group_resource.to_ascii_lowercase();
         self.rules.iter().any(|rule| {
@@ -83,6 +88,9 @@ impl KubeGrant {
                     Namespace::Any => true,
                     Namespace::Item => {
                         item_namespace.is_some_and(|item| !item.is_empty() && item == namespace)
+                    }
+                    Namespace::Velero => {
+                        !velero_namespace.is_empty() && velero_namespace == namespace
                     }
                     Namespace::Pattern(p) if p.is_empty() => namespace.is_empty(),
                     Namespace::Pattern(p) => !namespace.is_empty() && glob::matches(p, namespace),
@@ -111,21 +119,21 @@ mod tests {
             &["get", "list"],
             &["*"],
         );
-        assert!(g.allows(Verb::Get, "pods", "ns", None));
-        assert!(g.allows(Verb::List, "datavolumes.cdi.kubevirt.io", "", None));
-        assert!(!g.allows(Verb::Delete, "pods", "ns", None));
-        assert!(!g.allows(Verb::Get, "secrets", "ns", None));
-        assert!(!g.allows(Verb::Get, "datavolumes", "ns", None));
+        assert!(g.allows(Verb::Get, "pods", "ns", None, ""));
+        assert!(g.allows(Verb::List, "datavolumes.cdi.kubevirt.io", "", None, ""));
+        assert!(!g.allows(Verb::Delete, "pods", "ns", None, ""));
+        assert!(!g.allows(Verb::Get, "secrets", "ns", None, ""));
+        assert!(!g.allows(Verb::Get, "datavolumes", "ns", None, ""));
     }
 
     #[test]
     fn item_namespace_confines_calls_to_the_item() {
         let g = grant(&["pods"], &["*"], &["@item"]);
-        assert!(g.allows(Verb::List, "pods", "vm-workloads", Some("vm-workloads")));
-        assert!(!g.allows(Verb::List, "pods", "kube-system", Some("vm-workloads")));
-        assert!(!g.allows(Verb::List, "pods", "", Some("vm-workloads")));
-        assert!(!g.allows(Verb::List, "pods", "", Some("")));
-        assert!(!g.allows(Verb::List, "pods", "ns", None));
+        assert!(g.allows(Verb::List, "pods", "vm-workloads", Some("vm-workloads"), ""));
+        assert!(!g.allows(Verb::List, "pods", "kube-system", Some("vm-workloads"), ""));
+        assert!(!g.allows(Verb::List, "pods", "", Some("vm-workloads"), ""));
+        assert!(!g.allows(Verb::List, "pods", "", Some(""), ""));
+        assert!(!g.allows(Verb::List, "pods", "ns", None, ""));
     }
 
     #[test]
@@ -139,21 +147,46 @@ mod tests {
             Verb::Get,
             "hostedcontrolplanes.hypershift.openshift.io",
             "clusters-prod",
-            None
+            None,
+            ""
         ));
         assert!(!g.allows(
             Verb::Get,
             "hostedcontrolplanes.hypershift.openshift.io",
             "",
-            None
+            None,
+            ""
         ));
         let g = grant(&["nodes"], &["get"], &[""]);
-        assert!(g.allows(Verb::Get, "nodes", "", None));
-        assert!(!g.allows(Verb::Get, "nodes", "ns", None));
+        assert!(g.allows(Verb::Get, "nodes", "", None, ""));
+        assert!(!g.allows(Verb::Get, "nodes", "ns", None, ""));
+    }
+
+    #[test]
+    fn velero_namespace_confines_calls_to_velero_s_namespace() {
+        let g = grant(&["secrets"], &["get"], &["@velero"]);
+        assert!(g.allows(Verb::Get, "secrets", "openshift-adp", None, "openshift-adp"));
+        assert!(g.allows(
+            Verb::Get,
+            "secrets",
+            "openshift-adp",
+            Some("clusters"),
+            "openshift-adp"
+        ));
+        assert!(!g.allows(
+            Verb::Get,
+            "secrets",
+            "clusters",
+            Some("clusters"),
+            "openshift-adp"
+        ));
+        assert!(!g.allows(Verb::Get, "secrets", "", None, "openshift-adp"));
+        assert!(!g.allows(Verb::Get, "secrets", "", None, ""));
+        assert!(!g.allows(Verb::Get, "secrets", "velero", None, ""));
     }
 
     #[test]
     fn no_rules_allow_nothing() {
-        assert!(!KubeGrant::default().allows(Verb::Get, "pods", "ns", None));
+        assert!(!KubeGrant::default().allows(Verb::Get, "pods", "ns", None, "ns"));
     }
 }

@@ -321,11 +321,14 @@ impl CallState {
             )));
         }
         let item_namespace = self.call.item().map(|i| i.namespace.as_str());
-        if self
-            .caps
-            .kube
-            .allows(verb, &api.group_resource(), namespace, item_namespace)
-        {
+        let velero_namespace = self.services.environment.velero_namespace();
+        if self.caps.kube.allows(
+            verb,
+            &api.group_resource(),
+            namespace,
+            item_namespace,
+            velero_namespace,
+        ) {
             return Ok(());
         }
         let scope = if namespace.is_empty() {

@@ -5,6 +5,11 @@
 //! * `test.velero-wasm.io/http-get`: GET `data.url`; `result` is `<status> <body>`.
 //! * `test.velero-wasm.io/sign-s3`: presign `data.url` (`s3://bucket/key`) in `data.region` with the
 //!   shared-credentials text in `data.credentials`, as of `data.now` (Unix seconds).
+//! * `test.velero-wasm.io/environment`: `result` is a JSON object with Velero's namespace, the
+//!   variable `data.variable` and the file named by the variable `data.file`, each `{"ok": …}` or
+//!   `{"error": …}` as the `environment` import answered.
+//! * `test.velero-wasm.io/kube-get`: gets the core `v1` object of resource `data.resource` named
+//!   `data.name` in namespace `data.namespace`; `result` is its name, `error` the kube error.
 
 #![cfg(target_arch = "wasm32")]
 
@@ -18,7 +23,9 @@ use exports::velero_wasm::plugin::actions::{
     RestoreResponse, Selector,
 };
 use serde_json::Value;
+use velero_wasm::plugin::environment;
 use velero_wasm::plugin::http;
+use velero_wasm::plugin::kube;
 use velero_wasm::plugin::signing;
 use velero_wasm::plugin::types::{ResourceId, Timestamp};
 
@@ -89,9 +96,48 @@ fn sign_s3(item: &Value) -> Result<String, String> {
         .map_err(|e| format!("{e:?}"))
 }
 
+fn answer<T: Into<Value>>(result: Result<T, String>) -> Value {
+    match result {
+        Ok(v) => serde_json::json!({"ok": v.into()}),
+        Err(e) => serde_json::json!({"error": e}),
+    }
+}
+
+fn probe_environment(item: &Value) -> Result<String, String> {
+    let variable = environment::variable(field(item, "variable"));
+    let file = environment::read_env_file(field(item, "file"))
+        .map(|bytes| String::from_utf8_lossy(&bytes).into_owned());
+    Ok(serde_json::json!({
+        "veleroNamespace": environment::velero_namespace(),
+        "variable": answer(variable.map(|v| v.map(Value::String).unwrap_or(Value::Null))),
+        "file": answer(file),
+    })
+    .to_string())
+}
+
+fn kube_get(item: &Value) -> Result<String, String> {
+    let api = kube::ApiResource {
+        group: String::new(),
+        version: "v1".into(),
+        resource: field(item, "resource").into(),
+    };
+    let object = kube::get(&api, field(item, "namespace"), field(item, "name"))
+        .map_err(|e| format!("{e:?}"))?;
+    let object: Value = serde_json::from_str(&object).map_err(|e| e.to_string())?;
+    Ok(object["metadata"]["name"]
+        .as_str()
+        .unwrap_or("")
+        .to_string())
+}
+
 impl Guest for Probe {
     fn describe() -> Vec<ActionInfo> {
-        vec![info("http-get"), info("sign-s3")]
+        vec![
+            info("http-get"),
+            info("sign-s3"),
+            info("environment"),
+            info("kube-get"),
+        ]
     }
 
     fn backup(action: String, request: BackupRequest) -> Result<BackupResponse, String> {
@@ -99,6 +145,8 @@ impl Guest for Probe {
         let outcome = match action.as_str() {
             "test.velero-wasm.io/http-get" => http_get(&item),
             "test.velero-wasm.io/sign-s3" => sign_s3(&item),
+            "test.velero-wasm.io/environment" => probe_environment(&item),
+            "test.velero-wasm.io/kube-get" => kube_get(&item),
             other => return Err(format!("unknown action {other}")),
         };
         let (key, value) = match outcome {

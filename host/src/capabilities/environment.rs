@@ -1,0 +1,296 @@
+//! The `environment` capability: the namespace Velero runs in, and the environment variables and
+//! variable-named files a module's grant lists (`[grant] env`, `[grant] env-files`).
+//!
+//! Components have no environment and no files of their own. A module that must read a projected
+//! token (`AWS_WEB_IDENTITY_TOKEN_FILE`, `AZURE_FEDERATED_TOKEN_FILE`) is granted that *variable* in
+//! `env-files`: it can then read the file the variable names, and no other path (not the service
+//! account's own token, for instance).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+
+use tokio::io::AsyncReadExt;
+
+use super::CallState;
+use crate::bindings::velero_wasm::plugin::environment::Host;
+
+/// The largest file `read-env-file` returns.
+pub const MAX_FILE: u64 = 1 << 20;
+
+/// Where a pod's service account names its namespace.
+pub const SERVICE_ACCOUNT_NAMESPACE: &str =
+    "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
+
+/// The variable Velero's Deployment sets to its namespace.
+pub const VELERO_NAMESPACE_VARIABLE: &str = "VELERO_NAMESPACE";
+
+type Lookup = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+
+/// What the host knows of the environment it runs in, shared by every call.
+#[derive(Clone)]
+pub struct Environment {
+    velero_namespace: String,
+    variables: Lookup,
+}
+
+impl fmt::Debug for Environment {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Environment")
+            .field("velero_namespace", &self.velero_namespace)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Environment {
+    /// The process's environment; Velero's namespace from `VELERO_NAMESPACE`, else the service
+    /// account's namespace file (trimmed), else "".
+    pub fn from_process() -> Environment {
+        let from_variable = std::env::var(VELERO_NAMESPACE_VARIABLE)
+            .ok()
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty());
+        let namespace = from_variable
+            .or_else(|| {
+                std::fs::read_to_string(SERVICE_ACCOUNT_NAMESPACE)
+                    .ok()
+                    .map(|v| v.trim().to_string())
+            })
+            .unwrap_or_default();
+        Environment {
+            velero_namespace: namespace,
+            variables: Arc::new(|name| std::env::var(name).ok()),
+        }
+    }
+
+    /// Fixed variables instead of the process's (for tests), and no Velero namespace.
+    pub fn fixed(variables: BTreeMap<String, String>) -> Environment {
+        Environment {
+            velero_namespace: String::new(),
+            variables: Arc::new(move |name| variables.get(name).cloned()),
+        }
+    }
+
+    /// The same environment with Velero's namespace set to `namespace`.
+    pub fn with_velero_namespace(mut self, namespace: &str) -> Environment {
+        self.velero_namespace = namespace.to_string();
+        self
+    }
+
+    /// The namespace Velero runs in ("" when unknown).
+    pub fn velero_namespace(&self) -> &str {
+        &self.velero_namespace
+    }
+
+    /// A variable's value, granted or not (the grant is checked by the capability).
+    pub fn variable(&self, name: &str) -> Option<String> {
+        (self.variables)(name)
+    }
+}
+
+/// A module's environment grant: variables it may read, and variables whose file it may read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EnvGrant {
+    variables: Vec<String>,
+    files: Vec<String>,
+}
+
+impl EnvGrant {
+    /// Compiles the manifest's `env` (names, or prefixes ending in `*`) and `env-files` (names) lists,
+    /// already validated by [`EnvGrant::check_entry`].
+    pub fn new(variables: &[String], files: &[String]) -> EnvGrant {
+        EnvGrant {
+            variables: variables.to_vec(),
+            files: files.to_vec(),
+        }
+    }
+
+    /// Checks one grant entry: a variable name (letters, digits, `_`), or with `prefix` allowed, such a
+    /// name followed by `*` (`AZURE_*`, or `*` alone for every variable).
+    pub fn check_entry(entry: &str, prefix: bool) -> Result<(), String> {
+        let name = match entry.strip_suffix('*') {
+            Some(stem) if prefix => stem,
+            Some(_) => {
+                return Err(format!(
+                    "{entry:?}: name the variable exactly (no `*` in env-files)"
+                ))
+            }
+            None if entry.is_empty() => return Err("an empty variable name".into()),
+            None => entry,
+        };
+        if name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+            Ok(())
+        } else {
+            Err(format!(
+                "{entry:?} is not a variable name (letters, digits and _{})",
+                if prefix {
+                    ", optionally ending in *"
+                } else {
+                    ""
+                }
+            ))
+        }
+    }
+
+    /// Whether the module may read variable `name`.
+    pub fn allows_variable(&self, name: &str) -> bool {
+        !name.is_empty()
+            && self
+                .variables
+                .iter()
+                .any(|entry| match entry.strip_suffix('*') {
+                    Some(prefix) => name.starts_with(prefix),
+                    None => entry == name,
+                })
+    }
+
+    /// Whether the module may read the file named by variable `name`.
+    pub fn allows_file(&self, name: &str) -> bool {
+        self.files.iter().any(|entry| entry == name)
+    }
+}
+
+impl CallState {
+    /// Logs and returns a refusal.
+    fn env_denied(&self, what: &str) -> String {
+        let message = format!(
+            "permission denied: module {} is not granted {what}",
+            self.caps.module
+        );
+        let item = self.call.item();
+        tracing::warn!(
+            module = &*self.call.module,
+            action = self.call.action.as_str(),
+            resource = item.map(|i| i.group_resource()).unwrap_or_default(),
+            namespace = item.map(|i| i.namespace.as_str()).unwrap_or_default(),
+            name = item.map(|i| i.name.as_str()).unwrap_or_default(),
+            "{message}"
+        );
+        message
+    }
+}
+
+/// Reads at most [`MAX_FILE`] bytes of `path`; larger files are refused.
+async fn read_capped(path: &str, variable: &str) -> Result<Vec<u8>, String> {
+    let cannot = |e: std::io::Error| format!("cannot read {path} (named by {variable}): {e}");
+    let file = tokio::fs::File::open(path).await.map_err(cannot)?;
+    let mut contents = Vec::new();
+    file.take(MAX_FILE + 1)
+        .read_to_end(&mut contents)
+        .await
+        .map_err(cannot)?;
+    if contents.len() as u64 > MAX_FILE {
+        return Err(format!(
+            "{path} (named by {variable}) is larger than the 1 MiB a module may read"
+        ));
+    }
+    Ok(contents)
+}
+
+impl Host for CallState {
+    fn velero_namespace(&mut self) -> String {
+        self.services.environment.velero_namespace().to_string()
+    }
+
+    fn variable(&mut self, name: String) -> Result<Option<String>, String> {
+        if !self.caps.env.allows_variable(&name) {
+            return Err(self.env_denied(&format!("the environment variable {name}")));
+        }
+        Ok(self.services.environment.variable(&name))
+    }
+
+    async fn read_env_file(&mut self, variable: String) -> Result<Vec<u8>, String> {
+        if !self.caps.env.allows_file(&variable) {
+            return Err(self.env_denied(&format!(
+                "the file named by the environment variable {variable}"
+            )));
+        }
+        let path = self
+            .services
+            .environment
+            .variable(&variable)
+            .filter(|p| !p.is_empty())
+            .ok_or_else(|| format!("environment variable {variable} is not set"))?;
+        read_capped(&path, &variable).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strings(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn grants_name_variables_exactly_or_by_prefix() {
+        let g = EnvGrant::new(
+            &strings(&["AZURE_*", "AWS_WEB_IDENTITY_TOKEN_FILE"]),
+            &strings(&["AWS_WEB_IDENTITY_TOKEN_FILE"]),
+        );
+        assert!(g.allows_variable("AZURE_TENANT_ID"));
+        assert!(g.allows_variable("AWS_WEB_IDENTITY_TOKEN_FILE"));
+        assert!(!g.allows_variable("AWS_WEB_IDENTITY_TOKEN_FILE_2"));
+        assert!(!g.allows_variable("HOME"));
+        assert!(!g.allows_variable(""));
+        assert!(g.allows_file("AWS_WEB_IDENTITY_TOKEN_FILE"));
+        assert!(!g.allows_file("AZURE_FEDERATED_TOKEN_FILE"));
+        assert!(!EnvGrant::default().allows_variable("PATH"));
+    }
+
+    #[test]
+    fn grant_entries_are_checked() {
+        assert!(EnvGrant::check_entry("AZURE_*", true).is_ok());
+        assert!(EnvGrant::check_entry("*", true).is_ok());
+        assert!(EnvGrant::check_entry("AZURE_*", false)
+            .unwrap_err()
+            .contains("exactly"));
+        assert!(EnvGrant::check_entry("", true).is_err());
+        assert!(EnvGrant::check_entry("A-B", true)
+            .unwrap_err()
+            .contains("not a variable name"));
+        assert!(EnvGrant::check_entry("A*B", true).is_err());
+    }
+
+    #[tokio::test]
+    async fn files_are_read_up_to_one_mebibyte() {
+        let dir = tempfile::tempdir().unwrap();
+        let small = dir.path().join("token");
+        std::fs::write(&small, b"eyJ.token").unwrap();
+        let small = small.to_str().unwrap();
+        assert_eq!(read_capped(small, "T").await.unwrap(), b"eyJ.token");
+        let exact = dir.path().join("exact");
+        std::fs::write(&exact, vec![b'a'; MAX_FILE as usize]).unwrap();
+        assert_eq!(
+            read_capped(exact.to_str().unwrap(), "T")
+                .await
+                .unwrap()
+                .len(),
+            MAX_FILE as usize
+        );
+        let big = dir.path().join("big");
+        std::fs::write(&big, vec![b'a'; MAX_FILE as usize + 1]).unwrap();
+        let e = read_capped(big.to_str().unwrap(), "T").await.unwrap_err();
+        assert!(
+            e.contains("larger than the 1 MiB") && e.contains("named by T"),
+            "{e}"
+        );
+        let e = read_capped("/nonexistent/velero-wasm/token", "T")
+            .await
+            .unwrap_err();
+        assert!(
+            e.starts_with("cannot read /nonexistent/velero-wasm/token (named by T): "),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn fixed_environments_answer_from_their_map() {
+        let env = Environment::fixed(BTreeMap::from([("A".to_string(), "1".to_string())]))
+            .with_velero_namespace("openshift-adp");
+        assert_eq!(env.variable("A").as_deref(), Some("1"));
+        assert_eq!(env.variable("B"), None);
+        assert_eq!(env.velero_namespace(), "openshift-adp");
+    }
+}
