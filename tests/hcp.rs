@@ -208,8 +208,9 @@ fn recorded_calls(path: &Path) -> Vec<String> {
         .unwrap()
         .lines()
         .skip(1)
-        .map(|line| {
-            let v: Value = serde_json::from_str(line).unwrap();
+        .map(|line| serde_json::from_str::<Value>(line).unwrap())
+        .filter(|v| v["capability"] == "kube")
+        .map(|v| {
             let call = &v["call"];
             let api = &call["api"];
             let resource = match api["group"].as_str().unwrap() {

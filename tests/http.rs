@@ -19,11 +19,11 @@ use velero_wasm::runtime::Runtime;
 async fn probe(manifest: &str) -> Runtime {
     let path = std::path::Path::new(env!("VELERO_WASM_TEST_COMPONENTS")).join("probe.wasm");
     let wasm = std::fs::read(&path).expect("the probe component is built by host/build.rs");
-    let runtime = Runtime::new(Services {
-        kube: Arc::new(NoCluster::default()),
-        clock: Clock::System,
-        environment: velero_wasm::capabilities::Environment::from_process(),
-    })
+    let runtime = Runtime::new(Services::new(
+        Arc::new(NoCluster::default()),
+        Clock::System,
+        velero_wasm::capabilities::Environment::from_process(),
+    ))
     .unwrap();
     let source =
         ModuleSource::new("probe", wasm, manifest, Origin::File(path)).expect("test manifest");

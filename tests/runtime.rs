@@ -90,11 +90,11 @@ async fn host() -> (Runtime, Arc<Counting>, tempfile::TempDir) {
         inner: FixtureCluster::load(&[objects], Clock::System).unwrap(),
         calls: AtomicUsize::new(0),
     });
-    let runtime = Runtime::new(Services {
-        kube: backend.clone(),
-        clock: Clock::System,
-        environment: velero_wasm::capabilities::Environment::from_process(),
-    })
+    let runtime = Runtime::new(Services::new(
+        backend.clone(),
+        Clock::System,
+        velero_wasm::capabilities::Environment::from_process(),
+    ))
     .unwrap();
     let scan = scan_directory(modules.path()).unwrap();
     assert!(scan.problems.is_empty(), "{:?}", scan.problems);
@@ -324,11 +324,11 @@ async fn a_broken_update_of_a_module_falls_back_to_its_last_good_version() {
         last_good: Some(LastGood::at(state.path().join("last-good"))),
     };
     let fresh_runtime = || {
-        Runtime::new(Services {
-            kube: Arc::new(velero_wasm::capabilities::kube::NoCluster::default()),
-            clock: Clock::System,
-            environment: velero_wasm::capabilities::Environment::from_process(),
-        })
+        Runtime::new(Services::new(
+            Arc::new(velero_wasm::capabilities::kube::NoCluster::default()),
+            Clock::System,
+            velero_wasm::capabilities::Environment::from_process(),
+        ))
         .unwrap()
     };
 
@@ -402,11 +402,11 @@ async fn compiled_modules_are_cached_and_a_damaged_cache_is_recompiled() {
         last_good: None,
     };
     let host = || {
-        Runtime::new(Services {
-            kube: Arc::new(velero_wasm::capabilities::kube::NoCluster::default()),
-            clock: Clock::System,
-            environment: velero_wasm::capabilities::Environment::from_process(),
-        })
+        Runtime::new(Services::new(
+            Arc::new(velero_wasm::capabilities::kube::NoCluster::default()),
+            Clock::System,
+            velero_wasm::capabilities::Environment::from_process(),
+        ))
         .unwrap()
         .with_compile_cache(CompileCache::open(cache_dir.path().join("compiled")))
     };

@@ -798,11 +798,11 @@ fn secrets_never_appear_in_logs_or_errors() {
 
 /// A runtime with the stock signing module, plus `extra` modules.
 async fn runtime_with(extra: Vec<ModuleSource>, signing: bool) -> Runtime {
-    let runtime = Runtime::new(Services {
-        kube: Arc::new(NoCluster::default()),
-        clock: Clock::System,
-        environment: velero_wasm::capabilities::Environment::from_process(),
-    })
+    let runtime = Runtime::new(Services::new(
+        Arc::new(NoCluster::default()),
+        Clock::System,
+        velero_wasm::capabilities::Environment::from_process(),
+    ))
     .unwrap();
     let mut sources: Vec<ModuleSource> = stock_modules()
         .into_iter()

@@ -76,11 +76,11 @@ async fn runtime() -> (Runtime, tempfile::TempDir) {
         format!("sha256 = \"{sha}\"\n"),
     )
     .expect("write");
-    let runtime = Runtime::new(Services {
-        kube: Arc::new(NoCluster::default()),
-        clock: Clock::System,
-        environment: velero_wasm::capabilities::Environment::from_process(),
-    })
+    let runtime = Runtime::new(Services::new(
+        Arc::new(NoCluster::default()),
+        Clock::System,
+        velero_wasm::capabilities::Environment::from_process(),
+    ))
     .expect("runtime");
     let errors = runtime
         .load_all(scan_directory(dir.path()).expect("scan").modules)

@@ -1,6 +1,6 @@
 //! What a component can reach, one module per import: [`kube`], [`clock`], [`log`], [`config`],
 //! [`random`], [`http`], [`environment`], [`signing`]; plus [`stdio`], where the guest's stdout and stderr go (never
-//! the host's stdout).
+//! the host's stdout), and [`recording`], the record and replay of calls the capabilities share.
 //!
 //! Every call of a component runs with a fresh [`CallState`] as its store data. It carries the call's
 //! identity (module, action, item) for logs and errors, the module's [`ModuleCaps`] (its grant and
@@ -12,7 +12,8 @@ pub mod environment;
 pub mod http;
 pub mod kube;
 mod log;
-mod random;
+pub mod random;
+pub mod recording;
 pub mod signing;
 mod stdio;
 
@@ -27,8 +28,9 @@ use crate::action::ItemRef;
 use crate::bindings::Plugin;
 pub use clock::Clock;
 pub use environment::{EnvGrant, Environment};
-pub use http::HttpGrant;
+pub use http::{HttpGrant, HttpTransport};
 pub use kube::{KubeBackend, KubeGrant};
+pub use random::RandomSource;
 pub use signing::SigningService;
 pub use stdio::GuestOutput;
 
@@ -40,6 +42,24 @@ pub struct Services {
     pub clock: Clock,
     /// The host's environment: Velero's namespace, the process's variables.
     pub environment: Environment,
+    /// Where outbound HTTP exchanges go: the network, a recording of it, or a replay.
+    pub http: Arc<dyn HttpTransport>,
+    /// Where random bytes come from: the system's generator, a recording of it, or a replay.
+    pub random: Arc<dyn RandomSource>,
+}
+
+impl Services {
+    /// Services with `kube`, `clock` and `environment`, the network for HTTP and the system's
+    /// generator for random bytes.
+    pub fn new(kube: Arc<dyn KubeBackend>, clock: Clock, environment: Environment) -> Services {
+        Services {
+            kube,
+            clock,
+            environment,
+            http: Arc::new(http::NetworkTransport),
+            random: Arc::new(random::SystemRandom),
+        }
+    }
 }
 
 /// What one module is allowed and configured to do, built once when the module loads.

@@ -9,7 +9,7 @@ use serde_json::json;
 use super::{load_runtime, ModuleArgs, EXIT_FAILED, EXIT_OK};
 use crate::action::Selector;
 use crate::capabilities::kube::NoCluster;
-use crate::capabilities::{Clock, Environment};
+use crate::capabilities::{Clock, Environment, Services};
 
 /// Arguments of `actions`.
 #[derive(Debug, clap::Args)]
@@ -24,14 +24,12 @@ pub struct ActionsArgs {
 
 /// Runs the command; returns the exit status.
 pub async fn actions(args: ActionsArgs) -> u8 {
-    let (runtime, problems) = match load_runtime(
-        &args.modules,
+    let services = Services::new(
         Arc::new(NoCluster::default()),
         Clock::System,
         Environment::from_process(),
-    )
-    .await
-    {
+    );
+    let (runtime, problems) = match load_runtime(&args.modules, services).await {
         Ok(loaded) => loaded,
         Err(failure) => {
             eprintln!("velero-wasm actions: {}", failure.message);

@@ -8,11 +8,10 @@ mod sign;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
 
-use crate::capabilities::{Clock, Environment, KubeBackend, Services};
+use crate::capabilities::Services;
 use crate::runtime::{CompileCache, LoadProblem, ModuleConfig, Runtime};
 
 /// Velero item actions as sandboxed WebAssembly components.
@@ -119,17 +118,11 @@ fn compile_cache() -> Option<CompileCache> {
 /// (modules left out, or served in an earlier version), which the caller reports.
 async fn load_runtime(
     args: &ModuleArgs,
-    kube: Arc<dyn KubeBackend>,
-    clock: Clock,
-    environment: Environment,
+    services: Services,
 ) -> Result<(Runtime, Vec<LoadProblem>), Failure> {
-    let runtime = Runtime::new(Services {
-        kube,
-        clock,
-        environment,
-    })
-    .map_err(|e| Failure::failed(format!("{e:#}")))?
-    .with_compile_cache(compile_cache());
+    let runtime = Runtime::new(services)
+        .map_err(|e| Failure::failed(format!("{e:#}")))?
+        .with_compile_cache(compile_cache());
     let config = ModuleConfig {
         directory: args.modules.clone(),
         last_good: None,

@@ -21,12 +21,16 @@ use serde_json::{json, Map, Value};
 use super::{load_runtime, Failure, ModuleArgs, EXIT_OK};
 use crate::action::{ActionKind, ItemRef, OperationProgress, ResourceId};
 use crate::action::{BackupRequest, RestoreRequest};
+use crate::capabilities::environment::record::{RecordingEnvironment, ReplayEnvironment};
+use crate::capabilities::http::record::{RecordingHttp, ReplayHttp};
 use crate::capabilities::kube::fixture::FixtureCluster;
 use crate::capabilities::kube::live::{ClusterOptions, LiveCluster};
-use crate::capabilities::kube::record::{Recorder, Recording, RecordingKube, ReplayKube};
+use crate::capabilities::kube::record::{RecordingKube, ReplayKube};
 use crate::capabilities::kube::writes::WriteLog;
 use crate::capabilities::kube::NoCluster;
-use crate::capabilities::{Clock, Environment, KubeBackend};
+use crate::capabilities::random::{RecordingRandom, ReplayRandom};
+use crate::capabilities::recording::{Header, Recorder, Recording, RecordingError, Replay};
+use crate::capabilities::{Clock, Environment, KubeBackend, Services};
 use crate::documents::read_object;
 use crate::runtime::{ActionEntry, CallError, Runtime};
 
@@ -83,12 +87,16 @@ pub struct RunArgs {
     #[arg(long, value_name = "NAME", conflicts_with_all = ["cluster", "replay"])]
     context: Option<String>,
 
-    /// Write every capability call and its answer to FILE (JSON Lines), for --replay.
+    /// Write every capability call and its answer to FILE (JSON Lines), for --replay: Kubernetes
+    /// calls, outbound HTTP, granted environment variables and files, random bytes. The file holds
+    /// what was sent and received (tokens in HTTP requests and answers, token files' contents, Secrets
+    /// read from the cluster): treat a recording as a secret.
     #[arg(long, value_name = "FILE", conflicts_with = "replay")]
     record: Option<PathBuf>,
 
     /// Answer every capability call from a recording made with --record; nothing is sent anywhere,
-    /// and the clock starts where the recording's did.
+    /// no variable or file is read, and the clock and Velero's namespace are the recording's. A call
+    /// that is not in the recording fails the run.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["cluster", "now"])]
     replay: Option<PathBuf>,
 
@@ -130,15 +138,15 @@ async fn execute(args: RunArgs) -> Result<Value, Failure> {
             Failure::bad_input(format!("--now {text:?} is not an RFC 3339 time: {e}"))
         })?),
     };
-    let recording = match &args.replay {
-        Some(path) => {
-            Some(Recording::read(path).map_err(|e| Failure::bad_input(format!("--replay {e}")))?)
-        }
+    let replay = match &args.replay {
+        Some(path) => Some(Arc::new(Replay::new(
+            Recording::read(path).map_err(replay_error)?,
+        ))),
         None => None,
     };
-    let clock = match (now, &recording, &args.record) {
+    let clock = match (now, &replay, &args.record) {
         (Some(start), _, _) => Clock::fixed(start),
-        (None, Some(recording), _) => Clock::fixed(recording.clock_start),
+        (None, Some(replay), _) => Clock::fixed(replay.header().clock_start),
         // Recording: real waits, but time read as start + slept, so that the replay reads the same.
         (None, None, Some(_)) => Clock::stepped(SystemTime::now()),
         (None, None, None) => Clock::System,
@@ -161,37 +169,46 @@ async fn execute(args: RunArgs) -> Result<Value, Failure> {
             .unwrap_or("")
             .to_string()
     });
-    let mut environment = Environment::from_process();
-    if !velero_namespace.is_empty() {
-        environment = environment.with_velero_namespace(&velero_namespace);
-    }
     let item_from_backup = match &args.item_from_backup {
         Some(path) => Some(read("item-from-backup", path)?),
         None => None,
     };
-    let replay = recording.as_ref().map(|r| Arc::new(ReplayKube::new(r)));
-    let mut kube: Arc<dyn KubeBackend> = match (args.cluster.is_empty(), &replay) {
+    let environment = match &replay {
+        Some(replay) => replayed_environment(replay, args.velero_namespace.as_deref())?,
+        None if velero_namespace.is_empty() => Environment::from_process(),
+        None => Environment::from_process().with_velero_namespace(&velero_namespace),
+    };
+    let kube: Arc<dyn KubeBackend> = match (args.cluster.is_empty(), &replay) {
         (false, _) => Arc::new(
             FixtureCluster::load(&args.cluster, clock.clone())
                 .map_err(|e| Failure::bad_input(format!("--cluster {e}")))?,
         ),
-        (true, Some(replay)) => replay.clone(),
+        (true, Some(replay)) => Arc::new(ReplayKube::new(replay).map_err(replay_error)?),
         (true, None) => live_cluster(&args).await?,
     };
+    let mut services = Services::new(kube, clock, environment);
+    if let Some(replay) = &replay {
+        services.http = Arc::new(ReplayHttp::new(replay).map_err(replay_error)?);
+        services.random = Arc::new(ReplayRandom::new(replay).map_err(replay_error)?);
+    }
     let recorder = match &args.record {
         Some(path) => {
-            let recorder = Recorder::create(path, clock.now())
+            let header = Header {
+                clock_start: services.clock.now(),
+                velero_namespace: services.environment.velero_namespace().to_string(),
+            };
+            let recorder = Recorder::create(path, &header)
                 .map_err(|e| Failure::bad_input(format!("--record {e}")))?;
-            kube = Arc::new(RecordingKube::new(kube, recorder.clone()));
+            services = recorded(services, &recorder);
             Some(recorder)
         }
         None => None,
     };
     // Outermost, so that what is recorded and replayed includes what the log itself reads.
-    let writes = Arc::new(WriteLog::new(kube));
+    let writes = Arc::new(WriteLog::new(services.kube.clone()));
+    services.kube = writes.clone();
 
-    let (runtime, problems) =
-        load_runtime(&args.modules, writes.clone(), clock, environment).await?;
+    let (runtime, problems) = load_runtime(&args.modules, services).await?;
     for problem in &problems {
         eprintln!("velero-wasm run: warning: {problem}");
     }
@@ -401,7 +418,7 @@ async fn item_call(
 fn finish(
     outcome: Result<(), CallError>,
     recorder: Option<Arc<Recorder>>,
-    replay: Option<Arc<ReplayKube>>,
+    replay: Option<Arc<Replay>>,
     writes: &WriteLog,
     mut output: Map<String, Value>,
 ) -> Result<Value, Failure> {
@@ -416,10 +433,13 @@ fn finish(
                 misses.join("\n  ")
             )));
         }
-        if replay.unused() > 0 {
+        let unused = replay.unused();
+        if !unused.is_empty() {
+            let total: usize = unused.iter().map(|(_, n)| n).sum();
+            let each: Vec<String> = unused.iter().map(|(c, n)| format!("{c} {n}")).collect();
             eprintln!(
-                "velero-wasm run: warning: {} recorded calls were not made",
-                replay.unused()
+                "velero-wasm run: warning: {total} recorded calls were not made ({})",
+                each.join(", ")
             );
         }
     }
@@ -434,6 +454,34 @@ fn finish(
         serde_json::to_value(writes.writes()).unwrap_or(Value::Null),
     );
     Ok(Value::Object(output))
+}
+
+/// A recording that `--replay` cannot use: bad input.
+fn replay_error(e: RecordingError) -> Failure {
+    Failure::bad_input(format!("--replay {e}"))
+}
+
+/// The environment of a replay: Velero's namespace as recorded, variables and files from the
+/// recording. A `--velero-namespace` that says otherwise is refused rather than ignored.
+fn replayed_environment(replay: &Replay, given: Option<&str>) -> Result<Environment, Failure> {
+    let recorded = &replay.header().velero_namespace;
+    if let Some(given) = given.filter(|g| g != recorded) {
+        return Err(Failure::bad_input(format!(
+            "--velero-namespace {given:?} differs from the recording's Velero namespace {recorded:?}"
+        )));
+    }
+    let source = ReplayEnvironment::new(replay).map_err(replay_error)?;
+    Ok(Environment::new(recorded, Arc::new(source)))
+}
+
+/// `services` with every capability's calls also written to `recorder`.
+fn recorded(mut services: Services, recorder: &Arc<Recorder>) -> Services {
+    services.kube = Arc::new(RecordingKube::new(services.kube, recorder.clone()));
+    services.http = Arc::new(RecordingHttp::new(services.http, recorder.clone()));
+    services.random = Arc::new(RecordingRandom::new(services.random, recorder.clone()));
+    let source = RecordingEnvironment::new(services.environment.source(), recorder.clone());
+    services.environment = services.environment.with_source(Arc::new(source));
+    services
 }
 
 /// The live cluster of `--kubeconfig`/`--context` (or kubectl's defaults). Without any configuration

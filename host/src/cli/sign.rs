@@ -206,11 +206,11 @@ fn time(now: &Option<String>) -> Result<(Clock, Option<wit::Timestamp>), Failure
 
 /// A runtime with only the module named `signing` loaded.
 async fn runtime(modules: &ModuleArgs, clock: Clock) -> Result<Runtime, Failure> {
-    let runtime = Runtime::new(Services {
-        kube: Arc::new(NoCluster::default()),
+    let runtime = Runtime::new(Services::new(
+        Arc::new(NoCluster::default()),
         clock,
-        environment: Environment::from_process(),
-    })
+        Environment::from_process(),
+    ))
     .map_err(|e| Failure::failed(format!("{e:#}")))?
     .with_compile_cache(super::compile_cache());
     let mut sources: Vec<_> = stock_modules()

@@ -110,11 +110,11 @@ async fn kube_backend() -> Arc<dyn KubeBackend> {
 async fn serve(args: PluginArgs) -> anyhow::Result<()> {
     let started = Instant::now();
     let state = crate::state::default_dir();
-    let runtime = Runtime::new(Services {
-        kube: kube_backend().await,
-        clock: Clock::System,
-        environment: Environment::from_process(),
-    })?
+    let runtime = Runtime::new(Services::new(
+        kube_backend().await,
+        Clock::System,
+        Environment::from_process(),
+    ))?
     .with_compile_cache(
         state
             .as_ref()

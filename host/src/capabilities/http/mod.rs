@@ -13,18 +13,19 @@
 //! without regard to case. Each request is capped ([`MAX_REQUEST_BODY`], the module's `http-response`
 //! limit on the answer) and timed (`http-timeout`, never past the call's deadline). Redirects are not
 //! followed. Logs name the module, method, host, status and sizes, never header values or bodies.
+//!
+//! Everything above is decided here; the exchange itself goes through the [`HttpTransport`] of the
+//! host's services: the network, or a recording or replay of it ([`record`]). A request the
+//! capability refuses never reaches the transport.
 
-use std::sync::OnceLock;
+pub mod record;
+mod transport;
+
 use std::time::Duration;
-
-use http_body_util::{BodyExt, Full, Limited};
-use hyper::body::Bytes;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
 
 use super::CallState;
 use crate::bindings::velero_wasm::plugin::http::{Error, Host, Request, Response};
+pub use transport::{Answer, Exchange, ExchangeError, HttpTransport, NetworkTransport};
 
 /// How long before the call's deadline an outbound request is given up.
 const DEADLINE_MARGIN: Duration = Duration::from_millis(50);
@@ -149,28 +150,8 @@ impl HttpGrant {
     }
 }
 
-type HttpsClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
-
-/// The client every module's requests share (connection pool, TLS roots), built on first use. Roots
-/// are the system's, or Mozilla's (webpki-roots) where the system has none.
-fn client() -> &'static HttpsClient {
-    static CLIENT: OnceLock<HttpsClient> = OnceLock::new();
-    CLIENT.get_or_init(|| {
-        let builder = hyper_rustls::HttpsConnectorBuilder::new();
-        let builder = match builder.with_native_roots() {
-            Ok(native) => native,
-            Err(_) => hyper_rustls::HttpsConnectorBuilder::new().with_webpki_roots(),
-        };
-        let connector = builder.https_or_http().enable_http1().build();
-        Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(Duration::from_secs(30))
-            .build(connector)
-    })
-}
-
 /// The parts of a URL a grant is checked against.
 struct Target {
-    uri: hyper::Uri,
     scheme: String,
     host: String,
     port: u16,
@@ -203,12 +184,7 @@ fn target(url: &str) -> Result<Target, Error> {
     let port = authority
         .port_u16()
         .unwrap_or(if scheme == "https" { 443 } else { 80 });
-    Ok(Target {
-        uri,
-        scheme,
-        host,
-        port,
-    })
+    Ok(Target { scheme, host, port })
 }
 
 /// `scheme://host[:port]` of a URL, for messages: never its path or query (which may carry a signature).
@@ -224,12 +200,26 @@ fn origin_of(url: &str) -> String {
     format!("{}{authority}", &url[..end])
 }
 
+/// `scheme://host:port` of a URL, the port always written: how messages and logs name an origin.
+pub(crate) fn origin(url: &str) -> String {
+    match target(url) {
+        Ok(t) => t.origin(),
+        Err(_) => origin_of(url),
+    }
+}
+
+impl Target {
+    fn origin(&self) -> String {
+        format!("{}://{}:{}", self.scheme, self.host, self.port)
+    }
+}
+
 const METHODS: &[&str] = &["GET", "POST", "PUT", "DELETE", "HEAD", "PATCH"];
 
 impl CallState {
     async fn send_request(&mut self, request: Request) -> Result<Response, Error> {
         let target = target(&request.url)?;
-        let origin = format!("{}://{}:{}", target.scheme, target.host, target.port);
+        let origin = target.origin();
         let grant = &self.caps.http;
         if !grant.allows(&target.scheme, &target.host, target.port) {
             tracing::warn!(module = &*self.call.module, action = self.call.action.as_str(), %origin, "http request denied by the module's grant");
@@ -252,23 +242,19 @@ impl CallState {
                 request.body.len()
             )));
         }
-        let mut builder = hyper::Request::builder()
-            .method(method.as_str())
-            .uri(target.uri.clone());
-        for (name, value) in &request.headers {
+        let mut headers = Vec::with_capacity(request.headers.len());
+        for (name, value) in request.headers {
             if name.eq_ignore_ascii_case("host") || name.eq_ignore_ascii_case("content-length") {
                 continue;
             }
-            let name = hyper::header::HeaderName::from_bytes(name.as_bytes())
+            let valid_name = hyper::header::HeaderName::from_bytes(name.as_bytes())
                 .map_err(|_| Error::Invalid(format!("header name {name:?} is not valid")))?;
-            let value = hyper::header::HeaderValue::from_str(value)
-                .map_err(|_| Error::Invalid(format!("the value of header {name} is not valid")))?;
-            builder = builder.header(name, value);
+            hyper::header::HeaderValue::from_str(&value).map_err(|_| {
+                Error::Invalid(format!("the value of header {valid_name} is not valid"))
+            })?;
+            headers.push((name, value));
         }
         let body_len = request.body.len();
-        let http_request = builder
-            .body(Full::new(Bytes::from(request.body)))
-            .map_err(|e| Error::Invalid(format!("request to {origin}: {e}")))?;
 
         let mut timeout = grant.timeout;
         if let Some(deadline) = self.deadline {
@@ -277,87 +263,62 @@ impl CallState {
             timeout = timeout.min(left.saturating_sub(DEADLINE_MARGIN));
         }
         let max_response = grant.max_response;
+        let exchange = Exchange {
+            method: method.clone(),
+            url: request.url,
+            headers,
+            body: request.body,
+            max_response,
+            timeout,
+        };
         let started = std::time::Instant::now();
-        let exchange = async {
-            let response = client()
-                .request(http_request)
-                .await
-                .map_err(|e| Error::Transport(format!("{method} {origin}: {}", error_chain(&e))))?;
-            let status = response.status().as_u16();
-            if let Some(length) = response
-                .headers()
-                .get(hyper::header::CONTENT_LENGTH)
-                .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
-            {
-                if length > max_response {
-                    return Err(too_large(&origin, max_response));
+        let outcome = self
+            .services
+            .http
+            .exchange(exchange)
+            .await
+            .and_then(|answer| {
+                // A replayed answer meets the module's limit of today, not the recorded run's.
+                if answer.body.len() as u64 > max_response {
+                    Err(transport::too_large(&origin, max_response))
+                } else {
+                    Ok(answer)
                 }
-            }
-            let headers: Vec<(String, String)> = response
-                .headers()
-                .iter()
-                .map(|(k, v)| {
-                    (
-                        k.as_str().to_string(),
-                        String::from_utf8_lossy(v.as_bytes()).into_owned(),
-                    )
-                })
-                .collect();
-            let limit = usize::try_from(max_response).unwrap_or(usize::MAX);
-            let body = Limited::new(response.into_body(), limit)
-                .collect()
-                .await
-                .map_err(|e| {
-                    if e.downcast_ref::<http_body_util::LengthLimitError>()
-                        .is_some()
-                    {
-                        too_large(&origin, max_response)
-                    } else {
-                        Error::Transport(format!("{method} {origin}: reading the answer: {e}"))
-                    }
-                })?;
-            Ok(Response {
-                status,
-                headers,
-                body: body.to_bytes().to_vec(),
-            })
-        };
-        let outcome = match tokio::time::timeout(timeout, exchange).await {
-            Ok(outcome) => outcome,
-            Err(_) => Err(Error::Timeout(format!(
-                "{method} {origin}: no complete answer within {}",
-                humantime::format_duration(timeout)
-            ))),
-        };
+            });
         let elapsed_ms = started.elapsed().as_millis() as u64;
         match &outcome {
-            Ok(response) => tracing::debug!(
+            Ok(answer) => tracing::debug!(
                 module = &*self.call.module, action = self.call.action.as_str(), %method, %origin,
-                status = response.status, sent = body_len, received = response.body.len(), elapsed_ms, "http request"
+                status = answer.status, sent = body_len, received = answer.body.len(), elapsed_ms, "http request"
             ),
             Err(error) => tracing::debug!(
                 module = &*self.call.module, action = self.call.action.as_str(), %method, %origin,
                 elapsed_ms, "http request failed: {error}"
             ),
         }
-        outcome
+        outcome.map(Response::from).map_err(Error::from)
     }
 }
 
-fn too_large(origin: &str, limit: u64) -> Error {
-    Error::TooLarge(format!("the answer of {origin} is over the module's limit of {limit} bytes (manifest [limits] http-response)"))
+impl From<Answer> for Response {
+    fn from(answer: Answer) -> Response {
+        Response {
+            status: answer.status,
+            headers: answer.headers,
+            body: answer.body,
+        }
+    }
 }
 
-/// An error and its sources, `: `-joined (hyper's own message alone says little).
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(inner) = source {
-        text.push_str(": ");
-        text.push_str(&inner.to_string());
-        source = inner.source();
+impl From<ExchangeError> for Error {
+    fn from(e: ExchangeError) -> Error {
+        match e {
+            ExchangeError::Timeout(m) => Error::Timeout(m),
+            ExchangeError::TooLarge(m) => Error::TooLarge(m),
+            ExchangeError::Transport(m) => Error::Transport(m),
+            ExchangeError::Invalid(m) => Error::Invalid(m),
+        }
     }
-    text
 }
 
 impl Host for CallState {

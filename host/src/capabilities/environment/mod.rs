@@ -5,11 +5,18 @@
 //! token (`AWS_WEB_IDENTITY_TOKEN_FILE`, `AZURE_FEDERATED_TOKEN_FILE`) is granted that *variable* in
 //! `env-files`: it can then read the file the variable names, and no other path (not the service
 //! account's own token, for instance).
+//!
+//! The grant is checked here; the values come from the [`EnvironmentSource`] of the host's
+//! [`Environment`]: the process (or a fixed map, in tests), or a recording or replay of it
+//! ([`record`]).
+
+pub mod record;
 
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
+use async_trait::async_trait;
 use tokio::io::AsyncReadExt;
 
 use super::CallState;
@@ -25,13 +32,41 @@ pub const SERVICE_ACCOUNT_NAMESPACE: &str =
 /// The variable Velero's Deployment sets to its namespace.
 pub const VELERO_NAMESPACE_VARIABLE: &str = "VELERO_NAMESPACE";
 
+/// Where variables and variable-named files are read.
+#[async_trait]
+pub trait EnvironmentSource: Send + Sync {
+    /// A variable's value, granted or not (the grant is checked by the capability); `None` when unset.
+    fn variable(&self, name: &str) -> Option<String>;
+
+    /// The contents of the file whose path is the value of `variable` (at most [`MAX_FILE`] bytes);
+    /// the error says what is unset, unreadable or too large.
+    async fn read_file(&self, variable: &str) -> Result<Vec<u8>, String>;
+}
+
 type Lookup = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+
+/// Variables from a lookup (the process's, or a fixed map), files from the file system.
+struct Variables(Lookup);
+
+#[async_trait]
+impl EnvironmentSource for Variables {
+    fn variable(&self, name: &str) -> Option<String> {
+        (self.0)(name)
+    }
+
+    async fn read_file(&self, variable: &str) -> Result<Vec<u8>, String> {
+        let path = (self.0)(variable)
+            .filter(|p| !p.is_empty())
+            .ok_or_else(|| format!("environment variable {variable} is not set"))?;
+        read_capped(&path, variable).await
+    }
+}
 
 /// What the host knows of the environment it runs in, shared by every call.
 #[derive(Clone)]
 pub struct Environment {
     velero_namespace: String,
-    variables: Lookup,
+    source: Arc<dyn EnvironmentSource>,
 }
 
 impl fmt::Debug for Environment {
@@ -43,6 +78,14 @@ impl fmt::Debug for Environment {
 }
 
 impl Environment {
+    /// Velero's namespace and where variables and files come from.
+    pub fn new(velero_namespace: &str, source: Arc<dyn EnvironmentSource>) -> Environment {
+        Environment {
+            velero_namespace: velero_namespace.to_string(),
+            source,
+        }
+    }
+
     /// The process's environment; Velero's namespace from `VELERO_NAMESPACE`, else the service
     /// account's namespace file (trimmed), else "".
     pub fn from_process() -> Environment {
@@ -57,24 +100,37 @@ impl Environment {
                     .map(|v| v.trim().to_string())
             })
             .unwrap_or_default();
-        Environment {
-            velero_namespace: namespace,
-            variables: Arc::new(|name| std::env::var(name).ok()),
-        }
+        Environment::new(
+            &namespace,
+            Arc::new(Variables(Arc::new(|name| std::env::var(name).ok()))),
+        )
     }
 
     /// Fixed variables instead of the process's (for tests), and no Velero namespace.
     pub fn fixed(variables: BTreeMap<String, String>) -> Environment {
-        Environment {
-            velero_namespace: String::new(),
-            variables: Arc::new(move |name| variables.get(name).cloned()),
-        }
+        Environment::new(
+            "",
+            Arc::new(Variables(Arc::new(move |name| {
+                variables.get(name).cloned()
+            }))),
+        )
     }
 
     /// The same environment with Velero's namespace set to `namespace`.
     pub fn with_velero_namespace(mut self, namespace: &str) -> Environment {
         self.velero_namespace = namespace.to_string();
         self
+    }
+
+    /// The same namespace, with variables and files from `source`.
+    pub fn with_source(mut self, source: Arc<dyn EnvironmentSource>) -> Environment {
+        self.source = source;
+        self
+    }
+
+    /// Where variables and files come from.
+    pub fn source(&self) -> Arc<dyn EnvironmentSource> {
+        self.source.clone()
     }
 
     /// The namespace Velero runs in ("" when unknown).
@@ -84,7 +140,13 @@ impl Environment {
 
     /// A variable's value, granted or not (the grant is checked by the capability).
     pub fn variable(&self, name: &str) -> Option<String> {
-        (self.variables)(name)
+        self.source.variable(name)
+    }
+
+    /// The contents of the file `variable` names, granted or not (the grant is checked by the
+    /// capability).
+    pub async fn read_file(&self, variable: &str) -> Result<Vec<u8>, String> {
+        self.source.read_file(variable).await
     }
 }
 
@@ -205,13 +267,7 @@ impl Host for CallState {
                 "the file named by the environment variable {variable}"
             )));
         }
-        let path = self
-            .services
-            .environment
-            .variable(&variable)
-            .filter(|p| !p.is_empty())
-            .ok_or_else(|| format!("environment variable {variable} is not set"))?;
-        read_capped(&path, &variable).await
+        self.services.environment.read_file(&variable).await
     }
 }
 
@@ -285,12 +341,26 @@ mod tests {
         );
     }
 
-    #[test]
-    fn fixed_environments_answer_from_their_map() {
-        let env = Environment::fixed(BTreeMap::from([("A".to_string(), "1".to_string())]))
-            .with_velero_namespace("openshift-adp");
+    #[tokio::test]
+    async fn fixed_environments_answer_from_their_map() {
+        let dir = tempfile::tempdir().unwrap();
+        let token = dir.path().join("token");
+        std::fs::write(&token, "eyJ.token").unwrap();
+        let env = Environment::fixed(BTreeMap::from([
+            ("A".to_string(), "1".to_string()),
+            ("T".to_string(), token.display().to_string()),
+            ("EMPTY".to_string(), String::new()),
+        ]))
+        .with_velero_namespace("openshift-adp");
         assert_eq!(env.variable("A").as_deref(), Some("1"));
         assert_eq!(env.variable("B"), None);
         assert_eq!(env.velero_namespace(), "openshift-adp");
+        assert_eq!(env.read_file("T").await.unwrap(), b"eyJ.token");
+        for unset in ["B", "EMPTY"] {
+            assert_eq!(
+                env.read_file(unset).await.unwrap_err(),
+                format!("environment variable {unset} is not set")
+            );
+        }
     }
 }

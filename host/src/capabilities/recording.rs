@@ -1,0 +1,624 @@
+//! Record and replay of capability calls: `run --record FILE` writes every call a run makes to the
+//! host (kube, http, environment, random) with its answer as it happens; `run --replay FILE` answers
+//! from such a file and sends nothing anywhere, so a case captured against a real cluster and real
+//! cloud endpoints becomes an offline test.
+//!
+//! This module is the part every capability shares: the file, the [`Recorder`], the [`Recording`]
+//! read back, and the strict [`Replay`]. Each capability encodes its own calls and answers
+//! ([`kube::record`], [`http::record`], [`environment::record`], [`random`]).
+//!
+//! # The file: JSON Lines
+//! One JSON document per line, appended and flushed as calls happen (a crashed run keeps what it did).
+//! The first line is the header, with the run's fixed inputs; every other line is one call:
+//!
+//! ```text
+//! {"recording":"velero-wasm","version":1,"clock":{"start":"2026-05-02T10:00:00.123456789Z"},"environment":{"veleroNamespace":"velero"}}
+//! {"capability":"kube","call":{"op":"get","api":{…},"namespace":"ns","name":"a"},"answer":{"ok":{…}}}
+//! {"capability":"http","call":{"method":"POST","url":"https://sts.amazonaws.com/","headers":[…],"body":{"text":"Action=…"}},"answer":{"ok":{"status":200,"headers":[…],"body":{"text":"<…>"}}}}
+//! {"capability":"environment","call":{"op":"read-env-file","variable":"AWS_WEB_IDENTITY_TOKEN_FILE"},"answer":{"ok":{"text":"eyJ…"}}}
+//! {"capability":"random","call":{"len":16},"answer":{"ok":{"base64":"…"}}}
+//! ```
+//!
+//! Bytes (bodies, file contents, random bytes) are `{"text": …}` when they are UTF-8 and
+//! `{"base64": …}` otherwise ([`bytes_to_json`]). A replay ignores lines of capabilities it does not
+//! know, so that a newer host's recording still replays what this host can.
+//!
+//! # The clock
+//! The header holds the instant the run's clock started. While recording, the clock starts there and
+//! advances by exactly what the guest sleeps (sleeps really wait, see [`Clock::stepped`]); replay
+//! starts a virtual clock at the same instant, so every time the guest reads is the same in both runs.
+//!
+//! # Replay is strict
+//! A call is answered by the first unused recorded line of its capability with an identical call;
+//! identical calls are answered in recorded order. A call with no such line fails naming the call, and
+//! the run fails even if the action swallowed the error ([`Replay::misses`]).
+//!
+//! # Secrets
+//! A recording holds what was sent and received: tokens in HTTP requests and answers, the contents of
+//! token files, Secrets read from the cluster. Files are created readable by their owner only.
+//!
+//! [`kube::record`]: super::kube::record
+//! [`http::record`]: super::http::record
+//! [`environment::record`]: super::environment::record
+//! [`random`]: super::random
+//! [`Clock::stepped`]: super::Clock::stepped
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+use base64::Engine as _;
+use serde_json::{json, Value};
+
+/// The header's `recording` value.
+const MAGIC: &str = "velero-wasm";
+/// The format version this host writes and reads.
+const VERSION: u64 = 1;
+
+/// A recording that cannot be written or read.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordingError {
+    /// The file cannot be created, written or read.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not a recording, or a line is malformed.
+    #[error("{}:{line}: {problem}", path.display())]
+    Format {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line number.
+        line: usize,
+        /// What is wrong with it.
+        problem: String,
+    },
+}
+
+/// The run's fixed inputs, in the header: what a replay must start from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Header {
+    /// The instant the run's clock started.
+    pub clock_start: SystemTime,
+    /// The namespace Velero runs in, as the run's modules saw it ("" when unknown).
+    pub velero_namespace: String,
+}
+
+impl Header {
+    fn to_json(&self) -> Value {
+        json!({
+            "recording": MAGIC,
+            "version": VERSION,
+            "clock": {"start": rfc3339(self.clock_start)},
+            "environment": {"veleroNamespace": self.velero_namespace},
+        })
+    }
+
+    fn from_json(header: &Value) -> Result<Header, String> {
+        if header.get("recording").and_then(Value::as_str) != Some(MAGIC) {
+            return Err(format!(
+                "not a velero-wasm recording (the header needs \"recording\": \"{MAGIC}\")"
+            ));
+        }
+        if header.get("version").and_then(Value::as_u64) != Some(VERSION) {
+            return Err(format!(
+                "recording version {} is not supported (this host reads {VERSION})",
+                header["version"]
+            ));
+        }
+        let start = header
+            .pointer("/clock/start")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let clock_start = humantime::parse_rfc3339_weak(start)
+            .map_err(|e| format!("clock.start {start:?} is not an RFC 3339 time: {e}"))?;
+        let velero_namespace = match header.pointer("/environment/veleroNamespace") {
+            None => String::new(),
+            Some(Value::String(namespace)) => namespace.clone(),
+            Some(other) => {
+                return Err(format!(
+                    "environment.veleroNamespace is {other}, not a string"
+                ))
+            }
+        };
+        Ok(Header {
+            clock_start,
+            velero_namespace,
+        })
+    }
+}
+
+/// An instant in RFC 3339, with nanoseconds only when it has them.
+fn rfc3339(t: SystemTime) -> String {
+    let whole = t
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos() == 0)
+        .unwrap_or(true);
+    if whole {
+        humantime::format_rfc3339_seconds(t).to_string()
+    } else {
+        humantime::format_rfc3339_nanos(t).to_string()
+    }
+}
+
+/// Bytes as recorded: `{"text": …}` when they are UTF-8, `{"base64": …}` otherwise.
+pub fn bytes_to_json(bytes: &[u8]) -> Value {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => json!({ "text": text }),
+        Err(_) => json!({ "base64": base64::engine::general_purpose::STANDARD.encode(bytes) }),
+    }
+}
+
+/// Bytes recorded by [`bytes_to_json`].
+pub fn bytes_from_json(value: &Value) -> Result<Vec<u8>, String> {
+    if let Some(text) = value.get("text").and_then(Value::as_str) {
+        return Ok(text.as_bytes().to_vec());
+    }
+    if let Some(encoded) = value.get("base64").and_then(Value::as_str) {
+        return base64::engine::general_purpose::STANDARD
+            .decode(encoded)
+            .map_err(|e| format!("bytes {encoded:?} are not base64: {e}"));
+    }
+    Err(format!(
+        "bytes are {{\"text\": …}} or {{\"base64\": …}}, not {value}"
+    ))
+}
+
+/// Where calls are recorded: a JSON Lines file, written line by line and flushed after each.
+pub struct Recorder {
+    path: PathBuf,
+    file: Mutex<File>,
+    failure: Mutex<Option<String>>,
+}
+
+impl Recorder {
+    /// Creates (or truncates) the file, readable by its owner only, and writes the header.
+    pub fn create(path: &Path, header: &Header) -> Result<Arc<Recorder>, RecordingError> {
+        let io = |source| RecordingError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create(true).truncate(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        let mut file = options.open(path).map_err(io)?;
+        writeln!(file, "{}", header.to_json())
+            .and_then(|_| file.flush())
+            .map_err(io)?;
+        Ok(Arc::new(Recorder {
+            path: path.to_path_buf(),
+            file: Mutex::new(file),
+            failure: Mutex::new(None),
+        }))
+    }
+
+    /// Appends one call of `capability` and its answer. A write failure is kept for [`Recorder::finish`].
+    pub fn write(&self, capability: &str, call: Value, answer: Value) {
+        let line = json!({"capability": capability, "call": call, "answer": answer});
+        let mut file = self.file.lock().unwrap_or_else(|e| e.into_inner());
+        if let Err(e) = writeln!(file, "{line}").and_then(|_| file.flush()) {
+            tracing::error!(path = %self.path.display(), "cannot write the recording: {e}");
+            self.failure
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get_or_insert_with(|| e.to_string());
+        }
+    }
+
+    /// Whether every call was written; the first write error otherwise.
+    pub fn finish(&self) -> Result<(), String> {
+        match self
+            .failure
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+        {
+            None => Ok(()),
+            Some(e) => Err(format!(
+                "the recording {} is incomplete: {e}",
+                self.path.display()
+            )),
+        }
+    }
+}
+
+/// One recorded call.
+#[derive(Debug, Clone)]
+struct Line {
+    number: usize,
+    capability: String,
+    call: Value,
+    answer: Value,
+}
+
+/// A recording read back: its header and its calls.
+#[derive(Debug, Clone)]
+pub struct Recording {
+    path: PathBuf,
+    /// The run's fixed inputs.
+    pub header: Header,
+    lines: Vec<Line>,
+}
+
+impl Recording {
+    /// Reads a recording and checks its header and the shape of every line.
+    pub fn read(path: &Path) -> Result<Recording, RecordingError> {
+        let format = |line: usize, problem: String| RecordingError::Format {
+            path: path.to_path_buf(),
+            line,
+            problem,
+        };
+        let io = |source| RecordingError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let file = File::open(path).map_err(io)?;
+        let mut documents = Vec::new();
+        for (i, line) in BufReader::new(file).lines().enumerate() {
+            let line = line.map_err(io)?;
+            if line.trim().is_empty() {
+                continue;
+            }
+            let value: Value =
+                serde_json::from_str(&line).map_err(|e| format(i + 1, format!("not JSON: {e}")))?;
+            documents.push((i + 1, value));
+        }
+        let Some((number, header)) = documents.first() else {
+            return Err(format(
+                1,
+                "the file is empty: a recording starts with its header line".into(),
+            ));
+        };
+        let header = Header::from_json(header).map_err(|problem| format(*number, problem))?;
+        let mut lines = Vec::new();
+        for (number, mut value) in documents.into_iter().skip(1) {
+            let capability = value
+                .get("capability")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string();
+            if capability.is_empty() {
+                return Err(format(number, "a call line needs a `capability`".into()));
+            }
+            let (Some(call), Some(answer)) = (
+                value.get_mut("call").map(Value::take),
+                value.get_mut("answer").map(Value::take),
+            ) else {
+                return Err(format(
+                    number,
+                    "a call line needs `call` and `answer`".into(),
+                ));
+            };
+            lines.push(Line {
+                number,
+                capability,
+                call,
+                answer,
+            });
+        }
+        Ok(Recording {
+            path: path.to_path_buf(),
+            header,
+            lines,
+        })
+    }
+
+    /// The file it was read from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// A replay in progress: a recording, the [`Replayer`] of each capability that answers from it, and
+/// the calls that were not in it.
+pub struct Replay {
+    recording: Recording,
+    replayers: Mutex<Vec<Arc<Replayer>>>,
+    misses: Arc<Mutex<Vec<String>>>,
+}
+
+impl Replay {
+    /// Starts replaying `recording`.
+    pub fn new(recording: Recording) -> Replay {
+        Replay {
+            recording,
+            replayers: Mutex::new(Vec::new()),
+            misses: Arc::new(Mutex::new(Vec::new())),
+        }
+    }
+
+    /// The recorded run's fixed inputs.
+    pub fn header(&self) -> &Header {
+        &self.recording.header
+    }
+
+    /// The replayer of `capability`'s lines (the same one however often it is asked for). `check`
+    /// validates each recorded answer once, here, so that a replay never meets a malformed one; its
+    /// error is reported with the line.
+    pub fn replayer(
+        &self,
+        capability: &'static str,
+        check: impl Fn(&Value) -> Result<(), String>,
+    ) -> Result<Arc<Replayer>, RecordingError> {
+        let mut replayers = self.replayers.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(existing) = replayers.iter().find(|r| r.capability == capability) {
+            return Ok(existing.clone());
+        }
+        let mut slots = Vec::new();
+        for line in self
+            .recording
+            .lines
+            .iter()
+            .filter(|l| l.capability == capability)
+        {
+            check(&line.answer).map_err(|problem| RecordingError::Format {
+                path: self.recording.path.clone(),
+                line: line.number,
+                problem,
+            })?;
+            slots.push(Slot {
+                call: line.call.clone(),
+                answer: line.answer.clone(),
+                used: false,
+            });
+        }
+        let replayer = Arc::new(Replayer {
+            capability,
+            path: self.recording.path.clone(),
+            slots: Mutex::new(slots),
+            misses: self.misses.clone(),
+        });
+        replayers.push(replayer.clone());
+        Ok(replayer)
+    }
+
+    /// Every call that was not in the recording, as `capability: call in words`, in the order made.
+    pub fn misses(&self) -> Vec<String> {
+        self.misses
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// How many recorded calls of each replayed capability were not made (capabilities with none left
+    /// out).
+    pub fn unused(&self) -> Vec<(&'static str, usize)> {
+        self.replayers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(|r| (r.capability, r.unused()))
+            .filter(|(_, n)| *n > 0)
+            .collect()
+    }
+}
+
+/// One recorded call and whether it has answered.
+#[derive(Debug)]
+struct Slot {
+    call: Value,
+    answer: Value,
+    used: bool,
+}
+
+/// The recorded calls of one capability, answering strictly: each identical call in recorded order,
+/// nothing else.
+pub struct Replayer {
+    capability: &'static str,
+    path: PathBuf,
+    slots: Mutex<Vec<Slot>>,
+    misses: Arc<Mutex<Vec<String>>>,
+}
+
+impl Replayer {
+    /// The recorded answer of the first unused call identical to `call`. Without one, the miss is
+    /// kept for the end of the run and the error names the call (`describe` puts it in words) and the
+    /// recording.
+    pub fn answer(
+        &self,
+        call: &Value,
+        describe: impl FnOnce(&Value) -> String,
+    ) -> Result<Value, String> {
+        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(slot) = slots.iter_mut().find(|s| !s.used && s.call == *call) {
+            slot.used = true;
+            return Ok(slot.answer.clone());
+        }
+        drop(slots);
+        let what = describe(call);
+        self.misses
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(format!("{}: {what}", self.capability));
+        Err(format!(
+            "replay: the call {what} is not in the recording {} (or was already answered)",
+            self.path.display()
+        ))
+    }
+
+    /// How many recorded calls were not made.
+    pub fn unused(&self) -> usize {
+        self.slots
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .filter(|s| !s.used)
+            .count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, UNIX_EPOCH};
+
+    const HEADER: &str = r#"{"recording":"velero-wasm","version":1,"clock":{"start":"2026-05-02T10:00:00Z"},"environment":{"veleroNamespace":"velero"}}"#;
+
+    fn write(dir: &Path, text: &str) -> PathBuf {
+        let path = dir.join("rec.jsonl");
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    #[test]
+    fn a_recording_reads_back_its_header_and_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("rec.jsonl");
+        let header = Header {
+            clock_start: UNIX_EPOCH + Duration::new(1_777_716_000, 123_456_789),
+            velero_namespace: "openshift-adp".into(),
+        };
+        let recorder = Recorder::create(&path, &header).unwrap();
+        recorder.write("demo", json!({"n": 1}), json!({"ok": "one"}));
+        recorder.write("other", json!({"n": 1}), json!({"ok": "elsewhere"}));
+        recorder.finish().unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o600, "a recording holds secrets");
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            text.starts_with(r#"{"recording":"velero-wasm","version":1,"clock":{"start":"2026-05-02T10:00:00.123456789Z"},"environment":{"veleroNamespace":"openshift-adp"}}"#),
+            "{text}"
+        );
+        let recording = Recording::read(&path).unwrap();
+        assert_eq!(recording.header, header);
+        let replay = Replay::new(recording);
+        let demo = replay.replayer("demo", |_| Ok(())).unwrap();
+        assert_eq!(
+            demo.answer(&json!({"n": 1}), |_| unreachable!()),
+            Ok(json!({"ok": "one"}))
+        );
+        // Lines of other capabilities are theirs: this one has nothing left, "other" one line.
+        assert_eq!(demo.unused(), 0);
+        replay.replayer("other", |_| Ok(())).unwrap();
+        assert_eq!(replay.unused(), vec![("other", 1)]);
+    }
+
+    #[test]
+    fn identical_calls_are_answered_in_recorded_order_then_miss() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(
+            dir.path(),
+            &format!(
+                "{HEADER}\n\
+                 {{\"capability\":\"demo\",\"call\":{{\"n\":1}},\"answer\":\"first\"}}\n\
+                 {{\"capability\":\"demo\",\"call\":{{\"n\":2}},\"answer\":\"two\"}}\n\
+                 {{\"capability\":\"demo\",\"call\":{{\"n\":1}},\"answer\":\"second\"}}\n"
+            ),
+        );
+        let replay = Replay::new(Recording::read(&path).unwrap());
+        let demo = replay.replayer("demo", |_| Ok(())).unwrap();
+        let describe = |call: &Value| format!("number {}", call["n"]);
+        assert_eq!(demo.answer(&json!({"n": 1}), describe), Ok(json!("first")));
+        assert_eq!(demo.answer(&json!({"n": 1}), describe), Ok(json!("second")));
+        let e = demo.answer(&json!({"n": 1}), describe).unwrap_err();
+        assert!(
+            e.starts_with("replay: the call number 1 is not in the recording ")
+                && e.contains("rec.jsonl")
+                && e.ends_with("(or was already answered)"),
+            "{e}"
+        );
+        // A second replayer of the same capability is the same one: its answers are not given twice.
+        let again = replay.replayer("demo", |_| Ok(())).unwrap();
+        assert!(again.answer(&json!({"n": 3}), describe).is_err());
+        assert_eq!(replay.misses(), vec!["demo: number 1", "demo: number 3"]);
+        assert_eq!(replay.unused(), vec![("demo", 1)]);
+        assert_eq!(again.answer(&json!({"n": 2}), describe), Ok(json!("two")));
+        assert_eq!(replay.unused(), vec![]);
+    }
+
+    #[test]
+    fn a_malformed_answer_is_refused_with_its_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(
+            dir.path(),
+            &format!("{HEADER}\n\n{{\"capability\":\"demo\",\"call\":{{}},\"answer\":\"bad\"}}\n"),
+        );
+        let replay = Replay::new(Recording::read(&path).unwrap());
+        let e = replay
+            .replayer("demo", |answer| {
+                answer
+                    .get("ok")
+                    .map(|_| ())
+                    .ok_or_else(|| "no ok".to_string())
+            })
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(e.ends_with("rec.jsonl:3: no ok"), "{e}");
+    }
+
+    #[test]
+    fn malformed_recordings_are_refused_with_the_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let check = |text: &str, expected: &str| {
+            let path = write(dir.path(), text);
+            let e = Recording::read(&path).unwrap_err().to_string();
+            assert!(e.contains(expected), "{e}");
+        };
+        check("", ":1: the file is empty");
+        check(
+            "{\"recording\":\"other\"}\n",
+            ":1: not a velero-wasm recording",
+        );
+        check(
+            "{\"recording\":\"velero-wasm\",\"version\":9}\n",
+            ":1: recording version 9 is not supported (this host reads 1)",
+        );
+        check(
+            "{\"recording\":\"velero-wasm\",\"version\":1,\"clock\":{\"start\":\"noon\"}}\n",
+            ":1: clock.start \"noon\" is not an RFC 3339 time",
+        );
+        check(
+            "{\"recording\":\"velero-wasm\",\"version\":1,\"clock\":{\"start\":\"2026-05-02T10:00:00Z\"},\"environment\":{\"veleroNamespace\":7}}\n",
+            ":1: environment.veleroNamespace is 7, not a string",
+        );
+        check(&format!("{HEADER}\nnot json\n"), ":2: not JSON");
+        check(
+            &format!("{HEADER}\n{{\"call\":{{}},\"answer\":{{}}}}\n"),
+            ":2: a call line needs a `capability`",
+        );
+        check(
+            &format!("{HEADER}\n{{\"capability\":\"kube\",\"call\":{{}}}}\n"),
+            ":2: a call line needs `call` and `answer`",
+        );
+        // A header without the environment (an older recording) means an unknown namespace.
+        let path = write(
+            dir.path(),
+            r#"{"recording":"velero-wasm","version":1,"clock":{"start":"2026-05-02T10:00:00Z"}}"#,
+        );
+        assert_eq!(Recording::read(&path).unwrap().header.velero_namespace, "");
+    }
+
+    #[test]
+    fn bytes_are_text_when_utf8_and_base64_otherwise() {
+        assert_eq!(
+            bytes_to_json(b"Action=x&y=1"),
+            json!({"text": "Action=x&y=1"})
+        );
+        assert_eq!(bytes_to_json(b""), json!({"text": ""}));
+        assert_eq!(
+            bytes_to_json(&[0xff, 0x00, 0x10]),
+            json!({"base64": "/wAQ"})
+        );
+        for bytes in [&b"eyJ.token\n"[..], &[0xff, 0x00, 0x10], &[]] {
+            assert_eq!(bytes_from_json(&bytes_to_json(bytes)).unwrap(), bytes);
+        }
+        assert!(bytes_from_json(&json!({"base64": "%%"}))
+            .unwrap_err()
+            .contains("not base64"));
+        assert!(bytes_from_json(&json!("raw"))
+            .unwrap_err()
+            .contains("{\"text\": …} or {\"base64\": …}"));
+    }
+}
