@@ -2,7 +2,8 @@
 //! (`tests/components/probe`): Velero's namespace (the `--backup` object's, or `--velero-namespace`),
 //! environment variables and variable-named files as far as `[grant] env` and `[grant] env-files`
 //! allow, and the `@velero` namespace of a kube grant. The host process's environment is what the
-//! module sees, so each test sets variables on the child process.
+//! module sees, so each test sets variables on the child process — except in a replay, which answers
+//! from its recording.
 
 mod support;
 
@@ -52,8 +53,6 @@ fn probe(
         .arg(&item)
         .arg("--backup")
         .arg(&backup)
-        .arg("--cluster")
-        .arg(&cluster)
         .arg("--modules")
         .arg(modules)
         .args(extra)
@@ -61,6 +60,10 @@ fn probe(
         .env_remove("VELERO_WASM_MODULES")
         .env_remove("VELERO_NAMESPACE")
         .env_remove("AWS_WEB_IDENTITY_TOKEN_FILE");
+    // A replay answers from its recording instead of a cluster.
+    if !extra.contains(&"--replay") {
+        command.arg("--cluster").arg(&cluster);
+    }
     for (k, v) in env {
         command.env(k, v);
     }
@@ -227,5 +230,102 @@ fn a_kube_grant_in_velero_s_namespace_follows_it() {
     assert_eq!(
         get("apps", &["--velero-namespace", "apps"])["result"],
         "settings"
+    );
+}
+
+#[test]
+fn a_replay_answers_from_the_recording_and_the_grant_still_decides() {
+    let modules = support::module_dir("probe", "probe", GRANT);
+    let scratch = tempfile::tempdir().unwrap();
+    let token = support::write(scratch.path(), "token", "eyJ.projected-token");
+    let record = scratch.path().join("environment.jsonl");
+    let record = record.to_str().unwrap();
+    let data = json!({"variable": "AZURE_TENANT_ID", "file": "AWS_WEB_IDENTITY_TOKEN_FILE"});
+    let recorded = probe(
+        modules.path(),
+        "environment",
+        data.clone(),
+        &[
+            ("AZURE_TENANT_ID", "tid-5678"),
+            ("AWS_WEB_IDENTITY_TOKEN_FILE", token.to_str().unwrap()),
+        ],
+        &["--record", record, "--velero-namespace", "velero"],
+    );
+    assert_eq!(
+        seen(&recorded),
+        json!({"veleroNamespace": "velero", "variable": {"ok": "tid-5678"}, "file": {"ok": "eyJ.projected-token"}})
+    );
+
+    // Another process environment and no token file: the recording's answers, Velero's namespace too.
+    std::fs::remove_file(&token).unwrap();
+    let replay = |env: &[(&str, &str)], extra: &[&str]| {
+        let mut args = vec!["--replay", record];
+        args.extend(extra);
+        probe(modules.path(), "environment", data.clone(), env, &args)
+    };
+    let replayed = replay(
+        &[
+            ("AZURE_TENANT_ID", "another-tenant"),
+            ("VELERO_NAMESPACE", "elsewhere"),
+        ],
+        &[],
+    );
+    assert_eq!(
+        support::stdout_json(&replayed),
+        support::stdout_json(&recorded)
+    );
+    assert!(!support::stderr(&replayed).contains("warning"));
+    // The namespace is the recording's: another one given is refused, not ignored.
+    let out = replay(&[], &["--velero-namespace", "openshift-adp"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        support::stderr(&out).contains("--velero-namespace \"openshift-adp\" differs from the recording's Velero namespace \"velero\""),
+        "{}",
+        support::stderr(&out)
+    );
+
+    // A denied call never reaches the recording, and a replay denies it again by the same grant, even
+    // when a hand-edited recording answers it (that answer is then reported unused).
+    let denied = json!({"variable": "SECRET_THING", "file": "NONE"});
+    probe(
+        modules.path(),
+        "environment",
+        denied.clone(),
+        &[("SECRET_THING", "hunter2")],
+        &["--record", record],
+    );
+    let text = std::fs::read_to_string(record).unwrap();
+    assert!(!text.contains("SECRET_THING"), "{text}");
+    std::fs::write(
+        record,
+        format!("{text}{{\"capability\":\"environment\",\"call\":{{\"op\":\"variable\",\"name\":\"SECRET_THING\"}},\"answer\":{{\"ok\":\"hunter2\"}}}}\n"),
+    )
+    .unwrap();
+    let out = probe(
+        modules.path(),
+        "environment",
+        denied,
+        &[],
+        &["--replay", record],
+    );
+    assert_eq!(
+        seen(&out)["variable"],
+        json!({"error": "permission denied: module probe is not granted the environment variable SECRET_THING"})
+    );
+    assert!(
+        support::stderr(&out).contains("warning: 1 recorded calls were not made (environment 1)"),
+        "{}",
+        support::stderr(&out)
+    );
+
+    // Strict: a granted call the recording lacks fails the run, naming it.
+    let out = replay(&[], &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        support::stderr(&out).contains(
+            "the action made calls that are not in the recording:\n  environment: variable AZURE_TENANT_ID\n  environment: read-env-file AWS_WEB_IDENTITY_TOKEN_FILE"
+        ),
+        "{}",
+        support::stderr(&out)
     );
 }

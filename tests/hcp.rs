@@ -1632,8 +1632,9 @@ fn sts_answer() -> String {
         .to_string()
 }
 
-/// The STS restore of the HostedCluster against the STS at `origin`, with the token file set (or not).
-fn sts_restore(origin: &str, token: bool) -> Output {
+/// The modules of an STS restore: hcp with its `sts-endpoint` at `origin`, signing granted `origin`,
+/// and the projected web-identity token in the file `token`.
+fn sts_modules(origin: &str) -> tempfile::TempDir {
     let modules = hcp_modules(
         &[(
             "# sts-endpoint = \"https://sts.example.internal\"",
@@ -1641,19 +1642,37 @@ fn sts_restore(origin: &str, token: bool) -> Output {
         )],
         Some(origin),
     );
-    let token_file = modules.path().join("token");
-    std::fs::write(&token_file, WEB_TOKEN).unwrap();
-    let mut run = Run::restore(
+    std::fs::write(modules.path().join("token"), WEB_TOKEN).unwrap();
+    modules
+}
+
+/// The restore of the HostedCluster whose credentials are a bare role ARN, with `modules`.
+fn sts_run(modules: &Path) -> Run {
+    Run::restore(
         "aws/restore-items/hostedcluster-aws-hc.json",
         "aws/velero/restore-aws-nightly.json",
     )
-    .cluster(&["management", "aws/bsl", "aws/sts", "aws/velero"])
-    .modules(modules.path())
-    .now(S3_NOW);
+    .modules(modules)
+}
+
+/// The STS restore against the fixture cluster, at S3-2's time, with the token file's variable set
+/// (or not).
+fn sts_live_run(modules: &Path, token: bool) -> Run {
+    let run = sts_run(modules)
+        .cluster(&["management", "aws/bsl", "aws/sts", "aws/velero"])
+        .now(S3_NOW);
     if token {
-        run = run.env("AWS_WEB_IDENTITY_TOKEN_FILE", token_file.to_str().unwrap());
+        let token_file = modules.join("token");
+        run.env("AWS_WEB_IDENTITY_TOKEN_FILE", token_file.to_str().unwrap())
+    } else {
+        run
     }
-    run.output()
+}
+
+/// The STS restore of the HostedCluster against the STS at `origin`, with the token file set (or not).
+fn sts_restore(origin: &str, token: bool) -> Output {
+    let modules = sts_modules(origin);
+    sts_live_run(modules.path(), token).output()
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -1717,6 +1736,150 @@ async fn c52_c61_sts_refusals_fail_the_item_with_the_status() {
     assert!(
         stderr.contains("velero-wasm run: error generating pre-signed URL for etcd snapshot: error assuming role via STS: STS returned HTTP 403: "),
         "{stderr}"
+    );
+}
+
+/// A recording's lines of `capability`.
+fn recorded_lines(path: &Path, capability: &str) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .skip(1)
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|l| l["capability"] == capability)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_sts_restore_recorded_once_replays_offline_without_sts_or_the_token_file() {
+    let sts = Loopback::start(|r| match r.target.as_str() {
+        "/" => Reply::new(200, sts_answer()),
+        _ => Reply::new(404, "no such path"),
+    })
+    .await;
+    let origin = sts.origin();
+    let modules = sts_modules(&origin);
+    let scratch = tempfile::tempdir().unwrap();
+    let record = scratch.path().join("sts.jsonl");
+    let (dir, file) = (modules.path().to_path_buf(), record.clone());
+    let recorded = tokio::task::spawn_blocking(move || {
+        sts_live_run(&dir, true)
+            .arg("--record")
+            .arg(file.to_str().unwrap())
+            .done()
+    })
+    .await
+    .unwrap();
+    assert_eq!(injected(&recorded), json!([S3_2]));
+    assert_eq!(sts.received().len(), 1);
+
+    // The recording holds every capability's calls: the header's clock and namespace, the granted
+    // variable and its file, the STS exchange (the token in its body: a recording is a secret), and
+    // the Kubernetes reads.
+    let header: Value = serde_json::from_str(
+        std::fs::read_to_string(&record)
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(header["clock"]["start"], S3_NOW);
+    assert_eq!(header["environment"]["veleroNamespace"], "openshift-adp");
+    let environment = recorded_lines(&record, "environment");
+    assert!(
+        environment.contains(&json!({"capability": "environment",
+            "call": {"op": "read-env-file", "variable": "AWS_WEB_IDENTITY_TOKEN_FILE"},
+            "answer": {"ok": {"text": WEB_TOKEN}}})),
+        "{environment:#?}"
+    );
+    let http = recorded_lines(&record, "http");
+    assert_eq!(http.len(), 1, "{http:#?}");
+    assert_eq!(http[0]["call"]["method"], "POST");
+    assert_eq!(http[0]["call"]["url"], format!("{origin}/"));
+    assert!(http[0]["call"]["body"]["text"]
+        .as_str()
+        .unwrap()
+        .ends_with(&format!("&WebIdentityToken={WEB_TOKEN}")));
+    assert_eq!(http[0]["answer"]["ok"]["status"], 200);
+    assert_eq!(http[0]["answer"]["ok"]["body"]["text"], sts_answer());
+    assert!(!recorded_lines(&record, "kube").is_empty());
+
+    // Offline: STS stopped, the token file gone, no variable set, no cluster. The same output.
+    let addr = sts.addr;
+    drop(sts);
+    assert!(
+        tokio::net::TcpStream::connect(addr).await.is_err(),
+        "STS still answers"
+    );
+    std::fs::remove_file(modules.path().join("token")).unwrap();
+    let (dir, file) = (modules.path().to_path_buf(), record.clone());
+    let replayed = tokio::task::spawn_blocking(move || {
+        sts_run(&dir)
+            .arg("--replay")
+            .arg(file.to_str().unwrap())
+            .done()
+    })
+    .await
+    .unwrap();
+    assert_eq!(replayed, recorded);
+
+    // Strict: without its STS exchange, the recording fails the run naming the call.
+    let without_sts = scratch.path().join("without-sts.jsonl");
+    let kept: Vec<String> = std::fs::read_to_string(&record)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.contains("\"capability\":\"http\""))
+        .map(str::to_string)
+        .collect();
+    std::fs::write(&without_sts, kept.join("\n")).unwrap();
+    let (dir, file) = (modules.path().to_path_buf(), without_sts.clone());
+    let output = tokio::task::spawn_blocking(move || {
+        sts_run(&dir)
+            .arg("--replay")
+            .arg(file.to_str().unwrap())
+            .output()
+    })
+    .await
+    .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = support::stderr(&output);
+    assert!(
+        stderr.contains(&format!("velero-wasm run: the action made calls that are not in the recording:\n  http: POST {origin}/ (with the headers and body sent)")),
+        "{stderr}"
+    );
+    assert!(!stderr.contains(WEB_TOKEN), "{stderr}");
+
+    // The token is the recording's, not the file's: another token is another STS request, a miss.
+    let other_token = scratch.path().join("other-token.jsonl");
+    let edited: Vec<String> = std::fs::read_to_string(&record)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            if l.contains("\"op\":\"read-env-file\"") {
+                l.replace(WEB_TOKEN, "eyJ.another-token")
+            } else {
+                l.to_string()
+            }
+        })
+        .collect();
+    std::fs::write(&other_token, edited.join("\n")).unwrap();
+    let (dir, file) = (modules.path().to_path_buf(), other_token.clone());
+    let output = tokio::task::spawn_blocking(move || {
+        sts_run(&dir)
+            .arg("--replay")
+            .arg(file.to_str().unwrap())
+            .output()
+    })
+    .await
+    .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        support::stderr(&output).contains(&format!(
+            "  http: POST {origin}/ (with the headers and body sent)"
+        )),
+        "{}",
+        support::stderr(&output)
     );
 }
 

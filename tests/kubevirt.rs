@@ -735,6 +735,58 @@ fn vm_restore_as_dr_copy_halts_and_gets_a_new_identity() {
     }
 }
 
+/// The firmware UUID of a `run` of the DR-copy restore of the running VM, with `extra` arguments.
+fn dr_copy_firmware_uuid(extra: &[&str]) -> (Value, String) {
+    let (input, restore) = (
+        fixture("restore-inputs/vm-fedora-web-01.restore-input.json"),
+        fixture("velero/restore-dr-copy.json"),
+    );
+    let mut args = vec![
+        "run".to_string(),
+        "--action".into(),
+        "kubevirt-velero-plugin/restore-vm-action".into(),
+        "--item".into(),
+        input.display().to_string(),
+        "--restore".into(),
+        restore.display().to_string(),
+    ];
+    args.extend(extra.iter().map(|a| a.to_string()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let output = velero_wasm(Mode::Extended, &args);
+    assert!(output.status.success(), "{}", support::stderr(&output));
+    let result = support::stdout_json(&output);
+    let uuid = result["item"]["spec"]["template"]["spec"]["domain"]["firmware"]["uuid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    (result, uuid)
+}
+
+#[test]
+fn a_recorded_dr_copy_restore_replays_with_the_same_new_firmware_uuid() {
+    let scratch = tempfile::tempdir().unwrap();
+    let record = scratch.path().join("dr-copy.jsonl");
+    let cluster = fixture("cluster").display().to_string();
+    let (recorded, uuid) =
+        dr_copy_firmware_uuid(&["--cluster", &cluster, "--record", record.to_str().unwrap()]);
+    // The 16 random bytes the UUID is made of are in the recording.
+    let random: Vec<Value> = std::fs::read_to_string(&record)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|l| l["capability"] == "random")
+        .collect();
+    assert_eq!(random.len(), 1, "{random:?}");
+    assert_eq!(random[0]["call"], serde_json::json!({"len": 16}));
+
+    let (replayed, replayed_uuid) = dr_copy_firmware_uuid(&["--replay", record.to_str().unwrap()]);
+    assert_eq!(replayed_uuid, uuid);
+    assert_eq!(replayed, recorded);
+    // Not chance: a run that is not replayed draws another.
+    let (_, fresh) = dr_copy_firmware_uuid(&["--cluster", &cluster]);
+    assert_ne!(fresh, uuid);
+}
+
 #[test]
 fn owned_vmi_and_kubevirt_pods_are_not_restored() {
     for mode in BOTH {

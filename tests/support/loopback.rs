@@ -51,10 +51,11 @@ impl Reply {
     }
 }
 
-/// A running server; it stops when the test's runtime ends.
+/// A running server; it stops accepting connections when dropped (or when the test's runtime ends).
 pub struct Loopback {
     pub addr: SocketAddr,
     received: Arc<Mutex<Vec<Received>>>,
+    accepting: tokio::task::JoinHandle<()>,
 }
 
 impl Loopback {
@@ -67,7 +68,7 @@ impl Loopback {
         let received = Arc::new(Mutex::new(Vec::new()));
         let handler = Arc::new(handler);
         let log = received.clone();
-        tokio::spawn(async move {
+        let accepting = tokio::spawn(async move {
             loop {
                 let Ok((stream, _)) = listener.accept().await else {
                     return;
@@ -118,7 +119,11 @@ impl Loopback {
                 });
             }
         });
-        Loopback { addr, received }
+        Loopback {
+            addr,
+            received,
+            accepting,
+        }
     }
 
     /// `http://127.0.0.1:<port>`.
@@ -129,5 +134,12 @@ impl Loopback {
     /// Every request received so far.
     pub fn received(&self) -> Vec<Received> {
         self.received.lock().unwrap().clone()
+    }
+}
+
+impl Drop for Loopback {
+    fn drop(&mut self) {
+        // The listener lives in the accepting task: aborting it closes the port.
+        self.accepting.abort();
     }
 }
