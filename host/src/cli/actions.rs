@@ -109,13 +109,20 @@ pub async fn actions(args: ActionsArgs) -> u8 {
     }
 }
 
+/// How many included resources a table cell shows before it abbreviates.
+const SHOWN_RESOURCES: usize = 4;
+
 /// One line for people: `persistentvolumeclaims,datavolumes; labels kubevirt.io in (…)`.
 fn applies_to(s: &Selector) -> String {
     let mut parts = Vec::new();
-    parts.push(if s.included_resources.is_empty() {
-        "all resources".to_string()
-    } else {
-        s.included_resources.join(",")
+    parts.push(match s.included_resources.len() {
+        0 => "all resources".to_string(),
+        // A long list (hcp's restore names 69) would make the table unreadable; --json has it all.
+        n if n > SHOWN_RESOURCES => format!(
+            "{},… ({n} resources)",
+            s.included_resources[..SHOWN_RESOURCES].join(",")
+        ),
+        _ => s.included_resources.join(","),
     });
     if !s.excluded_resources.is_empty() {
         parts.push(format!("not {}", s.excluded_resources.join(",")));
@@ -151,4 +158,26 @@ fn table(rows: &[[String; 5]]) -> String {
         out.push('\n');
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_resource_lists_are_abbreviated_for_people() {
+        let many = Selector {
+            included_resources: (1..=6).map(|i| format!("r{i}")).collect(),
+            label_selector: "a=b".into(),
+            ..Selector::default()
+        };
+        assert_eq!(applies_to(&many), "r1,r2,r3,r4,… (6 resources); labels a=b");
+        let few = Selector {
+            included_resources: vec!["pods".into()],
+            excluded_namespaces: vec!["kube-system".into()],
+            ..Selector::default()
+        };
+        assert_eq!(applies_to(&few), "pods; not in kube-system");
+        assert_eq!(applies_to(&Selector::default()), "all resources");
+    }
 }
