@@ -1306,6 +1306,47 @@ fn c34_blocking_gives_up_after_10_minutes_naming_the_backup_and_its_last_conditi
 }
 
 #[test]
+fn c34_a_blocking_wait_ends_before_the_module_s_deadline_and_names_the_limit() {
+    // An operator lowered limits.timeout to 2 minutes: the wait stops 10 s before the host would end
+    // the call, so the backup still deletes its Secret copy and says which limit cut it short.
+    let short = hcp_modules(
+        &[
+            ("etcd-wait = \"async\"", "etcd-wait = \"blocking\""),
+            ("timeout = \"11m\"", "timeout = \"2m\""),
+        ],
+        None,
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let record = dir.path().join("short.jsonl");
+    let e = Run::backup(
+        "aws/cluster/hostedcontrolplane-aws-hc.json",
+        "aws/velero/backup-aws-nightly.json",
+    )
+    .cluster(AWS)
+    .cluster(&[ETCD_SNAPSHOT, "aws/etcd/never", "aws/etcd/copied-secret"])
+    .modules(short.path())
+    .now(S3_NOW)
+    .arg("--record")
+    .arg(record.to_str().unwrap())
+    .fails();
+    assert_eq!(
+        e,
+        format!("HCPEtcdBackup failed: timed out after 1m50s waiting for HCPEtcdBackup clusters-aws-hc/{AWS_CR} to complete (the module's limits.timeout leaves no more of the 10m this wait allows: raise it in the hcp manifest); last observed: BackupCompleted=False (BackupInProgress): \"etcd snapshot in progress\"")
+    );
+    let calls = recorded_calls(&record);
+    let reads = calls
+        .iter()
+        .filter(|c| {
+            c.contains(&format!(
+                "hcpetcdbackups.hypershift.openshift.io clusters-aws-hc/{AWS_CR}"
+            ))
+        })
+        .count();
+    assert_eq!(reads, 1 + 23, "every 5 s from 0 to 110 s");
+    assert!(calls.contains(&"delete secrets hypershift/etcd-backup-creds-aws-nightly".to_string()));
+}
+
+#[test]
 fn c36_the_copy_is_deleted_after_a_create_failure() {
     let dir = tempfile::tempdir().unwrap();
     let record = dir.path().join("calls.jsonl");

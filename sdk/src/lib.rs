@@ -377,6 +377,12 @@ pub mod clock {
         let nanos = u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX);
         crate::bindings::velero_wasm::plugin::clock::sleep(nanos)
     }
+
+    /// Time left before the host ends this call (the module's `limits.timeout`): a long wait stops
+    /// before it, with its own message.
+    pub fn remaining() -> std::time::Duration {
+        std::time::Duration::from_nanos(crate::bindings::velero_wasm::plugin::clock::remaining())
+    }
 }
 
 /// Random bytes from the host.

@@ -30,6 +30,8 @@ pub trait Clock {
     fn monotonic(&self) -> Duration;
     /// Waits (a virtual clock moves instead).
     fn sleep(&self, duration: Duration);
+    /// Time left before the host ends the call (the module's `limits.timeout`).
+    fn remaining(&self) -> Duration;
 }
 
 /// The `signing` import: the functions of `wit/signing.wit`.

@@ -154,6 +154,9 @@ mod component {
         fn sleep(&self, duration: Duration) {
             clock::sleep(duration)
         }
+        fn remaining(&self) -> Duration {
+            clock::remaining()
+        }
     }
 
     /// The `signing` import (served by the signing module).

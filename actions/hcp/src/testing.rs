@@ -50,12 +50,18 @@ impl Environment for FakeEnv {
 #[derive(Default)]
 pub struct FakeClock {
     slept: Cell<Duration>,
+    limit: Cell<Option<Duration>>,
 }
 
 impl FakeClock {
     /// Time slept so far.
     pub fn slept(&self) -> Duration {
         self.slept.get()
+    }
+
+    /// Gives the call a time limit (none by default).
+    pub fn set_limit(&self, limit: Duration) {
+        self.limit.set(Some(limit));
     }
 }
 
@@ -71,6 +77,11 @@ impl Clock for FakeClock {
     }
     fn sleep(&self, duration: Duration) {
         self.slept.set(self.slept.get() + duration);
+    }
+    fn remaining(&self) -> Duration {
+        self.limit.get().map_or(Duration::MAX, |limit| {
+            limit.saturating_sub(self.slept.get())
+        })
     }
 }
 

@@ -14,6 +14,17 @@ use super::CallState;
 use crate::bindings::velero_wasm::plugin::clock::Host;
 use crate::bindings::{timestamp, wit_types::Timestamp};
 
+/// The time limit of one call.
+#[derive(Clone, Copy, Debug)]
+pub struct TimeLimit {
+    /// When the host ends the call (real time).
+    pub deadline: tokio::time::Instant,
+    /// The module's `limits.timeout`.
+    pub timeout: Duration,
+    /// The clock's monotonic reading when the call began.
+    pub started: u64,
+}
+
 /// A source of time.
 #[derive(Clone, Debug)]
 pub enum Clock {
@@ -88,6 +99,29 @@ impl Clock {
         }
     }
 
+    /// What is left of a call's time limit, as this clock sees it: real time on the system clock;
+    /// on a virtual clock the limit less the guest's sleeps since the call began, so that a run at
+    /// `--now` and a replay see what the recording saw.
+    pub fn remaining(&self, limit: &TimeLimit) -> Duration {
+        match self {
+            Clock::System => limit
+                .deadline
+                .saturating_duration_since(tokio::time::Instant::now()),
+            Clock::Virtual { .. } => limit.timeout.saturating_sub(Duration::from_nanos(
+                self.monotonic().saturating_sub(limit.started),
+            )),
+        }
+    }
+
+    /// The time limit of a call that starts now and may take `timeout`.
+    pub fn limit(&self, timeout: Duration) -> TimeLimit {
+        TimeLimit {
+            deadline: tokio::time::Instant::now() + timeout,
+            timeout,
+            started: self.monotonic(),
+        }
+    }
+
     /// Makes WASI's clocks show this clock's time (only the virtual clock needs to).
     pub fn install(&self, wasi: &mut WasiCtxBuilder) {
         if let Clock::Virtual { .. } = self {
@@ -133,6 +167,13 @@ impl Host for CallState {
             .sleep(Duration::from_nanos(nanoseconds))
             .await
     }
+
+    fn remaining(&mut self) -> u64 {
+        self.limit.map_or(u64::MAX, |limit| {
+            let left = self.services.clock.remaining(&limit);
+            u64::try_from(left.as_nanos()).unwrap_or(u64::MAX)
+        })
+    }
 }
 
 #[cfg(test)]
@@ -147,6 +188,28 @@ mod tests {
         clock.sleep(Duration::from_secs(90)).await;
         assert_eq!(clock.now(), start + Duration::from_secs(90));
         assert_eq!(clock.monotonic(), 90_000_000_000);
+    }
+
+    #[tokio::test]
+    async fn on_a_virtual_clock_a_call_s_remaining_time_shrinks_by_its_sleeps_only() {
+        let clock = Clock::fixed(UNIX_EPOCH);
+        clock.sleep(Duration::from_secs(5)).await; // before the call: not counted
+        let limit = clock.limit(Duration::from_secs(120));
+        assert_eq!(clock.remaining(&limit), Duration::from_secs(120));
+        clock.sleep(Duration::from_secs(90)).await;
+        assert_eq!(clock.remaining(&limit), Duration::from_secs(30));
+        clock.sleep(Duration::from_secs(60)).await;
+        assert_eq!(clock.remaining(&limit), Duration::ZERO);
+    }
+
+    #[tokio::test]
+    async fn on_the_system_clock_a_call_s_remaining_time_is_real() {
+        let clock = Clock::System;
+        let limit = clock.limit(Duration::from_secs(60));
+        clock.sleep(Duration::from_millis(20)).await;
+        let left = clock.remaining(&limit);
+        assert!(left <= Duration::from_millis(59_980), "{left:?}");
+        assert!(left > Duration::from_secs(50), "{left:?}");
     }
 
     #[tokio::test]

@@ -172,8 +172,8 @@ pub struct CallState {
     pub stderr: GuestOutput,
     /// Lines the guest has logged in this call.
     pub log_lines: u32,
-    /// When the call's deadline passes (outbound requests never wait beyond it).
-    pub deadline: Option<tokio::time::Instant>,
+    /// The call's time limit (outbound requests never wait beyond it; `clock.remaining` reads it).
+    pub limit: Option<clock::TimeLimit>,
     /// Where the `signing` import's calls go; `None` where the import is not offered (inside a
     /// signing call itself).
     pub signing: Option<Arc<dyn SigningService>>,
@@ -209,7 +209,7 @@ impl CallState {
             stdout,
             stderr,
             log_lines: 0,
-            deadline: None,
+            limit: None,
             signing: None,
         }
     }

@@ -397,7 +397,7 @@ pub(super) async fn run_in_store<P: Prepared, R: Send + 'static>(
     call: impl for<'a> FnOnce(&'a P::Instance, &'a mut Store<CallState>) -> GuestCall<'a, R> + Send,
 ) -> (Result<R, Fault>, CallContext) {
     let mut state = CallState::new(ctx, caps, services.clone(), limits.memory);
-    state.deadline = Some(tokio::time::Instant::now() + limits.timeout);
+    state.limit = Some(services.clock.limit(limits.timeout));
     state.signing = signing;
     let mut store = Store::new(engine, state);
     store.limiter(|state| &mut state.memory);

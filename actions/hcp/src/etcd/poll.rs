@@ -1,6 +1,7 @@
 //! Waiting for an HCPEtcdBackup inside Execute (spec §4.4.5): a GET every 5 s, the first at once,
-//! through the `clock` capability's sleep (a virtual clock makes the wait instant). A timeout names the
-//! CR and the last thing it said.
+//! through the `clock` capability's sleep (a virtual clock makes the wait instant). A wait never runs
+//! into the module's deadline: it ends [`AFTER_WAIT`] before it, so the backup still cleans up and
+//! answers. A timeout names the CR and the last thing it said.
 
 use std::time::Duration;
 
@@ -10,6 +11,9 @@ use velero_wasm_sdk::Object;
 use super::condition::{completed, snapshot_url, started, Condition, Reading};
 use super::{COMPLETION_TIMEOUT, INTERVAL, VERIFY_TIMEOUT};
 use crate::context::Context;
+
+/// What a wait leaves of the call's time for the work after it (deleting the copied Secret, answering).
+pub const AFTER_WAIT: Duration = Duration::from_secs(10);
 
 /// Waits until the CR reports that the backup started (or already succeeded): 30 s.
 pub fn until_started(ctx: &Context, namespace: &str, name: &str) -> Result<Object, String> {
@@ -38,6 +42,8 @@ fn poll(
     check: fn(Option<&Condition>) -> Reading,
 ) -> Result<Object, String> {
     let start = ctx.clock.monotonic();
+    let allowed = ctx.clock.remaining().saturating_sub(AFTER_WAIT);
+    let budget = timeout.min(allowed);
     loop {
         let last = match ctx.cluster.get(HCP_ETCD_BACKUPS, namespace, name) {
             Ok(cr) => {
@@ -54,13 +60,21 @@ fn poll(
             Err(e) => return Err(format!("failed to get HCPEtcdBackup: {}", e.message())),
         };
         let elapsed = ctx.clock.monotonic().saturating_sub(start);
-        if elapsed >= timeout {
+        if elapsed >= budget {
+            let cut = if budget < timeout {
+                format!(
+                    " (the module's limits.timeout leaves no more of the {} this wait allows: raise it in the hcp manifest)",
+                    human(timeout)
+                )
+            } else {
+                String::new()
+            };
             return Err(format!(
-                "timed out after {} waiting for HCPEtcdBackup {namespace}/{name} {goal}; last observed: {last}",
-                human(timeout)
+                "timed out after {} waiting for HCPEtcdBackup {namespace}/{name} {goal}{cut}; last observed: {last}",
+                human(budget)
             ));
         }
-        ctx.clock.sleep(INTERVAL.min(timeout - elapsed));
+        ctx.clock.sleep(INTERVAL.min(budget - elapsed));
     }
 }
 
@@ -115,6 +129,36 @@ mod tests {
         );
         assert_eq!(fakes.cluster.calls().len(), 121);
         assert_eq!(fakes.clock.slept(), Duration::from_secs(600));
+    }
+
+    #[test]
+    fn a_wait_ends_before_the_module_s_deadline_and_says_which_limit_cut_it_short() {
+        let fakes =
+            Fakes::new(FakeCluster::new().with(HCP_ETCD_BACKUPS, cr("BackupInProgress", "False")));
+        fakes.clock.set_limit(Duration::from_secs(120));
+        let ctx = fakes.context();
+        let e = until_completed(&ctx, "clusters-hc", "oadp-b-xxxx").unwrap_err();
+        assert_eq!(
+            e,
+            "timed out after 1m50s waiting for HCPEtcdBackup clusters-hc/oadp-b-xxxx to complete (the module's limits.timeout leaves no more of the 10m this wait allows: raise it in the hcp manifest); last observed: BackupCompleted=False (BackupInProgress): \"m\""
+        );
+        assert_eq!(fakes.clock.slept(), Duration::from_secs(110));
+        assert_eq!(
+            fakes.cluster.calls().len(),
+            1 + 22,
+            "every 5 s from 0 to 110 s"
+        );
+    }
+
+    #[test]
+    fn a_call_with_less_than_the_margin_left_reads_once_and_gives_up() {
+        let fakes = Fakes::new(FakeCluster::new());
+        fakes.clock.set_limit(Duration::from_secs(3));
+        let ctx = fakes.context();
+        let e = until_started(&ctx, "clusters-hc", "oadp-b-xxxx").unwrap_err();
+        assert!(e.starts_with("timed out after 0s waiting for HCPEtcdBackup clusters-hc/oadp-b-xxxx to start (the module's limits.timeout"), "{e}");
+        assert_eq!(fakes.cluster.calls().len(), 1);
+        assert_eq!(fakes.clock.slept(), Duration::ZERO);
     }
 
     #[test]

@@ -257,9 +257,11 @@ impl CallState {
         let body_len = request.body.len();
 
         let mut timeout = grant.timeout;
-        if let Some(deadline) = self.deadline {
+        if let Some(limit) = self.limit {
             // End a little before the call's deadline, so the module can still report the timeout.
-            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let left = limit
+                .deadline
+                .saturating_duration_since(tokio::time::Instant::now());
             timeout = timeout.min(left.saturating_sub(DEADLINE_MARGIN));
         }
         let max_response = grant.max_response;
