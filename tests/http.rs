@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use support::loopback::{Loopback, Reply};
+use support::loopback::{test_ca, Loopback, Reply};
+use support::proxy::{Connect, ConnectProxy};
 use velero_wasm::action::BackupRequest;
 use velero_wasm::capabilities::kube::NoCluster;
 use velero_wasm::capabilities::{Clock, Services};
@@ -190,4 +191,141 @@ async fn the_call_deadline_bounds_a_request() {
             .starts_with("Error::Timeout("),
         "{data}"
     );
+}
+
+/// `velero-wasm run` of the probe's `http-get` on `url`, in a process of its own (the proxy variables
+/// are read once per process): the probe granted `origin`, the test CA trusted (`SSL_CERT_FILE`), no
+/// proxy variable but those of `env`. Returns the item's `data` and the process's stderr.
+async fn run_get(url: &str, origin: &str, env: &[(&str, &str)]) -> (Value, String) {
+    let modules = support::module_dir("probe", "probe", &format!("[grant]\nhttp = [\"{origin}\"]"));
+    let dir = tempfile::tempdir().unwrap();
+    let item = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "probe", "namespace": "test"}, "data": {"url": url}});
+    let item = support::write(dir.path(), "item.json", &item.to_string());
+    let backup = support::write(
+        dir.path(),
+        "backup.json",
+        r#"{"apiVersion": "velero.io/v1", "kind": "Backup", "metadata": {"name": "b", "namespace": "velero"}}"#,
+    );
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_velero-wasm"));
+    command
+        .args([
+            "run",
+            "--action",
+            "test.velero-wasm.io/http-get",
+            "--log-level",
+            "trace",
+        ])
+        .arg("--item")
+        .arg(&item)
+        .arg("--backup")
+        .arg(&backup)
+        .arg("--modules")
+        .arg(modules.path())
+        .env_remove("VELERO_PLUGIN")
+        .env("SSL_CERT_FILE", test_ca());
+    for name in [
+        "HTTPS_PROXY",
+        "https_proxy",
+        "HTTP_PROXY",
+        "http_proxy",
+        "ALL_PROXY",
+        "all_proxy",
+        "NO_PROXY",
+        "no_proxy",
+    ] {
+        command.env_remove(name);
+    }
+    command.envs(env.iter().copied());
+    let output = command.output().await.expect("run velero-wasm");
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert_eq!(output.status.code(), Some(0), "stderr: {stderr}");
+    let out: Value = serde_json::from_slice(&output.stdout).unwrap();
+    (out["item"]["data"].clone(), stderr)
+}
+
+#[tokio::test]
+async fn https_goes_through_the_proxy_https_proxy_names_with_tls_end_to_end() {
+    // The proxy alone knows where sts.proxied.test is: the answer can only come through it.
+    let server = Loopback::start_tls(|r| Reply::new(200, format!("hello {}", r.target))).await;
+    let proxy = ConnectProxy::start(server.addr, None).await;
+    let (data, _) = run_get(
+        "https://sts.proxied.test/token?x=1",
+        "sts.proxied.test",
+        &[
+            ("HTTPS_PROXY", &proxy.url()),
+            ("NO_PROXY", "localhost,.svc"),
+        ],
+    )
+    .await;
+    assert_eq!(data["result"], "200 hello /token?x=1", "{data}");
+    assert_eq!(
+        proxy.connects(),
+        vec![Connect {
+            authority: "sts.proxied.test:443".into(),
+            authorization: None
+        }]
+    );
+    assert_eq!(
+        server.received()[0].header("host"),
+        Some("sts.proxied.test")
+    );
+}
+
+#[tokio::test]
+async fn hosts_no_proxy_names_are_reached_directly() {
+    let server = Loopback::start_tls(|_| Reply::new(200, "direct")).await;
+    let proxy = ConnectProxy::start(server.addr, None).await;
+    let origin = format!("https://localhost:{}", server.port());
+    let (data, _) = run_get(
+        &format!("{origin}/x"),
+        &origin,
+        &[("https_proxy", &proxy.url()), ("no_proxy", "localhost")],
+    )
+    .await;
+    assert_eq!(data["result"], "200 direct", "{data}");
+    assert_eq!(proxy.connects(), vec![]);
+}
+
+#[tokio::test]
+async fn proxy_credentials_reach_the_proxy_only_and_a_refusal_is_a_clear_error() {
+    let server = Loopback::start_tls(|_| Reply::new(200, "through")).await;
+    // "Basic " + base64("backup:p@ss")
+    let proxy = ConnectProxy::start(server.addr, Some("Basic YmFja3VwOnBAc3M=")).await;
+    let with = |password: &str| format!("http://backup:{password}@{}", proxy.addr);
+
+    let (data, accepted) = run_get(
+        "https://sts.proxied.test/",
+        "sts.proxied.test",
+        &[("HTTPS_PROXY", &with("p%40ss"))],
+    )
+    .await;
+    assert_eq!(data["result"], "200 through", "{data}");
+    assert_eq!(
+        proxy.connects()[0].authorization.as_deref(),
+        Some("Basic YmFja3VwOnBAc3M=")
+    );
+    assert!(
+        accepted.contains(&format!("http://{}", proxy.addr)),
+        "trace logs name the proxy: {accepted}"
+    );
+
+    let (data, refused) = run_get(
+        "https://sts.proxied.test/",
+        "sts.proxied.test",
+        &[("HTTPS_PROXY", &with("n0t-this-1"))],
+    )
+    .await;
+    let error = data["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains(&format!(
+            "GET https://sts.proxied.test:443 (through the proxy http://{}): ",
+            proxy.addr
+        )) && error.contains("proxy authorization required"),
+        "{data}"
+    );
+    for secret in ["p%40ss", "p@ss", "n0t-this-1", "YmFja3Vw"] {
+        for shown in [&accepted, &refused, error] {
+            assert!(!shown.contains(secret), "{secret} shown: {shown}");
+        }
+    }
 }

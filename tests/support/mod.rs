@@ -5,6 +5,7 @@
 pub mod apiserver;
 pub mod loopback;
 pub mod plugin;
+pub mod proxy;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -15,9 +15,11 @@
 //! followed. Logs name the module, method, host, status and sizes, never header values or bodies.
 //!
 //! Everything above is decided here; the exchange itself goes through the [`HttpTransport`] of the
-//! host's services: the network, or a recording or replay of it ([`record`]). A request the
+//! host's services: the network (directly, or through the environment's proxy: [`proxy`]), or a
+//! recording or replay of it ([`record`]). A request the
 //! capability refuses never reaches the transport.
 
+mod proxy;
 pub mod record;
 mod transport;
 

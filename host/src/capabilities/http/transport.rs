@@ -1,18 +1,20 @@
 //! Where the `http` capability's checked requests go: an [`HttpTransport`]. The capability decides
 //! what may be sent (grant, method, headers, sizes, the time allowed); a transport only exchanges it:
-//! over the network ([`NetworkTransport`]), or through a recording or a replay ([`super::record`]).
+//! over the network ([`NetworkTransport`], directly or through the environment's proxy), or through a recording or a replay ([`super::record`]).
 
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Bytes;
+use hyper_util::client::legacy::connect::proxy::Tunnel;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 
 use super::origin;
+use super::proxy::{Proxy, ProxyRules};
 
 /// One request, as the capability has checked it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,27 +68,97 @@ pub trait HttpTransport: Send + Sync {
     async fn exchange(&self, exchange: Exchange) -> Result<Answer, ExchangeError>;
 }
 
-/// The network: one hyper client for every module (connection pool, TLS roots).
+/// The network: one hyper client for every module (connection pool, TLS roots), and one more that
+/// tunnels HTTPS through the proxy of the environment ([`super::proxy`]).
 #[derive(Debug, Default, Clone, Copy)]
 pub struct NetworkTransport;
 
-type HttpsClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
+type Direct = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
+type Tunneled = Client<hyper_rustls::HttpsConnector<Tunnel<HttpConnector>>, Full<Bytes>>;
 
-/// The client every module's requests share, built on first use. Roots are the system's, or
-/// Mozilla's (webpki-roots) where the system has none.
-fn client() -> &'static HttpsClient {
-    static CLIENT: OnceLock<HttpsClient> = OnceLock::new();
-    CLIENT.get_or_init(|| {
-        let builder = hyper_rustls::HttpsConnectorBuilder::new();
-        let builder = match builder.with_native_roots() {
-            Ok(native) => native,
-            Err(_) => hyper_rustls::HttpsConnectorBuilder::new().with_webpki_roots(),
-        };
-        let connector = builder.https_or_http().enable_http1().build();
-        Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(Duration::from_secs(30))
-            .build(connector)
+/// The clients every module's requests share, built on first use.
+struct Network {
+    rules: ProxyRules,
+    direct: Direct,
+    /// Clients through each proxy used so far (in practice one: the environment names one).
+    tunneled: Mutex<Vec<(Proxy, Tunneled)>>,
+}
+
+fn network() -> &'static Network {
+    static NETWORK: OnceLock<Network> = OnceLock::new();
+    NETWORK.get_or_init(|| {
+        let mut http = HttpConnector::new();
+        http.enforce_http(false);
+        Network {
+            rules: ProxyRules::from_env(),
+            direct: client(tls().https_or_http().enable_http1().wrap_connector(http)),
+            tunneled: Mutex::new(Vec::new()),
+        }
     })
+}
+
+/// TLS with the system's roots (`SSL_CERT_FILE`/`SSL_CERT_DIR` replace them, as for OpenSSL), or
+/// Mozilla's (webpki-roots) where the system has none.
+fn tls() -> hyper_rustls::HttpsConnectorBuilder<hyper_rustls::builderstates::WantsSchemes> {
+    match hyper_rustls::HttpsConnectorBuilder::new().with_native_roots() {
+        Ok(native) => native,
+        Err(_) => hyper_rustls::HttpsConnectorBuilder::new().with_webpki_roots(),
+    }
+}
+
+fn client<C>(connector: C) -> Client<C, Full<Bytes>>
+where
+    C: hyper_util::client::legacy::connect::Connect + Clone,
+{
+    Client::builder(TokioExecutor::new())
+        .pool_idle_timeout(Duration::from_secs(30))
+        .build(connector)
+}
+
+impl Network {
+    /// The client through `proxy`.
+    fn through(&self, proxy: &Proxy) -> Tunneled {
+        let mut tunneled = self.tunneled.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, client)) = tunneled.iter().find(|(p, _)| p == proxy) {
+            return client.clone();
+        }
+        let mut tunnel = Tunnel::new(proxy.origin.clone(), HttpConnector::new());
+        if let Some(authorization) = &proxy.authorization {
+            tunnel = tunnel.with_auth(authorization.clone());
+        }
+        let tunneled_client = client(tls().https_only().enable_http1().wrap_connector(tunnel));
+        tunneled.push((proxy.clone(), tunneled_client.clone()));
+        tunneled_client
+    }
+
+    /// Sends `request` directly or through the proxy its URL goes through.
+    async fn send(
+        &self,
+        request: hyper::Request<Full<Bytes>>,
+        what: &str,
+    ) -> Result<hyper::Response<hyper::body::Incoming>, ExchangeError> {
+        let proxy = self
+            .rules
+            .route(request.uri())
+            .map_err(|e| ExchangeError::Transport(format!("{what}: {e}")))?;
+        match proxy {
+            None => self
+                .direct
+                .request(request)
+                .await
+                .map_err(|e| ExchangeError::Transport(format!("{what}: {}", error_chain(&e)))),
+            Some(proxy) => {
+                tracing::debug!(proxy = proxy.name(), "{what} through the proxy");
+                self.through(&proxy).request(request).await.map_err(|e| {
+                    ExchangeError::Transport(format!(
+                        "{what} (through the proxy {}): {}",
+                        proxy.name(),
+                        error_chain(&e)
+                    ))
+                })
+            }
+        }
+    }
 }
 
 /// The error of an answer over `limit` bytes.
@@ -128,9 +200,9 @@ impl HttpTransport for NetworkTransport {
             .body(Full::new(Bytes::from(body)))
             .map_err(|e| ExchangeError::Invalid(format!("request to {origin}: {e}")))?;
         let exchange = async {
-            let response = client().request(request).await.map_err(|e| {
-                ExchangeError::Transport(format!("{method} {origin}: {}", error_chain(&e)))
-            })?;
+            let response = network()
+                .send(request, &format!("{method} {origin}"))
+                .await?;
             let status = response.status().as_u16();
             if let Some(length) = response
                 .headers()
