@@ -498,16 +498,17 @@ async fn c08_every_method_answers_at_its_path_and_unknown_plugins_fail() {
             status.message()
         );
     }
-    // An action of another kind is "not found" under this kind, with the reason.
+    // An action of another kind is "not found" under this kind, with the reason (the other version of
+    // the same kind is served: see an_action_that_moved_between_v1_and_v2_…).
     let wrong = BiaV2::new(c.clone())
         .applies_to(v2::BackupItemActionAppliesToRequest {
-            plugin: format!("{T}backup-v1"),
+            plugin: format!("{T}restore-v1"),
         })
         .await
         .unwrap_err();
     assert!(
         wrong.message().contains("was not found")
-            && wrong.message().contains("it is a BackupItemAction action"),
+            && wrong.message().contains("it is a RestoreItemAction action"),
         "{}",
         wrong.message()
     );
@@ -1337,6 +1338,184 @@ async fn a_module_that_cannot_load_is_logged_and_left_out() {
         "{}",
         errors[0]
     );
+}
+
+#[tokio::test]
+async fn an_action_velero_listed_whose_module_was_removed_does_nothing_until_velero_restarts() {
+    // Velero lists plugins once, when its pod starts; every backup then asks for every listed action.
+    let (state, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    for file in ["kinds.wasm", "kinds.toml"] {
+        std::fs::copy(modules_dir().join(file), dir.path().join(file)).unwrap();
+    }
+    let env = [
+        ("VELERO_WASM_MODULES", dir.path().to_str().unwrap()),
+        ("VELERO_WASM_STATE_DIR", state.path().to_str().unwrap()),
+    ];
+    let discovery = start(ARGS_1_15, &env);
+    let listed = discovery.list().await;
+    assert!(listed.iter().any(|p| p.name == format!("{T}backup-v1")));
+    discovery.shutdown().await;
+
+    // The operator removes the module from the ConfigMap; the next backup starts a new process.
+    for file in ["kinds.wasm", "kinds.toml"] {
+        std::fs::remove_file(dir.path().join(file)).unwrap();
+    }
+    let plugin = start(ARGS_1_15, &env);
+    let c = plugin.channel().await;
+    let selector = BiaV1::new(c.clone())
+        .applies_to(g::BackupItemActionAppliesToRequest {
+            plugin: format!("{T}backup-v1"),
+        })
+        .await
+        .expect("a listed action is still answered")
+        .into_inner()
+        .resource_selector
+        .unwrap();
+    assert_eq!(
+        selector.included_resources,
+        [velero_wasm::plugin::dispatch::RETIRED_RESOURCE]
+    );
+    let item = configmap("cm");
+    let answer = bia_v1(&c, &format!("{T}backup-v1"), item.clone(), backup())
+        .await
+        .unwrap();
+    assert_eq!((answer.item, answer.additional_items), (item, vec![]));
+    let ready = RiaV2::new(c.clone())
+        .are_additional_items_ready(v2::RestoreItemActionItemsReadyRequest {
+            plugin: format!("{T}restore-v2"),
+            additional_items: vec![id("", "configmaps", "shop", "pending-x")],
+            restore: restore(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(ready.ready);
+    let progress = BiaV2::new(c.clone())
+        .progress(v2::BackupItemActionProgressRequest {
+            plugin: format!("{T}backup-v2"),
+            operation_id: "op-1700000000-0-1000".into(),
+            backup: backup(),
+        })
+        .await
+        .unwrap_err();
+    assert!(
+        progress
+            .message()
+            .contains("no module provides this action any more"),
+        "{}",
+        progress.message()
+    );
+    // A name Velero never listed, or a listed name under another kind, is still unknown.
+    for (name, kind) in [("example.io/never", "v1"), ("restore-v1", "backup v1")] {
+        let name = if name.contains('/') {
+            name.to_string()
+        } else {
+            format!("{T}{name}")
+        };
+        let e = BiaV1::new(c.clone())
+            .applies_to(g::BackupItemActionAppliesToRequest { plugin: name })
+            .await
+            .unwrap_err();
+        assert!(
+            e.message().contains("was not found"),
+            "{kind}: {}",
+            e.message()
+        );
+    }
+    let session = plugin.shutdown().await;
+    assert!(
+        session.log_lines().iter().any(|l| l["@level"] == "warn"
+            && l["@message"].as_str().unwrap().contains(&format!(
+                "{T}backup-v1 was listed to Velero but no module provides it any more"
+            ))),
+        "{}",
+        session.stderr
+    );
+
+    // Velero restarts: its discovery no longer lists the action, and from then on it is unknown.
+    let discovery = start(ARGS_1_15, &env);
+    assert!(!discovery.list().await.iter().any(|p| p.name.starts_with(T)));
+    discovery.shutdown().await;
+    let plugin = start(ARGS_1_15, &env);
+    let e = BiaV1::new(plugin.channel().await)
+        .applies_to(g::BackupItemActionAppliesToRequest {
+            plugin: format!("{T}backup-v1"),
+        })
+        .await
+        .unwrap_err();
+    assert!(e.message().contains("was not found"), "{}", e.message());
+    plugin.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_action_that_moved_between_v1_and_v2_is_still_served_under_the_kind_velero_knows() {
+    // An update of the module (a setting, like hcp's etcd-wait) makes backup-v1 a v2 action and
+    // backup-v2 a v1 action, while Velero still knows them as it listed them at its start.
+    let dir = tempfile::tempdir().unwrap();
+    let wasm = std::fs::read(modules_dir().join("kinds.wasm")).unwrap();
+    std::fs::write(dir.path().join("kinds.wasm"), &wasm).unwrap();
+    std::fs::write(
+        dir.path().join("kinds.toml"),
+        format!(
+            "sha256 = \"{}\"\n[settings]\nswap-backup-versions = \"true\"\n",
+            velero_wasm::modules::sha256_hex(&wasm)
+        ),
+    )
+    .unwrap();
+    let plugin = start(
+        ARGS_1_15,
+        &[("VELERO_WASM_MODULES", dir.path().to_str().unwrap())],
+    );
+    let listed: BTreeSet<(String, String)> = plugin
+        .list()
+        .await
+        .into_iter()
+        .map(|p| (p.kind, p.name))
+        .collect();
+    assert!(listed.contains(&("BackupItemActionV2".to_string(), format!("{T}backup-v1"))));
+    let c = plugin.channel().await;
+
+    // Velero's v1 service still runs backup-v1 (now v2): same selector, same answer.
+    let selector = BiaV1::new(c.clone())
+        .applies_to(g::BackupItemActionAppliesToRequest {
+            plugin: format!("{T}backup-v1"),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .resource_selector
+        .unwrap();
+    assert_eq!(selector.included_resources, ["configmaps", "pods"]);
+    let answer = bia_v1(&c, &format!("{T}backup-v1"), configmap("cm"), backup())
+        .await
+        .unwrap();
+    assert_eq!(answer.additional_items.len(), 2);
+
+    // Velero's v2 service still runs backup-v2 (now v1), operation and all.
+    let op = BiaV2::new(c.clone())
+        .execute(v2::ExecuteRequest {
+            plugin: format!("{T}backup-v2"),
+            item: configmap("cm"),
+            backup: backup(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .operation_id;
+    assert!(op.starts_with("op-"), "{op}");
+
+    // A v1 service cannot pass an operation on: refused, saying what to do.
+    let e = bia_v1(&c, &format!("{T}backup-v2"), configmap("cm"), backup())
+        .await
+        .unwrap_err();
+    assert!(
+        e.message()
+            .contains("started the asynchronous operation op-")
+            && e.message().contains("restart Velero"),
+        "{}",
+        e.message()
+    );
+    plugin.shutdown().await;
 }
 
 // ---------------------------------------------------------------------------------------------------

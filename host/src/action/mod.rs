@@ -58,6 +58,28 @@ impl ActionKind {
         !matches!(self, ActionKind::Restore | ActionKind::RestoreV2)
     }
 
+    /// Whether Velero's service for `self` can run an action of kind `actual`: the same kind, or the
+    /// other version of it (v2 calls carry everything v1 calls do; a v1 call can carry no operation).
+    /// A module update may move an action between versions while Velero still knows the old one.
+    pub fn can_serve(self, actual: ActionKind) -> bool {
+        use ActionKind::*;
+        self == actual
+            || matches!(
+                (self, actual),
+                (Backup, BackupV2)
+                    | (BackupV2, Backup)
+                    | (Restore, RestoreV2)
+                    | (RestoreV2, Restore)
+            )
+    }
+
+    /// The kind of a Velero `ListPlugins` kind string.
+    pub fn from_velero_kind(kind: &str) -> Option<ActionKind> {
+        ActionKind::ALL
+            .into_iter()
+            .find(|k| k.velero_kind() == kind)
+    }
+
     /// The WIT name (`backup-v2`).
     pub fn as_str(self) -> &'static str {
         match self {

@@ -1,7 +1,12 @@
 //! What every Velero service does before it calls the runtime: find the action the request's `plugin`
-//! field names among those of the service's kind, check the JSON documents of the request, and open
-//! the tracing span that tags every log line of the call with the action and the item.
+//! field names among those the service's kind can run, check the JSON documents of the request, and
+//! open the tracing span that tags every log line of the call with the action and the item.
+//!
+//! An action Velero listed that no module provides any more is *retired* ([`super::listing`]): its
+//! AppliesTo matches nothing ([`RETIRED_RESOURCE`]), Execute returns the item unchanged, and its
+//! operations cannot be followed. A v1 service never passes on an operation a v2 action started.
 
+use std::collections::BTreeSet;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
@@ -10,6 +15,7 @@ use tonic::{Response, Status};
 use tracing::{Instrument, Span};
 
 use super::convert::resource_selector;
+use super::listing::Listed;
 use super::proto::generated::ResourceSelector;
 use super::status;
 use crate::action::{
@@ -18,10 +24,22 @@ use crate::action::{
 };
 use crate::runtime::{ActionEntry, Runtime};
 
+/// The only resource a retired action applies to: a name no API server serves.
+pub const RETIRED_RESOURCE: &str = "retired-action.velero-wasm.io";
+
 /// The runtime, as the gRPC services see it.
 #[derive(Clone)]
 pub struct Dispatch {
     runtime: Arc<Runtime>,
+    retired: Arc<BTreeSet<Listed>>,
+}
+
+/// What a request's `plugin` names.
+pub enum Found {
+    /// A loaded action.
+    Action(ActionEntry),
+    /// An action Velero listed that no module provides any more.
+    Retired,
 }
 
 /// An item from a request: its JSON text and its identity.
@@ -35,7 +53,16 @@ pub struct Item {
 impl Dispatch {
     /// Dispatches to `runtime`.
     pub fn new(runtime: Arc<Runtime>) -> Dispatch {
-        Dispatch { runtime }
+        Dispatch {
+            runtime,
+            retired: Arc::default(),
+        }
+    }
+
+    /// Also answers for these actions, which Velero listed and no module provides any more.
+    pub fn with_retired(mut self, retired: BTreeSet<Listed>) -> Dispatch {
+        self.retired = Arc::new(retired);
+        self
     }
 
     /// The runtime.
@@ -43,21 +70,29 @@ impl Dispatch {
         &self.runtime
     }
 
-    /// The action named `name`, if it is of `kind`; otherwise Velero's "not found" status.
-    pub fn find(&self, kind: ActionKind, name: &str) -> Result<ActionEntry, Status> {
-        let entry = self
-            .runtime
-            .action(name)
-            .ok_or_else(|| status::not_found(kind, name, "no loaded module provides it"))?;
+    /// The action named `name`, if Velero's service for `kind` can run it, or a retired action of that
+    /// kind and name; otherwise Velero's "not found" status.
+    pub fn find(&self, kind: ActionKind, name: &str) -> Result<Found, Status> {
+        let Some(entry) = self.runtime.action(name) else {
+            if self.retired.contains(&(kind, name.to_string())) {
+                tracing::warn!("{name} was listed to Velero but no module provides it any more: it does nothing until Velero restarts");
+                return Ok(Found::Retired);
+            }
+            return Err(status::not_found(
+                kind,
+                name,
+                "no loaded module provides it",
+            ));
+        };
         let actual = entry.info().kind;
-        if actual != kind {
+        if !kind.can_serve(actual) {
             return Err(status::not_found(
                 kind,
                 name,
                 &format!("it is a {} action", actual.velero_kind()),
             ));
         }
-        Ok(entry)
+        Ok(Found::Action(entry))
     }
 
     /// Backup Execute (v1 and v2): checks the request's documents, names the item in the call's span,
@@ -69,16 +104,27 @@ impl Dispatch {
         item: Vec<u8>,
         backup: Vec<u8>,
     ) -> Result<BackupOutcome, Status> {
-        self.find(kind, name)?;
+        let found = self.find(kind, name)?;
         let item = self::item("item", item)?;
         tag(&item.id);
         let backup = document("backup", backup)?;
+        if let Found::Retired = found {
+            return Ok(BackupOutcome {
+                item: item.text,
+                additional_items: Vec::new(),
+                operation_id: None,
+                post_operation_items: Vec::new(),
+            });
+        }
         let request = BackupRequest {
             item: item.text,
             backup,
         };
         let outcome = self.runtime.backup(name, request).await;
         let outcome = outcome.map_err(|e| status::call_failed(kind, e))?;
+        if kind == ActionKind::Backup {
+            untracked_operation(kind, name, &outcome.operation_id)?;
+        }
         if let Some(id) = &outcome.operation_id {
             tracing::debug!(operation_id = id.as_str(), "operation started");
         }
@@ -94,7 +140,7 @@ impl Dispatch {
         item_from_backup: Vec<u8>,
         restore: Vec<u8>,
     ) -> Result<RestoreOutcome, Status> {
-        self.find(kind, name)?;
+        let found = self.find(kind, name)?;
         let item = self::item("item", item)?;
         tag(&item.id);
         let request = RestoreRequest {
@@ -102,8 +148,21 @@ impl Dispatch {
             item_from_backup: self::item("itemFromBackup", item_from_backup)?.text,
             restore: document("restore", restore)?,
         };
+        if let Found::Retired = found {
+            return Ok(RestoreOutcome {
+                item: request.item,
+                additional_items: Vec::new(),
+                skip_restore: false,
+                operation_id: None,
+                wait_for_additional_items: false,
+                additional_items_timeout: None,
+            });
+        }
         let outcome = self.runtime.restore(name, request).await;
         let outcome = outcome.map_err(|e| status::call_failed(kind, e))?;
+        if kind == ActionKind::Restore {
+            untracked_operation(kind, name, &outcome.operation_id)?;
+        }
         if let Some(id) = &outcome.operation_id {
             tracing::debug!(operation_id = id.as_str(), "operation started");
         }
@@ -118,10 +177,13 @@ impl Dispatch {
         backup: Vec<u8>,
     ) -> Result<Vec<ResourceId>, Status> {
         let kind = ActionKind::ItemBlock;
-        self.find(kind, name)?;
+        let found = self.find(kind, name)?;
         let item = self::item("item", item)?;
         tag(&item.id);
         let backup = document("backup", backup)?;
+        if let Found::Retired = found {
+            return Ok(Vec::new());
+        }
         let related = self.runtime.related_items(name, item.text, backup).await;
         related.map_err(|e| status::call_failed(kind, e))
     }
@@ -129,10 +191,13 @@ impl Dispatch {
     /// DeleteItemAction Execute.
     pub async fn delete(&self, name: &str, item: Vec<u8>, backup: Vec<u8>) -> Result<(), Status> {
         let kind = ActionKind::Delete;
-        self.find(kind, name)?;
+        let found = self.find(kind, name)?;
         let item = self::item("item", item)?;
         tag(&item.id);
         let backup = document("backup", backup)?;
+        if let Found::Retired = found {
+            return Ok(());
+        }
         let deleted = self.runtime.delete(name, item.text, backup).await;
         deleted.map_err(|e| status::call_failed(kind, e))
     }
@@ -146,8 +211,11 @@ impl Dispatch {
         field: &str,
         subject: Vec<u8>,
     ) -> Result<OperationProgress, Status> {
-        self.find(kind, name)?;
+        let found = self.find(kind, name)?;
         let subject = document(field, subject)?;
+        if let Found::Retired = found {
+            return Err(retired_operation(name));
+        }
         let progress = self.runtime.progress(name, operation_id, subject).await;
         progress.map_err(|e| status::call_failed(kind, e))
     }
@@ -161,8 +229,11 @@ impl Dispatch {
         field: &str,
         subject: Vec<u8>,
     ) -> Result<(), Status> {
-        self.find(kind, name)?;
+        let found = self.find(kind, name)?;
         let subject = document(field, subject)?;
+        if let Found::Retired = found {
+            return Err(retired_operation(name));
+        }
         let cancelled = self.runtime.cancel(name, operation_id, subject).await;
         cancelled.map_err(|e| status::call_failed(kind, e))
     }
@@ -175,8 +246,11 @@ impl Dispatch {
         restore: Vec<u8>,
     ) -> Result<bool, Status> {
         let kind = ActionKind::RestoreV2;
-        self.find(kind, name)?;
+        let found = self.find(kind, name)?;
         let restore = document("restore", restore)?;
+        if let Found::Retired = found {
+            return Ok(true);
+        }
         let ready = self.runtime.items_ready(name, items, restore).await;
         ready.map_err(|e| status::call_failed(kind, e))
     }
@@ -185,11 +259,35 @@ impl Dispatch {
     pub fn applies_to(&self, kind: ActionKind, name: &str) -> Result<ResourceSelector, Status> {
         let span = call_span(kind, "AppliesTo", name);
         let _entered = span.enter();
-        let entry = self
+        let found = self
             .find(kind, name)
             .inspect_err(|s| tracing::debug!("AppliesTo failed: {}", s.message()))?;
-        Ok(resource_selector(&entry.info().applies_to))
+        Ok(match found {
+            Found::Action(entry) => resource_selector(&entry.info().applies_to),
+            Found::Retired => ResourceSelector {
+                included_resources: vec![RETIRED_RESOURCE.to_string()],
+                ..ResourceSelector::default()
+            },
+        })
     }
+}
+
+/// A v1 service cannot hand Velero an operation: refuses an outcome that started one.
+fn untracked_operation(kind: ActionKind, name: &str, id: &Option<String>) -> Result<(), Status> {
+    match id {
+        None => Ok(()),
+        Some(id) => Err(Status::unknown(format!(
+            "{name} started the asynchronous operation {id}, but Velero knows it as a {} (v1) action, which cannot report one: restart Velero (its pod) so that it lists the action again",
+            kind.velero_kind()
+        ))),
+    }
+}
+
+/// The status of Progress or Cancel for an operation of a retired action.
+fn retired_operation(name: &str) -> Status {
+    Status::unknown(format!(
+        "{name}: no module provides this action any more, so its operation cannot be followed; put its module back in the module directory, or restart Velero to drop the action"
+    ))
 }
 
 /// Reads an item field: UTF-8 JSON of an object with a non-empty `kind`, as Velero requires of items.

@@ -11,6 +11,7 @@ use std::collections::BTreeSet;
 use tonic::{Request, Response, Status};
 
 use super::dispatch::Dispatch;
+use super::listing::{Listed, Listing};
 use super::proto::generated::plugin_lister_server::PluginLister;
 use super::proto::generated::{Empty, ListPluginsResponse, PluginIdentifier};
 use crate::action::ActionKind;
@@ -67,6 +68,8 @@ pub struct Lister {
     pub command: String,
     /// The kinds to list.
     pub kinds: Advertised,
+    /// Where what is listed is kept for later processes (none without a state directory).
+    pub listing: Option<Listing>,
 }
 
 impl Lister {
@@ -99,6 +102,18 @@ impl PluginLister for Lister {
     ) -> Result<Response<ListPluginsResponse>, Status> {
         let plugins = self.plugins();
         tracing::debug!(plugins = plugins.len(), "ListPlugins");
+        if let Some(listing) = &self.listing {
+            let listed: Vec<Listed> = plugins
+                .iter()
+                .filter_map(|p| Some((ActionKind::from_velero_kind(&p.kind)?, p.name.clone())))
+                .collect();
+            if let Err(e) = listing.save(&listed) {
+                tracing::warn!(
+                    "cannot keep the list of actions in {}: {e}; an action removed later fails backups until Velero restarts",
+                    listing.path().display()
+                );
+            }
+        }
         Ok(Response::new(ListPluginsResponse { plugins }))
     }
 }

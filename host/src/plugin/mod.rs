@@ -18,6 +18,7 @@ pub mod dispatch;
 pub mod handshake;
 pub mod item_block;
 pub mod lister;
+pub mod listing;
 pub mod log_format;
 pub mod proto;
 pub mod restore_v1;
@@ -44,6 +45,7 @@ use crate::runtime::{CompileCache, ModuleConfig, Runtime};
 use dispatch::Dispatch;
 use handshake::{PluginArgs, Socket};
 use lister::{Advertised, Lister, KINDS_ENV};
+use listing::{Listed, Listing};
 
 /// The largest request or response message: Velero's own limit, 2^31−1 bytes (an item and its
 /// Backup can be far larger than gRPC's default 4 MiB).
@@ -120,8 +122,26 @@ async fn serve(args: PluginArgs) -> anyhow::Result<()> {
             .as_ref()
             .and_then(|d| CompileCache::open(d.join("compiled"))),
     );
-    load_modules(&runtime, state.as_deref()).await;
+    let directory = std::env::var_os(MODULES_ENV)
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from);
+    load_modules(&runtime, state.as_deref(), directory.as_deref()).await;
     let runtime = Arc::new(runtime);
+    let listing = state
+        .as_deref()
+        .map(|d| Listing::new(d, &args.command, directory.as_deref()));
+    let provided: Vec<Listed> = runtime
+        .catalog()
+        .actions()
+        .map(|e| (e.info().kind, e.info().name.clone()))
+        .collect();
+    let retired = listing
+        .as_ref()
+        .map(|l| listing::retired(l.load(), &provided))
+        .unwrap_or_default();
+    if !retired.is_empty() {
+        tracing::debug!(retired = ?retired, "actions Velero listed that no module provides any more");
+    }
 
     let (kinds, unknown) = Advertised::parse(std::env::var(KINDS_ENV).ok().as_deref());
     for name in unknown {
@@ -130,10 +150,15 @@ async fn serve(args: PluginArgs) -> anyhow::Result<()> {
 
     let (listener, socket) = Socket::bind(&handshake::socket_dir(|k| std::env::var(k).ok()))?;
     let shutdown = Arc::new(Notify::new());
-    let router = router(
-        Dispatch::new(runtime.clone()),
-        args.command.clone(),
+    let lister = Lister {
+        dispatch: Dispatch::new(runtime.clone()),
+        command: args.command.clone(),
         kinds,
+        listing,
+    };
+    let router = router(
+        Dispatch::new(runtime.clone()).with_retired(retired),
+        lister,
         shutdown.clone(),
     )
     .await;
@@ -194,10 +219,8 @@ async fn serve(args: PluginArgs) -> anyhow::Result<()> {
 /// Loads the stock modules and those of `$VELERO_WASM_MODULES`, keeping the last good version of each
 /// directory module under the state directory. A module that cannot be used is an error line when
 /// nothing stands in for it, a warning when an earlier version or the stock module does.
-async fn load_modules(runtime: &Runtime, state: Option<&Path>) {
-    let directory = std::env::var_os(MODULES_ENV)
-        .filter(|d| !d.is_empty())
-        .map(PathBuf::from);
+async fn load_modules(runtime: &Runtime, state: Option<&Path>, directory: Option<&Path>) {
+    let directory = directory.map(Path::to_path_buf);
     let last_good = match (state, &directory) {
         (Some(state), Some(dir)) => Some(LastGood::for_directory(state, dir)),
         _ => None,
@@ -226,8 +249,7 @@ async fn load_modules(runtime: &Runtime, state: Option<&Path>) {
 /// Every service, on one router.
 async fn router(
     dispatch: Dispatch,
-    command: String,
-    kinds: Advertised,
+    lister: Lister,
     shutdown: Arc<Notify>,
 ) -> tonic::transport::server::Router {
     use proto::generated::backup_item_action_server::BackupItemActionServer as BiaV1;
@@ -261,11 +283,7 @@ async fn router(
         }))
         .add_service(GrpcStdioServer::new(stdio::Stdio))
         .add_service(GrpcBrokerServer::new(broker::Broker))
-        .add_service(sized!(PluginListerServer::new(Lister {
-            dispatch: dispatch.clone(),
-            command,
-            kinds,
-        })))
+        .add_service(sized!(PluginListerServer::new(lister)))
         .add_service(sized!(BiaV1::new(backup_v1::BackupV1(dispatch.clone()))))
         .add_service(sized!(BiaV2::new(backup_v2::BackupV2(dispatch.clone()))))
         .add_service(sized!(RiaV1::new(restore_v1::RestoreV1(dispatch.clone()))))

@@ -16,7 +16,9 @@
 //! - `item-block` relates a Pod to its PVCs.
 //! - `delete` refuses items annotated `…/refuse-delete`.
 //!
-//! Every action fails when the Backup or Restore it gets has no `metadata.name`.
+//! Every action fails when the Backup or Restore it gets has no `metadata.name`. With the setting
+//! `swap-backup-versions = "true"`, `backup-v1` is described as a v2 action and `backup-v2` as a v1
+//! one (what a module update can do to actions Velero already knows).
 
 use velero_wasm_sdk::*;
 
@@ -27,8 +29,15 @@ const PREFIX: &str = "test.velero-wasm.io/";
 impl Plugin for Kinds {
     fn describe() -> Vec<ActionInfo> {
         let action = |name: &str, kind: Kind| ActionInfo::new(&format!("{PREFIX}{name}"), kind);
+        // A module update that moves actions between versions of their kind.
+        let swapped = config::get("swap-backup-versions").as_deref() == Some("true");
+        let (v1, v2) = if swapped {
+            (Kind::BackupV2, Kind::Backup)
+        } else {
+            (Kind::Backup, Kind::BackupV2)
+        };
         vec![
-            action("backup-v1", Kind::Backup)
+            action("backup-v1", v1)
                 .applies_to(Selector {
                     excluded_namespaces: vec!["kube-system".into()],
                     ..Selector::resources(&["configmaps", "pods"])
@@ -37,7 +46,7 @@ impl Plugin for Kinds {
             action("backup-v1-labels", Kind::Backup)
                 .applies_to(Selector::all().labels("app in (web,db),!skip"))
                 .description("labels the item"),
-            action("backup-v2", Kind::BackupV2).description("starts an operation"),
+            action("backup-v2", v2).description("starts an operation"),
             action("restore-v1", Kind::Restore).description("restores, or skips labelled items"),
             action("restore-v2", Kind::RestoreV2)
                 .description("starts an operation and waits for an item"),

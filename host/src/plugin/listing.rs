@@ -1,0 +1,177 @@
+//! What this plugin listed to Velero, kept across processes, and the actions Velero still knows that
+//! no module provides any more.
+//!
+//! Velero asks every plugin for its list once, when the Velero pod starts (spec §8.1), and from then on
+//! asks each backup and restore for every listed action by kind and name. A module directory (a
+//! ConfigMap) can change under a running Velero, so a later process may find that:
+//! * an action moved between v1 and v2 of its kind (hcp's `etcd-wait` setting does that): Velero's
+//!   service for the old version still runs it ([`crate::action::ActionKind::can_serve`]);
+//! * a listed action is gone (its module was removed): answering "not found" would fail every backup
+//!   until Velero restarts. So the list given to Velero is kept in the state directory, and such an
+//!   action is served as *retired*: it applies to nothing, and anything else Velero asks of it
+//!   answers as an action that leaves the item alone (see [`super::dispatch`]).
+
+use std::collections::BTreeSet;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::action::ActionKind;
+
+/// The listing file of one plugin binary and module directory in the state directory.
+#[derive(Debug, Clone)]
+pub struct Listing {
+    path: PathBuf,
+}
+
+/// One listed action.
+pub type Listed = (ActionKind, String);
+
+#[derive(Serialize, Deserialize)]
+struct File {
+    listed: Vec<Entry>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Entry {
+    kind: String,
+    name: String,
+}
+
+impl Listing {
+    /// The listing of the plugin started as `command` with the modules of `module_dir`, under
+    /// `state_dir` (a pod's plugins share a state directory: each binary and directory has its own).
+    pub fn new(state_dir: &Path, command: &str, module_dir: Option<&Path>) -> Listing {
+        let mut key = command.as_bytes().to_vec();
+        if let Some(dir) = module_dir {
+            let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+            key.push(0);
+            key.extend_from_slice(dir.as_os_str().as_encoded_bytes());
+        }
+        let key = crate::modules::sha256_hex(&key);
+        Listing {
+            path: state_dir
+                .join("listed")
+                .join(format!("{}.json", &key[..16])),
+        }
+    }
+
+    /// Where the listing is kept.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Keeps what was just listed to Velero (atomically: concurrent processes read a whole file).
+    pub fn save(&self, listed: &[Listed]) -> io::Result<()> {
+        let file = File {
+            listed: listed
+                .iter()
+                .map(|(kind, name)| Entry {
+                    kind: kind.velero_kind().to_string(),
+                    name: name.clone(),
+                })
+                .collect(),
+        };
+        let dir = self.path.parent().unwrap_or(Path::new("."));
+        std::fs::create_dir_all(dir)?;
+        let tmp = self
+            .path
+            .with_extension(format!("tmp{}", std::process::id()));
+        std::fs::write(&tmp, serde_json::to_vec_pretty(&file)?)?;
+        std::fs::rename(&tmp, &self.path)
+    }
+
+    /// What was last listed to Velero; nothing when no listing was kept. A listing that cannot be read
+    /// is reported and counts as none.
+    pub fn load(&self) -> Vec<Listed> {
+        let text = match std::fs::read(&self.path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Vec::new(),
+            Err(e) => {
+                tracing::warn!("cannot read {}: {e}", self.path.display());
+                return Vec::new();
+            }
+        };
+        match serde_json::from_slice::<File>(&text) {
+            Ok(file) => file
+                .listed
+                .into_iter()
+                .filter_map(|e| Some((ActionKind::from_velero_kind(&e.kind)?, e.name)))
+                .collect(),
+            Err(e) => {
+                tracing::warn!("{} is not a listing: {e}", self.path.display());
+                Vec::new()
+            }
+        }
+    }
+}
+
+/// The listed actions that no action `provided` can stand in for (by name, and a kind whose Velero
+/// service can run it).
+pub fn retired(listed: Vec<Listed>, provided: &[Listed]) -> BTreeSet<Listed> {
+    listed
+        .into_iter()
+        .filter(|(kind, name)| {
+            !provided
+                .iter()
+                .any(|(actual, n)| n == name && kind.can_serve(*actual))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ActionKind::*;
+
+    fn listed(items: &[(ActionKind, &str)]) -> Vec<Listed> {
+        items.iter().map(|(k, n)| (*k, n.to_string())).collect()
+    }
+
+    #[test]
+    fn a_listing_round_trips_and_each_plugin_and_directory_has_its_own() {
+        let state = tempfile::tempdir().unwrap();
+        let modules = tempfile::tempdir().unwrap();
+        let one = Listing::new(state.path(), "/plugins/velero-wasm", Some(modules.path()));
+        assert_eq!(one.load(), vec![], "nothing kept yet");
+        let actions = listed(&[(BackupV2, "example.io/a"), (Restore, "example.io/b")]);
+        one.save(&actions).unwrap();
+        assert_eq!(one.load(), actions);
+        let other = Listing::new(state.path(), "/plugins/velero-wasm", None);
+        assert_ne!(other.path(), one.path());
+        assert_eq!(other.load(), vec![]);
+    }
+
+    #[test]
+    fn a_damaged_listing_counts_as_none() {
+        let state = tempfile::tempdir().unwrap();
+        let listing = Listing::new(state.path(), "velero-wasm", None);
+        std::fs::create_dir_all(listing.path().parent().unwrap()).unwrap();
+        std::fs::write(listing.path(), b"{\"listed\": [tru").unwrap();
+        assert_eq!(listing.load(), vec![]);
+    }
+
+    #[test]
+    fn only_actions_nothing_can_stand_in_for_are_retired() {
+        let was = listed(&[
+            (BackupV2, "hcp/backup"),    // now v1: still served
+            (Restore, "k/restore"),      // unchanged
+            (Backup, "gone/backup"),     // module removed
+            (Delete, "k/delete"),        // now a backup action of the same name: not a delete
+            (ItemBlock, "k/item-block"), // unchanged
+        ]);
+        let now = listed(&[
+            (Backup, "hcp/backup"),
+            (Restore, "k/restore"),
+            (Backup, "k/delete"),
+            (ItemBlock, "k/item-block"),
+        ]);
+        assert_eq!(
+            retired(was, &now),
+            listed(&[(Backup, "gone/backup"), (Delete, "k/delete")])
+                .into_iter()
+                .collect()
+        );
+    }
+}
