@@ -2074,6 +2074,70 @@ async fn c57_without_a_secret_the_pod_s_workload_identity_is_used() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn c57_without_a_secret_or_workload_identity_the_node_s_managed_identity_is_used() {
+    // §6.8's third credential: IMDS gives the token (here a loopback IMDS beside the Blob endpoint).
+    let server = Loopback::start(|r| {
+        if r.target.starts_with("/metadata/identity/oauth2/token?") && r.header("metadata") == Some("true") {
+            Reply::new(
+                200,
+                format!("{{\"access_token\":\"{AAD_TOKEN}\",\"expires_in\":\"86399\",\"resource\":\"https://storage.azure.com\",\"token_type\":\"Bearer\"}}"),
+            )
+        } else if r.target == "/?restype=service&comp=userdelegationkey"
+            && r.header("authorization") == Some(&format!("Bearer {AAD_TOKEN}"))
+        {
+            Reply::new(200, DELEGATION_KEY)
+        } else {
+            Reply::new(400, "unexpected")
+        }
+    })
+    .await;
+    let origin = server.origin();
+    let output = tokio::task::spawn_blocking(move || {
+        let modules = hcp_modules(
+            &[(
+                "# aad-authority = \"https://login.example.internal/\"",
+                &format!("imds-endpoint = \"{origin}\""),
+            )],
+            Some(&origin),
+        );
+        let mut bsl = read_fixture("azure/user-delegation/backupstoragelocation-default.json");
+        bsl["spec"]["config"]["storageAccountURI"] = json!(origin);
+        let bsl_path = support::write(modules.path(), "bsl.json", &bsl.to_string());
+        Run::restore(
+            "azure/restore-items/hostedcontrolplane-azure-hc.json",
+            "azure/velero/restore-azure-nightly.json",
+        )
+        .cluster(&["management", "azure/velero"])
+        .arg("--cluster")
+        .arg(bsl_path.to_str().unwrap())
+        .modules(modules.path())
+        .now(AZ_NOW)
+        .env("AZURE_TENANT_ID", "tid-5678")
+        .env("AZURE_CLIENT_ID", "client-1")
+        .output()
+    })
+    .await
+    .unwrap();
+    assert!(output.status.success(), "{}", support::stderr(&output));
+    assert_eq!(
+        injected(&support::stdout_json(&output)),
+        json!([format!(
+            "{}/mycontainer/path/to/snapshot.db?{AZ_3_QUERY}",
+            server.origin()
+        )])
+    );
+    let received = server.received();
+    assert_eq!(
+        (received[0].method.as_str(), received[0].target.as_str()),
+        (
+            "GET",
+            "/metadata/identity/oauth2/token?api-version=2018-02-01&client_id=client-1&resource=https%3A%2F%2Fstorage.azure.com"
+        )
+    );
+    assert!(!support::stderr(&output).contains(AAD_TOKEN));
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn c59_c61_a_refused_delegation_key_fails_the_item_with_its_status() {
     let server = entra_and_blob((403, "AuthorizationPermissionMismatch")).await;
     let origin = server.origin();

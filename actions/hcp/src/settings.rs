@@ -5,6 +5,7 @@
 //! | `etcd-wait` | `async`: the backup action is a BackupItemAction v2 and the etcd snapshot an asynchronous operation; `blocking`: v1, waiting inside Execute as upstream does (for Velero without v2 operations) | `async` |
 //! | `sts-endpoint` | STS URL for web-identity credentials (a private endpoint, a test server) | by the role ARN's partition |
 //! | `aad-authority` | Microsoft Entra ID authority URL (Azure Stack, a test server) | by `AZURE_CLOUD_NAME` |
+//! | `imds-endpoint` | Azure Instance Metadata Service, for managed identity (a test server) | `http://169.254.169.254` |
 
 /// How the backup action waits for the HCPEtcdBackup.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -25,6 +26,8 @@ pub struct Settings {
     pub sts_endpoint: Option<String>,
     /// `aad-authority`.
     pub aad_authority: Option<String>,
+    /// `imds-endpoint`.
+    pub imds_endpoint: Option<String>,
 }
 
 impl Settings {
@@ -50,6 +53,7 @@ impl Settings {
             etcd_wait,
             sts_endpoint: text("sts-endpoint"),
             aad_authority: text("aad-authority"),
+            imds_endpoint: text("imds-endpoint"),
         })
     }
 }

@@ -181,6 +181,8 @@ impl Signer for FakeSigner {
                     AadSecret::ClientSecret(s) => format!("secret={s}"),
                     AadSecret::FederatedToken(t) => format!("federated={t}"),
                     AadSecret::AccessToken(t) => format!("token={t}"),
+                    AadSecret::ManagedIdentity(e) =>
+                        format!("managed-identity={}", e.as_deref().unwrap_or("imds")),
                 },
                 a.cloud_name,
                 a.authority.as_deref().unwrap_or("-")

@@ -1,5 +1,6 @@
 //! Microsoft Entra ID (AAD) tokens for Blob storage (spec §6.8): the client-credentials grant of the
-//! identity platform v2 endpoint, with a client secret or a federated (workload identity) token.
+//! identity platform v2 endpoint, with a client secret or a federated (workload identity) token, or a
+//! managed identity's token from the Azure Instance Metadata Service (IMDS).
 
 use crate::error::{quote_body, Error};
 use crate::transport::{form, Request, Transport};
@@ -13,7 +14,12 @@ pub enum Secret {
     FederatedToken(String),
     /// A token already acquired: no request is made.
     AccessToken(String),
+    /// Managed identity: IMDS ([`IMDS`], or this endpoint) gives the token.
+    ManagedIdentity(Option<String>),
 }
+
+/// The Azure Instance Metadata Service, reachable from every Azure VM (and so every AKS node).
+pub const IMDS: &str = "http://169.254.169.254";
 
 /// An AAD identity.
 #[derive(Clone)]
@@ -35,6 +41,7 @@ impl Identity {
     pub fn secret_text(&self) -> &str {
         match &self.secret {
             Secret::ClientSecret(s) | Secret::FederatedToken(s) | Secret::AccessToken(s) => s,
+            Secret::ManagedIdentity(_) => "",
         }
     }
 }
@@ -59,21 +66,27 @@ pub fn storage_scope(cloud_name: &str) -> &'static str {
 
 /// The token request for an identity, or `None` when it already has a token.
 pub fn token_request(identity: &Identity) -> Result<Option<Request>, Error> {
-    if identity.tenant_id.is_empty() || identity.client_id.is_empty() {
-        return Err(Error::Invalid(
-            "AZURE_TENANT_ID and AZURE_CLIENT_ID are required".into(),
-        ));
-    }
-    let proof: [(&str, &str); 2] = match &identity.secret {
-        Secret::AccessToken(_) => return Ok(None),
-        Secret::ClientSecret(secret) => [("client_secret", secret.as_str()), ("", "")],
-        Secret::FederatedToken(token) => [
+    let proof: Option<[(&str, &str); 2]> = match &identity.secret {
+        Secret::ManagedIdentity(endpoint) => {
+            return Ok(Some(imds_request(identity, endpoint.as_deref())))
+        }
+        Secret::AccessToken(_) => None,
+        Secret::ClientSecret(secret) => Some([("client_secret", secret.as_str()), ("", "")]),
+        Secret::FederatedToken(token) => Some([
             (
                 "client_assertion_type",
                 "urn:ietf:params:oauth:client-assertion-type:jwt-bearer",
             ),
             ("client_assertion", token.as_str()),
-        ],
+        ]),
+    };
+    if identity.tenant_id.is_empty() || identity.client_id.is_empty() {
+        return Err(Error::Invalid(
+            "AZURE_TENANT_ID and AZURE_CLIENT_ID are required".into(),
+        ));
+    }
+    let Some(proof) = proof else {
+        return Ok(None);
     };
     if identity.secret_text().is_empty() {
         return Err(Error::Invalid(
@@ -105,6 +118,27 @@ pub fn token_request(identity: &Identity) -> Result<Option<Request>, Error> {
         )],
         body: form(&pairs),
     }))
+}
+
+/// IMDS's token request (api-version 2018-02-01): the storage resource is the scope without
+/// `/.default`; `client_id` picks one of several identities of the node.
+fn imds_request(identity: &Identity, endpoint: Option<&str>) -> Request {
+    let endpoint = endpoint.filter(|e| !e.is_empty()).unwrap_or(IMDS);
+    let resource = storage_scope(&identity.cloud_name).trim_end_matches("/.default");
+    let mut query = vec![("api-version", "2018-02-01"), ("resource", resource)];
+    if !identity.client_id.is_empty() {
+        query.push(("client_id", identity.client_id.as_str()));
+    }
+    Request {
+        method: "GET",
+        url: format!(
+            "{}/metadata/identity/oauth2/token?{}",
+            endpoint.trim_end_matches('/'),
+            crate::encode::sorted_query(&query)
+        ),
+        headers: vec![("Metadata".into(), "true".into())],
+        body: Vec::new(),
+    }
 }
 
 /// A bearer token for Blob storage. Errors never contain the secret or the token.

@@ -171,6 +171,9 @@ impl wit::Guest for Component {
                         wit::AadSecret::ClientSecret(s) => aad::Secret::ClientSecret(s),
                         wit::AadSecret::FederatedToken(t) => aad::Secret::FederatedToken(t),
                         wit::AadSecret::AccessToken(t) => aad::Secret::AccessToken(t),
+                        wit::AadSecret::ManagedIdentity(endpoint) => {
+                            aad::Secret::ManagedIdentity(endpoint)
+                        }
                     },
                     cloud_name: identity.cloud_name,
                     authority: identity.authority,

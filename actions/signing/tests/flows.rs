@@ -249,6 +249,64 @@ fn clouds_choose_authority_and_scope() {
 }
 
 #[test]
+fn a_managed_identity_asks_imds_for_the_storage_resource() {
+    let imds = |client: &str, cloud: &str, endpoint: Option<&str>| {
+        let identity = Identity {
+            tenant_id: String::new(),
+            client_id: client.into(),
+            secret: Secret::ManagedIdentity(endpoint.map(str::to_string)),
+            cloud_name: cloud.into(),
+            authority: None,
+        };
+        aad::token_request(&identity).unwrap().unwrap()
+    };
+    let request = imds("client-1", "", None);
+    assert_eq!(
+        (request.method, request.url.as_str()),
+        (
+            "GET",
+            "http://169.254.169.254/metadata/identity/oauth2/token?api-version=2018-02-01&client_id=client-1&resource=https%3A%2F%2Fstorage.azure.com"
+        )
+    );
+    assert_eq!(
+        request.headers,
+        [("Metadata".to_string(), "true".to_string())]
+    );
+    assert!(request.body.is_empty());
+    // No tenant is needed; without a client id the node's only identity answers; China has its own
+    // resource; an endpoint override (tests, proxies of IMDS) replaces the address.
+    assert_eq!(
+        imds("", "AzureChinaCloud", Some("http://127.0.0.1:8080/")).url,
+        "http://127.0.0.1:8080/metadata/identity/oauth2/token?api-version=2018-02-01&resource=https%3A%2F%2Fstorage.azure.cn"
+    );
+
+    // The whole flow: IMDS's token, then the delegation key, then AZ-3's URL.
+    let sent = RefCell::new(Vec::new());
+    let transport = |request: Request| {
+        let body = if request.url.contains("/metadata/identity/") {
+            r#"{"access_token":"imds-token","expires_in":"86399","resource":"https://storage.azure.com","token_type":"Bearer"}"#
+        } else {
+            KEY_XML
+        };
+        sent.borrow_mut().push(request);
+        Ok(Response {
+            status: 200,
+            body: body.as_bytes().to_vec(),
+        })
+    };
+    let now = UtcTime::from_unix(1_778_241_600).unwrap();
+    let credentials = AzureCredentials::Aad(aad_identity(Secret::ManagedIdentity(None)));
+    let url = azure_sas(&transport, &sas(), &credentials, &now).unwrap();
+    assert!(
+        url.contains("sig=frr2rIC4bJTT%2B4xR%2BrEEo%2BbRUExuXitvUxu1pqAvO94%3D"),
+        "{url}"
+    );
+    assert!(sent.into_inner()[1]
+        .headers
+        .contains(&("Authorization".into(), "Bearer imds-token".into())));
+}
+
+#[test]
 fn delegation_failures_are_clear_and_never_quote_secrets() {
     let now = UtcTime::from_unix(1_778_241_600).unwrap();
     let credentials = AzureCredentials::Aad(aad_identity(Secret::AccessToken(

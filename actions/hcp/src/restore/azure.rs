@@ -65,7 +65,7 @@ pub fn sas(
 
 /// The Entra ID identity (§5.7 step 6.1, §6.8): tenant and client from the credential data (or, with
 /// none, from the environment); a client secret from the data, else the workload identity's federated
-/// token. Managed identity (IMDS) is not supported.
+/// token, else the node's managed identity of that client id (IMDS).
 fn aad(ctx: &Context, data: Option<&str>) -> Result<AadCredentials, String> {
     let env = |name: &str| -> Result<String, String> {
         Ok(ctx
@@ -109,10 +109,7 @@ fn aad(ctx: &Context, data: Option<&str>) -> Result<AadCredentials, String> {
             .map_err(|e| format!("error creating AAD token provider: {e}"))?;
         AadSecret::FederatedToken(String::from_utf8_lossy(&token).trim().to_string())
     } else {
-        return Err(format!(
-            "error creating AAD token provider: managed identity is not supported: give AZURE_CLIENT_SECRET in the \
-             credential Secret, or use workload identity ({FEDERATED_TOKEN_VARIABLE})"
-        ));
+        AadSecret::ManagedIdentity(ctx.settings.imds_endpoint.clone())
     };
     Ok(AadCredentials {
         tenant_id: tenant,

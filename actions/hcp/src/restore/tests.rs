@@ -466,7 +466,7 @@ fn azure_entra_id_credentials_from_the_secret_or_the_pod() {
         ),
         "{e}"
     );
-    // Neither a client secret nor workload identity.
+    // Neither a client secret nor workload identity: the node's managed identity of that client.
     let mut neither = Fakes::new(azure(json!({"useAAD": "true"}), None, vec![]));
     neither
         .env
@@ -476,8 +476,12 @@ fn azure_entra_id_credentials_from_the_secret_or_the_pod() {
         .env
         .variables
         .insert("AZURE_CLIENT_ID".into(), "c".into());
-    let e = run(&neither, &with_url(hc(), AZURE_URL)).unwrap_err();
-    assert!(e.contains("managed identity is not supported"), "{e}");
+    injected(run(&neither, &with_url(hc(), AZURE_URL)));
+    assert!(
+        calls(&neither)[0].ends_with("aad:t:c:managed-identity=imds::-"),
+        "{:?}",
+        calls(&neither)
+    );
 }
 
 #[test]
