@@ -1261,36 +1261,37 @@ fn c34_to_c37_blocking_waits_for_completion_and_records_the_url() {
         .contains(&"delete secrets hypershift/etcd-backup-creds-aws-nightly".to_string()));
 }
 
-#[test]
-fn c34_blocking_gives_up_after_10_minutes_naming_the_backup_and_its_last_condition() {
-    let dir = tempfile::tempdir().unwrap();
-    let record = dir.path().join("never.jsonl");
-    let started = std::time::Instant::now();
+/// A blocking backup of the AWS HostedControlPlane whose HCPEtcdBackup never completes, with
+/// `modules`, recorded: the error, the recorded calls, and the number of reads of the CR.
+fn never_completing_backup(modules: &Path, record: &Path) -> (String, Vec<String>, usize) {
     let e = Run::backup(
         "aws/cluster/hostedcontrolplane-aws-hc.json",
         "aws/velero/backup-aws-nightly.json",
     )
     .cluster(AWS)
     .cluster(&[ETCD_SNAPSHOT, "aws/etcd/never", "aws/etcd/copied-secret"])
-    .modules(blocking())
+    .modules(modules)
     .now(S3_NOW)
     .arg("--record")
     .arg(record.to_str().unwrap())
     .fails();
+    let calls = recorded_calls(record);
+    let cr = format!("hcpetcdbackups.hypershift.openshift.io clusters-aws-hc/{AWS_CR}");
+    let reads = calls.iter().filter(|c| c.contains(&cr)).count();
+    (e, calls, reads)
+}
+
+#[test]
+fn c34_blocking_gives_up_after_10_minutes_naming_the_backup_and_its_last_condition() {
+    let dir = tempfile::tempdir().unwrap();
+    let record = dir.path().join("never.jsonl");
+    let started = std::time::Instant::now();
+    let (e, calls, reads) = never_completing_backup(blocking(), &record);
     eprintln!("blocking, never completes, --now: {:?}", started.elapsed());
     assert_eq!(
         e,
         format!("HCPEtcdBackup failed: timed out after 10m waiting for HCPEtcdBackup clusters-aws-hc/{AWS_CR} to complete; last observed: BackupCompleted=False (BackupInProgress): \"etcd snapshot in progress\"")
     );
-    let calls = recorded_calls(&record);
-    let reads = calls
-        .iter()
-        .filter(|c| {
-            c.contains(&format!(
-                "hcpetcdbackups.hypershift.openshift.io clusters-aws-hc/{AWS_CR}"
-            ))
-        })
-        .count();
     assert_eq!(reads, 1 + 121, "every 5 s from 0 to 600 s");
     assert!(calls.contains(&"delete secrets hypershift/etcd-backup-creds-aws-nightly".to_string()));
     // The recording's clock: 10 minutes of virtual time went by, in 5 s steps.
@@ -1317,31 +1318,11 @@ fn c34_a_blocking_wait_ends_before_the_module_s_deadline_and_names_the_limit() {
         None,
     );
     let dir = tempfile::tempdir().unwrap();
-    let record = dir.path().join("short.jsonl");
-    let e = Run::backup(
-        "aws/cluster/hostedcontrolplane-aws-hc.json",
-        "aws/velero/backup-aws-nightly.json",
-    )
-    .cluster(AWS)
-    .cluster(&[ETCD_SNAPSHOT, "aws/etcd/never", "aws/etcd/copied-secret"])
-    .modules(short.path())
-    .now(S3_NOW)
-    .arg("--record")
-    .arg(record.to_str().unwrap())
-    .fails();
+    let (e, calls, reads) = never_completing_backup(short.path(), &dir.path().join("short.jsonl"));
     assert_eq!(
         e,
         format!("HCPEtcdBackup failed: timed out after 1m50s waiting for HCPEtcdBackup clusters-aws-hc/{AWS_CR} to complete (the module's limits.timeout leaves no more of the 10m this wait allows: raise it in the hcp manifest); last observed: BackupCompleted=False (BackupInProgress): \"etcd snapshot in progress\"")
     );
-    let calls = recorded_calls(&record);
-    let reads = calls
-        .iter()
-        .filter(|c| {
-            c.contains(&format!(
-                "hcpetcdbackups.hypershift.openshift.io clusters-aws-hc/{AWS_CR}"
-            ))
-        })
-        .count();
     assert_eq!(reads, 1 + 23, "every 5 s from 0 to 110 s");
     assert!(calls.contains(&"delete secrets hypershift/etcd-backup-creds-aws-nightly".to_string()));
 }

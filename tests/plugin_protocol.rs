@@ -1317,13 +1317,7 @@ async fn a_module_that_cannot_load_is_logged_and_left_out() {
         ARGS_1_15,
         &[("VELERO_WASM_MODULES", dir.path().to_str().unwrap())],
     );
-    let listed: BTreeSet<(String, String)> = plugin
-        .list()
-        .await
-        .into_iter()
-        .map(|p| (p.kind, p.name))
-        .collect();
-    assert_eq!(listed, catalog());
+    assert_eq!(plugin.listed().await, catalog());
     let session = plugin.shutdown().await;
     let errors: Vec<String> = session
         .log_lines()
@@ -1452,26 +1446,17 @@ async fn an_action_that_moved_between_v1_and_v2_is_still_served_under_the_kind_v
     // An update of the module (a setting, like hcp's etcd-wait) makes backup-v1 a v2 action and
     // backup-v2 a v1 action, while Velero still knows them as it listed them at its start.
     let dir = tempfile::tempdir().unwrap();
-    let wasm = std::fs::read(modules_dir().join("kinds.wasm")).unwrap();
-    std::fs::write(dir.path().join("kinds.wasm"), &wasm).unwrap();
-    std::fs::write(
-        dir.path().join("kinds.toml"),
-        format!(
-            "sha256 = \"{}\"\n[settings]\nswap-backup-versions = \"true\"\n",
-            velero_wasm::modules::sha256_hex(&wasm)
-        ),
-    )
-    .unwrap();
+    support::add_module(
+        dir.path(),
+        "kinds",
+        "kinds",
+        "[settings]\nswap-backup-versions = \"true\"\n",
+    );
     let plugin = start(
         ARGS_1_15,
         &[("VELERO_WASM_MODULES", dir.path().to_str().unwrap())],
     );
-    let listed: BTreeSet<(String, String)> = plugin
-        .list()
-        .await
-        .into_iter()
-        .map(|p| (p.kind, p.name))
-        .collect();
+    let listed = plugin.listed().await;
     assert!(listed.contains(&("BackupItemActionV2".to_string(), format!("{T}backup-v1"))));
     let c = plugin.channel().await;
 

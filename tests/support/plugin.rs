@@ -174,6 +174,15 @@ impl Plugin {
             .plugins
     }
 
+    /// ListPlugins as (kind, name) pairs.
+    pub async fn listed(&self) -> std::collections::BTreeSet<(String, String)> {
+        self.list()
+            .await
+            .into_iter()
+            .map(|p| (p.kind, p.name))
+            .collect()
+    }
+
     /// Calls Shutdown, waits for the exit (status 0), and returns what the process left.
     pub async fn shutdown(self) -> Session {
         let (status, _, session) = self.shutdown_and_wait().await;

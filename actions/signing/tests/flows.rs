@@ -169,12 +169,13 @@ fn sas() -> Sas {
     }
 }
 
-#[test]
-fn aad_flow_gets_a_token_then_a_key_then_signs() {
+/// Runs the user delegation flow for `secret` against endpoints that answer `token` to any token
+/// request and AZ-3's key to Get User Delegation Key; returns the URL and the requests sent.
+fn delegation_flow(secret: Secret, token: &str) -> (String, Vec<Request>) {
     let sent = RefCell::new(Vec::new());
     let transport = |request: Request| {
         let body = if request.url.contains("oauth2") {
-            r#"{"token_type":"Bearer","expires_in":3599,"access_token":"test-token"}"#
+            token
         } else {
             KEY_XML
         };
@@ -185,16 +186,22 @@ fn aad_flow_gets_a_token_then_a_key_then_signs() {
         })
     };
     let now = UtcTime::from_unix(1_778_241_600).unwrap();
-    let credentials = AzureCredentials::Aad(aad_identity(Secret::ClientSecret(
-        "client-secret-value".into(),
-    )));
+    let credentials = AzureCredentials::Aad(aad_identity(secret));
     let url = azure_sas(&transport, &sas(), &credentials, &now).unwrap();
+    (url, sent.into_inner())
+}
+
+#[test]
+fn aad_flow_gets_a_token_then_a_key_then_signs() {
+    let (url, sent) = delegation_flow(
+        Secret::ClientSecret("client-secret-value".into()),
+        r#"{"token_type":"Bearer","expires_in":3599,"access_token":"test-token"}"#,
+    );
     // The key of AZ-3, so the URL is AZ-3's.
     assert!(
         url.contains("sig=frr2rIC4bJTT%2B4xR%2BrEEo%2BbRUExuXitvUxu1pqAvO94%3D"),
         "{url}"
     );
-    let sent = sent.into_inner();
     assert_eq!(
         sent[0].url,
         "https://login.microsoftonline.com/tid-5678/oauth2/v2.0/token"
@@ -281,27 +288,18 @@ fn a_managed_identity_asks_imds_for_the_storage_resource() {
     );
 
     // The whole flow: IMDS's token, then the delegation key, then AZ-3's URL.
-    let sent = RefCell::new(Vec::new());
-    let transport = |request: Request| {
-        let body = if request.url.contains("/metadata/identity/") {
-            r#"{"access_token":"imds-token","expires_in":"86399","resource":"https://storage.azure.com","token_type":"Bearer"}"#
-        } else {
-            KEY_XML
-        };
-        sent.borrow_mut().push(request);
-        Ok(Response {
-            status: 200,
-            body: body.as_bytes().to_vec(),
-        })
-    };
-    let now = UtcTime::from_unix(1_778_241_600).unwrap();
-    let credentials = AzureCredentials::Aad(aad_identity(Secret::ManagedIdentity(None)));
-    let url = azure_sas(&transport, &sas(), &credentials, &now).unwrap();
+    let (url, sent) = delegation_flow(
+        Secret::ManagedIdentity(None),
+        r#"{"access_token":"imds-token","expires_in":"86399","resource":"https://storage.azure.com","token_type":"Bearer"}"#,
+    );
+    assert!(sent[0]
+        .url
+        .starts_with("http://169.254.169.254/metadata/identity/oauth2/token?"));
     assert!(
         url.contains("sig=frr2rIC4bJTT%2B4xR%2BrEEo%2BbRUExuXitvUxu1pqAvO94%3D"),
         "{url}"
     );
-    assert!(sent.into_inner()[1]
+    assert!(sent[1]
         .headers
         .contains(&("Authorization".into(), "Bearer imds-token".into())));
 }
