@@ -1930,14 +1930,20 @@ async fn entra_and_blob(key: (u16, &'static str)) -> Loopback {
 }
 
 /// The Azure restore of the HostedControlPlane with user delegation, everything at `origin`:
-/// the BSL's storageAccountURI, the authority, the signing module's grant. `credentials` is the
+/// the BSL's storageAccountURI, the authority, IMDS, the signing module's grant. `credentials` is the
 /// directory of the credential Secret ("" for none), `env` the process's variables.
 fn delegation_restore(origin: &str, credentials: &str, env: &[(&str, &str)]) -> Output {
     let modules = hcp_modules(
-        &[(
-            "# aad-authority = \"https://login.example.internal/\"",
-            &format!("aad-authority = \"{origin}/\""),
-        )],
+        &[
+            (
+                "# aad-authority = \"https://login.example.internal/\"",
+                &format!("aad-authority = \"{origin}/\""),
+            ),
+            (
+                "# imds-endpoint = \"http://169.254.169.254\"",
+                &format!("imds-endpoint = \"{origin}\""),
+            ),
+        ],
         Some(origin),
     );
     let mut bsl = read_fixture("azure/user-delegation/backupstoragelocation-default.json");
@@ -1967,29 +1973,39 @@ fn delegation_restore(origin: &str, credentials: &str, env: &[(&str, &str)]) -> 
     run.output()
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn c57_to_c60_entra_id_credentials_from_the_secret_sign_a_user_delegation_sas() {
-    let server = entra_and_blob((200, DELEGATION_KEY)).await;
-    let origin = server.origin();
-    let output = tokio::task::spawn_blocking(move || {
-        delegation_restore(
-            &origin,
-            "azure/user-delegation/secret-cloud-credentials.json",
-            &[],
-        )
-    })
-    .await
-    .unwrap();
+/// [`delegation_restore`] against `server`, which must succeed and inject AZ-3's URL on its host.
+/// Returns the run's stderr.
+async fn az3_restore(
+    server: &Loopback,
+    credentials: &'static str,
+    env: &[(&'static str, &'static str)],
+) -> String {
+    let (origin, env) = (server.origin(), env.to_vec());
+    let output =
+        tokio::task::spawn_blocking(move || delegation_restore(&origin, credentials, &env))
+            .await
+            .unwrap();
     assert!(output.status.success(), "{}", support::stderr(&output));
-    let out = support::stdout_json(&output);
     // AZ-3, on the storageAccountURI's host.
     assert_eq!(
-        injected(&out),
+        injected(&support::stdout_json(&output)),
         json!([format!(
             "{}/mycontainer/path/to/snapshot.db?{AZ_3_QUERY}",
             server.origin()
         )])
     );
+    support::stderr(&output)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn c57_to_c60_entra_id_credentials_from_the_secret_sign_a_user_delegation_sas() {
+    let server = entra_and_blob((200, DELEGATION_KEY)).await;
+    let log = az3_restore(
+        &server,
+        "azure/user-delegation/secret-cloud-credentials.json",
+        &[],
+    )
+    .await;
     let received = server.received();
     assert_eq!(received.len(), 2);
     // c58: the storage scope of the public cloud.
@@ -2008,35 +2024,22 @@ async fn c57_to_c60_entra_id_credentials_from_the_secret_sign_a_user_delegation_
         received[1].body,
         "<KeyInfo><Start>2026-05-08T12:00:00Z</Start><Expiry>2026-05-08T13:00:00Z</Expiry></KeyInfo>"
     );
-    let log = support::stderr(&output);
     assert!(!log.contains("client-secret-value~42") && !log.contains(AAD_TOKEN));
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn c57_without_a_secret_the_pod_s_workload_identity_is_used() {
     let server = entra_and_blob((200, DELEGATION_KEY)).await;
-    let origin = server.origin();
-    let output = tokio::task::spawn_blocking(move || {
-        delegation_restore(
-            &origin,
-            "",
-            &[
-                ("AZURE_TENANT_ID", "tid-5678"),
-                ("AZURE_CLIENT_ID", "client-1"),
-                ("AZURE_FEDERATED_TOKEN_FILE", "<token file>"),
-            ],
-        )
-    })
-    .await
-    .unwrap();
-    assert!(output.status.success(), "{}", support::stderr(&output));
-    assert_eq!(
-        injected(&support::stdout_json(&output)),
-        json!([format!(
-            "{}/mycontainer/path/to/snapshot.db?{AZ_3_QUERY}",
-            server.origin()
-        )])
-    );
+    az3_restore(
+        &server,
+        "",
+        &[
+            ("AZURE_TENANT_ID", "tid-5678"),
+            ("AZURE_CLIENT_ID", "client-1"),
+            ("AZURE_FEDERATED_TOKEN_FILE", "<token file>"),
+        ],
+    )
+    .await;
     let token_request = &server.received()[0].body;
     assert!(
         token_request.contains("client_assertion=eyJ.federated-token&client_assertion_type=urn%3Aietf%3Aparams%3Aoauth%3Aclient-assertion-type%3Ajwt-bearer"),
@@ -2072,41 +2075,15 @@ async fn c57_without_a_secret_or_workload_identity_the_node_s_managed_identity_i
         }
     })
     .await;
-    let origin = server.origin();
-    let output = tokio::task::spawn_blocking(move || {
-        let modules = hcp_modules(
-            &[(
-                "# aad-authority = \"https://login.example.internal/\"",
-                &format!("imds-endpoint = \"{origin}\""),
-            )],
-            Some(&origin),
-        );
-        let mut bsl = read_fixture("azure/user-delegation/backupstoragelocation-default.json");
-        bsl["spec"]["config"]["storageAccountURI"] = json!(origin);
-        let bsl_path = support::write(modules.path(), "bsl.json", &bsl.to_string());
-        Run::restore(
-            "azure/restore-items/hostedcontrolplane-azure-hc.json",
-            "azure/velero/restore-azure-nightly.json",
-        )
-        .cluster(&["management", "azure/velero"])
-        .arg("--cluster")
-        .arg(bsl_path.to_str().unwrap())
-        .modules(modules.path())
-        .now(AZ_NOW)
-        .env("AZURE_TENANT_ID", "tid-5678")
-        .env("AZURE_CLIENT_ID", "client-1")
-        .output()
-    })
-    .await
-    .unwrap();
-    assert!(output.status.success(), "{}", support::stderr(&output));
-    assert_eq!(
-        injected(&support::stdout_json(&output)),
-        json!([format!(
-            "{}/mycontainer/path/to/snapshot.db?{AZ_3_QUERY}",
-            server.origin()
-        )])
-    );
+    let log = az3_restore(
+        &server,
+        "",
+        &[
+            ("AZURE_TENANT_ID", "tid-5678"),
+            ("AZURE_CLIENT_ID", "client-1"),
+        ],
+    )
+    .await;
     let received = server.received();
     assert_eq!(
         (received[0].method.as_str(), received[0].target.as_str()),
@@ -2115,7 +2092,7 @@ async fn c57_without_a_secret_or_workload_identity_the_node_s_managed_identity_i
             "/metadata/identity/oauth2/token?api-version=2018-02-01&client_id=client-1&resource=https%3A%2F%2Fstorage.azure.com"
         )
     );
-    assert!(!support::stderr(&output).contains(AAD_TOKEN));
+    assert!(!log.contains(AAD_TOKEN));
 }
 
 #[tokio::test(flavor = "multi_thread")]
