@@ -3,7 +3,7 @@ CARGO ?= cargo
 BIN := target/debug/velero-wasm
 FIXTURES := tests/fixtures
 
-.PHONY: help deps build test lint run bench interop clean
+.PHONY: help deps build test lint run bench interop static clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -15,9 +15,10 @@ build: ## Build the components (wasm32-wasip2), then the host binary that embeds
 	@rustup target list --installed | grep -qx wasm32-wasip2 || rustup target add wasm32-wasip2
 	$(CARGO) build -p velero-wasm
 
-test: deps build ## Run every test: unit, component, integration, and the go-plugin interop
+test: deps build ## Run every test: unit, component, integration, the go-plugin interop, the static binary
 	$(CARGO) test --workspace
 	tests/interop/run.sh
+	tests/static/run.sh
 
 lint: ## cargo fmt --check and clippy -D warnings
 	$(CARGO) fmt --all -- --check
@@ -32,6 +33,9 @@ bench: ## Per-call cost of a wasm action vs the same work in native Rust, and ov
 
 interop: deps build ## The real hashicorp go-plugin client against the binary (Debian's Go packages, offline)
 	tests/interop/run.sh
+
+static: interop ## The musl build is static and serves in an empty chroot (C22; the chroot part needs root)
+	tests/static/run.sh
 
 clean: ## Remove build output
 	$(CARGO) clean

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# `make static`: conformance item C22 — the plugin binary is statically linked and runs in a container
+# with nothing else in it (Velero's image has no shell). Builds velero-wasm for x86_64-unknown-linux-musl,
+# checks that it is static, then, in an empty chroot holding only the binary, the test modules and
+# fixtures: runs the README demo (its answer must equal the dynamic build's) and drives the plugin with
+# the real go-plugin client of `make interop`. Everything it makes goes to target/static/.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+root=$PWD
+target=x86_64-unknown-linux-musl
+out=$root/target/static
+client=$root/target/interop/interop
+modules=$root/target/interop/modules
+dynamic=$root/target/debug/velero-wasm
+
+for tool in musl-gcc chroot file; do
+  command -v "$tool" >/dev/null || { echo "static: $tool is missing; install: apt-get install -y musl-tools coreutils file" >&2; exit 1; }
+done
+[ -x "$client" ] && [ -d "$modules" ] || { echo "static: run make interop first (it builds the go-plugin client)" >&2; exit 1; }
+rustup target list --installed | grep -qx "$target" || rustup target add "$target"
+
+echo "--- build for $target"
+cargo build -p velero-wasm --target "$target"
+binary=$root/target/$target/debug/velero-wasm
+
+echo "--- statically linked"
+description=$(file -b "$binary")
+echo "$description"
+case "$description" in
+  *"statically linked"* | *"static-pie linked"*) ;;
+  *) echo "static: FAIL: $binary is not statically linked" >&2; exit 1 ;;
+esac
+if ldd "$binary" >/dev/null 2>&1 && ! ldd "$binary" 2>&1 | grep -q "statically linked"; then
+  echo "static: FAIL: ldd lists shared libraries:" >&2; ldd "$binary" >&2; exit 1
+fi
+
+# The image: the binary and what the checks read, at the paths they have outside, and nothing else —
+# no shell, no libc, no /etc, no CA certificates. Only /tmp, as every container has.
+image=$out/root
+rm -rf "$out" && mkdir -p "$image/tmp" "$image$out" "$image$modules" "$image/fixtures"
+cp "$binary" "$image$out/velero-wasm"
+cp "$modules"/* "$image$modules/"
+cp -r "$root/tests/fixtures/kubevirt" "$image/fixtures/"
+
+if ! chroot "$image" "$out/velero-wasm" --version >/dev/null 2>"$out/chroot.err"; then
+  if grep -qi "operation not permitted" "$out/chroot.err"; then
+    echo "static: the binary is static; the chroot checks need root (CAP_SYS_CHROOT) and are skipped here"
+    exit 0
+  fi
+  echo "static: FAIL: the binary does not start in an empty root:" >&2; cat "$out/chroot.err" >&2; exit 1
+fi
+
+echo "--- the README demo in the empty root"
+demo=(run --action kubevirt-velero-plugin/backup-virtualmachine-action)
+chroot "$image" "$out/velero-wasm" "${demo[@]}" --item /fixtures/kubevirt/cluster/vm-fedora-web-01.json \
+  --backup /fixtures/kubevirt/velero/backup-nightly.json --cluster /fixtures/kubevirt/cluster > "$out/demo-static.json"
+"$dynamic" "${demo[@]}" --item tests/fixtures/kubevirt/cluster/vm-fedora-web-01.json \
+  --backup tests/fixtures/kubevirt/velero/backup-nightly.json --cluster tests/fixtures/kubevirt/cluster > "$out/demo-dynamic.json"
+cmp "$out/demo-static.json" "$out/demo-dynamic.json" || { echo "static: FAIL: the static build answers differently" >&2; exit 1; }
+echo "same answer as the dynamic build ($(wc -c < "$out/demo-static.json") bytes)"
+
+echo "--- the go-plugin client against the plugin in the empty root"
+# go-plugin starts $out/velero-wasm: outside, a launcher that enters the root and runs the binary under
+# the same path (so argv[0], the command the plugin reports, is the path the client started). The socket
+# directory has one path inside and out: a real directory in the root, a symbolic link to it outside.
+mkdir -p "$image$out/sock"
+ln -s "$image$out/sock" "$out/sock"
+cat > "$out/velero-wasm" <<EOF
+#!/bin/sh
+PLUGIN_UNIX_SOCKET_DIR=$out/sock exec $(command -v chroot) $image $out/velero-wasm "\$@"
+EOF
+chmod +x "$out/velero-wasm"
+"$client" -binary "$out/velero-wasm" -modules "$modules"
