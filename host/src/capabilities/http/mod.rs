@@ -16,8 +16,8 @@
 //!
 //! Everything above is decided here; the exchange itself goes through the [`HttpTransport`] of the
 //! host's services: the network (directly, or through the environment's proxy: [`proxy`]), or a
-//! recording or replay of it ([`record`]). A request the
-//! capability refuses never reaches the transport.
+//! recording or replay of it ([`record`]). A request the capability refuses never reaches the
+//! transport.
 
 mod proxy;
 pub mod record;

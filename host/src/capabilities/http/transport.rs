@@ -1,8 +1,9 @@
 //! Where the `http` capability's checked requests go: an [`HttpTransport`]. The capability decides
 //! what may be sent (grant, method, headers, sizes, the time allowed); a transport only exchanges it:
-//! over the network ([`NetworkTransport`], directly or through the environment's proxy), or through a recording or a replay ([`super::record`]).
+//! over the network ([`NetworkTransport`], directly or through the environment's proxy), or through a
+//! recording or a replay ([`super::record`]).
 
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -80,8 +81,8 @@ type Tunneled = Client<hyper_rustls::HttpsConnector<Tunnel<HttpConnector>>, Full
 struct Network {
     rules: ProxyRules,
     direct: Direct,
-    /// Clients through each proxy used so far (in practice one: the environment names one).
-    tunneled: Mutex<Vec<(Proxy, Tunneled)>>,
+    /// Through the proxy (the environment names one for HTTPS), built when first needed.
+    tunneled: OnceLock<Tunneled>,
 }
 
 fn network() -> &'static Network {
@@ -92,7 +93,7 @@ fn network() -> &'static Network {
         Network {
             rules: ProxyRules::from_env(),
             direct: client(tls().https_or_http().enable_http1().wrap_connector(http)),
-            tunneled: Mutex::new(Vec::new()),
+            tunneled: OnceLock::new(),
         }
     })
 }
@@ -117,18 +118,14 @@ where
 
 impl Network {
     /// The client through `proxy`.
-    fn through(&self, proxy: &Proxy) -> Tunneled {
-        let mut tunneled = self.tunneled.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((_, client)) = tunneled.iter().find(|(p, _)| p == proxy) {
-            return client.clone();
-        }
-        let mut tunnel = Tunnel::new(proxy.origin.clone(), HttpConnector::new());
-        if let Some(authorization) = &proxy.authorization {
-            tunnel = tunnel.with_auth(authorization.clone());
-        }
-        let tunneled_client = client(tls().https_only().enable_http1().wrap_connector(tunnel));
-        tunneled.push((proxy.clone(), tunneled_client.clone()));
-        tunneled_client
+    fn through(&self, proxy: &Proxy) -> &Tunneled {
+        self.tunneled.get_or_init(|| {
+            let mut tunnel = Tunnel::new(proxy.origin.clone(), HttpConnector::new());
+            if let Some(authorization) = &proxy.authorization {
+                tunnel = tunnel.with_auth(authorization.clone());
+            }
+            client(tls().https_only().enable_http1().wrap_connector(tunnel))
+        })
     }
 
     /// Sends `request` directly or through the proxy its URL goes through.
