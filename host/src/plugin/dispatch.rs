@@ -122,8 +122,8 @@ impl Dispatch {
         };
         let outcome = self.runtime.backup(name, request).await;
         let outcome = outcome.map_err(|e| status::call_failed(kind, e))?;
-        if kind == ActionKind::Backup {
-            untracked_operation(kind, name, &outcome.operation_id)?;
+        if let (ActionKind::Backup, Some(id)) = (kind, &outcome.operation_id) {
+            return Err(status::untracked_operation(kind, name, id));
         }
         if let Some(id) = &outcome.operation_id {
             tracing::debug!(operation_id = id.as_str(), "operation started");
@@ -160,8 +160,8 @@ impl Dispatch {
         }
         let outcome = self.runtime.restore(name, request).await;
         let outcome = outcome.map_err(|e| status::call_failed(kind, e))?;
-        if kind == ActionKind::Restore {
-            untracked_operation(kind, name, &outcome.operation_id)?;
+        if let (ActionKind::Restore, Some(id)) = (kind, &outcome.operation_id) {
+            return Err(status::untracked_operation(kind, name, id));
         }
         if let Some(id) = &outcome.operation_id {
             tracing::debug!(operation_id = id.as_str(), "operation started");
@@ -214,7 +214,7 @@ impl Dispatch {
         let found = self.find(kind, name)?;
         let subject = document(field, subject)?;
         if let Found::Retired = found {
-            return Err(retired_operation(name));
+            return Err(status::retired_operation(name));
         }
         let progress = self.runtime.progress(name, operation_id, subject).await;
         progress.map_err(|e| status::call_failed(kind, e))
@@ -232,7 +232,7 @@ impl Dispatch {
         let found = self.find(kind, name)?;
         let subject = document(field, subject)?;
         if let Found::Retired = found {
-            return Err(retired_operation(name));
+            return Err(status::retired_operation(name));
         }
         let cancelled = self.runtime.cancel(name, operation_id, subject).await;
         cancelled.map_err(|e| status::call_failed(kind, e))
@@ -270,24 +270,6 @@ impl Dispatch {
             },
         })
     }
-}
-
-/// A v1 service cannot hand Velero an operation: refuses an outcome that started one.
-fn untracked_operation(kind: ActionKind, name: &str, id: &Option<String>) -> Result<(), Status> {
-    match id {
-        None => Ok(()),
-        Some(id) => Err(Status::unknown(format!(
-            "{name} started the asynchronous operation {id}, but Velero knows it as a {} (v1) action, which cannot report one: restart Velero (its pod) so that it lists the action again",
-            kind.velero_kind()
-        ))),
-    }
-}
-
-/// The status of Progress or Cancel for an operation of a retired action.
-fn retired_operation(name: &str) -> Status {
-    Status::unknown(format!(
-        "{name}: no module provides this action any more, so its operation cannot be followed; put its module back in the module directory, or restart Velero to drop the action"
-    ))
 }
 
 /// Reads an item field: UTF-8 JSON of an object with a non-empty `kind`, as Velero requires of items.

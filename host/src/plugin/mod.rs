@@ -150,18 +150,14 @@ async fn serve(args: PluginArgs) -> anyhow::Result<()> {
 
     let (listener, socket) = Socket::bind(&handshake::socket_dir(|k| std::env::var(k).ok()))?;
     let shutdown = Arc::new(Notify::new());
+    let dispatch = Dispatch::new(runtime.clone()).with_retired(retired);
     let lister = Lister {
-        dispatch: Dispatch::new(runtime.clone()),
+        dispatch: dispatch.clone(),
         command: args.command.clone(),
         kinds,
         listing,
     };
-    let router = router(
-        Dispatch::new(runtime.clone()).with_retired(retired),
-        lister,
-        shutdown.clone(),
-    )
-    .await;
+    let router = router(dispatch, lister, shutdown.clone()).await;
     let incoming = UnixListenerStream::new(listener);
     let stop = Arc::new(Notify::new());
     let stop_signal = stop.clone();

@@ -61,6 +61,28 @@ pub fn not_found(kind: ActionKind, name: &str, reason: &str) -> Status {
     )
 }
 
+/// The status for an operation a v2 action started through Velero's v1 service, which cannot report
+/// one (the action was v1 when Velero listed it).
+pub fn untracked_operation(kind: ActionKind, name: &str, id: &str) -> Status {
+    status(
+        Code::Unknown,
+        &format!(
+            "{name} started the asynchronous operation {id}, but Velero knows it as a {} (v1) action, which cannot report one: restart Velero (its pod) so that it lists the action again",
+            kind.velero_kind()
+        ),
+    )
+}
+
+/// The status of Progress or Cancel for an operation of a retired action.
+pub fn retired_operation(name: &str) -> Status {
+    status(
+        Code::Unknown,
+        &format!(
+            "{name}: no module provides this action any more, so its operation cannot be followed; put its module back in the module directory, or restart Velero to drop the action"
+        ),
+    )
+}
+
 /// The status for a malformed request field.
 pub fn bad_request(field: &str, problem: impl std::fmt::Display) -> Status {
     status(Code::InvalidArgument, &format!("{field}: {problem}"))
