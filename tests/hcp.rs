@@ -419,6 +419,29 @@ fn c05_defaults_are_volume_snapshot_and_the_hypershift_namespace() {
 }
 
 #[test]
+fn c05_a_ho_namespace_outside_the_grant_is_refused_before_the_cluster_with_what_to_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let record = dir.path().join("denied.jsonl");
+    let e = Run::backup(
+        "aws/cluster/hostedcontrolplane-aws-hc.json",
+        "aws/velero/backup-aws-nightly.json",
+    )
+    .cluster(AWS)
+    .cluster(&["config/other-ho-namespace"])
+    .arg("--record")
+    .arg(record.to_str().unwrap())
+    .fails();
+    assert_eq!(
+        e,
+        "error creating HCPEtcdBackup: failed to copy credential Secret: failed to create credential Secret hypershift-ops/etcd-backup-creds-aws-nightly: permission denied: module hcp is not granted create on secrets in namespace hypershift-ops; hoNamespace is \"hypershift-ops\": grant the hcp module get, create and delete on secrets there (its manifest's secrets line, in a module directory)"
+    );
+    // Nothing was created: the grant stopped it before the cluster.
+    assert!(!recorded_calls(&record)
+        .iter()
+        .any(|c| c.starts_with("create ")));
+}
+
+#[test]
 fn c06_an_invalid_method_fails_backup_items_with_upstream_s_message_but_not_restores() {
     let e = Run::backup(
         "aws/cluster/hostedcluster-aws-hc.json",

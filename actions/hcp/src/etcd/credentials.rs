@@ -76,6 +76,10 @@ pub fn copy(
         Ok(_) => Ok(name),
         // Another item of the same backup copied it a moment ago.
         Err(KubeError::Conflict(_)) => Ok(name),
+        Err(KubeError::Denied(m)) => Err(wrap(format!(
+            "failed to create credential Secret {ho_namespace}/{name}: {m}; hoNamespace is {ho_namespace:?}: \
+             grant the hcp module get, create and delete on secrets there (its manifest's secrets line, in a module directory)"
+        ))),
         Err(e) => Err(wrap(format!(
             "failed to create credential Secret {ho_namespace}/{name}: {}",
             e.message()
