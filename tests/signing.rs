@@ -348,6 +348,24 @@ fn bad_or_missing_input_exits_2_with_one_clear_line() {
     );
 }
 
+/// `sign s3` of a small object with the credentials in `file`.
+fn short_s3(file: &std::path::Path) -> [&str; 11] {
+    let file = file.to_str().unwrap();
+    [
+        "s3",
+        "--bucket",
+        "b",
+        "--key",
+        "k",
+        "--region",
+        "r",
+        "--credentials-file",
+        file,
+        "--expires",
+        "1",
+    ]
+}
+
 #[test]
 fn credentials_are_read_from_the_bsl_secret_formats() {
     let dir = tempfile::tempdir().unwrap();
@@ -370,38 +388,14 @@ fn credentials_are_read_from_the_bsl_secret_formats() {
     ]);
     assert_eq!(url, s3_1(&[]));
     std::fs::write(&file, "[default]\naws_access_key_id = A\n").unwrap();
-    let (code, err) = sign_fails(&[
-        "s3",
-        "--bucket",
-        "b",
-        "--key",
-        "k",
-        "--region",
-        "r",
-        "--credentials-file",
-        file.to_str().unwrap(),
-        "--expires",
-        "1",
-    ]);
+    let (code, err) = sign_fails(&short_s3(&file));
     assert_eq!(code, 2);
     assert!(
         err.contains("aws_secret_access_key not found for profile \"default\""),
         "{err}"
     );
     std::fs::write(&file, "arn:aws:iam::123456789012:role/velero\n").unwrap();
-    let (code, err) = sign_fails(&[
-        "s3",
-        "--bucket",
-        "b",
-        "--key",
-        "k",
-        "--region",
-        "r",
-        "--credentials-file",
-        file.to_str().unwrap(),
-        "--expires",
-        "1",
-    ]);
+    let (code, err) = sign_fails(&short_s3(&file));
     assert_eq!(code, 2);
     assert!(
         err.contains("AWS_WEB_IDENTITY_TOKEN_FILE is not set"),
