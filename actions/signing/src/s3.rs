@@ -1,10 +1,19 @@
-//! S3 presigned GET URLs: AWS Signature Version 4 with query-string authentication (spec §6.2).
+//! S3 presigned GET URLs (spec §6.2): the address the AWS SDKs choose ([`target`]), signed by
+//! `aws-sigv4` with query-parameter authentication ([`presign_target`]).
 //!
-//! Each step is a public function so the spec's known-answer vectors (§6.10) can check the canonical
-//! request, the string to sign, the signing key and the signature one by one.
+//! Our own code is what the crate has no API for: the S3 address (host and path style), the S3 key
+//! encoding of the path (the crate signs the path it is given, as S3 wants) and the URL in the spec's
+//! form (all parameters sorted; the crate lists them in its own order).
 
-use hmac::{Hmac, Mac};
-use sha2::{Digest, Sha256};
+use std::borrow::Cow;
+use std::time::{Duration, UNIX_EPOCH};
+
+use aws_credential_types::Credentials;
+use aws_sigv4::http_request::{
+    sign, PayloadChecksumKind, PercentEncodingMode, SessionTokenMode, SignableBody,
+    SignableRequest, SignatureLocation, SigningSettings, UriPathNormalizationMode,
+};
+use aws_sigv4::sign::v4;
 
 use crate::encode;
 use crate::endpoint::Endpoint;
@@ -70,27 +79,28 @@ pub struct Target {
     pub path: String,
 }
 
-/// Scheme, host and encoded path for a request (spec §6.2 step 3).
+/// Scheme, host and encoded path for a request (spec §6.2 step 3, with the SDKs' choice of style):
+/// a custom endpoint is addressed path style; on AWS the bucket goes into the host only when it is
+/// [`virtual_hostable`] and path style is not forced.
 pub fn target(request: &Presign) -> Result<Target, Error> {
+    let path_style = format!("/{}/{}", request.bucket, request.key);
     let (scheme, host, path) = match &request.endpoint {
         Some(endpoint) => {
             let endpoint = Endpoint::parse(endpoint)?;
-            (
-                endpoint.scheme,
-                endpoint.authority,
-                format!("/{}/{}", request.bucket, request.key),
-            )
+            (endpoint.scheme, endpoint.authority, path_style)
         }
-        None if request.force_path_style => (
-            "https".to_string(),
-            format!("s3.{}.amazonaws.com", request.region),
-            format!("/{}/{}", request.bucket, request.key),
-        ),
-        None => (
-            "https".to_string(),
-            format!("{}.s3.{}.amazonaws.com", request.bucket, request.region),
-            format!("/{}", request.key),
-        ),
+        None => {
+            let service = service_host(&request.region)?;
+            if request.force_path_style || !virtual_hostable(&request.bucket) {
+                ("https".to_string(), service, path_style)
+            } else {
+                (
+                    "https".to_string(),
+                    format!("{}.{service}", request.bucket),
+                    format!("/{}", request.key),
+                )
+            }
+        }
     };
     Ok(Target {
         scheme,
@@ -99,70 +109,52 @@ pub fn target(request: &Presign) -> Result<Target, Error> {
     })
 }
 
-/// The query parameters before signing (spec §6.2 step 4), unsorted.
-pub fn query_params(
-    keys: &Keys,
-    region: &str,
-    now: &UtcTime,
-    expires: u32,
-) -> Vec<(String, String)> {
-    let mut params = vec![
-        (
-            "X-Amz-Algorithm".to_string(),
-            "AWS4-HMAC-SHA256".to_string(),
-        ),
-        (
-            "X-Amz-Credential".to_string(),
-            format!("{}/{}", keys.access_key_id, scope(now, region, "s3")),
-        ),
-        ("X-Amz-Date".to_string(), now.basic()),
-        ("X-Amz-Expires".to_string(), expires.to_string()),
-        ("X-Amz-SignedHeaders".to_string(), "host".to_string()),
-    ];
-    if !keys.session_token.is_empty() {
-        params.push((
-            "X-Amz-Security-Token".to_string(),
-            keys.session_token.clone(),
-        ));
+/// Whether a bucket can be addressed as `<bucket>.s3.<region>.<suffix>` over HTTPS, by the rule of
+/// the SDKs' endpoint rules (`aws.isVirtualHostableS3Bucket` without sub-domains): one DNS label of
+/// 3 to 63 lower-case letters, digits and hyphens that starts and ends with a letter or digit. A
+/// name with dots would not match the `*.s3.<region>…` certificate; an IP address has dots too.
+pub fn virtual_hostable(bucket: &str) -> bool {
+    let bytes = bucket.as_bytes();
+    let end = |b: &u8| b.is_ascii_lowercase() || b.is_ascii_digit();
+    (3..=63).contains(&bytes.len())
+        && bytes.first().is_some_and(end)
+        && bytes.last().is_some_and(end)
+        && bytes.iter().all(|b| end(b) || *b == b'-')
+}
+
+/// `s3.<region>.<suffix>`, the regional S3 host (never the global one, spec §6.2 step 3). The region
+/// must be a DNS name, as the SDKs require, since it becomes part of the host.
+fn service_host(region: &str) -> Result<String, Error> {
+    let label = |l: &str| {
+        !l.is_empty()
+            && l.len() <= 63
+            && !l.starts_with('-')
+            && !l.ends_with('-')
+            && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+    };
+    if !region.split('.').all(label) {
+        return Err(Error::Invalid(format!(
+            "invalid region {region:?}: not a valid DNS name"
+        )));
     }
-    params
+    Ok(format!("s3.{region}.{}", dns_suffix(region)))
 }
 
-/// `<date>/<region>/<service>/aws4_request`.
-pub fn scope(now: &UtcTime, region: &str, service: &str) -> String {
-    format!("{}/{region}/{service}/aws4_request", now.date())
-}
-
-/// The canonical request of a presigned GET (spec §6.2 step 5).
-pub fn canonical_request(
-    method: &str,
-    encoded_path: &str,
-    canonical_query: &str,
-    host: &str,
-) -> String {
-    format!("{method}\n{encoded_path}\n{canonical_query}\nhost:{host}\n\nhost\nUNSIGNED-PAYLOAD")
-}
-
-/// The string to sign (spec §6.2 step 6).
-pub fn string_to_sign(timestamp: &str, scope: &str, canonical_request: &str) -> String {
-    format!(
-        "AWS4-HMAC-SHA256\n{timestamp}\n{scope}\n{}",
-        hex(&Sha256::digest(canonical_request.as_bytes()))
-    )
-}
-
-/// The signing key: kDate, kRegion, kService, kSigning (spec §6.2 step 7), each returned.
-pub fn signing_keys(secret: &str, date: &str, region: &str, service: &str) -> [[u8; 32]; 4] {
-    let k_date = hmac(format!("AWS4{secret}").as_bytes(), date.as_bytes());
-    let k_region = hmac(&k_date, region.as_bytes());
-    let k_service = hmac(&k_region, service.as_bytes());
-    let k_signing = hmac(&k_service, b"aws4_request");
-    [k_date, k_region, k_service, k_signing]
-}
-
-/// The lower-case hex signature of a string to sign.
-pub fn signature(signing_key: &[u8; 32], string_to_sign: &str) -> String {
-    hex(&hmac(signing_key, string_to_sign.as_bytes()))
+/// The DNS suffix of the region's partition, from the SDKs' partition table: China, the isolated
+/// regions and the European Sovereign Cloud have their own; every other region is under `amazonaws.com`.
+pub fn dns_suffix(region: &str) -> &'static str {
+    const PARTITIONS: [(&str, &str); 6] = [
+        ("cn-", "amazonaws.com.cn"),
+        ("eusc-", "amazonaws.eu"),
+        ("us-iso-", "c2s.ic.gov"),
+        ("us-isob-", "sc2s.sgov.gov"),
+        ("eu-isoe-", "cloud.adc-e.uk"),
+        ("us-isof-", "csp.hci.ic.gov"),
+    ];
+    PARTITIONS
+        .iter()
+        .find(|(prefix, _)| region.starts_with(prefix))
+        .map_or("amazonaws.com", |(_, suffix)| suffix)
 }
 
 /// A presigned GET URL (spec §6.2).
@@ -182,37 +174,59 @@ pub fn presign(request: &Presign, keys: &Keys, now: &UtcTime) -> Result<String, 
     } else {
         request.expires
     };
-    let target = target(request)?;
-    let mut params = query_params(keys, &request.region, now, expires);
-    let canonical_query = sorted(&params);
-    let canonical = canonical_request("GET", &target.path, &canonical_query, &target.host);
-    let to_sign = string_to_sign(&now.basic(), &scope(now, &request.region, "s3"), &canonical);
-    let [_, _, _, key] = signing_keys(&keys.secret_access_key, &now.date(), &request.region, "s3");
-    params.push(("X-Amz-Signature".to_string(), signature(&key, &to_sign)));
-    Ok(format!(
-        "{}://{}{}?{}",
-        target.scheme,
-        target.host,
-        target.path,
-        sorted(&params)
-    ))
+    presign_target(&target(request)?, &request.region, keys, now, expires)
 }
 
-fn sorted(params: &[(String, String)]) -> String {
-    let pairs: Vec<(&str, &str)> = params
+/// A presigned GET of `target`: the crate's SigV4 query signing, set up as S3 presigning is (the
+/// path signed as given, neither encoded again nor normalised; `UNSIGNED-PAYLOAD`; the session token
+/// signed), then the URL with every parameter sorted, as the spec writes it.
+pub fn presign_target(
+    target: &Target,
+    region: &str,
+    keys: &Keys,
+    now: &UtcTime,
+    expires: u32,
+) -> Result<String, Error> {
+    let mut settings = SigningSettings::default();
+    settings.signature_location = SignatureLocation::QueryParams;
+    settings.expires_in = Some(Duration::from_secs(expires.into()));
+    settings.percent_encoding_mode = PercentEncodingMode::Single;
+    settings.uri_path_normalization_mode = UriPathNormalizationMode::Disabled;
+    settings.payload_checksum_kind = PayloadChecksumKind::NoHeader;
+    settings.session_token_mode = SessionTokenMode::Include;
+    let identity = Credentials::new(
+        &keys.access_key_id,
+        &keys.secret_access_key,
+        (!keys.session_token.is_empty()).then(|| keys.session_token.clone()),
+        None,
+        "velero-wasm",
+    )
+    .into();
+    let unix = u64::try_from(now.unix()).map_err(|_| Error::Invalid("time before 1970".into()))?;
+    let params = v4::SigningParams::builder()
+        .identity(&identity)
+        .region(region)
+        .name("s3")
+        .time(UNIX_EPOCH + Duration::from_secs(unix))
+        .settings(settings)
+        .build()
+        .map_err(|e| Error::Invalid(format!("error signing: {e}")))?
+        .into();
+    let base = format!("{}://{}{}", target.scheme, target.host, target.path);
+    let signable = SignableRequest::new(
+        "GET",
+        base.as_str(),
+        std::iter::empty(),
+        SignableBody::UnsignedPayload,
+    )
+    .map_err(|e| Error::Invalid(format!("error signing {base}: {e}")))?;
+    let (instructions, _) = sign(signable, &params)
+        .map_err(|e| Error::Invalid(format!("error signing {base}: {e}")))?
+        .into_parts();
+    let query: Vec<(&str, &str)> = instructions
+        .params()
         .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .map(|(name, value): &(&str, Cow<'_, str>)| (*name, value.as_ref()))
         .collect();
-    encode::sorted_query(&pairs)
-}
-
-fn hmac(key: &[u8], data: &[u8]) -> [u8; 32] {
-    let mut mac = Hmac::<Sha256>::new_from_slice(key).expect("HMAC takes keys of any length");
-    mac.update(data);
-    mac.finalize().into_bytes().into()
-}
-
-/// Lower-case hex.
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    Ok(format!("{base}?{}", encode::sorted_query(&query)))
 }
