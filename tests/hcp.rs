@@ -1587,6 +1587,32 @@ fn c45_s3_snapshot_urls_become_one_presigned_https_url() {
     assert!(out["item"]["spec"]["etcd"].get("managed").is_none());
 }
 
+/// A dotted bucket is presigned path style, as the AWS SDKs do (botocore made this URL): the virtual
+/// host `my.backup.bucket.s3.…` would not match S3's certificate, so the snapshot could not be read.
+#[test]
+fn a_dotted_bucket_is_presigned_path_style() {
+    let dir = tempfile::tempdir().unwrap();
+    let item = dir.path().join("hostedcluster.json");
+    let text =
+        std::fs::read_to_string(fixture("aws/restore-items/hostedcluster-aws-hc.json")).unwrap();
+    std::fs::write(
+        &item,
+        text.replace("s3://my-bucket/", "s3://my.backup.bucket/"),
+    )
+    .unwrap();
+    let out = Run::restore(
+        item.to_str().unwrap(),
+        "aws/velero/restore-aws-nightly.json",
+    )
+    .cluster(AWS)
+    .now(S3_NOW)
+    .done();
+    assert_eq!(
+        injected(&out),
+        json!(["https://s3.us-east-1.amazonaws.com/my.backup.bucket/path/to/snapshot.db?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKIAIOSFODNN7EXAMPLE%2F20260408%2Fus-east-1%2Fs3%2Faws4_request&X-Amz-Date=20260408T120000Z&X-Amz-Expires=3600&X-Amz-Signature=21dba156159470693469af8d8883b2bfb5b3baaa67cc0663699f5f053e185e3d&X-Amz-SignedHeaders=host"])
+    );
+}
+
 #[test]
 fn c46_other_https_urls_are_injected_unchanged() {
     let out = Run::restore(

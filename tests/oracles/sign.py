@@ -3,6 +3,10 @@
 Reads {"s3": [case, ...], "azure": [case, ...]} as JSON on stdin and writes {"s3": [url, ...],
 "azure": [sas_token, ...]} on stdout. S3 URLs come from botocore's generate_presigned_url, Azure SAS
 tokens from azure-storage-blob's generate_blob_sas, each with the clock fixed to the case's `now`.
+
+S3 addressing: without an endpoint or forced path style, botocore is told "virtual" and so follows the
+SDKs' endpoint rules (a bucket that is not a lower-case DNS label goes path style), on the regional
+host in us-east-1 too, as the AWS SDK for Go v2 does ("auto" would presign on the legacy global host).
 Exits 3 when a module is missing (the caller decides whether that is fatal).
 """
 
@@ -31,11 +35,15 @@ def utc(seconds):
     return datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc).replace(tzinfo=None)
 
 
+# One session for every case: it keeps the loaded service model and endpoint rules between clients.
+SESSION = botocore.session.get_session()
+
+
 def presign(case):
     fixed = utc(case["now"])
     botocore.auth.get_current_datetime = lambda *args, **kwargs: fixed
     path_style = case["path_style"] or case.get("endpoint")
-    client = botocore.session.get_session().create_client(
+    client = SESSION.create_client(
         "s3",
         region_name=case["region"],
         aws_access_key_id=case["access_key_id"],
