@@ -1,6 +1,6 @@
 //! The `kubevirt` component: kubevirt/kubevirt-velero-plugin's backup, restore and item-block actions
-//! for KubeVirt virtual machines, as one wasm component (behaviour: `shared/spec/kubevirt-plugin-behaviour.md`;
-//! what differs from upstream and why: this crate's README).
+//! for KubeVirt virtual machines, as one wasm component (behaviour, and what differs from upstream and
+//! why: this crate's README).
 //!
 //! [`lib.rs`](self) only describes the actions and dispatches calls; the logic takes a [`Context`] (the
 //! cluster and the mode), so it runs natively in unit tests against a `FakeCluster`.
