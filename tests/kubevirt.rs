@@ -168,9 +168,18 @@ fn restore(mode: Mode, action: &str, item: &Path, restore: &str) -> Outcome {
 
 /// Additional items as Velero prints them: `resource.group namespace/name`.
 fn extras(result: &Value) -> Vec<String> {
-    result["additionalItems"]
+    identifiers(result, "additionalItems")
+}
+
+/// The related items of an item-block action, written as [`extras`] writes additional items.
+fn related(result: &Value) -> Vec<String> {
+    identifiers(result, "relatedItems")
+}
+
+fn identifiers(result: &Value, key: &str) -> Vec<String> {
+    result[key]
         .as_array()
-        .expect("additionalItems")
+        .unwrap_or_else(|| panic!("{key} in {result}"))
         .iter()
         .map(|i| {
             let (group, resource) = (
@@ -311,6 +320,86 @@ fn fedora_vm_restore_items(mode: Mode) -> Vec<String> {
     )
 }
 
+/// What a backup of the stopped VM `win2k22-sql` returns.
+fn win2k22_vm_backup_items(mode: Mode) -> Vec<String> {
+    expected(
+        mode,
+        &[
+            "controllerrevisions.apps vm-workloads/win2k22-sql-sql-large-e0a3d9c5-71b4-4f2e-86d0-4b9c2f7e1a83-3",
+            "datavolumes.cdi.kubevirt.io vm-workloads/win2k22-sql-rootdisk",
+            "persistentvolumeclaims vm-workloads/win2k22-sql-rootdisk",
+            "persistentvolumeclaims vm-workloads/persistent-state-for-win2k22-sql",
+        ],
+        &[
+            "virtualmachineinstancetypes.instancetype.kubevirt.io vm-workloads/sql-large",
+            "virtualmachineclusterpreferences.instancetype.kubevirt.io /windows.2k22.virtio",
+            "secrets vm-workloads/internal-registry-creds",
+            "secrets vm-workloads/internal-registry-pull",
+            "configmaps vm-workloads/win2k22-sql-unattend",
+            "persistentvolumeclaims vm-workloads/sql-tempdb-golden",
+            "network-attachment-definitions.k8s.cni.cncf.io db-net/sql-backend",
+        ],
+    )
+}
+
+/// The backup graph of `rhel9-cache-02`, whose status still says Running while its VMI is gone and
+/// no launcher pod exists: the VMI named from `status.created`, its PVC and cloud-init Secret.
+fn rhel9_vm_graph() -> Vec<String> {
+    [
+        "virtualmachineinstances.kubevirt.io vm-workloads/rhel9-cache-02",
+        "persistentvolumeclaims vm-workloads/rhel9-cache-02-data",
+        "secrets vm-workloads/rhel9-cache-02-userdata",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+/// What a backup of the standalone VMI `batch-worker-7` returns (both modes).
+fn batch_worker_vmi_backup_items() -> Vec<String> {
+    [
+        "pods vm-workloads/virt-launcher-batch-worker-7-p2w8k",
+        "persistentvolumeclaims vm-workloads/batch-scratch-7",
+        "secrets vm-workloads/batch-worker-7-userdata",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+/// What an extended backup of the replica-set VMI `web-replica-8kq2f` returns.
+fn replica_vmi_backup_items() -> Vec<String> {
+    vec!["virtualmachineinstancereplicasets.kubevirt.io vm-workloads/web-replica".to_string()]
+}
+
+/// Every fixture VM with the related items of its item block (its backup graph), in `mode`.
+fn fixture_vm_blocks(mode: Mode) -> Vec<(&'static str, Vec<String>)> {
+    vec![
+        (
+            "cluster/vm-fedora-web-01.json",
+            fedora_vm_backup_items(mode),
+        ),
+        ("cluster/vm-win2k22-sql.json", win2k22_vm_backup_items(mode)),
+        ("cluster/vm-rhel9-cache-02.json", rhel9_vm_graph()),
+    ]
+}
+
+/// Every fixture VMI with the related items of its item block (extended mode: its backup graph).
+fn fixture_vmi_blocks() -> Vec<(&'static str, Vec<String>)> {
+    vec![
+        (
+            "cluster/vmi-fedora-web-01.json",
+            fedora_vmi_backup_items(Mode::Extended),
+        ),
+        (
+            "cluster/vmi-batch-worker-7.json",
+            batch_worker_vmi_backup_items(),
+        ),
+        (
+            "cluster/vmi-web-replica-8kq2f.json",
+            replica_vmi_backup_items(),
+        ),
+    ]
+}
+
 // ---------------------------------------------------------------------------------------------
 // Backup of the running VM (checklist 110, 111)
 
@@ -445,14 +534,7 @@ fn standalone_vmi_backup_names_its_pod_pvc_and_secret() {
             "backup-nightly.json",
         )
         .done();
-        assert_eq!(
-            extras(&result),
-            [
-                "pods vm-workloads/virt-launcher-batch-worker-7-p2w8k",
-                "persistentvolumeclaims vm-workloads/batch-scratch-7",
-                "secrets vm-workloads/batch-worker-7-userdata"
-            ]
-        );
+        assert_eq!(extras(&result), batch_worker_vmi_backup_items());
         assert_eq!(
             result["item"],
             read(&fixture("cluster/vmi-batch-worker-7.json")),
@@ -485,10 +567,7 @@ fn replica_set_vmi_fails_upstream_and_is_recognised_extended() {
         annotation(&result["item"], "cdi.kubevirt.io/velero.isOwned"),
         Some("true")
     );
-    assert_eq!(
-        extras(&result),
-        ["virtualmachineinstancereplicasets.kubevirt.io vm-workloads/web-replica"]
-    );
+    assert_eq!(extras(&result), replica_vmi_backup_items());
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -504,24 +583,7 @@ fn stopped_windows_vm_backup() {
             "backup-nightly.json",
         )
         .done();
-        let want = expected(
-            mode,
-            &[
-                "controllerrevisions.apps vm-workloads/win2k22-sql-sql-large-e0a3d9c5-71b4-4f2e-86d0-4b9c2f7e1a83-3",
-                "datavolumes.cdi.kubevirt.io vm-workloads/win2k22-sql-rootdisk",
-                "persistentvolumeclaims vm-workloads/win2k22-sql-rootdisk",
-                "persistentvolumeclaims vm-workloads/persistent-state-for-win2k22-sql",
-            ],
-            &[
-                "virtualmachineinstancetypes.instancetype.kubevirt.io vm-workloads/sql-large",
-                "virtualmachineclusterpreferences.instancetype.kubevirt.io /windows.2k22.virtio",
-                "secrets vm-workloads/internal-registry-creds",
-                "secrets vm-workloads/internal-registry-pull",
-                "configmaps vm-workloads/win2k22-sql-unattend",
-                "persistentvolumeclaims vm-workloads/sql-tempdb-golden",
-                "network-attachment-definitions.k8s.cni.cncf.io db-net/sql-backend",
-            ],
-        );
+        let want = win2k22_vm_backup_items(mode);
         assert_eq!(extras(&result), want, "{mode:?}");
         assert_eq!(
             result["item"],
@@ -965,10 +1027,181 @@ fn pvc_and_snapshot_restores_undo_the_backup_labels() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Item blocks (Velero 1.15 and later): the backup graph as related items, so that the launcher
+// pod's freeze hooks run around the backup of the VM's disks (actions/kubevirt/README.md)
+
+const BLOCK_VM: &str = "block-vm-action";
+const BLOCK_VMI: &str = "block-vmi-action";
+
+/// `run` of an item-block action on a fixture item, with the nightly Backup.
+fn block(mode: Mode, action: &str, item: &str) -> Outcome {
+    backup(mode, action, item, "backup-nightly.json")
+}
+
+#[test]
+fn every_fixture_vm_is_grouped_with_its_backup_graph_in_order() {
+    for mode in BOTH {
+        for (vm, want) in fixture_vm_blocks(mode) {
+            let result = block(mode, BLOCK_VM, vm).done();
+            assert_eq!(related(&result), want, "{mode:?} {vm}");
+            assert_eq!(result["clusterWrites"], serde_json::json!([]), "{vm}");
+        }
+        // The same list, in the same order, as the backup action's additional items.
+        let additional = extras(
+            &backup(
+                mode,
+                "backup-virtualmachine-action",
+                "cluster/vm-fedora-web-01.json",
+                "backup-nightly.json",
+            )
+            .done(),
+        );
+        let grouped = related(&block(mode, BLOCK_VM, "cluster/vm-fedora-web-01.json").done());
+        assert_eq!(grouped, additional, "{mode:?}");
+    }
+}
+
+#[test]
+fn the_running_vms_block_holds_the_launcher_pod_whose_hooks_freeze_the_guest_and_its_disks() {
+    let pod = read(&fixture("cluster/pod-virt-launcher-fedora-web-01.json"));
+    let annotations = &pod["metadata"]["annotations"];
+    for (hook, verb) in [("pre", "--freeze"), ("post", "--unfreeze")] {
+        let command = annotations[format!("{hook}.hook.backup.velero.io/command")]
+            .as_str()
+            .unwrap();
+        assert!(
+            command.contains("virt-freezer") && command.contains(verb),
+            "{command}"
+        );
+    }
+    let pod_id = format!(
+        "pods vm-workloads/{}",
+        pod["metadata"]["name"].as_str().unwrap()
+    );
+    for mode in BOTH {
+        let grouped = related(&block(mode, BLOCK_VM, "cluster/vm-fedora-web-01.json").done());
+        assert!(grouped.contains(&pod_id), "{mode:?}: {grouped:?}");
+        for disk in [
+            "persistentvolumeclaims vm-workloads/fedora-web-01-rootdisk",
+            "persistentvolumeclaims vm-workloads/web-content",
+            "persistentvolumeclaims vm-workloads/web-logs",
+            "persistentvolumeclaims vm-workloads/persistent-state-for-fedora-web-01-x7k2p",
+        ] {
+            assert!(grouped.iter().any(|i| i == disk), "{mode:?}: {disk}");
+        }
+    }
+}
+
+#[test]
+fn a_vm_whose_vmi_is_gone_is_grouped_while_its_backup_action_reports_the_missing_vmi() {
+    for mode in BOTH {
+        let grouped = related(&block(mode, BLOCK_VM, "cluster/vm-rhel9-cache-02.json").done());
+        assert_eq!(
+            grouped,
+            rhel9_vm_graph(),
+            "{mode:?}: no launcher pod exists"
+        );
+        let e = backup(
+            mode,
+            "backup-virtualmachine-action",
+            "cluster/vm-rhel9-cache-02.json",
+            "backup-nightly.json",
+        )
+        .error();
+        let upstream = "virtualmachineinstances.kubevirt.io \"rhel9-cache-02\" not found";
+        match mode {
+            Mode::Upstream => assert_eq!(e, upstream),
+            Mode::Extended => assert!(
+                e.starts_with(upstream) && e.contains("run the backup again"),
+                "{e}"
+            ),
+        }
+    }
+}
+
+#[test]
+fn a_vm_without_template_is_grouped_as_far_as_it_can_be_read_with_a_warning() {
+    let scratch = tempfile::tempdir().unwrap();
+    let mut vm = read(&fixture("cluster/vm-fedora-web-01.json"));
+    vm["spec"].as_object_mut().unwrap().remove("template");
+    let item = scratch.path().join("vm-without-template.json");
+    std::fs::write(&item, vm.to_string()).unwrap();
+    for mode in BOTH {
+        let output = velero_wasm(
+            mode,
+            &[
+                "run",
+                "--action",
+                &format!("kubevirt-velero-plugin/{BLOCK_VM}"),
+                "--item",
+                item.to_str().unwrap(),
+                "--backup",
+                fixture("velero/backup-nightly.json").to_str().unwrap(),
+                "--cluster",
+                fixture("cluster").to_str().unwrap(),
+            ],
+        );
+        assert!(output.status.success(), "{}", support::stderr(&output));
+        // Revisions, VMI and launcher pod; no volumes, backend or credentials without the template.
+        let want = expected(
+            mode,
+            &fedora_vm_backup_items(Mode::Upstream)[..4]
+                .iter()
+                .map(String::as_str)
+                .collect::<Vec<_>>(),
+            &[
+                "virtualmachineclusterinstancetypes.instancetype.kubevirt.io /u1.medium",
+                "virtualmachinepreferences.instancetype.kubevirt.io vm-workloads/fedora-secure",
+                "datasources.cdi.kubevirt.io kubevirt-os-images/fedora",
+            ],
+        );
+        assert_eq!(related(&support::stdout_json(&output)), want, "{mode:?}");
+        let stderr = support::stderr(&output);
+        assert!(
+            stderr.contains("misses what could not be read")
+                && stderr.contains("has no spec.template"),
+            "{stderr}"
+        );
+        let e = run(
+            mode,
+            "backup-virtualmachine-action",
+            &item,
+            "--backup",
+            "velero/backup-nightly.json",
+        )
+        .error();
+        assert!(e.contains("has no spec.template"), "{e}");
+    }
+}
+
+#[test]
+fn every_fixture_vmi_is_grouped_with_its_backup_graph_in_extended_mode_only() {
+    for (vmi, want) in fixture_vmi_blocks() {
+        let grouped = related(&block(Mode::Extended, BLOCK_VMI, vmi).done());
+        assert_eq!(grouped, want, "{vmi}");
+        match block(Mode::Upstream, BLOCK_VMI, vmi) {
+            Outcome::Failed(2, e) => assert!(e.contains(BLOCK_VMI), "{e}"),
+            other => panic!("upstream has no VMI item block, got {other:?}"),
+        }
+    }
+    // The VM action does not apply to VMIs, nor the VMI action to VMs.
+    for mode in BOTH {
+        match block(mode, BLOCK_VM, "cluster/vmi-batch-worker-7.json") {
+            Outcome::Failed(2, e) => assert!(e.contains("does not apply"), "{e}"),
+            other => panic!("{other:?}"),
+        }
+    }
+    match block(Mode::Extended, BLOCK_VMI, "cluster/vm-fedora-web-01.json") {
+        Outcome::Failed(2, e) => assert!(e.contains("does not apply"), "{e}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Registration (checklist 109) and extended mode's own action
 
 #[test]
-fn upstream_mode_registers_exactly_the_ten_upstream_actions() {
+fn upstream_mode_registers_exactly_the_eleven_upstream_actions() {
     for mode in BOTH {
         let output = velero_wasm(mode, &["actions", "--json"]);
         assert!(
@@ -1038,9 +1271,20 @@ fn upstream_mode_registers_exactly_the_ten_upstream_actions() {
                 vec!["VolumeSnapshot"],
             ),
         ];
+        want.push((
+            "block-vm-action",
+            "ItemBlockAction",
+            vec!["virtualmachines.kubevirt.io"],
+        ));
         if mode == Mode::Extended {
-            want.insert(5, ("restore-operation-action", "RestoreItemAction", vec![]));
+            want.push((
+                "block-vmi-action",
+                "ItemBlockAction",
+                vec!["virtualmachineinstances.kubevirt.io"],
+            ));
+            want.push(("restore-operation-action", "RestoreItemAction", vec![]));
         }
+        want.sort_by_key(|(name, _, _)| *name);
         assert_eq!(actions.len(), want.len(), "{mode:?}: {actions:?}");
         for ((name, kind, applies_to), (want_name, want_kind, want_resources)) in
             actions.iter().zip(&want)
@@ -1216,4 +1460,150 @@ async fn running_vm_backup_over_velero_grpc_against_a_live_api_server() {
         "{paths:#?}"
     );
     plugin.shutdown().await;
+}
+
+/// Velero's way of writing a resource identifier: `resource.group namespace/name`.
+fn grpc_ids(ids: &[velero_wasm::plugin::proto::generated::ResourceIdentifier]) -> Vec<String> {
+    ids.iter()
+        .map(|id| {
+            let resource = if id.group.is_empty() {
+                id.resource.clone()
+            } else {
+                format!("{}.{}", id.resource, id.group)
+            };
+            format!("{resource} {}/{}", id.namespace, id.name)
+        })
+        .collect()
+}
+
+/// The start-up line of a plugin session, which names the kinds listed to Velero.
+fn start_up_line(session: &support::plugin::Session) -> serde_json::Map<String, Value> {
+    session
+        .log_lines()
+        .into_iter()
+        .find(|l| l["@message"] == "serving Velero's plugin protocol")
+        .unwrap_or_else(|| panic!("no start-up line in {}", session.stderr))
+}
+
+/// Velero 1.15 lists the item-block actions, asks what they apply to and calls `GetRelatedItems` for
+/// every VM and VMI it backs up; the actions read the cluster through the live backend (a loopback
+/// API server serving the fixture cluster) and answer what `run --cluster` answers, in both modes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn item_blocks_over_velero_grpc_against_a_live_api_server() {
+    use support::apiserver::ApiServer;
+    use support::plugin::{binary, Plugin};
+    use velero_wasm::plugin::proto::v1::item_block_action_client::ItemBlockActionClient;
+    use velero_wasm::plugin::proto::v1::{
+        ItemBlockActionAppliesToRequest, ItemBlockActionGetRelatedItemsRequest,
+    };
+
+    let server = ApiServer::start(&[&fixture("cluster")]);
+    let scratch = tempfile::tempdir().unwrap();
+    let kubeconfig = scratch.path().join("kubeconfig");
+    server.write_kubeconfig(&kubeconfig);
+    let backup = std::fs::read(fixture("velero/backup-nightly.json")).unwrap();
+    for mode in BOTH {
+        let mut env = vec![("KUBECONFIG", kubeconfig.to_str().unwrap())];
+        if mode == Mode::Upstream {
+            env.push(("VELERO_WASM_MODULES", upstream_modules().to_str().unwrap()));
+        }
+        let plugin = Plugin::start_as(binary(), &["--log-level", "info"], &env);
+        let action = |name: &str| format!("kubevirt-velero-plugin/{name}");
+
+        let listed = plugin.listed().await;
+        let block = |name: &str| ("ItemBlockAction".to_string(), action(name));
+        assert!(listed.contains(&block(BLOCK_VM)), "{mode:?}: {listed:?}");
+        assert_eq!(
+            listed.contains(&block(BLOCK_VMI)),
+            mode == Mode::Extended,
+            "{listed:?}"
+        );
+
+        let mut client = ItemBlockActionClient::new(plugin.channel().await);
+        let selector = client
+            .applies_to(ItemBlockActionAppliesToRequest {
+                plugin: action(BLOCK_VM),
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .resource_selector
+            .unwrap();
+        assert_eq!(selector.included_resources, ["virtualmachines.kubevirt.io"]);
+
+        let mut blocks: Vec<(&str, &str, Vec<String>)> = fixture_vm_blocks(mode)
+            .into_iter()
+            .map(|(item, want)| (BLOCK_VM, item, want))
+            .collect();
+        blocks.extend(
+            fixture_vmi_blocks()
+                .into_iter()
+                .map(|(item, want)| (BLOCK_VMI, item, want)),
+        );
+        for (name, item, want) in blocks {
+            let answer = client
+                .get_related_items(ItemBlockActionGetRelatedItemsRequest {
+                    plugin: action(name),
+                    item: std::fs::read(fixture(item)).unwrap(),
+                    backup: backup.clone(),
+                })
+                .await;
+            match (mode, name) {
+                (Mode::Upstream, BLOCK_VMI) => {
+                    assert!(
+                        answer.is_err(),
+                        "upstream has no VMI item block: {answer:?}"
+                    )
+                }
+                _ => assert_eq!(
+                    grpc_ids(&answer.unwrap().into_inner().related_items),
+                    want,
+                    "{mode:?} {item}"
+                ),
+            }
+        }
+        drop(client);
+
+        let session = plugin.shutdown().await;
+        let line = start_up_line(&session);
+        assert_eq!(line["@level"], "info");
+        assert_eq!(
+            line["kinds"],
+            "BackupItemAction,BackupItemActionV2,RestoreItemAction,RestoreItemActionV2,DeleteItemAction,ItemBlockAction"
+        );
+    }
+    // The launcher pods were listed from the API server, over HTTP.
+    assert!(server
+        .requests()
+        .iter()
+        .any(|r| r.path == "/api/v1/namespaces/vm-workloads/pods"));
+}
+
+/// Velero 1.14 refuses a plugin that lists an ItemBlockAction: with `VELERO_WASM_KINDS` naming the
+/// other kinds, the VM item block is not listed (the backup action still is), and the start-up line
+/// says which kinds were.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn for_velero_1_14_the_item_block_is_left_out_and_the_start_up_line_says_so() {
+    use support::plugin::{binary, Plugin};
+
+    const KINDS_1_14: &str =
+        "BackupItemAction,BackupItemActionV2,RestoreItemAction,RestoreItemActionV2,DeleteItemAction";
+    let plugin = Plugin::start_as(
+        binary(),
+        &["--log-level", "info"],
+        &[("VELERO_WASM_KINDS", KINDS_1_14)],
+    );
+    let listed = plugin.listed().await;
+    assert!(listed.contains(&(
+        "BackupItemAction".to_string(),
+        "kubevirt-velero-plugin/backup-virtualmachine-action".to_string()
+    )));
+    assert!(
+        !listed.iter().any(|(kind, _)| kind == "ItemBlockAction"),
+        "{listed:?}"
+    );
+    let session = plugin.shutdown().await;
+    let line = start_up_line(&session);
+    assert_eq!(line["@level"], "info");
+    assert_eq!(line["kinds"], KINDS_1_14);
 }

@@ -1,5 +1,6 @@
-//! The actions this component provides (spec §2): upstream's ten names and selectors, so replacing
-//! the upstream plugin image with velero-wasm is the whole migration, plus extended mode's own.
+//! The actions this component provides: upstream's names and selectors (its ten item actions and its
+//! VM item-block action), so replacing the upstream plugin image with velero-wasm is the whole
+//! migration, plus extended mode's own.
 
 use velero_wasm_sdk::{ActionInfo, Kind, Selector, Verb};
 
@@ -17,6 +18,10 @@ pub const BACKUP_VIRTUALMACHINEINSTANCE: &str =
     "kubevirt-velero-plugin/backup-virtualmachineinstance-action";
 /// Backup: VolumeSnapshot source-PVC UID label.
 pub const BACKUP_VOLUMESNAPSHOT: &str = "kubevirt-velero-plugin/backup-volumesnapshot-action";
+/// Item block: a VM with its backup graph (Velero 1.15 and later).
+pub const BLOCK_VM: &str = "kubevirt-velero-plugin/block-vm-action";
+/// Item block: a VMI with its backup graph (extended mode only).
+pub const BLOCK_VMI: &str = "kubevirt-velero-plugin/block-vmi-action";
 /// Restore: skip KubeVirt operation requests (extended mode only).
 pub const RESTORE_OPERATION: &str = "kubevirt-velero-plugin/restore-operation-action";
 /// Restore: skip launcher and hotplug pods.
@@ -38,7 +43,7 @@ const LIST: &[Verb] = &[Verb::List];
 const GET_LIST: &[Verb] = &[Verb::Get, Verb::List];
 
 /// Every action, sorted by name as upstream's plugin server lists them. Extended mode adds
-/// [`RESTORE_OPERATION`].
+/// [`BLOCK_VMI`] and [`RESTORE_OPERATION`].
 pub fn describe(mode: Mode) -> Vec<ActionInfo> {
     let mut actions = vec![
         ActionInfo::new(BACKUP_DATAVOLUME, Kind::Backup)
@@ -66,6 +71,11 @@ pub fn describe(mode: Mode) -> Vec<ActionInfo> {
             .applies_to(Selector::resources(&["VolumeSnapshot"]))
             .description("labels each VolumeSnapshot with the UID of its source PVC")
             .needs_kube("persistentvolumeclaims", LIST),
+        ActionInfo::new(BLOCK_VM, Kind::ItemBlock)
+            .applies_to(Selector::resources(&["virtualmachines.kubevirt.io"]))
+            .description("puts a VM's VMI, launcher pod, disks and what else it needs in its item block, so the pod's freeze hooks run around the disks' backup")
+            .needs_kube("pods", LIST)
+            .needs_kube("persistentvolumeclaims", LIST),
         ActionInfo::new(RESTORE_POD, Kind::Restore)
             .applies_to(Selector::resources(&["Pod"]).labels(LAUNCHER_AND_HOTPLUG_PODS))
             .description("skips virt-launcher and hotplug pods: KubeVirt recreates them"),
@@ -86,6 +96,13 @@ pub fn describe(mode: Mode) -> Vec<ActionInfo> {
     ];
     if mode.extended() {
         actions.push(
+            ActionInfo::new(BLOCK_VMI, Kind::ItemBlock)
+                .applies_to(Selector::resources(&["virtualmachineinstances.kubevirt.io"]))
+                .description("puts a VMI's launcher pod, disks and what else it needs in its item block, so the pod's freeze hooks run around the disks' backup")
+                .needs_kube("pods", LIST)
+                .needs_kube("persistentvolumeclaims", LIST),
+        );
+        actions.push(
             ActionInfo::new(RESTORE_OPERATION, Kind::Restore)
                 .applies_to(Selector::resources(&OPERATION_RESOURCES))
                 .description("skips KubeVirt operation requests (migrations, snapshots, restores, exports, clones)"),
@@ -104,7 +121,7 @@ mod tests {
     }
 
     #[test]
-    fn checklist_109_upstream_lists_exactly_its_ten_actions_sorted() {
+    fn checklist_109_upstream_lists_exactly_its_eleven_actions_sorted() {
         assert_eq!(
             names(Mode::Upstream),
             [
@@ -113,6 +130,7 @@ mod tests {
                 BACKUP_VIRTUALMACHINE,
                 BACKUP_VIRTUALMACHINEINSTANCE,
                 BACKUP_VOLUMESNAPSHOT,
+                BLOCK_VM,
                 RESTORE_POD,
                 RESTORE_PVC,
                 RESTORE_VM,
@@ -130,6 +148,12 @@ mod tests {
             .filter(|a| matches!(a.kind, Kind::Restore))
             .count();
         assert_eq!((backups, restores), (5, 5));
+        let block = actions.iter().find(|a| a.name == BLOCK_VM).unwrap();
+        assert!(matches!(block.kind, Kind::ItemBlock));
+        assert_eq!(
+            block.applies_to.included_resources,
+            ["virtualmachines.kubevirt.io"]
+        );
         let pod = actions.iter().find(|a| a.name == RESTORE_POD).unwrap();
         assert_eq!(pod.applies_to.included_resources, ["Pod"]);
         assert_eq!(pod.applies_to.label_selector, LAUNCHER_AND_HOTPLUG_PODS);
@@ -144,9 +168,10 @@ mod tests {
     }
 
     #[test]
-    fn extended_adds_the_operation_skipper() {
+    fn extended_adds_the_vmi_item_block_and_the_operation_skipper() {
         let names = names(Mode::Extended);
-        assert_eq!(names.len(), 11);
+        assert_eq!(names.len(), 13);
+        assert!(names.contains(&BLOCK_VMI.to_string()));
         assert!(names.contains(&RESTORE_OPERATION.to_string()));
         let mut sorted = names.clone();
         sorted.sort();

@@ -1,6 +1,6 @@
-//! The `kubevirt` component: kubevirt/kubevirt-velero-plugin's ten backup and restore actions for
-//! KubeVirt virtual machines, as one wasm component (behaviour: `shared/spec/kubevirt-plugin-behaviour.md`;
-//! what differs from upstream and why: this crate's README).
+//! The `kubevirt` component: kubevirt/kubevirt-velero-plugin's backup, restore and item-block actions
+//! for KubeVirt virtual machines, as one wasm component (behaviour, and what differs from upstream and
+//! why: this crate's README).
 //!
 //! [`lib.rs`](self) only describes the actions and dispatches calls; the logic takes a [`Context`] (the
 //! cluster and the mode), so it runs natively in unit tests against a `FakeCluster`.
@@ -10,6 +10,7 @@ pub mod catalog;
 pub mod context;
 pub mod fields;
 pub mod graph;
+pub mod item_block;
 pub mod keys;
 pub mod messages;
 pub mod mode;
@@ -22,7 +23,7 @@ mod test_objects;
 pub mod uid_label;
 pub mod workload;
 
-use velero_wasm_sdk::{BackupResponse, RestoreResponse};
+use velero_wasm_sdk::{BackupResponse, ResourceId, RestoreResponse};
 
 pub use context::Context;
 pub use mode::Mode;
@@ -79,6 +80,21 @@ pub fn run_restore(
     }
 }
 
+/// Runs the item-block action named `action` on `item` (JSON): the objects Velero backs up in the
+/// item's block. Only an item that is not a Kubernetes object fails (see [`item_block`]).
+pub fn run_related_items(
+    ctx: &Context,
+    action: &str,
+    item: &str,
+) -> Result<Vec<ResourceId>, String> {
+    let item = parse_item(item)?;
+    match action {
+        catalog::BLOCK_VM => Ok(item_block::vm_related(ctx, &item)),
+        catalog::BLOCK_VMI if ctx.extended() => Ok(item_block::vmi_related(ctx, &item)),
+        other => Err(unknown(other, ctx.mode)),
+    }
+}
+
 fn unknown(action: &str, mode: Mode) -> String {
     format!("the kubevirt component has no action {action} in mode {mode:?}")
 }
@@ -88,9 +104,9 @@ mod component {
     use velero_wasm_sdk::{
         config, export_plugin, ActionInfo, BackupRequest, HostCluster, Plugin, RestoreRequest,
     };
-    use velero_wasm_sdk::{BackupResponse, RestoreResponse};
+    use velero_wasm_sdk::{BackupResponse, ResourceId, RestoreResponse};
 
-    use crate::{catalog, run_backup, run_restore, Context, Mode};
+    use crate::{catalog, run_backup, run_related_items, run_restore, Context, Mode};
 
     struct KubeVirt;
 
@@ -120,6 +136,14 @@ mod component {
                 &request.item,
                 &request.restore,
             )
+        }
+
+        fn related_items(
+            action: &str,
+            item: &str,
+            _backup: &str,
+        ) -> Result<Vec<ResourceId>, String> {
+            run_related_items(&Context::new(&HostCluster, mode()?), action, item)
         }
     }
 

@@ -9,7 +9,7 @@ use kubevirt::resources::{
     CONFIG_MAPS, CONTROLLER_REVISIONS, DATA_VOLUMES, PERSISTENT_VOLUME_CLAIMS, PODS, SECRETS,
     SERVICE_ACCOUNTS, VIRTUAL_MACHINES, VIRTUAL_MACHINE_INSTANCES, VOLUME_SNAPSHOTS,
 };
-use kubevirt::{catalog, run_backup, run_restore, Context, Mode};
+use kubevirt::{catalog, run_backup, run_related_items, run_restore, Context, Mode};
 use velero_wasm_sdk::{Api, FakeCluster, Object};
 
 fn fixtures() -> PathBuf {
@@ -210,6 +210,83 @@ fn stopped_windows_vm_with_nightly_backup() {
             calls,
             ["list persistentvolumeclaims vm-workloads/persistent-state-for=win2k22-sql"]
         );
+    }
+}
+
+#[test]
+fn vm_whose_vmi_is_gone_with_nightly_backup() {
+    let [(upstream_calls, upstream), (extended_calls, extended)] = backup_calls(
+        catalog::BACKUP_VIRTUALMACHINE,
+        "cluster/vm-rhel9-cache-02.json",
+        "velero/backup-nightly.json",
+    );
+    let missing = "virtualmachineinstances.kubevirt.io \"rhel9-cache-02\" not found";
+    assert_eq!(upstream, Err(missing.to_string()));
+    assert!(extended.unwrap_err().starts_with(missing));
+    for calls in [upstream_calls, extended_calls] {
+        assert_eq!(
+            calls,
+            ["get virtualmachineinstances.kubevirt.io vm-workloads/rhel9-cache-02"]
+        );
+    }
+}
+
+/// The item-block actions make the backup graph's calls and no other: A6 for a created VM or any
+/// VMI, A7 for persistent TPM/EFI.
+#[test]
+fn item_blocks_read_what_the_backup_graph_reads() {
+    for mode in [Mode::Upstream, Mode::Extended] {
+        let mut cases = vec![
+            (
+                catalog::BLOCK_VM,
+                "cluster/vm-fedora-web-01.json",
+                15,
+                vec![A6_PODS, A7_FEDORA],
+            ),
+            (
+                catalog::BLOCK_VM,
+                "cluster/vm-win2k22-sql.json",
+                4,
+                vec!["list persistentvolumeclaims vm-workloads/persistent-state-for=win2k22-sql"],
+            ),
+            (
+                catalog::BLOCK_VM,
+                "cluster/vm-rhel9-cache-02.json",
+                3,
+                vec![A6_PODS],
+            ),
+        ];
+        if mode == Mode::Extended {
+            cases[0].2 = 19;
+            cases[1].2 = 11;
+            cases.extend([
+                (
+                    catalog::BLOCK_VMI,
+                    "cluster/vmi-fedora-web-01.json",
+                    13,
+                    vec![A6_PODS, A7_FEDORA],
+                ),
+                (
+                    catalog::BLOCK_VMI,
+                    "cluster/vmi-batch-worker-7.json",
+                    3,
+                    vec![A6_PODS],
+                ),
+                (
+                    catalog::BLOCK_VMI,
+                    "cluster/vmi-web-replica-8kq2f.json",
+                    1,
+                    vec![A6_PODS],
+                ),
+            ]);
+        }
+        for (action, item, related, expected) in cases {
+            let c = cluster();
+            let items = run_related_items(&Context::new(&c, mode), action, &read(item))
+                .unwrap_or_else(|e| panic!("{mode:?} {item}: {e}"));
+            assert_eq!(items.len(), related, "{mode:?} {item}");
+            assert_eq!(calls(&c), expected, "{mode:?} {item}");
+        }
     }
 }
 

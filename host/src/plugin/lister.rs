@@ -4,7 +4,8 @@
 //! own `argv[0]` as the command Velero re-executes.
 //!
 //! Only the kinds in [`Advertised`] are listed: Velero 1.14 refuses to start when a plugin lists
-//! `ItemBlockAction`, so `VELERO_WASM_KINDS` can narrow the list.
+//! `ItemBlockAction`, so `VELERO_WASM_KINDS` can narrow the list. The start-up log line (at info)
+//! names the kinds listed, so a Velero log shows whether item-block actions run.
 
 use std::collections::BTreeSet;
 
@@ -57,6 +58,19 @@ impl Advertised {
     /// Whether `kind` is listed.
     pub fn contains(&self, kind: ActionKind) -> bool {
         self.0.contains(&kind)
+    }
+}
+
+impl std::fmt::Display for Advertised {
+    /// The Velero kind names in listing order, comma-separated, as the start-up log line shows them
+    /// (so that a missing `ItemBlockAction` is visible in Velero's log).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = ActionKind::ALL
+            .into_iter()
+            .filter(|k| self.contains(*k))
+            .map(ActionKind::velero_kind)
+            .collect();
+        f.write_str(&names.join(","))
     }
 }
 
@@ -132,5 +146,13 @@ mod tests {
         assert!(kinds.contains(ActionKind::BackupV2));
         assert!(!kinds.contains(ActionKind::ItemBlock));
         assert_eq!(unknown, ["ObjectStore"]);
+        assert_eq!(
+            kinds.to_string(),
+            "BackupItemAction,BackupItemActionV2,RestoreItemAction,RestoreItemActionV2,DeleteItemAction"
+        );
+        assert_eq!(
+            Advertised::default().to_string(),
+            "BackupItemAction,BackupItemActionV2,RestoreItemAction,RestoreItemActionV2,DeleteItemAction,ItemBlockAction"
+        );
     }
 }

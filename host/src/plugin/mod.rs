@@ -151,6 +151,7 @@ async fn serve(args: PluginArgs) -> anyhow::Result<()> {
     let (listener, socket) = Socket::bind(&handshake::socket_dir(|k| std::env::var(k).ok()))?;
     let shutdown = Arc::new(Notify::new());
     let dispatch = Dispatch::new(runtime.clone()).with_retired(retired);
+    let listed_kinds = kinds.to_string();
     let lister = Lister {
         dispatch: dispatch.clone(),
         command: args.command.clone(),
@@ -169,7 +170,8 @@ async fn serve(args: PluginArgs) -> anyhow::Result<()> {
     let mut terminate = signal(SignalKind::terminate())?;
     let mut interrupt = signal(SignalKind::interrupt())?;
     handshake::announce(&socket.path)?;
-    tracing::debug!(
+    tracing::info!(
+        kinds = %listed_kinds,
         socket = %socket.path.display(),
         actions = runtime.catalog().actions().count(),
         startup_ms = started.elapsed().as_millis() as u64,

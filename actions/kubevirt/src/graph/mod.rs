@@ -23,48 +23,104 @@ use crate::resources::{id, PODS, VIRTUAL_MACHINE_INSTANCES};
 use crate::workload::{vm_instance_spec, vmi_spec, volumes};
 use backend::{backend_items, needs_backend, Phase};
 
+/// A backup graph as far as it could be built, and the lookups that failed on the way. The backup
+/// actions fail on any failure ([`Graph::complete`]); the item-block actions use what was found,
+/// since the backup action of the same item reports the failure.
+#[derive(Debug, Default)]
+pub struct Graph {
+    /// The items found, in upstream's order (extended mode: followed by the followers, finished).
+    pub items: Vec<ResourceId>,
+    /// What could not be read, one message per failed lookup, in the order they happened.
+    pub failures: Vec<String>,
+}
+
+impl Graph {
+    /// The items when every lookup succeeded; otherwise the failures in Kubernetes' aggregate format.
+    pub fn complete(self) -> Result<Vec<ResourceId>, String> {
+        if self.failures.is_empty() {
+            Ok(self.items)
+        } else {
+            Err(messages::aggregate(&self.failures))
+        }
+    }
+}
+
+/// Stands in for the spec of a VM that has none, so that the rest of its graph can still be built.
+static NO_SPEC: Value = Value::Null;
+
 /// What a VM needs at backup: its ControllerRevisions, its VMI and launcher pod (when created), its
 /// volumes' objects, its backend PVC, its credentials' Secrets.
 pub fn vm_backup(ctx: &Context, vm: &Object) -> Result<Vec<ResourceId>, String> {
-    let spec = vm_instance_spec(vm)?;
+    vm_instance_spec(vm)?;
+    vm_backup_graph(ctx, vm).complete()
+}
+
+/// [`vm_backup`] without stopping at a failure: a VM without `spec.template` still names its
+/// revisions, VMI, launcher pod and followers; a failed pod or backend LIST leaves that item out.
+pub fn vm_backup_graph(ctx: &Context, vm: &Object) -> Graph {
+    let mut failures = Vec::new();
+    let spec = vm_instance_spec(vm).unwrap_or_else(|e| {
+        failures.push(e);
+        &NO_SPEC
+    });
     let (ns, name) = (vm.namespace(), vm.name());
     let mut items = revisions::revision_items(vm);
-    let mut errors = Vec::new();
     if vm.bool_at("/status/created") {
         items.push(id(VIRTUAL_MACHINE_INSTANCES, ns, name));
         match launcher::launcher_pod(ctx, ns, name) {
             Ok(pod) => items.extend(pod.map(|p| id(PODS, ns, p.name()))),
-            Err(e) => errors.push(e),
+            Err(e) => failures.push(e),
         }
     }
-    instance_items(ctx, ns, name, spec, Phase::Backup, &mut items, &mut errors);
-    if !errors.is_empty() {
-        return Err(messages::aggregate(&errors));
-    }
+    instance_items(
+        ctx,
+        ns,
+        name,
+        spec,
+        Phase::Backup,
+        &mut items,
+        &mut failures,
+    );
     if ctx.extended() {
         items.extend(followers::vm_followers(vm, spec));
     }
-    Ok(finish(ctx.mode, items))
+    Graph {
+        items: finish(ctx.mode, items),
+        failures,
+    }
 }
 
 /// What a VMI needs at backup: its launcher pod, then what its spec refers to.
 pub fn vmi_backup(ctx: &Context, vmi: &Object) -> Result<Vec<ResourceId>, String> {
+    vmi_backup_graph(ctx, vmi).complete()
+}
+
+/// [`vmi_backup`] without stopping at a failure: a failed pod or backend LIST leaves that item out.
+pub fn vmi_backup_graph(ctx: &Context, vmi: &Object) -> Graph {
     let spec = vmi_spec(vmi);
     let (ns, name) = (vmi.namespace(), vmi.name());
     let mut items = Vec::new();
-    let mut errors = Vec::new();
+    let mut failures = Vec::new();
     match launcher::launcher_pod(ctx, ns, name) {
         Ok(pod) => items.extend(pod.map(|p| id(PODS, ns, p.name()))),
-        Err(e) => errors.push(e),
+        Err(e) => failures.push(e),
     }
-    instance_items(ctx, ns, name, spec, Phase::Backup, &mut items, &mut errors);
-    if !errors.is_empty() {
-        return Err(messages::aggregate(&errors));
-    }
+    instance_items(
+        ctx,
+        ns,
+        name,
+        spec,
+        Phase::Backup,
+        &mut items,
+        &mut failures,
+    );
     if ctx.extended() {
         items.extend(followers::vmi_followers(vmi, spec));
     }
-    Ok(finish(ctx.mode, items))
+    Graph {
+        items: finish(ctx.mode, items),
+        failures,
+    }
 }
 
 /// What a DataVolume needs at backup: its PVC once the import succeeded (upstream assumes the PVC is

@@ -1,0 +1,224 @@
+//! The item-block actions: the backup graph as related items, and what they do when part of it
+//! cannot be read (return the rest; the backup action reports the failure).
+
+use serde_json::json;
+use velero_wasm_sdk::FakeCluster;
+
+use super::*;
+use crate::graph;
+use crate::mode::Mode;
+use crate::resources::{PERSISTENT_VOLUME_CLAIMS, PODS};
+use crate::test_objects::*;
+use crate::{catalog, run_related_items};
+
+const BOTH: [Mode; 2] = [Mode::Upstream, Mode::Extended];
+
+/// A running VM with a DataVolume disk, a PVC disk, persistent TPM and a Multus network.
+fn running_vm() -> Object {
+    vm(
+        "vm1",
+        json!({"domain": {"devices": {"tpm": {"persistent": true}}},
+               "networks": [{"name": "storage", "multus": {"networkName": "vlan200"}}],
+               "volumes": [{"name": "root", "dataVolume": {"name": "vm1-root"}},
+                           {"name": "data", "persistentVolumeClaim": {"claimName": "vm1-data"}}]}),
+        json!({"created": true, "printableStatus": "Running"}),
+    )
+}
+
+fn cluster() -> FakeCluster {
+    FakeCluster::new()
+        .with(PODS, launcher("virt-launcher-vm1-abcde", "vm1", json!({})))
+        .with(
+            PERSISTENT_VOLUME_CLAIMS,
+            pvc(
+                "persistent-state-for-vm1-x1",
+                json!({"persistent-state-for": "vm1"}),
+            ),
+        )
+}
+
+const UPSTREAM_GRAPH: [&str; 6] = [
+    "virtualmachineinstances.kubevirt.io vm-workloads/vm1",
+    "pods vm-workloads/virt-launcher-vm1-abcde",
+    "datavolumes.cdi.kubevirt.io vm-workloads/vm1-root",
+    "persistentvolumeclaims vm-workloads/vm1-root",
+    "persistentvolumeclaims vm-workloads/vm1-data",
+    "persistentvolumeclaims vm-workloads/persistent-state-for-vm1-x1",
+];
+
+#[test]
+fn a_vm_block_holds_the_backup_actions_items_in_their_order() {
+    for mode in BOTH {
+        let c = cluster();
+        let ctx = Context::new(&c, mode);
+        let related = vm_related(&ctx, &running_vm());
+        assert_eq!(
+            names(&related),
+            names(&graph::vm_backup(&ctx, &running_vm()).unwrap()),
+            "{mode:?}"
+        );
+        let mut want: Vec<&str> = UPSTREAM_GRAPH.to_vec();
+        if mode.extended() {
+            want.push("network-attachment-definitions.k8s.cni.cncf.io vm-workloads/vlan200");
+        }
+        assert_eq!(names(&related), want, "{mode:?}");
+    }
+}
+
+#[test]
+fn a_failed_pod_list_leaves_the_pod_out_of_the_block_but_fails_the_backup_action() {
+    for mode in BOTH {
+        let c = cluster().failing_list(PODS);
+        let ctx = Context::new(&c, mode);
+        let related = names(&vm_related(&ctx, &running_vm()));
+        assert!(
+            !related.iter().any(|i| i.starts_with("pods ")),
+            "{related:?}"
+        );
+        assert_eq!(
+            related[..5],
+            [
+                UPSTREAM_GRAPH[0],
+                UPSTREAM_GRAPH[2],
+                UPSTREAM_GRAPH[3],
+                UPSTREAM_GRAPH[4],
+                UPSTREAM_GRAPH[5]
+            ],
+            "{mode:?}"
+        );
+        let e = graph::vm_backup(&ctx, &running_vm()).unwrap_err();
+        assert!(
+            e.starts_with("failed to get launcher pod from VMI vm-workloads/vm1"),
+            "{e}"
+        );
+    }
+}
+
+#[test]
+fn a_vm_whose_vmi_is_gone_and_pod_not_created_names_the_vmi_and_no_pod() {
+    for mode in BOTH {
+        let c = FakeCluster::new();
+        let related = vm_related(&Context::new(&c, mode), &running_vm());
+        assert_eq!(
+            names(&related)[..4],
+            [
+                "virtualmachineinstances.kubevirt.io vm-workloads/vm1",
+                "datavolumes.cdi.kubevirt.io vm-workloads/vm1-root",
+                "persistentvolumeclaims vm-workloads/vm1-root",
+                "persistentvolumeclaims vm-workloads/vm1-data",
+            ],
+            "{mode:?}"
+        );
+        // The VMI is named from the VM's status, never read: one LIST of pods, one of backend PVCs.
+        assert_eq!(
+            calls(&c),
+            [
+                "list pods vm-workloads kubevirt.io=virt-launcher",
+                "list persistentvolumeclaims vm-workloads persistent-state-for=vm1"
+            ]
+        );
+    }
+}
+
+#[test]
+fn a_vm_without_template_still_groups_its_revisions_vmi_and_pod() {
+    let item = object(
+        json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+        "metadata": {"name": "vm1", "namespace": NS},
+        "spec": {"instancetype": {"name": "u1.small"}},
+        "status": {"created": true,
+                   "instancetypeRef": {"name": "u1.small", "controllerRevisionRef": {"name": "vm1-u1.small-1"}}}}),
+    );
+    for mode in BOTH {
+        let c = cluster();
+        let ctx = Context::new(&c, mode);
+        let mut want = vec![
+            "controllerrevisions.apps vm-workloads/vm1-u1.small-1",
+            "virtualmachineinstances.kubevirt.io vm-workloads/vm1",
+            "pods vm-workloads/virt-launcher-vm1-abcde",
+        ];
+        if mode.extended() {
+            want.push("virtualmachineclusterinstancetypes.instancetype.kubevirt.io /u1.small");
+        }
+        assert_eq!(names(&vm_related(&ctx, &item)), want, "{mode:?}");
+        let e = graph::vm_backup(&ctx, &item).unwrap_err();
+        assert!(e.contains("has no spec.template"), "{e}");
+    }
+}
+
+#[test]
+fn extended_mode_leaves_out_a_backend_pvc_it_cannot_list() {
+    let c = cluster().failing_list(PERSISTENT_VOLUME_CLAIMS);
+    let ctx = Context::new(&c, Mode::Extended);
+    let related = names(&vm_related(&ctx, &running_vm()));
+    assert_eq!(related[..5], UPSTREAM_GRAPH[..5]);
+    assert!(
+        !related.iter().any(|i| i.contains("persistent-state-for")),
+        "{related:?}"
+    );
+    assert!(graph::vm_backup(&ctx, &running_vm())
+        .unwrap_err()
+        .contains("backend-storage PVCs"));
+    // Upstream swallows that failure in the backup action too, and names the pre-1.4 PVC.
+    let ctx = Context::new(&c, Mode::Upstream);
+    assert_eq!(
+        names(&vm_related(&ctx, &running_vm()))[5],
+        "persistentvolumeclaims vm-workloads/persistent-state-for-vm1"
+    );
+}
+
+#[test]
+fn a_vmi_block_holds_the_vmi_backup_actions_items() {
+    let standalone = vmi(
+        "vm1",
+        json!({}),
+        json!({"volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "vm1-data"}}]}),
+        json!({"phase": "Running"}),
+    );
+    let c = cluster();
+    let ctx = Context::new(&c, Mode::Extended);
+    let related = vmi_related(&ctx, &standalone);
+    assert_eq!(
+        names(&related),
+        names(&graph::vmi_backup(&ctx, &standalone).unwrap())
+    );
+    assert_eq!(
+        names(&related),
+        [
+            "pods vm-workloads/virt-launcher-vm1-abcde",
+            "persistentvolumeclaims vm-workloads/vm1-data"
+        ]
+    );
+    let c = FakeCluster::new().failing_list(PODS);
+    assert_eq!(
+        names(&vmi_related(&Context::new(&c, Mode::Extended), &standalone)),
+        ["persistentvolumeclaims vm-workloads/vm1-data"]
+    );
+}
+
+#[test]
+fn only_an_item_that_is_not_an_object_is_an_error() {
+    let c = cluster();
+    for mode in BOTH {
+        let ctx = Context::new(&c, mode);
+        assert_eq!(
+            run_related_items(&ctx, catalog::BLOCK_VM, "null").unwrap_err(),
+            "input object nil!"
+        );
+        let e = run_related_items(&ctx, catalog::BLOCK_VM, "[1]").unwrap_err();
+        assert!(e.starts_with("the item is not a Kubernetes object"), "{e}");
+        let vm =
+            object(json!({"kind": "VirtualMachine", "metadata": {"name": "vm1", "namespace": NS}}));
+        assert!(run_related_items(&ctx, catalog::BLOCK_VM, &vm.to_json())
+            .unwrap()
+            .is_empty());
+    }
+    let vmi = r#"{"kind": "VirtualMachineInstance", "metadata": {"name": "vm1", "namespace": "vm-workloads"}}"#;
+    let e =
+        run_related_items(&Context::new(&c, Mode::Upstream), catalog::BLOCK_VMI, vmi).unwrap_err();
+    assert!(
+        e.contains("no action kubevirt-velero-plugin/block-vmi-action"),
+        "{e}"
+    );
+    assert!(run_related_items(&Context::new(&c, Mode::Extended), catalog::BLOCK_VMI, vmi).is_ok());
+}
