@@ -86,6 +86,17 @@ impl Plugin {
     /// Starts the binary with `argv[0]` = `arg0`, Velero's environment, `args`, and `env` (which may
     /// name a module directory in `VELERO_WASM_MODULES`).
     pub fn start_as(arg0: &str, args: &[&str], env: &[(&str, &str)]) -> Plugin {
+        Plugin::start_with(arg0, args, env, |_| {})
+    }
+
+    /// Like [`Plugin::start_as`], with `adjust` applied to the command before it is spawned (a
+    /// `pre_exec` that sets limits or the umask of the child, for instance).
+    pub fn start_with(
+        arg0: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+        adjust: impl FnOnce(&mut Command),
+    ) -> Plugin {
         let socket_dir = tempfile::tempdir().unwrap();
         let mut command = Command::new(binary());
         command
@@ -104,6 +115,7 @@ impl Plugin {
         for (k, v) in env {
             command.env(k, v);
         }
+        adjust(&mut command);
         let mut child = command.spawn().unwrap();
         let stderr = Arc::new(Mutex::new(Vec::new()));
         let stderr_reader = {

@@ -126,6 +126,9 @@ pub fn socket_dir(lookup: impl Fn(&str) -> Option<String>) -> PathBuf {
     }
 }
 
+/// The socket's permissions: only our user (Velero's) may connect.
+pub const SOCKET_MODE: u32 = 0o600;
+
 /// The path of our Unix socket; the socket file is removed when this is dropped.
 pub struct Socket {
     /// The path.
@@ -134,13 +137,27 @@ pub struct Socket {
 
 impl Socket {
     /// Binds a new socket at a fresh path `<dir>/plugin<random digits>`, trying other names if one is
-    /// taken. The listener accepts connections from now on.
+    /// taken, and makes it [`SOCKET_MODE`] whatever the umask. The listener accepts connections from
+    /// now on.
     pub fn bind(dir: &Path) -> Result<(UnixListener, Socket), StartError> {
+        use std::os::unix::fs::PermissionsExt;
         let mut last = None;
         for _ in 0..16 {
             let path = dir.join(format!("plugin{}", random_digits()));
             match UnixListener::bind(&path) {
-                Ok(listener) => return Ok((listener, Socket { path })),
+                Ok(listener) => {
+                    let socket = Socket { path };
+                    // Before the path is announced; the socket is removed (dropped) if this fails.
+                    std::fs::set_permissions(
+                        &socket.path,
+                        std::fs::Permissions::from_mode(SOCKET_MODE),
+                    )
+                    .map_err(|source| StartError::Listen {
+                        dir: dir.to_path_buf(),
+                        source,
+                    })?;
+                    return Ok((listener, socket));
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => last = Some(e),
                 Err(source) => {
                     return Err(StartError::Listen {
@@ -309,6 +326,11 @@ mod tests {
         );
         let path = a.path.clone();
         assert!(path.exists());
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            SOCKET_MODE
+        );
         drop(a);
         assert!(!path.exists());
     }

@@ -8,6 +8,7 @@
 //! [`Runtime`]. Errors become statuses in [`status`]; logs are hclog JSON lines on stderr
 //! ([`log_format`]). ObjectStore and VolumeSnapshotter are not served.
 
+pub mod accept;
 pub mod backup_v1;
 pub mod backup_v2;
 pub mod broker;
@@ -25,6 +26,7 @@ pub mod restore_v1;
 pub mod restore_v2;
 pub mod status;
 pub mod stdio;
+pub mod upload;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -34,7 +36,6 @@ use std::time::{Duration, Instant};
 
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::Notify;
-use tokio_stream::wrappers::UnixListenerStream;
 use tonic::transport::Server;
 
 use crate::capabilities::kube::live::{ClusterOptions, LiveCluster};
@@ -54,12 +55,36 @@ pub const MAX_MESSAGE: usize = i32::MAX as usize;
 /// The environment variable naming a directory of extra modules.
 pub const MODULES_ENV: &str = "VELERO_WASM_MODULES";
 
+/// How long a connection may go without receiving anything before the server pings the client, and
+/// how long it then waits for the answer before it closes the connection: a client that stopped
+/// reading (or vanished) does not hold its connection's buffers for ever.
+const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(15);
+const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// HTTP/2 flow-control windows, per connection and per call: how much a client may send that the
+/// server has not read yet, hence what a client that never reads our answers can make us hold.
+/// (hyper's default is 1 MiB each; with 256 KiB the 64 MiB request of the protocol tests takes no
+/// measurably longer over the Unix socket.)
+const CONNECTION_WINDOW: u32 = 256 << 10;
+const STREAM_WINDOW: u32 = 256 << 10;
+
+/// Calls open at once on one connection (as many as wasm calls can run at once; Velero makes a few).
+const MAX_STREAMS_PER_CONNECTION: u32 = 64;
+
+/// The largest request header block (gRPC's are a few hundred bytes).
+const MAX_HEADER_LIST: u32 = 8 << 10;
+
+/// How often the plugin checks that the process that started it (Velero) is still there.
+const PARENT_CHECK: Duration = Duration::from_secs(1);
+
 /// How long a stopping server waits for open calls and streams before it exits anyway (Velero kills
 /// the process 2 s after `Shutdown`).
 const SHUTDOWN_GRACE: Duration = Duration::from_millis(500);
 
 /// Runs as a Velero plugin; returns the process's exit status.
 pub fn main() -> ExitCode {
+    // Before anything else: the parent to watch is the one that started us.
+    let parent = std::os::unix::process::parent_id();
     if let Err(e) = handshake::check_environment(|k| std::env::var(k).ok()) {
         eprintln!("velero-wasm: {e}");
         return ExitCode::from(1);
@@ -76,7 +101,7 @@ pub fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let code = match runtime.block_on(serve(args)) {
+    let code = match runtime.block_on(serve(args, parent)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!("{e:#}");
@@ -108,8 +133,9 @@ async fn kube_backend() -> Arc<dyn KubeBackend> {
     }
 }
 
-/// Loads the modules, listens, announces the socket, and serves until `Shutdown` or SIGTERM.
-async fn serve(args: PluginArgs) -> anyhow::Result<()> {
+/// Loads the modules, listens, announces the socket, and serves until `Shutdown`, SIGTERM, SIGHUP or
+/// the death of `parent` (the process that started us).
+async fn serve(args: PluginArgs, parent: u32) -> anyhow::Result<()> {
     let started = Instant::now();
     let state = crate::state::default_dir();
     let runtime = Runtime::new(Services::new(
@@ -159,7 +185,7 @@ async fn serve(args: PluginArgs) -> anyhow::Result<()> {
         listing,
     };
     let router = router(dispatch, lister, shutdown.clone()).await;
-    let incoming = UnixListenerStream::new(listener);
+    let incoming = accept::incoming(listener);
     let stop = Arc::new(Notify::new());
     let stop_signal = stop.clone();
     let mut server = tokio::spawn(
@@ -169,6 +195,8 @@ async fn serve(args: PluginArgs) -> anyhow::Result<()> {
     // Before the announcement, so that a SIGTERM right after it still removes the socket.
     let mut terminate = signal(SignalKind::terminate())?;
     let mut interrupt = signal(SignalKind::interrupt())?;
+    let mut hangup = signal(SignalKind::hangup())?;
+    let mut parent_check = tokio::time::interval(PARENT_CHECK);
     handshake::announce(&socket.path)?;
     tracing::info!(
         kinds = %listed_kinds,
@@ -188,8 +216,22 @@ async fn serve(args: PluginArgs) -> anyhow::Result<()> {
                 tracing::debug!("SIGTERM: stopping");
                 break;
             }
+            // A terminal or session that went away: stop as cleanly as for SIGTERM (a Go plugin would
+            // die and leave its socket behind).
+            _ = hangup.recv() => {
+                tracing::debug!("SIGHUP: stopping");
+                break;
+            }
             // Like a Go plugin: Velero never sends SIGINT; a terminal's Ctrl-C is meant for the client.
-            _ = interrupt.recv() => tracing::debug!("SIGINT ignored"),
+            // (`Some`: a signal stream that has ended must not make this loop spin.)
+            Some(()) = interrupt.recv() => tracing::debug!("SIGINT ignored"),
+            // Velero died without asking us to stop: nobody will ever call again.
+            _ = parent_check.tick() => {
+                if std::os::unix::process::parent_id() != parent {
+                    tracing::warn!("the process that started the plugin (pid {parent}) has exited: stopping");
+                    break;
+                }
+            }
             result = &mut server => {
                 let path = socket.path.clone();
                 drop(socket);
@@ -249,7 +291,9 @@ async fn router(
     dispatch: Dispatch,
     lister: Lister,
     shutdown: Arc<Notify>,
-) -> tonic::transport::server::Router {
+) -> tonic::transport::server::Router<
+    tower::layer::util::Stack<upload::WholeMessagesLayer, tower::layer::util::Identity>,
+> {
     use proto::generated::backup_item_action_server::BackupItemActionServer as BiaV1;
     use proto::generated::delete_item_action_server::DeleteItemActionServer;
     use proto::generated::plugin_lister_server::PluginListerServer;
@@ -275,6 +319,15 @@ async fn router(
         };
     }
     Server::builder()
+        .http2_keepalive_interval(Some(KEEPALIVE_INTERVAL))
+        .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
+        .initial_connection_window_size(CONNECTION_WINDOW)
+        .initial_stream_window_size(STREAM_WINDOW)
+        .max_concurrent_streams(MAX_STREAMS_PER_CONNECTION)
+        .http2_max_header_list_size(MAX_HEADER_LIST)
+        // hyper's own default, which tonic turns off unless it is given.
+        .http2_max_local_error_reset_streams(Some(1024))
+        .layer(upload::WholeMessagesLayer)
         .add_service(health_service)
         .add_service(GrpcControllerServer::new(controller::Controller {
             shutdown,

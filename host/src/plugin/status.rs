@@ -11,6 +11,19 @@ use crate::runtime::{CallError, Fault};
 /// Longest status message sent (it travels in an HTTP/2 header, and Velero puts it in a log line).
 pub const MAX_MESSAGE: usize = 16 << 10;
 
+/// Longest text from a request (an action name, an operation id) quoted in a status message, in
+/// characters: a client's text must not make the status too long for the client's header limits.
+pub const MAX_QUOTED: usize = 256;
+
+/// `text` as a status quotes it: cut to [`MAX_QUOTED`] characters, with an ellipsis and the full
+/// length when cut.
+pub fn quoted(text: &str) -> std::borrow::Cow<'_, str> {
+    match text.char_indices().nth(MAX_QUOTED) {
+        Some((end, _)) => format!("{}… ({} bytes in all)", &text[..end], text.len()).into(),
+        None => text.into(),
+    }
+}
+
 /// The status for a failed call of an action Velero asked for as `kind`.
 pub fn call_failed(kind: ActionKind, error: CallError) -> Status {
     match &error {
@@ -26,11 +39,20 @@ pub fn call_failed(kind: ActionKind, error: CallError) -> Status {
         ),
         CallError::Action(message) => status(Code::Unknown, message),
         CallError::NoSigner => status(Code::Unknown, &error.to_string()),
+        // The item's namespace and name come from the request: quoted, not copied whole.
         CallError::Fault {
-            fault: Fault::Trap(_),
-            ..
-        } => status(Code::Aborted, &error.to_string()),
-        CallError::Fault { .. } => status(Code::Unknown, &error.to_string()),
+            module,
+            action,
+            item,
+            fault,
+        } => {
+            let code = match fault {
+                Fault::Trap(_) => Code::Aborted,
+                _ => Code::Unknown,
+            };
+            let message = format!("module {module}, action {action}{}: {fault}", quoted(item));
+            status(code, &message)
+        }
     }
 }
 
@@ -55,8 +77,9 @@ pub fn not_found(kind: ActionKind, name: &str, reason: &str) -> Status {
     status(
         Code::Unknown,
         &format!(
-            "{} plugin: {name} was not found or has an invalid name format ({reason})",
-            kind.velero_kind()
+            "{} plugin: {} was not found or has an invalid name format ({reason})",
+            kind.velero_kind(),
+            quoted(name)
         ),
     )
 }
@@ -67,7 +90,9 @@ pub fn untracked_operation(kind: ActionKind, name: &str, id: &str) -> Status {
     status(
         Code::Unknown,
         &format!(
-            "{name} started the asynchronous operation {id}, but Velero knows it as a {} (v1) action, which cannot report one: restart Velero (its pod) so that it lists the action again",
+            "{} started the asynchronous operation {}, but Velero knows it as a {} (v1) action, which cannot report one: restart Velero (its pod) so that it lists the action again",
+            quoted(name),
+            quoted(id),
             kind.velero_kind()
         ),
     )
@@ -78,7 +103,8 @@ pub fn retired_operation(name: &str) -> Status {
     status(
         Code::Unknown,
         &format!(
-            "{name}: no module provides this action any more, so its operation cannot be followed; put its module back in the module directory, or restart Velero to drop the action"
+            "{}: no module provides this action any more, so its operation cannot be followed; put its module back in the module directory, or restart Velero to drop the action",
+            quoted(name)
         ),
     )
 }
@@ -152,5 +178,21 @@ mod tests {
             s.message().len()
         );
         assert!(s.message().ends_with("… (40000 bytes in all)"));
+    }
+
+    #[test]
+    fn names_from_the_request_are_quoted_at_most_256_characters() {
+        let name = "é".repeat(1 << 20);
+        let s = not_found(ActionKind::Backup, &name, "no loaded module provides it");
+        assert!(s.message().starts_with(&format!(
+            "BackupItemAction plugin: {}… (2097152 bytes in all) was not found",
+            "é".repeat(MAX_QUOTED)
+        )));
+        assert!(s.message().len() < 1024, "{}", s.message().len());
+        let s = untracked_operation(ActionKind::Backup, &name, &"1".repeat(300));
+        assert!(s.message().len() < 1024, "{}", s.message().len());
+        assert!(retired_operation(&name).message().len() < 1024);
+        assert_eq!(quoted("x.io/short"), "x.io/short");
+        assert_eq!(quoted(&"a".repeat(MAX_QUOTED)), "a".repeat(MAX_QUOTED));
     }
 }
