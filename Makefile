@@ -3,7 +3,7 @@ CARGO ?= cargo
 BIN := target/debug/velero-wasm
 FIXTURES := tests/fixtures
 
-.PHONY: help deps build test lint run bench interop static clean
+.PHONY: help deps build test lint run bench interop static fuzz clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -36,6 +36,22 @@ interop: deps build ## The real hashicorp go-plugin client against the binary (D
 
 static: interop ## The musl build is static and serves in an empty chroot (C22; the chroot part needs root)
 	tests/static/run.sh
+
+# Every fuzz target (fuzz/fuzz_targets/), each run for FUZZ_SECONDS; see README "Fuzzing".
+FUZZ_SECONDS ?= 600
+FUZZ_TARGETS ?= grpc documents manifest selectors kube_calls guest_capabilities
+FUZZ := nice -n 19 $(CARGO) +nightly fuzz
+
+fuzz: ## Fuzz each target for FUZZ_SECONDS (default 600) at the lowest priority, then minimise its corpus
+	@rustup target list --toolchain nightly --installed 2>/dev/null | grep -qx wasm32-wasip2 || rustup toolchain install nightly --profile minimal --target wasm32-wasip2
+	@$(CARGO) +nightly fuzz --version >/dev/null 2>&1 || $(CARGO) install cargo-fuzz --locked
+	$(FUZZ) build -s none
+	@failed=""; for target in $(FUZZ_TARGETS); do \
+	  echo "== fuzz $$target for $(FUZZ_SECONDS) s"; \
+	  $(FUZZ) run -s none $$target -- -max_total_time=$(FUZZ_SECONDS) -timeout=30 -print_final_stats=1 || failed="$$failed $$target"; \
+	  $(FUZZ) cmin -s none $$target >/dev/null 2>&1 || echo "fuzz: minimising the $$target corpus failed"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "fuzz: crashes in$$failed: see fuzz/artifacts/"; exit 1; fi
 
 clean: ## Remove build output
 	$(CARGO) clean

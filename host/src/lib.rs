@@ -17,3 +17,7 @@ pub mod modules;
 pub mod plugin;
 pub mod runtime;
 pub mod state;
+
+/// Where the build put the test components (`tests/components/*`), for the tests, benchmarks and fuzz
+/// targets that load them.
+pub const TEST_COMPONENTS: &str = env!("VELERO_WASM_TEST_COMPONENTS");

@@ -14,6 +14,9 @@ use super::CallState;
 use crate::bindings::velero_wasm::plugin::clock::Host;
 use crate::bindings::{timestamp, wit_types::Timestamp};
 
+/// The deadline of a call whose timeout is too long to be one: 30 years from its start.
+const FAR_FUTURE: Duration = Duration::from_secs(30 * 365 * 24 * 3600);
+
 /// The time limit of one call.
 #[derive(Clone, Copy, Debug)]
 pub struct TimeLimit {
@@ -113,10 +116,12 @@ impl Clock {
         }
     }
 
-    /// The time limit of a call that starts now and may take `timeout`.
+    /// The time limit of a call that starts now and may take `timeout`. A timeout too long to be a
+    /// deadline (a manifest may say `timeout = "300000000000y"`) ends in 30 years, like tokio's timers.
     pub fn limit(&self, timeout: Duration) -> TimeLimit {
+        let now = tokio::time::Instant::now();
         TimeLimit {
-            deadline: tokio::time::Instant::now() + timeout,
+            deadline: now.checked_add(timeout).unwrap_or_else(|| now + FAR_FUTURE),
             timeout,
             started: self.monotonic(),
         }
@@ -179,6 +184,21 @@ impl Host for CallState {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_timeout_too_long_for_a_deadline_gives_a_far_deadline_not_a_panic() {
+        // A manifest may ask for any duration humantime reads; the `manifest` fuzz target tries many.
+        let manifest = crate::modules::Manifest::parse("[limits]\ntimeout = \"300000000000y\"\n")
+            .expect("a long timeout is a valid manifest");
+        for clock in [Clock::System, Clock::fixed(UNIX_EPOCH)] {
+            let limit = clock.limit(manifest.limits.timeout);
+            assert_eq!(limit.timeout, manifest.limits.timeout);
+            let left = limit
+                .deadline
+                .saturating_duration_since(tokio::time::Instant::now());
+            assert!(left > FAR_FUTURE - Duration::from_secs(60), "{left:?}");
+        }
+    }
 
     #[tokio::test]
     async fn virtual_time_moves_only_by_sleeping() {

@@ -353,8 +353,9 @@ impl CallState {
         Err(KubeError::Denied(message))
     }
 
-    /// Parses an object the guest sends, and reconciles its namespace with the call's.
-    fn object_for(namespace: &str, json: &str) -> Result<Value, KubeError> {
+    /// Parses an object the guest sends, and reconciles its namespace with the call's (public for the
+    /// fuzz targets).
+    pub fn object_for(namespace: &str, json: &str) -> Result<Value, KubeError> {
         let mut object: Value = serde_json::from_str(json)
             .map_err(|e| KubeError::Invalid(format!("the object is not valid JSON: {e}")))?;
         let metadata = object

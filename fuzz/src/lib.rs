@@ -1,0 +1,300 @@
+//! What the fuzz targets share: one host per fuzzing process, built as the plugin builds it (the stock
+//! modules and the test components `kinds` and `probe`, the KubeVirt fixture cluster as its Kubernetes
+//! API), and the gRPC services of the plugin, called in-process through their tower `Service`.
+//!
+//! Nothing here reaches the network: HTTP exchanges a module is granted go to [`EchoTransport`], and
+//! the cluster is in memory.
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, UNIX_EPOCH};
+
+use async_trait::async_trait;
+use bytes::{BufMut, Bytes, BytesMut};
+use http_body_util::{BodyExt, StreamBody};
+use tokio::sync::Notify;
+use tonic::service::Routes;
+use tower::ServiceExt;
+use velero_wasm::capabilities::http::{Answer, Exchange, ExchangeError, HttpTransport};
+use velero_wasm::capabilities::kube::fixture::FixtureCluster;
+use velero_wasm::capabilities::{Clock, Environment, Services};
+use velero_wasm::modules::{ModuleSource, Origin};
+use velero_wasm::plugin::dispatch::Dispatch;
+use velero_wasm::plugin::lister::{Advertised, Lister};
+use velero_wasm::plugin::{
+    backup_v1, backup_v2, broker, controller, delete, item_block, restore_v1, restore_v2, stdio,
+    MAX_MESSAGE,
+};
+use velero_wasm::runtime::{ModuleConfig, Runtime};
+
+/// The repository's root.
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("fuzz/ sits in the repository")
+        .to_path_buf()
+}
+
+/// The manifest of the `probe` test component: a little of every grant, so that both sides of each
+/// check are reachable.
+pub const PROBE_MANIFEST: &str = r#"
+[limits]
+timeout = "5s"
+http-response = "4KiB"
+
+[grant]
+http = ["sts.amazonaws.com", "*.blob.core.windows.net", "http://127.0.0.1:9000"]
+env = ["FUZZ_VARIABLE", "FUZZ_*"]
+env-files = ["FUZZ_FILE"]
+
+[[grant.kube]]
+resources = ["configmaps", "secrets", "persistentvolumeclaims"]
+verbs = ["get"]
+namespaces = ["@item", "kube-*"]
+"#;
+
+/// Answers every exchange with 200 and the request's URL as its body, without any network.
+pub struct EchoTransport;
+
+#[async_trait]
+impl HttpTransport for EchoTransport {
+    async fn exchange(&self, exchange: Exchange) -> Result<Answer, ExchangeError> {
+        Ok(Answer {
+            status: 200,
+            headers: vec![("content-type".into(), "text/plain".into())],
+            body: exchange.url.into_bytes(),
+        })
+    }
+}
+
+/// One host, as the plugin runs it, with its gRPC services.
+pub struct PluginHost {
+    /// The async runtime every call runs on (one thread: runs are reproducible).
+    pub tokio: tokio::runtime::Runtime,
+    /// The wasm runtime with its modules.
+    pub runtime: Arc<Runtime>,
+    /// Every service the plugin serves, routed by gRPC path.
+    pub routes: Routes,
+    /// The names of the loaded actions, sorted.
+    pub actions: Vec<String>,
+}
+
+/// The host of this process, built on first use.
+pub fn plugin_host() -> &'static PluginHost {
+    static HOST: OnceLock<PluginHost> = OnceLock::new();
+    HOST.get_or_init(|| build_host().unwrap_or_else(|e| panic!("the fuzzing host: {e:#}")))
+}
+
+fn build_host() -> anyhow::Result<PluginHost> {
+    let tokio = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    // Time stands still unless a guest sleeps, and sleeping returns at once.
+    let clock = Clock::fixed(UNIX_EPOCH + Duration::from_secs(1_700_000_000));
+    let cluster = FixtureCluster::load(
+        &[root().join("tests/fixtures/kubevirt/cluster")],
+        clock.clone(),
+    )?;
+    let variables = BTreeMap::from([
+        ("FUZZ_VARIABLE".to_string(), "value".to_string()),
+        ("FUZZ_FILE".to_string(), "/nonexistent/fuzz".to_string()),
+    ]);
+    let mut services = Services::new(
+        Arc::new(cluster),
+        clock,
+        Environment::fixed(variables).with_velero_namespace("velero"),
+    );
+    services.http = Arc::new(EchoTransport);
+    let runtime = Runtime::new(services)?;
+    tokio.block_on(async {
+        let problems = runtime.load_modules(&ModuleConfig::default()).await?;
+        if let Some(problem) = problems.iter().find(|p| !p.served) {
+            anyhow::bail!("a stock module does not load: {problem}");
+        }
+        let components = Path::new(velero_wasm::TEST_COMPONENTS);
+        for (component, manifest) in [("kinds", ""), ("probe", PROBE_MANIFEST)] {
+            let path = components.join(format!("{component}.wasm"));
+            let wasm =
+                std::fs::read(&path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+            let source = ModuleSource::new(component, wasm, manifest, Origin::File(path))?;
+            runtime.load(source).await?;
+        }
+        anyhow::Ok(())
+    })?;
+    let runtime = Arc::new(runtime);
+    let mut actions: Vec<String> = runtime
+        .catalog()
+        .actions()
+        .map(|a| a.info().name.clone())
+        .collect();
+    actions.sort();
+    let routes = tokio.block_on(routes(Dispatch::new(runtime.clone())));
+    Ok(PluginHost {
+        tokio,
+        runtime,
+        routes,
+        actions,
+    })
+}
+
+/// Every service, configured as the plugin serves them.
+async fn routes(dispatch: Dispatch) -> Routes {
+    use velero_wasm::plugin::proto::generated::backup_item_action_server::BackupItemActionServer as BiaV1;
+    use velero_wasm::plugin::proto::generated::delete_item_action_server::DeleteItemActionServer;
+    use velero_wasm::plugin::proto::generated::plugin_lister_server::PluginListerServer;
+    use velero_wasm::plugin::proto::generated::restore_item_action_server::RestoreItemActionServer as RiaV1;
+    use velero_wasm::plugin::proto::plugin::grpc_broker_server::GrpcBrokerServer;
+    use velero_wasm::plugin::proto::plugin::grpc_controller_server::GrpcControllerServer;
+    use velero_wasm::plugin::proto::plugin::grpc_stdio_server::GrpcStdioServer;
+    use velero_wasm::plugin::proto::v1::item_block_action_server::ItemBlockActionServer;
+    use velero_wasm::plugin::proto::v2::backup_item_action_server::BackupItemActionServer as BiaV2;
+    use velero_wasm::plugin::proto::v2::restore_item_action_server::RestoreItemActionServer as RiaV2;
+
+    let (health, health_service) = tonic_health::server::health_reporter();
+    health
+        .set_service_status("plugin", tonic_health::ServingStatus::Serving)
+        .await;
+    macro_rules! sized {
+        ($server:expr) => {
+            $server
+                .max_decoding_message_size(MAX_MESSAGE)
+                .max_encoding_message_size(MAX_MESSAGE)
+        };
+    }
+    let lister = Lister {
+        dispatch: dispatch.clone(),
+        command: "velero-wasm".to_string(),
+        kinds: Advertised::default(),
+        listing: None,
+    };
+    Routes::new(health_service)
+        .add_service(GrpcControllerServer::new(controller::Controller {
+            shutdown: Arc::new(Notify::new()),
+        }))
+        .add_service(GrpcStdioServer::new(stdio::Stdio))
+        .add_service(GrpcBrokerServer::new(broker::Broker))
+        .add_service(sized!(PluginListerServer::new(lister)))
+        .add_service(sized!(BiaV1::new(backup_v1::BackupV1(dispatch.clone()))))
+        .add_service(sized!(BiaV2::new(backup_v2::BackupV2(dispatch.clone()))))
+        .add_service(sized!(RiaV1::new(restore_v1::RestoreV1(dispatch.clone()))))
+        .add_service(sized!(RiaV2::new(restore_v2::RestoreV2(dispatch.clone()))))
+        .add_service(sized!(ItemBlockActionServer::new(item_block::ItemBlock(
+            dispatch.clone()
+        ))))
+        .add_service(sized!(DeleteItemActionServer::new(delete::Delete(
+            dispatch
+        ))))
+}
+
+/// Every gRPC method the plugin serves, and whether its answer is a stream that stays open for as
+/// long as the client wants (its body is not read to the end).
+pub const METHODS: &[(&str, bool)] = &[
+    ("/generated.PluginLister/ListPlugins", false),
+    ("/generated.BackupItemAction/AppliesTo", false),
+    ("/generated.BackupItemAction/Execute", false),
+    ("/v2.BackupItemAction/AppliesTo", false),
+    ("/v2.BackupItemAction/Execute", false),
+    ("/v2.BackupItemAction/Progress", false),
+    ("/v2.BackupItemAction/Cancel", false),
+    ("/generated.RestoreItemAction/AppliesTo", false),
+    ("/generated.RestoreItemAction/Execute", false),
+    ("/v2.RestoreItemAction/AppliesTo", false),
+    ("/v2.RestoreItemAction/Execute", false),
+    ("/v2.RestoreItemAction/Progress", false),
+    ("/v2.RestoreItemAction/Cancel", false),
+    ("/v2.RestoreItemAction/AreAdditionalItemsReady", false),
+    ("/v1.ItemBlockAction/AppliesTo", false),
+    ("/v1.ItemBlockAction/GetRelatedItems", false),
+    ("/generated.DeleteItemAction/AppliesTo", false),
+    ("/generated.DeleteItemAction/Execute", false),
+    ("/plugin.GRPCController/Shutdown", false),
+    ("/plugin.GRPCStdio/StreamStdio", true),
+    ("/plugin.GRPCBroker/StartStream", false),
+    ("/grpc.health.v1.Health/Check", false),
+    ("/grpc.health.v1.Health/Watch", true),
+];
+
+/// A gRPC message frame: uncompressed, with its length.
+pub fn frame(message: &[u8]) -> Bytes {
+    let mut out = BytesMut::with_capacity(5 + message.len());
+    out.put_u8(0);
+    out.put_u32(message.len() as u32);
+    out.put_slice(message);
+    out.freeze()
+}
+
+/// A protobuf message whose field `n` (from 1) is `fields[n - 1]`, each length-delimited: the shape of
+/// every Velero request (a `plugin` string, then strings, bytes and messages).
+pub fn message(fields: &[&[u8]]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (i, value) in fields.iter().enumerate() {
+        prost::encoding::encode_key(
+            i as u32 + 1,
+            prost::encoding::WireType::LengthDelimited,
+            &mut out,
+        );
+        prost::encoding::encode_varint(value.len() as u64, &mut out);
+        out.extend_from_slice(value);
+    }
+    out
+}
+
+/// What a call returned: the status the client would read.
+#[derive(Debug)]
+pub struct Called {
+    /// HTTP status of the answer (gRPC answers are 200 with the status in `grpc-status`).
+    pub http_status: u16,
+    /// `grpc-status`, from the headers or trailers, when the answer was read to the end.
+    pub grpc_status: Option<String>,
+}
+
+/// Calls `method` with `body` (the request's HTTP/2 data, delivered in chunks of `chunk` bytes, 0 for
+/// one chunk), as Velero's client would over the socket, and reads the answer to its end (or only its
+/// headers, for a stream that stays open).
+pub fn call(host: &PluginHost, method: &str, streaming: bool, body: Bytes, chunk: usize) -> Called {
+    let chunks: Vec<Result<http_body::Frame<Bytes>, Infallible>> = if chunk == 0 || body.is_empty()
+    {
+        vec![Ok(http_body::Frame::data(body))]
+    } else {
+        let mut chunks = Vec::new();
+        let mut rest = body;
+        while !rest.is_empty() {
+            let part = rest.split_to(chunk.min(rest.len()));
+            chunks.push(Ok(http_body::Frame::data(part)));
+        }
+        chunks
+    };
+    let request = http::Request::builder()
+        .method(http::Method::POST)
+        .uri(format!("http://plugin{method}"))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(StreamBody::new(tokio_stream::iter(chunks)))
+        .expect("a well-formed request");
+    host.tokio.block_on(async {
+        let Ok(response) = host.routes.clone().oneshot(request).await;
+        let http_status = response.status().as_u16();
+        let header_status = response
+            .headers()
+            .get("grpc-status")
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+        if streaming {
+            return Called {
+                http_status,
+                grpc_status: header_status,
+            };
+        }
+        let collected = response.into_body().collect().await;
+        let trailer_status = collected.ok().and_then(|c| {
+            c.trailers()
+                .and_then(|t| t.get("grpc-status"))
+                .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+        });
+        Called {
+            http_status,
+            grpc_status: header_status.or(trailer_status),
+        }
+    })
+}
