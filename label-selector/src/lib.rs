@@ -57,9 +57,26 @@ impl fmt::Display for ParseError {
 
 impl std::error::Error for ParseError {}
 
+/// The longest selector [`LabelSelector::parse`] accepts, in bytes: parsing and matching stay cheap
+/// whoever wrote the selector.
+pub const MAX_LENGTH: usize = 8 << 10;
+
+/// The most requirements a selector may have.
+pub const MAX_REQUIREMENTS: usize = 100;
+
 impl LabelSelector {
-    /// Parses the string form. Whitespace around tokens is ignored.
+    /// Parses the string form. Whitespace around tokens is ignored. A selector longer than
+    /// [`MAX_LENGTH`] bytes or with more than [`MAX_REQUIREMENTS`] requirements is refused.
     pub fn parse(input: &str) -> Result<LabelSelector, ParseError> {
+        if input.len() > MAX_LENGTH {
+            return Err(err(
+                MAX_LENGTH,
+                format!(
+                    "the selector is {} bytes long, more than the {MAX_LENGTH} allowed",
+                    input.len()
+                ),
+            ));
+        }
         let tokens = lex(input)?;
         let mut parser = Parser {
             tokens,
@@ -71,6 +88,15 @@ impl LabelSelector {
             return Ok(LabelSelector { requirements });
         }
         loop {
+            if requirements.len() == MAX_REQUIREMENTS {
+                let at = parser.peek().map_or(input.len(), |(pos, _)| *pos);
+                return Err(err(
+                    at,
+                    format!(
+                        "the selector has more than the {MAX_REQUIREMENTS} requirements allowed"
+                    ),
+                ));
+            }
             requirements.push(parser.requirement()?);
             match parser.next() {
                 None => break,
@@ -485,6 +511,24 @@ mod tests {
             .unwrap_err()
             .message
             .contains("expected an operator"));
+    }
+
+    #[test]
+    fn selectors_are_bounded_in_length_and_requirements() {
+        let long = format!("a in ({})", vec!["v"; MAX_LENGTH].join(","));
+        let e = LabelSelector::parse(&long).unwrap_err();
+        assert!(e.message.contains("more than the 8192 allowed"), "{e}");
+        let many = (0..=MAX_REQUIREMENTS)
+            .map(|i| format!("k{i}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let e = LabelSelector::parse(&many).unwrap_err();
+        assert!(e.message.contains("more than the 100 requirements"), "{e}");
+        let most = (0..MAX_REQUIREMENTS)
+            .map(|i| format!("k{i}=v"))
+            .collect::<Vec<_>>()
+            .join(",");
+        assert_eq!(sel(&most).requirements().len(), MAX_REQUIREMENTS);
     }
 
     #[test]

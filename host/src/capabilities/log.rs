@@ -1,6 +1,14 @@
 //! The `log` capability: a guest's lines go through `tracing`, tagged with the module, the action and
 //! the item (`resource`, `namespace`, `name`, always strings, as Velero requires), the guest's own
 //! key-value pairs as one JSON object in `fields`.
+//!
+//! A line is bounded before anything is formatted, in one pass over what the guest sent: the message
+//! and each value are cut, fields beyond [`MAX_FIELDS`] or [`MAX_FIELD_BYTES`] are dropped (the line
+//! says how many in `droppedFields`), and one call may log at most [`MAX_LINES_PER_CALL`] lines and
+//! [`MAX_LOG_BYTES_PER_CALL`] bytes. A `log` call therefore costs time linear in what the guest sent,
+//! and the host never writes more than that budget on a guest's behalf.
+
+use serde_json::{Map, Value};
 
 use super::CallState;
 use crate::bindings::velero_wasm::plugin::log::{Host, Level};
@@ -8,37 +16,94 @@ use crate::bindings::velero_wasm::plugin::log::{Host, Level};
 /// Lines one call may write; later ones are dropped (with one warning saying so).
 pub const MAX_LINES_PER_CALL: u32 = 1000;
 
+/// Bytes (messages and fields, as JSON) one call may write; later lines are dropped (with one warning).
+pub const MAX_LOG_BYTES_PER_CALL: usize = 1 << 20;
+
+/// Fields kept of one line; the others are dropped and counted.
+pub const MAX_FIELDS: usize = 64;
+
+/// Bytes of one line's fields (keys and values as JSON); fields beyond are dropped and counted.
+pub const MAX_FIELD_BYTES: usize = 32 << 10;
+
 /// Longest message kept; longer ones are cut (Velero splits lines over 64 KiB).
 const MAX_MESSAGE: usize = 8 << 10;
 
+/// Longest field value kept.
+const MAX_VALUE: usize = 4 << 10;
+
+/// Longest field key kept.
+const MAX_KEY: usize = 256;
+
 impl Host for CallState {
     fn log(&mut self, level: Level, message: String, fields: Vec<(String, String)>) {
-        self.log_lines += 1;
-        if self.log_lines > MAX_LINES_PER_CALL {
-            if self.log_lines == MAX_LINES_PER_CALL + 1 {
-                emit(
-                    self,
-                    Level::Warn,
-                    "the module logged more than 1000 lines in one call; dropping the rest",
-                    "{}",
-                );
-            }
+        if self.log_dropped {
             return;
         }
-        let fields = serde_json::Value::Object(
-            fields
-                .into_iter()
-                .map(|(k, v)| (k, serde_json::Value::String(truncate(v))))
-                .collect(),
-        )
-        .to_string();
-        emit(self, level, &truncate(message), &fields);
+        if self.log_lines == MAX_LINES_PER_CALL {
+            self.log_dropped = true;
+            let warning = format!(
+                "the module logged more than {MAX_LINES_PER_CALL} lines in one call; dropping the rest"
+            );
+            emit(self, Level::Warn, &warning, "{}", 0);
+            return;
+        }
+        let message = truncate(message, MAX_MESSAGE);
+        let (fields, dropped) = bounded_fields(fields);
+        let size = json_len(&message) + fields.len();
+        if self.log_bytes + size > MAX_LOG_BYTES_PER_CALL {
+            self.log_dropped = true;
+            let warning = format!(
+                "the module logged more than {} KiB in one call; dropping the rest",
+                MAX_LOG_BYTES_PER_CALL >> 10
+            );
+            emit(self, Level::Warn, &warning, "{}", 0);
+            return;
+        }
+        self.log_lines += 1;
+        self.log_bytes += size;
+        emit(self, level, &message, &fields, dropped);
     }
 }
 
-fn truncate(mut text: String) -> String {
-    if text.len() > MAX_MESSAGE {
-        let mut cut = MAX_MESSAGE;
+/// The guest's fields as one JSON object, within [`MAX_FIELDS`] and [`MAX_FIELD_BYTES`], and how many
+/// were dropped. Each key and value is measured once: linear in what the guest sent.
+fn bounded_fields(fields: Vec<(String, String)>) -> (String, usize) {
+    let total = fields.len();
+    let mut kept = Map::new();
+    let mut bytes = 2; // {}
+    for (key, value) in fields {
+        if kept.len() == MAX_FIELDS {
+            break;
+        }
+        let key = truncate(key, MAX_KEY);
+        let value = truncate(value, MAX_VALUE);
+        // "key":"value",
+        let size = json_len(&key) + json_len(&value) + 2;
+        if bytes + size > MAX_FIELD_BYTES {
+            break;
+        }
+        bytes += size;
+        kept.insert(key, Value::String(value));
+    }
+    let dropped = total - kept.len();
+    (Value::Object(kept).to_string(), dropped)
+}
+
+/// The length of `text` as a JSON string, quotes included.
+fn json_len(text: &str) -> usize {
+    2 + text
+        .bytes()
+        .map(|b| match b {
+            b'"' | b'\\' | b'\n' | b'\r' | b'\t' | 0x08 | 0x0c => 2,
+            0..=0x1f => 6,
+            _ => 1,
+        })
+        .sum::<usize>()
+}
+
+fn truncate(mut text: String, max: usize) -> String {
+    if text.len() > max {
+        let mut cut = max;
         while !text.is_char_boundary(cut) {
             cut -= 1;
         }
@@ -48,7 +113,7 @@ fn truncate(mut text: String) -> String {
     text
 }
 
-fn emit(state: &CallState, level: Level, message: &str, fields: &str) {
+fn emit(state: &CallState, level: Level, message: &str, fields: &str, dropped: usize) {
     let call = &state.call;
     let (resource, namespace, name) = match call.item() {
         Some(item) => (
@@ -62,7 +127,11 @@ fn emit(state: &CallState, level: Level, message: &str, fields: &str) {
     let action = call.action.as_str();
     macro_rules! event {
         ($macro:ident) => {
-            tracing::$macro!(target: "guest", module, action, resource = resource.as_str(), namespace, name, fields, "{message}")
+            if dropped > 0 {
+                tracing::$macro!(target: "guest", module, action, resource = resource.as_str(), namespace, name, fields, droppedFields = dropped, "{message}")
+            } else {
+                tracing::$macro!(target: "guest", module, action, resource = resource.as_str(), namespace, name, fields, "{message}")
+            }
         };
     }
     match level {
@@ -71,5 +140,43 @@ fn emit(state: &CallState, level: Level, message: &str, fields: &str) {
         Level::Info => event!(info),
         Level::Warn => event!(warn),
         Level::Error => event!(error),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fields_are_bounded_in_count_and_bytes_and_the_rest_counted() {
+        let many: Vec<(String, String)> = (0..1000)
+            .map(|i| (format!("k{i}"), "v".repeat(4096)))
+            .collect();
+        let (json, dropped) = bounded_fields(many);
+        assert!(json.len() <= MAX_FIELD_BYTES, "{}", json.len());
+        let kept: Map<String, Value> = serde_json::from_str(&json).unwrap();
+        assert_eq!(kept.len() + dropped, 1000);
+        assert!(kept.len() >= 7, "as many 4 KiB fields as fit are kept");
+
+        let small: Vec<(String, String)> =
+            (0..100).map(|i| (format!("k{i}"), "v".into())).collect();
+        let (json, dropped) = bounded_fields(small);
+        let kept: Map<String, Value> = serde_json::from_str(&json).unwrap();
+        assert_eq!((kept.len(), dropped), (MAX_FIELDS, 100 - MAX_FIELDS));
+    }
+
+    #[test]
+    fn escaped_values_count_at_their_json_size() {
+        let control = "\u{1}".repeat(4096);
+        assert_eq!(json_len(&control), 2 + 6 * 4096);
+        assert_eq!(json_len("a\"b"), 6);
+        assert_eq!(json_len("é"), 4);
+        let (json, _) = bounded_fields(vec![("k".into(), control); 10]);
+        assert!(json.len() <= MAX_FIELD_BYTES, "{}", json.len());
+        let (json, dropped) = bounded_fields(vec![("k\n".into(), "\"x\\".into())]);
+        assert_eq!(
+            (json.len(), dropped),
+            (2 + json_len("k\n") + json_len("\"x\\") + 1, 0)
+        );
     }
 }

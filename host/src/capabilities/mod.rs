@@ -12,6 +12,7 @@ pub mod environment;
 pub mod http;
 pub mod kube;
 mod log;
+pub mod memory;
 pub mod random;
 pub mod recording;
 pub mod signing;
@@ -21,7 +22,6 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 
 use wasmtime::component::{HasSelf, Linker, ResourceTable};
-use wasmtime::ResourceLimiter;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use crate::action::ItemRef;
@@ -30,6 +30,7 @@ pub use clock::Clock;
 pub use environment::{EnvGrant, Environment};
 pub use http::{HttpGrant, HttpTransport};
 pub use kube::{KubeBackend, KubeGrant};
+pub use memory::{MemoryBudget, MemoryCap};
 pub use random::RandomSource;
 pub use signing::SigningService;
 pub use stdio::GuestOutput;
@@ -119,41 +120,6 @@ impl CallContext {
     }
 }
 
-/// The memory cap of one call, remembering whether the guest ran into it.
-pub struct MemoryCap {
-    limit: u64,
-    /// The size the guest asked for when it was refused.
-    pub refused: Option<u64>,
-}
-
-impl ResourceLimiter for MemoryCap {
-    fn memory_growing(
-        &mut self,
-        _current: usize,
-        desired: usize,
-        _maximum: Option<usize>,
-    ) -> wasmtime::Result<bool> {
-        if desired as u64 > self.limit {
-            self.refused = Some(desired as u64);
-            return Err(wasmtime::format_err!(
-                "memory limit of {} MiB exceeded (the guest asked for {} MiB)",
-                self.limit >> 20,
-                desired >> 20
-            ));
-        }
-        Ok(true)
-    }
-
-    fn table_growing(
-        &mut self,
-        _current: usize,
-        desired: usize,
-        _maximum: Option<usize>,
-    ) -> wasmtime::Result<bool> {
-        Ok(desired <= 1_000_000)
-    }
-}
-
 /// The store data of one call.
 pub struct CallState {
     wasi: WasiCtx,
@@ -172,6 +138,17 @@ pub struct CallState {
     pub stderr: GuestOutput,
     /// Lines the guest has logged in this call.
     pub log_lines: u32,
+    /// Bytes (messages and fields) the guest has logged in this call.
+    pub log_bytes: usize,
+    /// Whether the guest's log budget ran out in this call (said once, then lines are dropped).
+    pub log_dropped: bool,
+    /// Calls of capabilities that do work for the guest (kube, http, environment, random, signing).
+    pub capability_calls: u32,
+    /// The most such calls the module may make in one call (manifest `[limits] capability-calls`).
+    pub max_capability_calls: u32,
+    /// A limit of the host's work that the call ran into (set by a capability); the call is stopped at
+    /// the guest's next epoch tick and fails with it.
+    pub exceeded: Option<String>,
     /// The call's time limit (outbound requests never wait beyond it; `clock.remaining` reads it).
     pub limit: Option<clock::TimeLimit>,
     /// Where the `signing` import's calls go; `None` where the import is not offered (inside a
@@ -186,7 +163,7 @@ impl CallState {
         call: CallContext,
         caps: Arc<ModuleCaps>,
         services: Arc<Services>,
-        memory_limit: u64,
+        limits: &crate::modules::Limits,
     ) -> CallState {
         let (stdout, stderr) = (GuestOutput::default(), GuestOutput::default());
         let mut wasi = WasiCtx::builder();
@@ -199,20 +176,59 @@ impl CallState {
         CallState {
             wasi: wasi.build(),
             table: ResourceTable::new(),
-            memory: MemoryCap {
-                limit: memory_limit,
-                refused: None,
-            },
+            memory: MemoryCap::new(limits.memory, MemoryBudget::process()),
             call,
             caps,
             services,
             stdout,
             stderr,
             log_lines: 0,
+            log_bytes: 0,
+            log_dropped: false,
+            capability_calls: 0,
+            max_capability_calls: limits.capability_calls,
+            exceeded: None,
             limit: None,
             signing: None,
         }
     }
+}
+
+impl CallState {
+    /// Counts one capability call that does work for the guest. Past the module's limit the call is
+    /// refused with the message returned here, and the whole call is stopped with it.
+    pub fn count_capability_call(&mut self) -> Result<(), String> {
+        self.capability_calls = self.capability_calls.saturating_add(1);
+        if self.capability_calls <= self.max_capability_calls {
+            return Ok(());
+        }
+        let message = format!(
+            "made more than {} capability calls (kube, http, environment, random, signing) in one call, its limit (manifest [limits] capability-calls)",
+            self.max_capability_calls
+        );
+        self.stop(message.clone());
+        Err(message)
+    }
+
+    /// Stops the call at the guest's next epoch tick, failing it with `problem` (the first one wins).
+    pub fn stop(&mut self, problem: String) {
+        self.exceeded.get_or_insert(problem);
+    }
+}
+
+/// Longest piece of guest input quoted in a host log line or error (a name, a namespace, an origin).
+const MAX_SHOWN: usize = 256;
+
+/// `text` for a log line or a message: cut to [`MAX_SHOWN`] bytes, marked with `…` when cut.
+pub fn shown(text: &str) -> std::borrow::Cow<'_, str> {
+    if text.len() <= MAX_SHOWN {
+        return text.into();
+    }
+    let mut end = MAX_SHOWN;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes)", &text[..end], text.len()).into()
 }
 
 impl WasiView for CallState {

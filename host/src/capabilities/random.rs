@@ -116,6 +116,8 @@ impl RandomSource for ReplayRandom {
 
 impl Host for CallState {
     fn bytes(&mut self, len: u32) -> wasmtime::Result<Vec<u8>> {
+        self.count_capability_call()
+            .map_err(|limit| wasmtime::format_err!("random: {limit}"))?;
         if len > MAX_BYTES {
             wasmtime::bail!("random: {len} bytes asked for in one call; the limit is {MAX_BYTES}");
         }

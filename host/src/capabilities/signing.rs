@@ -45,14 +45,18 @@ pub trait SigningService: Send + Sync {
 pub fn add_to_linker(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
     let mut instance = linker.instance(INTERFACE)?;
     for &function in FUNCTIONS {
-        instance.func_new_async(function, move |store, ty, params, results| {
+        instance.func_new_async(function, move |mut store, ty, params, results| {
             Box::new(async move {
+                let counted = store.data_mut().count_capability_call();
                 let state = store.data();
                 let service = state.signing.clone();
                 let caller = state.call.module.clone();
-                let outcome = match service {
-                    None => Err("signing is not available inside a signing call".to_string()),
-                    Some(service) => {
+                let outcome = match (counted, service) {
+                    (Err(limit), _) => Err(limit),
+                    (Ok(()), None) => {
+                        Err("signing is not available inside a signing call".to_string())
+                    }
+                    (Ok(()), Some(service)) => {
                         service
                             .forward(&caller, function, params.to_vec(), ty.results().len())
                             .await

@@ -78,6 +78,9 @@ pub fn main() -> ExitCode {
     ExitCode::from(code)
 }
 
+/// Longest failure message printed: a module's error is the module's to size, stderr is not.
+const MAX_MESSAGE: usize = 16 << 10;
+
 /// A command's failure: what to print, and the exit status.
 pub struct Failure {
     /// Exit status.
@@ -94,10 +97,21 @@ impl Failure {
         }
     }
 
+    /// A failure whose message (an action's own error, quoted) is cut to [`MAX_MESSAGE`] bytes.
     fn failed(message: impl Into<String>) -> Failure {
+        let mut message = message.into();
+        if message.len() > MAX_MESSAGE {
+            let all = message.len();
+            let mut end = MAX_MESSAGE;
+            while !message.is_char_boundary(end) {
+                end -= 1;
+            }
+            message.truncate(end);
+            message.push_str(&format!("… ({all} bytes in all)"));
+        }
         Failure {
             code: EXIT_FAILED,
-            message: message.into(),
+            message,
         }
     }
 

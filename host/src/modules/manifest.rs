@@ -11,6 +11,8 @@
 //! output = "64MiB"                     # largest item a call may return (default 64MiB)
 //! http-timeout = "10s"                 # one outbound HTTP exchange (default 10s; never past `timeout`)
 //! http-response = "1MiB"               # largest HTTP answer body (default 1MiB)
+//! capability-calls = 1000              # kube, http, environment, random and signing calls per call
+//!                                      # (default 1000)
 //!
 //! [[grant.kube]]
 //! resources = ["pods", "persistentvolumeclaims"]   # `resource.group`, or "*"
@@ -91,6 +93,10 @@ pub struct Limits {
         deserialize_with = "byte_size"
     )]
     pub http_response: u64,
+    /// Capability calls that do work for the guest (kube, http, environment, random, signing) one
+    /// call may make: one module cannot keep the cluster or the network busy for the others.
+    #[serde(rename = "capability-calls", default = "default_capability_calls")]
+    pub capability_calls: u32,
 }
 
 impl Default for Limits {
@@ -101,8 +107,16 @@ impl Default for Limits {
             output: default_output(),
             http_timeout: default_http_timeout(),
             http_response: default_http_response(),
+            capability_calls: default_capability_calls(),
         }
     }
+}
+
+/// The default of `[limits] capability-calls`.
+pub const DEFAULT_CAPABILITY_CALLS: u32 = 1000;
+
+fn default_capability_calls() -> u32 {
+    DEFAULT_CAPABILITY_CALLS
 }
 
 fn default_http_timeout() -> Duration {
@@ -261,6 +275,12 @@ impl Manifest {
                 "must be more than zero",
             ));
         }
+        if self.limits.capability_calls == 0 {
+            return Err(invalid(
+                "limits.capability-calls".into(),
+                "must be more than zero",
+            ));
+        }
         if self.limits.http_response == 0 {
             return Err(invalid(
                 "limits.http-response".into(),
@@ -393,6 +413,7 @@ mod tests {
             [limits]
             timeout = "2m"
             memory = "64MiB"
+            capability-calls = 50
             [[grant.kube]]
             resources = ["pods"]
             verbs = ["get", "list"]
@@ -410,6 +431,7 @@ mod tests {
         assert_eq!(m.limits.timeout, Duration::from_secs(120));
         assert_eq!(m.limits.memory, 64 << 20);
         assert_eq!(m.limits.output, 64 << 20);
+        assert_eq!(m.limits.capability_calls, 50);
         assert_eq!(m.settings["retries"], "3");
         assert_eq!(
             m.grant.to_string(),
@@ -451,6 +473,10 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("grant.http[0]") && e.contains("ftp"), "{e}");
+        let e = Manifest::parse("[limits]\ncapability-calls = 0")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("limits.capability-calls"), "{e}");
         let e = Manifest::parse("[limits]\nhttp-response = \"0\"")
             .unwrap_err()
             .to_string();

@@ -201,17 +201,37 @@ pub fn format_line(
         }
         object.insert(key.clone(), Value::String(cut(value, MAX_VALUE)));
     }
-    let mut line = Value::Object(object.clone()).to_string();
-    // Too long: drop fields from the end until the line fits, and say so.
-    while line.len() > MAX_LINE && object.len() > 3 {
-        if let Some(last) = object.keys().next_back().cloned() {
-            object.shift_remove(&last);
+    // Each entry is serialised once; when the line is too long, entries are dropped from the end
+    // until it fits, and the line says so. Linear in the size of the line, whatever its fields.
+    let mut parts: Vec<String> = object
+        .into_iter()
+        .map(|(key, value)| {
+            let mut part = Value::String(key).to_string();
+            part.push(':');
+            part.push_str(&value.to_string());
+            part
+        })
+        .collect();
+    let mut size = 2 + parts.iter().map(String::len).sum::<usize>() + parts.len() - 1;
+    if size > MAX_LINE {
+        const TRUNCATED: &str = r#""truncated":"true""#;
+        while parts.len() > 3 && size + 1 + TRUNCATED.len() > MAX_LINE {
+            if let Some(dropped) = parts.pop() {
+                size -= dropped.len() + 1;
+            }
         }
-        object.insert("truncated".into(), Value::String("true".into()));
-        line = Value::Object(object.clone()).to_string();
-        object.shift_remove("truncated");
+        parts.push(TRUNCATED.to_string());
+        size += 1 + TRUNCATED.len();
     }
-    line.push('\n');
+    let mut line = String::with_capacity(size + 1);
+    line.push('{');
+    for (i, part) in parts.iter().enumerate() {
+        if i > 0 {
+            line.push(',');
+        }
+        line.push_str(part);
+    }
+    line.push_str("}\n");
     line
 }
 
@@ -337,6 +357,33 @@ mod tests {
         let o = parse(&line);
         assert_eq!(o["truncated"], "true");
         assert!(o["@message"].as_str().unwrap().ends_with('…'));
+    }
+
+    #[test]
+    fn many_fields_are_dropped_in_one_pass_and_the_line_stays_identical_json() {
+        let value = "v".repeat(4 << 10);
+        let fields: Map<String, Value> = (0..2000)
+            .map(|i| (format!("k{i}"), Value::String(value.clone())))
+            .collect();
+        let pairs = vec![("fields".to_string(), Value::Object(fields).to_string())];
+        let line = format_line(Level::ERROR, "m", &pairs, None, UNIX_EPOCH);
+        assert!(line.len() <= MAX_LINE + 1, "{}", line.len());
+        let o = parse(&line);
+        assert_eq!(o["truncated"], "true");
+        assert_eq!(o["k0"].as_str().unwrap().len(), 4 << 10);
+        assert!(o.len() > 10 && !o.contains_key("k1999"));
+
+        let short = format_line(
+            Level::INFO,
+            "m",
+            &[("a".into(), "b".into())],
+            None,
+            UNIX_EPOCH,
+        );
+        assert_eq!(
+            short,
+            "{\"@level\":\"info\",\"@message\":\"m\",\"@timestamp\":\"1970-01-01T00:00:00.000000Z\",\"a\":\"b\"}\n"
+        );
     }
 
     #[derive(Clone, Default)]

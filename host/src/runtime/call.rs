@@ -17,6 +17,7 @@ use crate::action::{
     RestoreOutcome, RestoreRequest,
 };
 use crate::bindings::{backup_outcome, restore_outcome, wit_actions, wit_types, Plugin};
+use crate::capabilities::memory::Refusal;
 use crate::capabilities::{CallContext, CallState};
 
 /// The most additional (or related, or post-operation) items one call may return.
@@ -344,8 +345,17 @@ impl Runtime {
         ctx: CallContext,
         call: impl for<'a> FnOnce(&'a Plugin, &'a mut Store<CallState>) -> GuestCall<'a, R> + Send,
     ) -> (Result<R, Fault>, CallContext) {
-        // Waiting for a slot is not part of the call's deadline.
-        let _slot = self.slots.acquire().await;
+        // A call waits for a slot at most its own deadline; then it runs under its full deadline.
+        let _slot = match tokio::time::timeout(limits.timeout, self.slots.acquire()).await {
+            Ok(Ok(permit)) => permit,
+            Ok(Err(_)) | Err(_) => {
+                let fault = Fault::NoSlot {
+                    timeout: limits.timeout,
+                    slots: super::MAX_CONCURRENT_CALLS,
+                };
+                return (Err(fault), ctx);
+            }
+        };
         let signing: Arc<dyn crate::capabilities::SigningService> = self.signing.clone();
         run_in_store(
             &self.engine,
@@ -396,12 +406,20 @@ pub(super) async fn run_in_store<P: Prepared, R: Send + 'static>(
     ctx: CallContext,
     call: impl for<'a> FnOnce(&'a P::Instance, &'a mut Store<CallState>) -> GuestCall<'a, R> + Send,
 ) -> (Result<R, Fault>, CallContext) {
-    let mut state = CallState::new(ctx, caps, services.clone(), limits.memory);
+    let mut state = CallState::new(ctx, caps, services.clone(), &limits);
     state.limit = Some(services.clock.limit(limits.timeout));
     state.signing = signing;
     let mut store = Store::new(engine, state);
     store.limiter(|state| &mut state.memory);
-    store.epoch_deadline_async_yield_and_update(1);
+    // Yield at every tick (so the deadline can end a spinning guest), and stop a call whose host work
+    // ran into a limit (`CallState::stop`).
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_callback(|store| match store.data().exceeded {
+        Some(_) => Err(wasmtime::format_err!(
+            "stopped by the host: a limit was exceeded"
+        )),
+        None => Ok(wasmtime::UpdateDeadline::Yield(1)),
+    });
     let outcome = tokio::time::timeout(limits.timeout, async {
         match pre.instantiate(&mut store).await {
             Err(e) => Stage::Instantiate(e),
@@ -413,11 +431,15 @@ pub(super) async fn run_in_store<P: Prepared, R: Send + 'static>(
     log_guest_output(&state);
     let result = match outcome {
         Err(_elapsed) => Err(Fault::Timeout(limits.timeout)),
+        // A limit the host's work ran into fails the call even when the guest carried on.
+        Ok(_) if state.exceeded.is_some() => {
+            Err(Fault::Limit(state.exceeded.clone().unwrap_or_default()))
+        }
         Ok(Stage::Called(Ok(r))) => Ok(r),
         Ok(Stage::Called(Err(error))) => Err(classify(error, &state, limits.memory)),
-        Ok(Stage::Instantiate(_)) if state.memory.refused.is_some() => Err(Fault::Memory {
-            limit_mib: limits.memory >> 20,
-        }),
+        Ok(Stage::Instantiate(_)) if state.memory.refused.is_some() => {
+            Err(memory_fault(&state, limits.memory))
+        }
         Ok(Stage::Instantiate(error)) => Err(Fault::Instantiate(format!("{error:#}"))),
     };
     (result, state.call)
@@ -426,9 +448,7 @@ pub(super) async fn run_in_store<P: Prepared, R: Send + 'static>(
 /// Turns a wasmtime error into a [`Fault`].
 fn classify(error: wasmtime::Error, state: &CallState, memory_limit: u64) -> Fault {
     if state.memory.refused.is_some() {
-        return Fault::Memory {
-            limit_mib: memory_limit >> 20,
-        };
+        return memory_fault(state, memory_limit);
     }
     if let Some(exit) = error.downcast_ref::<wasmtime_wasi::I32Exit>() {
         return Fault::Exit(exit.0);
@@ -450,6 +470,19 @@ fn classify(error: wasmtime::Error, state: &CallState, memory_limit: u64) -> Fau
     match state.stderr.panic_message() {
         Some(panic) => Fault::Trap(format!("{panic} ({message})")),
         None => Fault::Trap(message),
+    }
+}
+
+/// The module's own cap, or the process's budget, whichever refused the guest's growth.
+fn memory_fault(state: &CallState, memory_limit: u64) -> Fault {
+    match state.memory.refused {
+        Some((asked, Refusal::Budget)) => Fault::MemoryBudget {
+            asked_mib: asked >> 20,
+            budget_mib: state.memory.budget().limit() >> 20,
+        },
+        _ => Fault::Memory {
+            limit_mib: memory_limit >> 20,
+        },
     }
 }
 

@@ -57,6 +57,25 @@ pub enum Fault {
         /// The cap, in MiB.
         limit_mib: u64,
     },
+    /// Growing the guest's memory would have taken the process past its memory budget for all calls.
+    #[error("could not grow its memory to {asked_mib} MiB: the process's memory budget of {budget_mib} MiB for all calls at once is used up (VELERO_WASM_MEMORY_BUDGET)")]
+    MemoryBudget {
+        /// What the guest asked for, in MiB.
+        asked_mib: u64,
+        /// The process's budget, in MiB.
+        budget_mib: u64,
+    },
+    /// Work the host did for the guest ran into one of the call's limits (the message says which).
+    #[error("{0}")]
+    Limit(String),
+    /// Every slot was taken by other calls until this call's deadline.
+    #[error("found no free slot within its deadline of {}: all {slots} calls that may run at once were busy", humantime::format_duration(*.timeout))]
+    NoSlot {
+        /// The call's deadline.
+        timeout: Duration,
+        /// How many calls may run at once.
+        slots: u32,
+    },
     /// The guest called `exit`.
     #[error("exited with status {0} instead of returning")]
     Exit(i32),

@@ -166,9 +166,10 @@ pub(super) fn link(
     let caps = Arc::new(ModuleCaps {
         module: Arc::from(source.name.as_str()),
         kube: KubeGrant::new(&source.manifest.grant.kube),
+        // The host never buffers an answer larger than the guest's memory could take.
         http: HttpGrant::new(
             &source.manifest.grant.http,
-            limits.http_response,
+            limits.http_response.min(limits.memory),
             limits.http_timeout,
         ),
         env: EnvGrant::new(&source.manifest.grant.env, &source.manifest.grant.env_files),

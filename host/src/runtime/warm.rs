@@ -28,7 +28,7 @@ impl Runtime {
             ctx,
             module.caps.clone(),
             self.services.clone(),
-            module.limits.memory,
+            &module.limits,
         );
         let mut store = Store::new(&self.engine, state);
         store.limiter(|state| &mut state.memory);

@@ -255,14 +255,18 @@ impl Host for CallState {
     }
 
     fn variable(&mut self, name: String) -> Result<Option<String>, String> {
+        self.count_capability_call()?;
         if !self.caps.env.allows_variable(&name) {
+            let name = super::shown(&name);
             return Err(self.env_denied(&format!("the environment variable {name}")));
         }
         Ok(self.services.environment.variable(&name))
     }
 
     async fn read_env_file(&mut self, variable: String) -> Result<Vec<u8>, String> {
+        self.count_capability_call()?;
         if !self.caps.env.allows_file(&variable) {
+            let variable = super::shown(&variable);
             return Err(self.env_denied(&format!(
                 "the file named by the environment variable {variable}"
             )));

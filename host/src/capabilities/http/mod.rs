@@ -224,6 +224,7 @@ impl CallState {
         let origin = target.origin();
         let grant = &self.caps.http;
         if !grant.allows(&target.scheme, &target.host, target.port) {
+            let origin = super::shown(&origin);
             tracing::warn!(module = &*self.call.module, action = self.call.action.as_str(), %origin, "http request denied by the module's grant");
             return Err(Error::Denied(format!(
                 "{origin} is not in the HTTP grant of module {} (manifest [grant] http)",
@@ -327,6 +328,7 @@ impl From<ExchangeError> for Error {
 
 impl Host for CallState {
     async fn send(&mut self, request: Request) -> Result<Response, Error> {
+        self.count_capability_call().map_err(Error::Denied)?;
         self.send_request(request).await
     }
 }

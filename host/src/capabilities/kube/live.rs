@@ -160,23 +160,54 @@ impl LiveCluster {
 
     /// Sends one request, after the rate limit allows it, and reads a JSON answer.
     async fn send(&self, request: http::Request<Vec<u8>>) -> Result<Value, KubeError> {
+        self.send_capped(request, u64::MAX)
+            .await?
+            .map(|(value, _)| value)
+            .ok_or_else(|| KubeError::Other("an answer of more than 2^64 bytes".into()))
+    }
+
+    /// Like [`send`](Self::send), reading at most `max` bytes of the answer: `None` when it is longer.
+    /// Returns the answer and its size.
+    async fn send_capped(
+        &self,
+        request: http::Request<Vec<u8>>,
+        max: u64,
+    ) -> Result<Option<(Value, u64)>, KubeError> {
+        use futures::AsyncReadExt;
         self.limiter.acquire().await;
         let (method, uri) = (request.method().clone(), request.uri().clone());
         tracing::debug!(%method, %uri, "kube request");
-        let text = self
+        let body = self
             .client
-            .request_text(request)
+            .request_stream(request)
             .await
             .map_err(|e| status_error(&method, &self.server, &uri, e))?;
-        if text.trim().is_empty() {
-            return Ok(Value::Null);
+        let mut bytes = Vec::new();
+        Box::pin(body)
+            .take(max.saturating_add(1))
+            .read_to_end(&mut bytes)
+            .await
+            .map_err(|e| {
+                KubeError::Other(format!(
+                    "{method} {}{uri}: reading the answer: {e}",
+                    self.server
+                ))
+            })?;
+        let size = bytes.len() as u64;
+        if size > max {
+            return Ok(None);
         }
-        serde_json::from_str(&text).map_err(|e| {
-            KubeError::Other(format!(
-                "{method} {}{uri}: the API server's answer is not JSON: {e}",
-                self.server
-            ))
-        })
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Ok(Some((Value::Null, size)));
+        }
+        serde_json::from_slice(&bytes)
+            .map(|value| Some((value, size)))
+            .map_err(|e| {
+                KubeError::Other(format!(
+                    "{method} {}{uri}: the API server's answer is not JSON: {e}",
+                    self.server
+                ))
+            })
     }
 
     /// Kind and scope of a resource, from the discovery cache (read on first use, and re-read once when
@@ -411,8 +442,18 @@ impl KubeBackend for LiveCluster {
         };
         let api_version = api.api_version();
         let mut items = Vec::new();
+        // Pages are read only while what they hold could still reach the guest.
+        let max = options.max_bytes.unwrap_or(u64::MAX);
+        let mut received: u64 = 0;
         loop {
-            let page = self.send(build(request.list(&params))?).await?;
+            let left = max.saturating_sub(received);
+            let Some((page, size)) = self
+                .send_capped(build(request.list(&params))?, left)
+                .await?
+            else {
+                return Err(KubeError::list_too_large(api, max));
+            };
+            received += size;
             let Value::Object(mut page) = page else {
                 return Err(KubeError::Other(format!(
                     "listing {api}: the answer is not a list"

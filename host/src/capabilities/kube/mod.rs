@@ -88,6 +88,19 @@ pub enum KubeError {
     /// Anything else.
     #[error("{0}")]
     Other(String),
+    /// A list larger than [`ListOptions::max_bytes`]: the guest could not take it (`other` to the
+    /// guest, and the call is stopped).
+    #[error("{0}")]
+    TooLarge(String),
+}
+
+impl KubeError {
+    /// The error for a list of `api` that went past `limit` bytes, the module's memory limit.
+    pub fn list_too_large(api: &ApiResource, limit: u64) -> KubeError {
+        KubeError::TooLarge(format!(
+            "list of {api} returned more than {limit} bytes, the module's memory limit (manifest [limits] memory)"
+        ))
+    }
 }
 
 impl From<KubeError> for wit::Error {
@@ -98,23 +111,47 @@ impl From<KubeError> for wit::Error {
             KubeError::Forbidden(m) => wit::Error::Forbidden(m),
             KubeError::Denied(m) => wit::Error::Denied(m),
             KubeError::Invalid(m) => wit::Error::Invalid(m),
-            KubeError::Other(m) => wit::Error::Other(m),
+            KubeError::Other(m) | KubeError::TooLarge(m) => wit::Error::Other(m),
         }
     }
 }
 
-/// A parsed field selector: `metadata.name=x,metadata.namespace!=y`.
+/// The most terms a field selector may have.
+pub const MAX_FIELD_SELECTOR_TERMS: usize = 100;
+
+/// A parsed field selector: `metadata.name=x,metadata.namespace!=y`. At most
+/// [`MAX_FIELD_SELECTOR_TERMS`] terms and `label_selector::MAX_LENGTH` bytes, so that matching a
+/// list costs time linear in the list.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FieldSelector {
-    /// `(field path, equals?, value)`.
-    pub terms: Vec<(String, bool, String)>,
+    terms: Vec<FieldTerm>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct FieldTerm {
+    /// The field as a JSON pointer (`/metadata/name`), computed once.
+    pointer: String,
+    equals: bool,
+    value: String,
 }
 
 impl FieldSelector {
     /// Parses `field=value`, `field==value` and `field!=value` terms separated by commas.
     pub fn parse(text: &str) -> Result<FieldSelector, String> {
+        let max = label_selector::MAX_LENGTH;
+        if text.len() > max {
+            return Err(format!(
+                "the field selector is {} bytes long, more than the {max} allowed",
+                text.len()
+            ));
+        }
         let mut terms = Vec::new();
         for term in text.split(',').map(str::trim).filter(|t| !t.is_empty()) {
+            if terms.len() == MAX_FIELD_SELECTOR_TERMS {
+                return Err(format!(
+                    "the field selector has more than the {MAX_FIELD_SELECTOR_TERMS} terms allowed"
+                ));
+            }
             let (field, equals, value) = if let Some((f, v)) = term.split_once("!=") {
                 (f, false, v)
             } else if let Some((f, v)) = term.split_once("==") {
@@ -123,24 +160,31 @@ impl FieldSelector {
                 (f, true, v)
             } else {
                 return Err(format!(
-                    "field selector term {term:?} is not field=value or field!=value"
+                    "field selector term {:?} is not field=value or field!=value",
+                    super::shown(term)
                 ));
             };
-            terms.push((field.trim().to_string(), equals, value.trim().to_string()));
+            terms.push(FieldTerm {
+                pointer: format!("/{}", field.trim().replace('.', "/")),
+                equals,
+                value: value.trim().to_string(),
+            });
         }
         Ok(FieldSelector { terms })
     }
 
-    /// Whether an object satisfies every term (a missing field reads as "").
+    /// Whether an object satisfies every term (a missing field reads as ""; an object or an array
+    /// equals no value).
     pub fn matches(&self, object: &Value) -> bool {
-        self.terms.iter().all(|(field, equals, value)| {
-            let pointer = format!("/{}", field.replace('.', "/"));
-            let actual = match object.pointer(&pointer) {
-                Some(Value::String(s)) => s.clone(),
-                Some(Value::Null) | None => String::new(),
-                Some(other) => other.to_string(),
+        self.terms.iter().all(|term| {
+            let same = match object.pointer(&term.pointer) {
+                Some(Value::String(s)) => *s == term.value,
+                Some(Value::Null) | None => term.value.is_empty(),
+                Some(Value::Bool(b)) => term.value == if *b { "true" } else { "false" },
+                Some(Value::Number(n)) => term.value == n.to_string(),
+                Some(Value::Array(_) | Value::Object(_)) => false,
             };
-            (actual == *value) == *equals
+            same == term.equals
         })
     }
 }
@@ -156,6 +200,9 @@ pub struct ListOptions {
     pub field_selector_text: String,
     /// The field selector, parsed.
     pub field_selector: FieldSelector,
+    /// The most bytes of objects the list may return (the module's memory limit); a backend stops
+    /// reading pages past it and fails with [`KubeError::TooLarge`]. `None`: no limit.
+    pub max_bytes: Option<u64>,
 }
 
 impl ListOptions {
@@ -164,10 +211,14 @@ impl ListOptions {
         Ok(ListOptions {
             label_selector_text: label_selector.to_string(),
             label_selector: LabelSelector::parse(label_selector).map_err(|e| {
-                KubeError::Invalid(format!("label selector {label_selector:?}: {e}"))
+                KubeError::Invalid(format!(
+                    "label selector {:?}: {e}",
+                    super::shown(label_selector)
+                ))
             })?,
             field_selector_text: field_selector.to_string(),
             field_selector: FieldSelector::parse(field_selector).map_err(KubeError::Invalid)?,
+            max_bytes: None,
         })
     }
 
@@ -178,6 +229,22 @@ impl ListOptions {
             .matches_with(|k| labels.and_then(|l| l.get(k)).and_then(Value::as_str))
             && self.field_selector.matches(object)
     }
+}
+
+/// The longest name (of an object, a resource, a group, a version) Kubernetes accepts.
+const MAX_NAME: usize = 253;
+/// The longest namespace name Kubernetes accepts.
+const MAX_NAMESPACE: usize = 63;
+
+/// An object name from the guest: at most [`MAX_NAME`] bytes.
+fn check_name(name: &str) -> Result<(), KubeError> {
+    if name.len() > MAX_NAME {
+        return Err(KubeError::Invalid(format!(
+            "the name {:?} is longer than {MAX_NAME} bytes",
+            super::shown(name)
+        )));
+    }
+    Ok(())
 }
 
 /// A patch.
@@ -313,7 +380,26 @@ impl From<wit::ApiResource> for ApiResource {
 
 impl CallState {
     /// Checks a call against the module's grant; a refusal is logged and returned as `Denied`.
-    fn authorize(&self, verb: Verb, api: &ApiResource, namespace: &str) -> Result<(), KubeError> {
+    fn authorize(
+        &mut self,
+        verb: Verb,
+        api: &ApiResource,
+        namespace: &str,
+    ) -> Result<(), KubeError> {
+        self.count_capability_call().map_err(KubeError::Denied)?;
+        for (what, text, max) in [
+            ("group", api.group.as_str(), MAX_NAME),
+            ("version", api.version.as_str(), MAX_NAME),
+            ("resource", api.resource.as_str(), MAX_NAME),
+            ("namespace", namespace, MAX_NAMESPACE),
+        ] {
+            if text.len() > max {
+                return Err(KubeError::Invalid(format!(
+                    "the {what} {:?} is longer than {max} bytes",
+                    super::shown(text)
+                )));
+            }
+        }
         if api.resource.is_empty() || api.version.is_empty() {
             return Err(KubeError::Invalid(format!(
                 "a resource type needs a version and a resource, got {{group: {:?}, version: {:?}, resource: {:?}}}",
@@ -391,6 +477,7 @@ impl Host for CallState {
     ) -> Result<String, wit::Error> {
         let api = ApiResource::from(api);
         self.authorize(Verb::Get, &api, &namespace)?;
+        check_name(&name)?;
         let object = self.services.kube.get(&api, &namespace, &name).await?;
         Ok(object.to_string())
     }
@@ -403,9 +490,31 @@ impl Host for CallState {
     ) -> Result<Vec<String>, wit::Error> {
         let api = ApiResource::from(api);
         self.authorize(Verb::List, &api, &namespace)?;
-        let options = ListOptions::parse(&options.label_selector, &options.field_selector)?;
-        let objects = self.services.kube.list(&api, &namespace, &options).await?;
-        Ok(objects.iter().map(Value::to_string).collect())
+        let mut options = ListOptions::parse(&options.label_selector, &options.field_selector)?;
+        // What the guest could accept at most: its memory limit.
+        let limit = self.memory.limit();
+        options.max_bytes = Some(limit);
+        let objects = match self.services.kube.list(&api, &namespace, &options).await {
+            Err(KubeError::TooLarge(message)) => {
+                self.stop(message.clone());
+                return Err(wit::Error::Other(message));
+            }
+            other => other?,
+        };
+        let mut texts = Vec::with_capacity(objects.len());
+        let mut total: u64 = 0;
+        for object in objects {
+            let text = object.to_string();
+            // Each string also takes a pointer and a length in the guest's list.
+            total += text.len() as u64 + 8;
+            if total > limit {
+                let message = KubeError::list_too_large(&api, limit).to_string();
+                self.stop(message.clone());
+                return Err(wit::Error::Other(message));
+            }
+            texts.push(text);
+        }
+        Ok(texts)
     }
 
     async fn create(
@@ -452,6 +561,7 @@ impl Host for CallState {
     ) -> Result<String, wit::Error> {
         let api = ApiResource::from(api);
         self.authorize(Verb::Patch, &api, &namespace)?;
+        check_name(&name)?;
         let patch = match kind {
             wit::PatchType::Merge => Patch::Merge(serde_json::from_str(&patch).map_err(|e| {
                 KubeError::Invalid(format!("the merge patch is not valid JSON: {e}"))
@@ -476,6 +586,7 @@ impl Host for CallState {
     ) -> Result<(), wit::Error> {
         let api = ApiResource::from(api);
         self.authorize(Verb::Delete, &api, &namespace)?;
+        check_name(&name)?;
         Ok(self.services.kube.delete(&api, &namespace, &name).await?)
     }
 }
@@ -492,6 +603,22 @@ mod tests {
             !f.matches(&serde_json::json!({"metadata": {"name": "a", "namespace": "kube-system"}}))
         );
         assert!(FieldSelector::parse("metadata.name").is_err());
+        let n = FieldSelector::parse("spec.replicas=3,spec.paused=false,status!=x").unwrap();
+        assert!(n.matches(
+            &serde_json::json!({"spec": {"replicas": 3, "paused": false}, "status": {"a": 1}})
+        ));
+    }
+
+    #[test]
+    fn field_selectors_are_bounded() {
+        let many = vec!["metadata.name=a"; MAX_FIELD_SELECTOR_TERMS + 1].join(",");
+        assert!(FieldSelector::parse(&many)
+            .unwrap_err()
+            .contains("more than the 100 terms"));
+        let long = format!("metadata.name={}", "a".repeat(label_selector::MAX_LENGTH));
+        assert!(FieldSelector::parse(&long)
+            .unwrap_err()
+            .contains("more than the 8192 allowed"));
     }
 
     #[test]

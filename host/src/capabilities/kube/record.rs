@@ -79,7 +79,7 @@ fn reason(error: &KubeError) -> &'static str {
         KubeError::Forbidden(_) => "forbidden",
         KubeError::Denied(_) => "denied",
         KubeError::Invalid(_) => "invalid",
-        KubeError::Other(_) => "other",
+        KubeError::Other(_) | KubeError::TooLarge(_) => "other",
     }
 }
 

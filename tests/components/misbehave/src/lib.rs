@@ -1,6 +1,7 @@
 //! Misbehaviour on demand, one action per case, for the host's robustness tests. Every action is a
 //! backup action on ConfigMaps; `test.velero-wasm.io/echo` behaves, so a test can check that the host
-//! still serves after each misbehaviour.
+//! still serves after each misbehaviour. The setting `domain` replaces `test.velero-wasm.io` in the
+//! action names, so that one process can load the component twice under different limits.
 
 use velero_wasm_sdk::*;
 
@@ -38,7 +39,33 @@ const CASES: &[(&str, &str)] = &[
         "write",
         "creates <name>-copy of the item, then labels it with a merge patch",
     ),
+    (
+        "log-fields",
+        "logs one error line with 1000 fields of 4 KiB",
+    ),
+    (
+        "log-flood",
+        "logs 1000 lines of an 8 KiB message and 8 fields of 4 KiB",
+    ),
+    (
+        "kube-calls",
+        "reads the ConfigMap named by setting `target` 5000 times, ignoring errors",
+    ),
+    (
+        "list",
+        "lists the ConfigMaps of the item's namespace and annotates the item with their number",
+    ),
+    (
+        "field-selector",
+        "lists ConfigMaps with a field selector of 10 000 terms",
+    ),
+    (
+        "label-selector",
+        "lists ConfigMaps with a label selector of 10 000 requirements",
+    ),
 ];
+
+const DOMAIN: &str = "test.velero-wasm.io";
 
 static CALLS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
@@ -47,7 +74,8 @@ impl Plugin for Misbehave {
         CASES
             .iter()
             .map(|(name, what)| {
-                ActionInfo::new(&format!("test.velero-wasm.io/{name}"), Kind::Backup)
+                let domain = config::get("domain").unwrap_or_else(|| DOMAIN.to_string());
+                ActionInfo::new(&format!("{domain}/{name}"), Kind::Backup)
                     .applies_to(Selector::resources(&["configmaps"]))
                     .description(what)
             })
@@ -55,9 +83,7 @@ impl Plugin for Misbehave {
     }
 
     fn backup(action: &str, request: BackupRequest) -> Result<BackupResponse, String> {
-        let case = action
-            .strip_prefix("test.velero-wasm.io/")
-            .unwrap_or(action);
+        let case = action.rsplit_once('/').map_or(action, |(_, case)| case);
         match case {
             "echo" => {
                 let item = Object::parse(&request.item)?;
@@ -158,6 +184,77 @@ impl Plugin for Misbehave {
                     .merge_patch(api, item.namespace(), copy.name(), &patch)
                     .map_err(|e| format!("patch: {e:?}"))?;
                 Ok(BackupResponse::unchanged())
+            }
+            "log-fields" => {
+                let value = "v".repeat(4 << 10);
+                let keys: Vec<String> = (0..1000).map(|i| format!("field{i}")).collect();
+                let fields: Vec<(&str, &str)> =
+                    keys.iter().map(|k| (k.as_str(), value.as_str())).collect();
+                log::error("one line with 1000 fields", &fields);
+                Ok(BackupResponse::unchanged())
+            }
+            "log-flood" => {
+                let message = "m".repeat(8 << 10);
+                let value = "v".repeat(4 << 10);
+                let keys: Vec<String> = (0..8).map(|i| format!("field{i}")).collect();
+                let fields: Vec<(&str, &str)> =
+                    keys.iter().map(|k| (k.as_str(), value.as_str())).collect();
+                for _ in 0..1000 {
+                    log::info(&message, &fields);
+                }
+                Ok(BackupResponse::unchanged())
+            }
+            "kube-calls" => {
+                let item = Object::parse(&request.item)?;
+                let target = config::get("target").ok_or("setting `target` is not set")?;
+                let api = Api::new("", "v1", "configmaps");
+                let mut refused = 0;
+                for _ in 0..5000 {
+                    if HostCluster.get(api, item.namespace(), &target).is_err() {
+                        refused += 1;
+                    }
+                }
+                // A module that carries on after its calls are refused still fails.
+                let mut out = item.clone();
+                out.set_annotation("test.velero-wasm.io/refused", &refused.to_string());
+                Ok(BackupResponse::with_item(&out))
+            }
+            "list" => {
+                let item = Object::parse(&request.item)?;
+                let listed = HostCluster
+                    .list(Api::new("", "v1", "configmaps"), item.namespace(), "")
+                    .map_err(|e| format!("kube: {e:?}"))?;
+                let mut out = item.clone();
+                out.set_annotation("test.velero-wasm.io/listed", &listed.len().to_string());
+                Ok(BackupResponse::with_item(&out))
+            }
+            "field-selector" | "label-selector" => {
+                use velero_wasm_sdk::bindings::velero_wasm::plugin::kube;
+                let item = Object::parse(&request.item)?;
+                let terms: Vec<String> = (0..10_000)
+                    .map(|i| match case {
+                        "field-selector" => format!("metadata.name!=n{i}"),
+                        _ => format!("k{i}!=v"),
+                    })
+                    .collect();
+                let selector = terms.join(",");
+                let (label_selector, field_selector) = match case {
+                    "field-selector" => (String::new(), selector),
+                    _ => (selector, String::new()),
+                };
+                let options = kube::ListOptions {
+                    label_selector,
+                    field_selector,
+                };
+                let api = kube::ApiResource {
+                    group: String::new(),
+                    version: "v1".into(),
+                    resource: "configmaps".into(),
+                };
+                match kube::list(&api, item.namespace(), &options) {
+                    Ok(listed) => Err(format!("the host listed {} objects", listed.len())),
+                    Err(e) => Err(format!("kube: {e:?}")),
+                }
             }
             other => Err(format!("no such case: {other}")),
         }
