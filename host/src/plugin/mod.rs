@@ -37,8 +37,7 @@ use tokio::sync::Notify;
 use tokio_stream::wrappers::UnixListenerStream;
 use tonic::transport::Server;
 
-use crate::capabilities::kube::live::{ClusterOptions, LiveCluster};
-use crate::capabilities::kube::NoCluster;
+use crate::capabilities::kube::live::{ClusterOptions, LazyCluster};
 use crate::capabilities::{Clock, Environment, KubeBackend, Services};
 use crate::modules::LastGood;
 use crate::runtime::{CompileCache, ModuleConfig, Runtime};
@@ -89,23 +88,14 @@ pub fn main() -> ExitCode {
 }
 
 /// The Kubernetes backend the capabilities use in plugin mode: the cluster Velero runs in (its pod's
-/// service account), or kubectl's configuration outside a pod. Nothing is sent until a module calls.
-async fn kube_backend() -> Arc<dyn KubeBackend> {
-    let options = ClusterOptions::default();
-    if !options.is_configured() {
-        return Arc::new(NoCluster::because(
-            "no Kubernetes configuration: not in a pod (KUBERNETES_SERVICE_HOST unset), no KUBECONFIG, no ~/.kube/config",
-        ));
-    }
-    match LiveCluster::connect(&options).await {
-        Ok(cluster) => Arc::new(cluster),
-        Err(e) => {
-            tracing::error!("cannot use the Kubernetes API: {e}");
-            Arc::new(NoCluster::because(format!(
-                "cannot use the Kubernetes API: {e}"
-            )))
-        }
-    }
+/// service account), or kubectl's configuration outside a pod, at Velero's client rate limit if it
+/// passed one. Nothing is read or sent until a module calls.
+fn kube_backend(args: &PluginArgs) -> Arc<dyn KubeBackend> {
+    let rate_limit = args.rate_limit().unwrap_or_else(|e| {
+        tracing::warn!("{e}: the Kubernetes client runs without a rate limit of its own");
+        None
+    });
+    Arc::new(LazyCluster::new(ClusterOptions::default(), rate_limit))
 }
 
 /// Loads the modules, listens, announces the socket, and serves until `Shutdown` or SIGTERM.
@@ -113,7 +103,7 @@ async fn serve(args: PluginArgs) -> anyhow::Result<()> {
     let started = Instant::now();
     let state = crate::state::default_dir();
     let runtime = Runtime::new(Services::new(
-        kube_backend().await,
+        kube_backend(&args),
         Clock::System,
         Environment::from_process(),
     ))?

@@ -311,7 +311,24 @@ impl From<wit::ApiResource> for ApiResource {
     }
 }
 
+/// Runs a backend call under the deadline of the module call it is made for, so that a backend that
+/// waits (a live cluster asked to retry later) knows how long it may.
+async fn within<T>(
+    deadline: Option<tokio::time::Instant>,
+    call: impl std::future::Future<Output = T>,
+) -> T {
+    match deadline {
+        Some(deadline) => live::CALL_DEADLINE.scope(deadline, call).await,
+        None => call.await,
+    }
+}
+
 impl CallState {
+    /// The real-time deadline of the call, if it has one.
+    fn deadline(&self) -> Option<tokio::time::Instant> {
+        self.limit.map(|limit| limit.deadline)
+    }
+
     /// Checks a call against the module's grant; a refusal is logged and returned as `Denied`.
     fn authorize(&self, verb: Verb, api: &ApiResource, namespace: &str) -> Result<(), KubeError> {
         if api.resource.is_empty() || api.version.is_empty() {
@@ -390,7 +407,11 @@ impl Host for CallState {
     ) -> Result<String, wit::Error> {
         let api = ApiResource::from(api);
         self.authorize(Verb::Get, &api, &namespace)?;
-        let object = self.services.kube.get(&api, &namespace, &name).await?;
+        let object = within(
+            self.deadline(),
+            self.services.kube.get(&api, &namespace, &name),
+        )
+        .await?;
         Ok(object.to_string())
     }
 
@@ -403,7 +424,11 @@ impl Host for CallState {
         let api = ApiResource::from(api);
         self.authorize(Verb::List, &api, &namespace)?;
         let options = ListOptions::parse(&options.label_selector, &options.field_selector)?;
-        let objects = self.services.kube.list(&api, &namespace, &options).await?;
+        let objects = within(
+            self.deadline(),
+            self.services.kube.list(&api, &namespace, &options),
+        )
+        .await?;
         Ok(objects.iter().map(Value::to_string).collect())
     }
 
@@ -416,12 +441,13 @@ impl Host for CallState {
         let api = ApiResource::from(api);
         self.authorize(Verb::Create, &api, &namespace)?;
         let object = Self::object_for(&namespace, &object)?;
-        Ok(self
-            .services
-            .kube
-            .create(&api, &namespace, object)
-            .await?
-            .to_string())
+        let deadline = self.deadline();
+        Ok(within(
+            deadline,
+            self.services.kube.create(&api, &namespace, object),
+        )
+        .await?
+        .to_string())
     }
 
     async fn update(
@@ -433,12 +459,13 @@ impl Host for CallState {
         let api = ApiResource::from(api);
         self.authorize(Verb::Update, &api, &namespace)?;
         let object = Self::object_for(&namespace, &object)?;
-        Ok(self
-            .services
-            .kube
-            .update(&api, &namespace, object)
-            .await?
-            .to_string())
+        let deadline = self.deadline();
+        Ok(within(
+            deadline,
+            self.services.kube.update(&api, &namespace, object),
+        )
+        .await?
+        .to_string())
     }
 
     async fn patch(
@@ -459,12 +486,13 @@ impl Host for CallState {
                 KubeError::Invalid(format!("the JSON patch is not an RFC 6902 patch: {e}"))
             })?),
         };
-        Ok(self
-            .services
-            .kube
-            .patch(&api, &namespace, &name, &patch)
-            .await?
-            .to_string())
+        let deadline = self.deadline();
+        Ok(within(
+            deadline,
+            self.services.kube.patch(&api, &namespace, &name, &patch),
+        )
+        .await?
+        .to_string())
     }
 
     async fn delete(
@@ -475,7 +503,11 @@ impl Host for CallState {
     ) -> Result<(), wit::Error> {
         let api = ApiResource::from(api);
         self.authorize(Verb::Delete, &api, &namespace)?;
-        Ok(self.services.kube.delete(&api, &namespace, &name).await?)
+        Ok(within(
+            self.deadline(),
+            self.services.kube.delete(&api, &namespace, &name),
+        )
+        .await?)
     }
 }
 
