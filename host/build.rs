@@ -1,7 +1,8 @@
 //! Builds the wasm components before the host, so that `cargo build` alone yields a binary with the
 //! stock components embedded:
 //!
-//! - every crate under `actions/` becomes a stock module (`OUT_DIR/stock.rs` lists them);
+//! - every crate under `actions/` becomes a stock module (`OUT_DIR/stock.rs` lists them, with the
+//!   sha256 of each, so that no process hashes them at start-up);
 //! - every crate under `tests/components/` is built for the host's tests
 //!   (`VELERO_WASM_TEST_COMPONENTS` names the directory).
 //!
@@ -17,6 +18,8 @@ use std::fmt::Write as _;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+use sha2::Digest;
 
 const TARGET: &str = "wasm32-wasip2";
 const PROFILE: &str = "component";
@@ -62,9 +65,16 @@ fn main() {
                 "actions/{name} has no manifest: every stock component needs actions/{name}/{name}.toml"
             );
         }
+        // Hashed here, once, rather than by every process at start-up.
+        let bytes =
+            fs::read(&wasm).unwrap_or_else(|e| panic!("stock component {}: {e}", wasm.display()));
+        let sha256: String = sha2::Sha256::digest(&bytes)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
         writeln!(
             code,
-            "    Stock {{ name: {name:?}, wasm: include_bytes!({:?}), manifest: include_str!({:?}) }},",
+            "    Stock {{ name: {name:?}, wasm: include_bytes!({:?}), sha256: {sha256:?}, manifest: include_str!({:?}) }},",
             wasm.display().to_string(),
             manifest.display().to_string()
         )

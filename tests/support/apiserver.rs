@@ -7,7 +7,9 @@
 //! generateName; 409 AlreadyExists), update (409 Conflict on a stale `resourceVersion`), patch
 //! (`application/merge-patch+json`, `application/json-patch+json`), delete; errors as `Status` bodies
 //! with the real server's codes, reasons and messages (404 NotFound, 409, 403 Forbidden for resources
-//! set as forbidden, 422 Invalid, 415). Every request is logged for assertions.
+//! set as forbidden, 422 Invalid, 415). Every request is logged, with the time it arrived, for
+//! assertions. Like API Priority and Fairness under load, it can refuse requests with
+//! `429 Too Many Requests` and a `Retry-After` ([`ApiServer::throttle`]).
 
 #![allow(dead_code)]
 
@@ -92,6 +94,8 @@ pub struct Logged {
     pub query: BTreeMap<String, String>,
     /// The answer's HTTP status.
     pub status: u16,
+    /// When the server received it.
+    pub at: std::time::Instant,
 }
 
 type Key = (String, String, String);
@@ -105,6 +109,8 @@ struct State {
     controllers: BTreeMap<String, Value>,
     revision: u64,
     log: Vec<Logged>,
+    /// Requests still to refuse with 429, and the `Retry-After` (seconds) to send with each.
+    throttle: Option<(usize, u64)>,
 }
 
 /// A running server; stops when dropped.
@@ -187,6 +193,7 @@ impl ApiServer {
             controllers: BTreeMap::new(),
             revision: 1000,
             log: Vec::new(),
+            throttle: None,
         }));
         let (stop, stopped) = tokio::sync::oneshot::channel();
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
@@ -247,6 +254,12 @@ impl ApiServer {
             }
             None => false,
         }
+    }
+
+    /// Refuses the next `requests` requests with `429 Too Many Requests` and `Retry-After:
+    /// <retry_after_secs>`, as API Priority and Fairness does when a priority level is full.
+    pub fn throttle(&self, requests: usize, retry_after_secs: u64) {
+        self.lock().throttle = Some((requests, retry_after_secs)).filter(|(n, _)| *n > 0);
     }
 
     /// The requests received so far.
@@ -381,9 +394,15 @@ async fn handle(state: &Mutex<State>, request: Request<Incoming>) -> Answer {
         Ok(collected) => collected.to_bytes(),
         Err(_) => Bytes::new(),
     };
+    let at = std::time::Instant::now();
     let mut state = state.lock().unwrap_or_else(|e| e.into_inner());
     let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let throttled = state.throttle.map(|(left, retry_after)| {
+        state.throttle = Some((left - 1, retry_after)).filter(|(n, _)| *n > 0);
+        retry_after
+    });
     let answer = match segments.as_slice() {
+        _ if throttled.is_some() => too_many_requests(throttled.unwrap_or(1)),
         ["api"] => respond(
             StatusCode::OK,
             &json!({"kind": "APIVersions", "versions": ["v1"],
@@ -405,7 +424,22 @@ async fn handle(state: &Mutex<State>, request: Request<Incoming>) -> Answer {
         path,
         query,
         status: answer.status().as_u16(),
+        at,
     });
+    answer
+}
+
+/// kube-apiserver's answer when API Priority and Fairness rejects a request.
+fn too_many_requests(retry_after_secs: u64) -> Answer {
+    let mut answer = status(
+        StatusCode::TOO_MANY_REQUESTS,
+        "TooManyRequests",
+        "Too many requests, please try again later.",
+        json!({"retryAfterSeconds": retry_after_secs}),
+    );
+    if let Ok(value) = retry_after_secs.to_string().parse() {
+        answer.headers_mut().insert("retry-after", value);
+    }
     answer
 }
 

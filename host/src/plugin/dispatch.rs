@@ -8,7 +8,7 @@
 
 use std::collections::BTreeSet;
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use tonic::{Response, Status};
@@ -31,7 +31,8 @@ pub const RETIRED_RESOURCE: &str = "retired-action.velero-wasm.io";
 #[derive(Clone)]
 pub struct Dispatch {
     runtime: Arc<Runtime>,
-    retired: Arc<BTreeSet<Listed>>,
+    /// Known once the modules are loaded (after the handshake, see [`super::loading`]).
+    retired: Arc<OnceLock<BTreeSet<Listed>>>,
 }
 
 /// What a request's `plugin` names.
@@ -59,10 +60,10 @@ impl Dispatch {
         }
     }
 
-    /// Also answers for these actions, which Velero listed and no module provides any more.
-    pub fn with_retired(mut self, retired: BTreeSet<Listed>) -> Dispatch {
-        self.retired = Arc::new(retired);
-        self
+    /// Also answers for these actions, which Velero listed and no module provides any more; set once
+    /// the modules are loaded (a second call changes nothing).
+    pub fn set_retired(&self, retired: BTreeSet<Listed>) {
+        let _ = self.retired.set(retired);
     }
 
     /// The runtime.
@@ -74,7 +75,8 @@ impl Dispatch {
     /// kind and name; otherwise Velero's "not found" status.
     pub fn find(&self, kind: ActionKind, name: &str) -> Result<Found, Status> {
         let Some(entry) = self.runtime.action(name) else {
-            if self.retired.contains(&(kind, name.to_string())) {
+            let listed = (kind, name.to_string());
+            if self.retired.get().is_some_and(|r| r.contains(&listed)) {
                 tracing::warn!("{name} was listed to Velero but no module provides it any more: it does nothing until Velero restarts");
                 return Ok(Found::Retired);
             }

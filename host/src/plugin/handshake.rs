@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 
 use tokio::net::UnixListener;
 
+use crate::capabilities::kube::live::RateLimit;
+
 /// The go-plugin magic cookie Velero sets: `VELERO_PLUGIN=hello`.
 pub const COOKIE_KEY: &str = "VELERO_PLUGIN";
 /// The cookie's value.
@@ -25,6 +27,10 @@ pub struct PluginArgs {
     pub log_level: String,
     /// `--features`, comma-separated, if given.
     pub features: Vec<String>,
+    /// `--client-qps` of `velero server`, as given (Velero 1.15+ passes it on when the operator set it).
+    pub client_qps: Option<String>,
+    /// `--client-burst` of `velero server`, as given.
+    pub client_burst: Option<String>,
 }
 
 impl PluginArgs {
@@ -42,12 +48,16 @@ impl PluginArgs {
             .collect();
         let mut log_level = None;
         let mut features = None;
+        let mut client_qps = None;
+        let mut client_burst = None;
         let mut i = 0;
         while i < tokens.len() {
             let token = tokens[i].as_str();
             for (flag, slot) in [
                 ("--log-level", &mut log_level),
                 ("--features", &mut features),
+                ("--client-qps", &mut client_qps),
+                ("--client-burst", &mut client_burst),
             ] {
                 if token == flag {
                     if let Some(value) = tokens.get(i + 1) {
@@ -77,7 +87,15 @@ impl PluginArgs {
                         .collect()
                 })
                 .unwrap_or_default(),
+            client_qps,
+            client_burst,
         }
+    }
+
+    /// The client-side rate limit of the Kubernetes client: Velero's own, when Velero passed
+    /// `--client-qps` or `--client-burst`; none otherwise. A value that does not parse is an error.
+    pub fn rate_limit(&self) -> Result<Option<RateLimit>, String> {
+        RateLimit::from_flags(self.client_qps.as_deref(), self.client_burst.as_deref())
     }
 }
 
@@ -255,6 +273,44 @@ mod tests {
         ]);
         assert_eq!(a.log_level, "warning");
         assert_eq!(a.features, ["EnableCSI"]);
+    }
+
+    #[test]
+    fn velero_s_client_rate_limit_is_honoured_in_both_forms() {
+        let a = args(&[
+            "p",
+            "--client-qps=5",
+            "--restore-only",
+            "--client-burst",
+            "1",
+        ]);
+        assert_eq!(a.rate_limit(), Ok(Some(RateLimit { qps: 5.0, burst: 1 })));
+        // Velero's server defaults fill in the flag not given: the plugin runs at the server's rate.
+        assert_eq!(
+            args(&["p", "--client-qps", "2.5"]).rate_limit(),
+            Ok(Some(RateLimit {
+                qps: 2.5,
+                burst: 30
+            }))
+        );
+        assert_eq!(
+            args(&["p", "--client-burst=100"]).rate_limit(),
+            Ok(Some(RateLimit {
+                qps: 20.0,
+                burst: 100
+            }))
+        );
+        // Without either, no limit of our own; a rate that is not positive is no limit, as in client-go.
+        assert_eq!(args(&["p", "--log-level=debug"]).rate_limit(), Ok(None));
+        assert_eq!(args(&["p", "--client-qps=0"]).rate_limit(), Ok(None));
+        assert!(args(&["p", "--client-qps=fast"])
+            .rate_limit()
+            .unwrap_err()
+            .contains("--client-qps"));
+        assert!(args(&["p", "--client-burst=1.5"])
+            .rate_limit()
+            .unwrap_err()
+            .contains("--client-burst"));
     }
 
     #[test]

@@ -1,12 +1,13 @@
 //! Velero's plugin protocol: what a plugin binary does when Velero starts it (spec §3–§14).
 //!
-//! Start-up follows go-plugin: check the magic cookie ([`handshake`]), load the modules, listen on a
-//! fresh Unix socket, print the handshake line, serve gRPC until `Shutdown`. The services are go-plugin's
-//! infrastructure ([`controller`], [`stdio`], [`broker`], health) and one per Velero kind
-//! ([`lister`], [`backup_v1`], [`backup_v2`], [`restore_v1`], [`restore_v2`], [`item_block`],
-//! [`delete`]); each converts protobuf to domain types ([`convert`], [`dispatch`]) and calls the
-//! [`Runtime`]. Errors become statuses in [`status`]; logs are hclog JSON lines on stderr
-//! ([`log_format`]). ObjectStore and VolumeSnapshotter are not served.
+//! Start-up follows go-plugin: check the magic cookie ([`handshake`]), listen on a fresh Unix socket,
+//! print the handshake line, load the modules ([`loading`]: Velero's calls wait for them), serve gRPC
+//! until `Shutdown`. The services are go-plugin's infrastructure ([`controller`], [`stdio`],
+//! [`broker`], health) and one per Velero kind ([`lister`], [`backup_v1`], [`backup_v2`],
+//! [`restore_v1`], [`restore_v2`], [`item_block`], [`delete`]); each converts protobuf to domain
+//! types ([`convert`], [`dispatch`]) and calls the [`Runtime`]. Errors become statuses in
+//! [`status`]; logs are hclog JSON lines on stderr ([`log_format`]). ObjectStore and
+//! VolumeSnapshotter are not served.
 
 pub mod accept;
 pub mod backup_v1;
@@ -20,6 +21,7 @@ pub mod handshake;
 pub mod item_block;
 pub mod lister;
 pub mod listing;
+pub mod loading;
 pub mod log_format;
 pub mod proto;
 pub mod restore_v1;
@@ -38,8 +40,7 @@ use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::Notify;
 use tonic::transport::Server;
 
-use crate::capabilities::kube::live::{ClusterOptions, LiveCluster};
-use crate::capabilities::kube::NoCluster;
+use crate::capabilities::kube::live::{ClusterOptions, LazyCluster};
 use crate::capabilities::{Clock, Environment, KubeBackend, Services};
 use crate::modules::LastGood;
 use crate::runtime::{CompileCache, ModuleConfig, Runtime};
@@ -114,60 +115,40 @@ pub fn main() -> ExitCode {
 }
 
 /// The Kubernetes backend the capabilities use in plugin mode: the cluster Velero runs in (its pod's
-/// service account), or kubectl's configuration outside a pod. Nothing is sent until a module calls.
-async fn kube_backend() -> Arc<dyn KubeBackend> {
-    let options = ClusterOptions::default();
-    if !options.is_configured() {
-        return Arc::new(NoCluster::because(
-            "no Kubernetes configuration: not in a pod (KUBERNETES_SERVICE_HOST unset), no KUBECONFIG, no ~/.kube/config",
-        ));
-    }
-    match LiveCluster::connect(&options).await {
-        Ok(cluster) => Arc::new(cluster),
-        Err(e) => {
-            tracing::error!("cannot use the Kubernetes API: {e}");
-            Arc::new(NoCluster::because(format!(
-                "cannot use the Kubernetes API: {e}"
-            )))
-        }
-    }
+/// service account), or kubectl's configuration outside a pod, at Velero's client rate limit if it
+/// passed one. Nothing is read or sent until a module calls.
+fn kube_backend(args: &PluginArgs) -> Arc<dyn KubeBackend> {
+    let rate_limit = args.rate_limit().unwrap_or_else(|e| {
+        tracing::warn!("{e}: the Kubernetes client runs without a rate limit of its own");
+        None
+    });
+    Arc::new(LazyCluster::new(ClusterOptions::default(), rate_limit))
 }
 
-/// Loads the modules, listens, announces the socket, and serves until `Shutdown`, SIGTERM, SIGHUP or
-/// the death of `parent` (the process that started us).
+/// Listens, announces the socket, loads the modules (Velero's calls wait for them, see [`loading`]),
+/// and serves until `Shutdown`, SIGTERM, SIGHUP or the death of `parent` (the process that started
+/// us).
 async fn serve(args: PluginArgs, parent: u32) -> anyhow::Result<()> {
     let started = Instant::now();
     let state = crate::state::default_dir();
-    let runtime = Runtime::new(Services::new(
-        kube_backend().await,
-        Clock::System,
-        Environment::from_process(),
-    ))?
-    .with_compile_cache(
-        state
-            .as_ref()
-            .and_then(|d| CompileCache::open(d.join("compiled"))),
+    let runtime = Arc::new(
+        Runtime::new(Services::new(
+            kube_backend(&args),
+            Clock::System,
+            Environment::from_process(),
+        ))?
+        .with_compile_cache(
+            state
+                .as_ref()
+                .and_then(|d| CompileCache::open(d.join("compiled"))),
+        ),
     );
     let directory = std::env::var_os(MODULES_ENV)
         .filter(|d| !d.is_empty())
         .map(PathBuf::from);
-    load_modules(&runtime, state.as_deref(), directory.as_deref()).await;
-    let runtime = Arc::new(runtime);
     let listing = state
         .as_deref()
         .map(|d| Listing::new(d, &args.command, directory.as_deref()));
-    let provided: Vec<Listed> = runtime
-        .catalog()
-        .actions()
-        .map(|e| (e.info().kind, e.info().name.clone()))
-        .collect();
-    let retired = listing
-        .as_ref()
-        .map(|l| listing::retired(l.load(), &provided))
-        .unwrap_or_default();
-    if !retired.is_empty() {
-        tracing::debug!(retired = ?retired, "actions Velero listed that no module provides any more");
-    }
 
     let (kinds, unknown) = Advertised::parse(std::env::var(KINDS_ENV).ok().as_deref());
     for name in unknown {
@@ -176,7 +157,8 @@ async fn serve(args: PluginArgs, parent: u32) -> anyhow::Result<()> {
 
     let (listener, socket) = Socket::bind(&handshake::socket_dir(|k| std::env::var(k).ok()))?;
     let shutdown = Arc::new(Notify::new());
-    let dispatch = Dispatch::new(runtime.clone()).with_retired(retired);
+    let dispatch = Dispatch::new(runtime.clone());
+    let retired_from = listing.as_ref().map(Listing::load);
     let listed_kinds = kinds.to_string();
     let lister = Lister {
         dispatch: dispatch.clone(),
@@ -184,7 +166,8 @@ async fn serve(args: PluginArgs, parent: u32) -> anyhow::Result<()> {
         kinds,
         listing,
     };
-    let router = router(dispatch, lister, shutdown.clone()).await;
+    let (loaded, gate) = loading::signal();
+    let router = router(dispatch.clone(), lister, shutdown.clone(), gate).await;
     let incoming = accept::incoming(listener);
     let stop = Arc::new(Notify::new());
     let stop_signal = stop.clone();
@@ -201,13 +184,35 @@ async fn serve(args: PluginArgs, parent: u32) -> anyhow::Result<()> {
     tracing::info!(
         kinds = %listed_kinds,
         socket = %socket.path.display(),
-        actions = runtime.catalog().actions().count(),
         startup_ms = started.elapsed().as_millis() as u64,
         log_level = args.log_level.as_str(),
         features = args.features.join(","),
         client_accepts_v2 = handshake::client_accepts_v2(std::env::var("PLUGIN_PROTOCOL_VERSIONS").ok().as_deref()),
         "serving Velero's plugin protocol"
     );
+
+    // The modules, now that Velero has its socket; its calls wait until they are in service.
+    tokio::spawn(async move {
+        load_modules(&runtime, state.as_deref(), directory.as_deref()).await;
+        let provided: Vec<Listed> = runtime
+            .catalog()
+            .actions()
+            .map(|e| (e.info().kind, e.info().name.clone()))
+            .collect();
+        let retired = retired_from
+            .map(|listed| listing::retired(listed, &provided))
+            .unwrap_or_default();
+        if !retired.is_empty() {
+            tracing::debug!(retired = ?retired, "actions Velero listed that no module provides any more");
+        }
+        dispatch.set_retired(retired);
+        let _ = loaded.send(true);
+        tracing::debug!(
+            actions = provided.len(),
+            loaded_ms = started.elapsed().as_millis() as u64,
+            "modules loaded"
+        );
+    });
 
     loop {
         tokio::select! {
@@ -286,13 +291,17 @@ async fn load_modules(runtime: &Runtime, state: Option<&Path>, directory: Option
     }
 }
 
-/// Every service, on one router.
+/// Every service, on one router; Velero's wait at the gate until the modules are loaded.
 async fn router(
     dispatch: Dispatch,
     lister: Lister,
     shutdown: Arc<Notify>,
+    loaded: tokio::sync::watch::Receiver<bool>,
 ) -> tonic::transport::server::Router<
-    tower::layer::util::Stack<upload::WholeMessagesLayer, tower::layer::util::Identity>,
+    tower::layer::util::Stack<
+        loading::GateLayer,
+        tower::layer::util::Stack<upload::WholeMessagesLayer, tower::layer::util::Identity>,
+    >,
 > {
     use proto::generated::backup_item_action_server::BackupItemActionServer as BiaV1;
     use proto::generated::delete_item_action_server::DeleteItemActionServer;
@@ -328,6 +337,7 @@ async fn router(
         // hyper's own default, which tonic turns off unless it is given.
         .http2_max_local_error_reset_streams(Some(1024))
         .layer(upload::WholeMessagesLayer)
+        .layer(loading::GateLayer::new(loaded))
         .add_service(health_service)
         .add_service(GrpcControllerServer::new(controller::Controller {
             shutdown,

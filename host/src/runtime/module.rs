@@ -99,8 +99,13 @@ pub(super) fn link(
     cache: Option<&CompileCache>,
     source: ModuleSource,
 ) -> Result<Linked, LoadError> {
-    // The cache key is the hash of the bytes at hand, whatever the source says of itself.
-    let key = cache.map(|_| sha256_hex(&source.wasm)).unwrap_or_default();
+    // The cache key is the hash of the bytes at hand, whatever the source says of itself; the bytes
+    // of a stock module are the binary's own, hashed when it was built.
+    let key = match (cache, &source.origin) {
+        (None, _) => String::new(),
+        (Some(_), Origin::Stock) => source.sha256.clone(),
+        (Some(_), Origin::File(_)) => sha256_hex(&source.wasm),
+    };
     let cached = |cache: &CompileCache| cache.load(engine, &key);
     let component = match cache.and_then(cached) {
         Some(component) => component,

@@ -1,8 +1,10 @@
-//! The live backend: a real API server through the `kube` client (rustls, no OpenSSL).
+//! The live backend: a real API server, configured and authenticated as the `kube` crate does it
+//! (rustls, no OpenSSL).
 //!
 //! One [`LiveCluster`] serves every module of the process: one HTTP client (one connection pool), one
-//! discovery cache and one client-side rate limit. Requests are raw REST calls on JSON values, so
-//! objects reach the guest exactly as the server sent them (no round trip through typed structs).
+//! discovery cache and, when Velero sets one, one client-side rate limit. Requests are raw REST calls
+//! on JSON values, so objects reach the guest exactly as the server sent them (no round trip through
+//! typed structs). In plugin mode a [`LazyCluster`] connects on the first call a module makes.
 //!
 //! - **Configuration** ([`ClusterOptions`]): an explicit `--kubeconfig`/`--context` wins; otherwise the
 //!   in-cluster service account when `KUBERNETES_SERVICE_HOST` is set (a Velero plugin in its pod);
@@ -12,10 +14,12 @@
 //!   list is looked up once more, so a CRD installed later is found.
 //! - **Lists** are read in pages of [`LIST_PAGE_SIZE`] (`limit`/`continue`), and every item gets the
 //!   `apiVersion` and `kind` that list items of built-in types lack.
-//! - **Rate limit**: a token bucket of [`RATE_LIMIT_QPS`] requests a second, bursts of
-//!   [`RATE_LIMIT_BURST`], in front of every request. Velero's server defaults to 20 and 30
-//!   (`--client-qps`, `--client-burst`); the plugin process gets the same rate with a little more burst
-//!   for the short runs of calls one action makes (client-go's own default, 5 and 10, would stall them).
+//! - **Rate limit**: none of our own by default: the API server's priority and fairness decides. A
+//!   [`RateLimit`] (Velero's `--client-qps`/`--client-burst`, passed to plugins since Velero 1.15) puts
+//!   a token bucket in front of every request.
+//! - **Too many requests**: a `429` is sent again after its `Retry-After` (1 s when it names none), a
+//!   `503` only when it names one, as client-go does, but never past the deadline of the call the
+//!   request is made for ([`CALL_DEADLINE`]): a wait that would end too late fails at once, saying so.
 //! - **Errors**: a `Status` with code 404 is `NotFound`, 409 `Conflict`, 401/403 `Forbidden`,
 //!   400/422 `Invalid`; anything else, including transport failures, is `Other`.
 
@@ -25,19 +29,72 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use http_body_util::BodyExt;
 use kube::api::{DeleteParams, GetParams, ListParams, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::core::Request;
 use serde_json::{Map, Value};
+use tower::ServiceExt;
 
 use super::{ApiResource, KubeBackend, KubeError, ListOptions, Patch};
 
 /// Objects asked for per page when listing (kubectl's default chunk size).
 pub const LIST_PAGE_SIZE: u32 = 500;
-/// Requests per second the host sends to the API server, over all modules.
-pub const RATE_LIMIT_QPS: f64 = 20.0;
-/// Requests the host may send at once after being idle.
-pub const RATE_LIMIT_BURST: f64 = 40.0;
+/// The most times one request is sent again after `429 Too Many Requests` (client-go's limit).
+pub const MAX_RETRIES: u32 = 10;
+/// How long a retried request waits when the server's answer names no `Retry-After`.
+const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
+/// A retry must leave this much of the call's time, so the module can still act on the error.
+const DEADLINE_MARGIN: Duration = Duration::from_millis(50);
+
+tokio::task_local! {
+    /// The deadline of the module call a Kubernetes request is made for (set by the capability around
+    /// each backend call): waits for a `Retry-After` never go past it.
+    pub static CALL_DEADLINE: tokio::time::Instant;
+}
+
+/// A client-side rate limit: `qps` requests a second, `burst` at once after an idle spell.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RateLimit {
+    /// Sustained requests per second.
+    pub qps: f64,
+    /// Requests allowed at once (at least 1).
+    pub burst: u32,
+}
+
+impl RateLimit {
+    /// `velero server`'s default `--client-qps`, used when only `--client-burst` is given.
+    pub const VELERO_QPS: f64 = 20.0;
+    /// `velero server`'s default `--client-burst`, used when only `--client-qps` is given.
+    pub const VELERO_BURST: u32 = 30;
+
+    /// The limit Velero's server runs with, from the values of its `--client-qps` and `--client-burst`
+    /// (each optional): `None` when neither is given (no limit of our own) or the rate is not positive,
+    /// as in client-go. A value that does not parse is an error naming the flag.
+    pub fn from_flags(qps: Option<&str>, burst: Option<&str>) -> Result<Option<RateLimit>, String> {
+        if qps.is_none() && burst.is_none() {
+            return Ok(None);
+        }
+        let qps = match qps {
+            None => Self::VELERO_QPS,
+            Some(text) => text
+                .trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|q| q.is_finite())
+                .ok_or_else(|| format!("--client-qps={text:?} is not a number"))?,
+        };
+        let burst = match burst {
+            None => Self::VELERO_BURST,
+            Some(text) => text
+                .trim()
+                .parse::<i64>()
+                .map_err(|_| format!("--client-burst={text:?} is not a whole number"))?
+                .clamp(1, i64::from(u32::MAX)) as u32,
+        };
+        Ok((qps > 0.0).then_some(RateLimit { qps, burst }))
+    }
+}
 
 /// Where the cluster's address and credentials come from.
 #[derive(Debug, Clone, Default)]
@@ -92,13 +149,24 @@ struct ResourceInfo {
 /// Resources of one group/version, by plural name.
 type GroupVersion = Arc<HashMap<String, ResourceInfo>>;
 
+/// The HTTP stack requests go through: kube's base-URI, authentication (tokens, refreshed ones
+/// included) and extra-header layers over a hyper connection pool with rustls (client certificates
+/// and the cluster's CA are in its TLS configuration). `kube::Client` would add a request buffer (one
+/// more task hand-off per request) and a tracing layer that logs every 5xx answer at error level, a
+/// line Velero counts against the backup even when the request is retried and succeeds.
+type Transport = tower::util::BoxCloneSyncService<
+    http::Request<kube::client::Body>,
+    http::Response<hyper::body::Incoming>,
+    tower::BoxError,
+>;
+
 /// A live Kubernetes API server.
 pub struct LiveCluster {
-    client: kube::Client,
-    /// The server's URL, for error messages ("" when not known).
+    transport: Transport,
+    /// The server's URL, for error messages.
     server: String,
     discovery: Mutex<HashMap<String, GroupVersion>>,
-    limiter: TokenBucket,
+    limiter: Option<TokenBucket>,
     page_size: u32,
 }
 
@@ -134,22 +202,19 @@ impl LiveCluster {
             .to_string()
             .trim_end_matches('/')
             .to_string();
-        let client = kube::Client::try_from(config).map_err(ConnectError::Client)?;
         Ok(LiveCluster {
+            transport: transport(&config).map_err(ConnectError::Client)?,
             server,
-            ..LiveCluster::from_client(client)
+            discovery: Mutex::new(HashMap::new()),
+            limiter: None,
+            page_size: LIST_PAGE_SIZE,
         })
     }
 
-    /// A backend on an existing client.
-    pub fn from_client(client: kube::Client) -> LiveCluster {
-        LiveCluster {
-            client,
-            server: String::new(),
-            discovery: Mutex::new(HashMap::new()),
-            limiter: TokenBucket::new(RATE_LIMIT_QPS, RATE_LIMIT_BURST),
-            page_size: LIST_PAGE_SIZE,
-        }
+    /// Puts a client-side rate limit in front of every request (`None`: no limit of our own).
+    pub fn with_rate_limit(mut self, limit: Option<RateLimit>) -> LiveCluster {
+        self.limiter = limit.map(|l| TokenBucket::new(l.qps, f64::from(l.burst.max(1))));
+        self
     }
 
     /// Lists in pages of `n` objects instead of [`LIST_PAGE_SIZE`].
@@ -158,7 +223,9 @@ impl LiveCluster {
         self
     }
 
-    /// Sends one request, after the rate limit allows it, and reads a JSON answer.
+    /// Sends one request, after the rate limit (if any) allows it, and reads a JSON answer. A `429`
+    /// (or `503`) with `Retry-After` is sent again after that wait, unless the wait would end past the
+    /// call's deadline.
     async fn send(&self, request: http::Request<Vec<u8>>) -> Result<Value, KubeError> {
         self.send_capped(request, u64::MAX)
             .await?
@@ -173,41 +240,103 @@ impl LiveCluster {
         request: http::Request<Vec<u8>>,
         max: u64,
     ) -> Result<Option<(Value, u64)>, KubeError> {
-        use futures::AsyncReadExt;
-        self.limiter.acquire().await;
-        let (method, uri) = (request.method().clone(), request.uri().clone());
-        tracing::debug!(%method, %uri, "kube request");
-        let body = self
-            .client
-            .request_stream(request)
-            .await
-            .map_err(|e| status_error(&method, &self.server, &uri, e))?;
-        let mut bytes = Vec::new();
-        Box::pin(body)
-            .take(max.saturating_add(1))
-            .read_to_end(&mut bytes)
-            .await
-            .map_err(|e| {
-                KubeError::Other(format!(
-                    "{method} {}{uri}: reading the answer: {e}",
-                    self.server
-                ))
+        let (parts, body) = request.into_parts();
+        let (method, uri) = (&parts.method, &parts.uri);
+        let mut retries = 0;
+        loop {
+            if let Some(limiter) = &self.limiter {
+                limiter.acquire().await;
+            }
+            tracing::debug!(%method, %uri, "kube request");
+            let mut request = http::Request::new(kube::client::Body::from(body.clone()));
+            *request.method_mut() = method.clone();
+            *request.uri_mut() = uri.clone();
+            *request.headers_mut() = parts.headers.clone();
+            let response = self.transport.clone().oneshot(request).await.map_err(|e| {
+                KubeError::Other(format!("{method} {}{uri}: {}", self.server, chain(&*e)))
             })?;
-        let size = bytes.len() as u64;
-        if size > max {
-            return Ok(None);
+            let status = response.status();
+            if let Some(wait) = retry_after_of(&response) {
+                if retries < MAX_RETRIES {
+                    retries += 1;
+                    self.wait_to_retry(method, uri, status, wait).await?;
+                    continue;
+                }
+            }
+            let (head, mut incoming) = response.into_parts();
+            // Read frame by frame, so that an answer past `max` is never held whole.
+            let mut bytes = Vec::new();
+            let mut complete = true;
+            while let Some(frame) = incoming.frame().await {
+                let frame = frame.map_err(|e| {
+                    KubeError::Other(format!(
+                        "{method} {}{uri}: reading the answer: {e}",
+                        self.server
+                    ))
+                })?;
+                if let Ok(data) = frame.into_data() {
+                    if (bytes.len() + data.len()) as u64 > max {
+                        complete = false;
+                        break;
+                    }
+                    bytes.extend_from_slice(&data);
+                }
+            }
+            if head.status.is_client_error() || head.status.is_server_error() {
+                return Err(answer_error(
+                    method,
+                    &self.server,
+                    uri,
+                    head.status,
+                    &bytes,
+                    retries,
+                ));
+            }
+            if !complete {
+                return Ok(None);
+            }
+            let size = bytes.len() as u64;
+            if bytes.iter().all(u8::is_ascii_whitespace) {
+                return Ok(Some((Value::Null, size)));
+            }
+            return serde_json::from_slice(&bytes)
+                .map(|value| Some((value, size)))
+                .map_err(|e| {
+                    KubeError::Other(format!(
+                        "{method} {}{uri}: the API server's answer is not JSON: {e}",
+                        self.server
+                    ))
+                });
         }
-        if bytes.iter().all(u8::is_ascii_whitespace) {
-            return Ok(Some((Value::Null, size)));
+    }
+
+    /// Waits `wait` before sending a request again, or fails when that would end too close to (or past)
+    /// the call's deadline.
+    async fn wait_to_retry(
+        &self,
+        method: &http::Method,
+        uri: &http::Uri,
+        status: http::StatusCode,
+        wait: Duration,
+    ) -> Result<(), KubeError> {
+        let now = tokio::time::Instant::now();
+        // Outside a module call (no deadline), a wait of more than a minute is not worth it either.
+        let left = CALL_DEADLINE
+            .try_with(|deadline| deadline.saturating_duration_since(now))
+            .unwrap_or(Duration::from_secs(60));
+        if wait.saturating_add(DEADLINE_MARGIN) > left {
+            return Err(KubeError::Other(format!(
+                "{method} {}{uri}: the API server answered {status} and asks to retry after {} s, \
+                 past the call's deadline ({} ms left); not retried",
+                self.server,
+                wait.as_secs(),
+                left.as_millis()
+            )));
         }
-        serde_json::from_slice(&bytes)
-            .map(|value| Some((value, size)))
-            .map_err(|e| {
-                KubeError::Other(format!(
-                    "{method} {}{uri}: the API server's answer is not JSON: {e}",
-                    self.server
-                ))
-            })
+        tracing::debug!(%method, %uri, status = status.as_u16(), wait_ms = wait.as_millis() as u64,
+            "the API server asks to retry later; waiting");
+        tokio::time::sleep(wait).await;
+        Ok(())
     }
 
     /// Kind and scope of a resource, from the discovery cache (read on first use, and re-read once when
@@ -326,6 +455,41 @@ impl LiveCluster {
     }
 }
 
+/// The HTTP stack of `config` (see [`Transport`]). Connections have `TCP_NODELAY` and the
+/// configuration's connect timeout; a request is bounded by its call's deadline.
+fn transport(config: &kube::Config) -> Result<Transport, kube::Error> {
+    use kube::client::ConfigExt;
+    let mut http = hyper_util::client::legacy::connect::HttpConnector::new();
+    http.enforce_http(false);
+    http.set_nodelay(true);
+    http.set_connect_timeout(config.connect_timeout);
+    let connector = config.rustls_https_connector_with_connector(http)?;
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build(connector);
+    let service = tower::ServiceBuilder::new()
+        .layer(config.base_uri_layer())
+        .option_layer(config.auth_layer()?)
+        .layer(config.extra_headers_layer()?)
+        .map_err(tower::BoxError::from)
+        .service(client);
+    Ok(Transport::new(service))
+}
+
+/// An error and its causes, `: `-separated (hyper's own message alone says little).
+fn chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
 /// Makes rustls use *ring* unless the process already chose a provider: with both *ring* and aws-lc-rs
 /// compiled in (another dependency may bring the latter), rustls cannot pick one by itself.
 fn install_crypto_provider() {
@@ -353,32 +517,59 @@ fn segment<'a>(what: &str, value: &'a str) -> Result<&'a str, KubeError> {
     }
 }
 
-/// Maps a client error to the WIT error by the `Status` code.
-fn status_error(
+/// The WIT error of an HTTP status code.
+fn by_code(code: u16, message: String) -> KubeError {
+    match code {
+        404 => KubeError::NotFound(message),
+        409 => KubeError::Conflict(message),
+        401 | 403 => KubeError::Forbidden(message),
+        400 | 422 => KubeError::Invalid(message),
+        _ => KubeError::Other(message),
+    }
+}
+
+/// The error of an answer with a 4xx/5xx status: the message of its `Status` body, else its text.
+fn answer_error(
     method: &http::Method,
     server: &str,
     uri: &http::Uri,
-    error: kube::Error,
+    code: http::StatusCode,
+    body: &[u8],
+    retries: u32,
 ) -> KubeError {
-    match error {
-        kube::Error::Api(status) => {
-            let message = if status.message.is_empty() {
-                format!(
-                    "{method} {server}{uri}: HTTP {} {}",
-                    status.code, status.reason
-                )
-            } else {
-                status.message.clone()
-            };
-            match status.code {
-                404 => KubeError::NotFound(message),
-                409 => KubeError::Conflict(message),
-                401 | 403 => KubeError::Forbidden(message),
-                400 | 422 => KubeError::Invalid(message),
-                _ => KubeError::Other(message),
-            }
+    let from_status = serde_json::from_slice::<kube::core::Status>(body)
+        .ok()
+        .map(|s| s.message)
+        .filter(|m| !m.is_empty());
+    let text = String::from_utf8_lossy(body);
+    let text = text.trim();
+    let mut message = match from_status {
+        Some(message) => message,
+        None if !text.is_empty() && text.len() <= 1024 => {
+            format!("{method} {server}{uri}: HTTP {code}: {text}")
         }
-        other => KubeError::Other(format!("{method} {server}{uri}: {other}")),
+        None => format!("{method} {server}{uri}: HTTP {code}"),
+    };
+    if retries > 0 {
+        message.push_str(&format!(" (after {retries} retries)"));
+    }
+    by_code(code.as_u16(), message)
+}
+
+/// How long to wait before sending a request again: a `429` waits its `Retry-After` (in seconds;
+/// [`DEFAULT_RETRY_AFTER`] when absent or not a number), a `503` only when it names one. Other answers
+/// are not retried.
+fn retry_after_of<B>(response: &http::Response<B>) -> Option<Duration> {
+    let named = response
+        .headers()
+        .get(http::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(Duration::from_secs);
+    match response.status() {
+        http::StatusCode::TOO_MANY_REQUESTS => Some(named.unwrap_or(DEFAULT_RETRY_AFTER)),
+        http::StatusCode::SERVICE_UNAVAILABLE => named,
+        _ => None,
     }
 }
 
@@ -551,6 +742,109 @@ impl KubeBackend for LiveCluster {
     }
 }
 
+/// The live cluster of a plugin process, connected on the first call a module makes rather than at
+/// start-up: reading the kubeconfig or the service account and building the client (TLS roots, the
+/// connection pool) is then off the path to the handshake, and a process whose actions never call the
+/// cluster never does it. A configuration that cannot be used fails every call with the reason (logged
+/// once, at error level).
+pub struct LazyCluster {
+    options: ClusterOptions,
+    rate_limit: Option<RateLimit>,
+    cluster: tokio::sync::OnceCell<Result<LiveCluster, String>>,
+}
+
+impl LazyCluster {
+    /// A cluster that will connect as `options` say, with `rate_limit` in front of its requests.
+    pub fn new(options: ClusterOptions, rate_limit: Option<RateLimit>) -> LazyCluster {
+        LazyCluster {
+            options,
+            rate_limit,
+            cluster: tokio::sync::OnceCell::new(),
+        }
+    }
+
+    async fn cluster(&self) -> Result<&LiveCluster, KubeError> {
+        let connected = self
+            .cluster
+            .get_or_init(|| async {
+                if !self.options.is_configured() {
+                    return Err("no Kubernetes configuration: not in a pod (KUBERNETES_SERVICE_HOST unset), no KUBECONFIG, no ~/.kube/config".to_string());
+                }
+                match LiveCluster::connect(&self.options).await {
+                    Ok(cluster) => Ok(cluster.with_rate_limit(self.rate_limit)),
+                    Err(e) => {
+                        let message = format!("cannot use the Kubernetes API: {e}");
+                        tracing::error!("{message}");
+                        Err(message)
+                    }
+                }
+            })
+            .await;
+        connected.as_ref().map_err(|m| KubeError::Other(m.clone()))
+    }
+}
+
+#[async_trait]
+impl KubeBackend for LazyCluster {
+    async fn get(
+        &self,
+        api: &ApiResource,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Value, KubeError> {
+        self.cluster().await?.get(api, namespace, name).await
+    }
+
+    async fn list(
+        &self,
+        api: &ApiResource,
+        namespace: &str,
+        options: &ListOptions,
+    ) -> Result<Vec<Value>, KubeError> {
+        self.cluster().await?.list(api, namespace, options).await
+    }
+
+    async fn create(
+        &self,
+        api: &ApiResource,
+        namespace: &str,
+        object: Value,
+    ) -> Result<Value, KubeError> {
+        self.cluster().await?.create(api, namespace, object).await
+    }
+
+    async fn update(
+        &self,
+        api: &ApiResource,
+        namespace: &str,
+        object: Value,
+    ) -> Result<Value, KubeError> {
+        self.cluster().await?.update(api, namespace, object).await
+    }
+
+    async fn patch(
+        &self,
+        api: &ApiResource,
+        namespace: &str,
+        name: &str,
+        patch: &Patch,
+    ) -> Result<Value, KubeError> {
+        self.cluster()
+            .await?
+            .patch(api, namespace, name, patch)
+            .await
+    }
+
+    async fn delete(
+        &self,
+        api: &ApiResource,
+        namespace: &str,
+        name: &str,
+    ) -> Result<(), KubeError> {
+        self.cluster().await?.delete(api, namespace, name).await
+    }
+}
+
 /// A token bucket: `rate` tokens a second, at most `burst` saved up; each request takes one, waiting
 /// for it when none is left. Shared by every module of the process.
 pub struct TokenBucket {
@@ -660,11 +954,13 @@ mod tests {
     fn status_codes_map_to_wit_errors() {
         let err = |code: u16| {
             let status = kube::core::Status::failure("boom", "Reason").with_code(code);
-            status_error(
+            answer_error(
                 &http::Method::GET,
                 "https://k8s",
                 &http::Uri::from_static("/x"),
-                kube::Error::Api(status.boxed()),
+                http::StatusCode::from_u16(code).unwrap(),
+                &serde_json::to_vec(&status).unwrap(),
+                0,
             )
         };
         assert_eq!(err(404), KubeError::NotFound("boom".into()));
@@ -675,5 +971,38 @@ mod tests {
         assert_eq!(err(422), KubeError::Invalid("boom".into()));
         assert_eq!(err(500), KubeError::Other("boom".into()));
         assert_eq!(err(429), KubeError::Other("boom".into()));
+        // An answer that is no Status keeps its text, and the request it answered.
+        let plain = answer_error(
+            &http::Method::GET,
+            "https://k8s",
+            &http::Uri::from_static("/x"),
+            http::StatusCode::BAD_GATEWAY,
+            b"upstream down\n",
+            2,
+        );
+        assert_eq!(
+            plain,
+            KubeError::Other(
+                "GET https://k8s/x: HTTP 502 Bad Gateway: upstream down (after 2 retries)".into()
+            )
+        );
+    }
+
+    #[test]
+    fn only_too_many_requests_and_unavailable_with_a_wait_are_retried() {
+        let answer = |code: u16, retry_after: Option<&str>| {
+            let mut response = http::Response::builder().status(code);
+            if let Some(value) = retry_after {
+                response = response.header("Retry-After", value);
+            }
+            retry_after_of(&response.body(()).unwrap())
+        };
+        assert_eq!(answer(429, Some("3")), Some(Duration::from_secs(3)));
+        assert_eq!(answer(429, None), Some(DEFAULT_RETRY_AFTER));
+        assert_eq!(answer(429, Some("soon")), Some(DEFAULT_RETRY_AFTER));
+        assert_eq!(answer(503, Some("2")), Some(Duration::from_secs(2)));
+        assert_eq!(answer(503, None), None);
+        assert_eq!(answer(500, Some("2")), None);
+        assert_eq!(answer(200, Some("2")), None);
     }
 }

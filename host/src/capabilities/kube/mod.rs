@@ -378,7 +378,24 @@ impl From<wit::ApiResource> for ApiResource {
     }
 }
 
+/// Runs a backend call under the deadline of the module call it is made for, so that a backend that
+/// waits (a live cluster asked to retry later) knows how long it may.
+async fn within<T>(
+    deadline: Option<tokio::time::Instant>,
+    call: impl std::future::Future<Output = T>,
+) -> T {
+    match deadline {
+        Some(deadline) => live::CALL_DEADLINE.scope(deadline, call).await,
+        None => call.await,
+    }
+}
+
 impl CallState {
+    /// The real-time deadline of the call, if it has one.
+    fn deadline(&self) -> Option<tokio::time::Instant> {
+        self.limit.map(|limit| limit.deadline)
+    }
+
     /// Checks a call against the module's grant; a refusal is logged and returned as `Denied`.
     fn authorize(
         &mut self,
@@ -478,7 +495,11 @@ impl Host for CallState {
         let api = ApiResource::from(api);
         self.authorize(Verb::Get, &api, &namespace)?;
         check_name(&name)?;
-        let object = self.services.kube.get(&api, &namespace, &name).await?;
+        let object = within(
+            self.deadline(),
+            self.services.kube.get(&api, &namespace, &name),
+        )
+        .await?;
         Ok(object.to_string())
     }
 
@@ -494,7 +515,12 @@ impl Host for CallState {
         // What the guest could accept at most: its memory limit.
         let limit = self.memory.limit();
         options.max_bytes = Some(limit);
-        let objects = match self.services.kube.list(&api, &namespace, &options).await {
+        let listed = within(
+            self.deadline(),
+            self.services.kube.list(&api, &namespace, &options),
+        )
+        .await;
+        let objects = match listed {
             Err(KubeError::TooLarge(message)) => {
                 self.stop(message.clone());
                 return Err(wit::Error::Other(message));
@@ -526,12 +552,13 @@ impl Host for CallState {
         let api = ApiResource::from(api);
         self.authorize(Verb::Create, &api, &namespace)?;
         let object = Self::object_for(&namespace, &object)?;
-        Ok(self
-            .services
-            .kube
-            .create(&api, &namespace, object)
-            .await?
-            .to_string())
+        let deadline = self.deadline();
+        Ok(within(
+            deadline,
+            self.services.kube.create(&api, &namespace, object),
+        )
+        .await?
+        .to_string())
     }
 
     async fn update(
@@ -543,12 +570,13 @@ impl Host for CallState {
         let api = ApiResource::from(api);
         self.authorize(Verb::Update, &api, &namespace)?;
         let object = Self::object_for(&namespace, &object)?;
-        Ok(self
-            .services
-            .kube
-            .update(&api, &namespace, object)
-            .await?
-            .to_string())
+        let deadline = self.deadline();
+        Ok(within(
+            deadline,
+            self.services.kube.update(&api, &namespace, object),
+        )
+        .await?
+        .to_string())
     }
 
     async fn patch(
@@ -570,12 +598,13 @@ impl Host for CallState {
                 KubeError::Invalid(format!("the JSON patch is not an RFC 6902 patch: {e}"))
             })?),
         };
-        Ok(self
-            .services
-            .kube
-            .patch(&api, &namespace, &name, &patch)
-            .await?
-            .to_string())
+        let deadline = self.deadline();
+        Ok(within(
+            deadline,
+            self.services.kube.patch(&api, &namespace, &name, &patch),
+        )
+        .await?
+        .to_string())
     }
 
     async fn delete(
@@ -587,7 +616,11 @@ impl Host for CallState {
         let api = ApiResource::from(api);
         self.authorize(Verb::Delete, &api, &namespace)?;
         check_name(&name)?;
-        Ok(self.services.kube.delete(&api, &namespace, &name).await?)
+        Ok(within(
+            self.deadline(),
+            self.services.kube.delete(&api, &namespace, &name),
+        )
+        .await?)
     }
 }
 

@@ -1,0 +1,322 @@
+//! A VM backup as Velero runs it against a real API server: the plugin binary is started as Velero
+//! starts it, with the stock kubevirt module (in `mode = "upstream"`: kubevirt-velero-plugin's reads
+//! and item set) and a kubeconfig naming a loopback API server that serves the KubeVirt fixture
+//! cluster over HTTP (the test suite's server, tests/support/apiserver.rs). Each Execute of the running
+//! VM `vm-fedora-web-01` reads the VMI, two PVCs, the virt-launcher pod and the backend PVCs, and
+//! returns 15 additional items.
+//!
+//! Prints: Execute latency with one caller, items a second with 1 and 8 callers, start → handshake and
+//! start → first answered call (warm compile cache), and the process's RSS as the items add up.
+//! Asserts only that every answer is the expected one.
+//!
+//! `cargo bench -p velero-wasm --bench online`
+
+#[path = "../../tests/support/apiserver.rs"]
+mod apiserver;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use hyper_util::rt::TokioIo;
+use tokio::net::UnixStream;
+use tonic::transport::{Channel, Endpoint};
+use velero_wasm::plugin::proto::generated::backup_item_action_client::BackupItemActionClient;
+use velero_wasm::plugin::proto::generated::plugin_lister_client::PluginListerClient;
+use velero_wasm::plugin::proto::generated::{Empty, ExecuteRequest};
+use velero_wasm::plugin::proto::plugin::grpc_controller_client::GrpcControllerClient;
+
+const ACTION: &str = "kubevirt-velero-plugin/backup-virtualmachine-action";
+const ITEMS_PER_CALL: usize = 15;
+const WARM_UP: usize = 200;
+const CALLS: usize = 2000;
+const STARTS: usize = 10;
+const THROUGHPUT_FOR: Duration = Duration::from_secs(5);
+
+fn main() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let fixtures = root.join("tests/fixtures/kubevirt");
+    let work = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("online-bench");
+    let _ = std::fs::remove_dir_all(&work);
+    std::fs::create_dir_all(work.join("state")).unwrap();
+    let server = apiserver::ApiServer::start(&[&fixtures.join("cluster")]);
+    server.write_kubeconfig(&work.join("kubeconfig"));
+    let modules = modules_dir(root, &work);
+    let item = std::fs::read(fixtures.join("cluster/vm-fedora-web-01.json")).unwrap();
+    let backup = std::fs::read(fixtures.join("velero/backup-nightly.json")).unwrap();
+    let env = Env {
+        modules,
+        state: work.join("state"),
+        kubeconfig: work.join("kubeconfig"),
+        home: work.clone(),
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+
+    // The first start compiles the modules into the state directory; the timed ones map them.
+    let (child, socket, _) = start(&env);
+    runtime.block_on(async {
+        first_answer(&socket).await;
+        stop(child, &socket).await
+    });
+    let (mut handshakes, mut first_calls) = (Vec::new(), Vec::new());
+    for _ in 0..STARTS {
+        let started = Instant::now();
+        let (child, socket, handshake) = start(&env);
+        runtime.block_on(async {
+            first_answer(&socket).await;
+            first_calls.push(started.elapsed());
+            stop(child, &socket).await
+        });
+        handshakes.push(handshake);
+    }
+
+    let (child, socket, _) = start(&env);
+    let pid = child.id();
+    let report = runtime.block_on(async {
+        let channel = connect(&socket).await;
+        let call = Call {
+            client: BackupItemActionClient::new(channel),
+            item: item.clone(),
+            backup: backup.clone(),
+        };
+        for _ in 0..WARM_UP {
+            call.execute().await;
+        }
+        let rss_warm = rss_kib(pid);
+        let mut samples = Vec::with_capacity(CALLS);
+        for _ in 0..CALLS {
+            let started = Instant::now();
+            call.execute().await;
+            samples.push(started.elapsed());
+        }
+        samples.sort();
+        let rss_after_calls = rss_kib(pid);
+        let mut rates = Vec::new();
+        for callers in [1, 8] {
+            let until = Instant::now() + THROUGHPUT_FOR;
+            let started = Instant::now();
+            let tasks: Vec<_> = (0..callers)
+                .map(|_| {
+                    let call = call.clone();
+                    tokio::spawn(async move {
+                        let mut calls = 0usize;
+                        while Instant::now() < until {
+                            call.execute().await;
+                            calls += 1;
+                        }
+                        calls
+                    })
+                })
+                .collect();
+            let mut calls = 0;
+            for task in tasks {
+                calls += task.await.unwrap();
+            }
+            let rate = (calls * ITEMS_PER_CALL) as f64 / started.elapsed().as_secs_f64();
+            rates.push((callers, rate, calls));
+        }
+        Report {
+            median: samples[CALLS / 2],
+            p99: samples[CALLS * 99 / 100],
+            rates,
+            rss: [
+                (WARM_UP, rss_warm),
+                (WARM_UP + CALLS, rss_after_calls),
+                (0, rss_kib(pid)),
+            ],
+        }
+    });
+    let total_calls = WARM_UP
+        + CALLS
+        + report
+            .rates
+            .iter()
+            .map(|(_, _, calls)| calls)
+            .sum::<usize>();
+    runtime.block_on(stop(child, &socket));
+
+    handshakes.sort();
+    first_calls.sort();
+    println!(
+        "velero-wasm online benchmark: {ACTION} on vm-fedora-web-01 ({ITEMS_PER_CALL} items), kubevirt mode upstream,"
+    );
+    println!(
+        "API server on loopback HTTP (5 reads per Execute); profile {}",
+        if cfg!(debug_assertions) {
+            "debug"
+        } else {
+            "release"
+        }
+    );
+    println!();
+    println!(
+        "Execute, one caller, {CALLS} calls after {WARM_UP}: median {}, p99 {}",
+        millis(report.median),
+        millis(report.p99)
+    );
+    for (callers, rate, calls) in &report.rates {
+        println!(
+            "items/s, {callers} caller{} for {} s: {rate:.0} ({calls} calls)",
+            if *callers == 1 { "" } else { "s" },
+            THROUGHPUT_FOR.as_secs()
+        );
+    }
+    println!(
+        "start → handshake, {STARTS} starts (warm compile cache, stock modules + the upstream kubevirt): median {}, max {}",
+        millis(handshakes[STARTS / 2]),
+        millis(handshakes[STARTS - 1])
+    );
+    println!(
+        "start → first answered call (ListPlugins), same starts: median {}, max {}",
+        millis(first_calls[STARTS / 2]),
+        millis(first_calls[STARTS - 1])
+    );
+    let [(warm, a), (timed, b), (_, c)] = report.rss;
+    println!(
+        "RSS: {} MiB after {} items, {} MiB after {}, {} MiB after {}",
+        mib(a),
+        warm * ITEMS_PER_CALL,
+        mib(b),
+        timed * ITEMS_PER_CALL,
+        mib(c),
+        total_calls * ITEMS_PER_CALL
+    );
+}
+
+/// One Execute of the VM backup, as Velero sends it.
+#[derive(Clone)]
+struct Call {
+    client: BackupItemActionClient<Channel>,
+    item: Vec<u8>,
+    backup: Vec<u8>,
+}
+
+impl Call {
+    async fn execute(&self) {
+        let request = ExecuteRequest {
+            plugin: ACTION.into(),
+            item: self.item.clone(),
+            backup: self.backup.clone(),
+        };
+        let answer = self
+            .client
+            .clone()
+            .execute(request)
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(answer.additional_items.len(), ITEMS_PER_CALL);
+    }
+}
+
+struct Env {
+    modules: PathBuf,
+    state: PathBuf,
+    kubeconfig: PathBuf,
+    home: PathBuf,
+}
+
+struct Report {
+    median: Duration,
+    p99: Duration,
+    rates: Vec<(usize, f64, usize)>,
+    rss: [(usize, u64); 3],
+}
+
+fn millis(d: Duration) -> String {
+    format!("{:.2} ms", d.as_secs_f64() * 1000.0)
+}
+
+fn mib(kib: u64) -> String {
+    format!("{:.1}", kib as f64 / 1024.0)
+}
+
+/// VmRSS of a process, in KiB (0 where /proc cannot tell).
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// The stock kubevirt component with its manifest set to `mode = "upstream"`, replacing the stock one.
+fn modules_dir(root: &Path, work: &Path) -> PathBuf {
+    let dir = work.join("modules");
+    std::fs::create_dir_all(&dir).unwrap();
+    let wasm = std::fs::read(Path::new(env!("VELERO_WASM_TEST_COMPONENTS")).join("kubevirt.wasm"))
+        .unwrap();
+    let stock = std::fs::read_to_string(root.join("actions/kubevirt/kubevirt.toml")).unwrap();
+    assert!(stock.contains("mode = \"extended\""));
+    let manifest = format!(
+        "sha256 = \"{}\"\n{}",
+        velero_wasm::modules::sha256_hex(&wasm),
+        stock.replace("mode = \"extended\"", "mode = \"upstream\"")
+    );
+    std::fs::write(dir.join("kubevirt.wasm"), &wasm).unwrap();
+    std::fs::write(dir.join("kubevirt.toml"), manifest).unwrap();
+    dir
+}
+
+/// Starts the plugin as Velero does; returns it, its socket and the time to the handshake line.
+fn start(env: &Env) -> (Child, PathBuf, Duration) {
+    let started = Instant::now();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_velero-wasm"))
+        .args(["--log-level=info", "--features=EnableCSI"])
+        .env("VELERO_PLUGIN", "hello")
+        .env("PLUGIN_PROTOCOL_VERSIONS", "2")
+        .env("VELERO_WASM_MODULES", &env.modules)
+        .env("VELERO_WASM_STATE_DIR", &env.state)
+        .env("KUBECONFIG", &env.kubeconfig)
+        .env("HOME", &env.home)
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let elapsed = started.elapsed();
+    let socket = PathBuf::from(line.trim_end().split('|').nth(3).expect("a handshake line"));
+    (child, socket, elapsed)
+}
+
+/// Connects and waits for ListPlugins, the first call Velero makes of a new plugin process.
+async fn first_answer(socket: &Path) {
+    let plugins = PluginListerClient::new(connect(socket).await)
+        .list_plugins(Empty {})
+        .await
+        .unwrap()
+        .into_inner()
+        .plugins;
+    assert!(plugins.iter().any(|p| p.name == ACTION));
+}
+
+async fn stop(mut child: Child, socket: &Path) {
+    let _ = GrpcControllerClient::new(connect(socket).await)
+        .shutdown(velero_wasm::plugin::proto::plugin::Empty {})
+        .await;
+    let _ = child.wait();
+}
+
+async fn connect(socket: &Path) -> Channel {
+    let path = socket.to_path_buf();
+    Endpoint::try_from("http://unused")
+        .unwrap()
+        .connect_with_connector(tower::service_fn(move |_| {
+            let path = path.clone();
+            async move { Ok::<_, std::io::Error>(TokioIo::new(UnixStream::connect(path).await?)) }
+        }))
+        .await
+        .unwrap()
+}

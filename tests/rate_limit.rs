@@ -1,0 +1,229 @@
+//! How hard the host presses the API server, and what it does when the server says "not now".
+//!
+//! - As a Velero plugin, the Kubernetes client has no rate limit of its own unless Velero passes its
+//!   `--client-qps`/`--client-burst`; then requests are spaced at that rate (seen from the server's side).
+//! - `429 Too Many Requests` with `Retry-After` (API Priority and Fairness) is retried after the wait
+//!   the server asks for, and the call succeeds.
+//! - A `Retry-After` that would end past the call's deadline is not waited for: the module gets a clear
+//!   error at once, well before its deadline.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use support::apiserver::{ApiServer, Logged};
+use support::plugin::Plugin;
+use tempfile::TempDir;
+use velero_wasm::plugin::proto::generated::backup_item_action_client::BackupItemActionClient;
+use velero_wasm::plugin::proto::generated::{self as g};
+
+const SECRET_ACTION: &str = "test.velero-wasm.io/kube-secret";
+
+/// A cluster with one Secret, a module directory with the kube probe (whose `kube-secret` action reads
+/// that Secret once per call and reports the answer), an item, a Backup, a kubeconfig.
+struct Case {
+    dir: TempDir,
+    server: ApiServer,
+}
+
+impl Case {
+    /// `limits` is the `[limits]` table of the probe's manifest.
+    fn new(limits: &str) -> Case {
+        let dir = tempfile::tempdir().unwrap();
+        let path = |name: &str| dir.path().join(name);
+        for sub in ["cluster", "modules", "home", "state"] {
+            std::fs::create_dir_all(path(sub)).unwrap();
+        }
+        let objects = json!([
+            {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "credentials", "namespace": "probe"},
+             "data": {"password": "aHVudGVyMg=="}},
+        ]);
+        std::fs::write(path("cluster/objects.json"), objects.to_string()).unwrap();
+        support::add_module(
+            &path("modules"),
+            "kube-probe",
+            "kube-probe",
+            &format!(
+                "[limits]\n{limits}\n\n[[grant.kube]]\nresources = [\"secrets\"]\nverbs = [\"get\"]\nnamespaces = [\"@item\"]\n\n[settings]\nsecret = \"credentials\"\n"
+            ),
+        );
+        std::fs::write(path("item.json"), item().to_string()).unwrap();
+        std::fs::write(path("backup.json"), backup().to_string()).unwrap();
+        let server = ApiServer::start(&[&path("cluster")]);
+        server.write_kubeconfig(&path("kubeconfig"));
+        Case { dir, server }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// `velero-wasm run` of the secret-reading action against the server.
+    fn run(&self) -> Output {
+        std::process::Command::new(support::plugin::binary())
+            .current_dir(self.dir.path())
+            .args(["run", "--action", SECRET_ACTION, "--item", "item.json"])
+            .args(["--backup", "backup.json", "--modules", "modules"])
+            .args(["--kubeconfig", "kubeconfig"])
+            .env("HOME", self.path("home"))
+            .env_remove("KUBECONFIG")
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .env_remove("VELERO_WASM_MODULES")
+            .env_remove("VELERO_PLUGIN")
+            .output()
+            .unwrap()
+    }
+
+    /// The binary started as Velero starts a plugin, with `args` and this case's cluster and modules.
+    fn plugin(&self, args: &[&str]) -> Plugin {
+        let (kubeconfig, modules, state, home) = (
+            self.path("kubeconfig"),
+            self.path("modules"),
+            self.path("state"),
+            self.path("home"),
+        );
+        Plugin::start_as(
+            "/plugins/velero-wasm",
+            args,
+            &[
+                ("KUBECONFIG", text(&kubeconfig)),
+                ("VELERO_WASM_MODULES", text(&modules)),
+                ("VELERO_WASM_STATE_DIR", text(&state)),
+                ("HOME", text(&home)),
+            ],
+        )
+    }
+
+    /// The requests the server answered for the Secret.
+    fn secret_reads(&self) -> Vec<Logged> {
+        self.server
+            .requests()
+            .into_iter()
+            .filter(|r| r.path == "/api/v1/namespaces/probe/secrets/credentials")
+            .collect()
+    }
+}
+
+fn text(path: &Path) -> &str {
+    path.to_str().unwrap()
+}
+
+fn item() -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "item", "namespace": "probe"}})
+}
+
+fn backup() -> Value {
+    json!({"apiVersion": "velero.io/v1", "kind": "Backup", "metadata": {"name": "nightly", "namespace": "velero"}})
+}
+
+/// The action's report of its read: the Secret as read, or `{"error": "<variant>: <message>"}`.
+fn report(output: &Output) -> Value {
+    let stdout: Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({e}); status {:?}; stderr: {}",
+            output.status.code(),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    });
+    stdout["item"]["report"].clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn velero_s_client_qps_and_burst_space_the_plugin_s_requests() {
+    let case = Case::new("");
+    let plugin = case.plugin(&[
+        "--uploader-type=kopia",
+        "--client-qps=5",
+        "--restore-only",
+        "--client-burst",
+        "1",
+    ]);
+    let mut client = BackupItemActionClient::new(plugin.channel().await);
+    const CALLS: usize = 4;
+    for _ in 0..CALLS {
+        let answer = client
+            .execute(g::ExecuteRequest {
+                plugin: SECRET_ACTION.into(),
+                item: item().to_string().into_bytes(),
+                backup: backup().to_string().into_bytes(),
+            })
+            .await
+            .expect("the call succeeds")
+            .into_inner();
+        let out: Value = serde_json::from_slice(&answer.item).unwrap();
+        assert_eq!(
+            out["report"]["object"]["metadata"]["name"], "credentials",
+            "{out}"
+        );
+    }
+    plugin.shutdown().await;
+
+    // Discovery and the four reads, each let through one fifth of a second after the one before.
+    let requests = case.server.requests();
+    assert_eq!(requests.len(), CALLS + 1, "{requests:#?}");
+    for pair in requests.windows(2) {
+        let gap = pair[1].at.duration_since(pair[0].at);
+        assert!(
+            gap >= Duration::from_millis(150),
+            "requests {} and {} came {gap:?} apart at 5 a second",
+            pair[0].path,
+            pair[1].path
+        );
+    }
+}
+
+#[test]
+fn a_429_with_retry_after_is_retried_after_the_wait_and_the_call_succeeds() {
+    let case = Case::new("timeout = \"30s\"");
+    // The first request (discovery) is refused: "come back in 1 s".
+    case.server.throttle(1, 1);
+    let output = case.run();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(report(&output)["object"]["kind"], "Secret");
+
+    let requests = case.server.requests();
+    let statuses: Vec<u16> = requests.iter().map(|r| r.status).collect();
+    assert_eq!(statuses, [429, 200, 200], "{requests:#?}");
+    assert_eq!(
+        requests[0].path, requests[1].path,
+        "the refused request is sent again"
+    );
+    let waited = requests[1].at.duration_since(requests[0].at);
+    assert!(
+        waited >= Duration::from_millis(900),
+        "retried after {waited:?}, before the Retry-After of 1 s"
+    );
+    assert_eq!(case.secret_reads().len(), 1);
+}
+
+#[test]
+fn a_retry_after_past_the_call_s_deadline_fails_at_once_with_a_clear_error() {
+    let case = Case::new("timeout = \"5s\"");
+    // Every request refused for a minute: waiting would outlive the 5 s deadline.
+    case.server.throttle(100, 60);
+    let output = case.run();
+
+    // The module got the error (and reported it) rather than being stopped at its deadline.
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let error = report(&output)["error"].as_str().unwrap_or("").to_string();
+    assert!(error.starts_with("other: "), "{error}");
+    for words in ["429 Too Many Requests", "retry after 60 s", "deadline"] {
+        assert!(error.contains(words), "{words:?} in {error}");
+    }
+    assert_eq!(
+        case.server.requests().len(),
+        1,
+        "nothing is sent after the refusal"
+    );
+}
