@@ -351,3 +351,191 @@ fn sha256_of(path: &Path) -> String {
         .map(|b| format!("{b:02x}"))
         .collect()
 }
+
+/// Runs the binary like [`velero_wasm`], failing the test if it has not ended within `limit` (a hang).
+fn velero_wasm_within(args: &[&str], limit: std::time::Duration) -> std::process::Output {
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_velero-wasm"))
+        .args(args)
+        .env_remove("VELERO_PLUGIN")
+        .env_remove("VELERO_WASM_MODULES")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run velero-wasm");
+    let until = std::time::Instant::now() + limit;
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > until {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "velero-wasm {args:?} did not end within {limit:?}; stderr: {}",
+                stderr(&out)
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn mkfifo(path: &Path) {
+    let status = std::process::Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+#[test]
+fn inputs_that_are_not_regular_files_are_refused_at_once() {
+    let scene = Scene::new();
+    let fifo = scene.files.path().join("item.fifo.json");
+    mkfifo(&fifo);
+    let fifo = fifo.display().to_string();
+    let (item, backup) = (scene.path("item.json"), scene.path("backup.json"));
+    let modules = scene.modules.path().display().to_string();
+    let base = [
+        "run",
+        "--action",
+        "test.velero-wasm.io/echo",
+        "--modules",
+        &modules,
+    ];
+    for (flags, expected) in [
+        (
+            vec!["--item", &fifo, "--backup", &backup],
+            format!("--item {fifo}: is not a regular file (it is a FIFO)"),
+        ),
+        (
+            vec!["--item", &item, "--backup", &fifo],
+            format!("--backup {fifo}: is not a regular file (it is a FIFO)"),
+        ),
+        (
+            vec![
+                "--item",
+                &item,
+                "--backup",
+                &backup,
+                "--cluster",
+                "/dev/zero",
+            ],
+            "--cluster /dev/zero: is not a regular file (it is a character device)".to_string(),
+        ),
+        (
+            vec!["--item", &item, "--backup", &backup, "--replay", &fifo],
+            format!("--replay {fifo}: is not a regular file (it is a FIFO)"),
+        ),
+    ] {
+        let mut args = base.to_vec();
+        args.extend_from_slice(&flags);
+        let out = velero_wasm_within(&args, std::time::Duration::from_secs(30));
+        assert_eq!(out.status.code(), Some(2), "{flags:?}: {}", stderr(&out));
+        assert_eq!(one_line(&out), format!("velero-wasm run: {expected}"));
+    }
+}
+
+#[test]
+fn an_input_file_over_64_mib_is_refused() {
+    let scene = Scene::new();
+    let big = scene.files.path().join("big.yaml");
+    let file = std::fs::File::create(&big).unwrap();
+    file.set_len((64 << 20) + 1).unwrap();
+    let big = big.display().to_string();
+    let out = scene.run("echo", &["--cluster", &big]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert_eq!(
+        one_line(&out),
+        format!("velero-wasm run: --cluster {big}: is larger than the 64 MiB limit")
+    );
+}
+
+#[test]
+fn symbolic_links_that_loop_in_a_cluster_directory_are_walked_once() {
+    let scene = Scene::new();
+    let cluster = scene.files.path().join("cluster");
+    // Two links to the directory itself, and one below it back up: each directory is read once.
+    std::os::unix::fs::symlink(".", cluster.join("again")).unwrap();
+    std::os::unix::fs::symlink(".", cluster.join("and-again")).unwrap();
+    std::fs::create_dir(cluster.join("sub")).unwrap();
+    std::os::unix::fs::symlink("..", cluster.join("sub").join("up")).unwrap();
+    let out = velero_wasm_within(
+        &[
+            "run",
+            "--action",
+            "test.velero-wasm.io/echo",
+            "--item",
+            &scene.path("item.json"),
+            "--backup",
+            &scene.path("backup.json"),
+            "--cluster",
+            &cluster.display().to_string(),
+            "--modules",
+            &scene.modules.path().display().to_string(),
+        ],
+        std::time::Duration::from_secs(60),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
+
+#[test]
+fn deeply_nested_yaml_is_refused_with_a_clear_error() {
+    let scene = Scene::new();
+    let deep = write(
+        scene.files.path(),
+        "deep.yaml",
+        &format!("kind: ConfigMap\ndata: {}\n", "[".repeat(200_000)),
+    );
+    let deep = deep.display().to_string();
+    let args = [
+        "run",
+        "--action",
+        "test.velero-wasm.io/echo",
+        "--item",
+        &deep,
+        "--backup",
+        &scene.path("backup.json"),
+        "--modules",
+        &scene.modules.path().display().to_string(),
+    ];
+    let out = velero_wasm_within(&args, std::time::Duration::from_secs(60));
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let line = one_line(&out);
+    assert!(
+        line.starts_with(&format!("velero-wasm run: --item {deep}: "))
+            && line.contains("nested deeper than"),
+        "{line}"
+    );
+}
+
+#[test]
+fn a_recording_is_private_and_never_written_through_a_symbolic_link() {
+    use std::os::unix::fs::PermissionsExt;
+    let scene = Scene::new();
+    let existing = write(scene.files.path(), "existing.jsonl", "old contents\n");
+    std::fs::set_permissions(&existing, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let out = scene.run("echo", &["--record", &existing.display().to_string()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let mode = std::fs::metadata(&existing).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "a recording holds Secrets: owner only");
+    let text = std::fs::read_to_string(&existing).unwrap();
+    assert!(text.starts_with("{\"recording\":\"velero-wasm\""), "{text}");
+
+    let target = write(scene.files.path(), "target.txt", "someone else's file\n");
+    let link = scene.files.path().join("link.jsonl");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let link = link.display().to_string();
+    let out = scene.run("echo", &["--record", &link]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        one_line(&out).starts_with(&format!(
+            "velero-wasm run: --record {link}: is a symbolic link"
+        )),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        std::fs::read_to_string(&target).unwrap(),
+        "someone else's file\n"
+    );
+}

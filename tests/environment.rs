@@ -180,6 +180,40 @@ fn files_named_by_granted_variables_are_read_and_nothing_else() {
 }
 
 #[test]
+fn a_granted_file_that_is_a_fifo_is_refused_and_the_run_ends() {
+    let modules = support::module_dir("probe", "probe", GRANT);
+    let files = tempfile::tempdir().unwrap();
+    let fifo = files.path().join("token");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let fifo = fifo.to_str().unwrap().to_string();
+    // Run on a thread so that a run that never ends fails the test instead of hanging it.
+    let (done, result) = std::sync::mpsc::channel();
+    let dir = modules.path().to_path_buf();
+    let token = fifo.clone();
+    std::thread::spawn(move || {
+        let out = probe(
+            &dir,
+            "environment",
+            json!({"variable": "NONE", "file": "AWS_WEB_IDENTITY_TOKEN_FILE"}),
+            &[("AWS_WEB_IDENTITY_TOKEN_FILE", &token)],
+            &[],
+        );
+        let _ = done.send(out);
+    });
+    let out = result
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the run ends within 60 s");
+    assert_eq!(
+        seen(&out)["file"],
+        json!({"error": format!("{fifo} (named by AWS_WEB_IDENTITY_TOKEN_FILE) is not a regular file (it is a FIFO)")})
+    );
+}
+
+#[test]
 fn velero_s_namespace_is_the_backup_s_unless_given() {
     let modules = support::module_dir("probe", "probe", GRANT);
     let data = json!({"variable": "NONE", "file": "NONE"});

@@ -1,9 +1,23 @@
 //! Kubernetes objects in files: JSON or YAML, one or many per file (YAML `---` documents, JSON arrays),
 //! `List` kinds unwrapped. Errors name the file and, for YAML, the line.
+//!
+//! Only regular files are read, each of at most [`MAX_FILE`] bytes (a FIFO or `/dev/zero` is refused,
+//! not waited on). A directory is walked once however many symbolic links lead to it, so links that
+//! point back up the tree (a loop) add nothing.
 
+use std::collections::HashSet;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
+
+/// The largest file read: 64 MiB.
+pub const MAX_FILE: u64 = 64 << 20;
+
+/// The deepest nesting of YAML collections read (serde_norway refuses deeper ones as well, but only
+/// once its parser has read the whole document, which takes time that grows with the square of the
+/// depth: seconds for a few kilobytes of `[`).
+pub const MAX_YAML_DEPTH: usize = 128;
 
 /// A file that cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -39,8 +53,9 @@ pub fn read_object(path: &Path) -> Result<Value, DocumentError> {
 /// and `.yml` files in name order), with the file each came from.
 pub fn read_objects(paths: &[PathBuf]) -> Result<Vec<(PathBuf, Value)>, DocumentError> {
     let mut files = Vec::new();
+    let mut walked = HashSet::new();
     for path in paths {
-        collect_files(path, &mut files)?;
+        collect_files(path, &mut files, &mut walked)?;
     }
     let mut objects = Vec::new();
     for file in files {
@@ -51,10 +66,20 @@ pub fn read_objects(paths: &[PathBuf]) -> Result<Vec<(PathBuf, Value)>, Document
     Ok(objects)
 }
 
-fn collect_files(path: &Path, files: &mut Vec<PathBuf>) -> Result<(), DocumentError> {
+/// Adds the files of `path` to `files`: the file itself, or the object files in the directory and
+/// those below it, following symbolic links (a mounted ConfigMap is links), each directory once
+/// (`walked` holds the device and inode of those already walked).
+fn collect_files(
+    path: &Path,
+    files: &mut Vec<PathBuf>,
+    walked: &mut HashSet<(u64, u64)>,
+) -> Result<(), DocumentError> {
     let meta = std::fs::metadata(path).map_err(|e| error(path, format!("cannot be read: {e}")))?;
     if !meta.is_dir() {
         files.push(path.to_path_buf());
+        return Ok(());
+    }
+    if !walked.insert((meta.dev(), meta.ino())) {
         return Ok(());
     }
     let mut entries: Vec<PathBuf> = std::fs::read_dir(path)
@@ -69,7 +94,7 @@ fn collect_files(path: &Path, files: &mut Vec<PathBuf>) -> Result<(), DocumentEr
     entries.sort();
     for entry in entries {
         if entry.is_dir() {
-            collect_files(&entry, files)?;
+            collect_files(&entry, files, walked)?;
         } else if entry
             .extension()
             .and_then(|x| x.to_str())
@@ -115,8 +140,10 @@ fn unwrap_lists(
 
 /// Parses a file: JSON when it looks like JSON, else YAML (possibly several documents).
 fn read_values(path: &Path) -> Result<Vec<Value>, DocumentError> {
-    let text =
-        std::fs::read_to_string(path).map_err(|e| error(path, format!("cannot be read: {e}")))?;
+    let bytes =
+        crate::regular_file::read(path, MAX_FILE).map_err(|e| error(path, e.to_string()))?;
+    let text = String::from_utf8(bytes)
+        .map_err(|e| error(path, format!("cannot be read: it is not UTF-8 text ({e})")))?;
     let trimmed = text.trim_start();
     if trimmed.starts_with('{') || trimmed.starts_with('[') {
         let value: Value = serde_json::from_str(&text).map_err(|e| {
@@ -131,6 +158,12 @@ fn read_values(path: &Path) -> Result<Vec<Value>, DocumentError> {
         })?;
         return Ok(vec![value]);
     }
+    if let Some(line) = nested_deeper_than(&text, MAX_YAML_DEPTH) {
+        return Err(error(
+            path,
+            format!("invalid YAML: nested deeper than {MAX_YAML_DEPTH} levels at line {line}"),
+        ));
+    }
     use serde::Deserialize;
     let mut values = Vec::new();
     for doc in serde_norway::Deserializer::from_str(&text) {
@@ -139,6 +172,64 @@ fn read_values(path: &Path) -> Result<Vec<Value>, DocumentError> {
         values.push(value);
     }
     Ok(values)
+}
+
+/// The line (1-based) where collections in `text` first nest deeper than `limit`, if they do. Reads
+/// YAML events only up to there; syntax errors are left to the parse that follows.
+fn nested_deeper_than(text: &str, limit: usize) -> Option<u64> {
+    use std::mem::MaybeUninit;
+    use unsafe_libyaml_norway as unsafe_yaml;
+
+    /// Frees the parser on every way out.
+    struct Parser(Box<MaybeUninit<unsafe_yaml::yaml_parser_t>>);
+    impl Drop for Parser {
+        fn drop(&mut self) {
+            // SAFETY: initialized in `nested_deeper_than` before this value exists.
+            unsafe { unsafe_yaml::yaml_parser_delete(self.0.as_mut_ptr()) }
+        }
+    }
+
+    let mut boxed = Box::new(MaybeUninit::<unsafe_yaml::yaml_parser_t>::uninit());
+    // SAFETY: `yaml_parser_initialize` fills the (boxed, so never moved) parser; on failure nothing
+    // was allocated and it is not used.
+    if unsafe { unsafe_yaml::yaml_parser_initialize(boxed.as_mut_ptr()) }.fail {
+        return None;
+    }
+    let mut parser = Parser(boxed);
+    let sys = parser.0.as_mut_ptr();
+    // SAFETY: the parser reads `text`, which outlives it (it is dropped at the end of this function).
+    unsafe {
+        unsafe_yaml::yaml_parser_set_encoding(sys, unsafe_yaml::YAML_UTF8_ENCODING);
+        unsafe_yaml::yaml_parser_set_input_string(sys, text.as_ptr(), text.len() as u64);
+    }
+    let mut depth = 0usize;
+    loop {
+        let mut event = MaybeUninit::<unsafe_yaml::yaml_event_t>::uninit();
+        // SAFETY: an initialized parser and room for one event, which is read only when the parse
+        // succeeded and deleted right after.
+        let (kind, line) = unsafe {
+            if unsafe_yaml::yaml_parser_parse(sys, event.as_mut_ptr()).fail {
+                return None;
+            }
+            let event = event.as_mut_ptr();
+            let seen = ((*event).type_, (*event).start_mark.line + 1);
+            unsafe_yaml::yaml_event_delete(event);
+            seen
+        };
+        match kind {
+            unsafe_yaml::YAML_SEQUENCE_START_EVENT | unsafe_yaml::YAML_MAPPING_START_EVENT => {
+                depth += 1;
+                if depth > limit {
+                    return Some(line);
+                }
+            }
+            unsafe_yaml::YAML_SEQUENCE_END_EVENT | unsafe_yaml::YAML_MAPPING_END_EVENT => {
+                depth = depth.saturating_sub(1)
+            }
+            unsafe_yaml::YAML_STREAM_END_EVENT => return None,
+            _ => {}
+        }
+    }
 }
 
 #[cfg(test)]
@@ -168,6 +259,25 @@ mod tests {
             .map(|(_, v)| v["metadata"]["name"].as_str().unwrap().to_string())
             .collect();
         assert_eq!(names, ["a", "b", "c", "d"]);
+    }
+
+    #[test]
+    fn yaml_nesting_is_limited_before_it_is_parsed() {
+        let nested = |depth: usize| format!("a: {}{}\n", "[".repeat(depth), "]".repeat(depth));
+        assert_eq!(nested_deeper_than(&nested(127), MAX_YAML_DEPTH), None);
+        assert_eq!(nested_deeper_than(&nested(128), MAX_YAML_DEPTH), Some(1));
+        let blocks = format!("a:\n{}", "- ".repeat(200));
+        assert_eq!(nested_deeper_than(&blocks, MAX_YAML_DEPTH), Some(2));
+        // A syntax error is the parse's to report.
+        assert_eq!(nested_deeper_than("a: [", MAX_YAML_DEPTH), None);
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("deep.yaml");
+        std::fs::write(&p, format!("kind: X\ndata: {}", "[".repeat(100_000))).unwrap();
+        let e = read_object(&p).unwrap_err().to_string();
+        assert!(
+            e.ends_with("deep.yaml: invalid YAML: nested deeper than 128 levels at line 2"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -15,6 +15,7 @@ mod glob;
 pub mod logging;
 pub mod modules;
 pub mod plugin;
+mod regular_file;
 pub mod runtime;
 pub mod state;
 

@@ -5,8 +5,13 @@
 //! The first of: `$VELERO_WASM_STATE_DIR`; `$VELERO_SCRATCH_DIR/velero-wasm` (the Velero pod's scratch
 //! volume, shared by every plugin process of the pod); `$XDG_CACHE_HOME/velero-wasm`;
 //! `$HOME/.cache/velero-wasm`. None of them set: no state is kept.
+//!
+//! Compiled modules are machine code the host maps and runs, and last good modules come with their
+//! grant: whoever can write where they are kept can run code as the plugin or widen a module's grant.
+//! So they are kept only in [private](private_dir) directories.
 
-use std::path::PathBuf;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+use std::path::{Path, PathBuf};
 
 /// The state directory for this environment, if one can be named.
 pub fn default_dir() -> Option<PathBuf> {
@@ -19,4 +24,78 @@ pub fn default_dir() -> Option<PathBuf> {
         .or_else(|| var("VELERO_SCRATCH_DIR").map(|d| d.join("velero-wasm")))
         .or_else(|| var("XDG_CACHE_HOME").map(|d| d.join("velero-wasm")))
         .or_else(|| var("HOME").map(|d| d.join(".cache").join("velero-wasm")))
+}
+
+/// Creates `dir` (and what is missing above it, mode 0700) and checks that it, and every directory
+/// from `root` down to it, belongs to this process's effective user and is not writable by group or
+/// others: nobody else can then add, replace or rename what is in it. The error says which directory
+/// fails and why.
+pub fn private_dir(root: &Path, dir: &Path) -> Result<(), String> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let below = dir.strip_prefix(root).unwrap_or(Path::new(""));
+    let mut current = root.to_path_buf();
+    check_private(&current)?;
+    for part in below.components() {
+        current.push(part);
+        check_private(&current)?;
+    }
+    Ok(())
+}
+
+/// The effective user id of this process.
+pub fn euid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+fn check_private(dir: &Path) -> Result<(), String> {
+    let meta = std::fs::metadata(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    if !meta.is_dir() {
+        return Err(format!("{} is not a directory", dir.display()));
+    }
+    let me = euid();
+    if meta.uid() != me {
+        return Err(format!(
+            "{} belongs to uid {}, not to uid {me} that this process runs as",
+            dir.display(),
+            meta.uid()
+        ));
+    }
+    if meta.mode() & 0o022 != 0 {
+        return Err(format!(
+            "{} is writable by other users (mode {:04o}; make it 0700)",
+            dir.display(),
+            meta.mode() & 0o7777
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn a_private_dir_is_created_owner_only_and_open_ones_are_refused() {
+        let state = tempfile::tempdir().unwrap();
+        let dir = state.path().join("a").join("b");
+        private_dir(state.path(), &dir).unwrap();
+        let mode = std::fs::metadata(&dir).unwrap().mode() & 0o777;
+        assert_eq!(mode, 0o700);
+        let middle = state.path().join("a");
+        std::fs::set_permissions(&middle, std::fs::Permissions::from_mode(0o775)).unwrap();
+        let e = private_dir(state.path(), &dir).unwrap_err();
+        assert!(
+            e.contains("/a is writable by other users (mode 0775"),
+            "{e}"
+        );
+        // A readable directory is fine: only writing matters.
+        std::fs::set_permissions(&middle, std::fs::Permissions::from_mode(0o755)).unwrap();
+        private_dir(state.path(), &dir).unwrap();
+    }
 }

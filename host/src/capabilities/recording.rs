@@ -35,7 +35,12 @@
 //!
 //! # Secrets
 //! A recording holds what was sent and received: tokens in HTTP requests and answers, the contents of
-//! token files, Secrets read from the cluster. Files are created readable by their owner only.
+//! token files, Secrets read from the cluster. The file is made readable by its owner only (mode 0600,
+//! an existing file too), and never written through a symbolic link.
+//!
+//! # Size
+//! A recording holds at most [`MAX_RECORDING`] bytes: a call that would go past it is not written,
+//! and [`Recorder::finish`] then fails the run. A replay reads a regular file of at most that size.
 //!
 //! [`kube::record`]: super::kube::record
 //! [`http::record`]: super::http::record
@@ -44,7 +49,8 @@
 //! [`Clock::stepped`]: super::Clock::stepped
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
@@ -56,6 +62,9 @@ use serde_json::{json, Value};
 const MAGIC: &str = "velero-wasm";
 /// The format version this host writes and reads.
 const VERSION: u64 = 1;
+
+/// The largest recording written or replayed: 256 MiB.
+pub const MAX_RECORDING: u64 = 256 << 20;
 
 /// A recording that cannot be written or read.
 #[derive(Debug, thiserror::Error)]
@@ -173,42 +182,97 @@ pub fn bytes_from_json(value: &Value) -> Result<Vec<u8>, String> {
 /// Where calls are recorded: a JSON Lines file, written line by line and flushed after each.
 pub struct Recorder {
     path: PathBuf,
-    file: Mutex<File>,
+    /// The file and the bytes written to it.
+    file: Mutex<(File, u64)>,
+    limit: u64,
     failure: Mutex<Option<String>>,
 }
 
 impl Recorder {
-    /// Creates (or truncates) the file, readable by its owner only, and writes the header.
+    /// Creates (or truncates) the file, readable by its owner only (an existing file is made so), and
+    /// writes the header. A symbolic link, or anything but a regular file, is refused.
     pub fn create(path: &Path, header: &Header) -> Result<Arc<Recorder>, RecordingError> {
+        Recorder::create_with_limit(path, header, MAX_RECORDING)
+    }
+
+    fn create_with_limit(
+        path: &Path,
+        header: &Header,
+        limit: u64,
+    ) -> Result<Arc<Recorder>, RecordingError> {
         let io = |source| RecordingError::Io {
             path: path.to_path_buf(),
             source,
         };
-        let mut options = std::fs::OpenOptions::new();
-        options.write(true).create(true).truncate(true);
-        #[cfg(unix)]
-        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-        let mut file = options.open(path).map_err(io)?;
-        writeln!(file, "{}", header.to_json())
+        // Not truncated yet: first make sure it is a regular file (a FIFO, opened without blocking,
+        // is refused rather than waited on) and nobody else's to read.
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+            .open(path)
+            .map_err(|e| {
+                io(if e.raw_os_error() == Some(libc::ELOOP) {
+                    std::io::Error::other(
+                        "is a symbolic link: a recording holds secrets and is written only to a regular file; give the path it points to",
+                    )
+                } else {
+                    e
+                })
+            })?;
+        if !file.metadata().map_err(io)?.is_file() {
+            return Err(io(std::io::Error::other(
+                "is not a regular file: a recording is written only to a regular file",
+            )));
+        }
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))
+            .map_err(|e| {
+                io(std::io::Error::other(format!(
+                    "cannot be made readable by its owner only (mode 0600): {e}"
+                )))
+            })?;
+        file.set_len(0).map_err(io)?;
+        let first = format!("{}\n", header.to_json());
+        file.write_all(first.as_bytes())
             .and_then(|_| file.flush())
             .map_err(io)?;
         Ok(Arc::new(Recorder {
             path: path.to_path_buf(),
-            file: Mutex::new(file),
+            file: Mutex::new((file, first.len() as u64)),
+            limit,
             failure: Mutex::new(None),
         }))
     }
 
-    /// Appends one call of `capability` and its answer. A write failure is kept for [`Recorder::finish`].
+    /// Appends one call of `capability` and its answer. A write failure, or a call that would take the
+    /// recording past its limit, is kept for [`Recorder::finish`]; nothing is written after it.
     pub fn write(&self, capability: &str, call: Value, answer: Value) {
-        let line = json!({"capability": capability, "call": call, "answer": answer});
-        let mut file = self.file.lock().unwrap_or_else(|e| e.into_inner());
-        if let Err(e) = writeln!(file, "{line}").and_then(|_| file.flush()) {
-            tracing::error!(path = %self.path.display(), "cannot write the recording: {e}");
-            self.failure
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .get_or_insert_with(|| e.to_string());
+        let line = format!(
+            "{}\n",
+            json!({"capability": capability, "call": call, "answer": answer})
+        );
+        let mut guard = self.file.lock().unwrap_or_else(|e| e.into_inner());
+        let (file, written) = &mut *guard;
+        let mut failure = self.failure.lock().unwrap_or_else(|e| e.into_inner());
+        if failure.is_some() {
+            return;
+        }
+        if *written + line.len() as u64 > self.limit {
+            let problem = format!(
+                "it reached its limit of {} (calls after that are not in it)",
+                crate::regular_file::size(self.limit)
+            );
+            tracing::error!(path = %self.path.display(), "recording stopped: {problem}");
+            *failure = Some(problem);
+            return;
+        }
+        match file.write_all(line.as_bytes()).and_then(|_| file.flush()) {
+            Ok(()) => *written += line.len() as u64,
+            Err(e) => {
+                tracing::error!(path = %self.path.display(), "cannot write the recording: {e}");
+                *failure = Some(e.to_string());
+            }
         }
     }
 
@@ -259,15 +323,25 @@ impl Recording {
             path: path.to_path_buf(),
             source,
         };
-        let file = File::open(path).map_err(io)?;
+        let bytes = crate::regular_file::read(path, MAX_RECORDING).map_err(|e| {
+            io(match e {
+                crate::regular_file::FileError::Io(e) => e,
+                other => std::io::Error::other(other.to_string()),
+            })
+        })?;
+        let text = String::from_utf8(bytes).map_err(|e| {
+            io(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("not UTF-8 text: {e}"),
+            ))
+        })?;
         let mut documents = Vec::new();
-        for (i, line) in BufReader::new(file).lines().enumerate() {
-            let line = line.map_err(io)?;
+        for (i, line) in text.lines().enumerate() {
             if line.trim().is_empty() {
                 continue;
             }
             let value: Value =
-                serde_json::from_str(&line).map_err(|e| format(i + 1, format!("not JSON: {e}")))?;
+                serde_json::from_str(line).map_err(|e| format(i + 1, format!("not JSON: {e}")))?;
             documents.push((i + 1, value));
         }
         let Some((number, header)) = documents.first() else {
@@ -502,6 +576,31 @@ mod tests {
         assert_eq!(demo.unused(), 0);
         replay.replayer("other", |_| Ok(())).unwrap();
         assert_eq!(replay.unused(), vec![("other", 1)]);
+    }
+
+    #[test]
+    fn a_recording_stops_at_its_limit_and_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("rec.jsonl");
+        let header = Header {
+            clock_start: UNIX_EPOCH,
+            velero_namespace: String::new(),
+        };
+        let recorder = Recorder::create_with_limit(&path, &header, 400).unwrap();
+        for n in 0..100 {
+            recorder.write("demo", json!({"n": n}), json!({"ok": "x".repeat(20)}));
+        }
+        let size = std::fs::metadata(&path).unwrap().len();
+        assert!(size <= 400, "{size} bytes");
+        let e = recorder.finish().unwrap_err();
+        assert!(
+            e.ends_with("rec.jsonl is incomplete: it reached its limit of 400 bytes (calls after that are not in it)"),
+            "{e}"
+        );
+        // What was written is a recording that replays (whole lines only).
+        let replay = Replay::new(Recording::read(&path).unwrap());
+        let demo = replay.replayer("demo", |_| Ok(())).unwrap();
+        assert!(demo.unused() >= 3, "{}", demo.unused());
     }
 
     #[test]

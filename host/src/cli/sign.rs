@@ -230,10 +230,13 @@ async fn runtime(modules: &ModuleArgs, clock: Clock) -> Result<Runtime, Failure>
     Ok(runtime)
 }
 
-/// The text of a file given by `flag`, as it is (a token file is sent verbatim).
+/// The text of a file given by `flag`, as it is (a token file is sent verbatim): a regular file of at
+/// most 1 MiB, as a module may read through `env-files`.
 fn read_text(flag: &str, path: &Path) -> Result<String, Failure> {
-    std::fs::read_to_string(path)
-        .map_err(|e| Failure::bad_input(format!("--{flag} {}: {e}", path.display())))
+    let failure = |e: String| Failure::bad_input(format!("--{flag} {}: {e}", path.display()));
+    let bytes = crate::regular_file::read(path, crate::capabilities::environment::MAX_FILE)
+        .map_err(|e| failure(e.to_string()))?;
+    String::from_utf8(bytes).map_err(|e| failure(format!("is not UTF-8 text: {e}")))
 }
 
 /// The module's answer: the URL, or a failure (invalid input is exit 2, anything else 1).

@@ -1,6 +1,9 @@
 //! The last good version of each module from the module directory, kept in a state directory so that
 //! a broken update (a truncated ConfigMap, a module that no longer loads) falls back to the version
 //! that last loaded, in this process and in the plugin processes Velero starts after it.
+//!
+//! A copy comes with its manifest, and so its grant: copies are kept and recalled only in a
+//! [private](crate::state::private_dir) directory, or not at all.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -10,13 +13,19 @@ use super::{read_module, ModuleSource};
 /// A directory of modules that loaded successfully, by name.
 #[derive(Debug, Clone)]
 pub struct LastGood {
+    /// The directory that must be private from here down to `dir`.
+    root: PathBuf,
     dir: PathBuf,
 }
 
 impl LastGood {
-    /// A store in `dir` (created when first needed).
+    /// A store in `dir` (created when first needed; it and its parent must be private).
     pub fn at(dir: impl Into<PathBuf>) -> LastGood {
-        LastGood { dir: dir.into() }
+        let dir = dir.into();
+        LastGood {
+            root: dir.parent().unwrap_or(&dir).to_path_buf(),
+            dir,
+        }
     }
 
     /// The store for the modules of `module_dir`, under `state_dir`: each module directory (a mounted
@@ -25,7 +34,10 @@ impl LastGood {
         let canonical =
             std::fs::canonicalize(module_dir).unwrap_or_else(|_| module_dir.to_path_buf());
         let key = super::sha256_hex(canonical.as_os_str().as_encoded_bytes());
-        LastGood::at(state_dir.join("last-good").join(&key[..16]))
+        LastGood {
+            root: state_dir.to_path_buf(),
+            dir: state_dir.join("last-good").join(&key[..16]),
+        }
     }
 
     /// Where the store lives.
@@ -33,9 +45,15 @@ impl LastGood {
         &self.dir
     }
 
+    /// Creates the store, or says why it cannot be used: it cannot be created, or it (or a directory
+    /// above it, up to the state directory) belongs to another user or others can write to it.
+    pub fn open(&self) -> Result<(), String> {
+        crate::state::private_dir(&self.root, &self.dir)
+    }
+
     /// Keeps a copy of a module that loaded. Each file is replaced atomically.
     pub fn remember(&self, module: &ModuleSource) -> io::Result<()> {
-        std::fs::create_dir_all(&self.dir)?;
+        self.open().map_err(io::Error::other)?;
         write_atomically(
             &self.dir.join(format!("{}.toml", module.name)),
             module.manifest_text.as_bytes(),
@@ -48,6 +66,8 @@ impl LastGood {
 
     /// The remembered version of a module, if there is one and it is intact.
     pub fn recall(&self, name: &str) -> Result<ModuleSource, String> {
+        self.open()
+            .map_err(|why| format!("no earlier version of module {name} can be trusted: {why}"))?;
         let path = self.dir.join(format!("{name}.wasm"));
         if !path.exists() {
             return Err(format!(

@@ -19,7 +19,8 @@
 //! verbs = ["get", "list"]                          # get list create update patch delete, or "*"
 //! namespaces = ["@item"]                           # names or globs; "*" is every namespace and
 //!                                                  # cluster scope; "@item" is the item's namespace;
-//!                                                  # "@velero" is the namespace Velero runs in
+//!                                                  # "@velero" is the namespace Velero runs in; ""
+//!                                                  # is cluster scope (not with `list`)
 //!
 //! [grant]
 //! http = ["sts.amazonaws.com", "*.blob.core.windows.net", "http://127.0.0.1:9000"]
@@ -167,7 +168,9 @@ pub struct KubeRule {
     /// `get`, `list`, `create`, `update`, `patch`, `delete` or `*`.
     pub verbs: Vec<String>,
     /// Namespace names or globs; `*` is all namespaces and cluster scope; `@item` is the namespace of
-    /// the item being processed; `@velero` the namespace Velero runs in; "" is cluster scope.
+    /// the item being processed; `@velero` the namespace Velero runs in; "" is cluster scope: calls
+    /// that name no namespace, on cluster-scoped objects. A list that names no namespace also lists a
+    /// namespaced resource in every namespace, so "" does not go with `list` (write "*" for that).
     pub namespaces: Vec<String>,
 }
 
@@ -256,6 +259,20 @@ impl Manifest {
                 return Err(invalid(
                     field("namespaces"),
                     "must name at least one namespace, \"*\", \"@item\" or \"@velero\"",
+                ));
+            }
+            let lists = rule.verbs.iter().any(|v| v == "list" || v == "*");
+            if lists && rule.namespaces.iter().any(String::is_empty) {
+                let verb = if rule.verbs.iter().any(|v| v == "list") {
+                    "list"
+                } else {
+                    "list (in \"*\")"
+                };
+                return Err(invalid(
+                    field("namespaces"),
+                    &format!(
+                        "\"\" (cluster scope) cannot go with the verb {verb}: a list that names no namespace also lists a namespaced resource in every namespace. To list across all namespaces (or a cluster-scoped resource), write \"*\"; to list in some namespaces, name them in a rule of their own and keep \"\" for the other verbs"
+                    ),
                 ));
             }
             for n in &rule.namespaces {
@@ -498,6 +515,19 @@ mod tests {
             e.contains("grant.kube[0].namespaces") && e.contains("@velro"),
             "{e}"
         );
+        for verbs in ["\"list\"", "\"get\", \"list\"", "\"*\""] {
+            let e = Manifest::parse(&format!(
+                "[[grant.kube]]\nresources=[\"pods\"]\nverbs=[{verbs}]\nnamespaces=[\"\"]"
+            ))
+            .unwrap_err()
+            .to_string();
+            assert!(
+                e.starts_with(
+                    "grant.kube[0].namespaces: \"\" (cluster scope) cannot go with the verb list"
+                ) && e.contains("write \"*\""),
+                "{e}"
+            );
+        }
         let e = Manifest::parse("[settings]\nx = [1]")
             .unwrap_err()
             .to_string();

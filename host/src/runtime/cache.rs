@@ -1,15 +1,25 @@
 //! Compiled modules on disk, keyed by the module's sha256 and the engine's compatibility hash, so that
 //! a new process loads a module by mapping machine code instead of compiling it again.
 //!
-//! Loading machine code trusts the file: the cache is used only in a directory that this process
-//! created or that nobody but its owner can write to.
+//! Loading machine code trusts the file, so:
+//! * the cache is used only in a [private](crate::state::private_dir) directory (this user's, not
+//!   writable by others), and
+//! * each entry ends with the sha256 of the artifact before it, checked on every load against the
+//!   bytes that are then deserialized: an entry damaged on disk (same length, other bytes: the kind of
+//!   damage wasmtime's header check does not see, and that would run as broken machine code) is
+//!   deleted with a warning and the module compiled again.
 
 use std::hash::{Hash, Hasher};
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+use sha2::{Digest, Sha256};
 use wasmtime::component::Component;
 use wasmtime::Engine;
+
+/// What an entry ends with, after the artifact's digest: names the entry format, so that an entry of
+/// another format is never read as this one.
+const TRAILER: &[u8; 8] = b"vwcwasm1";
+const DIGEST: usize = 32;
 
 /// A directory of precompiled components.
 #[derive(Debug, Clone)]
@@ -18,31 +28,15 @@ pub struct CompileCache {
 }
 
 impl CompileCache {
-    /// Opens (creating, mode 0700) a cache directory; `None`, with a warning, when it cannot be created
-    /// or others can write to it.
+    /// Opens (creating, mode 0700) a cache directory; `None`, with a warning, when it cannot be
+    /// created, or when it or its parent (the state directory) belongs to another user or others can
+    /// write to it.
     pub fn open(dir: PathBuf) -> Option<CompileCache> {
-        if let Err(e) = std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&dir)
-        {
-            tracing::warn!(
-                "not caching compiled modules: cannot create {}: {e}",
-                dir.display()
-            );
-            return None;
-        }
-        match std::fs::metadata(&dir) {
-            Ok(meta) if meta.permissions().mode() & 0o022 == 0 => Some(CompileCache { dir }),
-            Ok(_) => {
-                tracing::warn!(
-                    "not caching compiled modules: {} is writable by other users",
-                    dir.display()
-                );
-                None
-            }
-            Err(e) => {
-                tracing::warn!("not caching compiled modules: {}: {e}", dir.display());
+        let root = dir.parent().unwrap_or(&dir).to_path_buf();
+        match crate::state::private_dir(&root, &dir) {
+            Ok(()) => Some(CompileCache { dir }),
+            Err(why) => {
+                tracing::warn!("not caching compiled modules (compiling them in memory): {why}");
                 None
             }
         }
@@ -51,21 +45,46 @@ impl CompileCache {
     fn path(&self, engine: &Engine, sha256: &str) -> PathBuf {
         let mut hasher = std::hash::DefaultHasher::new();
         engine.precompile_compatibility_hash().hash(&mut hasher);
+        TRAILER.hash(&mut hasher);
         self.dir
             .join(format!("{sha256}-{:016x}.cwasm", hasher.finish()))
     }
 
-    /// The cached compilation of a module, if there is a usable one.
+    /// The cached compilation of a module, if there is a usable one. A damaged entry is deleted.
     pub fn load(&self, engine: &Engine, sha256: &str) -> Option<Component> {
         let path = self.path(engine, sha256);
-        if !path.exists() {
+        let started = std::time::Instant::now();
+        let entry = match std::fs::read(&path) {
+            Ok(entry) => entry,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+            Err(e) => {
+                tracing::debug!("cannot read cached module {}: {e}", path.display());
+                return None;
+            }
+        };
+        let Some(artifact) = verified(&entry) else {
+            tracing::warn!(
+                "the cached compilation {} is damaged (its sha256 does not match): deleting it and compiling the module again",
+                path.display()
+            );
+            let _ = std::fs::remove_file(&path);
             return None;
-        }
-        // SAFETY: the file was written by `store` below into a directory only this user can write to
-        // (checked in `open`), under a name that binds it to the module's sha256 and this engine's
-        // configuration; wasmtime checks its header and refuses incompatible artifacts.
-        match unsafe { Component::deserialize_file(engine, &path) } {
-            Ok(component) => Some(component),
+        };
+        let verified_in = started.elapsed();
+        // SAFETY: these are the bytes `store` wrote (their sha256 matches the one stored with them)
+        // into a directory only this user can write to (checked in `open`), under a name that binds
+        // them to the module's sha256 and this engine's configuration; wasmtime checks the header and
+        // refuses artifacts of another engine version or configuration.
+        match unsafe { Component::deserialize(engine, artifact) } {
+            Ok(component) => {
+                tracing::debug!(
+                    bytes = artifact.len(),
+                    read_and_verify_us = verified_in.as_micros() as u64,
+                    total_us = started.elapsed().as_micros() as u64,
+                    "compiled module {sha256} loaded from the cache"
+                );
+                Some(component)
+            }
             Err(e) => {
                 tracing::debug!("ignoring cached module {}: {e}", path.display());
                 let _ = std::fs::remove_file(&path);
@@ -94,15 +113,49 @@ impl CompileCache {
         let written = component
             .serialize()
             .map_err(|e| e.to_string())
-            .and_then(|bytes| write_atomically(&path, &bytes).map_err(|e| e.to_string()));
+            .and_then(|bytes| write_atomically(&path, &sealed(bytes)).map_err(|e| e.to_string()));
         if let Err(e) = written {
             tracing::debug!("cannot cache compiled module in {}: {e}", path.display());
         }
     }
 }
 
+/// An artifact as stored: its bytes, their sha256, the trailer.
+fn sealed(mut artifact: Vec<u8>) -> Vec<u8> {
+    let digest = Sha256::digest(&artifact);
+    artifact.extend_from_slice(&digest);
+    artifact.extend_from_slice(TRAILER);
+    artifact
+}
+
+/// The artifact of a stored entry, if the entry is whole and its bytes are the ones digested.
+fn verified(entry: &[u8]) -> Option<&[u8]> {
+    let body = entry.strip_suffix(TRAILER.as_slice())?;
+    let split = body.len().checked_sub(DIGEST)?;
+    let (artifact, digest) = body.split_at(split);
+    (Sha256::digest(artifact).as_slice() == digest).then_some(artifact)
+}
+
 fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let tmp = path.with_extension(format!("tmp{}", std::process::id()));
     std::fs::write(&tmp, bytes)?;
     std::fs::rename(&tmp, path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_entry_is_verified_against_its_digest() {
+        let entry = sealed(b"machine code".to_vec());
+        assert_eq!(verified(&entry), Some(&b"machine code"[..]));
+        let mut flipped = entry.clone();
+        flipped[3] ^= 0xff;
+        assert_eq!(verified(&flipped), None, "same length, other bytes");
+        assert_eq!(verified(&entry[1..]), None, "truncated at the front");
+        assert_eq!(verified(&entry[..entry.len() - 1]), None, "truncated");
+        assert_eq!(verified(b"vwcwasm1"), None, "too short");
+        assert_eq!(verified(b""), None);
+    }
 }

@@ -205,6 +205,19 @@ impl Runtime {
             return Ok(problems);
         };
         let scan = scan_directory(dir)?;
+        // A store that cannot be trusted is reported once, then not used at all.
+        let last_good = match &config.last_good {
+            Some(store) => match store.open() {
+                Ok(()) => Some(store),
+                Err(why) => {
+                    problems.push(LoadProblem::warning(format!(
+                        "not keeping last good versions of modules: {why}"
+                    )));
+                    None
+                }
+            },
+            None => None,
+        };
         let mut broken: Vec<(String, String)> = scan
             .problems
             .into_iter()
@@ -221,7 +234,7 @@ impl Runtime {
             match self.load(module).await {
                 Ok(loaded) => {
                     problems.extend(loaded.warnings.into_iter().map(LoadProblem::warning));
-                    if let Some(store) = &config.last_good {
+                    if let Some(store) = last_good {
                         if let Err(e) = store.remember(&kept) {
                             problems.push(LoadProblem::warning(format!(
                                 "module {}: cannot keep a copy in {}: {e}",
@@ -235,7 +248,7 @@ impl Runtime {
             }
         }
         for (name, problem) in broken {
-            let (served, fallback) = match &config.last_good {
+            let (served, fallback) = match last_good {
                 Some(store) => match store.recall(&name) {
                     Ok(previous) => {
                         let sha = previous.sha256.clone();

@@ -17,7 +17,6 @@ use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use tokio::io::AsyncReadExt;
 
 use super::CallState;
 use crate::bindings::velero_wasm::plugin::environment::Host;
@@ -232,21 +231,21 @@ impl CallState {
     }
 }
 
-/// Reads at most [`MAX_FILE`] bytes of `path`; larger files are refused.
+/// Reads a regular file of at most [`MAX_FILE`] bytes; larger files, FIFOs and devices are refused
+/// (opened without blocking, so a FIFO never holds the call or the process).
 async fn read_capped(path: &str, variable: &str) -> Result<Vec<u8>, String> {
-    let cannot = |e: std::io::Error| format!("cannot read {path} (named by {variable}): {e}");
-    let file = tokio::fs::File::open(path).await.map_err(cannot)?;
-    let mut contents = Vec::new();
-    file.take(MAX_FILE + 1)
-        .read_to_end(&mut contents)
+    use crate::regular_file::{read, FileError};
+    let owned = std::path::PathBuf::from(path);
+    let read = tokio::task::spawn_blocking(move || read(&owned, MAX_FILE))
         .await
-        .map_err(cannot)?;
-    if contents.len() as u64 > MAX_FILE {
-        return Err(format!(
-            "{path} (named by {variable}) is larger than the 1 MiB a module may read"
-        ));
-    }
-    Ok(contents)
+        .map_err(|e| format!("cannot read {path} (named by {variable}): {e}"))?;
+    read.map_err(|e| match e {
+        FileError::Io(e) => format!("cannot read {path} (named by {variable}): {e}"),
+        FileError::TooLarge(_) => {
+            format!("{path} (named by {variable}) is larger than the 1 MiB a module may read")
+        }
+        other => format!("{path} (named by {variable}) {other}"),
+    })
 }
 
 impl Host for CallState {
@@ -314,7 +313,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn files_are_read_up_to_one_mebibyte() {
+    async fn regular_files_are_read_up_to_one_mebibyte() {
         let dir = tempfile::tempdir().unwrap();
         let small = dir.path().join("token");
         std::fs::write(&small, b"eyJ.token").unwrap();
@@ -334,6 +333,15 @@ mod tests {
         let e = read_capped(big.to_str().unwrap(), "T").await.unwrap_err();
         assert!(
             e.contains("larger than the 1 MiB") && e.contains("named by T"),
+            "{e}"
+        );
+        let fifo = dir.path().join("fifo");
+        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let e = read_capped(fifo.to_str().unwrap(), "T").await.unwrap_err();
+        assert!(
+            e.ends_with("(named by T) is not a regular file (it is a FIFO)"),
             "{e}"
         );
         let e = read_capped("/nonexistent/velero-wasm/token", "T")

@@ -26,7 +26,8 @@ enum Namespace {
     Item,
     /// `@velero`: the namespace Velero runs in.
     Velero,
-    /// A name or glob; "" is cluster scope.
+    /// A name or glob; "" is cluster scope: calls that name no namespace, except `list` (which would
+    /// list a namespaced resource in every namespace; manifests refuse "" with `list`).
     Pattern(String),
 }
 
@@ -92,7 +93,9 @@ impl KubeGrant {
                     Namespace::Velero => {
                         !velero_namespace.is_empty() && velero_namespace == namespace
                     }
-                    Namespace::Pattern(p) if p.is_empty() => namespace.is_empty(),
+                    Namespace::Pattern(p) if p.is_empty() => {
+                        namespace.is_empty() && verb != Verb::List
+                    }
                     Namespace::Pattern(p) => !namespace.is_empty() && glob::matches(p, namespace),
                 })
         })
@@ -160,6 +163,14 @@ mod tests {
         let g = grant(&["nodes"], &["get"], &[""]);
         assert!(g.allows(Verb::Get, "nodes", "", None, ""));
         assert!(!g.allows(Verb::Get, "nodes", "ns", None, ""));
+        // A list without a namespace would list a namespaced resource everywhere: "" never allows it.
+        let g = grant(&["pods", "nodes"], &["*"], &[""]);
+        assert!(!g.allows(Verb::List, "pods", "", None, ""));
+        assert!(!g.allows(Verb::List, "nodes", "", None, ""));
+        assert!(g.allows(Verb::Delete, "nodes", "", None, ""));
+        let g = grant(&["pods", "nodes"], &["list"], &["*"]);
+        assert!(g.allows(Verb::List, "pods", "", None, ""));
+        assert!(g.allows(Verb::List, "nodes", "", None, ""));
     }
 
     #[test]

@@ -1,0 +1,303 @@
+//! The state directory keeps what a later process reuses: compiled modules (machine code the host
+//! maps and runs) and the last good version of each directory module (with its grant). So it is
+//! trusted only when nobody else could have written it, and what is in it is checked before use:
+//! * a compiled module damaged on disk is compiled again, with a warning, and the cache repaired;
+//! * a `compiled/` or `last-good/` directory of another user, or one others can write to, is not used.
+
+mod support;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use support::plugin::Plugin;
+use support::{stderr, stdout_json, write};
+
+const MANIFEST: &str = r#"
+[limits]
+timeout = "2s"
+
+[[grant.kube]]
+resources = ["configmaps"]
+verbs = ["get", "create", "patch"]
+namespaces = ["@item"]
+
+[settings]
+target = "settings"
+"#;
+
+/// Files for `run`: an item, a backup, a module directory with the test component.
+struct Scene {
+    files: tempfile::TempDir,
+    modules: tempfile::TempDir,
+    state: tempfile::TempDir,
+}
+
+impl Scene {
+    fn new() -> Scene {
+        let files = tempfile::tempdir().unwrap();
+        write(
+            files.path(),
+            "item.json",
+            r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"app","namespace":"shop"}}"#,
+        );
+        write(
+            files.path(),
+            "backup.json",
+            r#"{"metadata":{"name":"nightly","namespace":"velero"},"spec":{}}"#,
+        );
+        Scene {
+            files,
+            modules: support::module_dir("misbehave", "misbehave", MANIFEST),
+            state: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    /// `velero-wasm run` of the test module's echo action, with this scene's state directory.
+    fn run(&self) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_velero-wasm"))
+            .args(["run", "--action", "test.velero-wasm.io/echo"])
+            .arg("--item")
+            .arg(self.files.path().join("item.json"))
+            .arg("--backup")
+            .arg(self.files.path().join("backup.json"))
+            .arg("--modules")
+            .arg(self.modules.path())
+            .env("VELERO_WASM_STATE_DIR", self.state.path())
+            .env_remove("VELERO_PLUGIN")
+            .env_remove("VELERO_WASM_MODULES")
+            .output()
+            .unwrap()
+    }
+
+    fn compiled(&self) -> PathBuf {
+        self.state.path().join("compiled")
+    }
+}
+
+fn succeeds(out: &Output) -> String {
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(out));
+    assert_eq!(stdout_json(out)["item"]["metadata"]["name"], "app");
+    stderr(out)
+}
+
+/// The cached compilations in `dir`.
+fn entries(dir: &Path) -> Vec<PathBuf> {
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "cwasm"))
+        .collect();
+    entries.sort();
+    entries
+}
+
+/// Flips 64 bytes in the middle of a file, keeping its length.
+fn damage(path: &Path) {
+    let mut bytes = std::fs::read(path).unwrap();
+    let middle = bytes.len() / 2;
+    for b in &mut bytes[middle..middle + 64] {
+        *b ^= 0xa5;
+    }
+    std::fs::write(path, bytes).unwrap();
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+fn chown(path: &Path, uid: u32) {
+    std::os::unix::fs::chown(path, Some(uid), None).unwrap();
+}
+
+fn chmod(path: &Path, mode: u32) {
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+fn running_as_root() -> bool {
+    // The owner of a file this process creates is its effective user.
+    use std::os::unix::fs::MetadataExt;
+    let probe = tempfile::NamedTempFile::new().unwrap();
+    probe.as_file().metadata().unwrap().uid() == 0
+}
+
+#[test]
+fn run_compiles_a_damaged_cached_module_again_with_a_warning_and_repairs_the_cache() {
+    let scene = Scene::new();
+    succeeds(&scene.run());
+    let cached = entries(&scene.compiled());
+    assert_eq!(
+        cached.len(),
+        5,
+        "four stock modules and the test module: {cached:?}"
+    );
+    for entry in &cached {
+        damage(entry);
+    }
+    let log = succeeds(&scene.run());
+    for entry in &cached {
+        assert!(
+            log.contains(&format!("{} is damaged", entry.display())),
+            "{log}"
+        );
+    }
+    assert_eq!(entries(&scene.compiled()), cached);
+    let log = succeeds(&scene.run());
+    assert!(
+        !log.contains("damaged"),
+        "the repaired cache is used: {log}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_plugin_compiles_a_damaged_cached_module_again_with_a_warning_and_serves() {
+    let state = tempfile::tempdir().unwrap();
+    let state_dir = state.path().display().to_string();
+    let env = [("VELERO_WASM_STATE_DIR", state_dir.as_str())];
+    let binary = support::plugin::binary();
+
+    let plugin = Plugin::start_as(binary, &[], &env);
+    let listed = plugin.listed().await;
+    assert!(!listed.is_empty());
+    plugin.shutdown().await;
+    let cached = entries(&state.path().join("compiled"));
+    assert_eq!(cached.len(), 4, "the stock modules: {cached:?}");
+    for entry in &cached {
+        damage(entry);
+    }
+
+    let plugin = Plugin::start_as(binary, &[], &env);
+    assert_eq!(plugin.listed().await, listed);
+    let session = plugin.shutdown().await;
+    let warnings: Vec<String> = session
+        .log_lines()
+        .into_iter()
+        .filter(|l| l["@level"] == "warn")
+        .map(|l| l["@message"].as_str().unwrap_or("").to_string())
+        .collect();
+    for entry in &cached {
+        let expected = format!("{} is damaged", entry.display());
+        assert!(
+            warnings.iter().any(|w| w.contains(&expected)),
+            "{warnings:#?}"
+        );
+    }
+
+    let plugin = Plugin::start_as(binary, &[], &env);
+    assert_eq!(plugin.listed().await, listed);
+    let session = plugin.shutdown().await;
+    assert!(
+        !session.stderr.contains("damaged"),
+        "the repaired cache is used: {}",
+        session.stderr
+    );
+}
+
+#[test]
+fn a_compiled_directory_of_another_user_or_open_to_others_is_not_used() {
+    let scene = Scene::new();
+    succeeds(&scene.run());
+    // Plant the machine code of another module under the test module's key, sealed as the host
+    // seals its own: a cache that is used runs it.
+    let wasm = std::fs::read(scene.modules.path().join("misbehave.wasm")).unwrap();
+    let cached = entries(&scene.compiled());
+    let (own, others): (Vec<&PathBuf>, Vec<&PathBuf>) = cached.iter().partition(|p| {
+        p.file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with(&sha256_hex(&wasm))
+    });
+    let (own, other) = (own[0], others[0]);
+    std::fs::copy(other, own).unwrap();
+    let planted = std::fs::read(own).unwrap();
+
+    let compiled = scene.compiled();
+    let mut cases = vec![(0o777, 0, "is writable by other users (mode 0777")];
+    if running_as_root() {
+        cases.push((0o755, 65534, "belongs to uid 65534"));
+    } else {
+        eprintln!("not root: the case of a directory of another user is left out");
+    }
+    for (mode, owner, why) in cases {
+        chmod(&compiled, mode);
+        if owner != 0 {
+            chown(&compiled, owner);
+        }
+        let log = succeeds(&scene.run());
+        assert!(
+            log.contains("not caching compiled modules") && log.contains(why),
+            "{log}"
+        );
+        assert_eq!(std::fs::read(own).unwrap(), planted, "left alone, not used");
+        if owner != 0 {
+            chown(&compiled, 0);
+        }
+    }
+
+    // The same directory, private again, is trusted: what is planted there is what runs.
+    chmod(&compiled, 0o700);
+    let out = scene.run();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn last_good_copies_of_another_user_are_not_served() {
+    if !running_as_root() {
+        eprintln!("not root: a directory of another user cannot be made");
+        return;
+    }
+    let modules = support::module_dir("misbehave", "misbehave", MANIFEST);
+    let state = tempfile::tempdir().unwrap();
+    let (modules_dir, state_dir) = (
+        modules.path().display().to_string(),
+        state.path().display().to_string(),
+    );
+    let env = [
+        ("VELERO_WASM_MODULES", modules_dir.as_str()),
+        ("VELERO_WASM_STATE_DIR", state_dir.as_str()),
+    ];
+    let serves_echo = |listed: std::collections::BTreeSet<(String, String)>| {
+        listed
+            .iter()
+            .any(|(_, name)| name == "test.velero-wasm.io/echo")
+    };
+    let plugin = Plugin::start_as(support::plugin::binary(), &[], &env);
+    assert!(serves_echo(plugin.listed().await));
+    plugin.shutdown().await;
+
+    // A broken update: its last good copy would serve, were its directory to be trusted.
+    write(modules.path(), "misbehave.wasm", "an update cut short");
+    let last_good = state.path().join("last-good");
+    let chown_all = |uid: u32| {
+        let status = Command::new("chown")
+            .args(["-R", &uid.to_string()])
+            .arg(&last_good)
+            .status()
+            .unwrap();
+        assert!(status.success());
+    };
+    chown_all(65534);
+    let plugin = Plugin::start_as(support::plugin::binary(), &[], &env);
+    assert!(!serves_echo(plugin.listed().await));
+    let session = plugin.shutdown().await;
+    assert!(
+        session
+            .stderr
+            .contains("not keeping last good versions of modules")
+            && session.stderr.contains("belongs to uid 65534"),
+        "{}",
+        session.stderr
+    );
+
+    chown_all(0);
+    let plugin = Plugin::start_as(support::plugin::binary(), &[], &env);
+    assert!(
+        serves_echo(plugin.listed().await),
+        "served from its last good copy"
+    );
+    plugin.shutdown().await;
+}
