@@ -1,13 +1,13 @@
 //! The hcp and agent components (HyperShift hosted control planes) through `velero-wasm run`, against
 //! the fixture clusters of `tests/fixtures/hcp/`: one test per item of the behaviour spec's checklist
-//! (`shared/spec/hcp-plugin-behaviour.md` §10, named `cNN_…`), then the etcd snapshot in both wait
+//! (docs/hcp.md#s10, named `cNN_…`), then the etcd snapshot in both wait
 //! modes (`etcd-wait = "async"`, the stock setting, and `"blocking"` from a module directory), with
 //! HCPEtcdBackups that complete, fail and never complete.
 //!
 //! Progress is asked from a new process holding only the operation id (`run --operation-id`), as
 //! Velero does after a restart; the asynchronous flow also runs end to end over Velero's gRPC
 //! protocol against a loopback API server whose "HyperShift controller" moves the HCPEtcdBackup on.
-//! The restore's URLs are the spec's known-answer vectors (§6.10) for a fixed clock (`--now`); the
+//! The restore's URLs are the spec's known-answer vectors (docs/signing.md#s6-10) for a fixed clock (`--now`); the
 //! STS and Entra ID exchanges go to loopback servers that answer like the real endpoints.
 
 mod support;
@@ -31,15 +31,15 @@ const AZURE_CR: &str = "oadp-azure-nightly-qhgp";
 const S3_NOW: &str = "2026-04-08T12:00:00Z";
 const AZ_NOW: &str = "2026-05-08T12:00:00Z";
 
-/// §6.10 S3-1: `s3://my-bucket/path/to/snapshot.db`, us-east-1, static keys.
+/// docs/signing.md#s6-10 S3-1: `s3://my-bucket/path/to/snapshot.db`, us-east-1, static keys.
 const S3_1: &str = "https://my-bucket.s3.us-east-1.amazonaws.com/path/to/snapshot.db?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKIAIOSFODNN7EXAMPLE%2F20260408%2Fus-east-1%2Fs3%2Faws4_request&X-Amz-Date=20260408T120000Z&X-Amz-Expires=3600&X-Amz-Signature=97094fa9811681974b61253db47e92787f66a5c394200e6e0db7c1b69adbd9a0&X-Amz-SignedHeaders=host";
-/// §6.10 S3-2: S3-1 with the session token `FwoGZXIvYXdzEBYaDHqa0AP`.
+/// docs/signing.md#s6-10 S3-2: S3-1 with the session token `FwoGZXIvYXdzEBYaDHqa0AP`.
 const S3_2: &str = "https://my-bucket.s3.us-east-1.amazonaws.com/path/to/snapshot.db?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKIAIOSFODNN7EXAMPLE%2F20260408%2Fus-east-1%2Fs3%2Faws4_request&X-Amz-Date=20260408T120000Z&X-Amz-Expires=3600&X-Amz-Security-Token=FwoGZXIvYXdzEBYaDHqa0AP&X-Amz-Signature=b2cea8ee4dff0adbb14368202d85d4070be0135050b68f9cd5508aac0104980e&X-Amz-SignedHeaders=host";
-/// §6.10 S3-4: S3-1 on the endpoint `http://minio.example.com:9000/` (path style).
+/// docs/signing.md#s6-10 S3-4: S3-1 on the endpoint `http://minio.example.com:9000/` (path style).
 const S3_4: &str = "http://minio.example.com:9000/my-bucket/path/to/snapshot.db?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKIAIOSFODNN7EXAMPLE%2F20260408%2Fus-east-1%2Fs3%2Faws4_request&X-Amz-Date=20260408T120000Z&X-Amz-Expires=3600&X-Amz-Signature=9b0544302dfa5b8251077cfd536eceb9b3f196b5d02a2fad820c067c40986013&X-Amz-SignedHeaders=host";
-/// §6.10 AZ-1: service SAS for `myaccount/mycontainer/path/to/snapshot.db`.
+/// docs/signing.md#s6-10 AZ-1: service SAS for `myaccount/mycontainer/path/to/snapshot.db`.
 const AZ_1: &str = "https://myaccount.blob.core.windows.net/mycontainer/path/to/snapshot.db?se=2026-05-08T13%3A00%3A00Z&sig=fUwIj%2Bwe8o2k5vj4aO7D5sCP2pGwJqESSubk2pyXf10%3D&sp=r&spr=https&sr=b&st=2026-05-08T12%3A00%3A00Z&sv=2024-11-04";
-/// §6.10 AZ-3's query: the user delegation SAS with AZ-3's delegation key.
+/// docs/signing.md#s6-10 AZ-3's query: the user delegation SAS with AZ-3's delegation key.
 const AZ_3_QUERY: &str = "se=2026-05-08T13%3A00%3A00Z&sig=frr2rIC4bJTT%2B4xR%2BrEEo%2BbRUExuXitvUxu1pqAvO94%3D&ske=2026-05-08T13%3A00%3A00Z&skoid=oid-1234&sks=b&skt=2026-05-08T12%3A00%3A00Z&sktid=tid-5678&skv=2024-11-04&sp=r&spr=https&sr=b&st=2026-05-08T12%3A00%3A00Z&sv=2024-11-04";
 
 /// The AWS management cluster: CRDs, the hosted cluster `clusters/aws-hc`, its BSL and static keys,
@@ -305,7 +305,7 @@ fn action<'a>(list: &'a [Value], name: &str) -> &'a Value {
 }
 
 // ---------------------------------------------------------------------------------------------
-// §10 checklist: registration and configuration
+// docs/hcp.md#s10 checklist: registration and configuration
 
 #[test]
 fn c01_two_actions_are_registered_under_upstream_s_names() {
@@ -504,7 +504,7 @@ fn c07_unknown_keys_only_warn_and_migration_changes_nothing() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// §10 checklist: the gate and discovery
+// docs/hcp.md#s10 checklist: the gate and discovery
 
 #[test]
 fn c08_a_backup_without_namespaces_passes_through_backup_and_restore() {
@@ -701,7 +701,7 @@ fn c13_control_planes_on_unsupported_platforms_fail_the_backup_item() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// §10 checklist: per-kind edits
+// docs/hcp.md#s10 checklist: per-kind edits
 
 #[test]
 fn c14_hosted_clusters_are_marked_restored_from_backup() {
@@ -938,7 +938,7 @@ fn c22_volume_snapshot_never_touches_etcd_backups_locations_or_secrets() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// §10 checklist: the HCPEtcdBackup
+// docs/hcp.md#s10 checklist: the HCPEtcdBackup
 
 #[test]
 fn c23_etcd_snapshot_without_the_hcp_etcd_backup_crd_fails_hosted_items() {
@@ -1388,7 +1388,7 @@ fn c36_the_copy_is_deleted_after_a_create_failure() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// §10 checklist: Agent platform, pausing
+// docs/hcp.md#s10 checklist: Agent platform, pausing
 
 #[test]
 fn c38_on_the_agent_platform_the_live_cluster_deployment_loses_preserve_on_delete() {
@@ -1471,7 +1471,7 @@ fn c39_nothing_is_paused_or_unpaused() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// §10 checklist: restore
+// docs/hcp.md#s10 checklist: restore
 
 #[test]
 fn c40_restore_reads_the_backup_in_the_restore_s_namespace() {
@@ -2116,7 +2116,7 @@ async fn c57_without_a_secret_the_pod_s_workload_identity_is_used() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn c57_without_a_secret_or_workload_identity_the_node_s_managed_identity_is_used() {
-    // §6.8's third credential: IMDS gives the token (here a loopback IMDS beside the Blob endpoint).
+    // docs/signing.md#s6-8's third credential: IMDS gives the token (here a loopback IMDS beside the Blob endpoint).
     let server = Loopback::start(|r| {
         if r.target.starts_with("/metadata/identity/oauth2/token?") && r.header("metadata") == Some("true") {
             Reply::new(

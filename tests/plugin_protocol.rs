@@ -1,7 +1,7 @@
 //! velero-wasm as Velero sees it: the binary is started the way Velero's plugin manager starts it
 //! (environment, arguments, handshake on stdout), and every service is driven over the Unix socket with
 //! clients generated from our own `.proto` files. Each test is named after the item of the conformance
-//! checklist it covers (shared/spec/velero-plugin-protocol.md §19).
+//! checklist it covers (docs/plugin-protocol.md#s19).
 //!
 //! The modules are the test components: `kinds` (one action of every kind) and `misbehave` (traps,
 //! loops, …), loaded from a directory through `VELERO_WASM_MODULES`.

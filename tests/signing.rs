@@ -1,5 +1,5 @@
 //! The signing component, end to end: the `velero-wasm sign` CLI reproduces every known-answer vector
-//! of spec §6.10; random inputs sign exactly as the official SDKs do (botocore, azure-storage-blob);
+//! of docs/signing.md#s6-10; random inputs sign exactly as the official SDKs do (botocore, azure-storage-blob);
 //! the STS and Entra ID flows run over real HTTP through the host's capability against loopback
 //! servers that answer like the real endpoints, errors included; no secret reaches a log or an
 //! error; and a module importing `signing` is linked to the signing module by the host.

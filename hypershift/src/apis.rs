@@ -1,4 +1,4 @@
-//! The resource types the HyperShift components call (spec §7).
+//! The resource types the HyperShift components call (docs/hcp.md#s7).
 
 use velero_wasm_sdk::Api;
 
@@ -23,9 +23,9 @@ pub const BACKUPS: Api = Api::new("velero.io", "v1", "backups");
 /// `backupstoragelocations.velero.io`.
 pub const BACKUP_STORAGE_LOCATIONS: Api = Api::new("velero.io", "v1", "backupstoragelocations");
 
-/// The CRD whose presence marks a HyperShift management cluster (the gate, §3.1).
+/// The CRD whose presence marks a HyperShift management cluster (the gate, docs/hcp.md#s3-1).
 pub const HOSTED_CONTROL_PLANE_CRD: &str = "hostedcontrolplanes.hypershift.openshift.io";
-/// The CRD the `etcdSnapshot` method needs (§4.4.1).
+/// The CRD the `etcdSnapshot` method needs (docs/hcp.md#s4-4-1).
 pub const HCP_ETCD_BACKUP_CRD: &str = "hcpetcdbackups.hypershift.openshift.io";
 /// The API group of HyperShift's resources.
 pub const GROUP: &str = "hypershift.openshift.io";

@@ -1,4 +1,4 @@
-//! Which HostedControlPlane a backup is about (spec §3.2), and its HostedCluster (§3.3).
+//! Which HostedControlPlane a backup is about (docs/hcp.md#s3-2), and its HostedCluster (#s3-3).
 //!
 //! Upstream caches the HostedControlPlane for the plugin's lifetime. A component keeps nothing between
 //! calls, so each call lists again: one LIST per included namespace up to the first that has one.

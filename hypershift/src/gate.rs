@@ -1,4 +1,4 @@
-//! The HyperShift gate (spec §3.1): whether a Backup is a HyperShift backup at all. Every other backup
+//! The HyperShift gate (docs/hcp.md#s3-1): whether a Backup is a HyperShift backup at all. Every other backup
 //! passes through the components untouched.
 
 use velero_wasm_sdk::{log, Cluster, Object};

@@ -1,4 +1,4 @@
-//! Platform validation (spec §3.6): the HostedControlPlane platforms the plugin supports.
+//! Platform validation (docs/hcp.md#s3-6): the HostedControlPlane platforms the plugin supports.
 
 /// The accepted `spec.platform.type` values.
 pub const SUPPORTED: [&str; 7] = [

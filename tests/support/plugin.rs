@@ -42,7 +42,7 @@ pub struct Session {
 }
 
 impl Session {
-    /// Every stderr line, parsed, after checking it is what Velero's reader requires (spec §13.2).
+    /// Every stderr line, parsed, after checking it is what Velero's reader requires (docs/plugin-protocol.md#s13-2).
     pub fn log_lines(&self) -> Vec<serde_json::Map<String, Value>> {
         self.stderr
             .lines()

@@ -1,8 +1,8 @@
 //! The `agent` component: the Agent-platform task of openshift/hypershift-oadp-plugin (behaviour:
-//! `shared/spec/hcp-plugin-behaviour.md` §4.5; what differs and why: this crate's README).
+//! docs/hcp.md#s4-5; what differs and why: this crate's README).
 //!
 //! One backup action on ClusterDeployments (`hive.openshift.io`). When the backup is a HyperShift
-//! backup (the gate, §3.1) whose first HostedControlPlane (§3.2) runs on the `Agent` platform, it
+//! backup (the gate, docs/hcp.md#s3-1) whose first HostedControlPlane (#s3-2) runs on the `Agent` platform, it
 //! updates the live ClusterDeployment with `spec.preserveOnDelete` false (the key removed) and stores
 //! the item unchanged. Upstream does this inside its one backup action; here it is a module of its
 //! own, so that the write grant on ClusterDeployments lives only in this module's manifest.

@@ -1,5 +1,5 @@
 //! BackupStorageLocations: reading one from Velero's namespace and finding its credential Secret
-//! (spec §3.4), for the etcd backup (§4.4.2) and the restore's signing (§5.5).
+//! (docs/hcp.md#s3-4), for the etcd backup (#s4-4-2) and the restore's signing (#s5-5).
 
 use hypershift::apis::{BACKUP_STORAGE_LOCATIONS, SECRETS};
 use velero_wasm_sdk::{Cluster, KubeError, Object};

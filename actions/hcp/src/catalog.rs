@@ -1,4 +1,4 @@
-//! The actions, under upstream's names (spec §1.1), and what they apply to (§1.2).
+//! The actions, under upstream's names (docs/hcp.md#s1-1), and what they apply to (#s1-2).
 
 use velero_wasm_sdk::{ActionInfo, Kind, Selector, Verb};
 

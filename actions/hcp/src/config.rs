@@ -1,4 +1,4 @@
-//! The plugin's configuration (spec §2.1): ConfigMap `hypershift-oadp-plugin-config` in Velero's
+//! The plugin's configuration (docs/hcp.md#s2-1): ConfigMap `hypershift-oadp-plugin-config` in Velero's
 //! namespace, with upstream's keys and defaults. Upstream reads it once per plugin process; a
 //! component keeps nothing between calls, so it is read by each call that passed the HyperShift gate.
 

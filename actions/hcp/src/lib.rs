@@ -1,5 +1,5 @@
 //! The `hcp` component: openshift/hypershift-oadp-plugin's backup and restore actions for HyperShift
-//! hosted control planes, as one wasm component (behaviour: `shared/spec/hcp-plugin-behaviour.md`;
+//! hosted control planes, as one wasm component (behaviour: `docs/hcp.md`;
 //! what differs from upstream and why: this crate's README).
 //!
 //! * [`backup`]: the HyperShift gate, HostedControlPlane discovery, the per-kind edits and the etcd

@@ -1,4 +1,4 @@
-//! Label and annotation keys the actions read and write (spec §3). Upstream spells them this way;
+//! Label and annotation keys the actions read and write (docs/kubevirt.md#s3). Upstream spells them this way;
 //! users' selectors and KubeVirt/CDI depend on the exact strings.
 
 /// Backup label: present → skip the "restore possible" volume checks.
@@ -36,7 +36,7 @@ pub const PERSISTENT_STATE_FOR: &str = "persistent-state-for";
 /// VMI annotation prefix recording an applied VirtualMachineInstancePreset (`<prefix><preset name>`).
 pub const APPLIED_PRESET_PREFIX: &str = "virtualmachinepreset.kubevirt.io/";
 
-/// VMI labels KubeVirt reserves for itself; restore removes them (spec §3).
+/// VMI labels KubeVirt reserves for itself; restore removes them (docs/kubevirt.md#s3).
 pub const RESTRICTED_VMI_LABELS: [&str; 6] = [
     "kubevirt.io/created-by",
     "kubevirt.io/migrationJobUID",

@@ -25,7 +25,7 @@ fn who(object: &Object) -> String {
     format!("{}/{}", object.namespace(), object.name())
 }
 
-/// Why a running VM cannot be backed up safely (spec §5.4 step 2).
+/// Why a running VM cannot be backed up safely (docs/kubevirt.md#s5-4 step 2).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum UnsafeVm {
     /// `virtualmachineinstances` are not in the backup's scope.
@@ -59,7 +59,7 @@ pub fn unsafe_vm(mode: Mode, vm: &Object, why: UnsafeVm) -> String {
     })
 }
 
-/// Which volume makes a restore impossible, and why (spec §4.3).
+/// Which volume makes a restore impossible, and why (docs/kubevirt.md#s4-3).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Blocker {
     /// The volume's DataVolume carries `velero.io/exclude-from-backup=true`.
@@ -157,7 +157,7 @@ pub fn vmi_not_restorable(mode: Mode, vmi: &Object, blocker: &Blocker) -> String
     )
 }
 
-/// Why a running VMI's launcher pod will be missing from the backup (spec §5.5 step 3).
+/// Why a running VMI's launcher pod will be missing from the backup (docs/kubevirt.md#s5-5 step 3).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LauncherOutside {
     /// PVCs are in scope but pods are not.

@@ -1,5 +1,5 @@
 //! Whether the disks of a VM or VMI will be in the backup, so that a restore brings it back whole
-//! (spec §4.3). Volumes are walked in order and the first that fails decides.
+//! (docs/kubevirt.md#s4-3). Volumes are walked in order and the first that fails decides.
 
 use serde_json::Value;
 

@@ -1,4 +1,4 @@
-//! Whether a Backup will keep a resource (spec §4.1): the plugin's approximation of Velero's resource
+//! Whether a Backup will keep a resource (docs/kubevirt.md#s4-1): the plugin's approximation of Velero's resource
 //! filters, used to predict whether the VMI, launcher pod, DataVolumes and PVCs of a VM end up in the
 //! backup.
 //!
@@ -133,7 +133,7 @@ impl Scope {
     }
 }
 
-/// Whether an object carries `velero.io/exclude-from-backup=true` (exactly `"true"`; spec §4.2).
+/// Whether an object carries `velero.io/exclude-from-backup=true` (exactly `"true"`; docs/kubevirt.md#s4-2).
 pub fn excluded_by_label(object: &Object) -> bool {
     object.label(keys::EXCLUDE_FROM_BACKUP) == Some("true")
 }

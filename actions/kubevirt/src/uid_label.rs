@@ -1,4 +1,4 @@
-//! The `velero.kubevirt.io/pvc-uid` label of PVCs and VolumeSnapshots (spec §5.2, §5.3, §6.4, §6.5):
+//! The `velero.kubevirt.io/pvc-uid` label of PVCs and VolumeSnapshots (docs/kubevirt.md#s5-2, #s5-3, #s6-4, #s6-5):
 //! set at backup, with a user's own value saved in an annotation; undone at restore.
 
 use velero_wasm_sdk::Object;

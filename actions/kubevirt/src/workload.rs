@@ -9,7 +9,7 @@ use crate::fields;
 static NO_SPEC: Value = Value::Null;
 
 /// The VMI spec inside a VM (`spec.template.spec`). A VM without `spec.template` is not a valid
-/// VirtualMachine; upstream dereferences nil there (spec §8.4), this is a clear error instead.
+/// VirtualMachine; upstream dereferences nil there (docs/kubevirt.md#s8-4), this is a clear error instead.
 pub fn vm_instance_spec(vm: &Object) -> Result<&Value, String> {
     match vm.pointer("/spec/template").filter(|t| !t.is_null()) {
         Some(template) => Ok(template.get("spec").unwrap_or(&NO_SPEC)),
@@ -32,7 +32,7 @@ pub fn volumes(spec: &Value) -> &[Value] {
 }
 
 /// Whether a VM's `status.printableStatus` is one that upstream treats as running (`Starting`,
-/// `Running`); extended mode adds `Migrating`, which is a running VM too (spec §9.11).
+/// `Running`); extended mode adds `Migrating`, which is a running VM too (docs/kubevirt.md#s9-11).
 pub fn vm_running(vm: &Object, extended: bool) -> bool {
     match vm.str_at("/status/printableStatus").unwrap_or("") {
         "Starting" | "Running" => true,

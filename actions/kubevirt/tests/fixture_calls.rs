@@ -1,4 +1,4 @@
-//! The Kubernetes calls of every scenario in `tests/fixtures/kubevirt/README.md` ("API" lines, spec §7
+//! The Kubernetes calls of every scenario in `tests/fixtures/kubevirt/README.md` ("API" lines, docs/kubevirt.md#s7
 //! numbering), run natively against a fake cluster holding the fixture cluster's objects. The CLI
 //! tests (`tests/kubevirt.rs`) check the same scenarios' results through the host; these check that
 //! the component reads exactly what the README says, in both modes.

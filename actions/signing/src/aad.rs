@@ -1,4 +1,4 @@
-//! Microsoft Entra ID (AAD) tokens for Blob storage (spec §6.8): the client-credentials grant of the
+//! Microsoft Entra ID (AAD) tokens for Blob storage (docs/signing.md#s6-8): the client-credentials grant of the
 //! identity platform v2 endpoint, with a client secret or a federated (workload identity) token, or a
 //! managed identity's token from the Azure Instance Metadata Service (IMDS).
 
@@ -46,7 +46,7 @@ impl Identity {
     }
 }
 
-/// The authority of a cloud (spec §6.8 table).
+/// The authority of a cloud (docs/signing.md#s6-8 table).
 pub fn authority(cloud_name: &str) -> &'static str {
     match cloud_name.trim().to_lowercase().as_str() {
         "azureusgovernmentcloud" | "azureusgovernment" => "https://login.microsoftonline.us/",
@@ -55,7 +55,7 @@ pub fn authority(cloud_name: &str) -> &'static str {
     }
 }
 
-/// The storage scope of a cloud (spec §5.7 step 6.3): China has its own, every other cloud the public one.
+/// The storage scope of a cloud (docs/hcp.md#s5-7 step 6.3): China has its own, every other cloud the public one.
 pub fn storage_scope(cloud_name: &str) -> &'static str {
     if cloud_name.trim().eq_ignore_ascii_case("azurechinacloud") {
         "https://storage.azure.cn/.default"

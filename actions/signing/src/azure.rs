@@ -1,5 +1,5 @@
-//! Azure Blob SAS, `sv=2024-11-04`: the service SAS signed with the account key (spec §6.5) and the
-//! user delegation SAS signed with a delegation key (spec §6.6).
+//! Azure Blob SAS, `sv=2024-11-04`: the service SAS signed with the account key (docs/signing.md#s6-5) and the
+//! user delegation SAS signed with a delegation key (docs/signing.md#s6-6).
 
 use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig, STANDARD};
 use base64::Engine as _;
@@ -112,7 +112,7 @@ fn validate(request: &Sas, now: &UtcTime) -> Result<Window, Error> {
     })
 }
 
-/// The 16-field string to sign of a service SAS (spec §6.5 step 4).
+/// The 16-field string to sign of a service SAS (docs/signing.md#s6-5 step 4).
 pub fn service_string_to_sign(
     permissions: &str,
     start: &str,
@@ -140,7 +140,7 @@ pub fn service_string_to_sign(
     .join("\n")
 }
 
-/// The 24-field string to sign of a user delegation SAS (spec §6.6 step 3).
+/// The 24-field string to sign of a user delegation SAS (docs/signing.md#s6-6 step 3).
 pub fn delegation_string_to_sign(
     permissions: &str,
     start: &str,
@@ -255,7 +255,7 @@ pub fn delegation_sas(request: &Sas, key: &DelegationKey, now: &UtcTime) -> Resu
     ))
 }
 
-/// `<scheme>://<host>/<P(container)>/<P-encoded blob>` (spec §6.5 steps 6–7).
+/// `<scheme>://<host>/<P(container)>/<P-encoded blob>` (docs/signing.md#s6-5 steps 6–7).
 fn blob_url(request: &Sas) -> Result<String, Error> {
     let base = service_base(&request.account, request.endpoint.as_deref())?;
     Ok(format!(

@@ -1,5 +1,5 @@
 //! Credential data from a BackupStorageLocation's Secret: the AWS shared-credentials format (profile
-//! `default`) or a bare role ARN (spec §6.3), and the dotenv format of Azure (spec §6.9).
+//! `default`) or a bare role ARN (docs/signing.md#s6-3), and the dotenv format of Azure (#s6-9).
 
 use crate::error::Error;
 use crate::s3::Keys;
@@ -19,7 +19,7 @@ pub enum AwsSource {
     },
 }
 
-/// Parses AWS credential data with profile `default` (spec §6.3).
+/// Parses AWS credential data with profile `default` (docs/signing.md#s6-3).
 pub fn parse_aws(data: &str) -> Result<AwsSource, Error> {
     let data = data.trim();
     if data.is_empty() {
@@ -93,7 +93,7 @@ fn ini_profile(data: &str, name: &str) -> Vec<(String, String)> {
     pairs
 }
 
-/// Parses dotenv data (spec §6.9): `KEY=value` lines, trimmed, `#` comments, later keys win, quotes kept.
+/// Parses dotenv data (docs/signing.md#s6-9): `KEY=value` lines, trimmed, `#` comments, later keys win, quotes kept.
 pub fn parse_dotenv(data: &str) -> Vec<(String, String)> {
     let mut pairs: Vec<(String, String)> = Vec::new();
     for line in data.split('\n').map(str::trim) {

@@ -1,4 +1,4 @@
-//! Get User Delegation Key (spec §6.7): trades an AAD token for a key that signs user delegation SAS.
+//! Get User Delegation Key (docs/signing.md#s6-7): trades an AAD token for a key that signs user delegation SAS.
 
 use crate::azure::{service_base, DelegationKey, VERSION};
 use crate::error::{quote_body, Error};

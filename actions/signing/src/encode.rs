@@ -1,4 +1,4 @@
-//! The encoders of spec §6.1, with their exact character sets.
+//! The encoders of docs/signing.md#s6-1, with their exact character sets.
 
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 

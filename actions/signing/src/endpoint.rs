@@ -46,7 +46,7 @@ impl Endpoint {
     }
 
     /// `scheme://host[:port][/path]`: where a Blob service lives. The original drops the path
-    /// (spec §6.5 step 6, [defect?]), which breaks path-style accounts such as Azurite's; the
+    /// (docs/signing.md#s6-5 step 6, [defect?]), which breaks path-style accounts such as Azurite's; the
     /// signature does not depend on it.
     pub fn root(&self) -> String {
         format!("{}{}", self.base(), self.path)

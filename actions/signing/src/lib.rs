@@ -6,7 +6,7 @@
 //!   from Get User Delegation Key ([`delegation`]), itself obtained with an Entra ID token ([`aad`]).
 //!
 //! Everything here is a pure function of its inputs and an explicit time; remote calls go through a
-//! [`transport::Transport`]. The behaviour follows `shared/spec/hcp-plugin-behaviour.md` §5.4–§6; the
+//! [`transport::Transport`]. The behaviour follows docs/hcp.md#s5-4–docs/signing.md#s6; the
 //! README lists where it deliberately differs. The wasm export is the thin wrapper in `component` (wasm builds only).
 
 pub mod aad;
@@ -47,7 +47,7 @@ pub enum AzureCredentials {
     Aad(aad::Identity),
 }
 
-/// A presigned S3 GET URL (spec §5.6 steps 4–5). Errors never contain a secret.
+/// A presigned S3 GET URL (docs/hcp.md#s5-6 steps 4–5). Errors never contain a secret.
 pub fn presign_s3(
     transport: &dyn transport::Transport,
     request: &s3::Presign,
@@ -63,7 +63,7 @@ pub fn presign_s3(
         .map_err(|e| e.redact(&[&keys.secret_access_key, &keys.session_token]))
 }
 
-/// An Azure Blob URL with a SAS (spec §5.7 steps 5–6). Errors never contain a secret.
+/// An Azure Blob URL with a SAS (docs/hcp.md#s5-7 steps 5–6). Errors never contain a secret.
 pub fn azure_sas(
     transport: &dyn transport::Transport,
     request: &azure::Sas,

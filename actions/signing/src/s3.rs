@@ -1,4 +1,4 @@
-//! S3 presigned GET URLs (spec §6.2): the address the AWS SDKs choose ([`target`]), signed by
+//! S3 presigned GET URLs (docs/signing.md#s6-2): the address the AWS SDKs choose ([`target`]), signed by
 //! `aws-sigv4` with query-parameter authentication ([`presign_target`]).
 //!
 //! Our own code is what the crate has no API for: the S3 address (host and path style), the S3 key
@@ -79,7 +79,7 @@ pub struct Target {
     pub path: String,
 }
 
-/// Scheme, host and encoded path for a request (spec §6.2 step 3, with the SDKs' choice of style):
+/// Scheme, host and encoded path for a request (docs/signing.md#s6-2 step 3, with the SDKs' choice of style):
 /// a custom endpoint is addressed path style; on AWS the bucket goes into the host only when it is
 /// [`virtual_hostable`] and path style is not forced.
 pub fn target(request: &Presign) -> Result<Target, Error> {
@@ -122,7 +122,7 @@ pub fn virtual_hostable(bucket: &str) -> bool {
         && bytes.iter().all(|b| end(b) || *b == b'-')
 }
 
-/// `s3.<region>.<suffix>`, the regional S3 host (never the global one, spec §6.2 step 3). The region
+/// `s3.<region>.<suffix>`, the regional S3 host (never the global one, docs/signing.md#s6-2 step 3). The region
 /// must be a DNS name, as the SDKs require, since it becomes part of the host.
 fn service_host(region: &str) -> Result<String, Error> {
     let label = |l: &str| {
@@ -157,7 +157,7 @@ pub fn dns_suffix(region: &str) -> &'static str {
         .map_or("amazonaws.com", |(_, suffix)| suffix)
 }
 
-/// A presigned GET URL (spec §6.2).
+/// A presigned GET URL (docs/signing.md#s6-2).
 pub fn presign(request: &Presign, keys: &Keys, now: &UtcTime) -> Result<String, Error> {
     if request.bucket.is_empty() || request.key.is_empty() || request.region.is_empty() {
         return Err(Error::Invalid(

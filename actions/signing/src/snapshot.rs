@@ -1,5 +1,5 @@
-//! What a snapshot URL is (spec §5.4) and its parts: `s3://bucket/key` (§5.6 step 1) or an Azure Blob
-//! URL (§5.7 step 1). Anything else is used unsigned.
+//! What a snapshot URL is (docs/hcp.md#s5-4) and its parts: `s3://bucket/key` (#s5-6 step 1) or an Azure Blob
+//! URL (docs/hcp.md#s5-7 step 1). Anything else is used unsigned.
 
 use percent_encoding::percent_decode_str;
 

@@ -1,4 +1,4 @@
-//! STS `AssumeRoleWithWebIdentity` (spec §6.4): a web-identity token for temporary keys.
+//! STS `AssumeRoleWithWebIdentity` (docs/signing.md#s6-4): a web-identity token for temporary keys.
 
 use crate::error::{quote_body, Error};
 use crate::s3::Keys;

@@ -1,4 +1,4 @@
-//! The known-answer vectors of spec §6.10, on the signing core and on whole URLs.
+//! The known-answer vectors of docs/signing.md#s6-10, on the signing core and on whole URLs.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 

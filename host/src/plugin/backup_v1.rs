@@ -1,4 +1,4 @@
-//! `generated.BackupItemAction`: BackupItemAction v1 (spec §6.3, §9.2).
+//! `generated.BackupItemAction`: BackupItemAction v1 (docs/plugin-protocol.md#s6-3, #s9-2).
 
 use tonic::{Request, Response, Status};
 

@@ -1,4 +1,4 @@
-//! `v2.BackupItemAction`: BackupItemAction v2, with asynchronous operations (spec §6.4, §9.2, §9.3).
+//! `v2.BackupItemAction`: BackupItemAction v2, with asynchronous operations (docs/plugin-protocol.md#s6-4, #s9-2, #s9-3).
 //! An operation id is the action's own: the host keeps nothing about it, so any later process answers
 //! `Progress` for it.
 

@@ -1,4 +1,4 @@
-//! `plugin.GRPCBroker/StartStream` (spec §5.3): go-plugin clients open it at once; Velero never
+//! `plugin.GRPCBroker/StartStream` (docs/plugin-protocol.md#s5-3): go-plugin clients open it at once; Velero never
 //! brokers connections. The stream stays open, ignores what arrives, and ends (OK) when the client ends
 //! its side; a message that cannot be read ends it with that error, and nothing more is read.
 

@@ -1,4 +1,4 @@
-//! `plugin.GRPCController/Shutdown` (spec §5.2, §14): Velero asks the plugin to stop, then waits 2 s
+//! `plugin.GRPCController/Shutdown` (docs/plugin-protocol.md#s5-2, #s14): Velero asks the plugin to stop, then waits 2 s
 //! before it kills it. The call only raises the shutdown signal; [`super::serve`] stops serving,
 //! removes the socket and exits.
 

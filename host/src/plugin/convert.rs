@@ -6,7 +6,7 @@ use super::proto::generated as pb;
 use crate::action::{OperationProgress, ResourceId, Selector};
 
 /// Go's zero `time.Time` (`0001-01-01T00:00:00Z`) as a protobuf timestamp: what Velero reads as
-/// "not set". A *missing* timestamp would read as 1970-01-01, a real time (spec §9.3).
+/// "not set". A *missing* timestamp would read as 1970-01-01, a real time (docs/plugin-protocol.md#s9-3).
 pub const GO_ZERO_TIME: prost_types::Timestamp = prost_types::Timestamp {
     seconds: -62_135_596_800,
     nanos: 0,

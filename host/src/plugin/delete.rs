@@ -1,4 +1,4 @@
-//! `generated.DeleteItemAction` (spec §6.8, §9.7).
+//! `generated.DeleteItemAction` (docs/plugin-protocol.md#s6-8, #s9-7).
 
 use tonic::{Request, Response, Status};
 

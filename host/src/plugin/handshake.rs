@@ -1,4 +1,4 @@
-//! go-plugin's start-up, as a Velero plugin sees it (spec §3–§4): the magic cookie, the arguments
+//! go-plugin's start-up, as a Velero plugin sees it (docs/plugin-protocol.md#s3–#s4): the magic cookie, the arguments
 //! Velero passes (which we mostly ignore), a fresh Unix socket, and the handshake line on stdout.
 
 use std::ffi::OsString;

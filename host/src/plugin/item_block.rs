@@ -1,4 +1,4 @@
-//! `v1.ItemBlockAction`: ItemBlockAction v1, Velero 1.15 and later (spec §6.7, §9.6).
+//! `v1.ItemBlockAction`: ItemBlockAction v1, Velero 1.15 and later (docs/plugin-protocol.md#s6-7, #s9-6).
 
 use tonic::{Request, Response, Status};
 

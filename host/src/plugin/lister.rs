@@ -1,4 +1,4 @@
-//! `generated.PluginLister/ListPlugins` (spec §6.2, §7): one entry per loaded action, under its Velero
+//! `generated.PluginLister/ListPlugins` (docs/plugin-protocol.md#s6-2, #s7): one entry per loaded action, under its Velero
 //! kind, in the Go framework's order (BackupItemAction, BackupItemActionV2, RestoreItemAction,
 //! RestoreItemActionV2, DeleteItemAction, ItemBlockAction; names sorted within a kind), each with our
 //! own `argv[0]` as the command Velero re-executes.

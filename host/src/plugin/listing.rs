@@ -1,7 +1,7 @@
 //! What this plugin listed to Velero, kept across processes, and the actions Velero still knows that
 //! no module provides any more.
 //!
-//! Velero asks every plugin for its list once, when the Velero pod starts (spec §8.1), and from then on
+//! Velero asks every plugin for its list once, when the Velero pod starts (docs/plugin-protocol.md#s8-1), and from then on
 //! asks each backup and restore for every listed action by kind and name. A module directory (a
 //! ConfigMap) can change under a running Velero, so a later process may find that:
 //! * an action moved between v1 and v2 of its kind (hcp's `etcd-wait` setting does that): Velero's

@@ -1,4 +1,4 @@
-//! Logs as Velero reads them from a plugin's stderr (spec §13): one hclog JSON object per line, with
+//! Logs as Velero reads them from a plugin's stderr (docs/plugin-protocol.md#s13): one hclog JSON object per line, with
 //! string `@level` (trace, debug, info, warn, error), string `@message`, `@timestamp` in hclog's exact
 //! layout, and every other field as a string, so that `namespace`, `name` and `resource` can never
 //! crash Velero's log hooks. The fields of the spans an event happens in (the RPC's action and item)

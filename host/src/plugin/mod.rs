@@ -1,4 +1,4 @@
-//! Velero's plugin protocol: what a plugin binary does when Velero starts it (spec §3–§14).
+//! Velero's plugin protocol: what a plugin binary does when Velero starts it (docs/plugin-protocol.md#s3–#s14).
 //!
 //! Start-up follows go-plugin: check the magic cookie ([`handshake`]), listen on a fresh Unix socket,
 //! print the handshake line, load the modules ([`loading`]: Velero's calls wait for them), serve gRPC

@@ -1,4 +1,4 @@
-//! `generated.RestoreItemAction`: RestoreItemAction v1 (spec §6.5, §9.4).
+//! `generated.RestoreItemAction`: RestoreItemAction v1 (docs/plugin-protocol.md#s6-5, #s9-4).
 
 use tonic::{Request, Response, Status};
 

@@ -1,5 +1,5 @@
 //! `v2.RestoreItemAction`: RestoreItemAction v2, with asynchronous operations and waiting for
-//! additional items (spec §6.6, §9.3–§9.5).
+//! additional items (docs/plugin-protocol.md#s6-6, #s9-3–#s9-5).
 
 use tonic::{Request, Response, Status};
 

@@ -1,4 +1,4 @@
-//! Failures as gRPC statuses, the way Velero's Go framework reports them (spec §12): `UNKNOWN` for
+//! Failures as gRPC statuses, the way Velero's Go framework reports them (docs/plugin-protocol.md#s12): `UNKNOWN` for
 //! ordinary errors, `ABORTED` for a guest that panicked (Go: a recovered panic), `INVALID_ARGUMENT`
 //! for a request Velero could never have sent. Velero does not branch on the code; the message is what
 //! users see, as `rpc error: code = … desc = <message>`.

@@ -1,4 +1,4 @@
-//! `plugin.GRPCStdio/StreamStdio` (spec §5.4): go-plugin clients open this stream at once and keep it
+//! `plugin.GRPCStdio/StreamStdio` (docs/plugin-protocol.md#s5-4): go-plugin clients open this stream at once and keep it
 //! for the life of the process. Our logs go to the real stderr (which Velero reads) and nothing else
 //! writes to stdout, so the stream stays open and carries nothing until the client goes away.
 

@@ -1,4 +1,4 @@
-//! HostedControlPlanes and HostedClusters (spec §4.3): the restored-from-backup mark, platform
+//! HostedControlPlanes and HostedClusters (docs/hcp.md#s4-3): the restored-from-backup mark, platform
 //! validation, and the etcd snapshot: its CR, the wait (blocking, or an asynchronous operation), and
 //! its URL on both objects.
 

@@ -1,5 +1,5 @@
-//! The backup action (spec §4): after the HyperShift gate, the plugin's configuration and the
-//! backup's HostedControlPlane, a dispatch on the item's kind (§4.2). The API group is not checked,
+//! The backup action (docs/hcp.md#s4): after the HyperShift gate, the plugin's configuration and the
+//! backup's HostedControlPlane, a dispatch on the item's kind (docs/hcp.md#s4-2). The API group is not checked,
 //! as upstream does not.
 
 pub mod hosted;
@@ -96,7 +96,7 @@ pub fn backup(ctx: Context, item: &str, backup: &str) -> Result<Outcome, String>
 }
 
 /// Whether the action may do anything with `item`, whatever the backup and cluster: the kinds of
-/// the dispatch table (§4.2) with the names and labels it acts on. Every other item is stored as it
+/// the dispatch table (docs/hcp.md#s4-2) with the names and labels it acts on. Every other item is stored as it
 /// is without a single API call (upstream reads the HostedControlPlane CRD for each of them).
 pub fn concerns(item: &Object) -> bool {
     match item.kind() {

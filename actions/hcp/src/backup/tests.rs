@@ -1,4 +1,4 @@
-//! The backup action against fake clusters: the preamble, every kind of §4.2, and the etcd snapshot
+//! The backup action against fake clusters: the preamble, every kind of docs/hcp.md#s4-2, and the etcd snapshot
 //! in both wait modes.
 
 use std::time::Duration;

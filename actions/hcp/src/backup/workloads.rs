@@ -1,4 +1,4 @@
-//! Pods, PVCs and DataVolumes of a hosted control plane (spec §4.2): etcd pods get the FS-backup label
+//! Pods, PVCs and DataVolumes of a hosted control plane (docs/hcp.md#s4-2): etcd pods get the FS-backup label
 //! or are left out; the etcd volumes are left out when the etcd snapshot replaces them; KubeVirt RHCOS
 //! image volumes are always left out.
 

@@ -1,5 +1,5 @@
 //! What an HCPEtcdBackup says about itself: its `BackupCompleted` condition and `status.snapshotURL`
-//! (spec §4.4.5, §9), and what each poll makes of them.
+//! (docs/hcp.md#s4-4-5, #s9), and what each poll makes of them.
 
 use velero_wasm_sdk::Object;
 

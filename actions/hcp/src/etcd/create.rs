@@ -1,4 +1,4 @@
-//! Ensure-created (spec §4.4.1–§4.4.4): the backup's HCPEtcdBackup exists and has started.
+//! Ensure-created (docs/hcp.md#s4-4-1–#s4-4-4): the backup's HCPEtcdBackup exists and has started.
 //!
 //! The cluster is the memory: a GET of the derived name says whether an earlier item (or an earlier
 //! plugin process) of the same backup created it; only when it is absent is the CR created, so that
@@ -21,7 +21,7 @@ pub enum Ensured {
     Existing(Object),
     /// This call created it and it has started; the HostedCluster found for it, if any.
     Created {
-        /// The HostedCluster of the HostedControlPlane (§3.3).
+        /// The HostedCluster of the HostedControlPlane (docs/hcp.md#s3-3).
         hosted_cluster: Option<Object>,
     },
 }

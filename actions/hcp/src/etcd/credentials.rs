@@ -1,4 +1,4 @@
-//! The storage credentials HyperShift needs to upload the snapshot (spec §4.4.3, §4.4.6): the BSL's
+//! The storage credentials HyperShift needs to upload the snapshot (docs/hcp.md#s4-4-3, #s4-4-6): the BSL's
 //! credential Secret, copied from Velero's namespace to the HyperShift Operator's, and deleted again
 //! once the backup no longer needs it.
 

@@ -1,4 +1,4 @@
-//! The `etcdSnapshot` method (spec §4.4): an `HCPEtcdBackup` CR makes HyperShift snapshot etcd and
+//! The `etcdSnapshot` method (docs/hcp.md#s4-4): an `HCPEtcdBackup` CR makes HyperShift snapshot etcd and
 //! upload it to the backup's storage; its URL is recorded on the HostedCluster and HostedControlPlane.
 //!
 //! Nothing is kept between calls. The CR's name is derived from the Backup ([`name`]), so any call,
@@ -34,7 +34,7 @@ pub struct Job<'a> {
     pub ctx: Context<'a>,
     /// The Backup being taken.
     pub backup: &'a Object,
-    /// Its HostedControlPlane (discovered, §3.2).
+    /// Its HostedControlPlane (discovered, docs/hcp.md#s3-2).
     pub hcp: &'a Object,
     /// Velero's namespace (BSL, credential Secrets).
     pub velero_namespace: &'a str,

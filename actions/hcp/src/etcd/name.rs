@@ -1,4 +1,4 @@
-//! The HCPEtcdBackup's name (spec §4.4.4): `oadp-<backup name cut to 53 bytes, trailing '-'
+//! The HCPEtcdBackup's name (docs/hcp.md#s4-4-4): `oadp-<backup name cut to 53 bytes, trailing '-'
 //! trimmed>-<4 characters>`, at most 63 bytes (HyperShift uses it as a label value).
 //!
 //! Upstream draws the 4 characters at random and remembers the name in memory. Here they are derived

@@ -1,4 +1,4 @@
-//! Waiting for an HCPEtcdBackup inside Execute (spec §4.4.5): a GET every 5 s, the first at once,
+//! Waiting for an HCPEtcdBackup inside Execute (docs/hcp.md#s4-4-5): a GET every 5 s, the first at once,
 //! through the `clock` capability's sleep (a virtual clock makes the wait instant). A wait never runs
 //! into the module's deadline: it ends [`AFTER_WAIT`] before it, so the backup still cleans up and
 //! answers. A timeout names the CR and the last thing it said.

@@ -1,5 +1,5 @@
-//! The HCPEtcdBackup's storage target, from the backup's BackupStorageLocation (spec §4.4.2) and the
-//! HostedCluster's encryption settings (§4.4.4).
+//! The HCPEtcdBackup's storage target, from the backup's BackupStorageLocation (docs/hcp.md#s4-4-2) and the
+//! HostedCluster's encryption settings (docs/hcp.md#s4-4-4).
 
 use serde_json::{json, Map, Value};
 use velero_wasm_sdk::Object;

@@ -1,4 +1,4 @@
-//! The Azure Blob SAS path (spec §5.7): a service SAS with the storage account key, or a user
+//! The Azure Blob SAS path (docs/hcp.md#s5-7): a service SAS with the storage account key, or a user
 //! delegation SAS with a Microsoft Entra ID identity (from the credential Secret, or the workload
 //! identity of the Velero pod).
 
@@ -63,7 +63,7 @@ pub fn sas(
         .map_err(|e| signing_message(&e).to_string())
 }
 
-/// The Entra ID identity (§5.7 step 6.1, §6.8): tenant and client from the credential data (or, with
+/// The Entra ID identity (docs/hcp.md#s5-7 step 6.1, docs/signing.md#s6-8): tenant and client from the credential data (or, with
 /// none, from the environment); a client secret from the data, else the workload identity's federated
 /// token, else the node's managed identity of that client id (IMDS).
 fn aad(ctx: &Context, data: Option<&str>) -> Result<AadCredentials, String> {

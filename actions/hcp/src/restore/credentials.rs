@@ -1,5 +1,5 @@
-//! The restore's view of a BackupStorageLocation and its credentials (spec §5.5), and the dotenv
-//! format Azure credentials use (§6.9).
+//! The restore's view of a BackupStorageLocation and its credentials (docs/hcp.md#s5-5), and the dotenv
+//! format Azure credentials use (docs/signing.md#s6-9).
 
 use base64::Engine;
 use velero_wasm_sdk::Object;
@@ -53,7 +53,7 @@ pub fn fetch(ctx: &Context, backup: &Object) -> Result<Fetched, String> {
     })
 }
 
-/// Dotenv data (spec §6.9): `KEY=value` lines, trimmed, `#` comments, split at the first `=`, quotes
+/// Dotenv data (docs/signing.md#s6-9): `KEY=value` lines, trimmed, `#` comments, split at the first `=`, quotes
 /// kept, later keys win. Returns the value of `key`, if set.
 pub fn dotenv<'a>(data: &'a str, key: &str) -> Option<&'a str> {
     data.split('\n')

@@ -1,6 +1,6 @@
-//! The restore action (spec §5): the Backup behind the Restore, the HyperShift gate, then a dispatch on
-//! the item's kind (§5.2): pods are skipped, so is the etcd StatefulSet under `etcdSnapshot`, and the
-//! HostedCluster and HostedControlPlane get the signed snapshot URL their etcd restores from (§5.3).
+//! The restore action (docs/hcp.md#s5): the Backup behind the Restore, the HyperShift gate, then a dispatch on
+//! the item's kind (docs/hcp.md#s5-2): pods are skipped, so is the etcd StatefulSet under `etcdSnapshot`, and the
+//! HostedCluster and HostedControlPlane get the signed snapshot URL their etcd restores from (docs/hcp.md#s5-3).
 
 pub mod azure;
 pub mod credentials;
@@ -89,7 +89,7 @@ pub fn restore(ctx: Context, item: &str, restore: &str) -> Result<Outcome, Strin
     }
 }
 
-/// Whether the action may do anything with `item` (§5.2): HostedControlPlanes, HostedClusters, pods
+/// Whether the action may do anything with `item` (docs/hcp.md#s5-2): HostedControlPlanes, HostedClusters, pods
 /// and the `etcd` StatefulSet. Every other resource of the 69 is restored as it is, without reading
 /// the Backup (upstream reads it, and the CRD, for each).
 pub fn concerns(item: &Object) -> bool {

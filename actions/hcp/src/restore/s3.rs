@@ -1,4 +1,4 @@
-//! The S3 presign path (spec §5.6): region, endpoint and path style from the BSL, credentials from its
+//! The S3 presign path (docs/hcp.md#s5-6): region, endpoint and path style from the BSL, credentials from its
 //! Secret (profile `default`), static keys or a web identity exchanged at STS.
 
 use velero_wasm_sdk::signing::{AwsCredentialSource, AwsCredentials, S3Request, WebIdentity};

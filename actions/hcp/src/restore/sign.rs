@@ -1,4 +1,4 @@
-//! Which signing a snapshot URL needs (spec §5.4), with upstream's outer error texts. The signing
+//! Which signing a snapshot URL needs (docs/hcp.md#s5-4), with upstream's outer error texts. The signing
 //! itself is done by the `signing` module, through the `signing` import.
 
 use velero_wasm_sdk::signing::SnapshotUrl;

@@ -1,4 +1,4 @@
-//! `kubevirt-velero-plugin/backup-datavolume-action` (spec §5.1), on PVCs and DataVolumes: records
+//! `kubevirt-velero-plugin/backup-datavolume-action` (docs/kubevirt.md#s5-1), on PVCs and DataVolumes: records
 //! whether CDI finished populating a disk, so that a restore neither imports a finished disk again nor
 //! restores a half-imported one.
 

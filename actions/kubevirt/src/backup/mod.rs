@@ -1,4 +1,4 @@
-//! The five backup actions (spec §5), one file each.
+//! The five backup actions (docs/kubevirt.md#s5), one file each.
 
 pub mod datavolume;
 pub mod pvc;

@@ -1,4 +1,4 @@
-//! `kubevirt-velero-plugin/backup-pvc-action` (spec §5.2): labels each PVC with its UID, so a user can
+//! `kubevirt-velero-plugin/backup-pvc-action` (docs/kubevirt.md#s5-2): labels each PVC with its UID, so a user can
 //! restore one disk with `--selector velero.kubevirt.io/pvc-uid=<uid>`. A user's own value of that
 //! label is saved in an annotation and put back at restore.
 

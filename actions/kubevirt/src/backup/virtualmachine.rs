@@ -1,4 +1,4 @@
-//! `kubevirt-velero-plugin/backup-virtualmachine-action` (spec §5.4): refuses backups that would catch
+//! `kubevirt-velero-plugin/backup-virtualmachine-action` (docs/kubevirt.md#s5-4): refuses backups that would catch
 //! a running VM's disks unfrozen or could not restore it, names everything the VM needs, and pins its
 //! instancetype and preference revisions into the spec for the restore.
 

@@ -1,4 +1,4 @@
-//! `kubevirt-velero-plugin/backup-virtualmachineinstance-action` (spec §5.5): marks VMIs that their
+//! `kubevirt-velero-plugin/backup-virtualmachineinstance-action` (docs/kubevirt.md#s5-5): marks VMIs that their
 //! owner recreates so the restore skips them, refuses backups that would catch a running guest's disks
 //! unfrozen or could not restore a standalone VMI, and names everything the VMI needs.
 
@@ -27,7 +27,7 @@ enum Ownership {
     Controller,
 }
 
-/// Upstream: any owner reference means "owned by the VM of the same name" (spec §8.8). Extended:
+/// Upstream: any owner reference means "owned by the VM of the same name" (docs/kubevirt.md#s8-8). Extended:
 /// only a `VirtualMachine` owner is looked up (by its own name); other owners are controllers that
 /// recreate the VMI from their template.
 fn ownership(ctx: &Context, vmi: &Object) -> Ownership {
@@ -84,7 +84,7 @@ fn vm_excluded(ctx: &Context, vmi: &Object, vm_name: &str) -> Result<bool, Strin
     Ok(excluded_by_label(&vm))
 }
 
-/// The VMI's VM is out of the backup. Upstream stores the VMI unchanged (spec §8.1), so a restore
+/// The VMI's VM is out of the backup. Upstream stores the VMI unchanged (docs/kubevirt.md#s8-1), so a restore
 /// creates it standalone or collides with the one the restored VM starts. Extended marks it owned,
 /// so the restore skips it, and asks Velero versions that can to leave it out of the backup.
 fn left_to_its_vm(ctx: &Context, vmi: &Object) -> BackupResponse {
@@ -97,8 +97,8 @@ fn left_to_its_vm(ctx: &Context, vmi: &Object) -> BackupResponse {
     BackupResponse::with_item(&out)
 }
 
-/// Upstream checks the launcher pod of every VMI that is not paused (spec §5.5 step 3). Extended
-/// skips VMIs whose phase has no guest (Pending, Succeeded, Failed; spec §8.7) and VMIs without
+/// Upstream checks the launcher pod of every VMI that is not paused (docs/kubevirt.md#s5-5 step 3). Extended
+/// skips VMIs whose phase has no guest (Pending, Succeeded, Failed; docs/kubevirt.md#s8-7) and VMIs without
 /// DataVolume or PVC volumes, whose backup has no disk to freeze.
 fn must_check_launcher(ctx: &Context, vmi: &Object) -> bool {
     if vmi_paused(vmi) {

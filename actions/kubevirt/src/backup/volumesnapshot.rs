@@ -1,4 +1,4 @@
-//! `kubevirt-velero-plugin/backup-volumesnapshot-action` (spec §5.3): labels a CSI VolumeSnapshot with
+//! `kubevirt-velero-plugin/backup-volumesnapshot-action` (docs/kubevirt.md#s5-3): labels a CSI VolumeSnapshot with
 //! the UID of the PVC it was taken from, so a selective restore by `velero.kubevirt.io/pvc-uid` brings
 //! back the snapshot with its PVC.
 
@@ -13,7 +13,7 @@ use crate::resources::PERSISTENT_VOLUME_CLAIMS;
 use crate::uid_label;
 
 /// PVC name → UID, per namespace, filled by one LIST of every PVC in the namespace. Upstream keeps it
-/// for the life of the plugin process (a whole backup) and never refreshes it (spec §8.6); the host
+/// for the life of the plugin process (a whole backup) and never refreshes it (docs/kubevirt.md#s8-6); the host
 /// instantiates the component per call, so here it lives for one call unless a caller keeps it.
 #[derive(Debug, Default)]
 pub struct PvcUids {

@@ -1,4 +1,4 @@
-//! The backend-storage PVC of a VM or VMI (spec §4.5): KubeVirt keeps persistent TPM and EFI state
+//! The backend-storage PVC of a VM or VMI (docs/kubevirt.md#s4-5): KubeVirt keeps persistent TPM and EFI state
 //! there, so a restored VM without it loses its TPM keys and EFI variables.
 
 use serde_json::Value;
@@ -29,7 +29,7 @@ pub enum Phase {
 /// The backend PVCs of `namespace/name`: every PVC labelled `persistent-state-for=<name>` in list
 /// order, or the pre-1.4 name `persistent-state-for-<name>` when none is labelled.
 ///
-/// Upstream treats a failed LIST as "none" (spec §8.5). Extended mode fails the backup instead, and at
+/// Upstream treats a failed LIST as "none" (docs/kubevirt.md#s8-5). Extended mode fails the backup instead, and at
 /// restore logs a warning before falling back to the old name.
 pub fn backend_items(
     ctx: &Context,

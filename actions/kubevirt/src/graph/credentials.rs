@@ -1,4 +1,4 @@
-//! The Secrets a VM's access credentials read (spec §4.8): SSH public keys and user passwords.
+//! The Secrets a VM's access credentials read (docs/kubevirt.md#s4-8): SSH public keys and user passwords.
 
 use serde_json::Value;
 use velero_wasm_sdk::ResourceId;

@@ -1,4 +1,4 @@
-//! What upstream does not follow (spec §9), returned in extended mode after upstream's items. Each
+//! What upstream does not follow (docs/kubevirt.md#s9), returned in extended mode after upstream's items. Each
 //! follower is read from the object itself: no Kubernetes call, so the grant stays at upstream's reads.
 //! Velero backs up whichever of these exist and its filters keep.
 

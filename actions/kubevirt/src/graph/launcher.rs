@@ -1,4 +1,4 @@
-//! Finding the virt-launcher pod of a VMI (spec §4.4): the pod whose Velero hooks freeze the guest.
+//! Finding the virt-launcher pod of a VMI (docs/kubevirt.md#s4-4): the pod whose Velero hooks freeze the guest.
 
 use velero_wasm_sdk::Object;
 

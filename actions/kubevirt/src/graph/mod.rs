@@ -1,6 +1,6 @@
-//! The dependency graphs (spec §4.9): the objects Velero must back up (or restore first) together
+//! The dependency graphs (docs/kubevirt.md#s4-9): the objects Velero must back up (or restore first) together
 //! with a VM, a VMI or a DataVolume, in upstream's exact order. Extended mode then appends the
-//! [`followers`] upstream misses and drops duplicates and empty names (spec §8.9), so upstream's list
+//! [`followers`] upstream misses and drops duplicates and empty names (docs/kubevirt.md#s8-9), so upstream's list
 //! is always a prefix of the extended one.
 
 pub mod backend;
@@ -231,7 +231,7 @@ fn restorable(namespace: &str, items: Vec<ResourceId>) -> impl Iterator<Item = R
 }
 
 /// Upstream returns the list as built. Extended mode drops identifiers without a name and keeps the
-/// first of duplicates (spec §8.9).
+/// first of duplicates (docs/kubevirt.md#s8-9).
 fn finish(mode: Mode, items: Vec<ResourceId>) -> Vec<ResourceId> {
     if !mode.extended() {
         return items;

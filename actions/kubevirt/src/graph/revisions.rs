@@ -1,4 +1,4 @@
-//! Instancetype and preference ControllerRevisions (spec §4.6): the point-in-time copies a VM runs
+//! Instancetype and preference ControllerRevisions (docs/kubevirt.md#s4-6): the point-in-time copies a VM runs
 //! with, which a restore needs before the VM. The backup action also copies the revision names from
 //! `status` into `spec`, because Velero removes `status` before restore actions run.
 
@@ -38,7 +38,7 @@ fn revision_name(vm: &Object, matcher: &str, reference: &str) -> Option<String> 
 }
 
 /// Copies `status.<matcher>Ref.controllerRevisionRef.name` into `spec.<matcher>.revisionName` for each
-/// matcher present in the spec (spec §5.4 step 5); everything else, `status` included, stays.
+/// matcher present in the spec (docs/kubevirt.md#s5-4 step 5); everything else, `status` included, stays.
 pub fn copy_revision_names(vm: &mut Object) -> Result<(), String> {
     for (matcher, reference) in MATCHERS {
         if vm

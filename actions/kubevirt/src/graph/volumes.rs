@@ -1,4 +1,4 @@
-//! The objects a VM or VMI volume refers to (spec §4.7). Each volume is classified by the first of its
+//! The objects a VM or VMI volume refers to (docs/kubevirt.md#s4-7). Each volume is classified by the first of its
 //! source fields that is set; names are not validated and nothing is de-duplicated here.
 
 use serde_json::Value;

@@ -1,6 +1,6 @@
-//! The Restore labels that give a restored machine a new identity (spec §6.1 steps 3–4): no fixed MAC
+//! The Restore labels that give a restored machine a new identity (docs/kubevirt.md#s6-1 steps 3–4): no fixed MAC
 //! addresses, a new firmware UUID. Applied to a VM's template, and in extended mode to a standalone
-//! VMI's spec as well (upstream drops those edits for VMIs, spec §6.2 step 4).
+//! VMI's spec as well (upstream drops those edits for VMIs, docs/kubevirt.md#s6-2 step 4).
 
 use serde_json::Value;
 use velero_wasm_sdk::{random, Object};

@@ -1,4 +1,4 @@
-//! The restore actions (spec §6), one file each; [`identity`] holds the edits the VM and VMI actions
+//! The restore actions (docs/kubevirt.md#s6), one file each; [`identity`] holds the edits the VM and VMI actions
 //! share.
 
 pub mod identity;

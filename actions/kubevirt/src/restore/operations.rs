@@ -1,4 +1,4 @@
-//! `kubevirt-velero-plugin/restore-operation-action` (extended mode only; spec §9.11–9.15): KubeVirt
+//! `kubevirt-velero-plugin/restore-operation-action` (extended mode only; docs/kubevirt.md#s9-11–#s9-15): KubeVirt
 //! objects that are requests for an operation are not restored, because creating them again runs the
 //! operation again on the restored VM — a migration (VirtualMachineInstanceMigration), a new snapshot
 //! (VirtualMachineSnapshot, and its content), a KubeVirt restore over the restored VM

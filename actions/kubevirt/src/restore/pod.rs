@@ -1,4 +1,4 @@
-//! `kubevirt-velero-plugin/restore-pod-action` (spec §6.3): virt-launcher and hotplug attachment pods
+//! `kubevirt-velero-plugin/restore-pod-action` (docs/kubevirt.md#s6-3): virt-launcher and hotplug attachment pods
 //! are never restored; KubeVirt recreates them when the VM runs. They were backed up only so that Velero
 //! ran their freeze hooks.
 

@@ -1,4 +1,4 @@
-//! `kubevirt-velero-plugin/restore-pvc-action` (spec §6.4): skips PVCs whose DataVolume was still
+//! `kubevirt-velero-plugin/restore-pvc-action` (docs/kubevirt.md#s6-4): skips PVCs whose DataVolume was still
 //! importing at backup (CDI imports again from the restored DataVolume) and undoes the UID label.
 
 use velero_wasm_sdk::{Object, RestoreResponse};

@@ -1,4 +1,4 @@
-//! `kubevirt-velero-plugin/restore-vm-action` (spec §6.1): applies the Restore's labels (run strategy,
+//! `kubevirt-velero-plugin/restore-vm-action` (docs/kubevirt.md#s6-1): applies the Restore's labels (run strategy,
 //! MAC addresses, firmware UUID) and names what must be restored before the VM.
 
 use serde_json::Value;

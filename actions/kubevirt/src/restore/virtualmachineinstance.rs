@@ -1,4 +1,4 @@
-//! `kubevirt-velero-plugin/restore-vmi-action` (spec §6.2): skips VMIs their owner recreates, removes
+//! `kubevirt-velero-plugin/restore-vmi-action` (docs/kubevirt.md#s6-2): skips VMIs their owner recreates, removes
 //! the labels KubeVirt reserves, and names what must be restored before a standalone VMI.
 
 use velero_wasm_sdk::{Object, RestoreResponse};
@@ -10,7 +10,7 @@ use crate::restore::identity;
 
 /// Runs the action on a VirtualMachineInstance (Velero has removed its status and owners).
 ///
-/// Upstream evaluates the MAC and UUID labels on a copy it then discards (spec §8.2), so a standalone
+/// Upstream evaluates the MAC and UUID labels on a copy it then discards (docs/kubevirt.md#s8-2), so a standalone
 /// VMI keeps its old identity; extended mode applies them to `spec.domain`.
 pub fn restore(ctx: &Context, item: &Object, restore: &Object) -> Result<RestoreResponse, String> {
     if item.annotation(keys::IS_OWNED) == Some("true") {

@@ -1,4 +1,4 @@
-//! `kubevirt-velero-plugin/restore-volumesnapshot-action` (spec §6.5): undoes the UID label of a
+//! `kubevirt-velero-plugin/restore-volumesnapshot-action` (docs/kubevirt.md#s6-5): undoes the UID label of a
 //! VolumeSnapshot; never skips.
 
 use velero_wasm_sdk::{Object, RestoreResponse};

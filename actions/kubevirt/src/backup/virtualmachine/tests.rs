@@ -1,4 +1,4 @@
-//! The VM backup action against checklist items 58–74 (spec §10), in upstream mode unless a test says
+//! The VM backup action against checklist items 58–74 (docs/kubevirt.md#s10), in upstream mode unless a test says
 //! otherwise; "API" assertions list every call the action made.
 
 use serde_json::{json, Value};

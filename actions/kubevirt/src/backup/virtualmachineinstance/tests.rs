@@ -1,4 +1,4 @@
-//! The VMI backup action against checklist items 75–87 (spec §10). Unless stated, a launcher pod
+//! The VMI backup action against checklist items 75–87 (docs/kubevirt.md#s10). Unless stated, a launcher pod
 //! annotated with the VMI's name exists and the VMI is running, not paused.
 
 use serde_json::{json, Value};
