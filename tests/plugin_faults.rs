@@ -170,6 +170,9 @@ async fn out_of_file_descriptors_the_plugin_waits_without_spinning_and_serves_ag
             Ok(())
         });
     });
+    // The modules load after the handshake: once an Execute is answered, the CPU the plugin uses
+    // is what it does for the clients below.
+    answers_health_and_execute(&plugin).await;
     let pid = plugin.child.0.id();
     let open = std::fs::read_dir(format!("/proc/{pid}/fd"))
         .unwrap()
