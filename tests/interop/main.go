@@ -211,7 +211,7 @@ func run(c *checks, scenario, binary string, args []string, kindsEnv string) {
 	c.ok(os.IsNotExist(statErr), "the socket file is removed", socket)
 
 	// What go-plugin made of the plugin's stderr and of its exit.
-	var forced, exited, exitedClean, guestInfo, serving bool
+	var forced, exited, exitedClean, guestInfo, serving, loaded bool
 	for _, e := range logs.entries() {
 		msg, _ := e["@message"].(string)
 		level, _ := e["@level"].(string)
@@ -224,12 +224,16 @@ func run(c *checks, scenario, binary string, args []string, kindsEnv string) {
 		case msg == "backing up" && level == "info":
 			guestInfo = e["step"] == "inspect" && e["namespace"] == "shop" && e["name"] == "cm" &&
 				e["action"] == prefix+"backup-v1" && e["resource"] == "configmaps"
-		case msg == "serving Velero's plugin protocol" && level == "debug":
-			serving = true
+		case msg == "serving Velero's plugin protocol" && level == "info":
+			_, hasKinds := e["kinds"]
+			serving = hasKinds
+		case msg == "modules loaded" && level == "debug":
+			loaded = true
 		}
 	}
 	c.ok(exited && exitedClean && !forced, "go-plugin logged a clean exit (status 0, no forced kill)")
-	c.ok(serving, "go-plugin parsed the plugin's debug JSON line at debug level")
+	c.ok(serving, "go-plugin parsed the plugin's start-up line at info level, with the kinds listed")
+	c.ok(loaded, "go-plugin parsed the plugin's debug JSON line at debug level")
 	c.ok(guestInfo, "go-plugin parsed the guest's info line, with its action, item and fields")
 }
 
