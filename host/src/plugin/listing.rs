@@ -10,6 +10,10 @@
 //!   until Velero restarts. So the list given to Velero is kept in the state directory, and such an
 //!   action is served as *retired*: it applies to nothing, and anything else Velero asks of it
 //!   answers as an action that leaves the item alone (see [`super::dispatch`]).
+//!
+//! The listing decides which names are served as retired, so it is kept like the rest of the state:
+//! in a [private](crate::state::private_dir) directory, read only from there and only up to
+//! [`MAX_LISTING`].
 
 use std::collections::BTreeSet;
 use std::io;
@@ -22,8 +26,12 @@ use crate::action::ActionKind;
 /// The listing file of one plugin binary and module directory in the state directory.
 #[derive(Debug, Clone)]
 pub struct Listing {
+    state_dir: PathBuf,
     path: PathBuf,
 }
+
+/// The largest listing file read: far more than any plugin lists (a few hundred bytes an action).
+pub const MAX_LISTING: u64 = 4 << 20;
 
 /// One listed action.
 pub type Listed = (ActionKind, String);
@@ -51,6 +59,7 @@ impl Listing {
         }
         let key = crate::modules::sha256_hex(&key);
         Listing {
+            state_dir: state_dir.to_path_buf(),
             path: state_dir
                 .join("listed")
                 .join(format!("{}.json", &key[..16])),
@@ -74,7 +83,7 @@ impl Listing {
                 .collect(),
         };
         let dir = self.path.parent().unwrap_or(Path::new("."));
-        std::fs::create_dir_all(dir)?;
+        crate::state::private_dir(&self.state_dir, dir).map_err(io::Error::other)?;
         let tmp = self
             .path
             .with_extension(format!("tmp{}", std::process::id()));
@@ -85,11 +94,18 @@ impl Listing {
     /// What was last listed to Velero; nothing when no listing was kept. A listing that cannot be read
     /// is reported and counts as none.
     pub fn load(&self) -> Vec<Listed> {
-        let text = match std::fs::read(&self.path) {
+        if !self.path.exists() {
+            return Vec::new();
+        }
+        let dir = self.path.parent().unwrap_or(Path::new("."));
+        if let Err(e) = crate::state::private_dir(&self.state_dir, dir) {
+            tracing::warn!("the kept listing is not used: {e}");
+            return Vec::new();
+        }
+        let text = match crate::regular_file::read(&self.path, MAX_LISTING) {
             Ok(text) => text,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Vec::new(),
             Err(e) => {
-                tracing::warn!("cannot read {}: {e}", self.path.display());
+                tracing::warn!("{} {e}", self.path.display());
                 return Vec::new();
             }
         };
@@ -150,6 +166,22 @@ mod tests {
         std::fs::create_dir_all(listing.path().parent().unwrap()).unwrap();
         std::fs::write(listing.path(), b"{\"listed\": [tru").unwrap();
         assert_eq!(listing.load(), vec![]);
+    }
+
+    #[test]
+    fn a_listing_in_a_directory_others_can_write_is_ignored_and_not_written() {
+        use std::os::unix::fs::PermissionsExt;
+        let state = tempfile::tempdir().unwrap();
+        let listing = Listing::new(state.path(), "velero-wasm", None);
+        let actions = listed(&[(Backup, "example.io/a")]);
+        listing.save(&actions).unwrap();
+        let dir = listing.path().parent().unwrap();
+        let mode = std::fs::metadata(dir).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700, "the listing directory is private");
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+        assert_eq!(listing.load(), vec![], "a planted listing is not trusted");
+        let e = listing.save(&actions).unwrap_err();
+        assert!(e.to_string().contains("writable by other users"), "{e}");
     }
 
     #[test]
