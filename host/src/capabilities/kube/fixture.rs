@@ -311,8 +311,7 @@ impl KubeBackend for FixtureCluster {
             .ok_or_else(|| not_found(api, name))?;
         match patch {
             Patch::Merge(doc) => json_patch::merge(&mut object, doc),
-            Patch::Json(ops) => json_patch::patch(&mut object, ops)
-                .map_err(|e| KubeError::Invalid(format!("the JSON patch does not apply: {e}")))?,
+            Patch::Json(ops) => apply_json_patch(&mut object, ops)?,
         }
         if key_of(&object).as_ref() != Some(&key) {
             return Err(KubeError::Invalid(
@@ -343,6 +342,70 @@ impl KubeBackend for FixtureCluster {
         state.objects.remove(&key);
         Ok(())
     }
+}
+
+/// The most operations a JSON patch may have: the API server's own limit.
+pub const MAX_PATCH_OPERATIONS: usize = 10_000;
+
+/// The most JSON a JSON patch may write into an object (the values it adds, copies and replaces,
+/// counted as serialised): twice the API server's 3 MiB request limit. Without it, each `copy` of the
+/// whole object into itself doubles it, and 40 operations would ask the host for terabytes.
+pub const MAX_PATCH_WRITES: usize = 6 << 20;
+
+/// Applies an RFC 6902 patch one operation at a time, counting what each one writes against
+/// [`MAX_PATCH_WRITES`]. The caller applies it to a copy: a patch that fails changes nothing.
+fn apply_json_patch(object: &mut Value, ops: &json_patch::Patch) -> Result<(), KubeError> {
+    use json_patch::PatchOperation;
+    if ops.len() > MAX_PATCH_OPERATIONS {
+        return Err(KubeError::Invalid(format!(
+            "the JSON patch has {} operations; at most {MAX_PATCH_OPERATIONS} are allowed",
+            ops.len()
+        )));
+    }
+    let mut written = 0usize;
+    for op in ops.iter() {
+        let writes = match op {
+            PatchOperation::Add(op) => Some(&op.value),
+            PatchOperation::Replace(op) => Some(&op.value),
+            PatchOperation::Copy(op) => object.pointer(op.from.as_str()),
+            _ => None,
+        };
+        if let Some(value) = writes {
+            written += json_size(value, MAX_PATCH_WRITES + 1 - written);
+            if written > MAX_PATCH_WRITES {
+                return Err(KubeError::Invalid(format!(
+                    "the JSON patch writes more than {} into the object",
+                    crate::regular_file::size(MAX_PATCH_WRITES as u64)
+                )));
+            }
+        }
+        json_patch::patch(object, std::slice::from_ref(op))
+            .map_err(|e| KubeError::Invalid(format!("the JSON patch does not apply: {e}")))?;
+    }
+    Ok(())
+}
+
+/// The length of `value` serialised, counted up to `limit` (serialising stops there).
+fn json_size(value: &Value, limit: usize) -> usize {
+    struct Count {
+        bytes: usize,
+        limit: usize,
+    }
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.bytes += buf.len();
+            if self.bytes >= self.limit {
+                return Err(std::io::Error::other("over the limit"));
+            }
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count { bytes: 0, limit };
+    let _ = serde_json::to_writer(&mut count, value);
+    count.bytes
 }
 
 #[cfg(test)]
@@ -473,5 +536,35 @@ mod tests {
             .unwrap()
             .to_string();
         assert!(e.contains("b.json") && e.contains("metadata.name"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn a_json_patch_that_doubles_the_object_each_operation_is_refused_and_changes_nothing() {
+        let c = cluster(&[pod("ns", "p", json!({"a": "b"}))]);
+        let before = c.get(&PODS(), "ns", "p").await.unwrap();
+        let ops: Vec<Value> = (0..40)
+            .map(|i| json!({"op": "copy", "from": "/metadata", "path": format!("/metadata/m{i}")}))
+            .collect();
+        let patch = Patch::Json(serde_json::from_value(Value::Array(ops)).unwrap());
+        let e = c.patch(&PODS(), "ns", "p", &patch).await.unwrap_err();
+        assert_eq!(
+            e,
+            KubeError::Invalid("the JSON patch writes more than 6 MiB into the object".into())
+        );
+        assert_eq!(c.get(&PODS(), "ns", "p").await.unwrap(), before);
+
+        let many: Vec<Value> = (0..=MAX_PATCH_OPERATIONS)
+            .map(|_| json!({"op": "test", "path": "/kind", "value": "Pod"}))
+            .collect();
+        let patch = Patch::Json(serde_json::from_value(Value::Array(many)).unwrap());
+        let e = c.patch(&PODS(), "ns", "p", &patch).await.unwrap_err();
+        assert!(e.to_string().contains("at most 10000 are allowed"), "{e}");
+
+        // A patch of ordinary size still applies.
+        let ops =
+            json!([{"op": "copy", "from": "/metadata/labels", "path": "/metadata/annotations"}]);
+        let patch = Patch::Json(serde_json::from_value(ops).unwrap());
+        let patched = c.patch(&PODS(), "ns", "p", &patch).await.unwrap();
+        assert_eq!(patched["metadata"]["annotations"]["a"], "b");
     }
 }
