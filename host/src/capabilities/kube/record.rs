@@ -79,7 +79,8 @@ fn reason(error: &KubeError) -> &'static str {
         KubeError::Forbidden(_) => "forbidden",
         KubeError::Denied(_) => "denied",
         KubeError::Invalid(_) => "invalid",
-        KubeError::Other(_) | KubeError::TooLarge(_) => "other",
+        KubeError::TooLarge(_) => "too-large",
+        KubeError::Other(_) => "other",
     }
 }
 
@@ -109,6 +110,8 @@ fn answer_from_json(answer: &Value) -> Result<Result<Value, KubeError>, String> 
         "denied" => KubeError::Denied(message),
         "invalid" => KubeError::Invalid(message),
         "other" => KubeError::Other(message),
+        // Replayed, a list past the module's memory stops the call as it did when recorded.
+        "too-large" => KubeError::TooLarge(message),
         other => return Err(format!("unknown error reason {other:?}")),
     };
     Ok(Err(e))
@@ -385,6 +388,25 @@ mod tests {
         assert_eq!(listed.map(Value::from), recorded[3]);
         assert!(replay.misses().is_empty());
         assert!(replay.unused().is_empty());
+    }
+
+    #[test]
+    fn every_error_replays_as_the_error_recorded() {
+        let api = configmaps();
+        for error in [
+            KubeError::NotFound("n".into()),
+            KubeError::Conflict("c".into()),
+            KubeError::Forbidden("f".into()),
+            KubeError::Denied("d".into()),
+            KubeError::Invalid("i".into()),
+            KubeError::Other("o".into()),
+            // A list past the module's memory must stop the replayed call too, not just fail it.
+            KubeError::list_too_large(&api, 1024),
+        ] {
+            let recorded: Result<Value, KubeError> = Err(error.clone());
+            let replayed = answer_from_json(&answer_to_json(&recorded)).unwrap();
+            assert_eq!(replayed, recorded);
+        }
     }
 
     #[tokio::test]
