@@ -295,6 +295,167 @@ async fn the_socket_is_private_even_under_umask_000() {
 }
 
 // ---------------------------------------------------------------------------------------------------
+// Every fault at once, under load.
+
+/// The misbehaving module's cases, with what each call must give: `Some(true)` an answer,
+/// `Some(false)` an error status, `None` either.
+const FAULT_MATRIX: &[(&str, Option<bool>)] = &[
+    ("echo", Some(true)),
+    ("label", Some(true)),
+    ("log", Some(true)),
+    ("stdout", Some(true)),
+    ("granted-kube", Some(true)),
+    ("list", Some(true)),
+    ("log-fields", Some(true)),
+    ("log-flood", Some(true)),
+    ("trap", Some(false)),
+    ("loop", Some(false)),
+    ("sleep", Some(false)),
+    ("memory-bomb", Some(false)),
+    ("forbidden-kube", Some(false)),
+    ("malformed-output", Some(false)),
+    ("kindless-output", Some(false)),
+    ("exit", Some(false)),
+    ("kube-calls", Some(false)),
+    ("field-selector", Some(false)),
+    ("label-selector", Some(false)),
+    ("huge-output", None),
+];
+
+#[tokio::test(flavor = "multi_thread")]
+async fn under_eight_callers_and_stalled_clients_every_fault_fails_only_its_own_call_and_memory_returns_to_baseline(
+) {
+    const T: &str = "test.velero-wasm.io/";
+    // The cluster: the ConfigMap `granted-kube` reads, and a few for `list`.
+    let cluster = tempfile::tempdir().unwrap();
+    let objects: Vec<String> = ["settings", "a", "b", "c"]
+        .iter()
+        .map(|name| format!(r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"{name}","namespace":"shop"}}}}"#))
+        .collect();
+    support::write(
+        cluster.path(),
+        "objects.json",
+        &format!("[{}]", objects.join(",")),
+    );
+    let server = support::apiserver::ApiServer::start(&[cluster.path()]);
+    let kubeconfig_dir = tempfile::tempdir().unwrap();
+    let kubeconfig = kubeconfig_dir.path().join("kubeconfig");
+    server.write_kubeconfig(&kubeconfig);
+    let modules = support::module_dir(
+        "misbehave",
+        "misbehave",
+        "[limits]\ntimeout = \"3s\"\nmemory = \"64MiB\"\ncapability-calls = 100\n\n[[grant.kube]]\nresources = [\"configmaps\"]\nverbs = [\"get\", \"list\"]\nnamespaces = [\"@item\"]\n\n[settings]\ntarget = \"settings\"\n",
+    );
+    let dir = modules.path().display().to_string();
+    let mut plugin = Plugin::start_as(
+        binary(),
+        &["--log-level", "info"],
+        &[
+            ("VELERO_WASM_MODULES", &dir),
+            ("KUBECONFIG", kubeconfig.to_str().unwrap()),
+        ],
+    );
+    let pid = plugin.child.0.id();
+    let item = br#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"app","namespace":"shop"},"data":{"k":"v"}}"#;
+    let call = move |channel: tonic::transport::Channel,
+                     case: &'static str,
+                     expected: Option<bool>| async move {
+        let action = format!("{T}{case}");
+        let answer = within(
+            ANSWER,
+            &action,
+            BackupItemActionClient::new(channel).execute(g::ExecuteRequest {
+                plugin: action.clone(),
+                item: item.to_vec(),
+                backup: backup(),
+            }),
+        )
+        .await;
+        match (answer, expected) {
+            (Ok(_), Some(false)) => panic!("{case}: answered, but it must fail"),
+            (Err(status), Some(true)) => panic!("{case}: {}", status.message()),
+            // The host's own errors name the module, the action and the item; an error the module
+            // returns is its own text. Either way a short, clear status.
+            (Err(status), _) => assert!(
+                !status.message().is_empty() && status.message().len() < 4096,
+                "{case}: {:?}",
+                status.message()
+            ),
+            (Ok(_), _) => {}
+        }
+    };
+
+    // Once each, alone: what the process holds when every path has been taken.
+    let channel = plugin.channel().await;
+    for (case, expected) in FAULT_MATRIX {
+        call(channel.clone(), case, *expected).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let baseline = rss_kib(pid);
+
+    // Eight callers, each through every case twice in its own order, while 16 clients stall uploads.
+    let mut stalled = Vec::new();
+    for _ in 0..16 {
+        stalled.push(deaf_client(&plugin.socket).await);
+    }
+    let peak = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(baseline));
+    let sampler = {
+        let peak = peak.clone();
+        tokio::spawn(async move {
+            loop {
+                peak.fetch_max(rss_kib(pid), std::sync::atomic::Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+    };
+    let mut callers = Vec::new();
+    for caller in 0..8 {
+        let channel = plugin.channel().await;
+        callers.push(tokio::spawn(async move {
+            for round in 0..2 {
+                for i in 0..FAULT_MATRIX.len() {
+                    let (case, expected) =
+                        FAULT_MATRIX[(i + caller * 3 + round) % FAULT_MATRIX.len()];
+                    call(channel.clone(), case, expected).await;
+                }
+            }
+        }));
+    }
+    for caller in callers {
+        caller
+            .await
+            .expect("a caller saw a wrong answer (see above)");
+    }
+    sampler.abort();
+    drop(stalled);
+    let fresh = within(ANSWER, "a new connection", plugin.channel()).await;
+    call(fresh, "echo", Some(true)).await;
+
+    // What the calls and the stalled clients held is given back.
+    let margin = 48 << 10;
+    let settled = Instant::now();
+    let mut after = rss_kib(pid);
+    while after > baseline + margin && settled.elapsed() < Duration::from_secs(15) {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        after = rss_kib(pid);
+    }
+    println!(
+        "fault matrix, 8 callers x {} calls + 16 stalled uploads: RSS baseline {} MiB, peak {} MiB, after {} MiB",
+        2 * FAULT_MATRIX.len(),
+        baseline / 1024,
+        peak.load(std::sync::atomic::Ordering::Relaxed) / 1024,
+        after / 1024
+    );
+    assert!(
+        after <= baseline + margin,
+        "RSS stays {} MiB above its baseline of {} MiB",
+        (after - baseline) / 1024,
+        baseline / 1024
+    );
+    stop_with(&mut plugin, "-TERM");
+}
+
+// ---------------------------------------------------------------------------------------------------
 // How the tests play Velero and the attacker.
 
 fn start() -> Plugin {
