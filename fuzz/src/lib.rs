@@ -23,10 +23,7 @@ use velero_wasm::capabilities::{Clock, Environment, Services};
 use velero_wasm::modules::{ModuleSource, Origin};
 use velero_wasm::plugin::dispatch::Dispatch;
 use velero_wasm::plugin::lister::{Advertised, Lister};
-use velero_wasm::plugin::{
-    backup_v1, backup_v2, broker, controller, delete, item_block, restore_v1, restore_v2, stdio,
-    MAX_MESSAGE,
-};
+use velero_wasm::plugin::upload::WholeMessagesLayer;
 use velero_wasm::runtime::{ModuleConfig, Runtime};
 
 /// The repository's root.
@@ -139,53 +136,15 @@ fn build_host() -> anyhow::Result<PluginHost> {
     })
 }
 
-/// Every service, configured as the plugin serves them.
+/// Every service, as the plugin serves them.
 async fn routes(dispatch: Dispatch) -> Routes {
-    use velero_wasm::plugin::proto::generated::backup_item_action_server::BackupItemActionServer as BiaV1;
-    use velero_wasm::plugin::proto::generated::delete_item_action_server::DeleteItemActionServer;
-    use velero_wasm::plugin::proto::generated::plugin_lister_server::PluginListerServer;
-    use velero_wasm::plugin::proto::generated::restore_item_action_server::RestoreItemActionServer as RiaV1;
-    use velero_wasm::plugin::proto::plugin::grpc_broker_server::GrpcBrokerServer;
-    use velero_wasm::plugin::proto::plugin::grpc_controller_server::GrpcControllerServer;
-    use velero_wasm::plugin::proto::plugin::grpc_stdio_server::GrpcStdioServer;
-    use velero_wasm::plugin::proto::v1::item_block_action_server::ItemBlockActionServer;
-    use velero_wasm::plugin::proto::v2::backup_item_action_server::BackupItemActionServer as BiaV2;
-    use velero_wasm::plugin::proto::v2::restore_item_action_server::RestoreItemActionServer as RiaV2;
-
-    let (health, health_service) = tonic_health::server::health_reporter();
-    health
-        .set_service_status("plugin", tonic_health::ServingStatus::Serving)
-        .await;
-    macro_rules! sized {
-        ($server:expr) => {
-            $server
-                .max_decoding_message_size(MAX_MESSAGE)
-                .max_encoding_message_size(MAX_MESSAGE)
-        };
-    }
     let lister = Lister {
         dispatch: dispatch.clone(),
         command: "velero-wasm".to_string(),
         kinds: Advertised::default(),
         listing: None,
     };
-    Routes::new(health_service)
-        .add_service(GrpcControllerServer::new(controller::Controller {
-            shutdown: Arc::new(Notify::new()),
-        }))
-        .add_service(GrpcStdioServer::new(stdio::Stdio))
-        .add_service(GrpcBrokerServer::new(broker::Broker))
-        .add_service(sized!(PluginListerServer::new(lister)))
-        .add_service(sized!(BiaV1::new(backup_v1::BackupV1(dispatch.clone()))))
-        .add_service(sized!(BiaV2::new(backup_v2::BackupV2(dispatch.clone()))))
-        .add_service(sized!(RiaV1::new(restore_v1::RestoreV1(dispatch.clone()))))
-        .add_service(sized!(RiaV2::new(restore_v2::RestoreV2(dispatch.clone()))))
-        .add_service(sized!(ItemBlockActionServer::new(item_block::ItemBlock(
-            dispatch.clone()
-        ))))
-        .add_service(sized!(DeleteItemActionServer::new(delete::Delete(
-            dispatch
-        ))))
+    velero_wasm::plugin::services(dispatch, lister, Arc::new(Notify::new())).await
 }
 
 /// Every gRPC method the plugin serves, and whether its answer is a stream that stays open for as
@@ -271,10 +230,14 @@ pub fn call(host: &PluginHost, method: &str, streaming: bool, body: Bytes, chunk
         .uri(format!("http://plugin{method}"))
         .header("content-type", "application/grpc")
         .header("te", "trailers")
-        .body(StreamBody::new(tokio_stream::iter(chunks)))
+        .body(tonic::body::Body::new(StreamBody::new(tokio_stream::iter(
+            chunks,
+        ))))
         .expect("a well-formed request");
+    // Through the layer the plugin's server puts in front of every service.
+    let service = tower::Layer::layer(&WholeMessagesLayer, host.routes.clone());
     host.tokio.block_on(async {
-        let Ok(response) = host.routes.clone().oneshot(request).await;
+        let Ok(response) = service.oneshot(request).await;
         let http_status = response.status().as_u16();
         let header_status = response
             .headers()

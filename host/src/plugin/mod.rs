@@ -38,6 +38,7 @@ use std::time::{Duration, Instant};
 
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::Notify;
+use tonic::service::Routes;
 use tonic::transport::Server;
 
 use crate::capabilities::kube::live::{ClusterOptions, LazyCluster};
@@ -291,7 +292,8 @@ async fn load_modules(runtime: &Runtime, state: Option<&Path>, directory: Option
     }
 }
 
-/// Every service, on one router; Velero's wait at the gate until the modules are loaded.
+/// Every service, on one router with the plugin's connection settings; Velero's calls wait at the
+/// gate until the modules are loaded, and every message reaches a service whole ([`upload`]).
 async fn router(
     dispatch: Dispatch,
     lister: Lister,
@@ -303,6 +305,23 @@ async fn router(
         tower::layer::util::Stack<upload::WholeMessagesLayer, tower::layer::util::Identity>,
     >,
 > {
+    Server::builder()
+        .http2_keepalive_interval(Some(KEEPALIVE_INTERVAL))
+        .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
+        .initial_connection_window_size(CONNECTION_WINDOW)
+        .initial_stream_window_size(STREAM_WINDOW)
+        .max_concurrent_streams(MAX_STREAMS_PER_CONNECTION)
+        .http2_max_header_list_size(MAX_HEADER_LIST)
+        // hyper's own default, which tonic turns off unless it is given.
+        .http2_max_local_error_reset_streams(Some(1024))
+        .layer(upload::WholeMessagesLayer)
+        .layer(loading::GateLayer::new(loaded))
+        .add_routes(services(dispatch, lister, shutdown).await)
+}
+
+/// Every service the plugin serves, routed by gRPC path: go-plugin's, health, and one per Velero kind
+/// (the fuzz targets call them in-process through this too).
+pub async fn services(dispatch: Dispatch, lister: Lister, shutdown: Arc<Notify>) -> Routes {
     use proto::generated::backup_item_action_server::BackupItemActionServer as BiaV1;
     use proto::generated::delete_item_action_server::DeleteItemActionServer;
     use proto::generated::plugin_lister_server::PluginListerServer;
@@ -327,18 +346,7 @@ async fn router(
                 .max_encoding_message_size(MAX_MESSAGE)
         };
     }
-    Server::builder()
-        .http2_keepalive_interval(Some(KEEPALIVE_INTERVAL))
-        .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
-        .initial_connection_window_size(CONNECTION_WINDOW)
-        .initial_stream_window_size(STREAM_WINDOW)
-        .max_concurrent_streams(MAX_STREAMS_PER_CONNECTION)
-        .http2_max_header_list_size(MAX_HEADER_LIST)
-        // hyper's own default, which tonic turns off unless it is given.
-        .http2_max_local_error_reset_streams(Some(1024))
-        .layer(upload::WholeMessagesLayer)
-        .layer(loading::GateLayer::new(loaded))
-        .add_service(health_service)
+    Routes::new(health_service)
         .add_service(GrpcControllerServer::new(controller::Controller {
             shutdown,
         }))
