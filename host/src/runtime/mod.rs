@@ -17,6 +17,7 @@ mod warm;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use futures::future::join_all;
 use tokio::sync::Semaphore;
 use wasmtime::component::Linker;
 use wasmtime::Engine;
@@ -181,30 +182,43 @@ impl Runtime {
         errors
     }
 
-    /// Loads the stock modules, then those of the module directory. A directory module that cannot be
-    /// used falls back to its last good version, if one was remembered, else to the stock module of its
-    /// name, if any. Returns what is worth reporting; fails only when the directory itself cannot be
-    /// read.
+    /// Loads the stock modules, then those of the module directory, each group concurrently (the
+    /// work is reading, checking and mapping compiled code: one module per core). A stock module that
+    /// a directory module replaces is not loaded unless that module turns out unusable. A directory
+    /// module that cannot be used falls back to its last good version, if one was remembered, else to
+    /// the stock module of its name, if any. Returns what is worth reporting; fails only when the
+    /// directory itself cannot be read (the stock modules are loaded all the same).
     pub async fn load_modules(
         &self,
         config: &ModuleConfig,
     ) -> Result<Vec<LoadProblem>, std::io::Error> {
         let mut problems = Vec::new();
-        for stock in stock_modules() {
-            match stock {
-                Ok(source) => match self.load(source).await {
-                    Ok(loaded) => {
-                        problems.extend(loaded.warnings.into_iter().map(LoadProblem::warning))
-                    }
-                    Err(e) => problems.push(LoadProblem::not_served(e.to_string())),
-                },
+        let scan = config.directory.as_deref().map(scan_directory);
+        let replaced: Vec<&str> = match &scan {
+            Some(Ok(scan)) => scan.modules.iter().map(|m| m.name.as_str()).collect(),
+            _ => Vec::new(),
+        };
+        let mut stock = Vec::new();
+        let mut set_aside = Vec::new();
+        for module in stock_modules() {
+            match module {
+                Ok(source) if replaced.contains(&source.name.as_str()) => set_aside.push(source),
+                Ok(source) => stock.push(source),
                 Err(problem) => problems.push(LoadProblem::not_served(problem)),
             }
         }
-        let Some(dir) = &config.directory else {
+        for loaded in join_all(stock.into_iter().map(|source| self.load(source))).await {
+            match loaded {
+                Ok(loaded) => {
+                    problems.extend(loaded.warnings.into_iter().map(LoadProblem::warning))
+                }
+                Err(e) => problems.push(LoadProblem::not_served(e.to_string())),
+            }
+        }
+        let Some(scan) = scan else {
             return Ok(problems);
         };
-        let scan = scan_directory(dir)?;
+        let scan = scan?;
         // A store that cannot be trusted is reported once, then not used at all.
         let last_good = match &config.last_good {
             Some(store) => match store.open() {
@@ -229,9 +243,10 @@ impl Runtime {
                 (name, format!("{}: {problem}", path.display()))
             })
             .collect();
-        for module in scan.modules {
-            let kept = module.clone();
-            match self.load(module).await {
+        let kept: Vec<ModuleSource> = scan.modules.clone();
+        let loads = join_all(scan.modules.into_iter().map(|module| self.load(module))).await;
+        for (loaded, kept) in loads.into_iter().zip(kept) {
+            match loaded {
                 Ok(loaded) => {
                     problems.extend(loaded.warnings.into_iter().map(LoadProblem::warning));
                     if let Some(store) = last_good {
@@ -257,15 +272,22 @@ impl Runtime {
                                 true,
                                 format!("serving its last good version (sha256 {sha}) instead"),
                             ),
-                            Err(e) => self.stock_fallback(
-                                &name,
-                                &format!("its last good version does not load either: {e}"),
-                            ),
+                            Err(e) => {
+                                self.stock_fallback(
+                                    &name,
+                                    &format!("its last good version does not load either: {e}"),
+                                    &mut set_aside,
+                                )
+                                .await
+                            }
                         }
                     }
-                    Err(why) => self.stock_fallback(&name, &why),
+                    Err(why) => self.stock_fallback(&name, &why, &mut set_aside).await,
                 },
-                None => self.stock_fallback(&name, "no last good versions are kept"),
+                None => {
+                    self.stock_fallback(&name, "no last good versions are kept", &mut set_aside)
+                        .await
+                }
             };
             problems.push(LoadProblem {
                 message: format!("{problem}; {fallback}"),
@@ -276,7 +298,23 @@ impl Runtime {
         Ok(problems)
     }
 
-    fn stock_fallback(&self, name: &str, why: &str) -> (bool, String) {
+    /// Serves the stock module `name` in place of a directory module that cannot be used: loaded now
+    /// if it was set aside, or already in service if the directory module never replaced it.
+    async fn stock_fallback(
+        &self,
+        name: &str,
+        why: &str,
+        set_aside: &mut Vec<ModuleSource>,
+    ) -> (bool, String) {
+        if let Some(i) = set_aside.iter().position(|m| m.name == name) {
+            return match self.load(set_aside.swap_remove(i)).await {
+                Ok(_) => (true, format!("{why}: serving the stock module {name}")),
+                Err(e) => (
+                    false,
+                    format!("{why}; the stock module {name} does not load either: {e}"),
+                ),
+            };
+        }
         let stock = self
             .catalog()
             .modules()
