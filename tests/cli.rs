@@ -539,3 +539,90 @@ fn a_recording_is_private_and_never_written_through_a_symbolic_link() {
         "someone else's file\n"
     );
 }
+
+/// `actions --json`: (action name, module) pairs.
+fn listed_actions(out: &std::process::Output) -> Vec<(String, String)> {
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(out));
+    stdout_json(out)["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            (
+                a["name"].as_str().unwrap().to_string(),
+                a["module"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn actions_lists_only_the_chosen_stock_modules() {
+    let all = listed_actions(&velero_wasm(&["actions", "--json"]));
+    let modules: std::collections::BTreeSet<&str> = all.iter().map(|(_, m)| m.as_str()).collect();
+    assert!(
+        modules.contains("kubevirt") && modules.contains("hcp"),
+        "{all:?}"
+    );
+
+    let kubevirt = listed_actions(&velero_wasm(&["actions", "--json", "--stock", "kubevirt"]));
+    let expected: Vec<_> = all
+        .iter()
+        .filter(|(_, m)| m == "kubevirt")
+        .cloned()
+        .collect();
+    assert!(!expected.is_empty());
+    assert_eq!(kubevirt, expected);
+    assert!(kubevirt
+        .iter()
+        .all(|(name, _)| name.starts_with("kubevirt-velero-plugin/")));
+
+    // The variable does the same as the flag.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_velero-wasm"))
+        .args(["actions", "--json"])
+        .env("VELERO_WASM_STOCK", "hcp")
+        .env_remove("VELERO_WASM_MODULES")
+        .env_remove("VELERO_PLUGIN")
+        .output()
+        .unwrap();
+    let hcp = listed_actions(&out);
+    assert_eq!(
+        hcp,
+        all.iter()
+            .filter(|(_, m)| m == "hcp")
+            .cloned()
+            .collect::<Vec<_>>()
+    );
+
+    // `none` with a module directory: only the directory's actions.
+    let scene = Scene::new();
+    let dir = scene.modules.path().display().to_string();
+    let only_dir = listed_actions(&velero_wasm(&[
+        "actions",
+        "--json",
+        "--stock",
+        "none",
+        "--modules",
+        &dir,
+    ]));
+    assert!(!only_dir.is_empty());
+    assert!(
+        only_dir.iter().all(|(_, m)| m == "misbehave"),
+        "{only_dir:?}"
+    );
+}
+
+#[test]
+fn an_unknown_stock_module_exits_2_naming_the_stock_modules() {
+    let out = velero_wasm(&["actions", "--stock", "kubevirt,hpc"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(out.stdout.is_empty());
+    let message = stderr(&out);
+    assert!(
+        message.contains("unknown stock module \"hpc\""),
+        "{message}"
+    );
+    for name in ["agent", "hcp", "kubevirt", "signing"] {
+        assert!(message.contains(name), "{message}");
+    }
+}

@@ -12,6 +12,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 use crate::capabilities::Services;
+use crate::modules::StockChoice;
 use crate::runtime::{CompileCache, LoadProblem, ModuleConfig, Runtime};
 
 /// Velero item actions as sandboxed WebAssembly components.
@@ -38,13 +39,18 @@ enum Command {
     Sign(Box<sign::SignArgs>),
 }
 
-/// Where modules beyond the stock ones come from.
+/// Which stock modules load, and where modules beyond them come from.
 #[derive(Debug, clap::Args)]
 pub struct ModuleArgs {
     /// A directory of modules (<name>.wasm with <name>.toml beside it) that add to or replace the
     /// stock modules by name.
     #[arg(long, env = "VELERO_WASM_MODULES", value_name = "DIR")]
     modules: Option<PathBuf>,
+
+    /// The stock modules to load: `all`, `none`, or names separated by commas (hcp brings signing).
+    #[arg(long, env = "VELERO_WASM_STOCK", value_name = "LIST", default_value = "all",
+          value_parser = StockChoice::parse)]
+    stock: StockChoice,
 }
 
 /// Exit status: the command worked.
@@ -140,6 +146,7 @@ async fn load_runtime(
     let config = ModuleConfig {
         directory: args.modules.clone(),
         last_good: None,
+        stock: args.stock.clone(),
     };
     let problems = runtime.load_modules(&config).await.map_err(|e| {
         let dir = args

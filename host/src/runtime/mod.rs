@@ -30,7 +30,7 @@ pub use signing::{types as signing_types, Signing};
 pub use warm::WarmInstance;
 
 use crate::capabilities::{self, CallState, Services};
-use crate::modules::{scan_directory, stock_modules, LastGood, ModuleSource};
+use crate::modules::{chosen_stock_modules, scan_directory, LastGood, ModuleSource, StockChoice};
 
 /// The runtime: modules, and the services their capabilities use.
 pub struct Runtime {
@@ -50,6 +50,8 @@ pub struct ModuleConfig {
     pub directory: Option<PathBuf>,
     /// Where the last good version of each directory module is kept, for when an update is broken.
     pub last_good: Option<LastGood>,
+    /// Which stock modules load (`VELERO_WASM_STOCK`, `--stock`).
+    pub stock: StockChoice,
 }
 
 /// Something about the modules worth telling the operator.
@@ -181,7 +183,7 @@ impl Runtime {
         errors
     }
 
-    /// Loads the stock modules, then those of the module directory. A directory module that cannot be
+    /// Loads the stock modules `config.stock` chooses, then those of the module directory. A directory module that cannot be
     /// used falls back to its last good version, if one was remembered, else to the stock module of its
     /// name, if any. Returns what is worth reporting; fails only when the directory itself cannot be
     /// read.
@@ -190,7 +192,7 @@ impl Runtime {
         config: &ModuleConfig,
     ) -> Result<Vec<LoadProblem>, std::io::Error> {
         let mut problems = Vec::new();
-        for stock in stock_modules() {
+        for stock in chosen_stock_modules(&config.stock) {
             match stock {
                 Ok(source) => match self.load(source).await {
                     Ok(loaded) => {
