@@ -626,3 +626,29 @@ fn an_unknown_stock_module_exits_2_naming_the_stock_modules() {
         assert!(message.contains(name), "{message}");
     }
 }
+
+/// The WIT package the sources declare, read the way a reader of `wit/world.wit` would.
+fn wit_package() -> String {
+    let world = std::fs::read_to_string(support::root().join("wit/world.wit")).unwrap();
+    world
+        .lines()
+        .find_map(|l| l.strip_prefix("package "))
+        .unwrap()
+        .trim_end_matches(';')
+        .to_string()
+}
+
+#[test]
+fn version_names_the_release_and_the_wit_package() {
+    let out = velero_wasm(&["--version"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        format!(
+            "velero-wasm {} (WIT {})\n",
+            env!("CARGO_PKG_VERSION"),
+            wit_package()
+        )
+    );
+    assert!(wit_package().starts_with("velero-wasm:plugin@"));
+}

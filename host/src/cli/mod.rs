@@ -15,11 +15,20 @@ use crate::capabilities::Services;
 use crate::modules::StockChoice;
 use crate::runtime::{CompileCache, LoadProblem, ModuleConfig, Runtime};
 
+/// What `--version` prints after the name: the binary's version and the WIT package its components
+/// are built against (read from `wit/` when the binary is built).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (WIT ",
+    env!("VELERO_WASM_WIT_PACKAGE"),
+    ")"
+);
+
 /// Velero item actions as sandboxed WebAssembly components.
 ///
 /// Velero runs this binary as a plugin (it sets VELERO_PLUGIN=hello); by hand, use the commands below.
 #[derive(Debug, Parser)]
-#[command(name = "velero-wasm", version, propagate_version = true)]
+#[command(name = "velero-wasm", version = VERSION, propagate_version = true)]
 pub struct Cli {
     #[command(subcommand)]
     command: Command,
