@@ -652,3 +652,99 @@ fn version_names_the_release_and_the_wit_package() {
     );
     assert!(wit_package().starts_with("velero-wasm:plugin@"));
 }
+
+#[test]
+fn install_plugin_copies_a_working_binary_into_the_plugin_directory() {
+    let target = tempfile::tempdir().unwrap();
+    let dir = target.path().display().to_string();
+    let out = velero_wasm(&["install-plugin", &dir]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let installed = target.path().join("velero-wasm");
+    assert_eq!(
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .collect::<Vec<_>>(),
+        [format!(
+            "installed velero-wasm {} (WIT {}) at {}",
+            env!("CARGO_PKG_VERSION"),
+            wit_package(),
+            installed.display()
+        )]
+    );
+    // Nothing else is left in the directory (Velero runs every executable file there).
+    let names: Vec<_> = std::fs::read_dir(target.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, ["velero-wasm"]);
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&installed).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o755);
+    assert_eq!(
+        std::fs::read(&installed).unwrap(),
+        std::fs::read(env!("CARGO_BIN_EXE_velero-wasm")).unwrap()
+    );
+
+    // The installed binary answers: its version, and the README demo.
+    let version = std::process::Command::new(&installed)
+        .arg("--version")
+        .output()
+        .unwrap();
+    assert_eq!(version.stdout, velero_wasm(&["--version"]).stdout);
+    let fixtures = support::root().join("tests/fixtures/kubevirt");
+    let demo = std::process::Command::new(&installed)
+        .env_remove("VELERO_WASM_MODULES")
+        .env_remove("VELERO_WASM_STOCK")
+        .args([
+            "run",
+            "--action",
+            "kubevirt-velero-plugin/backup-virtualmachine-action",
+        ])
+        .arg("--item")
+        .arg(fixtures.join("cluster/vm-fedora-web-01.json"))
+        .arg("--backup")
+        .arg(fixtures.join("velero/backup-nightly.json"))
+        .arg("--cluster")
+        .arg(fixtures.join("cluster"))
+        .output()
+        .unwrap();
+    assert_eq!(demo.status.code(), Some(0), "{}", stderr(&demo));
+    let answer = stdout_json(&demo);
+    assert_eq!(answer["item"]["kind"], "VirtualMachine");
+    assert!(!answer["additionalItems"].as_array().unwrap().is_empty());
+
+    // Installing again replaces the binary in place.
+    let again = velero_wasm(&["install-plugin", &dir]);
+    assert_eq!(again.status.code(), Some(0), "{}", stderr(&again));
+    assert_eq!(std::fs::read_dir(target.path()).unwrap().count(), 1);
+}
+
+#[test]
+fn install_plugin_into_a_directory_that_cannot_take_it_fails_clearly() {
+    let scratch = tempfile::tempdir().unwrap();
+    let missing = scratch.path().join("missing");
+    let out = velero_wasm(&["install-plugin", missing.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        one_line(&out).contains(&format!("{}: No such file or directory", missing.display())),
+        "{}",
+        stderr(&out)
+    );
+    let file = write(scratch.path(), "file", "x");
+    let out = velero_wasm(&["install-plugin", file.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        one_line(&out).ends_with(": not a directory"),
+        "{}",
+        stderr(&out)
+    );
+    // A directory nobody may write to (procfs refuses new files even to root).
+    let out = velero_wasm(&["install-plugin", "/proc/self"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        one_line(&out).contains("cannot write in /proc/self"),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -1,8 +1,10 @@
 //! The commands people run: `run` (a policy author's local loop: one action on one item, against a
 //! fixture cluster), `actions` (what is loaded, and what each module may do) and `sign` (a signed
-//! object-store URL from the signing component).
+//! object-store URL from the signing component), and `install-plugin` (the plugin image's init
+//! container: the binary copies itself into Velero's plugin directory).
 
 mod actions;
+mod install;
 mod run;
 mod sign;
 
@@ -46,6 +48,8 @@ enum Command {
     Actions(actions::ActionsArgs),
     /// Print a signed object-store URL (S3 presigned GET or Azure Blob SAS), made by the signing module.
     Sign(Box<sign::SignArgs>),
+    /// Copy this binary into Velero's plugin directory (the plugin image's init container runs this).
+    InstallPlugin(install::InstallArgs),
 }
 
 /// Which stock modules load, and where modules beyond them come from.
@@ -88,6 +92,7 @@ pub fn main() -> ExitCode {
             Command::Run(args) => run::run(*args).await,
             Command::Actions(args) => actions::actions(args).await,
             Command::Sign(args) => sign::sign(*args).await,
+            Command::InstallPlugin(args) => install::install_plugin(args),
         }
     });
     ExitCode::from(code)
