@@ -332,3 +332,176 @@ fn the_module_configmap_mounted_as_a_directory_is_a_module_directory() {
         );
     }
 }
+
+/// `velero-wasm rbac` with `args`, as YAML documents.
+fn rbac(args: &[&str]) -> Vec<Value> {
+    let mut all = vec!["rbac"];
+    all.extend_from_slice(args);
+    let out = velero_wasm(&all);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = String::from_utf8(out.stdout).unwrap();
+    text.split("\n---\n")
+        .skip(1)
+        .map(|doc| serde_norway::from_str(doc).unwrap_or_else(|e| panic!("{e}: {doc}")))
+        .collect()
+}
+
+/// Every permission the documents grant: (namespace or "" for the ClusterRole, group, resource, verb).
+fn permissions(docs: &[Value]) -> std::collections::BTreeSet<(String, String, String, String)> {
+    let mut set = std::collections::BTreeSet::new();
+    for doc in docs {
+        let scope = match doc["kind"].as_str().unwrap() {
+            "ClusterRole" => String::new(),
+            "Role" => doc["metadata"]["namespace"].as_str().unwrap().to_string(),
+            _ => continue,
+        };
+        for rule in doc["rules"].as_array().unwrap() {
+            for group in rule["apiGroups"].as_array().unwrap() {
+                for resource in rule["resources"].as_array().unwrap() {
+                    for verb in rule["verbs"].as_array().unwrap() {
+                        set.insert((
+                            scope.clone(),
+                            group.as_str().unwrap().to_string(),
+                            resource.as_str().unwrap().to_string(),
+                            verb.as_str().unwrap().to_string(),
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    set
+}
+
+fn expected(
+    list: &[(&str, &str, &str, &str)],
+) -> std::collections::BTreeSet<(String, String, String, String)> {
+    list.iter()
+        .map(|(s, g, r, v)| (s.to_string(), g.to_string(), r.to_string(), v.to_string()))
+        .collect()
+}
+
+#[test]
+fn rbac_grants_exactly_what_the_stock_grants_need() {
+    let docs = rbac(&[]);
+    let kubevirt = [
+        ("", "kubevirt.io", "virtualmachineinstances", "get"),
+        ("", "kubevirt.io", "virtualmachines", "get"),
+        ("", "cdi.kubevirt.io", "datavolumes", "get"),
+        ("", "", "persistentvolumeclaims", "get"),
+        ("", "", "persistentvolumeclaims", "list"),
+        ("", "", "pods", "list"),
+    ];
+    let hypershift = [
+        (
+            "",
+            "apiextensions.k8s.io",
+            "customresourcedefinitions",
+            "get",
+        ),
+        ("", "hypershift.openshift.io", "hostedcontrolplanes", "list"),
+        ("", "hypershift.openshift.io", "hostedclusters", "list"),
+        ("", "hypershift.openshift.io", "hcpetcdbackups", "get"),
+        ("", "hypershift.openshift.io", "hcpetcdbackups", "create"),
+        ("", "hive.openshift.io", "clusterdeployments", "update"),
+        // @velero: hcp's ConfigMap, the BSL and its Secret, the Backup a Restore restores.
+        ("velero", "", "configmaps", "get"),
+        ("velero", "", "secrets", "get"),
+        ("velero", "velero.io", "backupstoragelocations", "get"),
+        ("velero", "velero.io", "backups", "get"),
+        // The copied etcd credentials, in the HyperShift Operator's namespace.
+        ("hypershift", "", "secrets", "get"),
+        ("hypershift", "", "secrets", "create"),
+        ("hypershift", "", "secrets", "delete"),
+    ];
+    let all: Vec<_> = kubevirt.iter().chain(hypershift.iter()).copied().collect();
+    assert_eq!(permissions(&docs), expected(&all));
+
+    // Each role is bound to Velero's service account.
+    let kinds: Vec<(&str, &str)> = docs
+        .iter()
+        .map(|d| {
+            (
+                d["kind"].as_str().unwrap(),
+                d["metadata"]["namespace"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("ClusterRole", ""),
+            ("ClusterRoleBinding", ""),
+            ("Role", "hypershift"),
+            ("RoleBinding", "hypershift"),
+            ("Role", "velero"),
+            ("RoleBinding", "velero"),
+        ]
+    );
+    for binding in docs
+        .iter()
+        .filter(|d| d["kind"].as_str().unwrap().ends_with("Binding"))
+    {
+        assert_eq!(
+            binding["subjects"],
+            serde_json::json!([{"kind": "ServiceAccount", "name": "velero", "namespace": "velero"}])
+        );
+        assert_eq!(binding["roleRef"]["name"], "velero-wasm");
+    }
+
+    // Only the chosen modules' grants: kubevirt alone needs no Role.
+    assert_eq!(
+        permissions(&rbac(&["--stock", "kubevirt"])),
+        expected(&kubevirt)
+    );
+    assert_eq!(rbac(&["--stock", "kubevirt"]).len(), 2);
+}
+
+#[test]
+fn rbac_follows_velero_s_namespace_service_account_and_module_directory() {
+    let docs = rbac(&[
+        "--stock",
+        "hcp",
+        "--velero-namespace",
+        "openshift-adp",
+        "--service-account",
+        "velero-sa",
+        "--name",
+        "wasm-modules",
+    ]);
+    let perms = permissions(&docs);
+    assert!(perms.contains(&(
+        "openshift-adp".into(),
+        "velero.io".into(),
+        "backups".into(),
+        "get".into()
+    )));
+    assert!(!perms.iter().any(|(scope, ..)| scope == "velero"));
+    for doc in &docs {
+        assert_eq!(doc["metadata"]["name"], "wasm-modules");
+        if let Some(subjects) = doc.get("subjects") {
+            assert_eq!(
+                subjects,
+                &serde_json::json!([{"kind": "ServiceAccount", "name": "velero-sa", "namespace": "openshift-adp"}])
+            );
+        }
+    }
+
+    // A module of the directory adds its grant.
+    let dir = support::module_dir(
+        "kinds",
+        "kinds",
+        "[[grant.kube]]\nresources = [\"configmaps\"]\nverbs = [\"*\"]\nnamespaces = [\"shop\"]\n",
+    );
+    let perms = permissions(&rbac(&[
+        "--stock",
+        "none",
+        "--modules",
+        dir.path().to_str().unwrap(),
+    ]));
+    let six: Vec<_> = ["get", "list", "create", "update", "patch", "delete"]
+        .iter()
+        .map(|v| ("shop", "", "configmaps", *v))
+        .collect();
+    assert_eq!(perms, expected(&six));
+}

@@ -1,10 +1,12 @@
 //! The commands people run: `run` (a policy author's local loop: one action on one item, against a
 //! fixture cluster), `actions` (what is loaded, and what each module may do) and `sign` (a signed
 //! object-store URL from the signing component), and `install-plugin` (the plugin image's init
-//! container: the binary copies itself into Velero's plugin directory).
+//! container: the binary copies itself into Velero's plugin directory) and `rbac` (the RBAC the
+//! modules' grants need).
 
 mod actions;
 mod install;
+mod rbac;
 mod run;
 mod sign;
 
@@ -50,6 +52,8 @@ enum Command {
     Sign(Box<sign::SignArgs>),
     /// Copy this binary into Velero's plugin directory (the plugin image's init container runs this).
     InstallPlugin(install::InstallArgs),
+    /// Print the RBAC (ClusterRole, Roles, bindings) that the loaded modules' grants need, as YAML.
+    Rbac(rbac::RbacArgs),
 }
 
 /// Which stock modules load, and where modules beyond them come from.
@@ -93,6 +97,7 @@ pub fn main() -> ExitCode {
             Command::Actions(args) => actions::actions(args).await,
             Command::Sign(args) => sign::sign(*args).await,
             Command::InstallPlugin(args) => install::install_plugin(args),
+            Command::Rbac(args) => rbac::rbac(args),
         }
     });
     ExitCode::from(code)
