@@ -3,7 +3,7 @@ CARGO ?= cargo
 BIN := target/debug/velero-wasm
 FIXTURES := tests/fixtures
 
-.PHONY: help deps build test lint run bench interop static fuzz clean
+.PHONY: help deps build test lint run bench interop static image fuzz clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -37,6 +37,9 @@ interop: deps build ## The real hashicorp go-plugin client against the binary (D
 
 static: interop ## The musl build is static and serves in an empty chroot (C22; the chroot part needs root)
 	tests/static/run.sh
+
+image: ## The plugin image (Dockerfile) for amd64 and arm64 as OCI archives in target/image/ (buildah, root; not part of test)
+	deploy/build-image.sh
 
 # Every fuzz target (fuzz/fuzz_targets/), each run for FUZZ_SECONDS; see README "Fuzzing".
 FUZZ_SECONDS ?= 600

@@ -6,7 +6,8 @@
 //! - every crate under `tests/components/` is built for the host's tests
 //!   (`VELERO_WASM_TEST_COMPONENTS` names the directory).
 //!
-//! It also compiles the Velero plugin protocol's `.proto` files (`host/proto/`) into tonic servers and
+//! It reads the WIT package's version from `wit/` (`VELERO_WASM_WIT_PACKAGE`, for `--version`), and
+//! compiles the Velero plugin protocol's `.proto` files (`host/proto/`) into tonic servers and
 //! clients, with `protox` (no system `protoc` needed); see [`compile_protos`].
 //!
 //! The components are built by a nested `cargo build --target wasm32-wasip2 --profile component` with
@@ -87,7 +88,44 @@ fn main() {
         built.display()
     );
 
+    println!(
+        "cargo:rustc-env=VELERO_WASM_WIT_PACKAGE={}",
+        wit_package(&root.join("wit"))
+    );
+
     compile_protos(&manifest_dir.join("proto"));
+}
+
+/// The `package` every `.wit` file of `dir` declares (`velero-wasm:plugin@0.1.0`); the files must
+/// agree, so the version `--version` prints is the one the components are built against.
+fn wit_package(dir: &Path) -> String {
+    let mut found: Option<(String, PathBuf)> = None;
+    let mut files: Vec<PathBuf> = fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "wit"))
+        .collect();
+    files.sort();
+    for file in files {
+        let text = fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        let package = text
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("package "))
+            .map(|rest| rest.trim_end_matches(';').trim().to_string())
+            .unwrap_or_else(|| panic!("{} declares no package", file.display()));
+        match &found {
+            Some((first, at)) if *first != package => panic!(
+                "{} declares package {package}, {} declares {first}",
+                file.display(),
+                at.display()
+            ),
+            Some(_) => {}
+            None => found = Some((package, file)),
+        }
+    }
+    found
+        .map(|(package, _)| package)
+        .unwrap_or_else(|| panic!("{} holds no .wit file", dir.display()))
 }
 
 /// The Velero plugin protocol's `.proto` files, relative to `host/proto/`: Velero's services (packages

@@ -539,3 +539,212 @@ fn a_recording_is_private_and_never_written_through_a_symbolic_link() {
         "someone else's file\n"
     );
 }
+
+/// `actions --json`: (action name, module) pairs.
+fn listed_actions(out: &std::process::Output) -> Vec<(String, String)> {
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(out));
+    stdout_json(out)["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            (
+                a["name"].as_str().unwrap().to_string(),
+                a["module"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn actions_lists_only_the_chosen_stock_modules() {
+    let all = listed_actions(&velero_wasm(&["actions", "--json"]));
+    let modules: std::collections::BTreeSet<&str> = all.iter().map(|(_, m)| m.as_str()).collect();
+    assert!(
+        modules.contains("kubevirt") && modules.contains("hcp"),
+        "{all:?}"
+    );
+
+    let kubevirt = listed_actions(&velero_wasm(&["actions", "--json", "--stock", "kubevirt"]));
+    let expected: Vec<_> = all
+        .iter()
+        .filter(|(_, m)| m == "kubevirt")
+        .cloned()
+        .collect();
+    assert!(!expected.is_empty());
+    assert_eq!(kubevirt, expected);
+    assert!(kubevirt
+        .iter()
+        .all(|(name, _)| name.starts_with("kubevirt-velero-plugin/")));
+
+    // The variable does the same as the flag.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_velero-wasm"))
+        .args(["actions", "--json"])
+        .env("VELERO_WASM_STOCK", "hcp")
+        .env_remove("VELERO_WASM_MODULES")
+        .env_remove("VELERO_PLUGIN")
+        .output()
+        .unwrap();
+    let hcp = listed_actions(&out);
+    assert_eq!(
+        hcp,
+        all.iter()
+            .filter(|(_, m)| m == "hcp")
+            .cloned()
+            .collect::<Vec<_>>()
+    );
+
+    // `none` with a module directory: only the directory's actions.
+    let scene = Scene::new();
+    let dir = scene.modules.path().display().to_string();
+    let only_dir = listed_actions(&velero_wasm(&[
+        "actions",
+        "--json",
+        "--stock",
+        "none",
+        "--modules",
+        &dir,
+    ]));
+    assert!(!only_dir.is_empty());
+    assert!(
+        only_dir.iter().all(|(_, m)| m == "misbehave"),
+        "{only_dir:?}"
+    );
+}
+
+#[test]
+fn an_unknown_stock_module_exits_2_naming_the_stock_modules() {
+    let out = velero_wasm(&["actions", "--stock", "kubevirt,hpc"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(out.stdout.is_empty());
+    let message = stderr(&out);
+    assert!(
+        message.contains("unknown stock module \"hpc\""),
+        "{message}"
+    );
+    for name in ["agent", "hcp", "kubevirt", "signing"] {
+        assert!(message.contains(name), "{message}");
+    }
+}
+
+/// The WIT package the sources declare, read the way a reader of `wit/world.wit` would.
+fn wit_package() -> String {
+    let world = std::fs::read_to_string(support::root().join("wit/world.wit")).unwrap();
+    world
+        .lines()
+        .find_map(|l| l.strip_prefix("package "))
+        .unwrap()
+        .trim_end_matches(';')
+        .to_string()
+}
+
+#[test]
+fn version_names_the_release_and_the_wit_package() {
+    let out = velero_wasm(&["--version"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        format!(
+            "velero-wasm {} (WIT {})\n",
+            env!("CARGO_PKG_VERSION"),
+            wit_package()
+        )
+    );
+    assert!(wit_package().starts_with("velero-wasm:plugin@"));
+}
+
+#[test]
+fn install_plugin_copies_a_working_binary_into_the_plugin_directory() {
+    let target = tempfile::tempdir().unwrap();
+    let dir = target.path().display().to_string();
+    let out = velero_wasm(&["install-plugin", &dir]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let installed = target.path().join("velero-wasm");
+    assert_eq!(
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .collect::<Vec<_>>(),
+        [format!(
+            "installed velero-wasm {} (WIT {}) at {}",
+            env!("CARGO_PKG_VERSION"),
+            wit_package(),
+            installed.display()
+        )]
+    );
+    // Nothing else is left in the directory (Velero runs every executable file there).
+    let names: Vec<_> = std::fs::read_dir(target.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, ["velero-wasm"]);
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&installed).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o755);
+    assert_eq!(
+        std::fs::read(&installed).unwrap(),
+        std::fs::read(env!("CARGO_BIN_EXE_velero-wasm")).unwrap()
+    );
+
+    // The installed binary answers: its version, and the README demo.
+    let version = std::process::Command::new(&installed)
+        .arg("--version")
+        .output()
+        .unwrap();
+    assert_eq!(version.stdout, velero_wasm(&["--version"]).stdout);
+    let fixtures = support::root().join("tests/fixtures/kubevirt");
+    let demo = std::process::Command::new(&installed)
+        .env_remove("VELERO_WASM_MODULES")
+        .env_remove("VELERO_WASM_STOCK")
+        .args([
+            "run",
+            "--action",
+            "kubevirt-velero-plugin/backup-virtualmachine-action",
+        ])
+        .arg("--item")
+        .arg(fixtures.join("cluster/vm-fedora-web-01.json"))
+        .arg("--backup")
+        .arg(fixtures.join("velero/backup-nightly.json"))
+        .arg("--cluster")
+        .arg(fixtures.join("cluster"))
+        .output()
+        .unwrap();
+    assert_eq!(demo.status.code(), Some(0), "{}", stderr(&demo));
+    let answer = stdout_json(&demo);
+    assert_eq!(answer["item"]["kind"], "VirtualMachine");
+    assert!(!answer["additionalItems"].as_array().unwrap().is_empty());
+
+    // Installing again replaces the binary in place.
+    let again = velero_wasm(&["install-plugin", &dir]);
+    assert_eq!(again.status.code(), Some(0), "{}", stderr(&again));
+    assert_eq!(std::fs::read_dir(target.path()).unwrap().count(), 1);
+}
+
+#[test]
+fn install_plugin_into_a_directory_that_cannot_take_it_fails_clearly() {
+    let scratch = tempfile::tempdir().unwrap();
+    let missing = scratch.path().join("missing");
+    let out = velero_wasm(&["install-plugin", missing.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        one_line(&out).contains(&format!("{}: No such file or directory", missing.display())),
+        "{}",
+        stderr(&out)
+    );
+    let file = write(scratch.path(), "file", "x");
+    let out = velero_wasm(&["install-plugin", file.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        one_line(&out).ends_with(": not a directory"),
+        "{}",
+        stderr(&out)
+    );
+    // A directory nobody may write to (procfs refuses new files even to root).
+    let out = velero_wasm(&["install-plugin", "/proc/self"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        one_line(&out).contains("cannot write in /proc/self"),
+        "{}",
+        stderr(&out)
+    );
+}

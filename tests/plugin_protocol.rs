@@ -1441,6 +1441,78 @@ async fn an_action_velero_listed_whose_module_was_removed_does_nothing_until_vel
     plugin.shutdown().await;
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn only_the_stock_modules_velero_wasm_stock_names_are_registered() {
+    // kubevirt alone: its actions, none of hcp's (which would clash with OADP's hypershift plugin).
+    let plugin = Plugin::start_as(binary(), ARGS_1_15, &[("VELERO_WASM_STOCK", "kubevirt")]);
+    let listed = plugin.listed().await;
+    assert_eq!(listed, actions_json(&["--stock", "kubevirt"]));
+    assert!(!listed.is_empty());
+    assert!(
+        listed
+            .iter()
+            .all(|(_, name)| name.starts_with("kubevirt-velero-plugin/")),
+        "{listed:?}"
+    );
+    let session = plugin.shutdown().await;
+    let started = session
+        .log_lines()
+        .into_iter()
+        .find(|l| l["@message"] == "serving Velero's plugin protocol")
+        .unwrap();
+    assert_eq!(started["stock"], "kubevirt");
+
+    // none, with a module directory: only the directory's actions.
+    let plugin = start(ARGS_1_15, &[("VELERO_WASM_STOCK", "none")]);
+    let listed = plugin.listed().await;
+    assert!(!listed.is_empty());
+    assert!(
+        listed.iter().all(|(_, name)| name.starts_with(T)),
+        "{listed:?}"
+    );
+    assert_eq!(
+        listed,
+        actions_json(&[
+            "--stock",
+            "none",
+            "--modules",
+            modules_dir().to_str().unwrap()
+        ])
+    );
+    plugin.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unknown_stock_module_is_an_error_line_and_the_plugin_serves_the_known_ones() {
+    let plugin = Plugin::start_as(
+        binary(),
+        ARGS_1_15,
+        &[("VELERO_WASM_STOCK", "hpc,kubevirt")],
+    );
+    assert_eq!(
+        plugin.listed().await,
+        actions_json(&["--stock", "kubevirt"])
+    );
+    let session = plugin.shutdown().await;
+    let errors: Vec<String> = session
+        .log_lines()
+        .iter()
+        .filter(|l| l["@level"] == "error")
+        .map(|l| l["@message"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(
+        errors[0].starts_with("VELERO_WASM_STOCK: unknown stock module \"hpc\": the stock modules are agent, hcp, kubevirt, signing"),
+        "{}",
+        errors[0]
+    );
+    assert!(
+        errors[0].ends_with("loading only kubevirt"),
+        "{}",
+        errors[0]
+    );
+}
+
 #[tokio::test]
 async fn an_action_that_moved_between_v1_and_v2_is_still_served_under_the_kind_velero_knows() {
     // An update of the module (a setting, like hcp's etcd-wait) makes backup-v1 a v2 action and
@@ -1551,9 +1623,16 @@ fn modules_dir() -> &'static Path {
 
 /// The actions `velero-wasm actions --json` reports for the same modules, as (Velero kind, name).
 fn catalog() -> BTreeSet<(String, String)> {
+    actions_json(&["--modules", modules_dir().to_str().unwrap()])
+}
+
+/// `velero-wasm actions --json` with `args`, as (Velero kind, name) pairs.
+fn actions_json(args: &[&str]) -> BTreeSet<(String, String)> {
     let output = Command::new(binary())
         .args(["actions", "--json"])
-        .env("VELERO_WASM_MODULES", modules_dir())
+        .args(args)
+        .env_remove("VELERO_WASM_MODULES")
+        .env_remove("VELERO_WASM_STOCK")
         .output()
         .unwrap();
     assert!(

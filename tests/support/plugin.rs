@@ -109,6 +109,7 @@ impl Plugin {
             .env("PLUGIN_UNIX_SOCKET_DIR", socket_dir.path())
             .env_remove("VELERO_WASM_MODULES")
             .env_remove("VELERO_WASM_KINDS")
+            .env_remove("VELERO_WASM_STOCK")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());

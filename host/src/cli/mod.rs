@@ -1,8 +1,12 @@
 //! The commands people run: `run` (a policy author's local loop: one action on one item, against a
 //! fixture cluster), `actions` (what is loaded, and what each module may do) and `sign` (a signed
-//! object-store URL from the signing component).
+//! object-store URL from the signing component), and `install-plugin` (the plugin image's init
+//! container: the binary copies itself into Velero's plugin directory) and `rbac` (the RBAC the
+//! modules' grants need).
 
 mod actions;
+mod install;
+mod rbac;
 mod run;
 mod sign;
 
@@ -12,13 +16,23 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 use crate::capabilities::Services;
+use crate::modules::StockChoice;
 use crate::runtime::{CompileCache, LoadProblem, ModuleConfig, Runtime};
+
+/// What `--version` prints after the name: the binary's version and the WIT package its components
+/// are built against (read from `wit/` when the binary is built).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (WIT ",
+    env!("VELERO_WASM_WIT_PACKAGE"),
+    ")"
+);
 
 /// Velero item actions as sandboxed WebAssembly components.
 ///
 /// Velero runs this binary as a plugin (it sets VELERO_PLUGIN=hello); by hand, use the commands below.
 #[derive(Debug, Parser)]
-#[command(name = "velero-wasm", version, propagate_version = true)]
+#[command(name = "velero-wasm", version = VERSION, propagate_version = true)]
 pub struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -36,15 +50,24 @@ enum Command {
     Actions(actions::ActionsArgs),
     /// Print a signed object-store URL (S3 presigned GET or Azure Blob SAS), made by the signing module.
     Sign(Box<sign::SignArgs>),
+    /// Copy this binary into Velero's plugin directory (the plugin image's init container runs this).
+    InstallPlugin(install::InstallArgs),
+    /// Print the RBAC (ClusterRole, Roles, bindings) that the loaded modules' grants need, as YAML.
+    Rbac(rbac::RbacArgs),
 }
 
-/// Where modules beyond the stock ones come from.
+/// Which stock modules load, and where modules beyond them come from.
 #[derive(Debug, clap::Args)]
 pub struct ModuleArgs {
     /// A directory of modules (<name>.wasm with <name>.toml beside it) that add to or replace the
     /// stock modules by name.
     #[arg(long, env = "VELERO_WASM_MODULES", value_name = "DIR")]
     modules: Option<PathBuf>,
+
+    /// The stock modules to load: `all`, `none`, or names separated by commas (hcp brings signing).
+    #[arg(long, env = "VELERO_WASM_STOCK", value_name = "LIST", default_value = "all",
+          value_parser = StockChoice::parse)]
+    stock: StockChoice,
 }
 
 /// Exit status: the command worked.
@@ -73,6 +96,8 @@ pub fn main() -> ExitCode {
             Command::Run(args) => run::run(*args).await,
             Command::Actions(args) => actions::actions(args).await,
             Command::Sign(args) => sign::sign(*args).await,
+            Command::InstallPlugin(args) => install::install_plugin(args),
+            Command::Rbac(args) => rbac::rbac(args),
         }
     });
     ExitCode::from(code)
@@ -140,6 +165,7 @@ async fn load_runtime(
     let config = ModuleConfig {
         directory: args.modules.clone(),
         last_good: None,
+        stock: args.stock.clone(),
     };
     let problems = runtime.load_modules(&config).await.map_err(|e| {
         let dir = args

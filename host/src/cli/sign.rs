@@ -22,7 +22,7 @@ use super::{Failure, ModuleArgs, EXIT_OK};
 use crate::bindings::signer::wit_signing as wit;
 use crate::capabilities::kube::NoCluster;
 use crate::capabilities::{Clock, Environment, Services};
-use crate::modules::{scan_directory, stock_modules};
+use crate::modules::{chosen_stock_modules, scan_directory};
 use crate::runtime::{CallError, Runtime};
 
 /// The module the command runs.
@@ -213,7 +213,7 @@ async fn runtime(modules: &ModuleArgs, clock: Clock) -> Result<Runtime, Failure>
     ))
     .map_err(|e| Failure::failed(format!("{e:#}")))?
     .with_compile_cache(super::compile_cache());
-    let mut sources: Vec<_> = stock_modules()
+    let mut sources: Vec<_> = chosen_stock_modules(&modules.stock)
         .into_iter()
         .filter_map(Result::ok)
         .filter(|s| s.name == MODULE)

@@ -14,7 +14,9 @@ use std::sync::Arc;
 pub use directory::{read_module, scan_directory, DirectoryScan};
 pub use last_good::LastGood;
 pub use manifest::{parse_byte_size, Grant, KubeRule, Limits, Manifest, ManifestError, MAX_MEMORY};
-pub use stock::stock_modules;
+pub use stock::{
+    chosen_stock_modules, stock_modules, stock_names, StockChoice, UnknownStock, STOCK_ENV,
+};
 
 /// A module as found, before compilation.
 #[derive(Clone)]

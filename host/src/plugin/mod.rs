@@ -43,7 +43,7 @@ use tonic::transport::Server;
 
 use crate::capabilities::kube::live::{ClusterOptions, LazyCluster};
 use crate::capabilities::{Clock, Environment, KubeBackend, Services};
-use crate::modules::LastGood;
+use crate::modules::{LastGood, StockChoice, STOCK_ENV};
 use crate::runtime::{CompileCache, ModuleConfig, Runtime};
 use dispatch::Dispatch;
 use handshake::{PluginArgs, Socket};
@@ -155,6 +155,13 @@ async fn serve(args: PluginArgs, parent: u32) -> anyhow::Result<()> {
     for name in unknown {
         tracing::error!("{KINDS_ENV}: {name:?} is not a kind velero-wasm provides; it is ignored");
     }
+    // Like an unknown kind, an unknown stock module is an error line, not a crash: the names known
+    // still load (never more than asked for, which could clash with another plugin's names).
+    let (stock, unknown) =
+        StockChoice::parse_lenient(&std::env::var(STOCK_ENV).unwrap_or_default());
+    if let Some(unknown) = unknown {
+        tracing::error!("{STOCK_ENV}: {unknown}; loading only {stock}");
+    }
 
     let (listener, socket) = Socket::bind(&handshake::socket_dir(|k| std::env::var(k).ok()))?;
     let shutdown = Arc::new(Notify::new());
@@ -184,6 +191,7 @@ async fn serve(args: PluginArgs, parent: u32) -> anyhow::Result<()> {
     handshake::announce(&socket.path)?;
     tracing::info!(
         kinds = %listed_kinds,
+        stock = %stock,
         socket = %socket.path.display(),
         startup_ms = started.elapsed().as_millis() as u64,
         log_level = args.log_level.as_str(),
@@ -194,7 +202,7 @@ async fn serve(args: PluginArgs, parent: u32) -> anyhow::Result<()> {
 
     // The modules, now that Velero has its socket; its calls wait until they are in service.
     tokio::spawn(async move {
-        load_modules(&runtime, state.as_deref(), directory.as_deref()).await;
+        load_modules(&runtime, state.as_deref(), directory.as_deref(), stock).await;
         let provided: Vec<Listed> = runtime
             .catalog()
             .actions()
@@ -262,10 +270,15 @@ async fn serve(args: PluginArgs, parent: u32) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Loads the stock modules and those of `$VELERO_WASM_MODULES`, keeping the last good version of each
+/// Loads the chosen stock modules and those of `$VELERO_WASM_MODULES`, keeping the last good version of each
 /// directory module under the state directory. A module that cannot be used is an error line when
 /// nothing stands in for it, a warning when an earlier version or the stock module does.
-async fn load_modules(runtime: &Runtime, state: Option<&Path>, directory: Option<&Path>) {
+async fn load_modules(
+    runtime: &Runtime,
+    state: Option<&Path>,
+    directory: Option<&Path>,
+    stock: StockChoice,
+) {
     let directory = directory.map(Path::to_path_buf);
     let last_good = match (state, &directory) {
         (Some(state), Some(dir)) => Some(LastGood::for_directory(state, dir)),
@@ -274,6 +287,7 @@ async fn load_modules(runtime: &Runtime, state: Option<&Path>, directory: Option
     let config = ModuleConfig {
         directory: directory.clone(),
         last_good,
+        stock,
     };
     match runtime.load_modules(&config).await {
         Ok(problems) => {

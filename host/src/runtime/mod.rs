@@ -31,7 +31,7 @@ pub use signing::{types as signing_types, Signing};
 pub use warm::WarmInstance;
 
 use crate::capabilities::{self, CallState, Services};
-use crate::modules::{scan_directory, stock_modules, LastGood, ModuleSource};
+use crate::modules::{chosen_stock_modules, scan_directory, LastGood, ModuleSource, StockChoice};
 
 /// The runtime: modules, and the services their capabilities use.
 pub struct Runtime {
@@ -51,6 +51,8 @@ pub struct ModuleConfig {
     pub directory: Option<PathBuf>,
     /// Where the last good version of each directory module is kept, for when an update is broken.
     pub last_good: Option<LastGood>,
+    /// Which stock modules load (`VELERO_WASM_STOCK`, `--stock`).
+    pub stock: StockChoice,
 }
 
 /// Something about the modules worth telling the operator.
@@ -182,12 +184,13 @@ impl Runtime {
         errors
     }
 
-    /// Loads the stock modules, then those of the module directory, each group concurrently (the
-    /// work is reading, checking and mapping compiled code: one module per core). A stock module that
-    /// a directory module replaces is not loaded unless that module turns out unusable. A directory
-    /// module that cannot be used falls back to its last good version, if one was remembered, else to
-    /// the stock module of its name, if any. Returns what is worth reporting; fails only when the
-    /// directory itself cannot be read (the stock modules are loaded all the same).
+    /// Loads the stock modules `config.stock` chooses, then those of the module directory, each group
+    /// concurrently (the work is reading, checking and mapping compiled code: one module per core). A
+    /// stock module that a directory module replaces is not loaded unless that module turns out
+    /// unusable. A directory module that cannot be used falls back to its last good version, if one
+    /// was remembered, else to the stock module of its name, if chosen. Returns what is worth
+    /// reporting; fails only when the directory itself cannot be read (the stock modules are loaded
+    /// all the same).
     pub async fn load_modules(
         &self,
         config: &ModuleConfig,
@@ -200,7 +203,7 @@ impl Runtime {
         };
         let mut stock = Vec::new();
         let mut set_aside = Vec::new();
-        for module in stock_modules() {
+        for module in chosen_stock_modules(&config.stock) {
             match module {
                 Ok(source) if replaced.contains(&source.name.as_str()) => set_aside.push(source),
                 Ok(source) => stock.push(source),

@@ -1,0 +1,270 @@
+//! `velero-wasm rbac`: the Kubernetes RBAC that the loaded modules' grants need, and nothing more, for
+//! Velero's service account: a ClusterRole for what a grant allows in any namespace (`*`, `@item`,
+//! a glob, or cluster scope), a Role per namespace a grant names (`@velero` is Velero's), and their
+//! bindings. RBAC is the outer fence; a module's grant limits each call further.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::{json, Value};
+
+use super::{Failure, ModuleArgs, EXIT_OK};
+use crate::modules::{chosen_stock_modules, scan_directory, KubeRule, ModuleSource};
+
+/// The verbs of the `kube` capability: what a grant's `*` stands for (never RBAC's `*`, which also
+/// means watch, deletecollection, escalate, …).
+const VERBS: [&str; 6] = ["get", "list", "create", "update", "patch", "delete"];
+
+/// Arguments of `rbac`.
+#[derive(Debug, clap::Args)]
+pub struct RbacArgs {
+    /// The service account Velero runs as.
+    #[arg(long, default_value = "velero", value_name = "NAME")]
+    service_account: String,
+
+    /// The namespace Velero runs in: its service account's, and the one `@velero` in a grant means.
+    #[arg(long, default_value = "velero", value_name = "NS")]
+    velero_namespace: String,
+
+    /// The name of the ClusterRole, the Roles and their bindings.
+    #[arg(long, default_value = "velero-wasm", value_name = "NAME")]
+    name: String,
+
+    #[command(flatten)]
+    modules: ModuleArgs,
+}
+
+/// Runs the command; returns the exit status.
+pub fn rbac(args: RbacArgs) -> u8 {
+    match documents(&args) {
+        Ok(yaml) => {
+            print!("{yaml}");
+            EXIT_OK
+        }
+        Err(failure) => {
+            eprintln!("velero-wasm rbac: {}", failure.message);
+            failure.code
+        }
+    }
+}
+
+/// The modules as they would load: the chosen stock ones, replaced or joined by the directory's. A
+/// module that cannot be read is an error: its grant is unknown.
+fn modules(args: &ModuleArgs) -> Result<Vec<ModuleSource>, Failure> {
+    let mut by_name = BTreeMap::new();
+    for stock in chosen_stock_modules(&args.stock) {
+        let source = stock.map_err(Failure::failed)?;
+        by_name.insert(source.name.clone(), source);
+    }
+    if let Some(dir) = &args.modules {
+        let scan = scan_directory(dir).map_err(|e| {
+            Failure::bad_input(format!("--modules {}: cannot be read: {e}", dir.display()))
+        })?;
+        if let Some((path, problem)) = scan.problems.first() {
+            return Err(Failure::failed(format!("{}: {problem}", path.display())));
+        }
+        for source in scan.modules {
+            by_name.insert(source.name.clone(), source);
+        }
+    }
+    Ok(by_name.into_values().collect())
+}
+
+/// Verbs per (API group, resource), for one scope.
+type Rules = BTreeMap<(String, String), BTreeSet<&'static str>>;
+
+/// Where a grant's namespace puts its rule: `None` the ClusterRole, `Some(ns)` a Role in `ns`.
+fn scope(namespace: &str, velero_namespace: &str) -> Option<String> {
+    match namespace {
+        "@velero" => Some(velero_namespace.to_string()),
+        // Any namespace, the item's (which may be any), a glob RBAC cannot express, cluster scope.
+        "*" | "@item" | "" => None,
+        n if n.contains(['*', '?', '[']) => None,
+        n => Some(n.to_string()),
+    }
+}
+
+/// `resource.group` as RBAC's (API group, resource).
+fn group_resource(resource: &str) -> (String, String) {
+    if resource == "*" {
+        return ("*".into(), "*".into());
+    }
+    let (name, group) = resource.split_once('.').unwrap_or((resource, ""));
+    let wild = |s: &str| {
+        if s.contains('*') {
+            "*".to_string()
+        } else {
+            s.to_string()
+        }
+    };
+    (wild(group), wild(name))
+}
+
+/// Adds one grant rule to the scopes it reaches.
+fn add(rule: &KubeRule, velero_namespace: &str, scopes: &mut BTreeMap<Option<String>, Rules>) {
+    let verbs: BTreeSet<&'static str> = if rule.verbs.iter().any(|v| v == "*") {
+        VERBS.into_iter().collect()
+    } else {
+        VERBS
+            .into_iter()
+            .filter(|v| rule.verbs.iter().any(|r| r == v))
+            .collect()
+    };
+    for namespace in &rule.namespaces {
+        let rules = scopes
+            .entry(scope(namespace, velero_namespace))
+            .or_default();
+        for resource in &rule.resources {
+            rules
+                .entry(group_resource(resource))
+                .or_default()
+                .extend(verbs.iter().copied());
+        }
+    }
+}
+
+/// RBAC rules: one per API group and set of verbs, resources sorted; verbs in the capability's order.
+fn policy_rules(rules: &Rules) -> Vec<Value> {
+    let mut grouped: BTreeMap<(String, Vec<&str>), Vec<String>> = BTreeMap::new();
+    for ((group, resource), verbs) in rules {
+        let verbs: Vec<&str> = VERBS.into_iter().filter(|v| verbs.contains(v)).collect();
+        grouped
+            .entry((group.clone(), verbs))
+            .or_default()
+            .push(resource.clone());
+    }
+    grouped
+        .into_iter()
+        .map(|((group, verbs), resources)| {
+            json!({"apiGroups": [group], "resources": resources, "verbs": verbs})
+        })
+        .collect()
+}
+
+/// The YAML documents: ClusterRole and binding (when a grant reaches beyond named namespaces), then a
+/// Role and binding per namespace, in name order.
+fn documents(args: &RbacArgs) -> Result<String, Failure> {
+    let mut scopes: BTreeMap<Option<String>, Rules> = BTreeMap::new();
+    let mut names = Vec::new();
+    for module in modules(&args.modules)? {
+        names.push(module.name.clone());
+        for rule in &module.manifest.grant.kube {
+            add(rule, &args.velero_namespace, &mut scopes);
+        }
+    }
+    let subject = json!([{
+        "kind": "ServiceAccount",
+        "name": args.service_account,
+        "namespace": args.velero_namespace,
+    }]);
+    let labels = json!({"app.kubernetes.io/name": "velero-wasm"});
+    let mut docs = Vec::new();
+    for (namespace, rules) in &scopes {
+        let rules = policy_rules(rules);
+        match namespace {
+            None => {
+                docs.push(json!({
+                    "apiVersion": "rbac.authorization.k8s.io/v1",
+                    "kind": "ClusterRole",
+                    "metadata": {"name": args.name, "labels": labels},
+                    "rules": rules,
+                }));
+                docs.push(json!({
+                    "apiVersion": "rbac.authorization.k8s.io/v1",
+                    "kind": "ClusterRoleBinding",
+                    "metadata": {"name": args.name, "labels": labels},
+                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": args.name},
+                    "subjects": subject,
+                }));
+            }
+            Some(namespace) => {
+                docs.push(json!({
+                    "apiVersion": "rbac.authorization.k8s.io/v1",
+                    "kind": "Role",
+                    "metadata": {"name": args.name, "namespace": namespace, "labels": labels},
+                    "rules": rules,
+                }));
+                docs.push(json!({
+                    "apiVersion": "rbac.authorization.k8s.io/v1",
+                    "kind": "RoleBinding",
+                    "metadata": {"name": args.name, "namespace": namespace, "labels": labels},
+                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": args.name},
+                    "subjects": subject,
+                }));
+            }
+        }
+    }
+    let mut out = format!(
+        "# What the grants of the modules {} need, for the service account {}/{}\n# (velero-wasm rbac).\n",
+        names.join(", "),
+        args.velero_namespace,
+        args.service_account
+    );
+    for doc in docs {
+        out.push_str("---\n");
+        out.push_str(
+            &serde_norway::to_string(&doc)
+                .map_err(|e| Failure::failed(format!("cannot write YAML: {e}")))?,
+        );
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule(resources: &[&str], verbs: &[&str], namespaces: &[&str]) -> KubeRule {
+        let s = |v: &[&str]| v.iter().map(|s| s.to_string()).collect();
+        KubeRule {
+            resources: s(resources),
+            verbs: s(verbs),
+            namespaces: s(namespaces),
+        }
+    }
+
+    #[test]
+    fn namespaces_a_grant_names_become_roles_and_the_rest_the_cluster_role() {
+        let mut scopes = BTreeMap::new();
+        add(
+            &rule(
+                &["secrets", "backups.velero.io"],
+                &["get"],
+                &["@velero", "hypershift"],
+            ),
+            "oadp",
+            &mut scopes,
+        );
+        add(
+            &rule(&["pods"], &["list"], &["@item", "openshift-*"]),
+            "oadp",
+            &mut scopes,
+        );
+        add(&rule(&["*"], &["*"], &["shop"]), "oadp", &mut scopes);
+        let keys: Vec<_> = scopes.keys().cloned().collect();
+        assert_eq!(
+            keys,
+            [
+                None,
+                Some("hypershift".to_string()),
+                Some("oadp".to_string()),
+                Some("shop".to_string())
+            ]
+        );
+        assert_eq!(
+            policy_rules(&scopes[&None]),
+            [json!({"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]})]
+        );
+        assert_eq!(
+            policy_rules(&scopes[&Some("oadp".into())]),
+            [
+                json!({"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}),
+                json!({"apiGroups": ["velero.io"], "resources": ["backups"], "verbs": ["get"]}),
+            ]
+        );
+        // A grant's `*` is the capability's six verbs, never RBAC's `*`.
+        assert_eq!(
+            policy_rules(&scopes[&Some("shop".into())]),
+            [json!({"apiGroups": ["*"], "resources": ["*"], "verbs": VERBS})]
+        );
+    }
+}
