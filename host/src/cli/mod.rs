@@ -1,8 +1,10 @@
 //! The commands people run: `run` (a policy author's local loop: one action on one item, against a
-//! fixture cluster), `actions` (what is loaded, and what each module may do) and `sign` (a signed
-//! object-store URL from the signing component).
+//! fixture cluster), `actions` (what is loaded, and what each module may do), `sign` (a signed
+//! object-store URL from the signing component) and `module` (the operator's keys, packing and
+//! checking of modules).
 
 mod actions;
+mod module;
 mod run;
 mod sign;
 
@@ -12,6 +14,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 use crate::capabilities::Services;
+use crate::modules::TrustedKeys;
 use crate::runtime::{CompileCache, LoadProblem, ModuleConfig, Runtime};
 
 /// Velero item actions as sandboxed WebAssembly components.
@@ -36,6 +39,9 @@ enum Command {
     Actions(actions::ActionsArgs),
     /// Print a signed object-store URL (S3 presigned GET or Azure Blob SAS), made by the signing module.
     Sign(Box<sign::SignArgs>),
+    /// Make, sign, pack and check modules: keygen, pack, export, verify.
+    #[command(subcommand)]
+    Module(module::ModuleCommand),
 }
 
 /// Where modules beyond the stock ones come from.
@@ -45,6 +51,27 @@ pub struct ModuleArgs {
     /// stock modules by name.
     #[arg(long, env = "VELERO_WASM_MODULES", value_name = "DIR")]
     modules: Option<PathBuf>,
+
+    /// Public keys (a .pub file or a directory of them): every module beyond the stock ones must be
+    /// signed by one of them.
+    #[arg(long, env = "VELERO_WASM_TRUSTED_KEYS", value_name = "FILE|DIR")]
+    trusted_keys: Option<PathBuf>,
+}
+
+impl ModuleArgs {
+    /// The trusted keys named, read; keys that cannot be read are bad input.
+    fn trusted_keys(&self) -> Result<Option<TrustedKeys>, Failure> {
+        read_trusted_keys(self.trusted_keys.as_deref())
+    }
+}
+
+/// Reads `--trusted-keys`, if given.
+fn read_trusted_keys(path: Option<&std::path::Path>) -> Result<Option<TrustedKeys>, Failure> {
+    path.filter(|p| !p.as_os_str().is_empty())
+        .map(|p| {
+            TrustedKeys::load(p).map_err(|e| Failure::bad_input(format!("--trusted-keys {e}")))
+        })
+        .transpose()
 }
 
 /// Exit status: the command worked.
@@ -73,6 +100,7 @@ pub fn main() -> ExitCode {
             Command::Run(args) => run::run(*args).await,
             Command::Actions(args) => actions::actions(args).await,
             Command::Sign(args) => sign::sign(*args).await,
+            Command::Module(command) => module::module(command),
         }
     });
     ExitCode::from(code)
@@ -140,6 +168,7 @@ async fn load_runtime(
     let config = ModuleConfig {
         directory: args.modules.clone(),
         last_good: None,
+        trusted_keys: args.trusted_keys()?,
     };
     let problems = runtime.load_modules(&config).await.map_err(|e| {
         let dir = args

@@ -31,6 +31,7 @@ pub fn stock_modules() -> Vec<Result<ModuleSource, String>> {
                 manifest,
                 manifest_text: Arc::from(s.manifest),
                 origin: Origin::Stock,
+                signature: None,
             })
         })
         .collect()

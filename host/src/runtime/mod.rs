@@ -30,7 +30,7 @@ pub use signing::{types as signing_types, Signing};
 pub use warm::WarmInstance;
 
 use crate::capabilities::{self, CallState, Services};
-use crate::modules::{scan_directory, stock_modules, LastGood, ModuleSource};
+use crate::modules::{scan_directory, stock_modules, LastGood, ModuleSource, TrustedKeys};
 
 /// The runtime: modules, and the services their capabilities use.
 pub struct Runtime {
@@ -50,6 +50,9 @@ pub struct ModuleConfig {
     pub directory: Option<PathBuf>,
     /// Where the last good version of each directory module is kept, for when an update is broken.
     pub last_good: Option<LastGood>,
+    /// The keys a module that is not stock must be signed by (`VELERO_WASM_TRUSTED_KEYS`,
+    /// `--trusted-keys`); none: signatures are checked when present, not required.
+    pub trusted_keys: Option<TrustedKeys>,
 }
 
 /// Something about the modules worth telling the operator.
@@ -204,7 +207,8 @@ impl Runtime {
         let Some(dir) = &config.directory else {
             return Ok(problems);
         };
-        let scan = scan_directory(dir)?;
+        let trusted = config.trusted_keys.as_ref();
+        let scan = scan_directory(dir, trusted)?;
         // A store that cannot be trusted is reported once, then not used at all.
         let last_good = match &config.last_good {
             Some(store) => match store.open() {
@@ -249,7 +253,7 @@ impl Runtime {
         }
         for (name, problem) in broken {
             let (served, fallback) = match last_good {
-                Some(store) => match store.recall(&name) {
+                Some(store) => match store.recall(&name, trusted) {
                     Ok(previous) => {
                         let sha = previous.sha256.clone();
                         match self.load(previous).await {
