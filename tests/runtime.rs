@@ -96,7 +96,7 @@ async fn host() -> (Runtime, Arc<Counting>, tempfile::TempDir) {
         velero_wasm::capabilities::Environment::from_process(),
     ))
     .unwrap();
-    let scan = scan_directory(modules.path()).unwrap();
+    let scan = scan_directory(modules.path(), None).unwrap();
     assert!(scan.problems.is_empty(), "{:?}", scan.problems);
     assert!(runtime.load_all(scan.modules).await.is_empty());
     (runtime, backend, modules)
@@ -378,7 +378,6 @@ async fn a_broken_update_of_a_module_falls_back_to_its_last_good_version() {
     let problems = forgetful
         .load_modules(&ModuleConfig {
             directory: config.directory.clone(),
-            last_good: None,
             ..ModuleConfig::default()
         })
         .await
@@ -401,7 +400,6 @@ async fn compiled_modules_are_cached_and_a_damaged_cache_is_recompiled() {
     let cache_dir = tempfile::tempdir().unwrap();
     let config = ModuleConfig {
         directory: Some(modules.path().to_path_buf()),
-        last_good: None,
         ..ModuleConfig::default()
     };
     let host = || {

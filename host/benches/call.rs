@@ -83,7 +83,7 @@ async fn runtime() -> (Runtime, tempfile::TempDir) {
     ))
     .expect("runtime");
     let errors = runtime
-        .load_all(scan_directory(dir.path()).expect("scan").modules)
+        .load_all(scan_directory(dir.path(), None).expect("scan").modules)
         .await;
     assert!(errors.is_empty(), "{errors:?}");
     (runtime, dir)

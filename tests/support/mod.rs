@@ -64,6 +64,7 @@ pub fn velero_wasm(args: &[&str]) -> Output {
         .env_remove("VELERO_PLUGIN")
         .env_remove("VELERO_WASM_MODULES")
         .env_remove("VELERO_WASM_STOCK")
+        .env_remove("VELERO_WASM_TRUSTED_KEYS")
         .output()
         .expect("run velero-wasm")
 }

@@ -108,6 +108,7 @@ impl Plugin {
             .env("PLUGIN_MAX_PORT", "25000")
             .env("PLUGIN_UNIX_SOCKET_DIR", socket_dir.path())
             .env_remove("VELERO_WASM_MODULES")
+            .env_remove("VELERO_WASM_TRUSTED_KEYS")
             .env_remove("VELERO_WASM_KINDS")
             .env_remove("VELERO_WASM_STOCK")
             .stdin(Stdio::null())

@@ -52,6 +52,7 @@ pub async fn actions(args: ActionsArgs) -> u8 {
                     "module": &*module.name,
                     "origin": module.origin.to_string(),
                     "sha256": module.sha256,
+                    "signature": module.signature.as_ref().map(|s| json!({"key": s.key, "verified": s.verified})),
                     "grant": {
                         "kube": module.grant.kube.iter().map(|r| json!({
                             "resources": r.resources, "verbs": r.verbs, "namespaces": r.namespaces,
@@ -88,7 +89,11 @@ pub async fn actions(args: ActionsArgs) -> u8 {
                 info.name.clone(),
                 info.kind.to_string(),
                 applies_to(&info.applies_to),
-                entry.module.name.to_string(),
+                match &entry.module.signature {
+                    Some(s) if s.verified => format!("{} (signed {})", entry.module.name, s.key),
+                    Some(s) => format!("{} (signed {}, unverified)", entry.module.name, s.key),
+                    None => entry.module.name.to_string(),
+                },
                 entry.module.grant.to_string(),
             ]);
         }

@@ -1,11 +1,12 @@
 //! The commands people run: `run` (a policy author's local loop: one action on one item, against a
-//! fixture cluster), `actions` (what is loaded, and what each module may do) and `sign` (a signed
-//! object-store URL from the signing component), and `install-plugin` (the plugin image's init
-//! container: the binary copies itself into Velero's plugin directory) and `rbac` (the RBAC the
-//! modules' grants need).
+//! fixture cluster), `actions` (what is loaded, and what each module may do), `sign` (a signed
+//! object-store URL from the signing component), `module` (the operator's keys, packing and checking
+//! of modules), `install-plugin` (the plugin image's init container: the binary copies itself into
+//! Velero's plugin directory) and `rbac` (the RBAC the modules' grants need).
 
 mod actions;
 mod install;
+mod module;
 mod rbac;
 mod run;
 mod sign;
@@ -16,7 +17,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 use crate::capabilities::Services;
-use crate::modules::StockChoice;
+use crate::modules::{StockChoice, TrustedKeys};
 use crate::runtime::{CompileCache, LoadProblem, ModuleConfig, Runtime};
 
 /// What `--version` prints after the name: the binary's version and the WIT package its components
@@ -54,6 +55,9 @@ enum Command {
     InstallPlugin(install::InstallArgs),
     /// Print the RBAC (ClusterRole, Roles, bindings) that the loaded modules' grants need, as YAML.
     Rbac(rbac::RbacArgs),
+    /// Make, sign, pack and check modules: keygen, pack, export, verify.
+    #[command(subcommand)]
+    Module(module::ModuleCommand),
 }
 
 /// Which stock modules load, and where modules beyond them come from.
@@ -68,6 +72,26 @@ pub struct ModuleArgs {
     #[arg(long, env = "VELERO_WASM_STOCK", value_name = "LIST", default_value = "all",
           value_parser = StockChoice::parse)]
     stock: StockChoice,
+    /// Public keys (a .pub file or a directory of them): every module beyond the stock ones must be
+    /// signed by one of them.
+    #[arg(long, env = "VELERO_WASM_TRUSTED_KEYS", value_name = "FILE|DIR")]
+    trusted_keys: Option<PathBuf>,
+}
+
+impl ModuleArgs {
+    /// The trusted keys named, read; keys that cannot be read are bad input.
+    fn trusted_keys(&self) -> Result<Option<TrustedKeys>, Failure> {
+        read_trusted_keys(self.trusted_keys.as_deref())
+    }
+}
+
+/// Reads `--trusted-keys`, if given.
+fn read_trusted_keys(path: Option<&std::path::Path>) -> Result<Option<TrustedKeys>, Failure> {
+    path.filter(|p| !p.as_os_str().is_empty())
+        .map(|p| {
+            TrustedKeys::load(p).map_err(|e| Failure::bad_input(format!("--trusted-keys {e}")))
+        })
+        .transpose()
 }
 
 /// Exit status: the command worked.
@@ -98,6 +122,7 @@ pub fn main() -> ExitCode {
             Command::Sign(args) => sign::sign(*args).await,
             Command::InstallPlugin(args) => install::install_plugin(args),
             Command::Rbac(args) => rbac::rbac(args),
+            Command::Module(command) => module::module(command),
         }
     });
     ExitCode::from(code)
@@ -166,6 +191,7 @@ async fn load_runtime(
         directory: args.modules.clone(),
         last_good: None,
         stock: args.stock.clone(),
+        trusted_keys: args.trusted_keys()?,
     };
     let problems = runtime.load_modules(&config).await.map_err(|e| {
         let dir = args

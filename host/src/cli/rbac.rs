@@ -56,7 +56,9 @@ fn modules(args: &ModuleArgs) -> Result<Vec<ModuleSource>, Failure> {
         by_name.insert(source.name.clone(), source);
     }
     if let Some(dir) = &args.modules {
-        let scan = scan_directory(dir).map_err(|e| {
+        // An unsigned or altered module would be refused at load: its grant needs no RBAC.
+        let trusted = args.trusted_keys()?;
+        let scan = scan_directory(dir, trusted.as_ref()).map_err(|e| {
             Failure::bad_input(format!("--modules {}: cannot be read: {e}", dir.display()))
         })?;
         if let Some((path, problem)) = scan.problems.first() {

@@ -219,7 +219,7 @@ async fn runtime(modules: &ModuleArgs, clock: Clock) -> Result<Runtime, Failure>
         .filter(|s| s.name == MODULE)
         .collect();
     if let Some(dir) = &modules.modules {
-        let scan = scan_directory(dir).map_err(|e| {
+        let scan = scan_directory(dir, modules.trusted_keys()?.as_ref()).map_err(|e| {
             Failure::bad_input(format!("--modules {}: cannot be read: {e}", dir.display()))
         })?;
         sources.extend(scan.modules.into_iter().filter(|s| s.name == MODULE));

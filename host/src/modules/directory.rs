@@ -1,10 +1,12 @@
-//! A module directory: `<name>.wasm` with `<name>.toml` beside it. A mounted ConfigMap has this shape
-//! (its `..data` bookkeeping entries are skipped). A module whose files are unreadable, whose manifest
-//! is invalid or whose sha256 does not match is reported and left out; the others load.
+//! A module directory: `<name>.wasm` with `<name>.toml` (and optionally `<name>.sig`) beside it. A
+//! mounted ConfigMap has this shape (its `..data` bookkeeping entries are skipped). A module whose
+//! files are unreadable, whose manifest is invalid, whose sha256 does not match or whose signature is
+//! refused is reported and left out; the others load.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use super::signature::{read_signature_file, verify, SignatureError, TrustedKeys};
 use super::{sha256_hex, valid_module_name, Manifest, ModuleSource, Origin};
 
 /// What a scan found.
@@ -16,8 +18,9 @@ pub struct DirectoryScan {
     pub problems: Vec<(PathBuf, String)>,
 }
 
-/// Reads every module in `dir`. Fails only when the directory itself cannot be read.
-pub fn scan_directory(dir: &Path) -> std::io::Result<DirectoryScan> {
+/// Reads every module in `dir`, checking signatures against `trusted` keys (see [`read_module`]).
+/// Fails only when the directory itself cannot be read.
+pub fn scan_directory(dir: &Path, trusted: Option<&TrustedKeys>) -> std::io::Result<DirectoryScan> {
     let mut wasm_files: Vec<PathBuf> = std::fs::read_dir(dir)?
         .filter_map(|e| e.ok())
         .map(|e| e.path())
@@ -31,7 +34,7 @@ pub fn scan_directory(dir: &Path) -> std::io::Result<DirectoryScan> {
     wasm_files.sort();
     let mut scan = DirectoryScan::default();
     for wasm_path in wasm_files {
-        match read_module(&wasm_path) {
+        match read_module(&wasm_path, trusted) {
             Ok(module) => scan.modules.push(module),
             Err(problem) => scan.problems.push((wasm_path, problem)),
         }
@@ -39,8 +42,13 @@ pub fn scan_directory(dir: &Path) -> std::io::Result<DirectoryScan> {
     Ok(scan)
 }
 
-/// Reads one module (`<name>.wasm` and `<name>.toml` beside it), checking its name and sha256.
-pub fn read_module(wasm_path: &Path) -> Result<ModuleSource, String> {
+/// Reads one module (`<name>.wasm`, `<name>.toml` and, if present, `<name>.sig` beside it), checking
+/// its name, its sha256 and its signature: with `trusted` keys it must be signed by one of them;
+/// without, a signature present must be well-formed.
+pub fn read_module(
+    wasm_path: &Path,
+    trusted: Option<&TrustedKeys>,
+) -> Result<ModuleSource, String> {
     let name = wasm_path
         .file_stem()
         .and_then(|s| s.to_str())
@@ -58,32 +66,86 @@ pub fn read_module(wasm_path: &Path) -> Result<ModuleSource, String> {
             manifest_path.display()
         )
     })?;
-    let manifest =
-        Manifest::parse(&manifest_text).map_err(|e| format!("{}: {e}", manifest_path.display()))?;
+    let signature_path = wasm_path.with_extension("sig");
+    let signature = read_signature_file(&signature_path)?;
     let wasm = std::fs::read(wasm_path).map_err(|e| format!("cannot be read: {e}"))?;
+    module_from_parts(
+        &name,
+        wasm,
+        &manifest_text,
+        signature.as_deref(),
+        Origin::File(wasm_path.to_path_buf()),
+        trusted,
+    )
+    .map_err(|e| match e {
+        PartError::Manifest(e) => format!("{}: {e}", manifest_path.display()),
+        PartError::Unpinned(sha256) => format!(
+            "{} has no sha256: a manifest's grant must be pinned to its module; add the line\n  sha256 = \"{sha256}\"",
+            manifest_path.display()
+        ),
+        PartError::Mismatch { expected, actual } => format!(
+            "sha256 mismatch: {} expects {expected}, the file has {actual} (a partial update, or the wrong file?)",
+            manifest_path.display()
+        ),
+        PartError::Signature(e) => format!("{}: {e}", signature_path.display()),
+    })
+}
+
+/// Why a module's parts do not make a module.
+#[derive(Debug, thiserror::Error)]
+pub enum PartError {
+    /// The manifest is invalid.
+    #[error("manifest: {0}")]
+    Manifest(#[from] super::ManifestError),
+    /// The manifest pins no sha256 (the component's is given).
+    #[error("the manifest has no sha256: a manifest's grant must be pinned to its module; add the line sha256 = \"{0}\"")]
+    Unpinned(String),
+    /// The manifest pins another component.
+    #[error("sha256 mismatch: the manifest expects {expected}, the component has {actual}")]
+    Mismatch {
+        /// The sha256 the manifest pins.
+        expected: String,
+        /// The component's.
+        actual: String,
+    },
+    /// The signature is missing, malformed, by an unknown key or does not match.
+    #[error(transparent)]
+    Signature(#[from] SignatureError),
+}
+
+/// A module from its parts, however they came (files, a packed ConfigMap): the manifest must parse
+/// and pin the component's sha256, and the signature must satisfy `trusted` (see [`verify`]).
+pub fn module_from_parts(
+    name: &str,
+    wasm: Vec<u8>,
+    manifest_text: &str,
+    signature_text: Option<&str>,
+    origin: Origin,
+    trusted: Option<&TrustedKeys>,
+) -> Result<ModuleSource, PartError> {
     let sha256 = sha256_hex(&wasm);
+    // The signature first: with trusted keys, a changed component or manifest is a signature that
+    // does not match, whatever else is wrong with it.
+    let signature = verify(name, Some(&sha256), manifest_text, signature_text, trusted)?;
+    let manifest = Manifest::parse(manifest_text)?;
     match &manifest.sha256 {
-        None => {
-            return Err(format!(
-                "{} has no sha256: a manifest's grant must be pinned to its module; add the line\n  sha256 = \"{sha256}\"",
-                manifest_path.display()
-            ))
-        }
+        None => return Err(PartError::Unpinned(sha256)),
         Some(expected) if *expected != sha256 => {
-            return Err(format!(
-                "sha256 mismatch: {} expects {expected}, the file has {sha256} (a partial update, or the wrong file?)",
-                manifest_path.display()
-            ))
+            return Err(PartError::Mismatch {
+                expected: expected.clone(),
+                actual: sha256,
+            })
         }
         Some(_) => {}
     }
     Ok(ModuleSource {
-        name,
+        name: name.to_string(),
         wasm: Arc::from(wasm),
         sha256,
         manifest,
         manifest_text: Arc::from(manifest_text),
-        origin: Origin::File(wasm_path.to_path_buf()),
+        origin,
+        signature,
     })
 }
 
@@ -113,7 +175,7 @@ mod tests {
         std::fs::write(d.join("notes.txt"), b"ignored").unwrap();
         std::fs::create_dir(d.join("..data")).unwrap();
 
-        let scan = scan_directory(d).unwrap();
+        let scan = scan_directory(d, None).unwrap();
         let names: Vec<&str> = scan.modules.iter().map(|m| m.name.as_str()).collect();
         assert_eq!(names, ["good"]);
         let problems: Vec<String> = scan

@@ -8,7 +8,7 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-use super::{read_module, ModuleSource};
+use super::{read_module, ModuleSource, TrustedKeys};
 
 /// A directory of modules that loaded successfully, by name.
 #[derive(Debug, Clone)]
@@ -51,7 +51,8 @@ impl LastGood {
         crate::state::private_dir(&self.root, &self.dir)
     }
 
-    /// Keeps a copy of a module that loaded. Each file is replaced atomically.
+    /// Keeps a copy of a module that loaded, with its signature (so that it can be verified again
+    /// when it is recalled). Each file is replaced atomically.
     pub fn remember(&self, module: &ModuleSource) -> io::Result<()> {
         self.open().map_err(io::Error::other)?;
         write_atomically(
@@ -61,11 +62,24 @@ impl LastGood {
         write_atomically(
             &self.dir.join(format!("{}.wasm", module.name)),
             &module.wasm,
-        )
+        )?;
+        let signature = self.dir.join(format!("{}.sig", module.name));
+        match &module.signature {
+            Some(s) => write_atomically(&signature, s.text.as_bytes()),
+            None => match std::fs::remove_file(&signature) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+                _ => Ok(()),
+            },
+        }
     }
 
-    /// The remembered version of a module, if there is one and it is intact.
-    pub fn recall(&self, name: &str) -> Result<ModuleSource, String> {
+    /// The remembered version of a module, if there is one, it is intact and its signature satisfies
+    /// the `trusted` keys of now (a copy signed by a key no longer trusted is not served).
+    pub fn recall(
+        &self,
+        name: &str,
+        trusted: Option<&TrustedKeys>,
+    ) -> Result<ModuleSource, String> {
         self.open()
             .map_err(|why| format!("no earlier version of module {name} can be trusted: {why}"))?;
         let path = self.dir.join(format!("{name}.wasm"));
@@ -74,7 +88,8 @@ impl LastGood {
                 "no earlier version of module {name} was remembered"
             ));
         }
-        read_module(&path)
+        read_module(&path, trusted)
+            .map_err(|why| format!("its last good version cannot be used: {why}"))
     }
 }
 
@@ -99,12 +114,60 @@ mod tests {
             format!("sha256 = \"{}\"", sha256_hex(b"bytes")),
         )
         .unwrap();
-        let module = read_module(&wasm).unwrap();
+        let module = read_module(&wasm, None).unwrap();
         let store = LastGood::at(state.path().join("last-good"));
-        assert!(store.recall("m").is_err());
+        assert!(store.recall("m", None).is_err());
         store.remember(&module).unwrap();
-        let recalled = store.recall("m").unwrap();
+        let recalled = store.recall("m", None).unwrap();
         assert_eq!(&*recalled.wasm, b"bytes");
         assert_eq!(recalled.sha256, module.sha256);
+    }
+
+    #[test]
+    fn a_signed_copy_is_verified_again_when_recalled() {
+        use crate::modules::signature::PrivateKey;
+        let (source, state, keys) = (
+            tempfile::tempdir().unwrap(),
+            tempfile::tempdir().unwrap(),
+            tempfile::tempdir().unwrap(),
+        );
+        let (key, other) = (
+            PrivateKey::generate().unwrap(),
+            PrivateKey::generate().unwrap(),
+        );
+        std::fs::write(keys.path().join("k.pub"), key.public_pem().unwrap()).unwrap();
+        let trusted = TrustedKeys::load(keys.path()).unwrap();
+        let manifest = format!("sha256 = \"{}\"", sha256_hex(b"bytes"));
+        let wasm = source.path().join("m.wasm");
+        std::fs::write(&wasm, b"bytes").unwrap();
+        std::fs::write(source.path().join("m.toml"), &manifest).unwrap();
+        std::fs::write(
+            source.path().join("m.sig"),
+            key.sign("m", Some(&sha256_hex(b"bytes")), &manifest)
+                .to_text(),
+        )
+        .unwrap();
+        let module = read_module(&wasm, Some(&trusted)).unwrap();
+        let store = LastGood::at(state.path().join("last-good"));
+        store.remember(&module).unwrap();
+        let recalled = store.recall("m", Some(&trusted)).unwrap();
+        assert_eq!(recalled.signature.unwrap().key, key.key_id());
+
+        // Once the key is no longer trusted, neither is the copy it signed.
+        std::fs::write(keys.path().join("k.pub"), other.public_pem().unwrap()).unwrap();
+        let rotated = TrustedKeys::load(keys.path()).unwrap();
+        let error = store.recall("m", Some(&rotated)).unwrap_err();
+        assert!(
+            error.contains(&key.key_id()) && error.contains("not a trusted key"),
+            "{error}"
+        );
+
+        // An unsigned version remembered later leaves no stale signature behind.
+        let unsigned = read_module(&wasm, None).map(|mut m| {
+            m.signature = None;
+            m
+        });
+        store.remember(&unsigned.unwrap()).unwrap();
+        assert!(store.recall("m", None).unwrap().signature.is_none());
     }
 }

@@ -1,19 +1,22 @@
 //! Where modules come from: the stock components embedded in the binary, and a module directory (a
 //! mounted ConfigMap, or a policy author's build output) that adds modules or replaces stock ones by
-//! name. Each module is a component (`<name>.wasm`) and its [`Manifest`] (`<name>.toml`).
+//! name. Each module is a component (`<name>.wasm`), its [`Manifest`] (`<name>.toml`) and, optionally,
+//! a [signature](signature) (`<name>.sig`).
 
 mod directory;
 mod last_good;
 mod manifest;
+pub mod signature;
 mod stock;
 
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-pub use directory::{read_module, scan_directory, DirectoryScan};
+pub use directory::{module_from_parts, read_module, scan_directory, DirectoryScan, PartError};
 pub use last_good::LastGood;
 pub use manifest::{parse_byte_size, Grant, KubeRule, Limits, Manifest, ManifestError, MAX_MEMORY};
+pub use signature::{ModuleSignature, TrustedKeys};
 pub use stock::{
     chosen_stock_modules, stock_modules, stock_names, StockChoice, UnknownStock, STOCK_ENV,
 };
@@ -33,6 +36,8 @@ pub struct ModuleSource {
     pub manifest_text: Arc<str>,
     /// Where it came from.
     pub origin: Origin,
+    /// Its signature, as checked when it was read (stock modules and modules made in code have none).
+    pub signature: Option<ModuleSignature>,
 }
 
 impl ModuleSource {
@@ -51,6 +56,7 @@ impl ModuleSource {
             manifest: Manifest::parse(manifest_text)?,
             manifest_text: Arc::from(manifest_text),
             origin,
+            signature: None,
         })
     }
 }
@@ -62,6 +68,7 @@ impl fmt::Debug for ModuleSource {
             .field("bytes", &self.wasm.len())
             .field("sha256", &self.sha256)
             .field("origin", &self.origin)
+            .field("signature", &self.signature.as_ref().map(|s| &s.key))
             .finish()
     }
 }

@@ -144,6 +144,7 @@ pub fn chosen_stock_modules(choice: &StockChoice) -> Vec<Result<ModuleSource, St
                 manifest,
                 manifest_text: Arc::from(s.manifest),
                 origin: Origin::Stock,
+                signature: None,
             })
         })
         .collect()

@@ -43,7 +43,8 @@ use tonic::transport::Server;
 
 use crate::capabilities::kube::live::{ClusterOptions, LazyCluster};
 use crate::capabilities::{Clock, Environment, KubeBackend, Services};
-use crate::modules::{LastGood, StockChoice, STOCK_ENV};
+use crate::modules::signature::TRUSTED_KEYS_ENV;
+use crate::modules::{LastGood, StockChoice, TrustedKeys, STOCK_ENV};
 use crate::runtime::{CompileCache, ModuleConfig, Runtime};
 use dispatch::Dispatch;
 use handshake::{PluginArgs, Socket};
@@ -288,6 +289,7 @@ async fn load_modules(
         directory: directory.clone(),
         last_good,
         stock,
+        trusted_keys: trusted_keys(),
     };
     match runtime.load_modules(&config).await {
         Ok(problems) => {
@@ -304,6 +306,28 @@ async fn load_modules(
             tracing::error!("{MODULES_ENV}={}: cannot be read: {e}", dir.display());
         }
     }
+}
+
+/// The keys of `$VELERO_WASM_TRUSTED_KEYS`, if it is set. Keys that cannot be read are an error line,
+/// and then no module that needs a signature loads (rather than every module loading unchecked).
+fn trusted_keys() -> Option<TrustedKeys> {
+    let path = PathBuf::from(std::env::var_os(TRUSTED_KEYS_ENV).filter(|v| !v.is_empty())?);
+    Some(match TrustedKeys::load(&path) {
+        Ok(keys) => {
+            tracing::info!(
+                keys = %keys.ids().join(","),
+                "{TRUSTED_KEYS_ENV}={}: only modules signed by one of these keys are loaded",
+                path.display()
+            );
+            keys
+        }
+        Err(e) => {
+            tracing::error!(
+                "{TRUSTED_KEYS_ENV}: {e}: no module beyond the stock ones can be verified, so none is loaded"
+            );
+            TrustedKeys::unusable(&path, e.to_string())
+        }
+    })
 }
 
 /// Every service, on one router with the plugin's connection settings; Velero's calls wait at the

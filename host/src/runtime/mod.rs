@@ -31,7 +31,9 @@ pub use signing::{types as signing_types, Signing};
 pub use warm::WarmInstance;
 
 use crate::capabilities::{self, CallState, Services};
-use crate::modules::{chosen_stock_modules, scan_directory, LastGood, ModuleSource, StockChoice};
+use crate::modules::{
+    chosen_stock_modules, scan_directory, LastGood, ModuleSource, StockChoice, TrustedKeys,
+};
 
 /// The runtime: modules, and the services their capabilities use.
 pub struct Runtime {
@@ -53,6 +55,9 @@ pub struct ModuleConfig {
     pub last_good: Option<LastGood>,
     /// Which stock modules load (`VELERO_WASM_STOCK`, `--stock`).
     pub stock: StockChoice,
+    /// The keys a module that is not stock must be signed by (`VELERO_WASM_TRUSTED_KEYS`,
+    /// `--trusted-keys`); none: signatures are checked when present, not required.
+    pub trusted_keys: Option<TrustedKeys>,
 }
 
 /// Something about the modules worth telling the operator.
@@ -196,7 +201,11 @@ impl Runtime {
         config: &ModuleConfig,
     ) -> Result<Vec<LoadProblem>, std::io::Error> {
         let mut problems = Vec::new();
-        let scan = config.directory.as_deref().map(scan_directory);
+        let trusted = config.trusted_keys.as_ref();
+        let scan = config
+            .directory
+            .as_deref()
+            .map(|dir| scan_directory(dir, trusted));
         let replaced: Vec<&str> = match &scan {
             Some(Ok(scan)) => scan.modules.iter().map(|m| m.name.as_str()).collect(),
             _ => Vec::new(),
@@ -267,7 +276,7 @@ impl Runtime {
         }
         for (name, problem) in broken {
             let (served, fallback) = match last_good {
-                Some(store) => match store.recall(&name) {
+                Some(store) => match store.recall(&name, trusted) {
                     Ok(previous) => {
                         let sha = previous.sha256.clone();
                         match self.load(previous).await {

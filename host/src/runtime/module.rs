@@ -13,7 +13,7 @@ use crate::action::{ActionInfo, AppliesTo, Need, Verb};
 use crate::bindings::signer::SignerIndices;
 use crate::bindings::PluginPre;
 use crate::capabilities::{signing, CallState, EnvGrant, HttpGrant, KubeGrant, ModuleCaps};
-use crate::modules::{sha256_hex, Grant, Limits, ModuleSource, Origin};
+use crate::modules::{sha256_hex, Grant, Limits, ModuleSignature, ModuleSource, Origin};
 
 /// A module ready to run.
 pub struct LoadedModule {
@@ -23,6 +23,8 @@ pub struct LoadedModule {
     pub sha256: String,
     /// Where it came from.
     pub origin: Origin,
+    /// Its signature, as checked when it was read.
+    pub signature: Option<ModuleSignature>,
     /// Per-call limits.
     pub limits: Limits,
     /// Its grant, as the manifest states it.
@@ -225,6 +227,7 @@ pub(super) fn finish(
             name: Arc::from(source.name.as_str()),
             sha256: source.sha256,
             origin: source.origin,
+            signature: source.signature,
             limits: source.manifest.limits,
             grant: source.manifest.grant,
             description: source.manifest.description,

@@ -1,0 +1,654 @@
+//! `velero-wasm module …`: what an operator does with modules before they reach a cluster. `keygen`
+//! makes a signing key pair, `pack` writes a module (signed or not) as the ConfigMap the host reads,
+//! `export` writes a stock module's files to start an override or a variant from, and `verify` checks
+//! a module directory or a packed ConfigMap as the host will: sha256 pin and signature.
+
+use std::io::Write as _;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use base64::Engine as _;
+use serde_json::{json, Value};
+
+use super::{read_trusted_keys, Failure, EXIT_FAILED, EXIT_OK};
+use crate::modules::signature::{self, PrivateKey};
+use crate::modules::{
+    module_from_parts, stock_modules, valid_module_name, Manifest, ModuleSignature, Origin,
+    TrustedKeys,
+};
+
+/// The label key the host lists module ConfigMaps by; its value is the module's name.
+pub const MODULE_LABEL: &str = "velero-wasm.io/module";
+
+/// The largest object Kubernetes stores (etcd's limit for a ConfigMap): 1 MiB.
+pub const MAX_OBJECT: usize = 1 << 20;
+
+/// The largest module file read (well over [`MAX_OBJECT`], so that an oversized one is measured).
+const MAX_MODULE_FILE: u64 = 64 << 20;
+
+/// The subcommands of `module`.
+#[derive(Debug, clap::Subcommand)]
+pub enum ModuleCommand {
+    /// Make a key pair for signing modules: PREFIX.key (private, mode 0600) and PREFIX.pub (for the
+    /// hosts' VELERO_WASM_TRUSTED_KEYS). Prints the key id.
+    Keygen(KeygenArgs),
+    /// Write the ConfigMap YAML of a module, or of every module of a directory (one ConfigMap each),
+    /// optionally signed. Each must fit Kubernetes' 1 MiB object limit; its size goes to stderr.
+    Pack(PackArgs),
+    /// Write a stock module's component and manifest (<NAME>.wasm, <NAME>.toml) into a directory.
+    Export(ExportArgs),
+    /// Check the modules of a directory or of a packed ConfigMap YAML file as the host will: name,
+    /// sha256 pin and signature. Exits 1 when any is refused.
+    Verify(VerifyArgs),
+}
+
+/// Arguments of `module keygen`.
+#[derive(Debug, clap::Args)]
+pub struct KeygenArgs {
+    /// Where to write: PREFIX.key and PREFIX.pub (neither may exist).
+    #[arg(long, value_name = "PREFIX")]
+    out: PathBuf,
+}
+
+/// Arguments of `module pack`.
+#[derive(Debug, clap::Args)]
+pub struct PackArgs {
+    /// A module directory, one module's component (<name>.wasm, with <name>.toml beside it), or a
+    /// manifest alone (<name>.toml: an override of the stock module of that name).
+    #[arg(value_name = "DIR|MODULE.wasm|MODULE.toml")]
+    path: PathBuf,
+
+    /// The ConfigMap's name (one module only); default: velero-wasm-module-<module name>.
+    #[arg(long, value_name = "NAME")]
+    name: Option<String>,
+
+    /// The ConfigMap's namespace: Velero's.
+    #[arg(long, default_value = "velero", value_name = "NAMESPACE")]
+    namespace: String,
+
+    /// Sign each module with this private key (from `module keygen`), replacing any signature beside it.
+    #[arg(long, value_name = "KEYFILE")]
+    sign: Option<PathBuf>,
+
+    /// Write the YAML to this file instead of stdout.
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
+}
+
+/// Arguments of `module export`.
+#[derive(Debug, clap::Args)]
+pub struct ExportArgs {
+    /// The stock module (see `velero-wasm actions`).
+    name: String,
+    /// The directory to write into (created if missing; existing files are not overwritten).
+    dir: PathBuf,
+}
+
+/// Arguments of `module verify`.
+#[derive(Debug, clap::Args)]
+pub struct VerifyArgs {
+    /// A module directory, or a YAML (or JSON) file of module ConfigMaps as `module pack` writes them.
+    #[arg(value_name = "DIR|FILE.yaml")]
+    path: PathBuf,
+
+    /// Public keys (a .pub file or a directory of them) every module must be signed by; without,
+    /// signatures are checked for form only.
+    #[arg(long, env = "VELERO_WASM_TRUSTED_KEYS", value_name = "FILE|DIR")]
+    trusted_keys: Option<PathBuf>,
+
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs a `module` subcommand; returns the exit status.
+pub fn module(command: ModuleCommand) -> u8 {
+    let (verb, result) = match command {
+        ModuleCommand::Keygen(args) => ("keygen", keygen(&args)),
+        ModuleCommand::Pack(args) => ("pack", pack(&args)),
+        ModuleCommand::Export(args) => ("export", export(&args)),
+        ModuleCommand::Verify(args) => ("verify", verify(&args)),
+    };
+    match result {
+        Ok(code) => code,
+        Err(failure) => {
+            eprintln!("velero-wasm module {verb}: {}", failure.message);
+            failure.code
+        }
+    }
+}
+
+fn keygen(args: &KeygenArgs) -> Result<u8, Failure> {
+    let with = |ext: &str| {
+        let mut path = args.out.clone().into_os_string();
+        path.push(ext);
+        PathBuf::from(path)
+    };
+    let (private, public) = (with(".key"), with(".pub"));
+    for path in [&private, &public] {
+        if std::fs::symlink_metadata(path).is_ok() {
+            return Err(Failure::bad_input(format!(
+                "{} exists: not overwriting a key",
+                path.display()
+            )));
+        }
+    }
+    let key = PrivateKey::generate().map_err(Failure::failed)?;
+    let (private_pem, public_pem) = (
+        key.private_pem().map_err(Failure::failed)?,
+        key.public_pem().map_err(Failure::failed)?,
+    );
+    create_new(&private, private_pem.as_bytes(), 0o600)?;
+    if let Err(failure) = create_new(&public, public_pem.as_bytes(), 0o644) {
+        let _ = std::fs::remove_file(&private);
+        return Err(failure);
+    }
+    eprintln!(
+        "wrote {} (the private key: keep it secret) and {} (for VELERO_WASM_TRUSTED_KEYS)",
+        private.display(),
+        public.display()
+    );
+    println!("{}", key.key_id());
+    Ok(EXIT_OK)
+}
+
+/// Writes a file that must not exist yet (nor be a link), with `mode`.
+fn create_new(path: &Path, bytes: &[u8], mode: u32) -> Result<(), Failure> {
+    let fail =
+        |e: std::io::Error| Failure::failed(format!("{}: cannot be written: {e}", path.display()));
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(path)
+        .map_err(|e| {
+            if e.kind() == std::io::ErrorKind::AlreadyExists {
+                Failure::bad_input(format!("{} exists: not overwriting it", path.display()))
+            } else {
+                fail(e)
+            }
+        })?;
+    file.write_all(bytes).map_err(fail)?;
+    file.sync_all().map_err(fail)
+}
+
+/// A module as files (from a directory or a ConfigMap), before it is checked.
+struct Parts {
+    name: String,
+    /// The component; none for a manifest alone.
+    wasm: Option<Vec<u8>>,
+    manifest_text: String,
+    signature_text: Option<String>,
+    /// Where it came from, for messages: a file, or a ConfigMap.
+    source: String,
+}
+
+/// What checking a module found.
+struct Checked {
+    /// The component's sha256; none for a manifest alone.
+    sha256: Option<String>,
+    signature: Option<ModuleSignature>,
+}
+
+impl Parts {
+    /// Checks the module as the host's directory loader does (name, manifest, sha256 pin, signature);
+    /// a manifest alone is checked for form and signature.
+    fn check(&self, trusted: Option<&TrustedKeys>) -> Result<Checked, String> {
+        if !valid_module_name(&self.name) {
+            return Err(format!(
+                "module name {:?} must be lower-case letters, digits and '-', starting with a letter",
+                self.name
+            ));
+        }
+        let signature_text = self.signature_text.as_deref();
+        match &self.wasm {
+            Some(wasm) => {
+                let module = module_from_parts(
+                    &self.name,
+                    wasm.clone(),
+                    &self.manifest_text,
+                    signature_text,
+                    Origin::File(PathBuf::from(&self.source)),
+                    trusted,
+                )
+                .map_err(|e| e.to_string())?;
+                Ok(Checked {
+                    sha256: Some(module.sha256),
+                    signature: module.signature,
+                })
+            }
+            None => {
+                let signature = signature::verify(
+                    &self.name,
+                    None,
+                    &self.manifest_text,
+                    signature_text,
+                    trusted,
+                )
+                .map_err(|e| e.to_string())?;
+                Manifest::parse(&self.manifest_text).map_err(|e| format!("manifest: {e}"))?;
+                Ok(Checked {
+                    sha256: None,
+                    signature,
+                })
+            }
+        }
+    }
+}
+
+fn read_file(path: &Path) -> Result<Vec<u8>, String> {
+    crate::regular_file::read(path, MAX_MODULE_FILE).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+fn read_text(path: &Path) -> Result<String, String> {
+    String::from_utf8(read_file(path)?)
+        .map_err(|_| format!("{}: is not UTF-8 text", path.display()))
+}
+
+/// The module whose component or manifest is `path` (`<name>.wasm` or `<name>.toml`).
+fn read_parts(path: &Path) -> Result<Parts, String> {
+    let name = path
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .ok_or_else(|| format!("{}: the file name is not UTF-8", path.display()))?
+        .to_string();
+    // A manifest with a component beside it is that component's.
+    let wasm_path = path.with_extension("wasm");
+    let (wasm, source) = if path.extension().is_some_and(|e| e == "wasm") || wasm_path.exists() {
+        (Some(read_file(&wasm_path)?), wasm_path)
+    } else {
+        (None, path.with_extension("toml"))
+    };
+    let manifest_text = read_text(&path.with_extension("toml"))?;
+    let signature_text = signature::read_signature_file(&path.with_extension("sig"))?;
+    Ok(Parts {
+        name,
+        wasm,
+        manifest_text,
+        signature_text,
+        source: source.display().to_string(),
+    })
+}
+
+/// Every module of a directory: each `<name>.wasm`, and each `<name>.toml` without a component (a
+/// manifest alone), in name order; dotfiles (a mounted ConfigMap's `..data`) are skipped. A module
+/// that cannot be read is an `Err` in its place.
+fn read_directory(dir: &Path) -> Result<Vec<Result<Parts, String>>, Failure> {
+    let unreadable =
+        |e: std::io::Error| Failure::bad_input(format!("{}: cannot be read: {e}", dir.display()));
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(unreadable)?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| {
+            let hidden = p
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_none_or(|n| n.starts_with('.'));
+            let ext = p.extension().and_then(|e| e.to_str());
+            !hidden
+                && (ext == Some("wasm")
+                    || (ext == Some("toml") && !p.with_extension("wasm").exists()))
+        })
+        .collect();
+    paths.sort();
+    Ok(paths.iter().map(|p| read_parts(p)).collect())
+}
+
+fn pack(args: &PackArgs) -> Result<u8, Failure> {
+    let meta = std::fs::metadata(&args.path)
+        .map_err(|e| Failure::bad_input(format!("{}: cannot be read: {e}", args.path.display())))?;
+    let modules = if meta.is_dir() {
+        read_directory(&args.path)?
+    } else {
+        vec![read_parts(&args.path)]
+    };
+    let mut modules: Vec<Parts> = modules
+        .into_iter()
+        .collect::<Result<_, _>>()
+        .map_err(Failure::bad_input)?;
+    if modules.is_empty() {
+        return Err(Failure::bad_input(format!(
+            "{}: holds no module (<name>.wasm with <name>.toml, or <name>.toml alone)",
+            args.path.display()
+        )));
+    }
+    if args.name.is_some() && modules.len() > 1 {
+        return Err(Failure::bad_input(format!(
+            "--name names one ConfigMap, and {} holds {} modules",
+            args.path.display(),
+            modules.len()
+        )));
+    }
+    let key = args
+        .sign
+        .as_deref()
+        .map(PrivateKey::read)
+        .transpose()
+        .map_err(|e| Failure::bad_input(format!("--sign {e}")))?;
+    let mut documents = Vec::new();
+    for parts in &mut modules {
+        if key.is_some() {
+            parts.signature_text = None;
+        }
+        let checked = parts
+            .check(None)
+            .map_err(|e| Failure::bad_input(format!("{}: {e}", parts.source)))?;
+        if let Some(key) = &key {
+            let signature = key.sign(&parts.name, checked.sha256.as_deref(), &parts.manifest_text);
+            parts.signature_text = Some(signature.to_text());
+        }
+        let name = args
+            .name
+            .clone()
+            .unwrap_or_else(|| format!("velero-wasm-module-{}", parts.name));
+        let yaml = serde_norway::to_string(&configmap(parts, &name, &args.namespace))
+            .map_err(|e| Failure::failed(format!("cannot write YAML: {e}")))?;
+        let size = yaml.len();
+        let share = size * 100 / MAX_OBJECT;
+        if size > MAX_OBJECT {
+            return Err(Failure::bad_input(format!(
+                "ConfigMap {name} (module {}) would be {size} bytes, over Kubernetes' limit of {MAX_OBJECT} bytes (1 MiB) for one object: nothing written",
+                parts.name
+            )));
+        }
+        let signed = match &key {
+            Some(key) => format!(", signed by key {}", key.key_id()),
+            None if parts.signature_text.is_some() => ", with its signature".to_string(),
+            None => ", unsigned".to_string(),
+        };
+        eprintln!(
+            "ConfigMap {}/{name}: {size} bytes ({share}% of the {MAX_OBJECT}-byte limit){signed}",
+            args.namespace
+        );
+        documents.push(yaml);
+    }
+    let text = documents.join("---\n");
+    match &args.out {
+        Some(path) => std::fs::write(path, text)
+            .map_err(|e| Failure::failed(format!("{}: cannot be written: {e}", path.display())))?,
+        None => {
+            let mut stdout = std::io::stdout().lock();
+            stdout
+                .write_all(text.as_bytes())
+                .and_then(|()| stdout.flush())
+                .map_err(|e| Failure::failed(format!("cannot write to stdout: {e}")))?
+        }
+    }
+    Ok(EXIT_OK)
+}
+
+/// The ConfigMap of one module: component under `binaryData`, manifest and signature under `data`.
+fn configmap(parts: &Parts, name: &str, namespace: &str) -> Value {
+    let mut data = serde_json::Map::new();
+    data.insert(
+        format!("{}.toml", parts.name),
+        Value::from(parts.manifest_text.as_str()),
+    );
+    if let Some(signature) = &parts.signature_text {
+        data.insert(
+            format!("{}.sig", parts.name),
+            Value::from(signature.as_str()),
+        );
+    }
+    let mut object = json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": { MODULE_LABEL: parts.name },
+        },
+    });
+    if let Some(wasm) = &parts.wasm {
+        object["binaryData"] = json!({
+            format!("{}.wasm", parts.name): base64::engine::general_purpose::STANDARD.encode(wasm),
+        });
+    }
+    object["data"] = Value::Object(data);
+    object
+}
+
+/// The module of a ConfigMap (see [`configmap`]): its name is the label's value.
+fn configmap_parts(object: &Value, file: &Path) -> Result<Parts, String> {
+    let meta = &object["metadata"];
+    let source = format!(
+        "ConfigMap {}/{} in {}",
+        meta["namespace"].as_str().unwrap_or(""),
+        meta["name"].as_str().unwrap_or("?"),
+        file.display()
+    );
+    if object["kind"] != "ConfigMap" {
+        return Err(format!(
+            "{source}: is a {}, not a ConfigMap",
+            object["kind"].as_str().unwrap_or("?")
+        ));
+    }
+    let name = meta["labels"][MODULE_LABEL]
+        .as_str()
+        .ok_or_else(|| format!("{source}: has no label {MODULE_LABEL}: it is not a module"))?
+        .to_string();
+    let text = |key: &str| {
+        object["data"][key]
+            .as_str()
+            .map(str::to_string)
+            .or_else(|| {
+                let encoded = object["binaryData"][key].as_str()?;
+                let bytes = base64::engine::general_purpose::STANDARD
+                    .decode(encoded)
+                    .ok()?;
+                String::from_utf8(bytes).ok()
+            })
+    };
+    let manifest_text =
+        text(&format!("{name}.toml")).ok_or_else(|| format!("{source}: has no {name}.toml"))?;
+    let wasm = match &object["binaryData"][format!("{name}.wasm")] {
+        Value::Null => None,
+        Value::String(encoded) => Some(
+            base64::engine::general_purpose::STANDARD
+                .decode(encoded)
+                .map_err(|e| format!("{source}: binaryData {name}.wasm is not base64: {e}"))?,
+        ),
+        _ => return Err(format!("{source}: binaryData {name}.wasm is not a string")),
+    };
+    Ok(Parts {
+        signature_text: text(&format!("{name}.sig")),
+        name,
+        wasm,
+        manifest_text,
+        source,
+    })
+}
+
+fn export(args: &ExportArgs) -> Result<u8, Failure> {
+    let stock: Vec<_> = stock_modules().into_iter().filter_map(Result::ok).collect();
+    let Some(module) = stock.iter().find(|m| m.name == args.name) else {
+        let names: Vec<&str> = stock.iter().map(|m| m.name.as_str()).collect();
+        return Err(Failure::bad_input(format!(
+            "no stock module is named {:?} (there are: {})",
+            args.name,
+            names.join(", ")
+        )));
+    };
+    let (wasm_path, toml_path) = (
+        args.dir.join(format!("{}.wasm", module.name)),
+        args.dir.join(format!("{}.toml", module.name)),
+    );
+    for path in [&wasm_path, &toml_path] {
+        if std::fs::symlink_metadata(path).is_ok() {
+            return Err(Failure::bad_input(format!(
+                "{} exists: not overwriting it",
+                path.display()
+            )));
+        }
+    }
+    std::fs::create_dir_all(&args.dir)
+        .map_err(|e| Failure::failed(format!("{}: cannot be created: {e}", args.dir.display())))?;
+    // A module directory needs the manifest pinned to its component; stock manifests are pinned by
+    // the build instead.
+    let manifest = match module.manifest.sha256 {
+        Some(_) => module.manifest_text.to_string(),
+        None => format!("sha256 = \"{}\"\n{}", module.sha256, module.manifest_text),
+    };
+    create_new(&wasm_path, &module.wasm, 0o644)?;
+    create_new(&toml_path, manifest.as_bytes(), 0o644)?;
+    eprintln!(
+        "wrote {} ({} bytes, sha256 {}) and {}",
+        wasm_path.display(),
+        module.wasm.len(),
+        module.sha256,
+        toml_path.display()
+    );
+    Ok(EXIT_OK)
+}
+
+fn verify(args: &VerifyArgs) -> Result<u8, Failure> {
+    let trusted = read_trusted_keys(args.trusted_keys.as_deref())?;
+    let meta = std::fs::metadata(&args.path)
+        .map_err(|e| Failure::bad_input(format!("{}: cannot be read: {e}", args.path.display())))?;
+    let modules = if meta.is_dir() {
+        read_directory(&args.path)?
+    } else {
+        crate::documents::read_objects(std::slice::from_ref(&args.path))
+            .map_err(|e| Failure::bad_input(e.to_string()))?
+            .iter()
+            .map(|(file, object)| configmap_parts(object, file))
+            .collect()
+    };
+    if modules.is_empty() {
+        return Err(Failure::bad_input(format!(
+            "{}: holds no module",
+            args.path.display()
+        )));
+    }
+    let rows: Vec<Row> = modules
+        .into_iter()
+        .map(|parts| match parts {
+            Err(problem) => Row {
+                name: String::new(),
+                source: String::new(),
+                result: Err(problem),
+            },
+            Ok(parts) => Row {
+                result: parts
+                    .check(trusted.as_ref())
+                    .map_err(|e| format!("{}: {e}", parts.source)),
+                name: parts.name,
+                source: parts.source,
+            },
+        })
+        .collect();
+    if args.json {
+        let modules: Vec<Value> = rows.iter().map(Row::json).collect();
+        let out = json!({
+            "trustedKeys": trusted.as_ref().map(|k| k.ids()),
+            "modules": modules,
+        });
+        println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
+    } else {
+        for row in &rows {
+            println!("{}", row.line());
+        }
+        for row in &rows {
+            if let Err(problem) = &row.result {
+                eprintln!("velero-wasm module verify: refused: {problem}");
+            }
+        }
+    }
+    Ok(if rows.iter().all(|r| r.result.is_ok()) {
+        EXIT_OK
+    } else {
+        EXIT_FAILED
+    })
+}
+
+/// One module's line of `verify`.
+struct Row {
+    name: String,
+    source: String,
+    result: Result<Checked, String>,
+}
+
+impl Row {
+    /// `kubevirt  sha256 0123456789ab…  signed by key …`, short enough for a terminal.
+    fn line(&self) -> String {
+        let name = if self.name.is_empty() {
+            "?"
+        } else {
+            &self.name
+        };
+        match &self.result {
+            Ok(checked) => {
+                let sha = match &checked.sha256 {
+                    Some(sha) => format!("sha256 {}…", &sha[..12]),
+                    None => "manifest only      ".to_string(),
+                };
+                let signature = match &checked.signature {
+                    Some(s) => s.to_string(),
+                    None => "unsigned".to_string(),
+                };
+                format!("{name:<20}  {sha}  {signature}")
+            }
+            Err(_) => format!("{name:<20}  BAD (see below)"),
+        }
+    }
+
+    fn json(&self) -> Value {
+        match &self.result {
+            Ok(checked) => json!({
+                "name": self.name,
+                "source": self.source,
+                "ok": true,
+                "sha256": checked.sha256,
+                "signature": checked.signature.as_ref().map(|s| json!({"key": s.key, "verified": s.verified})),
+            }),
+            Err(problem) => json!({
+                "name": self.name,
+                "source": self.source,
+                "ok": false,
+                "problem": problem,
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::modules::sha256_hex;
+
+    #[test]
+    fn a_packed_configmap_reads_back_as_the_same_module() {
+        let manifest = format!("sha256 = \"{}\"\n", sha256_hex(b"\0asm"));
+        let parts = Parts {
+            name: "m".into(),
+            wasm: Some(b"\0asm".to_vec()),
+            manifest_text: manifest.clone(),
+            signature_text: Some("key = \"0011223344556677\"\n".into()),
+            source: "m.wasm".into(),
+        };
+        let object = configmap(&parts, "velero-wasm-module-m", "velero");
+        assert_eq!(object["metadata"]["labels"][MODULE_LABEL], "m");
+        let yaml = serde_norway::to_string(&object).unwrap();
+        let back: Value = serde_norway::from_str(&yaml).unwrap();
+        let read = configmap_parts(&back, Path::new("m.yaml")).unwrap();
+        assert_eq!(read.name, "m");
+        assert_eq!(read.wasm.as_deref(), Some(&b"\0asm"[..]));
+        assert_eq!(read.manifest_text, manifest);
+        assert_eq!(read.signature_text, parts.signature_text);
+        assert_eq!(
+            read.source,
+            "ConfigMap velero/velero-wasm-module-m in m.yaml"
+        );
+    }
+
+    #[test]
+    fn a_configmap_without_the_module_label_is_not_a_module() {
+        let object = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "namespace": "velero"}});
+        let error = configmap_parts(&object, Path::new("x.yaml")).err().unwrap();
+        assert!(
+            error.contains("has no label velero-wasm.io/module"),
+            "{error}"
+        );
+    }
+}

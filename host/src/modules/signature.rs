@@ -1,0 +1,578 @@
+//! Signed modules: whoever can write a module ConfigMap (or a module directory) can otherwise run code
+//! with any grant up to Velero's. With trusted keys configured, a module must carry a signature by one
+//! of them over its name, its component and its manifest (so the grant is covered), or it is refused.
+//!
+//! A signature is `<name>.sig` beside the module, TOML with the signing key's id and an ed25519
+//! signature (ed25519-dalek) of [`signed_message`]. Keys are PEM files: PKCS#8 private keys for the
+//! operator who signs, SPKI public keys (`.pub`) for the host that verifies.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use base64::Engine as _;
+use ed25519_dalek::pkcs8::{DecodePrivateKey, DecodePublicKey, EncodePrivateKey, EncodePublicKey};
+use ed25519_dalek::{Signer, SigningKey, VerifyingKey};
+use serde::{Deserialize, Serialize};
+
+use super::sha256_hex;
+
+/// The environment variable naming the trusted public keys: a `.pub` file or a directory of them.
+pub const TRUSTED_KEYS_ENV: &str = "VELERO_WASM_TRUSTED_KEYS";
+
+/// The largest key or signature file read (a PEM key is a few hundred bytes).
+const MAX_KEY_FILE: u64 = 16 << 10;
+
+/// The text that is signed: a version line, the module's name, the sha256 of its component (`-` when
+/// it has none: a manifest that overrides a stock module) and the sha256 of its manifest.
+pub fn signed_message(name: &str, component_sha256: Option<&str>, manifest_sha256: &str) -> String {
+    format!(
+        "velero-wasm module v1\n{name}\n{}\n{manifest_sha256}\n",
+        component_sha256.unwrap_or("-")
+    )
+}
+
+/// A key's id: the first 8 bytes of the sha256 of its raw 32-byte public key, in lower-case hex.
+pub fn key_id(key: &VerifyingKey) -> String {
+    sha256_hex(key.as_bytes())[..16].to_string()
+}
+
+/// A key file or signature that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyError {
+    /// The file or directory cannot be read.
+    #[error("{}: {why}", path.display())]
+    Unreadable {
+        /// What was read.
+        path: PathBuf,
+        /// Why it failed.
+        why: String,
+    },
+    /// The file is not a key of the kind expected.
+    #[error("{}: not {expected}: {why}", path.display())]
+    NotAKey {
+        /// The file.
+        path: PathBuf,
+        /// The kind of key expected.
+        expected: &'static str,
+        /// What the PEM decoder said.
+        why: String,
+    },
+    /// A directory of trusted keys holds none.
+    #[error("{}: holds no public key (<name>.pub)", path.display())]
+    NoKeys {
+        /// The directory.
+        path: PathBuf,
+    },
+}
+
+fn read_text(path: &Path) -> Result<String, KeyError> {
+    let unreadable = |why: String| KeyError::Unreadable {
+        path: path.to_path_buf(),
+        why,
+    };
+    let bytes =
+        crate::regular_file::read(path, MAX_KEY_FILE).map_err(|e| unreadable(e.to_string()))?;
+    String::from_utf8(bytes).map_err(|_| unreadable("is not UTF-8 text".into()))
+}
+
+/// A private key for signing modules, read from its PKCS#8 PEM file.
+pub struct PrivateKey {
+    key: SigningKey,
+}
+
+impl PrivateKey {
+    /// A fresh key from the operating system's random source.
+    pub fn generate() -> Result<PrivateKey, String> {
+        let mut seed = [0u8; 32];
+        getrandom::fill(&mut seed).map_err(|e| format!("no randomness for a new key: {e}"))?;
+        let key = SigningKey::from_bytes(&seed);
+        seed.fill(0);
+        Ok(PrivateKey { key })
+    }
+
+    /// Reads a PKCS#8 PEM private key (`PRIVATE KEY`).
+    pub fn read(path: &Path) -> Result<PrivateKey, KeyError> {
+        let text = read_text(path)?;
+        let key = SigningKey::from_pkcs8_pem(&text).map_err(|e| KeyError::NotAKey {
+            path: path.to_path_buf(),
+            expected: "an ed25519 private key (PKCS#8 PEM, \"PRIVATE KEY\")",
+            why: e.to_string(),
+        })?;
+        Ok(PrivateKey { key })
+    }
+
+    /// The id of its public key.
+    pub fn key_id(&self) -> String {
+        key_id(&self.key.verifying_key())
+    }
+
+    /// The private key as PKCS#8 PEM (keep it secret).
+    pub fn private_pem(&self) -> Result<String, String> {
+        self.key
+            .to_pkcs8_pem(ed25519_dalek::pkcs8::spki::der::pem::LineEnding::LF)
+            .map(|pem| pem.to_string())
+            .map_err(|e| format!("cannot encode the private key: {e}"))
+    }
+
+    /// The public key as SPKI PEM, for the hosts that verify.
+    pub fn public_pem(&self) -> Result<String, String> {
+        self.key
+            .verifying_key()
+            .to_public_key_pem(ed25519_dalek::pkcs8::spki::der::pem::LineEnding::LF)
+            .map_err(|e| format!("cannot encode the public key: {e}"))
+    }
+
+    /// The signature file (`<name>.sig`) of a module.
+    pub fn sign(
+        &self,
+        name: &str,
+        component_sha256: Option<&str>,
+        manifest_text: &str,
+    ) -> SignatureFile {
+        let message = signed_message(
+            name,
+            component_sha256,
+            &sha256_hex(manifest_text.as_bytes()),
+        );
+        let signature = self.key.sign(message.as_bytes());
+        SignatureFile {
+            key: self.key_id(),
+            signature: base64::engine::general_purpose::STANDARD.encode(signature.to_bytes()),
+        }
+    }
+}
+
+impl fmt::Debug for PrivateKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "PrivateKey({})", self.key_id())
+    }
+}
+
+/// One trusted public key and the file it came from.
+#[derive(Debug, Clone)]
+struct TrustedKey {
+    id: String,
+    key: VerifyingKey,
+}
+
+/// The public keys whose signatures the host accepts (`VELERO_WASM_TRUSTED_KEYS`, `--trusted-keys`).
+/// When they are configured, every module that is not stock must be signed by one of them.
+#[derive(Debug, Clone)]
+pub struct TrustedKeys {
+    source: PathBuf,
+    keys: Vec<TrustedKey>,
+    /// Set when the configured keys could not be read: then no module verifies (fail closed).
+    unusable: Option<String>,
+}
+
+impl TrustedKeys {
+    /// Reads a `.pub` file (SPKI PEM, `PUBLIC KEY`), or every `.pub` file of a directory (a mounted
+    /// Secret: its `..data` entries and other dotfiles are skipped, symbolic links followed). A key
+    /// file that is not a key is an error naming it.
+    pub fn load(path: &Path) -> Result<TrustedKeys, KeyError> {
+        let unreadable = |why: String| KeyError::Unreadable {
+            path: path.to_path_buf(),
+            why,
+        };
+        let meta = std::fs::metadata(path).map_err(|e| unreadable(e.to_string()))?;
+        let files = if meta.is_dir() {
+            let mut files: Vec<PathBuf> = std::fs::read_dir(path)
+                .map_err(|e| unreadable(e.to_string()))?
+                .filter_map(Result::ok)
+                .filter(|e| {
+                    let name = e.file_name();
+                    let name = name.to_string_lossy();
+                    !name.starts_with('.') && name.ends_with(".pub")
+                })
+                .map(|e| e.path())
+                .filter(|p| p.is_file())
+                .collect();
+            files.sort();
+            if files.is_empty() {
+                return Err(KeyError::NoKeys {
+                    path: path.to_path_buf(),
+                });
+            }
+            files
+        } else {
+            vec![path.to_path_buf()]
+        };
+        let mut keys: Vec<TrustedKey> = Vec::new();
+        for file in files {
+            let text = read_text(&file)?;
+            let key = VerifyingKey::from_public_key_pem(&text).map_err(|e| KeyError::NotAKey {
+                path: file.clone(),
+                expected: "an ed25519 public key (SPKI PEM, \"PUBLIC KEY\")",
+                why: e.to_string(),
+            })?;
+            let id = key_id(&key);
+            if !keys.iter().any(|k| k.id == id) {
+                keys.push(TrustedKey { id, key });
+            }
+        }
+        Ok(TrustedKeys {
+            source: path.to_path_buf(),
+            keys,
+            unusable: None,
+        })
+    }
+
+    /// Keys that were configured but cannot be read: every module that needs a signature is refused
+    /// with `why`, rather than loaded unchecked.
+    pub fn unusable(source: &Path, why: String) -> TrustedKeys {
+        TrustedKeys {
+            source: source.to_path_buf(),
+            keys: Vec::new(),
+            unusable: Some(why),
+        }
+    }
+
+    /// Where the keys were read from.
+    pub fn source(&self) -> &Path {
+        &self.source
+    }
+
+    /// The ids of the keys, in file order.
+    pub fn ids(&self) -> Vec<&str> {
+        self.keys.iter().map(|k| k.id.as_str()).collect()
+    }
+
+    fn describe(&self) -> String {
+        format!("{} from {}", self.ids().join(", "), self.source.display())
+    }
+}
+
+/// The signature file, `<name>.sig`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SignatureFile {
+    /// The id of the signing key (see [`key_id`]).
+    pub key: String,
+    /// The ed25519 signature of [`signed_message`], base64 (standard alphabet, padded).
+    pub signature: String,
+}
+
+impl SignatureFile {
+    /// Parses the file's text and checks its form (a key id of 16 lower-case hex digits, a signature
+    /// of 64 bytes).
+    pub fn parse(text: &str) -> Result<(SignatureFile, ed25519_dalek::Signature), String> {
+        let file: SignatureFile = toml::from_str(text).map_err(|e| e.message().to_string())?;
+        if file.key.len() != 16
+            || !file
+                .key
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        {
+            return Err(format!(
+                "key {:?} is not a key id (16 lower-case hex digits)",
+                file.key
+            ));
+        }
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(file.signature.trim())
+            .map_err(|e| format!("signature is not base64: {e}"))?;
+        let signature = ed25519_dalek::Signature::from_slice(&bytes)
+            .map_err(|_| format!("signature has {} bytes, not 64", bytes.len()))?;
+        Ok((file, signature))
+    }
+
+    /// The file's text.
+    pub fn to_text(&self) -> String {
+        format!(
+            "key = \"{}\"\nsignature = \"{}\"\n",
+            self.key, self.signature
+        )
+    }
+}
+
+/// A module's signature, as checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModuleSignature {
+    /// The id of the key it names.
+    pub key: String,
+    /// Whether it was verified with a trusted key. Without trusted keys only its form is checked.
+    pub verified: bool,
+    /// The signature file as written (kept with the module's last good copy).
+    pub text: Arc<str>,
+}
+
+impl fmt::Display for ModuleSignature {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.verified {
+            write!(f, "signed by key {}", self.key)
+        } else {
+            write!(
+                f,
+                "signed by key {} (not verified: no trusted keys)",
+                self.key
+            )
+        }
+    }
+}
+
+/// Why a module's signature is refused. Each message names the module and the key concerned.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SignatureError {
+    /// Trusted keys are configured and the module has no signature.
+    #[error("module {module} is not signed, and only modules signed by a trusted key are loaded (trusted: {trusted})")]
+    Missing {
+        /// The module.
+        module: String,
+        /// The trusted key ids and where they came from.
+        trusted: String,
+    },
+    /// The signature file does not parse.
+    #[error("module {module}: its signature is malformed: {why}")]
+    Malformed {
+        /// The module.
+        module: String,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// The signature names a key that is not trusted.
+    #[error(
+        "module {module} is signed by key {key}, which is not a trusted key (trusted: {trusted})"
+    )]
+    UnknownKey {
+        /// The module.
+        module: String,
+        /// The key id the signature names.
+        key: String,
+        /// The trusted key ids and where they came from.
+        trusted: String,
+    },
+    /// The signature does not verify: the component or the manifest changed since it was signed.
+    #[error("module {module}: its signature by key {key} does not match its component and manifest (changed since signed, or signed for another module)")]
+    Mismatch {
+        /// The module.
+        module: String,
+        /// The key id.
+        key: String,
+    },
+    /// Trusted keys are configured but cannot be read.
+    #[error("module {module} cannot be verified: the trusted keys {keys} cannot be used: {why}")]
+    KeysUnusable {
+        /// The module.
+        module: String,
+        /// What names the keys.
+        keys: String,
+        /// Why they cannot be used.
+        why: String,
+    },
+}
+
+/// Checks a module's signature (`signature_text`, the content of its `<name>.sig`, if any). With
+/// `trusted` keys the module must be signed by one of them; without, a signature present must at
+/// least be well-formed. `component_sha256` is `None` for a module that is only a manifest.
+pub fn verify(
+    name: &str,
+    component_sha256: Option<&str>,
+    manifest_text: &str,
+    signature_text: Option<&str>,
+    trusted: Option<&TrustedKeys>,
+) -> Result<Option<ModuleSignature>, SignatureError> {
+    let module = name.to_string();
+    if let Some(TrustedKeys {
+        source,
+        unusable: Some(why),
+        ..
+    }) = trusted
+    {
+        return Err(SignatureError::KeysUnusable {
+            module,
+            keys: source.display().to_string(),
+            why: why.clone(),
+        });
+    }
+    let Some(text) = signature_text else {
+        return match trusted {
+            Some(keys) => Err(SignatureError::Missing {
+                module,
+                trusted: keys.describe(),
+            }),
+            None => Ok(None),
+        };
+    };
+    let (file, signature) =
+        SignatureFile::parse(text).map_err(|why| SignatureError::Malformed {
+            module: module.clone(),
+            why,
+        })?;
+    let Some(keys) = trusted else {
+        return Ok(Some(ModuleSignature {
+            key: file.key,
+            verified: false,
+            text: Arc::from(text),
+        }));
+    };
+    let Some(key) = keys.keys.iter().find(|k| k.id == file.key) else {
+        return Err(SignatureError::UnknownKey {
+            module,
+            key: file.key,
+            trusted: keys.describe(),
+        });
+    };
+    let message = signed_message(
+        name,
+        component_sha256,
+        &sha256_hex(manifest_text.as_bytes()),
+    );
+    key.key
+        .verify_strict(message.as_bytes(), &signature)
+        .map_err(|_| SignatureError::Mismatch {
+            module,
+            key: file.key.clone(),
+        })?;
+    Ok(Some(ModuleSignature {
+        key: file.key,
+        verified: true,
+        text: Arc::from(text),
+    }))
+}
+
+/// The text of the signature file beside a module (`<dir>/<name>.sig`), if there is one.
+pub fn read_signature_file(path: &Path) -> Result<Option<String>, String> {
+    match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        _ => {}
+    }
+    match read_text(path) {
+        Ok(text) => Ok(Some(text)),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keys_of(dir: &Path, keys: &[&PrivateKey]) -> TrustedKeys {
+        for (i, key) in keys.iter().enumerate() {
+            std::fs::write(dir.join(format!("k{i}.pub")), key.public_pem().unwrap()).unwrap();
+        }
+        TrustedKeys::load(dir).unwrap()
+    }
+
+    #[test]
+    fn a_signature_covers_name_component_and_manifest() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = PrivateKey::generate().unwrap();
+        let trusted = keys_of(dir.path(), &[&key]);
+        let sig = key.sign("m", Some("aa"), "grant").to_text();
+        let ok = verify("m", Some("aa"), "grant", Some(&sig), Some(&trusted)).unwrap();
+        assert_eq!(ok.unwrap().key, key.key_id());
+        for (name, component, manifest) in [
+            ("n", Some("aa"), "grant"),
+            ("m", Some("ab"), "grant"),
+            ("m", None, "grant"),
+            ("m", Some("aa"), "grant "),
+        ] {
+            let error = verify(name, component, manifest, Some(&sig), Some(&trusted)).unwrap_err();
+            assert!(
+                matches!(&error, SignatureError::Mismatch { key: k, .. } if *k == key.key_id()),
+                "{error}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_manifest_alone_is_signed_with_a_dash_for_the_component() {
+        assert_eq!(
+            signed_message("kubevirt", None, "ff"),
+            "velero-wasm module v1\nkubevirt\n-\nff\n"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let key = PrivateKey::generate().unwrap();
+        let trusted = keys_of(dir.path(), &[&key]);
+        let sig = key.sign("kubevirt", None, "[settings]\n").to_text();
+        assert!(verify("kubevirt", None, "[settings]\n", Some(&sig), Some(&trusted)).is_ok());
+    }
+
+    #[test]
+    fn unknown_keys_missing_and_malformed_signatures_are_refused_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let (trusted_key, other) = (
+            PrivateKey::generate().unwrap(),
+            PrivateKey::generate().unwrap(),
+        );
+        let trusted = keys_of(dir.path(), &[&trusted_key]);
+        let by_other = other.sign("m", Some("aa"), "").to_text();
+        let error = verify("m", Some("aa"), "", Some(&by_other), Some(&trusted))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("module m is signed by key")
+                && error.contains(&other.key_id())
+                && error.contains(&trusted_key.key_id()),
+            "{error}"
+        );
+        let error = verify("m", Some("aa"), "", None, Some(&trusted))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("module m is not signed") && error.contains(&trusted_key.key_id()),
+            "{error}"
+        );
+        // Without trusted keys: unsigned is fine, a signature must still be well-formed.
+        assert_eq!(verify("m", Some("aa"), "", None, None), Ok(None));
+        let unverified = verify("m", Some("aa"), "", Some(&by_other), None)
+            .unwrap()
+            .unwrap();
+        assert!(!unverified.verified);
+        let error = verify("m", Some("aa"), "", Some("key = \"x\""), None).unwrap_err();
+        assert!(matches!(error, SignatureError::Malformed { .. }), "{error}");
+    }
+
+    #[test]
+    fn trusted_keys_skip_dotfiles_and_name_a_bad_key_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = PrivateKey::generate().unwrap();
+        std::fs::create_dir(dir.path().join("..data")).unwrap();
+        std::fs::write(dir.path().join(".hidden.pub"), "junk").unwrap();
+        std::fs::write(dir.path().join("a.pub"), key.public_pem().unwrap()).unwrap();
+        std::fs::write(dir.path().join("README"), "not a key").unwrap();
+        let keys = TrustedKeys::load(dir.path()).unwrap();
+        assert_eq!(keys.ids(), [key.key_id().as_str()]);
+
+        std::fs::write(dir.path().join("b.pub"), key.private_pem().unwrap()).unwrap();
+        let error = TrustedKeys::load(dir.path()).unwrap_err().to_string();
+        assert!(
+            error.contains("b.pub") && error.contains("not an ed25519 public key"),
+            "{error}"
+        );
+
+        let empty = tempfile::tempdir().unwrap();
+        let error = TrustedKeys::load(empty.path()).unwrap_err().to_string();
+        assert!(error.contains("holds no public key"), "{error}");
+    }
+
+    #[test]
+    fn unusable_keys_refuse_every_module() {
+        let keys = TrustedKeys::unusable(Path::new("/keys"), "gone".into());
+        let error = verify("m", Some("aa"), "", None, Some(&keys))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("module m cannot be verified") && error.contains("gone"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn keys_survive_their_pem_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = PrivateKey::generate().unwrap();
+        std::fs::write(dir.path().join("k.key"), key.private_pem().unwrap()).unwrap();
+        let read = PrivateKey::read(&dir.path().join("k.key")).unwrap();
+        assert_eq!(read.key_id(), key.key_id());
+        assert!(key
+            .private_pem()
+            .unwrap()
+            .starts_with("-----BEGIN PRIVATE KEY-----"));
+        assert!(key
+            .public_pem()
+            .unwrap()
+            .starts_with("-----BEGIN PUBLIC KEY-----"));
+    }
+}

@@ -1,0 +1,600 @@
+//! Signed modules and the operator's `velero-wasm module` commands. With trusted keys configured
+//! (`VELERO_WASM_TRUSTED_KEYS`, `--trusted-keys`), a module beyond the stock ones loads only when it
+//! is signed by one of them over its name, component and manifest; a changed component, a widened
+//! grant, a signature by another key and a missing signature are each refused with a message naming
+//! the module and the key, and a plugin keeps serving the module's last good version.
+
+mod support;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use base64::Engine as _;
+use serde_json::Value;
+use support::plugin::Plugin;
+use support::{stderr, stdout_json, velero_wasm};
+
+const MANIFEST: &str = r#"
+[[grant.kube]]
+resources = ["configmaps"]
+verbs = ["get"]
+namespaces = ["@item"]
+"#;
+
+const ECHO: &str = "test.velero-wasm.io/echo";
+
+fn run(args: &[&str]) -> Output {
+    velero_wasm(args)
+}
+
+fn text(path: &Path) -> String {
+    path.display().to_string()
+}
+
+/// A key pair made by `module keygen`: its prefix and key id.
+struct Key {
+    prefix: PathBuf,
+    id: String,
+}
+
+impl Key {
+    fn new(dir: &Path, name: &str) -> Key {
+        let prefix = dir.join(name);
+        let out = run(&["module", "keygen", "--out", &text(&prefix)]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let id = String::from_utf8(out.stdout).unwrap().trim().to_string();
+        assert_eq!(id.len(), 16, "a key id is 16 hex digits: {id:?}");
+        Key { prefix, id }
+    }
+
+    fn private(&self) -> String {
+        format!("{}.key", self.prefix.display())
+    }
+
+    fn public(&self) -> String {
+        format!("{}.pub", self.prefix.display())
+    }
+}
+
+/// Packs `path` (signed with `key`, if any) into `out`, checking the command succeeds.
+fn pack(path: &Path, key: Option<&Key>, out: &Path) -> String {
+    let (path, out_text) = (text(path), text(out));
+    let mut args = vec!["module", "pack", path.as_str(), "--out", out_text.as_str()];
+    let private = key.map(Key::private);
+    if let Some(private) = &private {
+        args.extend(["--sign", private.as_str()]);
+    }
+    let output = run(&args);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    stderr(&output)
+}
+
+/// Writes every entry of the packed ConfigMaps in `yaml` into `dir`, as the kubelet mounts one.
+fn unpack(yaml: &Path, dir: &Path) {
+    use serde::Deserialize;
+    let text = std::fs::read_to_string(yaml).unwrap();
+    for doc in serde_norway::Deserializer::from_str(&text) {
+        let object = Value::deserialize(doc).unwrap();
+        for (key, value) in object["data"].as_object().into_iter().flatten() {
+            std::fs::write(dir.join(key), value.as_str().unwrap()).unwrap();
+        }
+        for (key, value) in object["binaryData"].as_object().into_iter().flatten() {
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(value.as_str().unwrap())
+                .unwrap();
+            std::fs::write(dir.join(key), bytes).unwrap();
+        }
+    }
+}
+
+/// A module directory with the `misbehave` test component as `misbehave`, signed with `key`.
+fn signed_module(key: &Key) -> tempfile::TempDir {
+    let source = support::module_dir("misbehave", "misbehave", MANIFEST);
+    let packed = tempfile::tempdir().unwrap();
+    let yaml = packed.path().join("cm.yaml");
+    pack(source.path(), Some(key), &yaml);
+    let mounted = tempfile::tempdir().unwrap();
+    unpack(&yaml, mounted.path());
+    mounted
+}
+
+/// `velero-wasm actions --json` with the module directory and the trusted keys.
+fn actions(modules: &Path, trusted: Option<&str>) -> Output {
+    let modules = text(modules);
+    let mut args = vec!["actions", "--json", "--modules", modules.as_str()];
+    if let Some(trusted) = trusted {
+        args.extend(["--trusted-keys", trusted]);
+    }
+    run(&args)
+}
+
+fn lists_echo(json: &Value) -> bool {
+    json["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|a| a["name"] == ECHO)
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+#[test]
+fn a_module_packed_with_a_new_key_verifies_and_loads_as_signed() {
+    let keys = tempfile::tempdir().unwrap();
+    let key = Key::new(keys.path(), "ops");
+    let private = std::fs::metadata(key.private()).unwrap();
+    assert_eq!(
+        private.permissions().mode() & 0o777,
+        0o600,
+        "the private key is private"
+    );
+    assert!(std::fs::read_to_string(key.private())
+        .unwrap()
+        .starts_with("-----BEGIN PRIVATE KEY-----"));
+    assert!(std::fs::read_to_string(key.public())
+        .unwrap()
+        .starts_with("-----BEGIN PUBLIC KEY-----"));
+
+    let source = support::module_dir("misbehave", "misbehave", MANIFEST);
+    let yaml = keys.path().join("cm.yaml");
+    let report = pack(source.path(), Some(&key), &yaml);
+    assert!(
+        report.contains("ConfigMap velero/velero-wasm-module-misbehave: ")
+            && report.contains("of the 1048576-byte limit")
+            && report.contains(&format!("signed by key {}", key.id)),
+        "{report}"
+    );
+    let packed: Value = serde_norway::from_str(&std::fs::read_to_string(&yaml).unwrap()).unwrap();
+    assert_eq!(packed["kind"], "ConfigMap");
+    assert_eq!(
+        packed["metadata"]["labels"]["velero-wasm.io/module"],
+        "misbehave"
+    );
+    assert!(packed["binaryData"]["misbehave.wasm"].is_string());
+    assert!(packed["data"]["misbehave.toml"].is_string());
+    let sig = packed["data"]["misbehave.sig"].as_str().unwrap();
+    assert!(sig.contains(&format!("key = \"{}\"", key.id)), "{sig}");
+
+    // The packed ConfigMap verifies against the key, and says by which key.
+    let out = run(&[
+        "module",
+        "verify",
+        "--json",
+        "--trusted-keys",
+        &key.public(),
+        &text(&yaml),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let report = stdout_json(&out);
+    let module = &report["modules"][0];
+    assert_eq!(module["name"], "misbehave");
+    assert_eq!(module["ok"], true);
+    assert_eq!(module["signature"]["key"], key.id.as_str());
+    assert_eq!(module["signature"]["verified"], true);
+    let wasm = std::fs::read(source.path().join("misbehave.wasm")).unwrap();
+    assert_eq!(module["sha256"], sha256_hex(&wasm).as_str());
+
+    // For people: one line per module, short enough for a terminal.
+    let out = run(&[
+        "module",
+        "verify",
+        "--trusted-keys",
+        &key.public(),
+        &text(&yaml),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let line = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        line.starts_with("misbehave ")
+            && line.contains(&sha256_hex(&wasm)[..12])
+            && line.contains(&format!("signed by key {}", key.id))
+            && line.trim_end().len() <= 100,
+        "{line}"
+    );
+
+    // Mounted as a directory, the host loads it and shows it as signed.
+    let mounted = tempfile::tempdir().unwrap();
+    unpack(&yaml, mounted.path());
+    let out = actions(mounted.path(), Some(&key.public()));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let listed = stdout_json(&out);
+    let echo = listed["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["name"] == ECHO)
+        .unwrap();
+    assert_eq!(echo["signature"]["key"], key.id.as_str());
+    assert_eq!(echo["signature"]["verified"], true);
+}
+
+#[test]
+fn a_changed_component_a_widened_grant_another_key_or_no_signature_is_refused_by_name_and_key() {
+    let keys = tempfile::tempdir().unwrap();
+    let (key, stranger) = (
+        Key::new(keys.path(), "ops"),
+        Key::new(keys.path(), "stranger"),
+    );
+
+    // The component replaced by another, with the manifest's pin updated to match.
+    let changed_component = signed_module(&key);
+    {
+        let dir = changed_component.path();
+        let other = std::fs::read(support::components_dir().join("misbehave.wasm")).unwrap();
+        let mut other = other;
+        other.extend_from_slice(&[0, 0, 0, 0]);
+        std::fs::write(dir.join("misbehave.wasm"), &other).unwrap();
+        let manifest = std::fs::read_to_string(dir.join("misbehave.toml")).unwrap();
+        let pinned = manifest
+            .lines()
+            .map(|l| {
+                if l.starts_with("sha256") {
+                    format!("sha256 = \"{}\"", sha256_hex(&other))
+                } else {
+                    l.to_string()
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        std::fs::write(dir.join("misbehave.toml"), pinned).unwrap();
+    }
+    // The manifest's grant widened.
+    let widened_grant = signed_module(&key);
+    {
+        let path = widened_grant.path().join("misbehave.toml");
+        let manifest = std::fs::read_to_string(&path).unwrap();
+        std::fs::write(
+            &path,
+            manifest.replace(r#"verbs = ["get"]"#, r#"verbs = ["get", "delete"]"#),
+        )
+        .unwrap();
+    }
+    // Signed by a key that is not trusted.
+    let other_key = signed_module(&stranger);
+    // Not signed at all.
+    let unsigned = support::module_dir("misbehave", "misbehave", MANIFEST);
+
+    let mismatch = format!(
+        "module misbehave: its signature by key {} does not match",
+        key.id
+    );
+    let cases: [(&str, &Path, String); 4] = [
+        ("changed component", changed_component.path(), mismatch.clone()),
+        ("widened grant", widened_grant.path(), mismatch),
+        (
+            "untrusted key",
+            other_key.path(),
+            format!(
+                "module misbehave is signed by key {}, which is not a trusted key (trusted: {}",
+                stranger.id, key.id
+            ),
+        ),
+        (
+            "unsigned",
+            unsigned.path(),
+            format!("module misbehave is not signed, and only modules signed by a trusted key are loaded (trusted: {}", key.id),
+        ),
+    ];
+    for (case, dir, expected) in cases {
+        // The host's loader refuses it: not listed, exit 1, the reason on stderr with its file.
+        let out = actions(dir, Some(&key.public()));
+        assert_eq!(out.status.code(), Some(1), "{case}: {}", stderr(&out));
+        assert!(
+            !lists_echo(&stdout_json(&out)),
+            "{case}: refused, so not served"
+        );
+        let problems = stdout_json(&out)["problems"].to_string();
+        assert!(
+            problems.contains(&expected) && problems.contains("misbehave"),
+            "{case}: {problems}"
+        );
+        // `module verify` refuses it with the same reason.
+        let out = run(&[
+            "module",
+            "verify",
+            "--trusted-keys",
+            &key.public(),
+            &text(dir),
+        ]);
+        assert_eq!(out.status.code(), Some(1), "{case}: {}", stderr(&out));
+        assert!(stderr(&out).contains(&expected), "{case}: {}", stderr(&out));
+        assert!(
+            String::from_utf8_lossy(&out.stdout).starts_with("misbehave ")
+                && String::from_utf8_lossy(&out.stdout).contains("BAD"),
+            "{case}"
+        );
+    }
+
+    // The environment variable configures the keys as the flag does.
+    let out = std::process::Command::new(support::plugin::binary())
+        .args(["actions", "--json", "--modules", &text(unsigned.path())])
+        .env_remove("VELERO_PLUGIN")
+        .env("VELERO_WASM_TRUSTED_KEYS", key.public())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(!lists_echo(&stdout_json(&out)));
+}
+
+#[test]
+fn without_trusted_keys_a_signature_is_optional_but_must_be_well_formed() {
+    let unsigned = support::module_dir("misbehave", "misbehave", MANIFEST);
+    let out = actions(unsigned.path(), None);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let listed = stdout_json(&out);
+    assert!(lists_echo(&listed));
+    let echo = listed["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["name"] == ECHO)
+        .unwrap();
+    assert!(echo["signature"].is_null(), "unsigned: {echo}");
+
+    std::fs::write(
+        unsigned.path().join("misbehave.sig"),
+        "key = \"not-a-key-id\"\nsignature = \"AAAA\"\n",
+    )
+    .unwrap();
+    let out = actions(unsigned.path(), None);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let problems = stdout_json(&out)["problems"].to_string();
+    assert!(
+        problems.contains("misbehave.sig") && problems.contains("its signature is malformed"),
+        "{problems}"
+    );
+
+    // A bad trusted key file is named.
+    let keys = tempfile::tempdir().unwrap();
+    let bad = keys.path().join("broken.pub");
+    std::fs::write(
+        &bad,
+        "-----BEGIN PUBLIC KEY-----\nnope\n-----END PUBLIC KEY-----\n",
+    )
+    .unwrap();
+    let out = actions(unsigned.path(), Some(&text(keys.path())));
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("broken.pub") && stderr(&out).contains("not an ed25519 public key"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn a_signed_manifest_alone_verifies_with_no_component() {
+    let keys = tempfile::tempdir().unwrap();
+    let key = Key::new(keys.path(), "ops");
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = dir.path().join("kubevirt.toml");
+    std::fs::write(&manifest, "[settings]\nmode = \"upstream\"\n").unwrap();
+    let yaml = keys.path().join("override.yaml");
+    pack(&manifest, Some(&key), &yaml);
+    let packed: Value = serde_norway::from_str(&std::fs::read_to_string(&yaml).unwrap()).unwrap();
+    assert!(packed.get("binaryData").is_none(), "no component: {packed}");
+
+    let verify = |yaml: &Path| {
+        run(&[
+            "module",
+            "verify",
+            "--json",
+            "--trusted-keys",
+            &key.public(),
+            &text(yaml),
+        ])
+    };
+    let out = verify(&yaml);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let module = &stdout_json(&out)["modules"][0];
+    assert!(module["sha256"].is_null());
+    assert_eq!(module["signature"]["key"], key.id.as_str());
+
+    let tampered = std::fs::read_to_string(&yaml)
+        .unwrap()
+        .replace("upstream", "extended");
+    std::fs::write(&yaml, tampered).unwrap();
+    let out = verify(&yaml);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let module = &stdout_json(&out)["modules"][0];
+    assert_eq!(module["ok"], false);
+    let problem = module["problem"].as_str().unwrap();
+    assert!(
+        problem.contains("ConfigMap velero/velero-wasm-module-kubevirt")
+            && problem.contains(&format!(
+                "module kubevirt: its signature by key {} does not match",
+                key.id
+            )),
+        "{problem}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_with_trusted_keys_keeps_serving_the_last_good_version_of_a_module_whose_signature_fails(
+) {
+    let keys = tempfile::tempdir().unwrap();
+    let key = Key::new(keys.path(), "ops");
+    let modules = signed_module(&key);
+    let state = tempfile::tempdir().unwrap();
+    let (modules_dir, state_dir, trusted) =
+        (text(modules.path()), text(state.path()), key.public());
+    let env = [
+        ("VELERO_WASM_MODULES", modules_dir.as_str()),
+        ("VELERO_WASM_STATE_DIR", state_dir.as_str()),
+        ("VELERO_WASM_TRUSTED_KEYS", trusted.as_str()),
+    ];
+    let serves_echo = |listed: std::collections::BTreeSet<(String, String)>| {
+        listed.iter().any(|(_, name)| name == ECHO)
+    };
+    let plugin = Plugin::start_as(support::plugin::binary(), &[], &env);
+    assert!(
+        serves_echo(plugin.listed().await),
+        "the signed module is served"
+    );
+    plugin.shutdown().await;
+    let good_sha = sha256_hex(&std::fs::read(modules.path().join("misbehave.wasm")).unwrap());
+
+    // An update widens the grant without a new signature.
+    let path = modules.path().join("misbehave.toml");
+    let manifest = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(
+        &path,
+        manifest.replace(r#"verbs = ["get"]"#, r#"verbs = ["get", "delete"]"#),
+    )
+    .unwrap();
+    let plugin = Plugin::start_as(support::plugin::binary(), &[], &env);
+    assert!(
+        serves_echo(plugin.listed().await),
+        "the last good version serves"
+    );
+    let session = plugin.shutdown().await;
+    let refusal = format!(
+        "module misbehave: its signature by key {} does not match",
+        key.id
+    );
+    let line = session
+        .stderr
+        .lines()
+        .find(|l| l.contains(&refusal))
+        .unwrap_or_else(|| panic!("no refusal in {}", session.stderr));
+    assert!(
+        line.contains("misbehave.sig")
+            && line.contains(&format!(
+                "serving its last good version (sha256 {good_sha})"
+            )),
+        "{line}"
+    );
+
+    // With keys that cannot be read, nothing beyond the stock modules is served, not even the last
+    // good version: it cannot be verified.
+    std::fs::write(key.public(), "not a key").unwrap();
+    let plugin = Plugin::start_as(support::plugin::binary(), &[], &env);
+    assert!(!serves_echo(plugin.listed().await));
+    let session = plugin.shutdown().await;
+    assert!(
+        session.stderr.contains("VELERO_WASM_TRUSTED_KEYS")
+            && session.stderr.contains("not an ed25519 public key"),
+        "{}",
+        session.stderr
+    );
+}
+
+#[test]
+fn an_exported_stock_module_loads_back_as_a_directory_module_with_the_same_sha256() {
+    let out = run(&["actions", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let stock = stdout_json(&out);
+    let kubevirt_sha = stock["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["module"] == "kubevirt")
+        .unwrap()["sha256"]
+        .clone();
+
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("exported");
+    let out = run(&["module", "export", "kubevirt", &text(&target)]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        sha256_hex(&std::fs::read(target.join("kubevirt.wasm")).unwrap()),
+        kubevirt_sha.as_str().unwrap()
+    );
+
+    let out = actions(&target, None);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let loaded = stdout_json(&out);
+    let kubevirt: Vec<&Value> = loaded["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["module"] == "kubevirt")
+        .collect();
+    assert!(!kubevirt.is_empty());
+    for action in kubevirt {
+        assert_eq!(action["sha256"], kubevirt_sha);
+        assert_eq!(
+            action["origin"],
+            text(&target.join("kubevirt.wasm")).as_str()
+        );
+    }
+
+    // Exporting again does not overwrite what an operator may have edited.
+    let out = run(&["module", "export", "kubevirt", &text(&target)]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("exists: not overwriting it"),
+        "{}",
+        stderr(&out)
+    );
+    let out = run(&["module", "export", "nonesuch", &text(&target)]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("kubevirt"),
+        "names the stock modules: {}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn pack_refuses_a_module_over_the_one_mebibyte_object_limit_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    // Base64 makes 800 KiB of component about 1.07 MB of ConfigMap.
+    let big = vec![7u8; 800 << 10];
+    std::fs::write(dir.path().join("big.wasm"), &big).unwrap();
+    std::fs::write(
+        dir.path().join("big.toml"),
+        format!("sha256 = \"{}\"\n", sha256_hex(&big)),
+    )
+    .unwrap();
+    let out_file = dir.path().join("big.yaml");
+    let out = run(&[
+        "module",
+        "pack",
+        &text(&dir.path().join("big.wasm")),
+        "--out",
+        &text(&out_file),
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let message = stderr(&out);
+    assert!(
+        message.contains("ConfigMap velero-wasm-module-big (module big) would be ")
+            && message.contains("over Kubernetes' limit of 1048576 bytes"),
+        "{message}"
+    );
+    assert!(!out_file.exists(), "nothing written");
+
+    // 700 KiB fits, and the size reported is the size written.
+    let fits = vec![7u8; 700 << 10];
+    std::fs::write(dir.path().join("big.wasm"), &fits).unwrap();
+    std::fs::write(
+        dir.path().join("big.toml"),
+        format!("sha256 = \"{}\"\n", sha256_hex(&fits)),
+    )
+    .unwrap();
+    let report = pack(&dir.path().join("big.wasm"), None, &out_file);
+    let written = std::fs::metadata(&out_file).unwrap().len();
+    assert!(
+        report.contains(&format!(
+            "ConfigMap velero/velero-wasm-module-big: {written} bytes"
+        )),
+        "{report}"
+    );
+}
+
+#[test]
+fn keygen_never_overwrites_a_key() {
+    let keys = tempfile::tempdir().unwrap();
+    let key = Key::new(keys.path(), "ops");
+    let before = std::fs::read(key.private()).unwrap();
+    let out = run(&["module", "keygen", "--out", &text(&key.prefix)]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("exists"), "{}", stderr(&out));
+    assert_eq!(std::fs::read(key.private()).unwrap(), before);
+}
