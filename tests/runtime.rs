@@ -322,6 +322,7 @@ async fn a_broken_update_of_a_module_falls_back_to_its_last_good_version() {
     let config = ModuleConfig {
         directory: Some(modules.path().to_path_buf()),
         last_good: Some(LastGood::at(state.path().join("last-good"))),
+        ..ModuleConfig::default()
     };
     let fresh_runtime = || {
         Runtime::new(Services::new(
@@ -377,7 +378,7 @@ async fn a_broken_update_of_a_module_falls_back_to_its_last_good_version() {
     let problems = forgetful
         .load_modules(&ModuleConfig {
             directory: config.directory.clone(),
-            last_good: None,
+            ..ModuleConfig::default()
         })
         .await
         .unwrap();
@@ -399,7 +400,7 @@ async fn compiled_modules_are_cached_and_a_damaged_cache_is_recompiled() {
     let cache_dir = tempfile::tempdir().unwrap();
     let config = ModuleConfig {
         directory: Some(modules.path().to_path_buf()),
-        last_good: None,
+        ..ModuleConfig::default()
     };
     let host = || {
         Runtime::new(Services::new(

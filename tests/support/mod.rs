@@ -63,6 +63,7 @@ pub fn velero_wasm(args: &[&str]) -> Output {
         .args(args)
         .env_remove("VELERO_PLUGIN")
         .env_remove("VELERO_WASM_MODULES")
+        .env("VELERO_WASM_CONFIGMAPS", "off")
         .output()
         .expect("run velero-wasm")
 }

@@ -12,6 +12,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 use crate::capabilities::Services;
+use crate::modules::configmaps::ConfigMapModules;
 use crate::runtime::{CompileCache, LoadProblem, ModuleConfig, Runtime};
 
 /// Velero item actions as sandboxed WebAssembly components.
@@ -134,12 +135,22 @@ async fn load_runtime(
     args: &ModuleArgs,
     services: Services,
 ) -> Result<(Runtime, Vec<LoadProblem>), Failure> {
+    load_runtime_with(args, services, None).await
+}
+
+/// Like [`load_runtime`], with the module ConfigMaps read through the API loaded last.
+async fn load_runtime_with(
+    args: &ModuleArgs,
+    services: Services,
+    configmaps: Option<ConfigMapModules>,
+) -> Result<(Runtime, Vec<LoadProblem>), Failure> {
     let runtime = Runtime::new(services)
         .map_err(|e| Failure::failed(format!("{e:#}")))?
         .with_compile_cache(compile_cache());
     let config = ModuleConfig {
         directory: args.modules.clone(),
-        last_good: None,
+        configmaps,
+        ..ModuleConfig::default()
     };
     let problems = runtime.load_modules(&config).await.map_err(|e| {
         let dir = args

@@ -1,17 +1,22 @@
-//! Where modules come from: the stock components embedded in the binary, and a module directory (a
-//! mounted ConfigMap, or a policy author's build output) that adds modules or replaces stock ones by
-//! name. Each module is a component (`<name>.wasm`) and its [`Manifest`] (`<name>.toml`).
+//! Where modules come from: the stock components embedded in the binary, a module directory (a
+//! mounted ConfigMap, or a policy author's build output) and module ConfigMaps read through the API
+//! ([`configmaps`]), each adding modules or replacing earlier ones by name. Each module is a
+//! component (`<name>.wasm`) and its [`Manifest`] (`<name>.toml`); a manifest alone, named after a
+//! stock module, overrides that module's settings and limits and may narrow its grant
+//! ([`stock_override`]).
 
+pub mod configmaps;
 mod directory;
 mod last_good;
 mod manifest;
 mod stock;
+pub mod stock_override;
 
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-pub use directory::{read_module, scan_directory, DirectoryScan};
+pub use directory::{read_module, scan_directory, DirectoryScan, OverrideFile};
 pub use last_good::LastGood;
 pub use manifest::{parse_byte_size, Grant, KubeRule, Limits, Manifest, ManifestError, MAX_MEMORY};
 pub use stock::stock_modules;
@@ -71,6 +76,22 @@ pub enum Origin {
     Stock,
     /// Read from a file.
     File(PathBuf),
+    /// Read from a module ConfigMap through the API (materialised under the state directory).
+    ConfigMap {
+        /// The ConfigMap's name.
+        name: String,
+        /// Its `resourceVersion` when it was read.
+        resource_version: String,
+    },
+    /// A stock component with an override manifest from this origin.
+    Override(Box<Origin>),
+}
+
+impl Origin {
+    /// Whether the component is the binary's own (stock, or stock with an override manifest).
+    pub fn is_stock_component(&self) -> bool {
+        matches!(self, Origin::Stock | Origin::Override(_))
+    }
 }
 
 impl fmt::Display for Origin {
@@ -78,6 +99,11 @@ impl fmt::Display for Origin {
         match self {
             Origin::Stock => f.write_str("stock"),
             Origin::File(path) => write!(f, "{}", path.display()),
+            Origin::ConfigMap {
+                name,
+                resource_version,
+            } => write!(f, "ConfigMap {name}@{resource_version}"),
+            Origin::Override(from) => write!(f, "stock + override {from}"),
         }
     }
 }

@@ -14,6 +14,7 @@ mod registry;
 mod signing;
 mod warm;
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -30,7 +31,11 @@ pub use signing::{types as signing_types, Signing};
 pub use warm::WarmInstance;
 
 use crate::capabilities::{self, CallState, Services};
-use crate::modules::{scan_directory, stock_modules, LastGood, ModuleSource};
+use crate::modules::configmaps::ConfigMapModules;
+use crate::modules::{
+    scan_directory, stock_modules, stock_override, DirectoryScan, LastGood, ModuleSource, Origin,
+    OverrideFile,
+};
 
 /// The runtime: modules, and the services their capabilities use.
 pub struct Runtime {
@@ -50,6 +55,8 @@ pub struct ModuleConfig {
     pub directory: Option<PathBuf>,
     /// Where the last good version of each directory module is kept, for when an update is broken.
     pub last_good: Option<LastGood>,
+    /// The module ConfigMaps read through the API (already written out), loaded after the directory.
+    pub configmaps: Option<ConfigMapModules>,
 }
 
 /// Something about the modules worth telling the operator.
@@ -181,43 +188,120 @@ impl Runtime {
         errors
     }
 
-    /// Loads the stock modules, then those of the module directory. A directory module that cannot be
-    /// used falls back to its last good version, if one was remembered, else to the stock module of its
-    /// name, if any. Returns what is worth reporting; fails only when the directory itself cannot be
-    /// read.
+    /// Loads the stock modules, then those of the module directory, then those of the module
+    /// ConfigMaps: each later source replaces a module of the same name (stock < directory <
+    /// ConfigMap). A module that cannot be used falls back to its last good version from the same
+    /// source, if one was remembered, else to what already serves under its name (a stock module, or
+    /// the directory's). A manifest without a component overrides the stock module of its name.
+    /// Returns what is worth reporting; fails only when the directory itself cannot be read.
     pub async fn load_modules(
         &self,
         config: &ModuleConfig,
     ) -> Result<Vec<LoadProblem>, std::io::Error> {
         let mut problems = Vec::new();
-        for stock in stock_modules() {
-            match stock {
-                Ok(source) => match self.load(source).await {
-                    Ok(loaded) => {
-                        problems.extend(loaded.warnings.into_iter().map(LoadProblem::warning))
+        let mut stock = BTreeMap::new();
+        for source in stock_modules() {
+            match source {
+                Ok(source) => {
+                    stock.insert(source.name.clone(), source.clone());
+                    match self.load(source).await {
+                        Ok(loaded) => {
+                            problems.extend(loaded.warnings.into_iter().map(LoadProblem::warning))
+                        }
+                        Err(e) => problems.push(LoadProblem::not_served(e.to_string())),
                     }
-                    Err(e) => problems.push(LoadProblem::not_served(e.to_string())),
-                },
+                }
                 Err(problem) => problems.push(LoadProblem::not_served(problem)),
             }
         }
-        let Some(dir) = &config.directory else {
-            return Ok(problems);
-        };
-        let scan = scan_directory(dir)?;
-        // A store that cannot be trusted is reported once, then not used at all.
-        let last_good = match &config.last_good {
-            Some(store) => match store.open() {
-                Ok(()) => Some(store),
-                Err(why) => {
-                    problems.push(LoadProblem::warning(format!(
-                        "not keeping last good versions of modules: {why}"
-                    )));
-                    None
+        if let Some(dir) = &config.directory {
+            let scan = scan_directory(dir)?;
+            let last_good = self.open_last_good(config.last_good.as_ref(), &mut problems);
+            let broken = self
+                .load_scan(
+                    scan,
+                    last_good,
+                    &stock,
+                    &|o: &OverrideFile| Origin::File(o.path.clone()),
+                    &mut problems,
+                )
+                .await;
+            self.fall_back(broken, last_good, &mut problems).await;
+        }
+        if let Some(configmaps) = &config.configmaps {
+            let last_good = self.open_last_good(configmaps.last_good.as_ref(), &mut problems);
+            let mut broken: Vec<(String, String)> = Vec::new();
+            for problem in &configmaps.problems {
+                match &problem.module {
+                    Some(name) => broken.push((name.clone(), problem.message.clone())),
+                    None => problems.push(LoadProblem::not_served(problem.message.clone())),
                 }
-            },
-            None => None,
-        };
+            }
+            for cached in &configmaps.configmaps {
+                let origin = cached.origin();
+                let mut scan = match scan_directory(&cached.dir) {
+                    Ok(scan) => scan,
+                    Err(e) => {
+                        problems.push(LoadProblem::not_served(format!(
+                            "{origin}: its copy {} cannot be read: {e}",
+                            cached.dir.display()
+                        )));
+                        continue;
+                    }
+                };
+                for module in &mut scan.modules {
+                    module.origin = origin.clone();
+                }
+                for (path, problem) in &mut scan.problems {
+                    let file = path.file_name().map(PathBuf::from).unwrap_or_default();
+                    *problem = format!("{origin}: {}: {problem}", file.display());
+                    *path = file;
+                }
+                let from = origin.clone();
+                broken.extend(
+                    self.load_scan(
+                        scan,
+                        last_good,
+                        &stock,
+                        &|_: &OverrideFile| from.clone(),
+                        &mut problems,
+                    )
+                    .await,
+                );
+            }
+            self.fall_back(broken, last_good, &mut problems).await;
+        }
+        Ok(problems)
+    }
+
+    /// The last good store, if it can be trusted (a store that cannot is reported, then not used).
+    fn open_last_good<'a>(
+        &self,
+        store: Option<&'a LastGood>,
+        problems: &mut Vec<LoadProblem>,
+    ) -> Option<&'a LastGood> {
+        let store = store?;
+        match store.open() {
+            Ok(()) => Some(store),
+            Err(why) => {
+                problems.push(LoadProblem::warning(format!(
+                    "not keeping last good versions of modules: {why}"
+                )));
+                None
+            }
+        }
+    }
+
+    /// Loads what a directory scan found (remembering each module that loads) and its overrides.
+    /// Returns the modules that could not be used, with the reason, for [`Self::fall_back`].
+    async fn load_scan(
+        &self,
+        scan: DirectoryScan,
+        last_good: Option<&LastGood>,
+        stock: &BTreeMap<String, ModuleSource>,
+        override_origin: &(dyn Fn(&OverrideFile) -> Origin + Sync),
+        problems: &mut Vec<LoadProblem>,
+    ) -> Vec<(String, String)> {
         let mut broken: Vec<(String, String)> = scan
             .problems
             .into_iter()
@@ -226,7 +310,13 @@ impl Runtime {
                     .file_stem()
                     .map(|s| s.to_string_lossy().into_owned())
                     .unwrap_or_default();
-                (name, format!("{}: {problem}", path.display()))
+                let shown = path.display().to_string();
+                let message = if shown.is_empty() || problem.contains(&shown) {
+                    problem
+                } else {
+                    format!("{shown}: {problem}")
+                };
+                (name, message)
             })
             .collect();
         for module in scan.modules {
@@ -247,6 +337,50 @@ impl Runtime {
                 Err(e) => broken.push((kept.name.clone(), e.to_string())),
             }
         }
+        for file in scan.overrides {
+            let from = override_origin(&file);
+            let Some(base) = stock.get(&file.name) else {
+                let (served, now) = self.serving(&file.name);
+                problems.push(LoadProblem {
+                    message: format!(
+                        "{from}: a manifest without its component ({}.wasm), and no stock module is named {}; {now}",
+                        file.name, file.name
+                    ),
+                    broken: true,
+                    served,
+                });
+                continue;
+            };
+            let refused = match stock_override::apply(base, &file.text, from.clone()) {
+                Ok(source) => match self.load(source).await {
+                    Ok(loaded) => {
+                        problems.extend(loaded.warnings.into_iter().map(LoadProblem::warning));
+                        continue;
+                    }
+                    Err(e) => e.to_string(),
+                },
+                Err(why) => why,
+            };
+            let (served, now) = self.serving(&file.name);
+            problems.push(LoadProblem {
+                message: format!(
+                    "override {from} of module {} refused: {refused}; {now}",
+                    file.name
+                ),
+                broken: true,
+                served,
+            });
+        }
+        broken
+    }
+
+    /// Puts the last good version of each broken module in service, or says what serves instead.
+    async fn fall_back(
+        &self,
+        broken: Vec<(String, String)>,
+        last_good: Option<&LastGood>,
+        problems: &mut Vec<LoadProblem>,
+    ) {
         for (name, problem) in broken {
             let (served, fallback) = match last_good {
                 Some(store) => match store.recall(&name) {
@@ -273,18 +407,21 @@ impl Runtime {
                 served,
             });
         }
-        Ok(problems)
     }
 
     fn stock_fallback(&self, name: &str, why: &str) -> (bool, String) {
-        let stock = self
-            .catalog()
-            .modules()
-            .any(|m| &*m.name == name && m.origin == crate::modules::Origin::Stock);
-        if stock {
-            (true, format!("{why}: serving the stock module {name}"))
-        } else {
-            (false, format!("{why}: module {name} is not served"))
+        let (served, now) = self.serving(name);
+        (served, format!("{why}: {now}"))
+    }
+
+    /// Whether a module of this name is in service, and which, for people.
+    fn serving(&self, name: &str) -> (bool, String) {
+        match self.catalog().modules().find(|m| &*m.name == name) {
+            Some(m) if m.origin == Origin::Stock => {
+                (true, format!("serving the stock module {name}"))
+            }
+            Some(m) => (true, format!("serving module {name} from {}", m.origin)),
+            None => (false, format!("module {name} is not served")),
         }
     }
 
