@@ -214,6 +214,16 @@ async fn a_module_configmap_is_served_by_the_next_process_updated_then_deleted()
     // The old copy is kept a while (a process that listed it may still be reading it).
     assert_eq!(scene.cached_dirs().len(), 2);
 
+    // A copy no longer listed is pruned once unused for a while; a recent one is kept.
+    let two = scene.cached_dirs();
+    let old = two.iter().find(|d| **d == dirs[0]).unwrap();
+    let newer = two.iter().find(|d| **d != dirs[0]).unwrap().clone();
+    let long_ago = std::time::SystemTime::now() - Duration::from_secs(3600);
+    std::fs::File::open(old)
+        .unwrap()
+        .set_modified(long_ago)
+        .unwrap();
+
     // Deleted: gone from the next process.
     assert!(scene
         .server
@@ -230,6 +240,7 @@ async fn a_module_configmap_is_served_by_the_next_process_updated_then_deleted()
         !line["modules"].as_str().unwrap().contains("misbehave"),
         "{line:?}"
     );
+    assert_eq!(scene.cached_dirs(), [newer]);
 
     // The list asked the API server for the label, in Velero's namespace.
     let lists: Vec<_> = scene
