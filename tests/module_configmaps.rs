@@ -4,7 +4,8 @@
 //!
 //! - A module ConfigMap created is served by the next plugin process; updated, the next process
 //!   serves the new version; deleted, it is gone. An unchanged ConfigMap is not written again.
-//! - With the API server down, the ConfigMaps of the last successful list serve, with a warning.
+//! - With the list forbidden or the API server down, the ConfigMaps of the last successful list
+//!   serve, with a warning.
 //! - A ConfigMap too large or with keys that are not `<name>.wasm|toml|sig` is reported; the others
 //!   are written.
 //! - A mounted directory read while the kubelet swaps `..data` gives one whole version, never a mix.
@@ -256,7 +257,7 @@ async fn a_module_configmap_is_served_by_the_next_process_updated_then_deleted()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn with_the_api_server_down_the_last_listed_configmaps_serve_with_a_warning() {
+async fn with_the_list_forbidden_or_the_api_server_down_the_last_listed_configmaps_serve() {
     let mut scene = Scene::new(&[]);
     scene.server.apply(misbehave_configmap("v1.example.io"));
     let plugin = scene.start(&[]);
@@ -265,6 +266,25 @@ async fn with_the_api_server_down_the_last_listed_configmaps_serve_with_a_warnin
         .contains(&"v1.example.io/echo".to_string()));
     plugin.shutdown().await;
 
+    // The service account may not list ConfigMaps (any more): the cached ones serve.
+    scene.server.forbid("configmaps");
+    let plugin = scene.start(&[]);
+    assert!(names(&plugin)
+        .await
+        .contains(&"v1.example.io/echo".to_string()));
+    let session = plugin.shutdown().await;
+    assert!(
+        session.log_lines().iter().any(|l| l["@level"] == "warn"
+            && l["@message"].as_str().unwrap().contains("is forbidden")
+            && l["@message"]
+                .as_str()
+                .unwrap()
+                .contains("last successful list")),
+        "{}",
+        session.stderr
+    );
+
+    // The API server is down.
     scene.server.stop();
     let plugin = scene.start(&[]);
     assert_eq!(
