@@ -8,7 +8,8 @@
 //!   serve, with a warning.
 //! - A ConfigMap too large or with keys that are not `<name>.wasm|toml|sig` is reported; the others
 //!   are written.
-//! - A mounted directory read while the kubelet swaps `..data` gives one whole version, never a mix.
+//! - A mounted directory read while the kubelet swaps `..data` gives one whole version, never a mix;
+//!   the next plugin process serves the new version.
 //! - An override changes kubevirt's `mode` without a component; one that widens the grant is refused
 //!   and the stock module serves unchanged.
 
@@ -379,31 +380,97 @@ fn a_configmap_too_large_or_with_bad_keys_is_reported_and_the_others_are_written
     assert_eq!(cache.last_listing().unwrap(), read.configmaps);
 }
 
-/// Writes version `v` of module `m` as the kubelet does: a new timestamped directory, `..data`
-/// swapped to it by a rename, the previous directory removed.
-fn kubelet_swap(dir: &Path, v: usize) {
-    let wasm = format!("version {v}\n").repeat(8 << 10).into_bytes();
+/// Publishes `files` as version `v` of a mounted ConfigMap, as the kubelet does: a new timestamped
+/// directory, `..data` swapped to it by a rename, each file a link through `..data`, the previous
+/// directory removed.
+fn kubelet_publish(dir: &Path, v: usize, files: &[(String, Vec<u8>)]) {
     let stamp = format!("..2026_12_02_00_00_00.{v:09}");
     std::fs::create_dir(dir.join(&stamp)).unwrap();
-    std::fs::write(dir.join(&stamp).join("m.wasm"), &wasm).unwrap();
-    std::fs::write(
-        dir.join(&stamp).join("m.toml"),
-        format!(
-            "sha256 = \"{}\"\n[settings]\nversion = \"{v}\"\n",
-            sha256_hex(&wasm)
-        ),
-    )
-    .unwrap();
+    for (name, bytes) in files {
+        std::fs::write(dir.join(&stamp).join(name), bytes).unwrap();
+    }
     let old = std::fs::read_link(dir.join("..data")).ok();
     std::os::unix::fs::symlink(&stamp, dir.join("..data_tmp")).unwrap();
     std::fs::rename(dir.join("..data_tmp"), dir.join("..data")).unwrap();
-    for file in ["m.wasm", "m.toml"] {
-        if std::fs::symlink_metadata(dir.join(file)).is_err() {
-            std::os::unix::fs::symlink(format!("..data/{file}"), dir.join(file)).unwrap();
+    for (name, _) in files {
+        if std::fs::symlink_metadata(dir.join(name)).is_err() {
+            std::os::unix::fs::symlink(format!("..data/{name}"), dir.join(name)).unwrap();
         }
     }
     if let Some(old) = old {
         std::fs::remove_dir_all(dir.join(old)).unwrap();
+    }
+}
+
+/// Version `v` of a module `m` whose component is text naming its version (never compiled).
+fn kubelet_swap(dir: &Path, v: usize) {
+    let wasm = format!("version {v}\n").repeat(8 << 10).into_bytes();
+    let manifest = format!(
+        "sha256 = \"{}\"\n[settings]\nversion = \"{v}\"\n",
+        sha256_hex(&wasm)
+    );
+    kubelet_publish(
+        dir,
+        v,
+        &[
+            ("m.wasm".into(), wasm),
+            ("m.toml".into(), manifest.into_bytes()),
+        ],
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kubelet_mounted_directory_serves_each_new_version_to_the_next_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let publish = |v: usize| {
+        let cm = misbehave_configmap(&format!("v{v}.example.io"));
+        let wasm = base64::engine::general_purpose::STANDARD
+            .decode(cm["binaryData"]["misbehave.wasm"].as_str().unwrap())
+            .unwrap();
+        let toml = cm["data"]["misbehave.toml"]
+            .as_str()
+            .unwrap()
+            .as_bytes()
+            .to_vec();
+        kubelet_publish(
+            dir.path(),
+            v,
+            &[
+                ("misbehave.wasm".into(), wasm),
+                ("misbehave.toml".into(), toml),
+            ],
+        );
+    };
+    let env = [
+        ("VELERO_WASM_MODULES", dir.path().to_str().unwrap()),
+        ("VELERO_WASM_STATE_DIR", state.path().to_str().unwrap()),
+    ];
+    for v in 1..=2 {
+        publish(v);
+        let plugin = Plugin::start_as(binary(), &["--log-level", "info"], &env);
+        assert_eq!(
+            echo(&plugin, &format!("v{v}.example.io/echo"))
+                .await
+                .unwrap(),
+            ["secrets shop/cm"]
+        );
+        let listed = names(&plugin).await;
+        assert!(
+            !listed.contains(&format!("v{}.example.io/echo", 3 - v)),
+            "{listed:?}"
+        );
+        let line = modules_line(&plugin.shutdown().await);
+        // Named as the operator sees it, not by the kubelet's timestamped directory.
+        let shown = format!("misbehave: {}", dir.path().join("misbehave.wasm").display());
+        assert!(
+            line["modules"]
+                .as_str()
+                .unwrap()
+                .split("; ")
+                .any(|m| m == shown),
+            "{line:?}"
+        );
     }
 }
 
