@@ -262,6 +262,54 @@ impl ApiServer {
         self.lock().throttle = Some((requests, retry_after_secs)).filter(|(n, _)| *n > 0);
     }
 
+    /// Stores `object` as `kubectl apply` would: created with a new uid, or replacing the object of
+    /// that name (keeping its uid); either way with a new `resourceVersion`. Returns it as stored.
+    pub fn apply(&self, mut object: Value) -> Value {
+        let mut state = self.lock();
+        let api_version = object["apiVersion"]
+            .as_str()
+            .expect("apiVersion")
+            .to_string();
+        let kind = object["kind"].as_str().expect("kind").to_string();
+        let t = state
+            .types
+            .iter()
+            .find(|t| t.api_version() == api_version && t.kind == kind)
+            .cloned()
+            .expect("a known resource type");
+        let namespace = object
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let name = object["metadata"]["name"]
+            .as_str()
+            .expect("name")
+            .to_string();
+        let k = key(&t, &namespace, &name);
+        let revision = state.next_revision();
+        let uid = match state.objects.get(&k) {
+            Some(stored) => stored["metadata"]["uid"].clone(),
+            None => json!(format!("5e1f0000-0000-4000-8000-{:012x}", state.revision)),
+        };
+        object["metadata"]["uid"] = uid;
+        object["metadata"]["resourceVersion"] = json!(revision);
+        state.objects.insert(k, object.clone());
+        object
+    }
+
+    /// Deletes a stored object; whether there was one.
+    pub fn delete(&self, group_resource: &str, namespace: &str, name: &str) -> bool {
+        self.lock()
+            .objects
+            .remove(&(
+                group_resource.to_string(),
+                namespace.to_string(),
+                name.to_string(),
+            ))
+            .is_some()
+    }
+
     /// The requests received so far.
     pub fn requests(&self) -> Vec<Logged> {
         self.lock().log.clone()

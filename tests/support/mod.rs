@@ -65,6 +65,7 @@ pub fn velero_wasm(args: &[&str]) -> Output {
         .env_remove("VELERO_WASM_MODULES")
         .env_remove("VELERO_WASM_STOCK")
         .env_remove("VELERO_WASM_TRUSTED_KEYS")
+        .env("VELERO_WASM_CONFIGMAPS", "off")
         .output()
         .expect("run velero-wasm")
 }

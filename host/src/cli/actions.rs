@@ -6,10 +6,12 @@ use std::sync::Arc;
 
 use serde_json::json;
 
-use super::{load_runtime, ModuleArgs, EXIT_FAILED, EXIT_OK};
+use super::{load_runtime_with, ModuleArgs, EXIT_FAILED, EXIT_OK};
 use crate::action::Selector;
+use crate::capabilities::kube::live::{ClusterOptions, LazyCluster};
 use crate::capabilities::kube::NoCluster;
 use crate::capabilities::{Clock, Environment, Services};
+use crate::modules::configmaps;
 
 /// Arguments of `actions`.
 #[derive(Debug, clap::Args)]
@@ -29,7 +31,12 @@ pub async fn actions(args: ActionsArgs) -> u8 {
         Clock::System,
         Environment::from_process(),
     );
-    let (runtime, problems) = match load_runtime(&args.modules, services).await {
+    // With VELERO_WASM_CONFIGMAPS=on (or in a pod), the module ConfigMaps too, as the plugin reads them.
+    let cluster = LazyCluster::new(ClusterOptions::default(), None);
+    let velero_namespace = services.environment.velero_namespace().to_string();
+    let state = crate::state::default_dir();
+    let configmaps = configmaps::read(&cluster, &velero_namespace, state.as_deref()).await;
+    let (runtime, problems) = match load_runtime_with(&args.modules, services, configmaps).await {
         Ok(loaded) => loaded,
         Err(failure) => {
             eprintln!("velero-wasm actions: {}", failure.message);
@@ -73,7 +80,11 @@ pub async fn actions(args: ActionsArgs) -> u8 {
             .iter()
             .map(|p| json!({"message": p.message, "broken": p.broken, "served": p.served}))
             .collect();
-        let out = json!({ "actions": actions, "problems": problems });
+        let modules: Vec<_> = catalog
+            .modules()
+            .map(|m| json!({"name": &*m.name, "source": m.origin.to_string(), "settings": m.settings()}))
+            .collect();
+        let out = json!({ "actions": actions, "modules": modules, "problems": problems });
         println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
     } else {
         let mut rows = vec![[
@@ -98,6 +109,24 @@ pub async fn actions(args: ActionsArgs) -> u8 {
             ]);
         }
         print!("{}", table(&rows));
+        // Where each module comes from (stock, a directory, a ConfigMap, an override).
+        let mut sources = vec![[
+            "MODULE".to_string(),
+            "SOURCE".to_string(),
+            String::new(),
+            String::new(),
+            String::new(),
+        ]];
+        for m in catalog.modules() {
+            sources.push([
+                m.name.to_string(),
+                m.origin.to_string(),
+                String::new(),
+                String::new(),
+                String::new(),
+            ]);
+        }
+        print!("\n{}", table(&sources));
         for problem in &problems {
             let what = if problem.broken {
                 "module left out"

@@ -17,6 +17,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 use crate::capabilities::Services;
+use crate::modules::configmaps::ConfigMapModules;
 use crate::modules::{StockChoice, TrustedKeys};
 use crate::runtime::{CompileCache, LoadProblem, ModuleConfig, Runtime};
 
@@ -184,6 +185,15 @@ async fn load_runtime(
     args: &ModuleArgs,
     services: Services,
 ) -> Result<(Runtime, Vec<LoadProblem>), Failure> {
+    load_runtime_with(args, services, None).await
+}
+
+/// Like [`load_runtime`], with the module ConfigMaps read through the API loaded last.
+async fn load_runtime_with(
+    args: &ModuleArgs,
+    services: Services,
+    configmaps: Option<ConfigMapModules>,
+) -> Result<(Runtime, Vec<LoadProblem>), Failure> {
     let runtime = Runtime::new(services)
         .map_err(|e| Failure::failed(format!("{e:#}")))?
         .with_compile_cache(compile_cache());
@@ -192,6 +202,7 @@ async fn load_runtime(
         last_good: None,
         stock: args.stock.clone(),
         trusted_keys: args.trusted_keys()?,
+        configmaps,
     };
     let problems = runtime.load_modules(&config).await.map_err(|e| {
         let dir = args

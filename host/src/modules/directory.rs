@@ -1,7 +1,14 @@
-//! A module directory: `<name>.wasm` with `<name>.toml` (and optionally `<name>.sig`) beside it. A
-//! mounted ConfigMap has this shape (its `..data` bookkeeping entries are skipped). A module whose
-//! files are unreadable, whose manifest is invalid, whose sha256 does not match or whose signature is
-//! refused is reported and left out; the others load.
+//! A module directory: `<name>.wasm` with `<name>.toml` (and optionally `<name>.sig`) beside it, and
+//! override manifests (`<name>.toml` alone, see [`stock_override`](super::stock_override)). A module
+//! whose files are unreadable, whose manifest is invalid, whose sha256 does not match or whose
+//! signature is refused is reported and left out; the others load.
+//!
+//! A mounted ConfigMap has this shape, the kubelet's way: the files live in a timestamped directory
+//! (`..2026_12_02_00_00_00.123456789/`), `..data` is a symbolic link to it, and each file is a link
+//! through `..data`. An update writes a new timestamped directory, swaps `..data` by a rename (atomic)
+//! and deletes the old directory. Read file by file through the links, a scan during a swap could mix
+//! an old manifest with a new component; so the scan resolves `..data` once and reads that one
+//! version, and reads again (a few times at most) when `..data` moved while it was reading.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -9,34 +16,121 @@ use std::sync::Arc;
 use super::signature::{read_signature_file, verify, SignatureError, TrustedKeys};
 use super::{sha256_hex, valid_module_name, Manifest, ModuleSource, Origin};
 
+/// The kubelet's link to the current version of a mounted ConfigMap or Secret.
+const KUBELET_DATA: &str = "..data";
+
+/// How many times a scan starts again because `..data` moved while it was reading.
+const SWAP_RETRIES: usize = 5;
+
 /// What a scan found.
 #[derive(Debug, Default)]
 pub struct DirectoryScan {
     /// Modules ready to compile.
     pub modules: Vec<ModuleSource>,
+    /// Manifests without a component: overrides of the stock module of their name.
+    pub overrides: Vec<OverrideFile>,
     /// Files that could not be used, each with the reason.
     pub problems: Vec<(PathBuf, String)>,
 }
 
-/// Reads every module in `dir`, checking signatures against `trusted` keys (see [`read_module`]).
-/// Fails only when the directory itself cannot be read.
+/// A manifest found without its component (`<name>.toml` and no `<name>.wasm`).
+#[derive(Debug, Clone)]
+pub struct OverrideFile {
+    /// The module it overrides.
+    pub name: String,
+    /// Where it was found.
+    pub path: PathBuf,
+    /// The manifest as written.
+    pub text: String,
+}
+
+/// Reads every module in `dir` (one whole version of a kubelet-mounted directory), checking signatures
+/// against `trusted` keys (see [`read_module`]). Fails only when the directory itself cannot be read.
 pub fn scan_directory(dir: &Path, trusted: Option<&TrustedKeys>) -> std::io::Result<DirectoryScan> {
-    let mut wasm_files: Vec<PathBuf> = std::fs::read_dir(dir)?
+    let mut attempt = 0;
+    loop {
+        let version = std::fs::read_link(dir.join(KUBELET_DATA)).ok();
+        let base = match &version {
+            Some(target) => dir.join(target),
+            None => dir.to_path_buf(),
+        };
+        let scan = scan_once(&base, trusted);
+        let moved = version.is_some() && std::fs::read_link(dir.join(KUBELET_DATA)).ok() != version;
+        attempt += 1;
+        if moved && attempt < SWAP_RETRIES {
+            continue;
+        }
+        let mut scan = scan?;
+        if base != dir {
+            // Name files as the operator sees them, not by the kubelet's timestamped directory.
+            let shown = |p: &Path| {
+                p.file_name()
+                    .map_or_else(|| p.to_path_buf(), |n| dir.join(n))
+            };
+            for module in &mut scan.modules {
+                if let Origin::File(path) = &module.origin {
+                    module.origin = Origin::File(shown(path));
+                }
+            }
+            for o in &mut scan.overrides {
+                o.path = shown(&o.path);
+            }
+            for (path, _) in &mut scan.problems {
+                *path = shown(path);
+            }
+        }
+        return Ok(scan);
+    }
+}
+
+fn scan_once(dir: &Path, trusted: Option<&TrustedKeys>) -> std::io::Result<DirectoryScan> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)?
         .filter_map(|e| e.ok())
         .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "wasm"))
         .filter(|p| {
             !p.file_name()
                 .and_then(|n| n.to_str())
                 .is_some_and(|n| n.starts_with('.'))
         })
         .collect();
-    wasm_files.sort();
+    files.sort();
+    let has = |p: &PathBuf, ext: &str| p.extension().is_some_and(|x| x == ext);
     let mut scan = DirectoryScan::default();
-    for wasm_path in wasm_files {
-        match read_module(&wasm_path, trusted) {
+    for path in files.iter().filter(|p| has(p, "wasm")) {
+        match read_module(path, trusted) {
             Ok(module) => scan.modules.push(module),
-            Err(problem) => scan.problems.push((wasm_path, problem)),
+            Err(problem) => scan.problems.push((path.clone(), problem)),
+        }
+    }
+    for path in files.iter().filter(|p| has(p, "toml")) {
+        if files.contains(&path.with_extension("wasm")) {
+            continue;
+        }
+        let Some(name) = path.file_stem().and_then(|s| s.to_str()) else {
+            continue;
+        };
+        let text = match std::fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(e) => {
+                scan.problems
+                    .push((path.clone(), format!("cannot be read: {e}")));
+                continue;
+            }
+        };
+        // An override changes a grant as much as a module does: signed the same way, without a
+        // component.
+        let signature_path = path.with_extension("sig");
+        let signed = read_signature_file(&signature_path).and_then(|signature| {
+            verify(name, None, &text, signature.as_deref(), trusted)
+                .map_err(|e| format!("{}: {e}", signature_path.display()))
+        });
+        match signed {
+            Ok(_) => scan.overrides.push(OverrideFile {
+                name: name.to_string(),
+                path: path.clone(),
+                text,
+            }),
+            Err(problem) => scan.problems.push((path.clone(), problem)),
         }
     }
     Ok(scan)

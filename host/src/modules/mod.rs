@@ -1,19 +1,25 @@
-//! Where modules come from: the stock components embedded in the binary, and a module directory (a
-//! mounted ConfigMap, or a policy author's build output) that adds modules or replaces stock ones by
-//! name. Each module is a component (`<name>.wasm`), its [`Manifest`] (`<name>.toml`) and, optionally,
-//! a [signature](signature) (`<name>.sig`).
+//! Where modules come from: the stock components embedded in the binary, a module directory (a
+//! mounted ConfigMap, or a policy author's build output) and module ConfigMaps read through the API
+//! ([`configmaps`]), each adding modules or replacing earlier ones by name. Each module is a
+//! component (`<name>.wasm`), its [`Manifest`] (`<name>.toml`) and, optionally, a
+//! [signature](signature) (`<name>.sig`); a manifest alone, named after a stock module, overrides that
+//! module's settings and limits and may narrow its grant ([`stock_override`]).
 
+pub mod configmaps;
 mod directory;
 mod last_good;
 mod manifest;
 pub mod signature;
 mod stock;
+pub mod stock_override;
 
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-pub use directory::{module_from_parts, read_module, scan_directory, DirectoryScan, PartError};
+pub use directory::{
+    module_from_parts, read_module, scan_directory, DirectoryScan, OverrideFile, PartError,
+};
 pub use last_good::LastGood;
 pub use manifest::{parse_byte_size, Grant, KubeRule, Limits, Manifest, ManifestError, MAX_MEMORY};
 pub use signature::{ModuleSignature, TrustedKeys};
@@ -80,6 +86,22 @@ pub enum Origin {
     Stock,
     /// Read from a file.
     File(PathBuf),
+    /// Read from a module ConfigMap through the API (materialised under the state directory).
+    ConfigMap {
+        /// The ConfigMap's name.
+        name: String,
+        /// Its `resourceVersion` when it was read.
+        resource_version: String,
+    },
+    /// A stock component with an override manifest from this origin.
+    Override(Box<Origin>),
+}
+
+impl Origin {
+    /// Whether the component is the binary's own (stock, or stock with an override manifest).
+    pub fn is_stock_component(&self) -> bool {
+        matches!(self, Origin::Stock | Origin::Override(_))
+    }
 }
 
 impl fmt::Display for Origin {
@@ -87,6 +109,11 @@ impl fmt::Display for Origin {
         match self {
             Origin::Stock => f.write_str("stock"),
             Origin::File(path) => write!(f, "{}", path.display()),
+            Origin::ConfigMap {
+                name,
+                resource_version,
+            } => write!(f, "ConfigMap {name}@{resource_version}"),
+            Origin::Override(from) => write!(f, "stock + override {from}"),
         }
     }
 }

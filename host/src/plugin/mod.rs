@@ -43,6 +43,7 @@ use tonic::transport::Server;
 
 use crate::capabilities::kube::live::{ClusterOptions, LazyCluster};
 use crate::capabilities::{Clock, Environment, KubeBackend, Services};
+use crate::modules::configmaps::{self, ConfigMapModules};
 use crate::modules::signature::TRUSTED_KEYS_ENV;
 use crate::modules::{LastGood, StockChoice, TrustedKeys, STOCK_ENV};
 use crate::runtime::{CompileCache, ModuleConfig, Runtime};
@@ -119,7 +120,7 @@ pub fn main() -> ExitCode {
 /// The Kubernetes backend the capabilities use in plugin mode: the cluster Velero runs in (its pod's
 /// service account), or kubectl's configuration outside a pod, at Velero's client rate limit if it
 /// passed one. Nothing is read or sent until a module calls.
-fn kube_backend(args: &PluginArgs) -> Arc<dyn KubeBackend> {
+fn kube_backend(args: &PluginArgs) -> Arc<LazyCluster> {
     let rate_limit = args.rate_limit().unwrap_or_else(|e| {
         tracing::warn!("{e}: the Kubernetes client runs without a rate limit of its own");
         None
@@ -133,9 +134,10 @@ fn kube_backend(args: &PluginArgs) -> Arc<dyn KubeBackend> {
 async fn serve(args: PluginArgs, parent: u32) -> anyhow::Result<()> {
     let started = Instant::now();
     let state = crate::state::default_dir();
+    let cluster = kube_backend(&args);
     let runtime = Arc::new(
         Runtime::new(Services::new(
-            kube_backend(&args),
+            cluster.clone() as Arc<dyn KubeBackend>,
             Clock::System,
             Environment::from_process(),
         ))?
@@ -203,7 +205,20 @@ async fn serve(args: PluginArgs, parent: u32) -> anyhow::Result<()> {
 
     // The modules, now that Velero has its socket; its calls wait until they are in service.
     tokio::spawn(async move {
-        load_modules(&runtime, state.as_deref(), directory.as_deref(), stock).await;
+        let velero_namespace = runtime
+            .services()
+            .environment
+            .velero_namespace()
+            .to_string();
+        let configmaps = configmaps::read(&cluster, &velero_namespace, state.as_deref()).await;
+        load_modules(
+            &runtime,
+            state.as_deref(),
+            directory.as_deref(),
+            stock,
+            configmaps,
+        )
+        .await;
         let provided: Vec<Listed> = runtime
             .catalog()
             .actions()
@@ -271,26 +286,34 @@ async fn serve(args: PluginArgs, parent: u32) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Loads the chosen stock modules and those of `$VELERO_WASM_MODULES`, keeping the last good version of each
-/// directory module under the state directory. A module that cannot be used is an error line when
-/// nothing stands in for it, a warning when an earlier version or the stock module does.
+/// Loads the chosen stock modules, those of `$VELERO_WASM_MODULES` and the module ConfigMaps, keeping
+/// the last good version of each under the state directory, then logs one line naming where each
+/// module in service comes from. A module that cannot be used is an error line when nothing stands in
+/// for it, a warning when an earlier version or another source's module does.
 async fn load_modules(
     runtime: &Runtime,
     state: Option<&Path>,
     directory: Option<&Path>,
     stock: StockChoice,
+    configmaps: Option<ConfigMapModules>,
 ) {
     let directory = directory.map(Path::to_path_buf);
     let last_good = match (state, &directory) {
         (Some(state), Some(dir)) => Some(LastGood::for_directory(state, dir)),
         _ => None,
     };
+    let counts = configmaps
+        .as_ref()
+        .map(|c| format!("{} written, {} cached", c.written, c.cached))
+        .unwrap_or_else(|| "not read".to_string());
     let config = ModuleConfig {
         directory: directory.clone(),
         last_good,
         stock,
         trusted_keys: trusted_keys(),
+        configmaps,
     };
+    let mut rejected = Vec::new();
     match runtime.load_modules(&config).await {
         Ok(problems) => {
             for problem in problems {
@@ -299,6 +322,9 @@ async fn load_modules(
                 } else {
                     tracing::error!("{problem}");
                 }
+                if problem.broken {
+                    rejected.push(problem.message);
+                }
             }
         }
         Err(e) => {
@@ -306,6 +332,17 @@ async fn load_modules(
             tracing::error!("{MODULES_ENV}={}: cannot be read: {e}", dir.display());
         }
     }
+    let sources: Vec<String> = runtime
+        .catalog()
+        .modules()
+        .map(|m| format!("{}: {}", m.name, m.origin))
+        .collect();
+    tracing::info!(
+        modules = sources.join("; "),
+        rejected = rejected.join(" | "),
+        configmaps = counts,
+        "modules in service"
+    );
 }
 
 /// The keys of `$VELERO_WASM_TRUSTED_KEYS`, if it is set. Keys that cannot be read are an error line,

@@ -14,6 +14,7 @@ mod registry;
 mod signing;
 mod warm;
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -31,8 +32,10 @@ pub use signing::{types as signing_types, Signing};
 pub use warm::WarmInstance;
 
 use crate::capabilities::{self, CallState, Services};
+use crate::modules::configmaps::ConfigMapModules;
 use crate::modules::{
-    chosen_stock_modules, scan_directory, LastGood, ModuleSource, StockChoice, TrustedKeys,
+    chosen_stock_modules, scan_directory, stock_override, DirectoryScan, LastGood, ModuleSource,
+    Origin, OverrideFile, StockChoice, TrustedKeys,
 };
 
 /// The runtime: modules, and the services their capabilities use.
@@ -58,6 +61,8 @@ pub struct ModuleConfig {
     /// The keys a module that is not stock must be signed by (`VELERO_WASM_TRUSTED_KEYS`,
     /// `--trusted-keys`); none: signatures are checked when present, not required.
     pub trusted_keys: Option<TrustedKeys>,
+    /// The module ConfigMaps read through the API (already written out), loaded after the directory.
+    pub configmaps: Option<ConfigMapModules>,
 }
 
 /// Something about the modules worth telling the operator.
@@ -189,37 +194,31 @@ impl Runtime {
         errors
     }
 
-    /// Loads the stock modules `config.stock` chooses, then those of the module directory, each group
-    /// concurrently (the work is reading, checking and mapping compiled code: one module per core). A
-    /// stock module that a directory module replaces is not loaded unless that module turns out
-    /// unusable. A directory module that cannot be used falls back to its last good version, if one
-    /// was remembered, else to the stock module of its name, if chosen. Returns what is worth
-    /// reporting; fails only when the directory itself cannot be read (the stock modules are loaded
-    /// all the same).
+    /// Loads the stock modules `config.stock` chooses (concurrently: the work is reading, checking
+    /// and mapping compiled code, one module per core), then those of the module directory, then
+    /// those of the module ConfigMaps: each later source replaces a module of the same name (stock <
+    /// directory < ConfigMap). A module whose signature is refused (`config.trusted_keys`) cannot be
+    /// used. A module that cannot be used falls back to its last good version from the same source, if
+    /// one was remembered, else to what already serves under its name (a stock module, or the
+    /// directory's). A manifest without a component overrides the stock module of its name. Returns
+    /// what is worth reporting; fails only when the directory itself cannot be read.
     pub async fn load_modules(
         &self,
         config: &ModuleConfig,
     ) -> Result<Vec<LoadProblem>, std::io::Error> {
         let mut problems = Vec::new();
         let trusted = config.trusted_keys.as_ref();
-        let scan = config
-            .directory
-            .as_deref()
-            .map(|dir| scan_directory(dir, trusted));
-        let replaced: Vec<&str> = match &scan {
-            Some(Ok(scan)) => scan.modules.iter().map(|m| m.name.as_str()).collect(),
-            _ => Vec::new(),
-        };
-        let mut stock = Vec::new();
-        let mut set_aside = Vec::new();
-        for module in chosen_stock_modules(&config.stock) {
-            match module {
-                Ok(source) if replaced.contains(&source.name.as_str()) => set_aside.push(source),
-                Ok(source) => stock.push(source),
+        let mut stock = BTreeMap::new();
+        for source in chosen_stock_modules(&config.stock) {
+            match source {
+                Ok(source) => {
+                    stock.insert(source.name.clone(), source);
+                }
                 Err(problem) => problems.push(LoadProblem::not_served(problem)),
             }
         }
-        for loaded in join_all(stock.into_iter().map(|source| self.load(source))).await {
+        let loads = join_all(stock.values().map(|source| self.load(source.clone()))).await;
+        for loaded in loads {
             match loaded {
                 Ok(loaded) => {
                     problems.extend(loaded.warnings.into_iter().map(LoadProblem::warning))
@@ -227,23 +226,96 @@ impl Runtime {
                 Err(e) => problems.push(LoadProblem::not_served(e.to_string())),
             }
         }
-        let Some(scan) = scan else {
-            return Ok(problems);
-        };
-        let scan = scan?;
-        // A store that cannot be trusted is reported once, then not used at all.
-        let last_good = match &config.last_good {
-            Some(store) => match store.open() {
-                Ok(()) => Some(store),
-                Err(why) => {
-                    problems.push(LoadProblem::warning(format!(
-                        "not keeping last good versions of modules: {why}"
-                    )));
-                    None
+        if let Some(dir) = &config.directory {
+            let scan = scan_directory(dir, trusted)?;
+            let last_good = self.open_last_good(config.last_good.as_ref(), &mut problems);
+            let broken = self
+                .load_scan(
+                    scan,
+                    last_good,
+                    &stock,
+                    &|o: &OverrideFile| Origin::File(o.path.clone()),
+                    &mut problems,
+                )
+                .await;
+            self.fall_back(broken, last_good, trusted, &mut problems)
+                .await;
+        }
+        if let Some(configmaps) = &config.configmaps {
+            let last_good = self.open_last_good(configmaps.last_good.as_ref(), &mut problems);
+            let mut broken: Vec<(String, String)> = Vec::new();
+            for problem in &configmaps.problems {
+                match &problem.module {
+                    Some(name) => broken.push((name.clone(), problem.message.clone())),
+                    None => problems.push(LoadProblem::not_served(problem.message.clone())),
                 }
-            },
-            None => None,
-        };
+            }
+            for cached in &configmaps.configmaps {
+                let origin = cached.origin();
+                let mut scan = match scan_directory(&cached.dir, trusted) {
+                    Ok(scan) => scan,
+                    Err(e) => {
+                        problems.push(LoadProblem::not_served(format!(
+                            "{origin}: its copy {} cannot be read: {e}",
+                            cached.dir.display()
+                        )));
+                        continue;
+                    }
+                };
+                for module in &mut scan.modules {
+                    module.origin = origin.clone();
+                }
+                for (path, problem) in &mut scan.problems {
+                    let file = path.file_name().map(PathBuf::from).unwrap_or_default();
+                    *problem = format!("{origin}: {}: {problem}", file.display());
+                    *path = file;
+                }
+                let from = origin.clone();
+                broken.extend(
+                    self.load_scan(
+                        scan,
+                        last_good,
+                        &stock,
+                        &|_: &OverrideFile| from.clone(),
+                        &mut problems,
+                    )
+                    .await,
+                );
+            }
+            self.fall_back(broken, last_good, trusted, &mut problems)
+                .await;
+        }
+        Ok(problems)
+    }
+
+    /// The last good store, if it can be trusted (a store that cannot is reported, then not used).
+    fn open_last_good<'a>(
+        &self,
+        store: Option<&'a LastGood>,
+        problems: &mut Vec<LoadProblem>,
+    ) -> Option<&'a LastGood> {
+        let store = store?;
+        match store.open() {
+            Ok(()) => Some(store),
+            Err(why) => {
+                problems.push(LoadProblem::warning(format!(
+                    "not keeping last good versions of modules: {why}"
+                )));
+                None
+            }
+        }
+    }
+
+    /// Loads what a directory scan found (remembering each module that loads) and its overrides.
+    /// Returns the modules that could not be used, with the reason, for [`Self::fall_back`].
+    async fn load_scan(
+        &self,
+        scan: DirectoryScan,
+        last_good: Option<&LastGood>,
+        stock: &BTreeMap<String, ModuleSource>,
+        override_origin: &(dyn Fn(&OverrideFile) -> Origin + Sync),
+        problems: &mut Vec<LoadProblem>,
+    ) -> Vec<(String, String)> {
         let mut broken: Vec<(String, String)> = scan
             .problems
             .into_iter()
@@ -252,7 +324,13 @@ impl Runtime {
                     .file_stem()
                     .map(|s| s.to_string_lossy().into_owned())
                     .unwrap_or_default();
-                (name, format!("{}: {problem}", path.display()))
+                let shown = path.display().to_string();
+                let message = if shown.is_empty() || problem.contains(&shown) {
+                    problem
+                } else {
+                    format!("{shown}: {problem}")
+                };
+                (name, message)
             })
             .collect();
         let kept: Vec<ModuleSource> = scan.modules.clone();
@@ -274,6 +352,51 @@ impl Runtime {
                 Err(e) => broken.push((kept.name.clone(), e.to_string())),
             }
         }
+        for file in scan.overrides {
+            let from = override_origin(&file);
+            let Some(base) = stock.get(&file.name) else {
+                let (served, now) = self.serving(&file.name);
+                problems.push(LoadProblem {
+                    message: format!(
+                        "{from}: a manifest without its component ({}.wasm), and no stock module is named {}; {now}",
+                        file.name, file.name
+                    ),
+                    broken: true,
+                    served,
+                });
+                continue;
+            };
+            let refused = match stock_override::apply(base, &file.text, from.clone()) {
+                Ok(source) => match self.load(source).await {
+                    Ok(loaded) => {
+                        problems.extend(loaded.warnings.into_iter().map(LoadProblem::warning));
+                        continue;
+                    }
+                    Err(e) => e.to_string(),
+                },
+                Err(why) => why,
+            };
+            let (served, now) = self.serving(&file.name);
+            problems.push(LoadProblem {
+                message: format!(
+                    "override {from} of module {} refused: {refused}; {now}",
+                    file.name
+                ),
+                broken: true,
+                served,
+            });
+        }
+        broken
+    }
+
+    /// Puts the last good version of each broken module in service, or says what serves instead.
+    async fn fall_back(
+        &self,
+        broken: Vec<(String, String)>,
+        last_good: Option<&LastGood>,
+        trusted: Option<&TrustedKeys>,
+        problems: &mut Vec<LoadProblem>,
+    ) {
         for (name, problem) in broken {
             let (served, fallback) = match last_good {
                 Some(store) => match store.recall(&name, trusted) {
@@ -307,34 +430,21 @@ impl Runtime {
                 served,
             });
         }
-        Ok(problems)
     }
 
-    /// Serves the stock module `name` in place of a directory module that cannot be used: loaded now
-    /// if it was set aside, or already in service if the directory module never replaced it.
-    async fn stock_fallback(
-        &self,
-        name: &str,
-        why: &str,
-        set_aside: &mut Vec<ModuleSource>,
-    ) -> (bool, String) {
-        if let Some(i) = set_aside.iter().position(|m| m.name == name) {
-            return match self.load(set_aside.swap_remove(i)).await {
-                Ok(_) => (true, format!("{why}: serving the stock module {name}")),
-                Err(e) => (
-                    false,
-                    format!("{why}; the stock module {name} does not load either: {e}"),
-                ),
-            };
-        }
-        let stock = self
-            .catalog()
-            .modules()
-            .any(|m| &*m.name == name && m.origin == crate::modules::Origin::Stock);
-        if stock {
-            (true, format!("{why}: serving the stock module {name}"))
-        } else {
-            (false, format!("{why}: module {name} is not served"))
+    fn stock_fallback(&self, name: &str, why: &str) -> (bool, String) {
+        let (served, now) = self.serving(name);
+        (served, format!("{why}: {now}"))
+    }
+
+    /// Whether a module of this name is in service, and which, for people.
+    fn serving(&self, name: &str) -> (bool, String) {
+        match self.catalog().modules().find(|m| &*m.name == name) {
+            Some(m) if m.origin == Origin::Stock => {
+                (true, format!("serving the stock module {name}"))
+            }
+            Some(m) => (true, format!("serving module {name} from {}", m.origin)),
+            None => (false, format!("module {name} is not served")),
         }
     }
 

@@ -67,6 +67,11 @@ impl LoadedModule {
     pub fn exports_signing(&self) -> bool {
         self.signing.is_some()
     }
+
+    /// Its settings in effect (the manifest's, with an override's applied).
+    pub fn settings(&self) -> &std::collections::BTreeMap<String, String> {
+        &self.caps.settings
+    }
 }
 
 /// A compiled and linked module whose actions are not yet known.
@@ -105,8 +110,8 @@ pub(super) fn link(
     // of a stock module are the binary's own, hashed when it was built.
     let key = match (cache, &source.origin) {
         (None, _) => String::new(),
-        (Some(_), Origin::Stock) => source.sha256.clone(),
-        (Some(_), Origin::File(_)) => sha256_hex(&source.wasm),
+        (Some(_), origin) if origin.is_stock_component() => source.sha256.clone(),
+        (Some(_), _) => sha256_hex(&source.wasm),
     };
     let cached = |cache: &CompileCache| cache.load(engine, &key);
     let component = match cache.and_then(cached) {

@@ -168,6 +168,8 @@ pub struct LiveCluster {
     discovery: Mutex<HashMap<String, GroupVersion>>,
     limiter: Option<TokenBucket>,
     page_size: u32,
+    /// The namespace the configuration names (the pod's, in a pod; the context's, else `default`).
+    default_namespace: String,
 }
 
 impl LiveCluster {
@@ -208,7 +210,14 @@ impl LiveCluster {
             discovery: Mutex::new(HashMap::new()),
             limiter: None,
             page_size: LIST_PAGE_SIZE,
+            default_namespace: config.default_namespace.clone(),
         })
+    }
+
+    /// The namespace the configuration names: the pod's service-account namespace in a pod, the
+    /// context's namespace (or `default`) with a kubeconfig.
+    pub fn default_namespace(&self) -> &str {
+        &self.default_namespace
     }
 
     /// Puts a client-side rate limit in front of every request (`None`: no limit of our own).
@@ -781,6 +790,11 @@ impl LazyCluster {
             })
             .await;
         connected.as_ref().map_err(|m| KubeError::Other(m.clone()))
+    }
+
+    /// The namespace the configuration names (see [`LiveCluster::default_namespace`]); connects.
+    pub async fn default_namespace(&self) -> Result<String, KubeError> {
+        Ok(self.cluster().await?.default_namespace().to_string())
     }
 }
 

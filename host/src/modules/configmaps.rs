@@ -1,0 +1,479 @@
+//! Module ConfigMaps read through the API: at each plugin start the host lists the ConfigMaps labelled
+//! [`LABEL`] in Velero's namespace, writes each into its own directory of the state directory
+//! (`configmaps/<uid>-<resourceVersion>/`, the files side by side as in a module directory) and loads
+//! them with the directory loader, so a module is validated the same way whichever way it came. No
+//! Deployment change and no kubelet delay: the next plugin process Velero starts serves the new
+//! version.
+//!
+//! - **Layout**: `binaryData` (or `data`) holds `<name>.wasm`, `<name>.toml` and optionally
+//!   `<name>.sig`; the label's value is `<name>`. A manifest without a component is a stock override.
+//! - **Cache**: a directory is written once per uid and resourceVersion (to a temporary name, then
+//!   renamed, so one that exists is complete); a later process with the same ConfigMap reuses it.
+//! - **Bounds**: the list is read within [`LIST_TIMEOUT`] and at most [`MAX_LIST_BYTES`]; a ConfigMap
+//!   holding more than [`MAX_CONFIGMAP_BYTES`], or a key that is not `<name>.wasm|toml|sig`, is a
+//!   problem reported for that ConfigMap, never a failure of the others.
+//! - **Fallback**: the ConfigMaps of the last successful list are recorded ([`LISTING`]); when the API
+//!   server cannot be reached or refuses the list, those are loaded, with a warning.
+//! - **Pruning**: a directory that is in neither the current list and has not been used for
+//!   [`PRUNE_AFTER`] is removed (a process that started just before an update may still be reading
+//!   the one it listed).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use base64::Engine as _;
+use serde_json::Value;
+
+use super::{valid_module_name, LastGood, Origin};
+use crate::capabilities::kube::live::LazyCluster;
+use crate::capabilities::kube::{ApiResource, KubeBackend, KubeError, ListOptions};
+
+/// The label key module ConfigMaps carry (its value is the module's name).
+pub const LABEL: &str = "velero-wasm.io/module";
+/// The environment variable that turns the channel on, off, or leaves it to the environment.
+pub const SWITCH_ENV: &str = "VELERO_WASM_CONFIGMAPS";
+/// The most a module ConfigMap may hold, its files decoded (the API server's object limit).
+pub const MAX_CONFIGMAP_BYTES: u64 = 1 << 20;
+/// The most the list of module ConfigMaps may take, all pages together.
+pub const MAX_LIST_BYTES: u64 = 64 << 20;
+/// How long connecting and listing may take at start (Velero's calls wait for the modules).
+pub const LIST_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long an unused cached ConfigMap directory is kept after it left the list.
+pub const PRUNE_AFTER: Duration = Duration::from_secs(600);
+/// The file, in the cache, naming the ConfigMaps of the last successful list.
+pub const LISTING: &str = "listing.json";
+
+/// Whether module ConfigMaps are read: [`SWITCH_ENV`] `on`, `off`, or `auto` (unset: in a pod,
+/// where `KUBERNETES_SERVICE_HOST` is set).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Switch {
+    /// Read them, with whatever cluster configuration there is (in-cluster, `KUBECONFIG`).
+    On,
+    /// Never.
+    Off,
+    /// In a pod only.
+    Auto,
+}
+
+impl Switch {
+    /// The switch of this process's environment; an unknown value is an error (and means `auto`).
+    pub fn from_env() -> (Switch, Option<String>) {
+        match std::env::var(SWITCH_ENV).ok().as_deref().map(str::trim) {
+            None | Some("") | Some("auto") => (Switch::Auto, None),
+            Some("on") | Some("true") | Some("1") => (Switch::On, None),
+            Some("off") | Some("false") | Some("0") => (Switch::Off, None),
+            Some(other) => (
+                Switch::Auto,
+                Some(format!(
+                    "{SWITCH_ENV}={other:?} is not on, off or auto; taken as auto"
+                )),
+            ),
+        }
+    }
+
+    /// Whether to read module ConfigMaps now.
+    pub fn enabled(self) -> bool {
+        match self {
+            Switch::On => true,
+            Switch::Off => false,
+            Switch::Auto => {
+                std::env::var_os("KUBERNETES_SERVICE_HOST").is_some_and(|v| !v.is_empty())
+            }
+        }
+    }
+}
+
+/// The module ConfigMaps of Velero's namespace (`VELERO_NAMESPACE`, else the namespace the cluster
+/// configuration names), written out under the state directory; when the API cannot be used within
+/// [`LIST_TIMEOUT`], the ConfigMaps of the last successful list, with a warning. `None`
+/// when the channel is off (see [`Switch`]) or there is no state directory to write to.
+pub async fn read(
+    cluster: &LazyCluster,
+    velero_namespace: &str,
+    state: Option<&Path>,
+) -> Option<ConfigMapModules> {
+    let (switch, bad) = Switch::from_env();
+    if let Some(bad) = bad {
+        tracing::warn!("{bad}");
+    }
+    if !switch.enabled() {
+        return None;
+    }
+    let Some(state) = state else {
+        tracing::warn!(
+            "module ConfigMaps are not read: no state directory to keep them in (set VELERO_WASM_STATE_DIR)"
+        );
+        return None;
+    };
+    let cache = Cache::new(state);
+    let listed = tokio::time::timeout(LIST_TIMEOUT, async {
+        let namespace = match velero_namespace {
+            "" => cluster.default_namespace().await?,
+            namespace => namespace.to_string(),
+        };
+        let items = list(cluster, &namespace).await?;
+        Ok::<_, KubeError>((namespace, items))
+    })
+    .await;
+    let why = match listed {
+        Ok(Ok((namespace, items))) => {
+            return match cache.materialise(&items) {
+                Ok(modules) => {
+                    tracing::debug!(
+                        namespace = %namespace,
+                        configmaps = modules.configmaps.len(),
+                        written = modules.written,
+                        cached = modules.cached,
+                        pruned = modules.pruned,
+                        "module ConfigMaps read"
+                    );
+                    Some(modules)
+                }
+                Err(why) => {
+                    tracing::error!("module ConfigMaps are not loaded: {why}");
+                    None
+                }
+            };
+        }
+        Ok(Err(e)) => format!("cannot list the module ConfigMaps: {e}"),
+        Err(_) => format!(
+            "cannot list the module ConfigMaps: no answer within {} s",
+            LIST_TIMEOUT.as_secs()
+        ),
+    };
+    match cache.last_listing() {
+        Ok(last) => {
+            tracing::warn!(
+                configmaps = last.len(),
+                "{why}; serving the module ConfigMaps of the last successful list instead"
+            );
+            Some(ConfigMapModules {
+                configmaps: last,
+                last_good: Some(cache.last_good()),
+                fallback: Some(why),
+                ..ConfigMapModules::default()
+            })
+        }
+        Err(e) => {
+            tracing::error!("{why}; the cached ones cannot be used either: {e}");
+            None
+        }
+    }
+}
+
+/// Lists the module ConfigMaps of `namespace` (bounded by [`MAX_LIST_BYTES`]; the caller bounds the
+/// time).
+pub async fn list(backend: &dyn KubeBackend, namespace: &str) -> Result<Vec<Value>, KubeError> {
+    let mut options = ListOptions::parse(LABEL, "")?;
+    options.max_bytes = Some(MAX_LIST_BYTES);
+    backend
+        .list(
+            &ApiResource::new("", "v1", "configmaps"),
+            namespace,
+            &options,
+        )
+        .await
+}
+
+/// One module ConfigMap, written out.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Cached {
+    /// The ConfigMap's name.
+    pub configmap: String,
+    /// Its resourceVersion.
+    #[serde(rename = "resourceVersion")]
+    pub resource_version: String,
+    /// The directory holding its files (`<uid>-<resourceVersion>`, inside the cache).
+    pub dir: PathBuf,
+}
+
+impl Cached {
+    /// Where its modules come from, for people.
+    pub fn origin(&self) -> Origin {
+        Origin::ConfigMap {
+            name: self.configmap.clone(),
+            resource_version: self.resource_version.clone(),
+        }
+    }
+}
+
+/// A ConfigMap that could not be used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// The module it was meant to hold, when its label says.
+    pub module: Option<String>,
+    /// What is wrong, naming the ConfigMap.
+    pub message: String,
+}
+
+/// What reading the module ConfigMaps gave: the directories to load, in order, and what to report.
+#[derive(Debug, Clone, Default)]
+pub struct ConfigMapModules {
+    /// The ConfigMaps to load, by name.
+    pub configmaps: Vec<Cached>,
+    /// ConfigMaps left out.
+    pub problems: Vec<Problem>,
+    /// Where the last good version of each ConfigMap module is kept.
+    pub last_good: Option<LastGood>,
+    /// Directories written by this process.
+    pub written: usize,
+    /// Directories an earlier process had written, used as they were.
+    pub cached: usize,
+    /// Old directories removed.
+    pub pruned: usize,
+    /// Set when the API could not be used and the last listed ConfigMaps are loaded instead.
+    pub fallback: Option<String>,
+}
+
+/// The ConfigMap cache of a state directory.
+#[derive(Debug, Clone)]
+pub struct Cache {
+    root: PathBuf,
+    dir: PathBuf,
+}
+
+impl Cache {
+    /// The cache under `state` (`<state>/configmaps`).
+    pub fn new(state: &Path) -> Cache {
+        Cache {
+            root: state.to_path_buf(),
+            dir: state.join("configmaps"),
+        }
+    }
+
+    /// Where it is.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The store of last good ConfigMap modules that goes with it.
+    pub fn last_good(&self) -> LastGood {
+        LastGood::for_directory(&self.root, &self.dir)
+    }
+
+    /// Writes out the ConfigMaps of a list (those not already written), records the list, and prunes
+    /// old directories. Fails only when the cache directory cannot be used.
+    pub fn materialise(&self, items: &[Value]) -> Result<ConfigMapModules, String> {
+        crate::state::private_dir(&self.root, &self.dir)?;
+        let mut out = ConfigMapModules {
+            last_good: Some(self.last_good()),
+            ..ConfigMapModules::default()
+        };
+        let mut sorted: Vec<&Value> = items.iter().collect();
+        sorted.sort_by_key(|cm| name_of(cm).to_string());
+        let mut modules: BTreeMap<String, String> = BTreeMap::new();
+        for item in sorted {
+            let configmap = name_of(item).to_string();
+            let module = item
+                .pointer("/metadata/labels")
+                .and_then(|l| l.get(LABEL))
+                .and_then(Value::as_str)
+                .map(str::to_string);
+            let problem = |message: String| Problem {
+                module: module.clone(),
+                message: format!("ConfigMap {configmap}: {message}"),
+            };
+            let files = match files_of(item, module.as_deref()) {
+                Ok(files) => files,
+                Err(why) => {
+                    out.problems.push(problem(why));
+                    continue;
+                }
+            };
+            if let Some(name) = &module {
+                if let Some(first) = modules.get(name) {
+                    out.problems.push(problem(format!(
+                        "module {name} is already in ConfigMap {first}; this one is left out"
+                    )));
+                    continue;
+                }
+                modules.insert(name.clone(), configmap.clone());
+            }
+            match self.write(item, &files) {
+                Ok((cached, written)) => {
+                    if written {
+                        out.written += 1;
+                    } else {
+                        out.cached += 1;
+                    }
+                    out.configmaps.push(cached);
+                }
+                Err(why) => out.problems.push(problem(why)),
+            }
+        }
+        let listing = serde_json::to_vec_pretty(&out.configmaps).unwrap_or_default();
+        write_atomically(&self.dir.join(LISTING), &listing)
+            .map_err(|e| format!("cannot record the list in {}: {e}", self.dir.display()))?;
+        out.pruned = self.prune(&out.configmaps);
+        Ok(out)
+    }
+
+    /// The ConfigMaps of the last successful list, as written then (those still there).
+    pub fn last_listing(&self) -> Result<Vec<Cached>, String> {
+        crate::state::private_dir(&self.root, &self.dir)?;
+        let path = self.dir.join(LISTING);
+        let text = match std::fs::read(&path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(format!("{}: {e}", path.display())),
+        };
+        let listed: Vec<Cached> =
+            serde_json::from_slice(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(listed
+            .into_iter()
+            .filter(|c| c.dir.parent() == Some(self.dir.as_path()) && c.dir.is_dir())
+            .collect())
+    }
+
+    /// Writes one ConfigMap's files, unless a complete directory for its uid and resourceVersion is
+    /// there already. Returns it and whether it was written now.
+    fn write(&self, item: &Value, files: &[(String, Vec<u8>)]) -> Result<(Cached, bool), String> {
+        let field = |name: &str| {
+            let value = item
+                .pointer(&format!("/metadata/{name}"))
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            if value.is_empty()
+                || value.len() > 128
+                || !value
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+            {
+                Err(format!(
+                    "metadata.{name} {value:?} is not usable as a directory name"
+                ))
+            } else {
+                Ok(value.to_string())
+            }
+        };
+        let (uid, version) = (field("uid")?, field("resourceVersion")?);
+        let dir = self.dir.join(format!("{uid}-{version}"));
+        let cached = Cached {
+            configmap: name_of(item).to_string(),
+            resource_version: version,
+            dir: dir.clone(),
+        };
+        if dir.is_dir() {
+            // Used again: not pruned while in use.
+            if let Ok(handle) = std::fs::File::open(&dir) {
+                let _ = handle.set_modified(SystemTime::now());
+            }
+            return Ok((cached, false));
+        }
+        let tmp = self.dir.join(format!(
+            ".{uid}-{}.tmp{}",
+            cached.resource_version,
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&tmp);
+        let written = (|| -> std::io::Result<()> {
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new().mode(0o700).create(&tmp)?;
+            for (key, bytes) in files {
+                std::fs::write(tmp.join(key), bytes)?;
+            }
+            std::fs::rename(&tmp, &dir)
+        })();
+        match written {
+            Ok(()) => Ok((cached, true)),
+            // Another process wrote the same version first: use its directory.
+            Err(_) if dir.is_dir() => {
+                let _ = std::fs::remove_dir_all(&tmp);
+                Ok((cached, false))
+            }
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&tmp);
+                Err(format!("cannot be written to {}: {e}", dir.display()))
+            }
+        }
+    }
+
+    /// Removes directories not in `keep` that have not been used for [`PRUNE_AFTER`].
+    fn prune(&self, keep: &[Cached]) -> usize {
+        let keep: BTreeSet<&Path> = keep.iter().map(|c| c.dir.as_path()).collect();
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return 0;
+        };
+        let mut pruned = 0;
+        for entry in entries.filter_map(Result::ok) {
+            let path = entry.path();
+            let old = entry
+                .metadata()
+                .ok()
+                .filter(|m| m.is_dir())
+                .and_then(|m| m.modified().ok())
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age > PRUNE_AFTER);
+            if old && !keep.contains(path.as_path()) && std::fs::remove_dir_all(&path).is_ok() {
+                pruned += 1;
+            }
+        }
+        pruned
+    }
+}
+
+fn name_of(item: &Value) -> &str {
+    item.pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+}
+
+/// The files of a module ConfigMap (`data` as text, `binaryData` decoded), checked: keys
+/// `<module>.wasm|toml|sig` only, at most [`MAX_CONFIGMAP_BYTES`] in all.
+fn files_of(item: &Value, module: Option<&str>) -> Result<Vec<(String, Vec<u8>)>, String> {
+    let module = match module {
+        Some(m) if valid_module_name(m) => m,
+        Some(m) => {
+            return Err(format!(
+                "label {LABEL}={m:?} is not a module name (lower-case letters, digits and '-', starting with a letter)"
+            ))
+        }
+        None => return Err(format!("label {LABEL} does not name a module")),
+    };
+    let mut files: Vec<(String, Vec<u8>)> = Vec::new();
+    let mut total: u64 = 0;
+    for (section, binary) in [("data", false), ("binaryData", true)] {
+        let Some(entries) = item.get(section).and_then(Value::as_object) else {
+            continue;
+        };
+        for (key, value) in entries {
+            let allowed = ["wasm", "toml", "sig"].map(|ext| format!("{module}.{ext}"));
+            if !allowed.contains(key) {
+                return Err(format!(
+                    "{section} key {key:?} is not one of {}",
+                    allowed.join(", ")
+                ));
+            }
+            if files.iter().any(|(k, _)| k == key) {
+                return Err(format!("key {key:?} is in both data and binaryData"));
+            }
+            let text = value.as_str().unwrap_or("");
+            let bytes = if binary {
+                base64::engine::general_purpose::STANDARD
+                    .decode(text)
+                    .map_err(|e| format!("binaryData key {key:?} is not base64: {e}"))?
+            } else {
+                text.as_bytes().to_vec()
+            };
+            total += bytes.len() as u64;
+            if total > MAX_CONFIGMAP_BYTES {
+                return Err(format!(
+                    "holds more than {} bytes (1 MiB), the most a module ConfigMap may hold",
+                    MAX_CONFIGMAP_BYTES
+                ));
+            }
+            files.push((key.clone(), bytes));
+        }
+    }
+    if !files.iter().any(|(k, _)| k.ends_with(".toml")) {
+        return Err(format!("it has no {module}.toml"));
+    }
+    Ok(files)
+}
+
+fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    std::fs::write(&tmp, bytes)?;
+    std::fs::rename(&tmp, path)
+}

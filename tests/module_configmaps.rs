@@ -1,0 +1,737 @@
+//! Where modules come from, beyond the stock ones: module ConfigMaps read through the API at each
+//! plugin start (against the loopback API server), the kubelet's mounted directory with its `..data`
+//! swap, and stock overrides (a manifest alone) through a directory and through a ConfigMap.
+//!
+//! - A module ConfigMap created is served by the next plugin process; updated, the next process
+//!   serves the new version; deleted, it is gone. An unchanged ConfigMap is not written again.
+//! - With the list forbidden or the API server down, the ConfigMaps of the last successful list
+//!   serve, with a warning.
+//! - A ConfigMap too large or with keys that are not `<name>.wasm|toml|sig` is reported; the others
+//!   are written.
+//! - A mounted directory read while the kubelet swaps `..data` gives one whole version, never a mix;
+//!   the next plugin process serves the new version.
+//! - An override changes kubevirt's `mode` without a component; one that widens the grant is refused
+//!   and the stock module serves unchanged.
+
+mod support;
+
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use base64::Engine as _;
+use serde_json::{json, Map, Value};
+use support::apiserver::ApiServer;
+use support::plugin::{binary, Plugin, Session};
+use support::{components_dir, root, stderr, stdout_json, velero_wasm};
+use velero_wasm::modules::configmaps::{Cache, LABEL};
+use velero_wasm::modules::{scan_directory, sha256_hex};
+use velero_wasm::plugin::proto::generated::backup_item_action_client::BackupItemActionClient;
+use velero_wasm::plugin::proto::generated::ExecuteRequest;
+
+/// A module ConfigMap as `module pack` writes it: the component (if any) under `binaryData`, the
+/// manifest under `data`, labelled with the module's name.
+fn module_configmap(module: &str, wasm: Option<&[u8]>, manifest: &str) -> Value {
+    let mut binary = Map::new();
+    if let Some(wasm) = wasm {
+        binary.insert(
+            format!("{module}.wasm"),
+            json!(base64::engine::general_purpose::STANDARD.encode(wasm)),
+        );
+    }
+    json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": format!("velero-wasm-module-{module}"), "namespace": "velero",
+                     "labels": {LABEL: module}},
+        "binaryData": binary,
+        "data": {format!("{module}.toml"): manifest},
+    })
+}
+
+/// The misbehave test component as module `misbehave`, its actions under `domain`.
+fn misbehave_configmap(domain: &str) -> Value {
+    let wasm = std::fs::read(components_dir().join("misbehave.wasm")).unwrap();
+    let manifest = format!(
+        "sha256 = \"{}\"\n[settings]\ndomain = \"{domain}\"\n",
+        sha256_hex(&wasm)
+    );
+    module_configmap("misbehave", Some(&wasm), &manifest)
+}
+
+/// A plugin process pointed at `server` with module ConfigMaps on, its state in `state`.
+struct Scene {
+    server: ApiServer,
+    scratch: tempfile::TempDir,
+}
+
+impl Scene {
+    fn new(cluster: &[&Path]) -> Scene {
+        let server = ApiServer::start(cluster);
+        let scratch = tempfile::tempdir().unwrap();
+        server.write_kubeconfig(&scratch.path().join("kubeconfig"));
+        std::fs::create_dir(scratch.path().join("state")).unwrap();
+        Scene { server, scratch }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.scratch.path().join(name)
+    }
+
+    fn start(&self, extra: &[(&str, &str)]) -> Plugin {
+        let (kubeconfig, state) = (self.path("kubeconfig"), self.path("state"));
+        let mut env = vec![
+            ("KUBECONFIG", kubeconfig.to_str().unwrap()),
+            ("VELERO_WASM_STATE_DIR", state.to_str().unwrap()),
+            ("VELERO_WASM_CONFIGMAPS", "on"),
+            ("VELERO_NAMESPACE", "velero"),
+        ];
+        env.extend_from_slice(extra);
+        let env: Vec<(String, String)> = env
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let pairs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        Plugin::start_with(binary(), &["--log-level", "info"], &pairs, |c| {
+            c.env_remove("KUBERNETES_SERVICE_HOST");
+        })
+    }
+
+    /// The cache directory of the one module ConfigMap written.
+    fn cached_dirs(&self) -> Vec<PathBuf> {
+        let mut dirs: Vec<PathBuf> = std::fs::read_dir(self.path("state/configmaps"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.is_dir() && !p.file_name().unwrap().to_str().unwrap().starts_with('.'))
+            .collect();
+        dirs.sort();
+        dirs
+    }
+}
+
+/// The `modules in service` line of a session.
+fn modules_line(session: &Session) -> Map<String, Value> {
+    session
+        .log_lines()
+        .into_iter()
+        .find(|l| l["@message"] == "modules in service")
+        .unwrap_or_else(|| panic!("no `modules in service` line:\n{}", session.stderr))
+}
+
+async fn echo(plugin: &Plugin, action: &str) -> Result<Vec<String>, tonic::Status> {
+    let item = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                      "metadata": {"name": "cm", "namespace": "shop"}, "data": {"k": "v"}});
+    let backup = json!({"metadata": {"name": "nightly", "namespace": "velero"}, "spec": {}});
+    let response = BackupItemActionClient::new(plugin.channel().await)
+        .execute(ExecuteRequest {
+            plugin: action.into(),
+            item: item.to_string().into_bytes(),
+            backup: backup.to_string().into_bytes(),
+        })
+        .await?
+        .into_inner();
+    Ok(response
+        .additional_items
+        .iter()
+        .map(|id| format!("{} {}/{}", id.resource, id.namespace, id.name))
+        .collect())
+}
+
+async fn names(plugin: &Plugin) -> Vec<String> {
+    plugin.list().await.into_iter().map(|p| p.name).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_module_configmap_is_served_by_the_next_process_updated_then_deleted() {
+    let scene = Scene::new(&[]);
+    scene.server.apply(misbehave_configmap("v1.example.io"));
+
+    // Created: the next process serves its actions, and writes it to the cache once.
+    let plugin = scene.start(&[]);
+    assert!(names(&plugin)
+        .await
+        .contains(&"v1.example.io/echo".to_string()));
+    assert_eq!(
+        echo(&plugin, "v1.example.io/echo").await.unwrap(),
+        ["secrets shop/cm"]
+    );
+    let session = plugin.shutdown().await;
+    let line = modules_line(&session);
+    assert_eq!(line["configmaps"], "1 written, 0 cached", "{line:?}");
+    let stored = scene
+        .server
+        .object("configmaps", "velero", "velero-wasm-module-misbehave")
+        .unwrap();
+    let version = stored["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        line["modules"].as_str().unwrap().contains(&format!(
+            "misbehave: ConfigMap velero-wasm-module-misbehave@{version}"
+        )),
+        "{line:?}"
+    );
+    let dirs = scene.cached_dirs();
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    let uid = stored["metadata"]["uid"].as_str().unwrap();
+    assert_eq!(
+        dirs[0].file_name().unwrap().to_str().unwrap(),
+        format!("{uid}-{version}")
+    );
+    let file = dirs[0].join("misbehave.wasm");
+    let before = std::fs::metadata(&file).unwrap();
+    assert_eq!(std::fs::metadata(&dirs[0]).unwrap().mode() & 0o777, 0o700);
+
+    // Unchanged: the next process uses the copy as it is, without writing it again.
+    let plugin = scene.start(&[]);
+    assert!(names(&plugin)
+        .await
+        .contains(&"v1.example.io/echo".to_string()));
+    let line = modules_line(&plugin.shutdown().await);
+    assert_eq!(line["configmaps"], "0 written, 1 cached", "{line:?}");
+    let after = std::fs::metadata(&file).unwrap();
+    assert_eq!(
+        (after.ino(), after.mtime_nsec(), after.mtime()),
+        (before.ino(), before.mtime_nsec(), before.mtime())
+    );
+
+    // Updated: the next process serves the new version only.
+    scene.server.apply(misbehave_configmap("v2.example.io"));
+    let plugin = scene.start(&[]);
+    let listed = names(&plugin).await;
+    assert!(
+        listed.contains(&"v2.example.io/echo".to_string()),
+        "{listed:?}"
+    );
+    assert!(
+        !listed.iter().any(|n| n.starts_with("v1.example.io/")),
+        "{listed:?}"
+    );
+    assert_eq!(
+        echo(&plugin, "v2.example.io/echo").await.unwrap(),
+        ["secrets shop/cm"]
+    );
+    let line = modules_line(&plugin.shutdown().await);
+    assert_eq!(line["configmaps"], "1 written, 0 cached", "{line:?}");
+    // The old copy is kept a while (a process that listed it may still be reading it).
+    assert_eq!(scene.cached_dirs().len(), 2);
+
+    // A copy no longer listed is pruned once unused for a while; a recent one is kept.
+    let two = scene.cached_dirs();
+    let old = two.iter().find(|d| **d == dirs[0]).unwrap();
+    let newer = two.iter().find(|d| **d != dirs[0]).unwrap().clone();
+    let long_ago = std::time::SystemTime::now() - Duration::from_secs(3600);
+    std::fs::File::open(old)
+        .unwrap()
+        .set_modified(long_ago)
+        .unwrap();
+
+    // Deleted: gone from the next process.
+    assert!(scene
+        .server
+        .delete("configmaps", "velero", "velero-wasm-module-misbehave"));
+    let plugin = scene.start(&[]);
+    let listed = names(&plugin).await;
+    assert!(
+        !listed.iter().any(|n| n.contains(".example.io/")),
+        "{listed:?}"
+    );
+    let line = modules_line(&plugin.shutdown().await);
+    assert_eq!(line["configmaps"], "0 written, 0 cached", "{line:?}");
+    assert!(
+        !line["modules"].as_str().unwrap().contains("misbehave"),
+        "{line:?}"
+    );
+    assert_eq!(scene.cached_dirs(), [newer]);
+
+    // The list asked the API server for the label, in Velero's namespace.
+    let lists: Vec<_> = scene
+        .server
+        .requests()
+        .into_iter()
+        .filter(|r| r.path == "/api/v1/namespaces/velero/configmaps")
+        .collect();
+    assert_eq!(lists.len(), 4, "{lists:?}");
+    assert!(lists
+        .iter()
+        .all(|r| r.query.get("labelSelector").map(String::as_str) == Some(LABEL)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_list_forbidden_or_the_api_server_down_the_last_listed_configmaps_serve() {
+    let mut scene = Scene::new(&[]);
+    scene.server.apply(misbehave_configmap("v1.example.io"));
+    let plugin = scene.start(&[]);
+    assert!(names(&plugin)
+        .await
+        .contains(&"v1.example.io/echo".to_string()));
+    plugin.shutdown().await;
+
+    // The service account may not list ConfigMaps (any more): the cached ones serve.
+    scene.server.forbid("configmaps");
+    let plugin = scene.start(&[]);
+    assert!(names(&plugin)
+        .await
+        .contains(&"v1.example.io/echo".to_string()));
+    let session = plugin.shutdown().await;
+    assert!(
+        session.log_lines().iter().any(|l| l["@level"] == "warn"
+            && l["@message"].as_str().unwrap().contains("is forbidden")
+            && l["@message"]
+                .as_str()
+                .unwrap()
+                .contains("last successful list")),
+        "{}",
+        session.stderr
+    );
+
+    // The API server is down.
+    scene.server.stop();
+    let plugin = scene.start(&[]);
+    assert_eq!(
+        echo(&plugin, "v1.example.io/echo").await.unwrap(),
+        ["secrets shop/cm"]
+    );
+    let session = plugin.shutdown().await;
+    let warning = session
+        .log_lines()
+        .into_iter()
+        .find(|l| {
+            l["@level"] == "warn"
+                && l["@message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("cannot list the module ConfigMaps")
+        })
+        .unwrap_or_else(|| panic!("no warning:\n{}", session.stderr));
+    assert!(
+        warning["@message"]
+            .as_str()
+            .unwrap()
+            .contains("serving the module ConfigMaps of the last successful list instead"),
+        "{warning:?}"
+    );
+    assert_eq!(warning["configmaps"], "1");
+    assert!(modules_line(&session)["modules"]
+        .as_str()
+        .unwrap()
+        .contains("misbehave: ConfigMap velero-wasm-module-misbehave@"));
+}
+
+#[test]
+fn a_configmap_too_large_or_with_bad_keys_is_reported_and_the_others_are_written() {
+    let state = tempfile::tempdir().unwrap();
+    let cache = Cache::new(state.path());
+    let with_meta = |mut cm: Value, name: &str, uid: &str| {
+        cm["metadata"]["name"] = json!(name);
+        cm["metadata"]["uid"] = json!(uid);
+        cm["metadata"]["resourceVersion"] = json!("7");
+        cm
+    };
+    let good = with_meta(misbehave_configmap("v1.example.io"), "good", "u-1");
+    let big = with_meta(
+        module_configmap("big", Some(&vec![0u8; (1 << 20) + 1]), "sha256 = \"x\""),
+        "big",
+        "u-2",
+    );
+    let mut stray = with_meta(module_configmap("stray", None, ""), "stray", "u-3");
+    stray["data"]["../escape.toml"] = json!("");
+    let unlabelled = with_meta(module_configmap("plain", None, ""), "plain", "u-4");
+    let mut unlabelled = unlabelled;
+    unlabelled["metadata"]["labels"] = json!({});
+    let bad_uid = with_meta(module_configmap("slash", None, ""), "slash", "../../x");
+
+    let read = cache
+        .materialise(&[big, good, stray, unlabelled, bad_uid])
+        .unwrap();
+    let written: Vec<&str> = read
+        .configmaps
+        .iter()
+        .map(|c| c.configmap.as_str())
+        .collect();
+    assert_eq!(written, ["good"]);
+    assert_eq!((read.written, read.cached), (1, 0));
+    let problems: Vec<&str> = read.problems.iter().map(|p| p.message.as_str()).collect();
+    assert_eq!(problems.len(), 4, "{problems:#?}");
+    assert!(
+        problems[0].starts_with("ConfigMap big: holds more than 1048576 bytes (1 MiB)"),
+        "{}",
+        problems[0]
+    );
+    assert_eq!(read.problems[0].module.as_deref(), Some("big"));
+    assert!(
+        problems[1].contains("ConfigMap plain: label velero-wasm.io/module does not name a module"),
+        "{}",
+        problems[1]
+    );
+    assert!(
+        problems[2].contains("ConfigMap slash: metadata.uid \"../../x\" is not usable"),
+        "{}",
+        problems[2]
+    );
+    assert!(
+        problems[3]
+            .contains("ConfigMap stray: data key \"../escape.toml\" is not one of stray.wasm"),
+        "{}",
+        problems[3]
+    );
+    // Nothing was written outside the cache, and only the good ConfigMap inside it.
+    assert!(!state.path().join("escape.toml").exists());
+    assert_eq!(cache.last_listing().unwrap(), read.configmaps);
+}
+
+/// Publishes `files` as version `v` of a mounted ConfigMap, as the kubelet does: a new timestamped
+/// directory, `..data` swapped to it by a rename, each file a link through `..data`, the previous
+/// directory removed.
+fn kubelet_publish(dir: &Path, v: usize, files: &[(String, Vec<u8>)]) {
+    let stamp = format!("..2026_12_02_00_00_00.{v:09}");
+    std::fs::create_dir(dir.join(&stamp)).unwrap();
+    for (name, bytes) in files {
+        std::fs::write(dir.join(&stamp).join(name), bytes).unwrap();
+    }
+    let old = std::fs::read_link(dir.join("..data")).ok();
+    std::os::unix::fs::symlink(&stamp, dir.join("..data_tmp")).unwrap();
+    std::fs::rename(dir.join("..data_tmp"), dir.join("..data")).unwrap();
+    for (name, _) in files {
+        if std::fs::symlink_metadata(dir.join(name)).is_err() {
+            std::os::unix::fs::symlink(format!("..data/{name}"), dir.join(name)).unwrap();
+        }
+    }
+    if let Some(old) = old {
+        std::fs::remove_dir_all(dir.join(old)).unwrap();
+    }
+}
+
+/// Version `v` of a module `m` whose component is text naming its version (never compiled).
+fn kubelet_swap(dir: &Path, v: usize) {
+    let wasm = format!("version {v}\n").repeat(8 << 10).into_bytes();
+    let manifest = format!(
+        "sha256 = \"{}\"\n[settings]\nversion = \"{v}\"\n",
+        sha256_hex(&wasm)
+    );
+    kubelet_publish(
+        dir,
+        v,
+        &[
+            ("m.wasm".into(), wasm),
+            ("m.toml".into(), manifest.into_bytes()),
+        ],
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kubelet_mounted_directory_serves_each_new_version_to_the_next_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let publish = |v: usize| {
+        let cm = misbehave_configmap(&format!("v{v}.example.io"));
+        let wasm = base64::engine::general_purpose::STANDARD
+            .decode(cm["binaryData"]["misbehave.wasm"].as_str().unwrap())
+            .unwrap();
+        let toml = cm["data"]["misbehave.toml"]
+            .as_str()
+            .unwrap()
+            .as_bytes()
+            .to_vec();
+        kubelet_publish(
+            dir.path(),
+            v,
+            &[
+                ("misbehave.wasm".into(), wasm),
+                ("misbehave.toml".into(), toml),
+            ],
+        );
+    };
+    let env = [
+        ("VELERO_WASM_MODULES", dir.path().to_str().unwrap()),
+        ("VELERO_WASM_STATE_DIR", state.path().to_str().unwrap()),
+    ];
+    for v in 1..=2 {
+        publish(v);
+        let plugin = Plugin::start_as(binary(), &["--log-level", "info"], &env);
+        assert_eq!(
+            echo(&plugin, &format!("v{v}.example.io/echo"))
+                .await
+                .unwrap(),
+            ["secrets shop/cm"]
+        );
+        let listed = names(&plugin).await;
+        assert!(
+            !listed.contains(&format!("v{}.example.io/echo", 3 - v)),
+            "{listed:?}"
+        );
+        let line = modules_line(&plugin.shutdown().await);
+        // Named as the operator sees it, not by the kubelet's timestamped directory.
+        let shown = format!("misbehave: {}", dir.path().join("misbehave.wasm").display());
+        assert!(
+            line["modules"]
+                .as_str()
+                .unwrap()
+                .split("; ")
+                .any(|m| m == shown),
+            "{line:?}"
+        );
+    }
+}
+
+#[test]
+fn a_mounted_directory_read_during_the_kubelet_s_swap_gives_one_whole_version() {
+    let dir = tempfile::tempdir().unwrap();
+    kubelet_swap(dir.path(), 0);
+    const SWAPS: usize = 100;
+    let swapper = {
+        let dir = dir.path().to_path_buf();
+        std::thread::spawn(move || {
+            for v in 1..=SWAPS {
+                std::thread::sleep(Duration::from_millis(5));
+                kubelet_swap(&dir, v);
+            }
+        })
+    };
+    let mut scans = 0;
+    let mut seen = std::collections::BTreeSet::new();
+    while !swapper.is_finished() && scans < 20_000 {
+        let scan = scan_directory(dir.path(), None).unwrap();
+        assert!(scan.problems.is_empty(), "{:?}", scan.problems);
+        assert_eq!(scan.modules.len(), 1);
+        let module = &scan.modules[0];
+        let version = &module.manifest.settings["version"];
+        assert!(
+            module
+                .wasm
+                .starts_with(format!("version {version}\n").as_bytes()),
+            "the manifest of version {version} came with another component"
+        );
+        // Shown as the operator sees it, not by the kubelet's timestamped directory.
+        assert_eq!(
+            module.origin.to_string(),
+            dir.path().join("m.wasm").display().to_string()
+        );
+        seen.insert(version.clone());
+        scans += 1;
+    }
+    swapper.join().unwrap();
+    assert!(seen.len() > 1, "the scans saw only {seen:?}");
+    let last = scan_directory(dir.path(), None).unwrap();
+    assert_eq!(
+        last.modules[0].manifest.settings["version"],
+        SWAPS.to_string()
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Stock overrides
+
+const VM_BACKUP: &str = "kubevirt-velero-plugin/backup-virtualmachine-action";
+/// What extended mode adds to a VM backup and upstream mode does not.
+const EXTENDED_ONLY: &str = "datasources.cdi.kubevirt.io kubevirt-os-images/fedora";
+
+fn kubevirt_fixture(relative: &str) -> PathBuf {
+    root().join("tests/fixtures/kubevirt").join(relative)
+}
+
+/// The VM backup's additional items, by `velero-wasm run`, with `--modules dir` when given.
+fn vm_backup(modules: Option<&Path>) -> Vec<String> {
+    let (item, backup, cluster) = (
+        kubevirt_fixture("cluster/vm-fedora-web-01.json"),
+        kubevirt_fixture("velero/backup-nightly.json"),
+        kubevirt_fixture("cluster"),
+    );
+    let mut args = vec![
+        "run".to_string(),
+        "--action".into(),
+        VM_BACKUP.into(),
+        "--item".into(),
+        item.display().to_string(),
+        "--backup".into(),
+        backup.display().to_string(),
+        "--cluster".into(),
+        cluster.display().to_string(),
+    ];
+    if let Some(dir) = modules {
+        args.extend(["--modules".to_string(), dir.display().to_string()]);
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = velero_wasm(&args);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    stdout_json(&out)["additionalItems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|id| {
+            let resource = match id["group"].as_str().unwrap() {
+                "" => id["resource"].as_str().unwrap().to_string(),
+                group => format!("{}.{group}", id["resource"].as_str().unwrap()),
+            };
+            format!(
+                "{resource} {}/{}",
+                id["namespace"].as_str().unwrap(),
+                id["name"].as_str().unwrap()
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn an_override_in_a_directory_changes_kubevirt_s_mode_without_a_component() {
+    let stock = vm_backup(None);
+    assert!(stock.contains(&EXTENDED_ONLY.to_string()), "{stock:#?}");
+
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("kubevirt.toml"),
+        "[settings]\nmode = \"upstream\"\n[limits]\ntimeout = \"20s\"\n",
+    )
+    .unwrap();
+    let upstream = vm_backup(Some(dir.path()));
+    assert!(
+        !upstream.contains(&EXTENDED_ONLY.to_string()),
+        "{upstream:#?}"
+    );
+    assert!(upstream.len() < stock.len());
+
+    // `actions` says where the module comes from and which settings are in effect.
+    let modules = dir.path().display().to_string();
+    let out = velero_wasm(&["actions", "--json", "--modules", &modules]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let json = stdout_json(&out);
+    let kubevirt = json["modules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "kubevirt")
+        .unwrap();
+    assert_eq!(
+        kubevirt["source"],
+        format!(
+            "stock + override {}",
+            dir.path().join("kubevirt.toml").display()
+        )
+    );
+    assert_eq!(kubevirt["settings"]["mode"], "upstream");
+    let vm = json["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["name"] == VM_BACKUP)
+        .unwrap();
+    assert_eq!(vm["limits"]["timeout"], "20s");
+    // The stock grant is kept when the override does not narrow it.
+    assert_eq!(vm["grant"]["kube"].as_array().unwrap().len(), 3);
+    let table = velero_wasm(&["actions", "--modules", &modules]);
+    let text = String::from_utf8(table.stdout).unwrap();
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("kubevirt ") && l.contains("stock + override ")),
+        "{text}"
+    );
+}
+
+#[test]
+fn an_override_that_widens_the_grant_is_refused_and_the_stock_module_serves() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("kubevirt.toml"),
+        "[settings]\nmode = \"upstream\"\n\n[[grant.kube]]\nresources = [\"pods\"]\nverbs = [\"list\", \"delete\"]\nnamespaces = [\"@item\"]\n",
+    )
+    .unwrap();
+    let modules = dir.path().display().to_string();
+    let out = velero_wasm(&["actions", "--modules", &modules]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "a refused override is reported with exit 1"
+    );
+    let err = stderr(&out);
+    assert!(
+        err.contains("kubevirt.toml of module kubevirt refused: it widens the grant of the stock module kubevirt: grant.kube[0] allows delete on pods in @item, which no stock rule allows")
+            && err.contains("serving the stock module kubevirt"),
+        "{err}"
+    );
+    // The stock module serves unchanged: extended mode.
+    assert!(vm_backup(Some(dir.path())).contains(&EXTENDED_ONLY.to_string()));
+
+    // An override for a module that is not stock is a manifest without its component.
+    std::fs::remove_file(dir.path().join("kubevirt.toml")).unwrap();
+    std::fs::write(dir.path().join("mine.toml"), "").unwrap();
+    let out = velero_wasm(&["actions", "--modules", &modules]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains(
+            "a manifest without its component (mine.wasm), and no stock module is named mine"
+        ),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_override_in_a_configmap_changes_kubevirt_s_mode_over_grpc() {
+    let scene = Scene::new(&[&kubevirt_fixture("cluster")]);
+    scene.server.apply(module_configmap(
+        "kubevirt",
+        None,
+        "[settings]\nmode = \"upstream\"\n",
+    ));
+    let execute = |plugin: Plugin| async move {
+        let response = BackupItemActionClient::new(plugin.channel().await)
+            .execute(ExecuteRequest {
+                plugin: VM_BACKUP.into(),
+                item: std::fs::read(kubevirt_fixture("cluster/vm-fedora-web-01.json")).unwrap(),
+                backup: std::fs::read(kubevirt_fixture("velero/backup-nightly.json")).unwrap(),
+            })
+            .await
+            .expect("the VM backup succeeds")
+            .into_inner();
+        let items: Vec<String> = response
+            .additional_items
+            .iter()
+            .map(|id| match id.group.as_str() {
+                "" => format!("{} {}/{}", id.resource, id.namespace, id.name),
+                g => format!("{}.{g} {}/{}", id.resource, id.namespace, id.name),
+            })
+            .collect();
+        (items, plugin.shutdown().await)
+    };
+    let (items, session) = execute(scene.start(&[])).await;
+    assert!(!items.contains(&EXTENDED_ONLY.to_string()), "{items:#?}");
+    let version = scene
+        .server
+        .object("configmaps", "velero", "velero-wasm-module-kubevirt")
+        .unwrap()["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let line = modules_line(&session);
+    assert!(
+        line["modules"].as_str().unwrap().contains(&format!(
+            "kubevirt: stock + override ConfigMap velero-wasm-module-kubevirt@{version}"
+        )),
+        "{line:?}"
+    );
+
+    // A widening override in a ConfigMap is refused, with the reason in the start-up line.
+    scene.server.apply(module_configmap(
+        "kubevirt",
+        None,
+        "[settings]\nmode = \"upstream\"\n[grant]\nhttp = [\"example.com\"]\n",
+    ));
+    let (items, session) = execute(scene.start(&[])).await;
+    assert!(items.contains(&EXTENDED_ONLY.to_string()), "{items:#?}");
+    let line = modules_line(&session);
+    assert!(
+        line["modules"]
+            .as_str()
+            .unwrap()
+            .split("; ")
+            .any(|m| m == "kubevirt: stock"),
+        "{line:?}"
+    );
+    assert!(
+        line["rejected"]
+            .as_str()
+            .unwrap()
+            .contains("grant.http[0] \"example.com\" is not covered by the stock grant (none)"),
+        "{line:?}"
+    );
+}
