@@ -88,6 +88,8 @@ pub fn apply(stock: &ModuleSource, text: &str, from: Origin) -> Result<ModuleSou
         sha256: stock.sha256.clone(),
         manifest: merged,
         manifest_text: Arc::from(text),
+        // The override's own signature was checked when its file was read.
+        signature: None,
         origin: Origin::Override(Box::new(from)),
     })
 }

@@ -407,22 +407,15 @@ impl Runtime {
                                 true,
                                 format!("serving its last good version (sha256 {sha}) instead"),
                             ),
-                            Err(e) => {
-                                self.stock_fallback(
-                                    &name,
-                                    &format!("its last good version does not load either: {e}"),
-                                    &mut set_aside,
-                                )
-                                .await
-                            }
+                            Err(e) => self.stock_fallback(
+                                &name,
+                                &format!("its last good version does not load either: {e}"),
+                            ),
                         }
                     }
-                    Err(why) => self.stock_fallback(&name, &why, &mut set_aside).await,
+                    Err(why) => self.stock_fallback(&name, &why),
                 },
-                None => {
-                    self.stock_fallback(&name, "no last good versions are kept", &mut set_aside)
-                        .await
-                }
+                None => self.stock_fallback(&name, "no last good versions are kept"),
             };
             problems.push(LoadProblem {
                 message: format!("{problem}; {fallback}"),
