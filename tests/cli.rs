@@ -469,6 +469,116 @@ fn the_log_level_may_come_before_the_command() {
     );
 }
 
+/// A crate of a policy author's, outside this repository, that depends on the SDK by path.
+fn author_crate(dir: &Path) {
+    let sdk = Path::new(env!("CARGO_MANIFEST_DIR")).join("../sdk");
+    write(
+        dir,
+        "Cargo.toml",
+        &format!(
+            "[package]\nname = \"label-pvcs\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
+             [lib]\ncrate-type = [\"cdylib\", \"rlib\"]\n\n\
+             [dependencies]\nvelero-wasm-sdk = {{ path = {:?} }}\n\n[workspace]\n",
+            sdk.canonicalize().unwrap().display().to_string()
+        ),
+    );
+    std::fs::create_dir_all(dir.join("src")).unwrap();
+    write(
+        &dir.join("src"),
+        "lib.rs",
+        r#"use velero_wasm_sdk::*;
+
+pub struct LabelPvcs;
+
+impl Plugin for LabelPvcs {
+    fn describe() -> Vec<ActionInfo> {
+        vec![ActionInfo::new("example.io/label-pvcs", Kind::Backup)
+            .applies_to(Selector::resources(&["persistentvolumeclaims"]))
+            .needs_kube("persistentvolumeclaims", &[Verb::List])]
+    }
+
+    fn backup(_action: &str, request: BackupRequest) -> Result<BackupResponse, String> {
+        let mut item = Object::parse(&request.item)?;
+        item.set_label("example.io/labelled", "true");
+        Ok(BackupResponse::with_item(&item))
+    }
+}
+
+export_plugin!(LabelPvcs);
+"#,
+    );
+    // The workspace's lock: the same dependency versions, all in the local cache (no network).
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.lock"),
+        dir.join("Cargo.lock"),
+    )
+    .unwrap();
+}
+
+/// Runs `velero-wasm build DIR` offline, with a target directory kept between runs.
+fn build_module(dir: &Path) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_velero-wasm"))
+        .args(["build", dir.to_str().unwrap()])
+        .env_remove("VELERO_PLUGIN")
+        .env("CARGO_NET_OFFLINE", "true")
+        .env(
+            "CARGO_TARGET_DIR",
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/author-crate"),
+        )
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn build_makes_the_component_pins_its_sha256_in_the_manifest_and_checks_the_grant() {
+    let dir = tempfile::tempdir().unwrap();
+    author_crate(dir.path());
+    let manifest = "# Labels PVCs.\nsha256 = \"0000000000000000000000000000000000000000000000000000000000000000\"  # pinned by velero-wasm build\ndescription = \"label PVCs\"\n\n[[grant.kube]]  # the PVCs of the item's namespace\nresources = [\"persistentvolumeclaims\"]\nverbs = [\"list\"]\nnamespaces = [\"@item\"]\n";
+    write(dir.path(), "label-pvcs.toml", manifest);
+    let out = build_module(dir.path());
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("example.io/label-pvcs  backup"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let wasm = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../target/author-crate/wasm32-wasip2/release/label_pvcs.wasm");
+    let sha = sha256_of(&wasm);
+    let written = std::fs::read_to_string(dir.path().join("label-pvcs.toml")).unwrap();
+    assert_eq!(written, manifest.replace(&"0".repeat(64), &sha));
+    assert!(stderr(&out).contains(&sha), "{}", stderr(&out));
+
+    // The module as built serves from a module directory with that manifest.
+    let modules = tempfile::tempdir().unwrap();
+    std::fs::copy(&wasm, modules.path().join("label-pvcs.wasm")).unwrap();
+    std::fs::copy(
+        dir.path().join("label-pvcs.toml"),
+        modules.path().join("label-pvcs.toml"),
+    )
+    .unwrap();
+    let listed = velero_wasm(&[
+        "actions",
+        "--module",
+        "label-pvcs",
+        "--modules",
+        modules.path().to_str().unwrap(),
+    ]);
+    assert_eq!(listed.status.code(), Some(0), "{}", stderr(&listed));
+
+    // A grant that does not cover what the action declares it needs: exit 1, saying so.
+    let narrow = manifest.replace("verbs = [\"list\"]", "verbs = [\"get\"]");
+    write(dir.path(), "label-pvcs.toml", &narrow);
+    let out = build_module(dir.path());
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("action example.io/label-pvcs needs")
+            && stderr(&out).contains("which the manifest does not grant"),
+        "{}",
+        stderr(&out)
+    );
+}
+
 #[test]
 fn without_a_command_it_explains_it_is_a_plugin() {
     let out = velero_wasm(&["--log-level", "debug"]);

@@ -3,6 +3,7 @@
 //! object-store URL from the signing component).
 
 mod actions;
+mod build;
 mod run;
 mod sign;
 
@@ -36,6 +37,8 @@ enum Command {
     Actions(actions::ActionsArgs),
     /// Print a signed object-store URL (S3 presigned GET or Azure Blob SAS), made by the signing module.
     Sign(Box<sign::SignArgs>),
+    /// Build a module's crate as a component, pin its sha256 in its manifest, and check its grant.
+    Build(build::BuildArgs),
 }
 
 /// Where modules beyond the stock ones come from.
@@ -73,6 +76,7 @@ pub fn main() -> ExitCode {
             Command::Run(args) => run::run(*args).await,
             Command::Actions(args) => actions::actions(args).await,
             Command::Sign(args) => sign::sign(*args).await,
+            Command::Build(args) => build::build(args).await,
         }
     });
     ExitCode::from(code)
