@@ -1,6 +1,6 @@
 //! The commands people run: `run` (a policy author's local loop: one action on one item, against a
-//! fixture cluster), `actions` (what is loaded, and what each module may do) and `sign` (a signed
-//! object-store URL from the signing component).
+//! fixture cluster), `actions` (what is loaded, and what each module may do), `sign` (a signed
+//! object-store URL from the signing component) and `build` (a module's crate to a pinned component).
 
 mod actions;
 mod build;
