@@ -557,13 +557,16 @@ fn build_makes_the_component_pins_its_sha256_in_the_manifest_and_checks_the_gran
         modules.path().join("label-pvcs.toml"),
     )
     .unwrap();
-    let listed = velero_wasm(&[
-        "actions",
-        "--module",
-        "label-pvcs",
-        "--modules",
-        modules.path().to_str().unwrap(),
-    ]);
+    let list = || {
+        velero_wasm(&[
+            "actions",
+            "--module",
+            "label-pvcs",
+            "--modules",
+            modules.path().to_str().unwrap(),
+        ])
+    };
+    let listed = list();
     assert_eq!(listed.status.code(), Some(0), "{}", stderr(&listed));
 
     // A grant that does not cover what the action declares it needs: exit 1, saying so.
@@ -576,6 +579,19 @@ fn build_makes_the_component_pins_its_sha256_in_the_manifest_and_checks_the_gran
             && stderr(&out).contains("which the manifest does not grant"),
         "{}",
         stderr(&out)
+    );
+    // `actions` says the same of a module directory holding it, and exits 1.
+    std::fs::copy(
+        dir.path().join("label-pvcs.toml"),
+        modules.path().join("label-pvcs.toml"),
+    )
+    .unwrap();
+    let listed = list();
+    assert_eq!(listed.status.code(), Some(1), "{}", stderr(&listed));
+    assert!(
+        stderr(&listed).contains("which the manifest does not grant"),
+        "{}",
+        stderr(&listed)
     );
 }
 
