@@ -38,7 +38,6 @@ fn main() {
         "actions",
         "sdk",
         "wit",
-        "label-selector",
         "hypershift",
         "tests/components",
         "Cargo.lock",

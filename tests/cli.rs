@@ -190,6 +190,35 @@ fn an_action_error_exits_1_with_the_message_on_stderr() {
 }
 
 #[test]
+fn a_denied_call_names_the_manifest_rule_that_allows_it_and_that_rule_does() {
+    let scene = Scene::new();
+    let out = scene.run("forbidden-kube", &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let message = stderr(&out).replace("\\\"", "\"");
+    let rule = r#"[[grant.kube]] resources = ["secrets"] verbs = ["get"] namespaces = ["@item"]"#;
+    assert!(
+        message.contains(&format!("; the manifest rule that allows it: {rule}")),
+        "{message}"
+    );
+    // Added to the manifest (one key a line), the rule lets the same call through to the cluster,
+    // which has no such Secret.
+    let toml = rule.replacen("]] ", "]]\n", 1).replace("] ", "]\n");
+    support::add_module(
+        scene.modules.path(),
+        "misbehave",
+        "misbehave",
+        &format!("{MANIFEST}\n{toml}\n"),
+    );
+    let out = scene.run("forbidden-kube", &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("Error::NotFound") && !stderr(&out).contains("permission denied"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
 fn guest_output_never_reaches_stdout() {
     let scene = Scene::new();
     let out = scene.run("stdout", &[]);
@@ -284,31 +313,35 @@ fn a_module_directory_with_a_bad_module_still_serves_the_good_ones() {
 }
 
 #[test]
-fn actions_lists_every_action_with_its_module_and_grant() {
+fn actions_lists_one_line_per_action_within_100_columns() {
     let scene = Scene::new();
     let modules = scene.modules.path().display().to_string();
     let out = velero_wasm(&["actions", "--modules", &modules]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let table = String::from_utf8(out.stdout).unwrap();
-    let header = table.lines().next().unwrap();
+    let mut lines = table.lines();
+    let header = lines.next().unwrap();
     assert!(
         header.starts_with("NAME")
             && header.contains("KIND")
+            && header.contains("MODULE")
             && header.contains("APPLIES TO")
-            && header.contains("GRANT")
+            && !header.contains("GRANT"),
+        "{header}"
     );
-    let echo = table
-        .lines()
+    for line in table.lines() {
+        assert!(line.chars().count() <= 100, "{line}");
+    }
+    // One line per action: the stock ones and the test component's.
+    assert!(lines.clone().count() > 10, "{table}");
+    let echo = lines
         .find(|l| l.starts_with("test.velero-wasm.io/echo "))
         .unwrap();
     assert!(
         echo.contains("backup") && echo.contains("configmaps") && echo.contains("misbehave"),
         "{echo}"
     );
-    assert!(
-        echo.contains("get,create,patch configmaps in @item"),
-        "{echo}"
-    );
+    assert!(!echo.contains("@item"), "grants only under --wide: {echo}");
 
     let out = velero_wasm(&["actions", "--json", "--modules", &modules]);
     let json = stdout_json(&out);
@@ -334,6 +367,232 @@ fn actions_lists_every_action_with_its_module_and_grant() {
         "a module left out is reported with exit 1"
     );
     assert!(stderr(&out).contains("unpinned.toml has no sha256"));
+}
+
+#[test]
+fn actions_shows_grants_under_wide_and_one_module_in_full_under_module() {
+    let scene = Scene::new();
+    let modules = scene.modules.path().display().to_string();
+    let out = velero_wasm(&["actions", "--wide", "--modules", &modules]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let table = String::from_utf8(out.stdout).unwrap();
+    assert!(table.lines().next().unwrap().contains("GRANT"), "{table}");
+    let echo = table
+        .lines()
+        .find(|l| l.starts_with("test.velero-wasm.io/echo "))
+        .unwrap();
+    assert!(
+        echo.contains("get,create,patch configmaps in @item"),
+        "{echo}"
+    );
+    // Cluster scope ("" in the manifest) is written (cluster).
+    let agent = table
+        .lines()
+        .find(|l| l.contains("  agent  "))
+        .unwrap_or_else(|| panic!("{table}"));
+    assert!(
+        agent.contains("get customresourcedefinitions.apiextensions.k8s.io (cluster)"),
+        "{agent}"
+    );
+
+    let out = velero_wasm(&["actions", "--module", "agent", "--modules", &modules]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(
+        lines[0].starts_with("module") && lines[0].ends_with("agent"),
+        "{text}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("origin") && l.ends_with("stock")),
+        "{text}"
+    );
+    assert!(lines.iter().any(|l| l.starts_with("sha256")), "{text}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("limits") && l.contains("timeout ")),
+        "{text}"
+    );
+    // The grant, one rule a line.
+    let grant = lines.iter().position(|l| l.starts_with("grant ")).unwrap();
+    assert!(
+        lines[grant].ends_with("get customresourcedefinitions.apiextensions.k8s.io (cluster)"),
+        "{text}"
+    );
+    assert!(
+        lines[grant + 1]
+            .trim_start()
+            .starts_with("list hostedcontrolplanes"),
+        "{text}"
+    );
+    // Then the module's actions, and no other module's.
+    assert!(lines.iter().any(|l| l.starts_with("NAME")), "{text}");
+    assert!(!text.contains("test.velero-wasm.io/echo"), "{text}");
+    assert!(!text.contains("kubevirt-velero-plugin/"), "{text}");
+
+    let out = velero_wasm(&["actions", "--module", "nosuch", "--modules", &modules]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("--module nosuch: no such module; loaded: ")
+            && stderr(&out).contains("misbehave"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn the_log_level_may_come_before_the_command() {
+    let scene = Scene::new();
+    let modules = scene.modules.path().display().to_string();
+    for args in [
+        vec!["--log-level", "debug", "actions", "--modules", &modules],
+        vec!["--log-level=debug", "actions", "--modules", &modules],
+        vec!["actions", "--log-level", "debug", "--modules", &modules],
+    ] {
+        let out = velero_wasm(&args);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
+        assert!(
+            String::from_utf8_lossy(&out.stdout).starts_with("NAME"),
+            "{args:?}"
+        );
+        assert!(stderr(&out).contains("DEBUG"), "{args:?}: {}", stderr(&out));
+    }
+    let out = velero_wasm(&["--log-level", "error", "run", "--action", "x"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        !stderr(&out).contains("is a Velero plugin"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// A crate of a policy author's, outside this repository, that depends on the SDK by path.
+fn author_crate(dir: &Path) {
+    let sdk = Path::new(env!("CARGO_MANIFEST_DIR")).join("../sdk");
+    write(
+        dir,
+        "Cargo.toml",
+        &format!(
+            "[package]\nname = \"label-pvcs\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
+             [lib]\ncrate-type = [\"cdylib\", \"rlib\"]\n\n\
+             [dependencies]\nvelero-wasm-sdk = {{ path = {:?} }}\n\n[workspace]\n",
+            sdk.canonicalize().unwrap().display().to_string()
+        ),
+    );
+    std::fs::create_dir_all(dir.join("src")).unwrap();
+    write(
+        &dir.join("src"),
+        "lib.rs",
+        r#"use velero_wasm_sdk::*;
+
+pub struct LabelPvcs;
+
+impl Plugin for LabelPvcs {
+    fn describe() -> Vec<ActionInfo> {
+        vec![ActionInfo::new("example.io/label-pvcs", Kind::Backup)
+            .applies_to(Selector::resources(&["persistentvolumeclaims"]))
+            .needs_kube("persistentvolumeclaims", &[Verb::List])]
+    }
+
+    fn backup(_action: &str, request: BackupRequest) -> Result<BackupResponse, String> {
+        let mut item = Object::parse(&request.item)?;
+        item.set_label("example.io/labelled", "true");
+        Ok(BackupResponse::with_item(&item))
+    }
+}
+
+export_plugin!(LabelPvcs);
+"#,
+    );
+    // The workspace's lock: the same dependency versions, all in the local cache (no network).
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.lock"),
+        dir.join("Cargo.lock"),
+    )
+    .unwrap();
+}
+
+/// Runs `velero-wasm build DIR` offline, with a target directory kept between runs.
+fn build_module(dir: &Path) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_velero-wasm"))
+        .args(["build", dir.to_str().unwrap()])
+        .env_remove("VELERO_PLUGIN")
+        .env("CARGO_NET_OFFLINE", "true")
+        .env(
+            "CARGO_TARGET_DIR",
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/author-crate"),
+        )
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn build_makes_the_component_pins_its_sha256_in_the_manifest_and_checks_the_grant() {
+    let dir = tempfile::tempdir().unwrap();
+    author_crate(dir.path());
+    let manifest = "# Labels PVCs.\nsha256 = \"0000000000000000000000000000000000000000000000000000000000000000\"  # pinned by velero-wasm build\ndescription = \"label PVCs\"\n\n[[grant.kube]]  # the PVCs of the item's namespace\nresources = [\"persistentvolumeclaims\"]\nverbs = [\"list\"]\nnamespaces = [\"@item\"]\n";
+    write(dir.path(), "label-pvcs.toml", manifest);
+    let out = build_module(dir.path());
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("example.io/label-pvcs  backup"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let wasm = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../target/author-crate/wasm32-wasip2/release/label_pvcs.wasm");
+    let sha = sha256_of(&wasm);
+    let written = std::fs::read_to_string(dir.path().join("label-pvcs.toml")).unwrap();
+    assert_eq!(written, manifest.replace(&"0".repeat(64), &sha));
+    assert!(stderr(&out).contains(&sha), "{}", stderr(&out));
+
+    // The module as built serves from a module directory with that manifest.
+    let modules = tempfile::tempdir().unwrap();
+    std::fs::copy(&wasm, modules.path().join("label-pvcs.wasm")).unwrap();
+    std::fs::copy(
+        dir.path().join("label-pvcs.toml"),
+        modules.path().join("label-pvcs.toml"),
+    )
+    .unwrap();
+    let list = || {
+        velero_wasm(&[
+            "actions",
+            "--module",
+            "label-pvcs",
+            "--modules",
+            modules.path().to_str().unwrap(),
+        ])
+    };
+    let listed = list();
+    assert_eq!(listed.status.code(), Some(0), "{}", stderr(&listed));
+
+    // A grant that does not cover what the action declares it needs: exit 1, saying so.
+    let narrow = manifest.replace("verbs = [\"list\"]", "verbs = [\"get\"]");
+    write(dir.path(), "label-pvcs.toml", &narrow);
+    let out = build_module(dir.path());
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("action example.io/label-pvcs needs")
+            && stderr(&out).contains("which the manifest does not grant"),
+        "{}",
+        stderr(&out)
+    );
+    // `actions` says the same of a module directory holding it, and exits 1.
+    std::fs::copy(
+        dir.path().join("label-pvcs.toml"),
+        modules.path().join("label-pvcs.toml"),
+    )
+    .unwrap();
+    let listed = list();
+    assert_eq!(listed.status.code(), Some(1), "{}", stderr(&listed));
+    assert!(
+        stderr(&listed).contains("which the manifest does not grant"),
+        "{}",
+        stderr(&listed)
+    );
 }
 
 #[test]

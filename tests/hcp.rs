@@ -431,7 +431,7 @@ fn c05_a_ho_namespace_outside_the_grant_is_refused_before_the_cluster_with_what_
     );
     assert_eq!(
         failure(&output),
-        "error creating HCPEtcdBackup: failed to copy credential Secret: failed to create credential Secret hypershift-ops/etcd-backup-creds-aws-nightly: permission denied: module hcp is not granted create on secrets in namespace hypershift-ops; hoNamespace is \"hypershift-ops\": grant the hcp module get, create and delete on secrets there (its manifest's secrets line, in a module directory)"
+        "error creating HCPEtcdBackup: failed to copy credential Secret: failed to create credential Secret hypershift-ops/etcd-backup-creds-aws-nightly: permission denied: module hcp is not granted create on secrets in namespace hypershift-ops; the manifest rule that allows it: [[grant.kube]] resources = [\"secrets\"] verbs = [\"create\"] namespaces = [\"hypershift-ops\"]; hoNamespace is \"hypershift-ops\": grant the hcp module get, create and delete on secrets there (its manifest's secrets line, in a module directory)"
     );
     // Nothing was created: the grant stopped it before the cluster.
     assert!(

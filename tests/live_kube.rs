@@ -595,7 +595,11 @@ fn a_call_outside_the_grant_never_reaches_the_server() {
         &["--kubeconfig", kubeconfig.to_str().unwrap()],
     );
     assert_eq!(out.status.code(), Some(1));
-    assert!(stderr(&out).contains("Denied(\"permission denied: module misbehave is not granted get on secrets in namespace probe\")"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(r#"Denied("permission denied: module misbehave is not granted get on secrets in namespace probe; the manifest rule that allows it: [[grant.kube]] resources = [\"secrets\"] verbs = [\"get\"] namespaces = [\"@item\"]")"#),
+        "{}",
+        stderr(&out)
+    );
     let sent: Vec<String> = server.requests().into_iter().map(|r| r.path).collect();
     assert!(
         sent.iter().all(|p| !p.contains("secrets")),

@@ -209,7 +209,7 @@ async fn a_call_outside_the_grant_is_denied_before_it_reaches_the_backend() {
     let error = call(&runtime, "forbidden-kube").await.unwrap_err();
     assert_eq!(
         error.to_string(),
-        "kube: Error::Denied(\"permission denied: module misbehave is not granted get on secrets in namespace shop\")"
+        r#"kube: Error::Denied("permission denied: module misbehave is not granted get on secrets in namespace shop; the manifest rule that allows it: [[grant.kube]] resources = [\"secrets\"] verbs = [\"get\"] namespaces = [\"@item\"]")"#
     );
     assert_eq!(
         backend.calls.load(Ordering::SeqCst),

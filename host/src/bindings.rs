@@ -216,4 +216,37 @@ mod tests {
             assert_eq!(system_time(timestamp(t)), t);
         }
     }
+
+    /// The SDK carries its own copy of the contract (so that it builds outside this repository): it
+    /// must be the contract the host implements, file for file, byte for byte.
+    #[test]
+    fn the_sdk_s_copy_of_the_wit_package_is_identical_to_wit() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let files = |dir: &str| -> std::collections::BTreeMap<std::ffi::OsString, Vec<u8>> {
+            std::fs::read_dir(root.join(dir))
+                .unwrap_or_else(|e| panic!("{dir}: {e}"))
+                .map(|entry| {
+                    let entry = entry.unwrap();
+                    assert!(
+                        entry.file_type().unwrap().is_file(),
+                        "{dir}/{:?} is not a file",
+                        entry.file_name()
+                    );
+                    (entry.file_name(), std::fs::read(entry.path()).unwrap())
+                })
+                .collect()
+        };
+        let (contract, copy) = (files("wit"), files("sdk/wit"));
+        assert_eq!(
+            contract.keys().collect::<Vec<_>>(),
+            copy.keys().collect::<Vec<_>>(),
+            "sdk/wit must hold the files of wit/: cp wit/* sdk/wit/"
+        );
+        for (name, bytes) in &contract {
+            assert!(
+                copy[name] == *bytes,
+                "sdk/wit/{name:?} differs from wit/{name:?}: cp wit/* sdk/wit/"
+            );
+        }
+    }
 }

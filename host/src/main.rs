@@ -10,10 +10,21 @@ fn main() -> ExitCode {
     {
         return velero_wasm::plugin::main();
     }
-    // Velero passes only flags; a person passes a command (or --help, --version).
-    let first = args.get(1).and_then(|a| a.to_str()).unwrap_or("");
-    let wants_cli = !first.starts_with("--") || matches!(first, "--help" | "--version");
-    if args.len() < 2 || !wants_cli {
+    // Velero passes only flags; a person passes a command (or --help, --version), perhaps after the
+    // global `--log-level LEVEL`.
+    let mut rest = args.iter().skip(1).filter_map(|a| a.to_str());
+    let first = loop {
+        match rest.next() {
+            Some("--log-level") => {
+                rest.next();
+            }
+            Some(flag) if flag.starts_with("--log-level=") => {}
+            other => break other.unwrap_or(""),
+        }
+    };
+    let wants_cli =
+        !first.starts_with('-') || matches!(first, "--help" | "-h" | "--version" | "-V");
+    if first.is_empty() || !wants_cli {
         eprintln!(
             "velero-wasm is a Velero plugin: Velero starts it from its plugin directory with VELERO_PLUGIN=hello.\n\
              It is not meant to be executed this way. To use it by hand, see `velero-wasm --help`:\n  \

@@ -7,6 +7,7 @@ use std::cell::RefCell;
 use label_selector::LabelSelector;
 
 use crate::bindings::velero_wasm::plugin::kube;
+use crate::grant::KubeGrant;
 use crate::Object;
 
 pub use kube::Error as KubeError;
@@ -170,12 +171,30 @@ pub struct Call {
     pub target: String,
 }
 
-/// An in-memory cluster for native unit tests of action logic.
+/// An in-memory cluster for native unit tests of action logic. Given the module's manifest
+/// ([`FakeCluster::with_manifest`]), it refuses what the grant does not allow, with the error the host
+/// gives.
+///
+/// ```
+/// use velero_wasm_sdk::{Api, Cluster, FakeCluster, Object};
+///
+/// const PVCS: Api = Api::new("", "v1", "persistentvolumeclaims");
+/// let pvc = Object::parse(r#"{"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+///     "metadata": {"name": "data", "namespace": "apps", "labels": {"app": "web"}}}"#)?;
+/// let cluster = FakeCluster::new().with(PVCS, pvc);
+/// assert_eq!(cluster.list(PVCS, "apps", "app=web").unwrap().len(), 1);
+/// assert!(cluster.get(PVCS, "apps", "logs").unwrap_err().is_not_found());
+/// assert_eq!(cluster.calls()[1].verb, "get");
+/// # Ok::<(), String>(())
+/// ```
 #[derive(Debug, Default)]
 pub struct FakeCluster {
     objects: RefCell<Vec<(String, Object)>>,
     calls: RefCell<Vec<Call>>,
     failing_lists: RefCell<Vec<String>>,
+    grant: Option<KubeGrant>,
+    item_namespace: Option<String>,
+    velero_namespace: String,
 }
 
 impl FakeCluster {
@@ -192,6 +211,51 @@ impl FakeCluster {
         self
     }
 
+    /// Applies the Kubernetes grant of module `module`'s manifest (the text of its `<name>.toml`) as the
+    /// host does: a call no `[[grant.kube]]` rule allows fails with [`KubeError::Denied`] and the host's
+    /// message, and is not recorded. Without a manifest every call is allowed.
+    ///
+    /// ```
+    /// use velero_wasm_sdk::{Api, Cluster, FakeCluster, KubeError};
+    ///
+    /// let manifest = r#"
+    ///     [[grant.kube]]
+    ///     resources = ["persistentvolumeclaims"]
+    ///     verbs = ["get", "list"]
+    ///     namespaces = ["@item"]
+    /// "#;
+    /// let cluster = FakeCluster::new()
+    ///     .with_manifest("label-pvcs", manifest)?
+    ///     .item_namespace("apps");
+    /// let pvs = Api::new("", "v1", "persistentvolumes");
+    /// match cluster.get(pvs, "", "pv-1") {
+    ///     Err(KubeError::Denied(message)) => assert!(message.ends_with(
+    ///         r#"[[grant.kube]] resources = ["persistentvolumes"] verbs = ["get"] namespaces = [""]"#
+    ///     )),
+    ///     other => panic!("{other:?}"),
+    /// }
+    /// # Ok::<(), String>(())
+    /// ```
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn with_manifest(mut self, module: &str, manifest: &str) -> Result<FakeCluster, String> {
+        self.grant = Some(KubeGrant::from_manifest(module, manifest)?);
+        Ok(self)
+    }
+
+    /// The namespace of the item the action is called on: what `@item` in the grant means (without it,
+    /// `@item` allows nothing, as for a call with no item).
+    pub fn item_namespace(mut self, namespace: &str) -> FakeCluster {
+        self.item_namespace = Some(namespace.to_string());
+        self
+    }
+
+    /// The namespace Velero runs in: what `@velero` in the grant means (without it, `@velero` allows
+    /// nothing, as when the host does not know it).
+    pub fn velero_namespace(mut self, namespace: &str) -> FakeCluster {
+        self.velero_namespace = namespace.to_string();
+        self
+    }
+
     /// Makes every `list` of `api` fail (to test error paths).
     pub fn failing_list(self, api: Api) -> FakeCluster {
         self.failing_lists.borrow_mut().push(api.group_resource());
@@ -203,13 +267,34 @@ impl FakeCluster {
         self.calls.borrow().clone()
     }
 
-    fn record(&self, verb: &'static str, api: Api, namespace: &str, target: &str) {
+    /// Checks a call against the grant, then records it.
+    fn record(
+        &self,
+        verb: &'static str,
+        api: Api,
+        namespace: &str,
+        target: &str,
+    ) -> Result<(), KubeError> {
+        if let Some(grant) = &self.grant {
+            let item = self.item_namespace.as_deref();
+            let gr = api.group_resource();
+            if !grant.allows(verb, &gr, namespace, item, &self.velero_namespace) {
+                return Err(KubeError::Denied(grant.denial(
+                    verb,
+                    &gr,
+                    namespace,
+                    item,
+                    &self.velero_namespace,
+                )));
+            }
+        }
         self.calls.borrow_mut().push(Call {
             verb,
             resource: api.group_resource(),
             namespace: namespace.to_string(),
             target: target.to_string(),
         });
+        Ok(())
     }
 
     fn position(&self, api: Api, namespace: &str, name: &str) -> Option<usize> {
@@ -227,7 +312,7 @@ impl FakeCluster {
 
 impl Cluster for FakeCluster {
     fn get(&self, api: Api, namespace: &str, name: &str) -> Result<Object, KubeError> {
-        self.record("get", api, namespace, name);
+        self.record("get", api, namespace, name)?;
         let at = self
             .position(api, namespace, name)
             .ok_or_else(|| Self::not_found(api, name))?;
@@ -240,7 +325,7 @@ impl Cluster for FakeCluster {
         namespace: &str,
         label_selector: &str,
     ) -> Result<Vec<Object>, KubeError> {
-        self.record("list", api, namespace, label_selector);
+        self.record("list", api, namespace, label_selector)?;
         let gr = api.group_resource();
         if self.failing_lists.borrow().contains(&gr) {
             return Err(KubeError::Other(format!("listing {gr} failed (injected)")));
@@ -258,7 +343,7 @@ impl Cluster for FakeCluster {
     }
 
     fn create(&self, api: Api, namespace: &str, object: &Object) -> Result<Object, KubeError> {
-        self.record("create", api, namespace, object.name());
+        self.record("create", api, namespace, object.name())?;
         if self.position(api, namespace, object.name()).is_some() {
             return Err(KubeError::Conflict(format!(
                 "{} \"{}\" already exists",
@@ -273,7 +358,7 @@ impl Cluster for FakeCluster {
     }
 
     fn update(&self, api: Api, namespace: &str, object: &Object) -> Result<Object, KubeError> {
-        self.record("update", api, namespace, object.name());
+        self.record("update", api, namespace, object.name())?;
         let at = self
             .position(api, namespace, object.name())
             .ok_or_else(|| Self::not_found(api, object.name()))?;
@@ -288,7 +373,7 @@ impl Cluster for FakeCluster {
         name: &str,
         patch: &serde_json::Value,
     ) -> Result<Object, KubeError> {
-        self.record("patch", api, namespace, name);
+        self.record("patch", api, namespace, name)?;
         let at = self
             .position(api, namespace, name)
             .ok_or_else(|| Self::not_found(api, name))?;
@@ -301,7 +386,7 @@ impl Cluster for FakeCluster {
     }
 
     fn delete(&self, api: Api, namespace: &str, name: &str) -> Result<(), KubeError> {
-        self.record("delete", api, namespace, name);
+        self.record("delete", api, namespace, name)?;
         let at = self
             .position(api, namespace, name)
             .ok_or_else(|| Self::not_found(api, name))?;
@@ -356,6 +441,58 @@ mod tests {
         assert_eq!(listed.len(), 1);
         assert_eq!(c.calls().len(), 3);
         assert_eq!(c.calls()[2].target, "app=web");
+    }
+
+    #[test]
+    fn fake_cluster_with_a_manifest_denies_what_the_grant_does_not_allow_as_the_host_does() {
+        let manifest = r#"
+            [[grant.kube]]
+            resources = ["pods"]
+            verbs = ["get", "list"]
+            namespaces = ["@item"]
+            [[grant.kube]]
+            resources = ["configmaps"]
+            verbs = ["get"]
+            namespaces = ["@velero"]
+        "#;
+        let c = FakeCluster::new()
+            .with(PODS, pod("a", serde_json::json!({})))
+            .with_manifest("labeler", manifest)
+            .unwrap()
+            .item_namespace("ns")
+            .velero_namespace("velero");
+        assert_eq!(c.get(PODS, "ns", "a").unwrap().name(), "a");
+        assert_eq!(c.list(PODS, "ns", "").unwrap().len(), 1);
+        let configmaps = Api::new("", "v1", "configmaps");
+        assert!(c.get(configmaps, "velero", "x").unwrap_err().is_not_found());
+        for (result, message) in [
+            (
+                c.get(PODS, "kube-system", "a").map(|_| ()),
+                r#"permission denied: module labeler is not granted get on pods in namespace kube-system; the manifest rule that allows it: [[grant.kube]] resources = ["pods"] verbs = ["get"] namespaces = ["kube-system"]"#,
+            ),
+            (
+                c.delete(PODS, "ns", "a"),
+                r#"permission denied: module labeler is not granted delete on pods in namespace ns; the manifest rule that allows it: [[grant.kube]] resources = ["pods"] verbs = ["delete"] namespaces = ["@item"]"#,
+            ),
+            (
+                c.list(configmaps, "velero", "").map(|_| ()),
+                r#"permission denied: module labeler is not granted list on configmaps in namespace velero; the manifest rule that allows it: [[grant.kube]] resources = ["configmaps"] verbs = ["list"] namespaces = ["@velero"]"#,
+            ),
+        ] {
+            match result {
+                Err(KubeError::Denied(m)) => assert_eq!(m, message),
+                other => panic!("{other:?}"),
+            }
+        }
+        // Denied calls never reached the cluster: the object is still there, and they are not recorded.
+        assert_eq!(c.get(PODS, "ns", "a").unwrap().name(), "a");
+        assert_eq!(c.calls().len(), 4);
+        assert!(FakeCluster::new()
+            .with_manifest(
+                "m",
+                "[[grant.kube]]\nresources = [\"pods\"]\nverbs = [\"watch\"]\nnamespaces = [\"*\"]"
+            )
+            .is_err());
     }
 
     #[test]

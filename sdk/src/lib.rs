@@ -2,7 +2,7 @@
 //!
 //! A component implements [`Plugin`] for a type of its own and exports it with [`export_plugin!`]:
 //!
-//! ```ignore
+//! ```
 //! use velero_wasm_sdk::*;
 //!
 //! struct Labeler;
@@ -20,14 +20,38 @@
 //!     }
 //! }
 //!
+//! // The component's export in a wasm32 build; nothing in a native build (unit tests).
 //! export_plugin!(Labeler);
+//!
+//! # fn main() {
+//! // A native unit test calls the action directly.
+//! let request = BackupRequest {
+//!     item: r#"{"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+//!               "metadata": {"name": "data", "namespace": "apps"}}"#.into(),
+//!     backup: r#"{"metadata": {"name": "nightly", "namespace": "velero"}}"#.into(),
+//! };
+//! let response = Labeler::backup("example.io/label-pvcs", request).unwrap();
+//! let item = Object::parse(&response.item.unwrap()).unwrap();
+//! assert_eq!(item.label("example.io/backed-up"), Some("true"));
+//! # }
 //! ```
 //!
-//! The contract itself is the WIT package in `wit/`; this crate adds conveniences around the generated
-//! bindings: default implementations for the calls an action does not use, JSON helpers, and a
-//! [`Cluster`] trait with an in-memory fake so that action logic can be unit-tested natively.
+//! Build it with `cargo build --target wasm32-wasip2 --release` in a crate with
+//! `crate-type = ["cdylib", "rlib"]`; `cargo test` builds the same crate natively. `README.md` walks
+//! through both.
+//!
+//! The contract itself is the WIT package in `wit/` (this crate's copy of velero-wasm's); this crate
+//! adds conveniences around the generated bindings: default implementations for the calls an action
+//! does not use, JSON helpers, and a [`Cluster`] trait with an in-memory fake that applies the
+//! module's grant, so that action logic can be unit-tested natively.
+
+/// The examples of `README.md`, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeExamples;
 
 pub mod cluster;
+pub mod grant;
 pub mod log;
 pub mod object;
 
@@ -35,7 +59,7 @@ pub mod object;
 /// the `signing` import); an import a component never calls is left out of the built component.
 pub mod bindings {
     wit_bindgen::generate!({
-        path: "../wit",
+        path: "wit",
         world: "plugin-with-signing",
         pub_export_macro: true,
         export_macro_name: "export_bindings",
@@ -155,11 +179,16 @@ impl<T: Plugin> Guest for T {
     }
 }
 
-/// Exports a type implementing [`Plugin`] as this component's `actions`.
+/// Exports a type implementing [`Plugin`] as this component's `actions` when the crate is built for
+/// wasm32. A native build (the crate's unit tests) has no component to export to: there the macro only
+/// checks that the type implements [`Plugin`], so the same source builds and tests on both targets.
 #[macro_export]
 macro_rules! export_plugin {
     ($ty:ident) => {
+        #[cfg(target_arch = "wasm32")]
         $crate::bindings::export_bindings!($ty with_types_in $crate::bindings);
+        #[cfg(not(target_arch = "wasm32"))]
+        const _: fn() -> ::std::vec::Vec<$crate::ActionInfo> = <$ty as $crate::Plugin>::describe;
     };
 }
 

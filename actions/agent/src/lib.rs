@@ -76,7 +76,6 @@ pub fn backup(cluster: &dyn Cluster, item: &str, backup: &str) -> Result<Outcome
     Ok(Outcome::Updated)
 }
 
-#[cfg(target_arch = "wasm32")]
 mod component {
     use velero_wasm_sdk::{
         export_plugin, ActionInfo, BackupRequest, BackupResponse, HostCluster, Kind, Plugin,

@@ -107,7 +107,6 @@ fn unknown(action: &str) -> String {
     format!("the hcp component has no action {action}")
 }
 
-#[cfg(target_arch = "wasm32")]
 mod component {
     use std::time::Duration;
 

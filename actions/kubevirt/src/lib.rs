@@ -99,7 +99,6 @@ fn unknown(action: &str, mode: Mode) -> String {
     format!("the kubevirt component has no action {action} in mode {mode:?}")
 }
 
-#[cfg(target_arch = "wasm32")]
 mod component {
     use velero_wasm_sdk::{
         config, export_plugin, ActionInfo, BackupRequest, HostCluster, Plugin, RestoreRequest,

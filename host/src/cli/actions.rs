@@ -1,17 +1,20 @@
-//! `velero-wasm actions`: every loaded action with its kind, what it applies to, its module and the
-//! module's grant; a table for people, or `--json`. Exits 1 when a module could not be loaded (after
-//! listing the others), so it doubles as a check of a module directory.
+//! `velero-wasm actions`: every loaded action with its kind, its module and what it applies to, one
+//! line each; `--wide` adds each module's grant, `--module NAME` shows one module in full (origin,
+//! sha256, limits, grant one rule a line, actions), `--json` everything. Exits 1 when a module could not
+//! be loaded or an action declares a need its module's grant does not cover (after listing the rest),
+//! so it doubles as a check of a module directory.
 
 use std::sync::Arc;
 
 use serde_json::json;
 
-use super::{load_runtime_with, ModuleArgs, EXIT_FAILED, EXIT_OK};
+use super::{load_runtime_with, ModuleArgs, EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK};
 use crate::action::Selector;
 use crate::capabilities::kube::live::{ClusterOptions, LazyCluster};
 use crate::capabilities::kube::NoCluster;
 use crate::capabilities::{Clock, Environment, Services};
 use crate::modules::configmaps;
+use crate::runtime::LoadedModule;
 
 /// Arguments of `actions`.
 #[derive(Debug, clap::Args)]
@@ -20,9 +23,20 @@ pub struct ActionsArgs {
     #[arg(long)]
     json: bool,
 
+    /// Add each module's grant to the table, and do not shorten lines to the terminal width.
+    #[arg(long)]
+    wide: bool,
+
+    /// Show one module in full: origin, sha256, limits, grant (one rule a line) and actions.
+    #[arg(long, value_name = "NAME")]
+    module: Option<String>,
+
     #[command(flatten)]
     modules: ModuleArgs,
 }
+
+/// The width the table fits when not `--wide`.
+const WIDTH: usize = 100;
 
 /// Runs the command; returns the exit status.
 pub async fn actions(args: ActionsArgs) -> u8 {
@@ -44,9 +58,27 @@ pub async fn actions(args: ActionsArgs) -> u8 {
         }
     };
     let catalog = runtime.catalog();
+    let module = match &args.module {
+        None => None,
+        Some(name) => match catalog.modules().find(|m| &*m.name == name.as_str()) {
+            Some(module) => Some(module.clone()),
+            None => {
+                let loaded: Vec<&str> = catalog.modules().map(|m| &*m.name).collect();
+                eprintln!(
+                    "velero-wasm actions: --module {name}: no such module; loaded: {}",
+                    loaded.join(", ")
+                );
+                return EXIT_BAD_INPUT;
+            }
+        },
+    };
+    let entries: Vec<_> = catalog
+        .actions()
+        .filter(|e| module.as_ref().is_none_or(|m| Arc::ptr_eq(m, &e.module)))
+        .collect();
     if args.json {
-        let actions: Vec<_> = catalog
-            .actions()
+        let actions: Vec<_> = entries
+            .iter()
             .map(|entry| {
                 let module = &entry.module;
                 json!({
@@ -87,46 +119,43 @@ pub async fn actions(args: ActionsArgs) -> u8 {
         let out = json!({ "actions": actions, "modules": modules, "problems": problems });
         println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
     } else {
-        let mut rows = vec![[
+        if let Some(module) = &module {
+            println!("{}", detail(module));
+        }
+        let mut rows = vec![vec![
             "NAME".to_string(),
             "KIND".to_string(),
-            "APPLIES TO".to_string(),
             "MODULE".to_string(),
-            "GRANT".to_string(),
+            "APPLIES TO".to_string(),
         ]];
-        for entry in catalog.actions() {
+        if args.wide {
+            rows[0].push("GRANT".to_string());
+        }
+        for entry in &entries {
             let info = entry.info();
-            rows.push([
+            let mut row = vec![
                 info.name.clone(),
                 info.kind.to_string(),
-                applies_to(&info.applies_to),
                 match &entry.module.signature {
                     Some(s) if s.verified => format!("{} (signed {})", entry.module.name, s.key),
                     Some(s) => format!("{} (signed {}, unverified)", entry.module.name, s.key),
                     None => entry.module.name.to_string(),
                 },
-                entry.module.grant.to_string(),
-            ]);
+                applies_to(&info.applies_to),
+            ];
+            if args.wide {
+                row.push(entry.module.grant.to_string());
+            }
+            rows.push(row);
         }
-        print!("{}", table(&rows));
+        let width = if args.wide { usize::MAX } else { WIDTH };
+        print!("{}", table(&rows, width));
         // Where each module comes from (stock, a directory, a ConfigMap, an override).
-        let mut sources = vec![[
-            "MODULE".to_string(),
-            "SOURCE".to_string(),
-            String::new(),
-            String::new(),
-            String::new(),
-        ]];
+        let mut sources = vec![vec!["MODULE".to_string(), "SOURCE".to_string()]];
         for m in catalog.modules() {
-            sources.push([
-                m.name.to_string(),
-                m.origin.to_string(),
-                String::new(),
-                String::new(),
-                String::new(),
-            ]);
+            sources.push(vec![m.name.to_string(), m.origin.to_string()]);
         }
-        print!("\n{}", table(&sources));
+        print!("\n{}", table(&sources, width));
         for problem in &problems {
             let what = if problem.broken {
                 "module left out"
@@ -136,11 +165,70 @@ pub async fn actions(args: ActionsArgs) -> u8 {
             eprintln!("velero-wasm actions: {what}: {problem}");
         }
     }
-    if !problems.iter().any(|p| p.broken) {
+    // A module left out, or an action that needs more than its module's grant allows (the warnings
+    // here): the directory is not ready to go into a ConfigMap.
+    if problems.is_empty() {
         EXIT_OK
     } else {
         EXIT_FAILED
     }
+}
+
+/// One module in full, a field a line (the grant one rule a line), for `--module NAME`.
+fn detail(module: &LoadedModule) -> String {
+    let limits = &module.limits;
+    let mut fields: Vec<(&str, String)> = vec![
+        ("module", module.name.to_string()),
+        ("origin", module.origin.to_string()),
+        ("sha256", module.sha256.clone()),
+    ];
+    if !module.description.is_empty() {
+        fields.push(("description", module.description.clone()));
+    }
+    fields.push((
+        "limits",
+        format!(
+            "timeout {}, memory {}, output {}, capability-calls {}, http-timeout {}, http-response {}",
+            humantime::format_duration(limits.timeout),
+            bytes(limits.memory),
+            bytes(limits.output),
+            limits.capability_calls,
+            humantime::format_duration(limits.http_timeout),
+            bytes(limits.http_response),
+        ),
+    ));
+    let grant = &module.grant;
+    let mut rules: Vec<String> = grant.kube.iter().map(|r| r.to_string()).collect();
+    for (what, list) in [
+        ("http", &grant.http),
+        ("env", &grant.env),
+        ("env-files", &grant.env_files),
+    ] {
+        if !list.is_empty() {
+            rules.push(format!("{what} {}", list.join(",")));
+        }
+    }
+    if rules.is_empty() {
+        rules.push("none".to_string());
+    }
+    for (i, rule) in rules.into_iter().enumerate() {
+        fields.push((if i == 0 { "grant" } else { "" }, rule));
+    }
+    let width = fields.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+    fields
+        .iter()
+        .map(|(k, v)| format!("{k:<width$}  {v}\n"))
+        .collect()
+}
+
+/// `256MiB`, `64MiB`, `1000B`: the units a manifest is written in.
+fn bytes(n: u64) -> String {
+    for (unit, size) in [("GiB", 1u64 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)] {
+        if n >= size && n.is_multiple_of(size) {
+            return format!("{}{unit}", n / size);
+        }
+    }
+    format!("{n}B")
 }
 
 /// How many included resources a table cell shows before it abbreviates.
@@ -173,9 +261,11 @@ fn applies_to(s: &Selector) -> String {
     parts.join("; ")
 }
 
-/// Left-aligned columns separated by two spaces.
-fn table(rows: &[[String; 5]]) -> String {
-    let mut widths = [0usize; 5];
+/// Left-aligned columns separated by two spaces; a line longer than `width` loses the end of its
+/// last cell (marked `…`).
+fn table(rows: &[Vec<String>], width: usize) -> String {
+    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let mut widths = vec![0usize; columns];
     for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {
             *w = (*w).max(cell.chars().count());
@@ -185,10 +275,18 @@ fn table(rows: &[[String; 5]]) -> String {
     for row in rows {
         let line: Vec<String> = row
             .iter()
-            .zip(widths)
+            .zip(&widths)
             .map(|(cell, w)| format!("{cell:<w$}"))
             .collect();
-        out.push_str(line.join("  ").trim_end());
+        let line = line.join("  ");
+        let line = line.trim_end();
+        if line.chars().count() > width {
+            let kept: String = line.chars().take(width.saturating_sub(1)).collect();
+            out.push_str(kept.trim_end());
+            out.push('…');
+        } else {
+            out.push_str(line);
+        }
         out.push('\n');
     }
     out
@@ -213,5 +311,26 @@ mod tests {
         };
         assert_eq!(applies_to(&few), "pods; not in kube-system");
         assert_eq!(applies_to(&Selector::default()), "all resources");
+    }
+
+    #[test]
+    fn lines_past_the_width_lose_the_end_of_their_last_cell() {
+        let rows = vec![
+            vec!["NAME".to_string(), "APPLIES TO".to_string()],
+            vec!["a".to_string(), "x".repeat(30)],
+        ];
+        let text = table(&rows, 20);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "NAME  APPLIES TO");
+        assert_eq!(lines[1], format!("a     {}…", "x".repeat(13)));
+        assert_eq!(lines[1].chars().count(), 20);
+        assert!(table(&rows, usize::MAX).contains(&"x".repeat(30)));
+    }
+
+    #[test]
+    fn sizes_are_written_in_manifest_units() {
+        assert_eq!(bytes(256 << 20), "256MiB");
+        assert_eq!(bytes(1 << 30), "1GiB");
+        assert_eq!(bytes(1000), "1000B");
     }
 }

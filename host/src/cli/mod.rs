@@ -1,10 +1,12 @@
 //! The commands people run: `run` (a policy author's local loop: one action on one item, against a
 //! fixture cluster), `actions` (what is loaded, and what each module may do), `sign` (a signed
 //! object-store URL from the signing component), `module` (the operator's keys, packing and checking
-//! of modules), `install-plugin` (the plugin image's init container: the binary copies itself into
-//! Velero's plugin directory) and `rbac` (the RBAC the modules' grants need).
+//! of modules), `build` (a module's crate to a pinned component), `install-plugin` (the plugin image's
+//! init container: the binary copies itself into Velero's plugin directory) and `rbac` (the RBAC the
+//! modules' grants need).
 
 mod actions;
+mod build;
 mod install;
 mod module;
 mod rbac;
@@ -59,6 +61,8 @@ enum Command {
     /// Make, sign, pack and check modules: keygen, pack, export, verify.
     #[command(subcommand)]
     Module(module::ModuleCommand),
+    /// Build a module's crate as a component, pin its sha256 in its manifest, and check its grant.
+    Build(build::BuildArgs),
 }
 
 /// Which stock modules load, and where modules beyond them come from.
@@ -124,6 +128,7 @@ pub fn main() -> ExitCode {
             Command::InstallPlugin(args) => install::install_plugin(args),
             Command::Rbac(args) => rbac::rbac(args),
             Command::Module(command) => module::module(command),
+            Command::Build(args) => build::build(args).await,
         }
     });
     ExitCode::from(code)

@@ -41,6 +41,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer};
 
+use crate::capabilities::kube::resources;
 use crate::capabilities::EnvGrant;
 
 /// The largest memory cap a manifest may ask for; the engine reserves slots of this size.
@@ -174,6 +175,28 @@ pub struct KubeRule {
     pub namespaces: Vec<String>,
 }
 
+impl fmt::Display for KubeRule {
+    /// `get,list pods,persistentvolumeclaims in @item`; cluster scope ("") is `(cluster)`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {} ", self.verbs.join(","), self.resources.join(","))?;
+        if self.namespaces.iter().all(String::is_empty) {
+            return f.write_str("(cluster)");
+        }
+        let namespaces: Vec<&str> = self
+            .namespaces
+            .iter()
+            .map(|n| {
+                if n.is_empty() {
+                    "(cluster)"
+                } else {
+                    n.as_str()
+                }
+            })
+            .collect();
+        write!(f, "in {}", namespaces.join(","))
+    }
+}
+
 /// A manifest that does not parse or says something impossible.
 #[derive(Debug, thiserror::Error)]
 pub enum ManifestError {
@@ -240,6 +263,12 @@ impl Manifest {
                         &format!("{r:?} is not `resource.group` or \"*\""),
                     ));
                 }
+                if let Some((fix, why)) = resources::correction(r) {
+                    return Err(invalid(
+                        field("resources"),
+                        &format!("{r:?} {why}: write {fix:?}"),
+                    ));
+                }
             }
             if rule.verbs.is_empty() {
                 return Err(invalid(field("verbs"), "must name at least one verb"));
@@ -249,10 +278,7 @@ impl Manifest {
                     v.as_str(),
                     "*" | "get" | "list" | "create" | "update" | "patch" | "delete"
                 ) {
-                    return Err(invalid(
-                        field("verbs"),
-                        &format!("{v:?} is not one of get, list, create, update, patch, delete, *"),
-                    ));
+                    return Err(invalid(field("verbs"), &unknown_verb(v)));
                 }
             }
             if rule.namespaces.is_empty() {
@@ -284,6 +310,9 @@ impl Manifest {
                         ),
                     ));
                 }
+            }
+            if let Some(problem) = scope_mismatch(rule) {
+                return Err(invalid(field("namespaces"), &problem));
             }
         }
         if self.limits.http_timeout.is_zero() {
@@ -320,21 +349,72 @@ impl Manifest {
     }
 }
 
+/// The error for a verb grants do not have, with what to write instead.
+fn unknown_verb(verb: &str) -> String {
+    const VERBS: &str = "get, list, create, update, patch, delete or \"*\"";
+    let lower = verb.to_ascii_lowercase();
+    let fix = match lower.trim() {
+        v @ ("get" | "list" | "create" | "update" | "patch" | "delete") if v != verb => {
+            format!("verbs are lower case without spaces: write {v:?}")
+        }
+        v if v.contains([',', ' ']) => format!(
+            "one verb a string: write [{}]",
+            v.split([',', ' '])
+                .filter(|w| !w.is_empty())
+                .map(|w| format!("{w:?}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        "watch" => {
+            "modules cannot watch (a call reads what is there now): write \"list\" or \"get\""
+                .into()
+        }
+        "deletecollection" => "modules delete one object at a time: write \"delete\"".into(),
+        "apply" => "modules change objects with a merge patch: write \"patch\"".into(),
+        "read" => "write \"get\" and \"list\"".into(),
+        "write" => {
+            "write \"create\", \"update\", \"patch\" or \"delete\", those the module uses".into()
+        }
+        "all" => "write \"*\"".into(),
+        _ => return format!("{verb:?} is not a verb modules have: the verbs are {VERBS}"),
+    };
+    format!("{verb:?} is not a verb modules have ({VERBS}); {fix}")
+}
+
+/// A rule whose namespaces can never match the calls on one of its resources, as far as the host knows
+/// the resource's scope: a cluster-scoped resource is called with no namespace, so only "" and "*"
+/// match it; a namespaced one always names one (or, to list everywhere, none: matched by "*" only).
+fn scope_mismatch(rule: &KubeRule) -> Option<String> {
+    let matches_cluster_scope = rule.namespaces.iter().any(|n| n.is_empty() || n == "*");
+    let matches_a_namespace = rule.namespaces.iter().any(|n| !n.is_empty());
+    for r in &rule.resources {
+        match resources::is_namespaced(r) {
+            Some(false) if !matches_cluster_scope => {
+                let written = rule
+                    .namespaces
+                    .iter()
+                    .map(|n| format!("{n:?}"))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                return Some(format!(
+                    "{r} is cluster-scoped: its calls name no namespace, so {written} never matches them. Write \"\" (cluster scope) for get, create, update, patch and delete, or \"*\" to list it; if the rule's other resources need these namespaces, give {r} a rule of its own"
+                ));
+            }
+            Some(true) if !matches_a_namespace => {
+                return Some(format!(
+                    "{r} is namespaced: its calls name a namespace, so \"\" (cluster scope) never matches them. Name the namespaces, or write \"@item\", \"@velero\" or \"*\"; if the rule's other resources are cluster-scoped, give {r} a rule of its own"
+                ));
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
 impl fmt::Display for Grant {
     /// One line for people: `get,list pods,persistentvolumeclaims in @item; http sts.amazonaws.com`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut parts: Vec<String> = self
-            .kube
-            .iter()
-            .map(|r| {
-                format!(
-                    "{} {} in {}",
-                    r.verbs.join(","),
-                    r.resources.join(","),
-                    r.namespaces.join(",")
-                )
-            })
-            .collect();
+        let mut parts: Vec<String> = self.kube.iter().map(KubeRule::to_string).collect();
         if !self.http.is_empty() {
             parts.push(format!("http {}", self.http.join(",")));
         }
@@ -532,6 +612,98 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("settings.x"), "{e}");
+    }
+
+    fn kube_rule_error(resources: &str, verbs: &str, namespaces: &str) -> String {
+        Manifest::parse(&format!(
+            "[[grant.kube]]\nresources = [{resources}]\nverbs = [{verbs}]\nnamespaces = [{namespaces}]"
+        ))
+        .unwrap_err()
+        .to_string()
+    }
+
+    #[test]
+    fn a_kind_where_a_resource_is_meant_is_an_error_that_names_the_resource() {
+        for (written, fix) in [
+            ("PersistentVolume", "persistentvolumes"),
+            ("Pod", "pods"),
+            ("pod", "pods"),
+            ("VirtualMachine.kubevirt.io", "virtualmachines.kubevirt.io"),
+            ("deployments", "deployments.apps"),
+        ] {
+            let e = kube_rule_error(&format!("\"{written}\""), "\"get\"", "\"*\"");
+            assert!(
+                e.starts_with("grant.kube[0].resources: ")
+                    && e.contains(&format!("{written:?}"))
+                    && e.ends_with(&format!("write {fix:?}")),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_namespace_rule_on_a_cluster_scoped_resource_is_an_error_that_says_what_to_write() {
+        for namespaces in ["\"@item\"", "\"@velero\"", "\"apps\", \"@item\""] {
+            let e = kube_rule_error("\"pods\", \"persistentvolumes\"", "\"get\"", namespaces);
+            assert!(
+                e.starts_with("grant.kube[0].namespaces: persistentvolumes is cluster-scoped")
+                    && e.contains("Write \"\" (cluster scope)")
+                    && e.contains("a rule of its own"),
+                "{e}"
+            );
+        }
+        let e = kube_rule_error("\"pods\"", "\"get\"", "\"\"");
+        assert!(
+            e.starts_with("grant.kube[0].namespaces: pods is namespaced"),
+            "{e}"
+        );
+        // What can match: "" or "*" for cluster-scoped resources; resources of unknown scope pass.
+        for ok in [
+            "resources = [\"persistentvolumes\"]\nverbs = [\"get\"]\nnamespaces = [\"\"]",
+            "resources = [\"persistentvolumes\", \"pods\"]\nverbs = [\"list\"]\nnamespaces = [\"*\"]",
+            "resources = [\"nodes\", \"pods\"]\nverbs = [\"get\"]\nnamespaces = [\"@item\", \"\"]",
+            "resources = [\"widgets.example.io\"]\nverbs = [\"get\"]\nnamespaces = [\"@item\"]",
+            "resources = [\"widgets.example.io\"]\nverbs = [\"get\"]\nnamespaces = [\"\"]",
+        ] {
+            Manifest::parse(&format!("[[grant.kube]]\n{ok}")).unwrap();
+        }
+    }
+
+    #[test]
+    fn an_unknown_verb_is_an_error_that_says_what_to_write() {
+        for (verb, fix) in [
+            ("watch", "write \"list\" or \"get\""),
+            ("Get", "write \"get\""),
+            ("get,list", "write [\"get\", \"list\"]"),
+            ("deletecollection", "write \"delete\""),
+            ("apply", "write \"patch\""),
+        ] {
+            let e = kube_rule_error("\"pods\"", &format!("{verb:?}"), "\"*\"");
+            assert!(
+                e.starts_with(&format!(
+                    "grant.kube[0].verbs: {verb:?} is not a verb modules have"
+                )) && e.ends_with(fix),
+                "{e}"
+            );
+        }
+        let e = kube_rule_error("\"pods\"", "\"frobnicate\"", "\"*\"");
+        assert!(
+            e.ends_with("the verbs are get, list, create, update, patch, delete or \"*\""),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn cluster_scope_is_shown_as_cluster() {
+        let m = Manifest::parse(
+            "[[grant.kube]]\nresources = [\"nodes\"]\nverbs = [\"get\"]\nnamespaces = [\"\"]\n\
+             [[grant.kube]]\nresources = [\"widgets.example.io\"]\nverbs = [\"get\"]\nnamespaces = [\"@item\", \"\"]",
+        )
+        .unwrap();
+        assert_eq!(
+            m.grant.to_string(),
+            "get nodes (cluster); get widgets.example.io in @item,(cluster)"
+        );
     }
 
     #[test]

@@ -102,6 +102,37 @@ impl KubeGrant {
     }
 }
 
+/// The manifest rule that would allow a call the grant refused, as the TOML to add (its keys on one
+/// line, so that a denial stays one line): the namespace is written as `@item` when it is the item's,
+/// `@velero` when it is Velero's, "" for a call on a cluster-scoped object, and "*" for a list that
+/// names no namespace.
+pub fn rule_allowing(
+    verb: Verb,
+    group_resource: &str,
+    namespace: &str,
+    item_namespace: Option<&str>,
+    velero_namespace: &str,
+) -> String {
+    let namespace = if namespace.is_empty() {
+        if verb == Verb::List {
+            "*"
+        } else {
+            ""
+        }
+    } else if item_namespace.is_some_and(|item| item == namespace) {
+        "@item"
+    } else if velero_namespace == namespace {
+        "@velero"
+    } else {
+        namespace
+    };
+    format!(
+        "[[grant.kube]] resources = [{:?}] verbs = [{:?}] namespaces = [{namespace:?}]",
+        group_resource.to_ascii_lowercase(),
+        verb.as_str()
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -194,6 +225,63 @@ mod tests {
         assert!(!g.allows(Verb::Get, "secrets", "", None, "openshift-adp"));
         assert!(!g.allows(Verb::Get, "secrets", "", None, ""));
         assert!(!g.allows(Verb::Get, "secrets", "velero", None, ""));
+    }
+
+    #[test]
+    fn the_rule_that_allows_a_denied_call_is_what_the_grant_then_allows() {
+        for (verb, resource, namespace, item, velero, rule) in [
+            (
+                Verb::Get,
+                "persistentvolumes",
+                "",
+                Some("apps"),
+                "velero",
+                r#"[[grant.kube]] resources = ["persistentvolumes"] verbs = ["get"] namespaces = [""]"#,
+            ),
+            (
+                Verb::List,
+                "nodes",
+                "",
+                None,
+                "velero",
+                r#"[[grant.kube]] resources = ["nodes"] verbs = ["list"] namespaces = ["*"]"#,
+            ),
+            (
+                Verb::Create,
+                "Secrets",
+                "apps",
+                Some("apps"),
+                "velero",
+                r#"[[grant.kube]] resources = ["secrets"] verbs = ["create"] namespaces = ["@item"]"#,
+            ),
+            (
+                Verb::Get,
+                "configmaps",
+                "velero",
+                Some("apps"),
+                "velero",
+                r#"[[grant.kube]] resources = ["configmaps"] verbs = ["get"] namespaces = ["@velero"]"#,
+            ),
+            (
+                Verb::Delete,
+                "secrets",
+                "hypershift",
+                Some("apps"),
+                "velero",
+                r#"[[grant.kube]] resources = ["secrets"] verbs = ["delete"] namespaces = ["hypershift"]"#,
+            ),
+        ] {
+            let text = rule_allowing(verb, resource, namespace, item, velero);
+            assert_eq!(text, rule);
+            // The suggestion, as a manifest, grants the call it was made for.
+            let toml = text.replacen("]] ", "]]\n", 1).replace("] ", "]\n");
+            let manifest = crate::modules::Manifest::parse(&toml).unwrap();
+            let grant = KubeGrant::new(&manifest.grant.kube);
+            assert!(
+                grant.allows(verb, resource, namespace, item, velero),
+                "{toml}"
+            );
+        }
     }
 
     #[test]

@@ -8,6 +8,7 @@ pub mod fixture;
 mod grant;
 pub mod live;
 pub mod record;
+pub mod resources;
 pub mod writes;
 
 use std::fmt;
@@ -440,9 +441,16 @@ impl CallState {
             format!("in namespace {namespace}")
         };
         let message = format!(
-            "permission denied: module {} is not granted {verb} on {} {scope}",
+            "permission denied: module {} is not granted {verb} on {} {scope}; the manifest rule that allows it: {}",
             self.caps.module,
-            api.group_resource()
+            api.group_resource(),
+            grant::rule_allowing(
+                verb,
+                &api.group_resource(),
+                namespace,
+                item_namespace,
+                velero_namespace
+            )
         );
         let item = self.call.item();
         tracing::warn!(

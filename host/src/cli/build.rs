@@ -1,0 +1,213 @@
+//! `velero-wasm build [DIR]`: builds the crate in DIR as a component (`cargo build --target
+//! wasm32-wasip2 --release`), writes the component's sha256 into the manifest beside it
+//! (`<package>.toml` in DIR) without touching the rest of the file, then loads it as `run` would and
+//! checks what its actions say they need against the manifest's grant.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+
+use super::{Failure, EXIT_FAILED, EXIT_OK};
+use crate::capabilities::kube::NoCluster;
+use crate::capabilities::{Clock, Environment, Services};
+use crate::modules::{sha256_hex, Manifest, ModuleSource, Origin};
+use crate::runtime::Runtime;
+
+/// The target components are built for.
+const TARGET: &str = "wasm32-wasip2";
+
+/// Arguments of `build`.
+#[derive(Debug, clap::Args)]
+pub struct BuildArgs {
+    /// The crate to build (a directory with a Cargo.toml whose lib is a `cdylib`); its manifest is
+    /// `<package name>.toml` beside Cargo.toml.
+    #[arg(value_name = "DIR", default_value = ".")]
+    dir: PathBuf,
+}
+
+/// Runs the command; returns the exit status.
+pub async fn build(args: BuildArgs) -> u8 {
+    match build_and_check(&args.dir).await {
+        Ok(code) => code,
+        Err(failure) => {
+            eprintln!("velero-wasm build: {}", failure.message);
+            failure.code
+        }
+    }
+}
+
+async fn build_and_check(dir: &Path) -> Result<u8, Failure> {
+    let package = package_name(dir)?;
+    let manifest_path = dir.join(format!("{package}.toml"));
+    let wasm_path = cargo_build(dir)?;
+    let wasm = std::fs::read(&wasm_path)
+        .map_err(|e| Failure::failed(format!("{}: {e}", wasm_path.display())))?;
+    let sha256 = sha256_hex(&wasm);
+    let manifest_text = pin_sha256(&manifest_path, &sha256)?;
+    eprintln!(
+        "velero-wasm build: {} ({} bytes), sha256 {sha256} in {}",
+        wasm_path.display(),
+        wasm.len(),
+        manifest_path.display()
+    );
+
+    let source = ModuleSource::new(
+        &package,
+        wasm,
+        &manifest_text,
+        Origin::File(wasm_path.clone()),
+    )
+    .map_err(|e| Failure::bad_input(format!("{}: {e}", manifest_path.display())))?;
+    let services = Services::new(
+        Arc::new(NoCluster::default()),
+        Clock::System,
+        Environment::from_process(),
+    );
+    let runtime = Runtime::new(services).map_err(|e| Failure::failed(format!("{e:#}")))?;
+    let loaded = runtime
+        .load(source)
+        .await
+        .map_err(|e| Failure::failed(format!("the component does not load: {e}")))?;
+    for warning in &loaded.warnings {
+        eprintln!("velero-wasm build: {warning}");
+    }
+    let catalog = runtime.catalog();
+    for entry in catalog.actions() {
+        println!("{}  {}", entry.info().name, entry.info().kind);
+    }
+    Ok(if loaded.warnings.is_empty() {
+        EXIT_OK
+    } else {
+        EXIT_FAILED
+    })
+}
+
+/// The package name in `dir/Cargo.toml`.
+fn package_name(dir: &Path) -> Result<String, Failure> {
+    let path = dir.join("Cargo.toml");
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| Failure::bad_input(format!("{}: {e}", path.display())))?;
+    let cargo: toml::Table = text
+        .parse()
+        .map_err(|e| Failure::bad_input(format!("{}: {e}", path.display())))?;
+    cargo
+        .get("package")
+        .and_then(|p| p.get("name"))
+        .and_then(|n| n.as_str())
+        .map(str::to_string)
+        .ok_or_else(|| Failure::bad_input(format!("{}: no [package] name", path.display())))
+}
+
+/// Builds the crate in `dir` for [`TARGET`] (release) and returns the path of its component. Cargo's
+/// own messages go to stderr as it writes them.
+fn cargo_build(dir: &Path) -> Result<PathBuf, Failure> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let output = Command::new(cargo)
+        .current_dir(dir)
+        .args(["build", "--target", TARGET, "--release", "--lib"])
+        .arg("--message-format=json-render-diagnostics")
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|e| Failure::failed(format!("cannot run cargo: {e}")))?;
+    if !output.status.success() {
+        return Err(Failure::failed(format!(
+            "cargo build --target {TARGET} --release failed ({}); is the target installed? `rustup target add {TARGET}`",
+            output.status
+        )));
+    }
+    let manifest = std::fs::canonicalize(dir.join("Cargo.toml"))
+        .map_err(|e| Failure::bad_input(format!("{}: {e}", dir.display())))?;
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|m| m["reason"] == "compiler-artifact")
+        .filter(|m| m["manifest_path"].as_str().map(Path::new) == Some(manifest.as_path()))
+        .flat_map(|m| {
+            m["filenames"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .into_iter()
+                .filter_map(|f| f.as_str().map(PathBuf::from))
+        })
+        .find(|f| f.extension().is_some_and(|e| e == "wasm"))
+        .ok_or_else(|| {
+            Failure::bad_input(format!(
+                "{}: the build made no .wasm: the lib needs crate-type = [\"cdylib\", \"rlib\"]",
+                manifest.display()
+            ))
+        })
+}
+
+/// Writes `sha256` into the manifest at `path` (created when missing), changing nothing else: the
+/// `sha256 = "…"` line is replaced in place with its comment kept, or added at the top. The result must
+/// still be a valid manifest, or nothing is written. Returns the manifest text.
+fn pin_sha256(path: &Path, sha256: &str) -> Result<String, Failure> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(Failure::bad_input(format!("{}: {e}", path.display()))),
+    };
+    let updated = with_sha256(&text, sha256)
+        .map_err(|e| Failure::bad_input(format!("{}: {e}", path.display())))?;
+    Manifest::parse(&updated)
+        .map_err(|e| Failure::bad_input(format!("{}: {e}", path.display())))?;
+    if updated != text {
+        let tmp = path.with_extension("toml.tmp");
+        std::fs::write(&tmp, &updated)
+            .and_then(|()| std::fs::rename(&tmp, path))
+            .map_err(|e| Failure::failed(format!("{}: {e}", path.display())))?;
+    }
+    Ok(updated)
+}
+
+/// `text` with its top-level `sha256` set to `sha256`, formatting and comments kept.
+fn with_sha256(text: &str, sha256: &str) -> Result<String, String> {
+    let mut doc: toml_edit::DocumentMut = text.parse().map_err(|e| format!("{e}"))?;
+    match doc
+        .get_mut("sha256")
+        .and_then(toml_edit::Item::as_value_mut)
+    {
+        Some(value) => {
+            let decor = value.decor().clone();
+            *value = toml_edit::Value::from(sha256);
+            *value.decor_mut() = decor;
+        }
+        None => {
+            let mut table = toml_edit::DocumentMut::new();
+            table["sha256"] = toml_edit::value(sha256);
+            // At the top, before the tables, where people look for it.
+            return Ok(format!("{table}{text}"));
+        }
+    }
+    Ok(doc.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SHA: &str = "1111111111111111111111111111111111111111111111111111111111111111";
+
+    #[test]
+    fn the_sha256_line_changes_and_nothing_else() {
+        let text = "# label-pvcs\nsha256 = \"0000000000000000000000000000000000000000000000000000000000000000\"   # pinned\ndescription = \"x\"\n\n[[grant.kube]]  # PVCs\nresources = [\"persistentvolumeclaims\"]\nverbs = [\"list\"]\nnamespaces = [\"@item\"]\n";
+        let updated = with_sha256(text, SHA).unwrap();
+        assert_eq!(updated, text.replace(&"0".repeat(64), SHA));
+    }
+
+    #[test]
+    fn a_manifest_without_sha256_gets_it_at_the_top() {
+        let text =
+            "[[grant.kube]]\nresources = [\"pods\"]\nverbs = [\"get\"]\nnamespaces = [\"@item\"]\n";
+        let updated = with_sha256(text, SHA).unwrap();
+        assert_eq!(updated, format!("sha256 = \"{SHA}\"\n{text}"));
+        Manifest::parse(&updated).unwrap();
+        assert_eq!(
+            with_sha256("", SHA).unwrap(),
+            format!("sha256 = \"{SHA}\"\n")
+        );
+        assert!(with_sha256("[grant", SHA).is_err());
+    }
+}
