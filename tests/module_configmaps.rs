@@ -4,6 +4,8 @@
 //!
 //! - A module ConfigMap created is served by the next plugin process; updated, the next process
 //!   serves the new version; deleted, it is gone. An unchanged ConfigMap is not written again.
+//! - Updated 100 times while 8 callers start fresh plugin processes and call it, every call succeeds
+//!   and each process serves one whole version.
 //! - With the list forbidden or the API server down, the ConfigMaps of the last successful list
 //!   serve, with a warning.
 //! - A ConfigMap too large or with keys that are not `<name>.wasm|toml|sig` is reported; the others
@@ -255,6 +257,70 @@ async fn a_module_configmap_is_served_by_the_next_process_updated_then_deleted()
     assert!(lists
         .iter()
         .all(|r| r.query.get("labelSelector").map(String::as_str) == Some(LABEL)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn while_a_configmap_is_updated_100_times_8_callers_on_fresh_processes_each_see_one_whole_version(
+) {
+    let scene = Scene::new(&[]);
+    let version = |i: usize| {
+        if i.is_multiple_of(2) {
+            "a.example.io"
+        } else {
+            "b.example.io"
+        }
+    };
+    scene.server.apply(misbehave_configmap(version(0)));
+    let scene = std::sync::Arc::new(scene);
+    let updating = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+
+    // Each caller starts a fresh plugin process (as Velero does for each backup), finds which
+    // version it serves, calls it, and stops it; over and over while the ConfigMap changes.
+    let mut callers = Vec::new();
+    for _ in 0..8 {
+        let (scene, updating) = (scene.clone(), updating.clone());
+        callers.push(tokio::spawn(async move {
+            let mut seen = Vec::new();
+            loop {
+                let still_updating = updating.load(std::sync::atomic::Ordering::SeqCst);
+                let plugin = scene.start(&[("VELERO_WASM_STOCK", "none")]);
+                let listed = names(&plugin).await;
+                let served: Vec<&str> = ["a.example.io", "b.example.io"]
+                    .into_iter()
+                    .filter(|v| listed.iter().any(|n| n.starts_with(&format!("{v}/"))))
+                    .collect();
+                assert_eq!(served.len(), 1, "one whole version, not {listed:?}");
+                let answer = echo(&plugin, &format!("{}/echo", served[0])).await;
+                assert_eq!(
+                    answer.unwrap_or_else(|e| panic!("{}: {}", served[0], e.message())),
+                    ["secrets shop/cm"]
+                );
+                seen.push(served[0]);
+                plugin.shutdown().await;
+                if !still_updating {
+                    return seen;
+                }
+            }
+        }));
+    }
+    for i in 1..=100 {
+        scene.server.apply(misbehave_configmap(version(i)));
+        tokio::time::sleep(Duration::from_millis(40)).await;
+    }
+    updating.store(false, std::sync::atomic::Ordering::SeqCst);
+    let mut calls = 0;
+    let mut both = std::collections::BTreeSet::new();
+    for caller in callers {
+        let seen = caller
+            .await
+            .expect("a caller saw a failed call or a mixed version");
+        calls += seen.len();
+        both.extend(seen);
+    }
+    println!("{calls} calls on fresh processes during 100 updates");
+    assert!(calls >= 16, "{calls} calls");
+    // The last version is the one the last processes served.
+    assert!(both.contains(version(100)), "{both:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
