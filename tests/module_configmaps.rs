@@ -4,6 +4,9 @@
 //!
 //! - A module ConfigMap created is served by the next plugin process; updated, the next process
 //!   serves the new version; deleted, it is gone. An unchanged ConfigMap is not written again.
+//! - With trusted keys, a ConfigMap whose component or manifest was changed after signing, signed by
+//!   an unknown key, or unsigned is refused with a message naming it and the key id, and its last
+//!   good version serves.
 //! - Updated 100 times while 8 callers start fresh plugin processes and call it, every call succeeds
 //!   and each process serves one whole version.
 //! - With the list forbidden or the API server down, the ConfigMaps of the last successful list
@@ -321,6 +324,122 @@ async fn while_a_configmap_is_updated_100_times_8_callers_on_fresh_processes_eac
     assert!(calls >= 16, "{calls} calls");
     // The last version is the one the last processes served.
     assert!(both.contains(version(100)), "{both:?}");
+}
+
+/// A key pair from `velero-wasm module keygen`: the private key's path and the key id.
+fn keygen(dir: &Path, name: &str) -> (PathBuf, String) {
+    let prefix = dir.join(name);
+    let out = velero_wasm(&["module", "keygen", "--out", prefix.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let id = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    (prefix, id)
+}
+
+/// The misbehave module (its actions under `domain`) as `module pack --sign` writes its ConfigMap.
+fn signed_configmap(domain: &str, key: &Path) -> Value {
+    use serde::Deserialize;
+    let dir = tempfile::tempdir().unwrap();
+    let wasm = std::fs::read(components_dir().join("misbehave.wasm")).unwrap();
+    std::fs::write(dir.path().join("misbehave.wasm"), &wasm).unwrap();
+    let manifest = format!(
+        "sha256 = \"{}\"\n[settings]\ndomain = \"{domain}\"\n",
+        sha256_hex(&wasm)
+    );
+    std::fs::write(dir.path().join("misbehave.toml"), manifest).unwrap();
+    let private = format!("{}.key", key.display());
+    let out = velero_wasm(&[
+        "module",
+        "pack",
+        dir.path().to_str().unwrap(),
+        "--sign",
+        &private,
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = String::from_utf8(out.stdout).unwrap();
+    Value::deserialize(serde_norway::Deserializer::from_str(&text)).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_trusted_keys_a_tampered_or_unsigned_configmap_is_refused_by_name_and_key_and_the_last_good_version_serves(
+) {
+    let scene = Scene::new(&[]);
+    let keys = tempfile::tempdir().unwrap();
+    let (trusted, trusted_id) = keygen(keys.path(), "trusted");
+    let (other, other_id) = keygen(keys.path(), "other");
+    let public = format!("{}.pub", trusted.display());
+    let env = [
+        ("VELERO_WASM_TRUSTED_KEYS", public.as_str()),
+        ("VELERO_WASM_STOCK", "none"),
+    ];
+
+    // Signed by the trusted key: served, and remembered as the last good version.
+    let good = signed_configmap("a.example.io", &trusted);
+    scene.server.apply(good.clone());
+    let plugin = scene.start(&env);
+    assert_eq!(
+        echo(&plugin, "a.example.io/echo").await.unwrap(),
+        ["secrets shop/cm"]
+    );
+    plugin.shutdown().await;
+
+    let kinds = std::fs::read(components_dir().join("kinds.wasm")).unwrap();
+    let mut component = good.clone();
+    component["binaryData"]["misbehave.wasm"] =
+        json!(base64::engine::general_purpose::STANDARD.encode(kinds));
+    let mut manifest = good.clone();
+    let widened = good["data"]["misbehave.toml"]
+        .as_str()
+        .unwrap()
+        .replace("a.example.io", "b.example.io");
+    manifest["data"]["misbehave.toml"] = json!(widened);
+    let mut unsigned = manifest.clone();
+    unsigned["data"]
+        .as_object_mut()
+        .unwrap()
+        .remove("misbehave.sig");
+    let cases = [
+        ("a tampered component", component, trusted_id.clone()),
+        ("a tampered manifest", manifest, trusted_id.clone()),
+        (
+            "a signature by an unknown key",
+            signed_configmap("b.example.io", &other),
+            other_id.clone(),
+        ),
+        ("an unsigned module", unsigned, trusted_id.clone()),
+    ];
+    for (case, configmap, key) in cases {
+        scene.server.apply(configmap);
+        let plugin = scene.start(&env);
+        let listed = names(&plugin).await;
+        assert!(
+            listed.contains(&"a.example.io/echo".to_string())
+                && !listed.iter().any(|n| n.starts_with("b.example.io/")),
+            "{case}: the last good version serves, not {listed:?}"
+        );
+        assert_eq!(
+            echo(&plugin, "a.example.io/echo").await.unwrap(),
+            ["secrets shop/cm"],
+            "{case}"
+        );
+        let session = plugin.shutdown().await;
+        let refusal = session
+            .log_lines()
+            .into_iter()
+            .filter_map(|l| l["@message"].as_str().map(str::to_string))
+            .find(|m| {
+                m.contains("ConfigMap velero-wasm-module-misbehave@") && m.contains("last good")
+            })
+            .unwrap_or_else(|| {
+                panic!(
+                    "{case}: no refusal naming the ConfigMap:\n{}",
+                    session.stderr
+                )
+            });
+        assert!(
+            refusal.contains(&key),
+            "{case}: the key id {key} in {refusal:?}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
