@@ -406,6 +406,8 @@ fn rbac_grants_exactly_what_the_stock_grants_need() {
         ("", "hive.openshift.io", "clusterdeployments", "update"),
         // @velero: hcp's ConfigMap, the BSL and its Secret, the Backup a Restore restores.
         ("velero", "", "configmaps", "get"),
+        // The host itself: the module ConfigMaps it lists at each start.
+        ("velero", "", "configmaps", "list"),
         ("velero", "", "secrets", "get"),
         ("velero", "velero.io", "backupstoragelocations", "get"),
         ("velero", "velero.io", "backups", "get"),
@@ -449,12 +451,15 @@ fn rbac_grants_exactly_what_the_stock_grants_need() {
         assert_eq!(binding["roleRef"]["name"], "velero-wasm");
     }
 
-    // Only the chosen modules' grants: kubevirt alone needs no Role.
+    // Only the chosen modules' grants: kubevirt alone needs the ClusterRole, and in Velero's
+    // namespace only the host's own list of module ConfigMaps.
+    let mut alone = kubevirt.to_vec();
+    alone.push(("velero", "", "configmaps", "list"));
     assert_eq!(
         permissions(&rbac(&["--stock", "kubevirt"])),
-        expected(&kubevirt)
+        expected(&alone)
     );
-    assert_eq!(rbac(&["--stock", "kubevirt"]).len(), 2);
+    assert_eq!(rbac(&["--stock", "kubevirt"]).len(), 4);
 }
 
 #[test]
@@ -477,6 +482,12 @@ fn rbac_follows_velero_s_namespace_service_account_and_module_directory() {
         "get".into()
     )));
     assert!(!perms.iter().any(|(scope, ..)| scope == "velero"));
+    assert!(perms.contains(&(
+        "openshift-adp".into(),
+        "".into(),
+        "configmaps".into(),
+        "list".into()
+    )));
     for doc in &docs {
         assert_eq!(doc["metadata"]["name"], "wasm-modules");
         if let Some(subjects) = doc.get("subjects") {
@@ -499,9 +510,10 @@ fn rbac_follows_velero_s_namespace_service_account_and_module_directory() {
         "--modules",
         dir.path().to_str().unwrap(),
     ]));
-    let six: Vec<_> = ["get", "list", "create", "update", "patch", "delete"]
+    let mut six: Vec<_> = ["get", "list", "create", "update", "patch", "delete"]
         .iter()
         .map(|v| ("shop", "", "configmaps", *v))
         .collect();
+    six.push(("velero", "", "configmaps", "list"));
     assert_eq!(perms, expected(&six));
 }

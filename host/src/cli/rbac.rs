@@ -1,7 +1,8 @@
 //! `velero-wasm rbac`: the Kubernetes RBAC that the loaded modules' grants need, and nothing more, for
 //! Velero's service account: a ClusterRole for what a grant allows in any namespace (`*`, `@item`,
 //! a glob, or cluster scope), a Role per namespace a grant names (`@velero` is Velero's), and their
-//! bindings. RBAC is the outer fence; a module's grant limits each call further.
+//! bindings, plus the one read the host makes itself (listing module ConfigMaps in Velero's
+//! namespace). RBAC is the outer fence; a module's grant limits each call further.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -153,6 +154,14 @@ fn documents(args: &RbacArgs) -> Result<String, Failure> {
             add(rule, &args.velero_namespace, &mut scopes);
         }
     }
+    // The host's own read: in a pod, each plugin process lists the module ConfigMaps of Velero's
+    // namespace (docs/modules.md).
+    scopes
+        .entry(Some(args.velero_namespace.clone()))
+        .or_default()
+        .entry((String::new(), "configmaps".to_string()))
+        .or_default()
+        .insert("list");
     let subject = json!([{
         "kind": "ServiceAccount",
         "name": args.service_account,
