@@ -38,7 +38,7 @@ interop: deps build ## The real hashicorp go-plugin client against the binary (D
 static: interop ## The musl build is static and serves in an empty chroot (C22; the chroot part needs root)
 	tests/static/run.sh
 
-image: ## The plugin image (Dockerfile) for amd64 and arm64 as OCI archives in target/image/ (buildah, root; not part of test)
+image: ## The plugin image for amd64 and arm64 as OCI archives in target/image/, each checked (tests/image/run.sh; root, buildah; not part of test)
 	deploy/build-image.sh
 
 # Every fuzz target (fuzz/fuzz_targets/), each run for FUZZ_SECONDS; see README "Fuzzing".
