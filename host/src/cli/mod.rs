@@ -1,7 +1,7 @@
 //! The commands people run: `run` (a policy author's local loop: one action on one item, against a
 //! fixture cluster), `actions` (what is loaded, and what each module may do), `sign` (a signed
 //! object-store URL from the signing component), `module` (the operator's keys, packing and checking
-//! of modules), `build` (a module's crate to a pinned component), `install-plugin` (the plugin image's
+//! of modules), `new` (a module's crate to start from), `build` (a module's crate to a pinned component), `install-plugin` (the plugin image's
 //! init container: the binary copies itself into Velero's plugin directory) and `rbac` (the RBAC the
 //! modules' grants need).
 
@@ -9,6 +9,7 @@ mod actions;
 mod build;
 mod install;
 mod module;
+mod new;
 mod rbac;
 mod run;
 mod sign;
@@ -63,6 +64,8 @@ enum Command {
     Module(module::ModuleCommand),
     /// Build a module's crate as a component, pin its sha256 in its manifest, and check its grant.
     Build(build::BuildArgs),
+    /// Start a module's crate: an action of the kind asked for, its manifest, unit tests, fixtures, a suite.
+    New(new::NewArgs),
 }
 
 /// Which stock modules load, and where modules beyond them come from.
@@ -129,6 +132,7 @@ pub fn main() -> ExitCode {
             Command::Rbac(args) => rbac::rbac(args),
             Command::Module(command) => module::module(command),
             Command::Build(args) => build::build(args).await,
+            Command::New(args) => new::new(args),
         }
     });
     ExitCode::from(code)

@@ -1,0 +1,402 @@
+//! `velero-wasm new NAME`: starts a module's crate in the new directory NAME: the action (of the kind
+//! asked for) with its unit tests on the SDK's `FakeCluster`, its manifest with the least grant it
+//! needs, fixtures, a test suite, and `.cargo/config.toml` with the stack size of the stock
+//! components. The files are the templates in `new/`, embedded in the binary, with the crate's name,
+//! the action's kind and the SDK dependency filled in.
+
+use std::path::{Path, PathBuf};
+
+use super::{Failure, EXIT_OK};
+use crate::modules::valid_module_name;
+
+/// Arguments of `new`.
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "The SDK (velero-wasm-sdk) is not yet published on crates.io: until it is, \
+    give --sdk, the sdk/ directory of a velero-wasm checkout or the repository's git URL."
+)]
+pub struct NewArgs {
+    /// The directory to create (or an empty one); its last component names the crate, the module and
+    /// the action (`example.io/NAME`): lower-case letters, digits and `-`, starting with a letter.
+    #[arg(value_name = "NAME")]
+    path: PathBuf,
+
+    /// The kind of action.
+    #[arg(long, value_enum, default_value_t = ActionKind::Backup)]
+    kind: ActionKind,
+
+    /// Where the SDK comes from: a directory (its sdk/, or a velero-wasm checkout), written as an
+    /// absolute path dependency, or a git URL. Default: velero-wasm-sdk of this binary's version, from
+    /// crates.io.
+    #[arg(long, value_name = "PATH|GIT-URL")]
+    sdk: Option<String>,
+}
+
+/// The kinds of action the WIT contract offers, as `new --kind` names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum ActionKind {
+    Backup,
+    BackupV2,
+    Restore,
+    RestoreV2,
+    Delete,
+    ItemBlock,
+}
+
+impl ActionKind {
+    /// The variant of the SDK's `Kind`, and the name people read.
+    fn names(self) -> (&'static str, &'static str) {
+        match self {
+            ActionKind::Backup => ("Backup", "backup"),
+            ActionKind::BackupV2 => ("BackupV2", "backup-v2"),
+            ActionKind::Restore => ("Restore", "restore"),
+            ActionKind::RestoreV2 => ("RestoreV2", "restore-v2"),
+            ActionKind::Delete => ("Delete", "delete"),
+            ActionKind::ItemBlock => ("ItemBlock", "item-block"),
+        }
+    }
+
+    /// The kind's own templates: the action, its manifest, its fixture cluster and its suite.
+    fn templates(self) -> KindTemplates {
+        match self {
+            ActionKind::Backup | ActionKind::BackupV2 => KindTemplates {
+                lib: include_str!("new/backup/lib.rs"),
+                manifest: include_str!("new/backup/manifest.toml"),
+                cluster: include_str!("new/backup/cluster.yaml"),
+                suite: include_str!("new/backup/suite.yaml"),
+            },
+            ActionKind::Restore | ActionKind::RestoreV2 => KindTemplates {
+                lib: include_str!("new/restore/lib.rs"),
+                manifest: include_str!("new/restore/manifest.toml"),
+                cluster: include_str!("new/restore/cluster.yaml"),
+                suite: include_str!("new/restore/suite.yaml"),
+            },
+            ActionKind::Delete => KindTemplates {
+                lib: include_str!("new/delete/lib.rs"),
+                manifest: include_str!("new/delete/manifest.toml"),
+                cluster: include_str!("new/delete/cluster.yaml"),
+                suite: include_str!("new/delete/suite.yaml"),
+            },
+            ActionKind::ItemBlock => KindTemplates {
+                lib: include_str!("new/item-block/lib.rs"),
+                manifest: include_str!("new/item-block/manifest.toml"),
+                cluster: include_str!("new/item-block/cluster.yaml"),
+                suite: include_str!("new/item-block/suite.yaml"),
+            },
+        }
+    }
+
+    /// The object the action is called about: `backup` or `restore` (as `run --backup|--restore`).
+    fn subject(self) -> &'static str {
+        match self {
+            ActionKind::Restore | ActionKind::RestoreV2 => "restore",
+            _ => "backup",
+        }
+    }
+}
+
+struct KindTemplates {
+    lib: &'static str,
+    manifest: &'static str,
+    cluster: &'static str,
+    suite: &'static str,
+}
+
+/// Runs the command; returns the exit status.
+pub fn new(args: NewArgs) -> u8 {
+    match create(&args) {
+        Ok(()) => EXIT_OK,
+        Err(failure) => {
+            eprintln!("velero-wasm new: {}", failure.message);
+            failure.code
+        }
+    }
+}
+
+fn create(args: &NewArgs) -> Result<(), Failure> {
+    let name = crate_name(&args.path)?;
+    let dependency = sdk_dependency(args.sdk.as_deref())?;
+    let files = render(&name, args.kind, &dependency);
+    ensure_empty_or_absent(&args.path)?;
+    for (relative, text) in &files {
+        let path = args.path.join(relative);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)
+                .map_err(|e| Failure::failed(format!("{}: {e}", parent.display())))?;
+        }
+        std::fs::write(&path, text)
+            .map_err(|e| Failure::failed(format!("{}: {e}", path.display())))?;
+    }
+    let (_, kind) = args.kind.names();
+    let dir = args.path.display();
+    println!("created {dir}: the {kind} action example.io/{name}, its manifest {name}.toml, fixtures and tests/suite.yaml");
+    println!("next: (cd {dir} && cargo test) && velero-wasm build {dir} && velero-wasm test {dir}/tests/suite.yaml");
+    Ok(())
+}
+
+/// The crate's name: the last component of `path`, which must also be a valid module name (the
+/// manifest is `<name>.toml`, and the host loads the module by that name).
+fn crate_name(path: &Path) -> Result<String, Failure> {
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or_else(|| Failure::bad_input(format!("{}: no directory name", path.display())))?;
+    // Names cargo refuses for a package (they clash with the standard library or its own targets).
+    const RESERVED: [&str; 6] = ["test", "std", "core", "alloc", "proc-macro", "build"];
+    if !valid_module_name(name) || name.ends_with('-') || RESERVED.contains(&name) {
+        return Err(Failure::bad_input(format!(
+            "{name:?} cannot name a module's crate: use lower-case letters, digits and `-`, starting \
+             with a letter and not ending with `-`, at most 63 characters (e.g. label-pvcs), and none \
+             of {}",
+            RESERVED.join(", ")
+        )));
+    }
+    Ok(name.to_string())
+}
+
+/// The `velero-wasm-sdk = …` line of Cargo.toml for `--sdk` (a git URL, or a directory made
+/// absolute), or the registry's version of this binary's SDK without it.
+fn sdk_dependency(sdk: Option<&str>) -> Result<String, Failure> {
+    let Some(sdk) = sdk else {
+        // The SDK is versioned with this binary (one workspace version).
+        return Ok(format!(
+            "velero-wasm-sdk = {}",
+            toml_string(env!("CARGO_PKG_VERSION"))
+        ));
+    };
+    if is_git_url(sdk) {
+        return Ok(format!(
+            "velero-wasm-sdk = {{ git = {} }}",
+            toml_string(sdk)
+        ));
+    }
+    let given = Path::new(sdk);
+    let dir = [given.join("sdk"), given.to_path_buf()]
+        .into_iter()
+        .find(|d| is_sdk(d))
+        .ok_or_else(|| {
+            Failure::bad_input(format!(
+                "--sdk {sdk}: neither it nor its sdk/ holds the velero-wasm-sdk crate (a Cargo.toml \
+                 with name = \"velero-wasm-sdk\"); give the sdk/ directory of a velero-wasm checkout, \
+                 or a git URL"
+            ))
+        })?;
+    let absolute = std::fs::canonicalize(&dir)
+        .map_err(|e| Failure::bad_input(format!("--sdk {}: {e}", dir.display())))?;
+    let absolute = absolute.to_str().ok_or_else(|| {
+        Failure::bad_input(format!(
+            "--sdk {}: the path is not UTF-8, which Cargo.toml cannot hold",
+            absolute.display()
+        ))
+    })?;
+    Ok(format!(
+        "velero-wasm-sdk = {{ path = {} }}",
+        toml_string(absolute)
+    ))
+}
+
+/// Whether `sdk` names a git repository rather than a directory.
+fn is_git_url(sdk: &str) -> bool {
+    ["https://", "http://", "ssh://", "git://", "file://", "git@"]
+        .iter()
+        .any(|scheme| sdk.starts_with(scheme))
+}
+
+/// Whether `dir` holds the velero-wasm-sdk package.
+fn is_sdk(dir: &Path) -> bool {
+    std::fs::read_to_string(dir.join("Cargo.toml"))
+        .ok()
+        .and_then(|text| text.parse::<toml::Table>().ok())
+        .and_then(|cargo| {
+            cargo
+                .get("package")
+                .and_then(|p| p.get("name"))
+                .and_then(|n| n.as_str())
+                .map(|n| n == "velero-wasm-sdk")
+        })
+        .unwrap_or(false)
+}
+
+/// `text` as a TOML string, quoted and escaped.
+fn toml_string(text: &str) -> String {
+    toml::Value::String(text.to_string()).to_string()
+}
+
+/// Refuses a path that exists and is not an empty directory: nothing of the user's is overwritten.
+fn ensure_empty_or_absent(path: &Path) -> Result<(), Failure> {
+    match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(Failure::bad_input(format!("{}: {e}", path.display()))),
+        Ok(meta) if !meta.is_dir() => Err(Failure::bad_input(format!(
+            "{} exists and is not a directory: not overwriting it",
+            path.display()
+        ))),
+        Ok(_) => {
+            let mut entries = std::fs::read_dir(path)
+                .map_err(|e| Failure::bad_input(format!("{}: {e}", path.display())))?;
+            if entries.next().is_some() {
+                return Err(Failure::bad_input(format!(
+                    "{} exists and is not empty: not overwriting it; choose a new name or empty it",
+                    path.display()
+                )));
+            }
+            Ok(())
+        }
+    }
+}
+
+/// The crate's files: relative path and text, every placeholder filled in.
+fn render(name: &str, kind: ActionKind, sdk_dependency: &str) -> Vec<(String, String)> {
+    let (variant, kind_name) = kind.names();
+    let subject = kind.subject();
+    let fill = |template: &str| {
+        template
+            .replace("__NAME__", name)
+            .replace("__KIND_NAME__", kind_name)
+            .replace("__KIND__", variant)
+            .replace("__SUBJECT__", subject)
+            .replace("__SDK_DEPENDENCY__", sdk_dependency)
+    };
+    let own = kind.templates();
+    let subject_fixture = match subject {
+        "restore" => include_str!("new/common/restore.json"),
+        _ => include_str!("new/common/backup.json"),
+    };
+    [
+        (
+            "Cargo.toml".to_string(),
+            include_str!("new/common/Cargo.toml"),
+        ),
+        (
+            ".cargo/config.toml".into(),
+            include_str!("new/common/config.toml"),
+        ),
+        (".gitignore".into(), include_str!("new/common/gitignore")),
+        ("README.md".into(), include_str!("new/common/README.md")),
+        ("src/lib.rs".into(), own.lib),
+        (format!("{name}.toml"), own.manifest),
+        ("tests/suite.yaml".into(), own.suite),
+        (
+            "tests/fixtures/item.json".into(),
+            include_str!("new/common/item.json"),
+        ),
+        (format!("tests/fixtures/{subject}.json"), subject_fixture),
+        ("tests/fixtures/cluster/objects.yaml".into(), own.cluster),
+    ]
+    .into_iter()
+    .map(|(path, template)| (path, fill(template)))
+    .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KINDS: [ActionKind; 6] = [
+        ActionKind::Backup,
+        ActionKind::BackupV2,
+        ActionKind::Restore,
+        ActionKind::RestoreV2,
+        ActionKind::Delete,
+        ActionKind::ItemBlock,
+    ];
+
+    #[test]
+    fn every_placeholder_of_every_kind_is_filled_in() {
+        for kind in KINDS {
+            for (path, text) in render("label-pvcs", kind, "velero-wasm-sdk = \"0.1.0\"") {
+                assert!(
+                    !text.contains("__"),
+                    "{kind:?} {path}: a placeholder is left: {text}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn every_kind_gets_a_valid_manifest_cargo_toml_and_the_kind_asked_for() {
+        for kind in KINDS {
+            let files = render("label-pvcs", kind, "velero-wasm-sdk = \"0.1.0\"");
+            let file = |p: &str| &files.iter().find(|(path, _)| path == p).unwrap().1;
+            crate::modules::Manifest::parse(file("label-pvcs.toml")).unwrap();
+            let cargo: toml::Table = file("Cargo.toml").parse().unwrap();
+            assert_eq!(cargo["package"]["name"].as_str(), Some("label-pvcs"));
+            assert_eq!(
+                cargo["dependencies"]["velero-wasm-sdk"].as_str(),
+                Some("0.1.0")
+            );
+            let (variant, _) = kind.names();
+            assert!(file("src/lib.rs").contains(&format!("Kind::{variant})")));
+            let suite: serde_norway::Value =
+                serde_norway::from_str(file("tests/suite.yaml")).unwrap();
+            assert_eq!(
+                suite["cases"][0]["action"].as_str(),
+                Some("example.io/label-pvcs")
+            );
+        }
+    }
+
+    #[test]
+    fn names_that_cannot_name_a_module_are_refused_with_the_rule() {
+        for bad in ["Label", "label_pvcs", "9lives", "label-", "test", "a b", ""] {
+            let failure = crate_name(Path::new(bad)).err();
+            assert!(failure.is_some(), "{bad:?} was accepted");
+        }
+        let failure = crate_name(Path::new("Label")).err().unwrap();
+        assert!(failure.message.contains("lower-case letters"));
+        assert_eq!(
+            crate_name(Path::new("/tmp/x/label-pvcs")).ok().as_deref(),
+            Some("label-pvcs")
+        );
+    }
+
+    #[test]
+    fn the_sdk_comes_from_a_git_url_a_directory_made_absolute_or_the_registry() {
+        assert_eq!(
+            sdk_dependency(Some("https://github.com/example/velero-wasm.git")).ok(),
+            Some(
+                "velero-wasm-sdk = { git = \"https://github.com/example/velero-wasm.git\" }".into()
+            )
+        );
+        assert_eq!(
+            sdk_dependency(None).ok(),
+            Some(format!(
+                "velero-wasm-sdk = \"{}\"",
+                env!("CARGO_PKG_VERSION")
+            ))
+        );
+        let sdk = Path::new(env!("CARGO_MANIFEST_DIR")).join("../sdk");
+        let absolute = std::fs::canonicalize(&sdk).unwrap();
+        let expected = format!("velero-wasm-sdk = {{ path = \"{}\" }}", absolute.display());
+        assert_eq!(sdk_dependency(sdk.to_str()).ok(), Some(expected.clone()));
+        // The checkout's root finds its sdk/.
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        assert_eq!(sdk_dependency(root.to_str()).ok(), Some(expected));
+        let host = sdk_dependency(Some(env!("CARGO_MANIFEST_DIR")))
+            .err()
+            .unwrap();
+        assert!(
+            host.message.contains("velero-wasm-sdk crate"),
+            "{}",
+            host.message
+        );
+    }
+
+    #[test]
+    fn an_existing_non_empty_directory_or_a_file_is_not_overwritten() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(ensure_empty_or_absent(&dir.path().join("absent")).is_ok());
+        assert!(ensure_empty_or_absent(dir.path()).is_ok());
+        std::fs::write(dir.path().join("mine.txt"), "keep").unwrap();
+        let failure = ensure_empty_or_absent(dir.path()).err().unwrap();
+        assert!(failure.message.contains("not empty"));
+        let failure = ensure_empty_or_absent(&dir.path().join("mine.txt"))
+            .err()
+            .unwrap();
+        assert!(failure.message.contains("not a directory"));
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("mine.txt")).unwrap(),
+            "keep"
+        );
+    }
+}

@@ -1,0 +1,105 @@
+//! __NAME__: a Velero __KIND_NAME__ action, run by velero-wasm as a WebAssembly component.
+//!
+//! When a backup is deleted, it deletes for each of its PersistentVolumeClaims the ConfigMap
+//! `<backup>-<pvc>` in the PVC's namespace (notes a backup action of yours may have left), if it is
+//! still there. The logic is in `forget`, on any `Cluster`: the host's (`HostCluster`) in the
+//! component, a `FakeCluster` in the unit tests below.
+
+use velero_wasm_sdk::*;
+
+/// The action's name, as Velero and `velero-wasm run --action` know it.
+pub const ACTION: &str = "example.io/__NAME__";
+
+const CONFIGMAPS: Api = Api::new("", "v1", "configmaps");
+
+/// The component: its actions and how they are called.
+pub struct Module;
+
+impl Plugin for Module {
+    fn describe() -> Vec<ActionInfo> {
+        vec![ActionInfo::new(ACTION, Kind::__KIND__)
+            .applies_to(Selector::resources(&["persistentvolumeclaims"]))
+            .description("deletes the notes ConfigMap of each PVC of a deleted backup")
+            // What it calls; `velero-wasm build` checks the manifest's grant covers it.
+            .needs_kube("configmaps", &[Verb::Delete])]
+    }
+
+    fn delete(_action: &str, item: &str, backup: &str) -> Result<(), String> {
+        forget(&HostCluster, item, backup)
+    }
+}
+
+/// Deletes the ConfigMap `<backup>-<pvc>` of the PVC `item` (JSON) of the deleted `backup` (JSON); one
+/// that is gone already is fine.
+pub fn forget(cluster: &impl Cluster, item: &str, backup: &str) -> Result<(), String> {
+    let item = Object::parse(item)?;
+    let backup = Object::parse(backup)?;
+    let notes = format!("{}-{}", backup.name(), item.name());
+    match cluster.delete(CONFIGMAPS, item.namespace(), &notes) {
+        Ok(()) => Ok(()),
+        Err(e) if e.is_not_found() => Ok(()),
+        Err(e) => Err(format!(
+            "deleting ConfigMap {}/{notes}: {}",
+            item.namespace(),
+            e.message()
+        )),
+    }
+}
+
+// The component's export in a wasm32 build; nothing in a native build, so `cargo test` links.
+export_plugin!(Module);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The module's manifest: the fake cluster refuses what its grant does not allow, as the host does.
+    const MANIFEST: &str = include_str!("../__NAME__.toml");
+    const BACKUP: &str = include_str!("../tests/fixtures/backup.json");
+    const ITEM: &str = include_str!("../tests/fixtures/item.json");
+
+    fn cluster() -> FakeCluster {
+        let notes = Object::parse(
+            r#"{"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "nightly-data", "namespace": "apps"}}"#,
+        )
+        .unwrap();
+        FakeCluster::new()
+            .with(CONFIGMAPS, notes)
+            .with_manifest("__NAME__", MANIFEST)
+            .unwrap()
+            .item_namespace("apps")
+    }
+
+    #[test]
+    fn the_notes_of_the_pvc_in_the_deleted_backup_are_deleted() {
+        let cluster = cluster();
+        forget(&cluster, ITEM, BACKUP).unwrap();
+        let calls = cluster.calls();
+        assert_eq!(calls.len(), 1);
+        assert_eq!(
+            (
+                calls[0].verb,
+                calls[0].namespace.as_str(),
+                calls[0].target.as_str()
+            ),
+            ("delete", "apps", "nightly-data")
+        );
+        // Gone: deleting again finds nothing, which is fine too.
+        assert!(cluster
+            .delete(CONFIGMAPS, "apps", "nightly-data")
+            .unwrap_err()
+            .is_not_found());
+        forget(&cluster, ITEM, BACKUP).unwrap();
+    }
+
+    #[test]
+    fn the_grant_allows_deleting_in_the_items_namespace_only() {
+        match cluster().delete(CONFIGMAPS, "velero", "nightly-data") {
+            Err(KubeError::Denied(message)) => {
+                assert!(message.contains("[[grant.kube]]"), "{message}")
+            }
+            other => panic!("deleting in another namespace was not denied: {other:?}"),
+        }
+    }
+}
