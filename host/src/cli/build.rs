@@ -1,7 +1,9 @@
 //! `velero-wasm build [DIR]`: builds the crate in DIR as a component (`cargo build --target
 //! wasm32-wasip2 --release`), writes the component's sha256 into the manifest beside it
 //! (`<package>.toml` in DIR) without touching the rest of the file, then loads it as `run` would and
-//! checks what its actions say they need against the manifest's grant.
+//! checks what its actions say they need against the manifest's grant. The component and its manifest
+//! are then laid out as a module directory, `DIR/module/` (what `run --modules`, `test` and
+//! `module pack` take).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -44,11 +46,13 @@ async fn build_and_check(dir: &Path) -> Result<u8, Failure> {
         .map_err(|e| Failure::failed(format!("{}: {e}", wasm_path.display())))?;
     let sha256 = sha256_hex(&wasm);
     let manifest_text = pin_sha256(&manifest_path, &sha256)?;
+    let module_dir = write_module_dir(dir, &package, &wasm, &manifest_text)?;
     eprintln!(
-        "velero-wasm build: {} ({} bytes), sha256 {sha256} in {}",
+        "velero-wasm build: {} ({} bytes), sha256 {sha256} in {}, module in {}",
         wasm_path.display(),
         wasm.len(),
-        manifest_path.display()
+        manifest_path.display(),
+        module_dir.display()
     );
 
     let source = ModuleSource::new(
@@ -160,6 +164,28 @@ fn pin_sha256(path: &Path, sha256: &str) -> Result<String, Failure> {
             .map_err(|e| Failure::failed(format!("{}: {e}", path.display())))?;
     }
     Ok(updated)
+}
+
+/// Writes `DIR/module/<package>.wasm` and `.toml` (each replaced by a rename, never half written):
+/// the crate's module directory. Returns its path.
+fn write_module_dir(
+    dir: &Path,
+    package: &str,
+    wasm: &[u8],
+    manifest: &str,
+) -> Result<PathBuf, Failure> {
+    let module_dir = dir.join("module");
+    let write = |name: String, bytes: &[u8]| {
+        let path = module_dir.join(name);
+        let tmp = path.with_extension("tmp");
+        std::fs::create_dir_all(&module_dir)
+            .and_then(|()| std::fs::write(&tmp, bytes))
+            .and_then(|()| std::fs::rename(&tmp, &path))
+            .map_err(|e| Failure::failed(format!("{}: {e}", path.display())))
+    };
+    write(format!("{package}.wasm"), wasm)?;
+    write(format!("{package}.toml"), manifest.as_bytes())?;
+    Ok(module_dir)
 }
 
 /// `text` with its top-level `sha256` set to `sha256`, formatting and comments kept.
