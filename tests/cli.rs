@@ -1007,3 +1007,243 @@ fn install_plugin_into_a_directory_that_cannot_take_it_fails_clearly() {
         stderr(&out)
     );
 }
+
+/// One command of a `console` block of docs/authoring.md, with the lines it must print.
+struct GuideStep {
+    command: Vec<String>,
+    expected: Vec<String>,
+}
+
+/// The commands of the guide's `console` blocks, in order: a `$ ` line (continued by a trailing `\`)
+/// is a command, the lines after it are what it must print.
+fn guide_steps(doc: &str) -> Vec<GuideStep> {
+    let mut steps: Vec<GuideStep> = Vec::new();
+    let (mut in_console, mut continued) = (false, None::<String>);
+    for line in doc.lines() {
+        if !in_console {
+            in_console = line == "```console";
+            continue;
+        }
+        if line == "```" {
+            in_console = false;
+            continue;
+        }
+        let command = match (continued.take(), line.strip_prefix("$ ")) {
+            (Some(start), _) => Some(format!("{start} {}", line.trim())),
+            (None, Some(command)) => Some(command.to_string()),
+            (None, None) => None,
+        };
+        match command {
+            Some(command) => match command.strip_suffix('\\') {
+                Some(start) => continued = Some(start.trim_end().to_string()),
+                None => steps.push(GuideStep {
+                    command: command.split_whitespace().map(str::to_string).collect(),
+                    expected: Vec::new(),
+                }),
+            },
+            None => steps
+                .last_mut()
+                .expect("output before any command in docs/authoring.md")
+                .expected
+                .push(line.to_string()),
+        }
+    }
+    steps
+}
+
+/// Whether `line` is what the guide's `pattern` shows, `…` standing for any text (ends trimmed).
+fn guide_line_matches(pattern: &str, line: &str) -> bool {
+    let (pattern, line) = (pattern.trim(), line.trim());
+    let pieces: Vec<&str> = pattern.split('…').collect();
+    let (first, last) = (pieces[0], pieces[pieces.len() - 1]);
+    if pieces.len() == 1 {
+        return line == pattern;
+    }
+    if !line.starts_with(first) || !line[first.len()..].ends_with(last) {
+        return false;
+    }
+    let mut rest = &line[first.len()..line.len() - last.len()];
+    for piece in &pieces[1..pieces.len() - 1] {
+        match rest.find(piece) {
+            Some(at) => rest = &rest[at + piece.len()..],
+            None => return false,
+        }
+    }
+    true
+}
+
+/// Checks that every expected line is printed, in order within stdout and within stderr.
+fn assert_guide_output(step: &GuideStep, out: &std::process::Output) {
+    let (stdout, stderr_text) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    let mut streams = [stdout.lines(), stderr_text.lines()];
+    for expected in &step.expected {
+        if expected.trim().is_empty() || expected.trim() == "…" {
+            continue;
+        }
+        let found = streams.iter_mut().any(|lines| {
+            let mut ahead = lines.clone();
+            while let Some(line) = ahead.next() {
+                if guide_line_matches(expected, line) {
+                    *lines = ahead;
+                    return true;
+                }
+            }
+            false
+        });
+        assert!(
+            found,
+            "`{}` did not print (in order) the line\n  {expected}\nstdout:\n{stdout}\nstderr:\n{stderr_text}",
+            step.command.join(" ")
+        );
+    }
+}
+
+/// docs/authoring.md, run as written in a directory outside this repository: `velero-wasm new` with
+/// the SDK of this checkout, the crate's native `cargo test`, `velero-wasm build`, `actions`, `run`,
+/// `--record` and `--replay`, `module pack` and `module verify`; each must succeed and print what the
+/// guide shows.
+#[test]
+fn the_authoring_guide_runs_as_written() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let doc = std::fs::read_to_string(repo.join("docs/authoring.md")).unwrap();
+    let steps = guide_steps(&doc);
+    assert!(steps.len() >= 8, "too few commands found in the guide");
+    let sdk = repo.join("sdk").canonicalize().unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    let mut cwd = scratch.path().to_path_buf();
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    for step in &steps {
+        let args: Vec<String> = step
+            .command
+            .iter()
+            .map(|a| a.replace("~/src/velero-wasm/sdk", sdk.to_str().unwrap()))
+            .collect();
+        let mut command = match args[0].as_str() {
+            "cd" => {
+                cwd = cwd.join(&args[1]);
+                continue;
+            }
+            "velero-wasm" => std::process::Command::new(env!("CARGO_BIN_EXE_velero-wasm")),
+            "cargo" => std::process::Command::new(&cargo),
+            other => panic!("docs/authoring.md runs {other:?}, which this test does not know"),
+        };
+        let out = command
+            .args(&args[1..])
+            .current_dir(&cwd)
+            .env_remove("VELERO_PLUGIN")
+            .env_remove("VELERO_WASM_MODULES")
+            .env_remove("VELERO_WASM_STOCK")
+            .env_remove("VELERO_WASM_TRUSTED_KEYS")
+            .env("VELERO_WASM_CONFIGMAPS", "off")
+            // Offline, and with the SDK's dependencies built once for every run of this test.
+            .env("CARGO_NET_OFFLINE", "true")
+            .env("CARGO_TARGET_DIR", repo.join("target/author-crate"))
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "`{}` failed:\nstdout:\n{}\nstderr:\n{}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stdout),
+            stderr(&out)
+        );
+        assert_guide_output(step, &out);
+        if args[..2] == ["velero-wasm", "new"] {
+            // The workspace's lock: the same dependency versions, all in the local cache (no network).
+            std::fs::copy(
+                repo.join("Cargo.lock"),
+                cwd.join(&args[2]).join("Cargo.lock"),
+            )
+            .unwrap();
+        }
+    }
+
+    // The crate the guide made, as it describes it.
+    let crate_dir = scratch.path().join("count-pvcs");
+    let suite = std::fs::read_to_string(crate_dir.join("tests/suite.yaml")).unwrap();
+    let shown = doc
+        .split("```yaml\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .unwrap();
+    assert!(
+        suite.contains(shown),
+        "the guide shows a case the suite does not have:\n{suite}"
+    );
+    let manifest = std::fs::read_to_string(crate_dir.join("module/count-pvcs.toml")).unwrap();
+    let wasm = crate_dir.join("module/count-pvcs.wasm");
+    assert!(manifest.starts_with(&format!("sha256 = \"{}\"", sha256_of(&wasm))));
+    assert_eq!(
+        manifest,
+        std::fs::read_to_string(crate_dir.join("count-pvcs.toml")).unwrap()
+    );
+    let configmap = std::fs::read_to_string(crate_dir.join("count-pvcs-configmap.yaml")).unwrap();
+    assert!(
+        configmap.contains("velero-wasm.io/module: count-pvcs"),
+        "{configmap}"
+    );
+
+    // after merge with suites: run `velero-wasm test tests/suite.yaml` in `crate_dir` (same env as
+    // above) and assert exit 0 with the case's name in its output, and turn the guide's `sh` block of
+    // step 4 into a `console` block showing that output.
+}
+
+#[test]
+fn new_refuses_a_bad_name_and_a_directory_that_is_not_empty() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name).display().to_string();
+    let out = velero_wasm(&[
+        "new",
+        &path("Label_PVCs"),
+        "--sdk",
+        "https://example.com/v.git",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("\"Label_PVCs\" cannot name a module's crate"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!dir.path().join("Label_PVCs").exists());
+
+    std::fs::create_dir(dir.path().join("taken")).unwrap();
+    write(&dir.path().join("taken"), "keep.txt", "mine");
+    let out = velero_wasm(&["new", &path("taken"), "--sdk", "https://example.com/v.git"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("exists and is not empty"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        std::fs::read_dir(dir.path().join("taken")).unwrap().count(),
+        1,
+        "nothing was added"
+    );
+
+    let out = velero_wasm(&[
+        "new",
+        &path("count-pvcs"),
+        "--kind",
+        "restore-v2",
+        "--sdk",
+        "https://example.com/v.git",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let cargo = std::fs::read_to_string(dir.path().join("count-pvcs/Cargo.toml")).unwrap();
+    assert!(
+        cargo.contains("velero-wasm-sdk = { git = \"https://example.com/v.git\" }"),
+        "{cargo}"
+    );
+    let lib = std::fs::read_to_string(dir.path().join("count-pvcs/src/lib.rs")).unwrap();
+    assert!(lib.contains("Kind::RestoreV2"));
+    assert!(dir
+        .path()
+        .join("count-pvcs/tests/fixtures/restore.json")
+        .exists());
+}
