@@ -137,7 +137,13 @@ fn create(args: &NewArgs) -> Result<(), Failure> {
 /// The crate's name: the last component of `path`, which must also be a valid module name (the
 /// manifest is `<name>.toml`, and the host loads the module by that name).
 fn crate_name(path: &Path) -> Result<String, Failure> {
-    let name = path
+    // `new .` (or `new ..`) names the crate after the directory itself.
+    let absolute = std::fs::canonicalize(path)
+        .ok()
+        .filter(|_| path.file_name().is_none());
+    let name = absolute
+        .as_deref()
+        .unwrap_or(path)
         .file_name()
         .and_then(|n| n.to_str())
         .ok_or_else(|| Failure::bad_input(format!("{}: no directory name", path.display())))?;
@@ -333,6 +339,58 @@ mod tests {
                 suite["cases"][0]["action"].as_str(),
                 Some("example.io/label-pvcs")
             );
+        }
+    }
+
+    /// The keys of the suite format `velero-wasm test` reads (the subset every generated suite keeps to).
+    const SUITE_KEYS: [&str; 3] = ["modules", "stock", "cases"];
+    const CASE_KEYS: [&str; 8] = [
+        "name", "action", "item", "backup", "restore", "cluster", "now", "expect",
+    ];
+    const EXPECT_KEYS: [&str; 3] = ["error", "additionalItems", "pointers"];
+
+    #[test]
+    fn every_suite_keeps_to_the_suite_format_and_names_files_the_crate_has() {
+        for kind in KINDS {
+            let files = render("count-pvcs", kind, "velero-wasm-sdk = \"0.1.0\"");
+            let has = |p: &str| {
+                files
+                    .iter()
+                    .any(|(path, _)| path == p || path.starts_with(&format!("{p}/")))
+            };
+            let suite = &files
+                .iter()
+                .find(|(p, _)| p == "tests/suite.yaml")
+                .unwrap()
+                .1;
+            let suite: serde_norway::Mapping = serde_norway::from_str(suite).unwrap();
+            let keys = |map: &serde_norway::Mapping, allowed: &[&str]| {
+                for key in map.keys() {
+                    let key = key.as_str().unwrap();
+                    assert!(
+                        allowed.contains(&key),
+                        "{kind:?}: {key} is not in the suite format"
+                    );
+                }
+            };
+            keys(&suite, &SUITE_KEYS);
+            assert_eq!(suite["modules"].as_str(), Some("../module"));
+            let cases = suite["cases"].as_sequence().unwrap();
+            assert!(!cases.is_empty());
+            for case in cases {
+                let case = case.as_mapping().unwrap();
+                keys(case, &CASE_KEYS);
+                keys(case["expect"].as_mapping().unwrap(), &EXPECT_KEYS);
+                let subject = kind.subject();
+                for file in ["item", subject] {
+                    let path = format!("tests/{}", case[file].as_str().unwrap());
+                    assert!(has(&path), "{kind:?}: {path} is not generated");
+                }
+                for dir in case["cluster"].as_sequence().unwrap() {
+                    let path = format!("tests/{}", dir.as_str().unwrap());
+                    assert!(has(&path), "{kind:?}: {path} is not generated");
+                }
+            }
         }
     }
 
