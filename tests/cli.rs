@@ -478,9 +478,22 @@ fn author_crate(dir: &Path) {
         &format!(
             "[package]\nname = \"label-pvcs\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
              [lib]\ncrate-type = [\"cdylib\", \"rlib\"]\n\n\
-             [dependencies]\nvelero-wasm-sdk = {{ path = {:?} }}\n\n[workspace]\n",
-            sdk.canonicalize().unwrap().display().to_string()
+             [dependencies]\nvelero-wasm-sdk = {{ path = {:?} }}\n\n[workspace]\n\n\
+             [profile.release]{}",
+            sdk.canonicalize().unwrap().display().to_string(),
+            // The profile and stack size of a crate from `velero-wasm new`, so that both tests share
+            // one build of the SDK and its dependencies in target/author-crate.
+            include_str!("../host/src/cli/new/common/Cargo.toml")
+                .split("[profile.release]")
+                .nth(1)
+                .unwrap()
         ),
+    );
+    std::fs::create_dir_all(dir.join(".cargo")).unwrap();
+    write(
+        &dir.join(".cargo"),
+        "config.toml",
+        include_str!("../host/src/cli/new/common/config.toml"),
     );
     std::fs::create_dir_all(dir.join("src")).unwrap();
     write(
