@@ -1154,6 +1154,9 @@ fn the_authoring_guide_runs_as_written() {
             // Offline, and with the SDK's dependencies built once for every run of this test.
             .env("CARGO_NET_OFFLINE", "true")
             .env("CARGO_TARGET_DIR", repo.join("target/author-crate"))
+            // The crate's unit tests one after the other, so that they report in the guide's order.
+            .env("RUST_TEST_THREADS", "1")
+            .env("CARGO_TERM_COLOR", "never")
             .stdin(std::process::Stdio::null())
             .output()
             .unwrap();
