@@ -62,7 +62,8 @@ enum Command {
     /// Make, sign, pack and check modules: keygen, pack, export, verify.
     #[command(subcommand)]
     Module(module::ModuleCommand),
-    /// Build a module's crate as a component, pin its sha256 in its manifest, and check its grant.
+    /// Build a module's crate as a component, pin its sha256 in its manifest, check its grant, and
+    /// write both to DIR/module/.
     Build(build::BuildArgs),
     /// Start a module's crate: an action of the kind asked for, its manifest, unit tests, fixtures, a suite.
     New(new::NewArgs),
