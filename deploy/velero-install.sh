@@ -22,6 +22,9 @@ velero plugin add "$IMAGE"
 # only HyperShift's (docs/migration.md says which names clash).
 kubectl -n velero set env deployment/velero VELERO_WASM_STOCK=hcp,agent
 
+# Optional: export call metrics to an OpenTelemetry collector (OTLP/HTTP; README "Metrics").
+#   kubectl -n velero set env deployment/velero OTEL_EXPORTER_OTLP_ENDPOINT=http://otel-collector.observability:4318
+
 # Velero 1.14 refuses plugins that list ItemBlockAction: list every other kind.
 kubectl -n velero set env deployment/velero \
     VELERO_WASM_KINDS=BackupItemAction,BackupItemActionV2,RestoreItemAction,RestoreItemActionV2,DeleteItemAction

@@ -32,6 +32,7 @@ use velero_wasm::plugin::proto::v2::{self as v2};
 
 mod support;
 
+use support::loopback::{Loopback, Reply};
 use support::plugin::{binary, Plugin};
 
 const T: &str = "test.velero-wasm.io/";
@@ -1298,6 +1299,153 @@ async fn sigterm_stops_the_plugin_and_removes_the_socket() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn call_metrics_reach_an_otlp_collector_when_the_plugin_shuts_down() {
+    let collector = Loopback::start(|_| Reply::new(200, "")).await;
+    let endpoint = collector.origin();
+    // No periodic export within the test: what arrives was flushed on the way out.
+    let plugin = start(
+        ARGS_1_15,
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint),
+            ("OTEL_METRIC_EXPORT_INTERVAL", "3600000"),
+        ],
+    );
+    let c = plugin.channel().await;
+    for _ in 0..2 {
+        bia_v1(&c, &format!("{T}backup-v1"), configmap("cm"), backup())
+            .await
+            .unwrap();
+    }
+    for action in ["trap", "forbidden-kube", "memory-bomb", "loop"] {
+        bia_v1(&c, &format!("{T}{action}"), configmap("cm"), backup())
+            .await
+            .unwrap_err();
+    }
+    DeleteItemActionClient::new(c.clone())
+        .execute(g::DeleteItemActionExecuteRequest {
+            plugin: format!("{T}delete"),
+            item: annotated_configmap("cm", &[("refuse-delete", "")]),
+            backup: backup(),
+        })
+        .await
+        .unwrap_err();
+    assert!(collector.received().is_empty(), "nothing before the exit");
+    drop(c);
+    let session = plugin.shutdown().await;
+
+    let exports = otlp_exports(&collector);
+    assert_eq!(
+        exports.len(),
+        1,
+        "one export, at shutdown: {}",
+        session.stderr
+    );
+    let export = &exports[0];
+    assert_eq!(export.resource["service.name"], "velero-wasm");
+    assert_eq!(export.resource["service.instance.id"].len(), 36);
+    let calls = |action: &str| {
+        export.sum(
+            "velero_wasm.action.calls",
+            &[("action", &format!("{T}{action}"))],
+        )
+    };
+    assert_eq!(calls("backup-v1"), 2);
+    assert_eq!(
+        export.sum(
+            "velero_wasm.action.calls",
+            &[
+                ("module", "misbehave"),
+                ("action", &format!("{T}trap")),
+                ("call", "Execute")
+            ]
+        ),
+        1
+    );
+    assert_eq!(
+        export.sum(
+            "velero_wasm.action.failures",
+            &[("action", &format!("{T}backup-v1"))]
+        ),
+        0
+    );
+    for (action, kind) in [
+        ("trap", "trap"),
+        ("forbidden-kube", "denied"),
+        ("memory-bomb", "memory"),
+        ("loop", "deadline"),
+        ("delete", "action"),
+    ] {
+        let failures = |k: &str| {
+            export.sum(
+                "velero_wasm.action.failures",
+                &[("action", &format!("{T}{action}")), ("kind", k)],
+            )
+        };
+        assert_eq!((action, failures(kind)), (action, 1));
+        assert_eq!(
+            export.sum(
+                "velero_wasm.action.failures",
+                &[("action", &format!("{T}{action}"))]
+            ),
+            1,
+            "{action}: one failure, of one kind"
+        );
+    }
+    let (count, seconds) =
+        export.histogram("velero_wasm.action.duration", &format!("{T}backup-v1"));
+    assert_eq!(count, 2);
+    assert!(seconds > 0.0);
+    let (count, seconds) = export.histogram("velero_wasm.action.duration", &format!("{T}loop"));
+    assert_eq!(count, 1);
+    assert!(
+        seconds >= 2.0,
+        "the loop ran until its 2 s deadline: {seconds}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_also_sends_the_last_metrics() {
+    let collector = Loopback::start(|_| Reply::new(200, "")).await;
+    let endpoint = format!("{}/custom/metrics", collector.origin());
+    let mut plugin = start(
+        ARGS_1_15,
+        &[
+            ("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", &endpoint),
+            ("OTEL_METRIC_EXPORT_INTERVAL", "3600000"),
+        ],
+    );
+    let c = plugin.channel().await;
+    bia_v1(&c, &format!("{T}backup-v1"), configmap("cm"), backup())
+        .await
+        .unwrap();
+    drop(c);
+    let pid = plugin.child.0.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let status = plugin
+        .wait(Duration::from_secs(10))
+        .expect("exits on SIGTERM");
+    assert_eq!(status.code(), Some(0));
+    let received = collector.received();
+    assert_eq!(received.len(), 1);
+    assert_eq!(
+        received[0].target, "/custom/metrics",
+        "the metrics endpoint is used as given"
+    );
+    let export = &otlp_exports(&collector)[0];
+    assert_eq!(
+        export.sum(
+            "velero_wasm.action.calls",
+            &[("action", &format!("{T}backup-v1"))]
+        ),
+        1
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_module_that_cannot_load_is_logged_and_left_out() {
     let dir = tempfile::tempdir().unwrap();
     for entry in std::fs::read_dir(modules_dir()).unwrap() {
@@ -1573,6 +1721,138 @@ async fn an_action_that_moved_between_v1_and_v2_is_still_served_under_the_kind_v
         e.message()
     );
     plugin.shutdown().await;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The OTLP collector's side: what the plugin exported, decoded from protobuf.
+
+/// One decoded export: the resource's attributes and every data point.
+struct OtlpExport {
+    resource: std::collections::BTreeMap<String, String>,
+    /// (metric name, attributes, point) for every data point.
+    points: Vec<(String, Attributes, Point)>,
+}
+
+/// A data point's attributes as (key, value) text.
+type Attributes = BTreeSet<(String, String)>;
+
+enum Point {
+    Sum(i64, i32),
+    Histogram(u64, f64, i32),
+}
+
+impl OtlpExport {
+    /// The sum of the counter `metric` over the points whose attributes include `having`; every
+    /// point must be cumulative.
+    fn sum(&self, metric: &str, having: &[(&str, &str)]) -> i64 {
+        self.matching(metric, having)
+            .map(|p| match p {
+                Point::Sum(value, temporality) => {
+                    assert_eq!(*temporality, 2, "cumulative");
+                    *value
+                }
+                Point::Histogram(..) => panic!("{metric} is a histogram"),
+            })
+            .sum()
+    }
+
+    /// The count and the sum (seconds) of the histogram `metric` for `action`.
+    fn histogram(&self, metric: &str, action: &str) -> (u64, f64) {
+        self.matching(metric, &[("action", action)])
+            .map(|p| match p {
+                Point::Histogram(count, sum, temporality) => {
+                    assert_eq!(*temporality, 2, "cumulative");
+                    (*count, *sum)
+                }
+                Point::Sum(..) => panic!("{metric} is a counter"),
+            })
+            .fold((0, 0.0), |(c, s), (count, sum)| (c + count, s + sum))
+    }
+
+    fn matching<'a>(
+        &'a self,
+        metric: &'a str,
+        having: &'a [(&str, &str)],
+    ) -> impl Iterator<Item = &'a Point> + 'a {
+        self.points
+            .iter()
+            .filter(move |(name, attributes, _)| {
+                name == metric
+                    && having
+                        .iter()
+                        .all(|(k, v)| attributes.contains(&(k.to_string(), v.to_string())))
+            })
+            .map(|(_, _, point)| point)
+    }
+}
+
+/// Every export the collector received, checked to be OTLP/HTTP protobuf posts and decoded.
+fn otlp_exports(collector: &Loopback) -> Vec<OtlpExport> {
+    use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
+    use opentelemetry_proto::tonic::common::v1::{any_value, KeyValue};
+    use opentelemetry_proto::tonic::metrics::v1::{metric, number_data_point};
+    use prost::Message;
+    fn text(attributes: &[KeyValue]) -> impl Iterator<Item = (String, String)> + '_ {
+        attributes.iter().map(|kv| {
+            let value = match kv.value.as_ref().and_then(|v| v.value.as_ref()) {
+                Some(any_value::Value::StringValue(s)) => s.clone(),
+                other => format!("{other:?}"),
+            };
+            (kv.key.clone(), value)
+        })
+    }
+    collector
+        .received()
+        .iter()
+        .map(|r| {
+            assert_eq!(r.method, "POST");
+            assert_eq!(r.header("content-type"), Some("application/x-protobuf"));
+            let request = ExportMetricsServiceRequest::decode(r.bytes.as_slice()).unwrap();
+            let mut export = OtlpExport {
+                resource: Default::default(),
+                points: Vec::new(),
+            };
+            for rm in &request.resource_metrics {
+                if let Some(resource) = &rm.resource {
+                    export.resource.extend(text(&resource.attributes));
+                }
+                for m in rm.scope_metrics.iter().flat_map(|s| &s.metrics) {
+                    match &m.data {
+                        Some(metric::Data::Sum(sum)) => {
+                            for p in &sum.data_points {
+                                let value = match p.value {
+                                    Some(number_data_point::Value::AsInt(v)) => v,
+                                    other => panic!("{}: {other:?}", m.name),
+                                };
+                                let point = Point::Sum(value, sum.aggregation_temporality);
+                                export.points.push((
+                                    m.name.clone(),
+                                    text(&p.attributes).collect(),
+                                    point,
+                                ));
+                            }
+                        }
+                        Some(metric::Data::Histogram(h)) => {
+                            for p in &h.data_points {
+                                let point = Point::Histogram(
+                                    p.count,
+                                    p.sum.unwrap_or_default(),
+                                    h.aggregation_temporality,
+                                );
+                                export.points.push((
+                                    m.name.clone(),
+                                    text(&p.attributes).collect(),
+                                    point,
+                                ));
+                            }
+                        }
+                        other => panic!("{}: unexpected data {other:?}", m.name),
+                    }
+                }
+            }
+            export
+        })
+        .collect()
 }
 
 // ---------------------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ pub mod cli;
 pub mod documents;
 mod glob;
 pub mod logging;
+pub mod metrics;
 pub mod modules;
 pub mod plugin;
 mod regular_file;

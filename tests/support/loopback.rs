@@ -22,6 +22,8 @@ pub struct Received {
     pub target: String,
     pub headers: Vec<(String, String)>,
     pub body: String,
+    /// The body as sent (for binary bodies such as protobuf).
+    pub bytes: Vec<u8>,
 }
 
 impl Received {
@@ -85,6 +87,7 @@ where
                     })
                     .collect(),
                 body: String::from_utf8_lossy(&body).into_owned(),
+                bytes: body.to_vec(),
             };
             let reply = handler(&seen);
             log.lock().unwrap().push(seen);

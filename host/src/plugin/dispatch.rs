@@ -22,7 +22,7 @@ use crate::action::{
     ActionKind, BackupOutcome, BackupRequest, ItemRef, OperationProgress, ResourceId,
     RestoreOutcome, RestoreRequest,
 };
-use crate::runtime::{ActionEntry, Runtime};
+use crate::runtime::{ActionEntry, CallError, Runtime};
 
 /// The only resource a retired action applies to: a name no API server serves.
 pub const RETIRED_RESOURCE: &str = "retired-action.velero-wasm.io";
@@ -122,7 +122,7 @@ impl Dispatch {
             item: item.text,
             backup,
         };
-        let outcome = self.runtime.backup(name, request).await;
+        let outcome = measured(&found, name, "Execute", self.runtime.backup(name, request)).await;
         let outcome = outcome.map_err(|e| status::call_failed(kind, e))?;
         if let (ActionKind::Backup, Some(id)) = (kind, &outcome.operation_id) {
             return Err(status::untracked_operation(kind, name, id));
@@ -160,7 +160,7 @@ impl Dispatch {
                 additional_items_timeout: None,
             });
         }
-        let outcome = self.runtime.restore(name, request).await;
+        let outcome = measured(&found, name, "Execute", self.runtime.restore(name, request)).await;
         let outcome = outcome.map_err(|e| status::call_failed(kind, e))?;
         if let (ActionKind::Restore, Some(id)) = (kind, &outcome.operation_id) {
             return Err(status::untracked_operation(kind, name, id));
@@ -186,7 +186,13 @@ impl Dispatch {
         if let Found::Retired = found {
             return Ok(Vec::new());
         }
-        let related = self.runtime.related_items(name, item.text, backup).await;
+        let related = measured(
+            &found,
+            name,
+            "GetRelatedItems",
+            self.runtime.related_items(name, item.text, backup),
+        )
+        .await;
         related.map_err(|e| status::call_failed(kind, e))
     }
 
@@ -200,7 +206,13 @@ impl Dispatch {
         if let Found::Retired = found {
             return Ok(());
         }
-        let deleted = self.runtime.delete(name, item.text, backup).await;
+        let deleted = measured(
+            &found,
+            name,
+            "Execute",
+            self.runtime.delete(name, item.text, backup),
+        )
+        .await;
         deleted.map_err(|e| status::call_failed(kind, e))
     }
 
@@ -218,7 +230,13 @@ impl Dispatch {
         if let Found::Retired = found {
             return Err(status::retired_operation(name));
         }
-        let progress = self.runtime.progress(name, operation_id, subject).await;
+        let progress = measured(
+            &found,
+            name,
+            "Progress",
+            self.runtime.progress(name, operation_id, subject),
+        )
+        .await;
         progress.map_err(|e| status::call_failed(kind, e))
     }
 
@@ -236,7 +254,13 @@ impl Dispatch {
         if let Found::Retired = found {
             return Err(status::retired_operation(name));
         }
-        let cancelled = self.runtime.cancel(name, operation_id, subject).await;
+        let cancelled = measured(
+            &found,
+            name,
+            "Cancel",
+            self.runtime.cancel(name, operation_id, subject),
+        )
+        .await;
         cancelled.map_err(|e| status::call_failed(kind, e))
     }
 
@@ -253,7 +277,13 @@ impl Dispatch {
         if let Found::Retired = found {
             return Ok(true);
         }
-        let ready = self.runtime.items_ready(name, items, restore).await;
+        let ready = measured(
+            &found,
+            name,
+            "AreAdditionalItemsReady",
+            self.runtime.items_ready(name, items, restore),
+        )
+        .await;
         ready.map_err(|e| status::call_failed(kind, e))
     }
 
@@ -271,6 +301,22 @@ impl Dispatch {
                 ..ResourceSelector::default()
             },
         })
+    }
+}
+
+/// Runs one call of a loaded action, recorded in the metrics when they are exported (see
+/// [`crate::metrics`]).
+async fn measured<T>(
+    found: &Found,
+    action: &str,
+    call: &'static str,
+    work: impl Future<Output = Result<T, CallError>>,
+) -> Result<T, CallError> {
+    match found {
+        Found::Action(entry) => {
+            crate::metrics::measured(&entry.module.name, action, call, work).await
+        }
+        Found::Retired => work.await,
     }
 }
 

@@ -105,6 +105,7 @@ pub fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    crate::metrics::init(runtime.handle());
     let code = match runtime.block_on(serve(args, parent)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -112,6 +113,9 @@ pub fn main() -> ExitCode {
             ExitCode::from(1)
         }
     };
+    // Every way out of `serve` (Shutdown, SIGTERM, SIGHUP, the parent's death, a failed server)
+    // comes here: the last figures go out before the process does.
+    runtime.block_on(crate::metrics::shutdown());
     // Calls still running (a guest past its deadline, a blocked read) do not hold up the exit.
     runtime.shutdown_timeout(Duration::from_millis(100));
     code

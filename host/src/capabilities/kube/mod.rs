@@ -461,6 +461,7 @@ impl CallState {
             name = item.map(|i| i.name.as_str()).unwrap_or_default(),
             "{message}"
         );
+        crate::metrics::note_denied();
         Err(KubeError::Denied(message))
     }
 

@@ -1,0 +1,367 @@
+//! Metrics of the action calls, exported with OpenTelemetry (OTLP over HTTP, protobuf) when
+//! `OTEL_EXPORTER_OTLP_METRICS_ENDPOINT` or `OTEL_EXPORTER_OTLP_ENDPOINT` is set. Without either,
+//! nothing is set up (no exporter, no thread) and a call costs one check of an empty `OnceLock`.
+//!
+//! Per module, action and Velero call: `velero_wasm.action.calls`, `velero_wasm.action.failures` (by
+//! `kind`) and `velero_wasm.action.duration` (seconds). Every plugin process exports its own
+//! cumulative series under its own `service.instance.id`, and [`shutdown`] sends the last figures
+//! before the process exits (Velero starts and stops plugin processes around each backup).
+
+use std::cell::Cell;
+use std::future::Future;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use opentelemetry::metrics::{Counter, Histogram, MeterProvider as _};
+use opentelemetry::KeyValue;
+use opentelemetry_http::{HttpClient, HttpError, Request, Response};
+use opentelemetry_otlp::WithHttpConfig;
+use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider};
+use opentelemetry_sdk::Resource;
+use tokio::runtime::Handle;
+
+use crate::runtime::{CallError, Fault};
+
+/// The standard variable for the collector's base URL (`/v1/metrics` is appended).
+pub const ENDPOINT_ENV: &str = "OTEL_EXPORTER_OTLP_ENDPOINT";
+/// The standard variable for the full URL metrics are posted to (wins over [`ENDPOINT_ENV`]).
+pub const METRICS_ENDPOINT_ENV: &str = "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT";
+
+/// How long the exit waits for the last export: Velero kills a plugin 2 s after `Shutdown`, and the
+/// server has already waited up to 0.5 s for open calls.
+const FLUSH_LIMIT: Duration = Duration::from_secs(1);
+
+/// How long one export may take before it is given up.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The most of a collector's answer that is read (it is only checked for errors).
+const MAX_ANSWER: usize = 64 << 10;
+
+/// Bucket bounds of the latency histogram, in seconds: from a millisecond (a warm call) to the
+/// default deadline of a minute.
+const BOUNDARIES: [f64; 15] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+];
+
+/// The provider (to flush it) and the three instruments.
+struct Metrics {
+    provider: SdkMeterProvider,
+    calls: Counter<u64>,
+    failures: Counter<u64>,
+    duration: Histogram<f64>,
+}
+
+static METRICS: OnceLock<Metrics> = OnceLock::new();
+
+tokio::task_local! {
+    /// Set when the host refused one of the current call's capability calls by the module's grant.
+    static DENIED: Cell<bool>;
+}
+
+/// Whether the environment asks for metrics: an OTLP endpoint for them is set and not empty.
+pub fn wanted(var: impl Fn(&str) -> Option<String>) -> bool {
+    [METRICS_ENDPOINT_ENV, ENDPOINT_ENV]
+        .iter()
+        .any(|k| var(k).is_some_and(|v| !v.trim().is_empty()))
+}
+
+/// Starts exporting when the environment asks for it; the exports run on `runtime`. A configuration
+/// the exporter refuses is a warning: the plugin serves without metrics.
+pub fn init(runtime: &Handle) {
+    if !wanted(|k| std::env::var(k).ok()) {
+        return;
+    }
+    match build(runtime) {
+        Ok(metrics) => {
+            let _ = METRICS.set(metrics);
+            tracing::debug!("exporting metrics over OTLP");
+        }
+        Err(e) => tracing::warn!("metrics are not exported: {e}"),
+    }
+}
+
+fn build(runtime: &Handle) -> Result<Metrics, opentelemetry_otlp::ExporterBuildError> {
+    // The endpoint, headers, timeout and temporality come from the standard OTEL_* variables.
+    let exporter = opentelemetry_otlp::MetricExporter::builder()
+        .with_http()
+        .with_http_client(OnRuntime::new(runtime.clone()))
+        .build()?;
+    let mut resource = Resource::builder()
+        .with_attribute(KeyValue::new("service.instance.id", instance_id()))
+        .with_attribute(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")));
+    if std::env::var_os("OTEL_SERVICE_NAME").is_none() {
+        resource = resource.with_service_name("velero-wasm");
+    }
+    let provider = SdkMeterProvider::builder()
+        .with_reader(PeriodicReader::builder(exporter).build())
+        .with_resource(resource.build())
+        .build();
+    let meter = provider.meter("velero-wasm");
+    Ok(Metrics {
+        calls: meter
+            .u64_counter("velero_wasm.action.calls")
+            .with_unit("{call}")
+            .with_description("Calls of an action, by module, action and Velero call")
+            .build(),
+        failures: meter
+            .u64_counter("velero_wasm.action.failures")
+            .with_unit("{call}")
+            .with_description("Calls that failed, by kind of failure")
+            .build(),
+        duration: meter
+            .f64_histogram("velero_wasm.action.duration")
+            .with_unit("s")
+            .with_description("Time from the call's arrival at the runtime to its result")
+            .with_boundaries(BOUNDARIES.to_vec())
+            .build(),
+        provider,
+    })
+}
+
+/// A random UUID (version 4) naming this process's series: each plugin process counts from zero.
+fn instance_id() -> String {
+    let mut b = [0u8; 16];
+    if getrandom::fill(&mut b).is_err() {
+        // Without randomness, the process id and the time still tell processes apart.
+        let seed = (u128::from(std::process::id()) << 64)
+            | u128::from(
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_nanos() as u64)
+                    .unwrap_or_default(),
+            );
+        b = seed.to_be_bytes();
+    }
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..]
+    )
+}
+
+/// Runs one `call` (Velero's name: `Execute`, `Progress`, …) of `action` in `module` and records it
+/// when metrics are exported; otherwise just runs it.
+pub async fn measured<T>(
+    module: &str,
+    action: &str,
+    call: &'static str,
+    work: impl Future<Output = Result<T, CallError>>,
+) -> Result<T, CallError> {
+    let Some(metrics) = METRICS.get() else {
+        return work.await;
+    };
+    let started = Instant::now();
+    let (result, denied) = DENIED
+        .scope(Cell::new(false), async {
+            let result = work.await;
+            (result, DENIED.with(Cell::get))
+        })
+        .await;
+    let attributes = [
+        KeyValue::new("module", module.to_string()),
+        KeyValue::new("action", action.to_string()),
+        KeyValue::new("call", call),
+    ];
+    metrics.calls.add(1, &attributes);
+    metrics
+        .duration
+        .record(started.elapsed().as_secs_f64(), &attributes);
+    if let Err(error) = &result {
+        let [module, action, call] = attributes;
+        let kind = KeyValue::new("kind", failure_kind(error, denied));
+        metrics.failures.add(1, &[module, action, call, kind]);
+    }
+    result
+}
+
+/// Notes that the host refused a capability call by the module's grant: if the action then fails
+/// with an error, the failure counts as `denied`. Outside a measured call, nothing.
+pub fn note_denied() {
+    let _ = DENIED.try_with(|denied| denied.set(true));
+}
+
+/// The `kind` attribute of a failed call: `action` (the action returned an error), `denied` (it did
+/// after a refused capability call), `trap`, `deadline`, `memory`, `limit` (host work for the guest
+/// ran past a limit), `output` (an answer Velero cannot use), `unavailable`.
+pub fn failure_kind(error: &CallError, denied: bool) -> &'static str {
+    match error {
+        CallError::Action(_) if denied => "denied",
+        CallError::Action(_) => "action",
+        CallError::Fault { fault, .. } => match fault {
+            Fault::Trap(_) | Fault::Exit(_) | Fault::Instantiate(_) => "trap",
+            Fault::Timeout(_) | Fault::NoSlot { .. } => "deadline",
+            Fault::Memory { .. } | Fault::MemoryBudget { .. } => "memory",
+            Fault::Limit(_) => "limit",
+            Fault::Output(_) => "output",
+        },
+        CallError::UnknownAction(_) | CallError::WrongKind { .. } | CallError::NoSigner => {
+            "unavailable"
+        }
+    }
+}
+
+/// Sends the last figures and stops the exporter, waiting at most [`FLUSH_LIMIT`]. Called on every
+/// way out of the plugin, while the runtime that carries the export still runs.
+pub async fn shutdown() {
+    let Some(metrics) = METRICS.get() else {
+        return;
+    };
+    let provider = metrics.provider.clone();
+    // The SDK's shutdown blocks until its export thread is done; the export itself runs on this
+    // runtime (see `OnRuntime`).
+    let flushed = tokio::time::timeout(
+        FLUSH_LIMIT,
+        tokio::task::spawn_blocking(move || provider.shutdown()),
+    )
+    .await;
+    match flushed {
+        Ok(Ok(Ok(()))) => tracing::debug!("metrics flushed"),
+        Ok(Ok(Err(e))) => tracing::warn!("the last metrics were not sent: {e}"),
+        Ok(Err(e)) => tracing::warn!("the last metrics were not sent: {e}"),
+        Err(_) => tracing::warn!("the last metrics were not sent within {FLUSH_LIMIT:?}"),
+    }
+}
+
+/// The exporter's HTTP client: hyper with rustls, the stack the host already has, its requests run on
+/// the plugin's tokio runtime so that the SDK's export thread only waits for their answers.
+struct OnRuntime {
+    runtime: Handle,
+    client: Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>,
+}
+
+impl OnRuntime {
+    fn new(runtime: Handle) -> OnRuntime {
+        // The system's roots (SSL_CERT_FILE / SSL_CERT_DIR), or Mozilla's where it has none.
+        let tls = match hyper_rustls::HttpsConnectorBuilder::new().with_native_roots() {
+            Ok(native) => native,
+            Err(_) => hyper_rustls::HttpsConnectorBuilder::new().with_webpki_roots(),
+        };
+        let connector = tls.https_or_http().enable_http1().build();
+        OnRuntime {
+            runtime,
+            client: Client::builder(TokioExecutor::new()).build(connector),
+        }
+    }
+}
+
+impl std::fmt::Debug for OnRuntime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OnRuntime")
+    }
+}
+
+#[async_trait::async_trait]
+impl HttpClient for OnRuntime {
+    async fn send_bytes(&self, request: Request<Bytes>) -> Result<Response<Bytes>, HttpError> {
+        let client = self.client.clone();
+        let (parts, body) = request.into_parts();
+        let request = hyper::Request::from_parts(parts, Full::new(body));
+        let exchange = async move {
+            let response = client.request(request).await?;
+            let (parts, body) = response.into_parts();
+            let body = Limited::new(body, MAX_ANSWER).collect().await?.to_bytes();
+            Ok::<_, HttpError>(Response::from_parts(parts, body))
+        };
+        // The timer too is made on the runtime: the SDK's thread has no reactor.
+        let sent = self
+            .runtime
+            .spawn(async move { tokio::time::timeout(REQUEST_TIMEOUT, exchange).await })
+            .await;
+        let answer = match sent {
+            Ok(Ok(answer)) => answer,
+            Ok(Err(_)) => Err(format!("no answer within {REQUEST_TIMEOUT:?}").into()),
+            Err(e) => Err(e.into()),
+        };
+        match &answer {
+            Ok(response) if !response.status().is_success() => tracing::warn!(
+                status = response.status().as_u16(),
+                "the metrics collector refused an export"
+            ),
+            Err(e) => tracing::warn!("metrics export failed: {e}"),
+            Ok(_) => {}
+        }
+        answer
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    #[test]
+    fn metrics_are_wanted_only_when_an_endpoint_is_set() {
+        let env = |pairs: &[(&str, &str)]| {
+            let map: HashMap<String, String> = pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            move |k: &str| map.get(k).cloned()
+        };
+        assert!(!wanted(env(&[])));
+        assert!(!wanted(env(&[(ENDPOINT_ENV, " ")])));
+        assert!(!wanted(env(&[("OTEL_SERVICE_NAME", "x")])));
+        assert!(wanted(env(&[(ENDPOINT_ENV, "http://collector:4318")])));
+        assert!(wanted(env(&[(
+            METRICS_ENDPOINT_ENV,
+            "http://collector:4318/v1/metrics"
+        )])));
+    }
+
+    #[test]
+    fn failures_are_counted_by_kind() {
+        let fault = |fault| CallError::Fault {
+            module: "m".into(),
+            action: "a".into(),
+            item: String::new(),
+            fault,
+        };
+        let cases = [
+            (CallError::Action("no".into()), false, "action"),
+            (CallError::Action("no".into()), true, "denied"),
+            (fault(Fault::Trap("panic".into())), true, "trap"),
+            (fault(Fault::Exit(1)), false, "trap"),
+            (
+                fault(Fault::Timeout(Duration::from_secs(2))),
+                false,
+                "deadline",
+            ),
+            (fault(Fault::Memory { limit_mib: 64 }), false, "memory"),
+            (fault(Fault::Limit("calls".into())), false, "limit"),
+            (fault(Fault::Output("junk".into())), false, "output"),
+        ];
+        for (error, denied, kind) in cases {
+            assert_eq!(failure_kind(&error, denied), kind, "{error}");
+        }
+    }
+
+    #[test]
+    fn instance_ids_are_version_4_uuids_and_differ() {
+        let (a, b) = (instance_id(), instance_id());
+        assert_ne!(a, b);
+        assert_eq!(a.len(), 36);
+        assert_eq!(&a[14..15], "4");
+        assert!(a.split('-').map(str::len).eq([8, 4, 4, 4, 12]));
+    }
+
+    #[tokio::test]
+    async fn without_an_exporter_a_call_is_only_run() {
+        // No endpoint in the test's environment: nothing was set up, the result passes through.
+        assert!(METRICS.get().is_none());
+        let result = measured("m", "a", "Execute", async { Ok::<_, CallError>(7) }).await;
+        assert_eq!(result.unwrap(), 7);
+        note_denied();
+    }
+}
