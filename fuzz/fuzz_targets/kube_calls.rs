@@ -13,7 +13,7 @@ use serde_json::Value;
 use velero_wasm::action::Verb;
 use velero_wasm::capabilities::kube::fixture::FixtureCluster;
 use velero_wasm::capabilities::kube::writes::WriteLog;
-use velero_wasm::capabilities::kube::{ApiResource, KubeBackend, ListOptions, Patch};
+use velero_wasm::capabilities::kube::{ApiResource, KubeApi, ListOptions, Patch};
 use velero_wasm::capabilities::{CallState, Clock, KubeGrant};
 use velero_wasm::documents::read_objects;
 use velero_wasm::modules::KubeRule;
