@@ -210,7 +210,8 @@ fuzz_target!(|input: Input| {
         resources: vec!["*".into()],
         verbs: vec!["*".into()],
         namespaces,
-    }]);
+    }])
+    .expect("every verb compiles");
     let cluster = FixtureCluster::empty(Clock::fixed(std::time::UNIX_EPOCH));
     let log = WriteLog::new(Arc::new(cluster));
     f.tokio.block_on(async {

@@ -156,46 +156,23 @@ fn resource_version(object: &Value) -> Option<&str> {
 #[async_trait]
 impl Backend<KubeCall> for FixtureCluster {
     async fn call(&self, call: KubeCall) -> Result<KubeAnswer, KubeError> {
+        let (api, namespace) = call.target();
+        let (api, ns) = (&api.clone(), &namespace.to_string());
         match call {
-            KubeCall::Get {
-                api,
-                namespace,
-                name,
-            } => self.read(&api, &namespace, &name).map(KubeAnswer::Object),
-            KubeCall::List {
-                api,
-                namespace,
-                options,
-            } => Ok(KubeAnswer::Objects(self.select(&api, &namespace, &options))),
-            KubeCall::Create {
-                api,
-                namespace,
-                object,
-            } => self
-                .insert(&api, &namespace, object)
-                .map(KubeAnswer::Object),
-            KubeCall::Update {
-                api,
-                namespace,
-                object,
-            } => self
-                .replace(&api, &namespace, object)
-                .map(KubeAnswer::Object),
-            KubeCall::Patch {
-                api,
-                namespace,
-                name,
-                patch,
-            } => self
-                .apply(&api, &namespace, &name, &patch)
-                .map(KubeAnswer::Object),
-            KubeCall::Delete {
-                api,
-                namespace,
-                name,
-            } => self
-                .remove(&api, &namespace, &name)
-                .map(|()| KubeAnswer::Deleted),
+            KubeCall::Get { name, .. } => self.read(api, ns, &name).map(KubeAnswer::Object),
+            KubeCall::List { options, .. } => {
+                Ok(KubeAnswer::Objects(self.select(api, ns, &options)))
+            }
+            KubeCall::Create { object, .. } => self.insert(api, ns, object).map(KubeAnswer::Object),
+            KubeCall::Update { object, .. } => {
+                self.replace(api, ns, object).map(KubeAnswer::Object)
+            }
+            KubeCall::Patch { name, patch, .. } => {
+                self.apply(api, ns, &name, &patch).map(KubeAnswer::Object)
+            }
+            KubeCall::Delete { name, .. } => {
+                self.remove(api, ns, &name).map(|()| KubeAnswer::Deleted)
+            }
         }
     }
 }

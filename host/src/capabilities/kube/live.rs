@@ -616,54 +616,26 @@ fn with_type(item: Value, api_version: &str, kind: &str) -> Value {
 #[async_trait]
 impl Backend<KubeCall> for LiveCluster {
     async fn call(&self, call: KubeCall) -> Result<KubeAnswer, KubeError> {
+        let (api, namespace) = call.target();
+        let (api, ns) = (&api.clone(), &namespace.to_string());
         match call {
-            KubeCall::Get {
-                api,
-                namespace,
-                name,
-            } => self
-                .read(&api, &namespace, &name)
-                .await
-                .map(KubeAnswer::Object),
-            KubeCall::List {
-                api,
-                namespace,
-                options,
-            } => self
-                .select(&api, &namespace, &options)
+            KubeCall::Get { name, .. } => self.read(api, ns, &name).await.map(KubeAnswer::Object),
+            KubeCall::List { options, .. } => self
+                .select(api, ns, &options)
                 .await
                 .map(KubeAnswer::Objects),
-            KubeCall::Create {
-                api,
-                namespace,
-                object,
-            } => self
-                .insert(&api, &namespace, object)
+            KubeCall::Create { object, .. } => {
+                self.insert(api, ns, object).await.map(KubeAnswer::Object)
+            }
+            KubeCall::Update { object, .. } => {
+                self.replace(api, ns, object).await.map(KubeAnswer::Object)
+            }
+            KubeCall::Patch { name, patch, .. } => self
+                .apply(api, ns, &name, &patch)
                 .await
                 .map(KubeAnswer::Object),
-            KubeCall::Update {
-                api,
-                namespace,
-                object,
-            } => self
-                .replace(&api, &namespace, object)
-                .await
-                .map(KubeAnswer::Object),
-            KubeCall::Patch {
-                api,
-                namespace,
-                name,
-                patch,
-            } => self
-                .apply(&api, &namespace, &name, &patch)
-                .await
-                .map(KubeAnswer::Object),
-            KubeCall::Delete {
-                api,
-                namespace,
-                name,
-            } => self
-                .remove(&api, &namespace, &name)
+            KubeCall::Delete { name, .. } => self
+                .remove(api, ns, &name)
                 .await
                 .map(|()| KubeAnswer::Deleted),
         }
