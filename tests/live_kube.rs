@@ -21,7 +21,7 @@ use support::apiserver::ApiServer;
 use tempfile::TempDir;
 use velero_wasm::capabilities::kube::fixture::FixtureCluster;
 use velero_wasm::capabilities::kube::live::{ClusterOptions, LiveCluster};
-use velero_wasm::capabilities::kube::{ApiResource, KubeBackend, KubeError, ListOptions, Patch};
+use velero_wasm::capabilities::kube::{ApiResource, KubeApi, KubeError, ListOptions, Patch};
 use velero_wasm::capabilities::Clock;
 
 /// How many ConfigMaps labelled `probe=many` the cluster holds: more than two pages of 500.

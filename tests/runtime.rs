@@ -10,8 +10,8 @@ use async_trait::async_trait;
 use serde_json::Value;
 use velero_wasm::action::BackupRequest;
 use velero_wasm::capabilities::kube::fixture::FixtureCluster;
-use velero_wasm::capabilities::kube::{ApiResource, KubeBackend, KubeError, ListOptions, Patch};
-use velero_wasm::capabilities::{Clock, Services};
+use velero_wasm::capabilities::kube::{KubeAnswer, KubeCall, KubeError};
+use velero_wasm::capabilities::{Backend, Clock, Services};
 use velero_wasm::modules::{scan_directory, ModuleSource, Origin};
 use velero_wasm::runtime::{CallError, Fault, Runtime};
 
@@ -39,41 +39,10 @@ struct Counting {
 }
 
 #[async_trait]
-impl KubeBackend for Counting {
-    async fn get(&self, api: &ApiResource, ns: &str, name: &str) -> Result<Value, KubeError> {
+impl Backend<KubeCall> for Counting {
+    async fn call(&self, call: KubeCall) -> Result<KubeAnswer, KubeError> {
         self.calls.fetch_add(1, Ordering::SeqCst);
-        self.inner.get(api, ns, name).await
-    }
-    async fn list(
-        &self,
-        api: &ApiResource,
-        ns: &str,
-        o: &ListOptions,
-    ) -> Result<Vec<Value>, KubeError> {
-        self.calls.fetch_add(1, Ordering::SeqCst);
-        self.inner.list(api, ns, o).await
-    }
-    async fn create(&self, api: &ApiResource, ns: &str, object: Value) -> Result<Value, KubeError> {
-        self.calls.fetch_add(1, Ordering::SeqCst);
-        self.inner.create(api, ns, object).await
-    }
-    async fn update(&self, api: &ApiResource, ns: &str, object: Value) -> Result<Value, KubeError> {
-        self.calls.fetch_add(1, Ordering::SeqCst);
-        self.inner.update(api, ns, object).await
-    }
-    async fn patch(
-        &self,
-        api: &ApiResource,
-        ns: &str,
-        name: &str,
-        patch: &Patch,
-    ) -> Result<Value, KubeError> {
-        self.calls.fetch_add(1, Ordering::SeqCst);
-        self.inner.patch(api, ns, name, patch).await
-    }
-    async fn delete(&self, api: &ApiResource, ns: &str, name: &str) -> Result<(), KubeError> {
-        self.calls.fetch_add(1, Ordering::SeqCst);
-        self.inner.delete(api, ns, name).await
+        self.inner.call(call).await
     }
 }
 

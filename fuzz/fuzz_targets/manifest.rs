@@ -28,7 +28,7 @@ fuzz_target!(|data: &[u8]| {
         let _ = clock.remaining(&limit);
     }
     let grant = &manifest.grant;
-    let kube = KubeGrant::new(&grant.kube);
+    let kube = KubeGrant::new(&grant.kube).expect("a valid manifest's grant compiles");
     for rule in &grant.kube {
         for resource in &rule.resources {
             for namespace in &rule.namespaces {

@@ -17,9 +17,9 @@ use http_body_util::{BodyExt, StreamBody};
 use tokio::sync::Notify;
 use tonic::service::Routes;
 use tower::ServiceExt;
-use velero_wasm::capabilities::http::{Answer, Exchange, ExchangeError, HttpTransport};
+use velero_wasm::capabilities::http::{Answer, Exchange, ExchangeError};
 use velero_wasm::capabilities::kube::fixture::FixtureCluster;
-use velero_wasm::capabilities::{Clock, Environment, Services};
+use velero_wasm::capabilities::{Backend, Clock, Environment, Services};
 use velero_wasm::modules::{ModuleSource, Origin};
 use velero_wasm::plugin::dispatch::Dispatch;
 use velero_wasm::plugin::lister::{Advertised, Lister};
@@ -56,8 +56,8 @@ namespaces = ["@item", "kube-*"]
 pub struct EchoTransport;
 
 #[async_trait]
-impl HttpTransport for EchoTransport {
-    async fn exchange(&self, exchange: Exchange) -> Result<Answer, ExchangeError> {
+impl Backend<Exchange> for EchoTransport {
+    async fn call(&self, exchange: Exchange) -> Result<Answer, ExchangeError> {
         Ok(Answer {
             status: 200,
             headers: vec![("content-type".into(), "text/plain".into())],

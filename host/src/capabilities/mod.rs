@@ -1,11 +1,13 @@
 //! What a component can reach, one module per import: [`kube`], [`clock`], [`log`], [`config`],
 //! [`random`], [`http`], [`environment`], [`signing`]; plus [`stdio`], where the guest's stdout and stderr go (never
-//! the host's stdout), and [`recording`], the record and replay of calls the capabilities share.
+//! the host's stdout), [`backend`], the one shape of every capability's calls to its backend, and
+//! [`recording`], the record and replay of those calls.
 //!
 //! Every call of a component runs with a fresh [`CallState`] as its store data. It carries the call's
 //! identity (module, action, item) for logs and errors, the module's [`ModuleCaps`] (its grant and
 //! settings) and the host-wide [`Services`] behind the capabilities.
 
+pub mod backend;
 pub mod clock;
 mod config;
 pub mod environment;
@@ -26,33 +28,38 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use crate::action::ItemRef;
 use crate::bindings::Plugin;
+pub use backend::{Backend, Call};
 pub use clock::Clock;
 pub use environment::{EnvGrant, Environment};
-pub use http::{HttpGrant, HttpTransport};
-pub use kube::{KubeBackend, KubeGrant};
+pub use http::HttpGrant;
+pub use kube::{KubeApi, KubeCall, KubeGrant};
 pub use memory::{MemoryBudget, MemoryCap};
-pub use random::RandomSource;
+pub use random::RandomCall;
 pub use signing::SigningService;
 pub use stdio::GuestOutput;
 
 /// The host-wide services behind the capabilities, shared by every call.
 pub struct Services {
     /// The Kubernetes backend: fixtures, a live cluster, or a replay.
-    pub kube: Arc<dyn KubeBackend>,
+    pub kube: Arc<dyn Backend<KubeCall>>,
     /// The clock.
     pub clock: Clock,
     /// The host's environment: Velero's namespace, the process's variables.
     pub environment: Environment,
     /// Where outbound HTTP exchanges go: the network, a recording of it, or a replay.
-    pub http: Arc<dyn HttpTransport>,
+    pub http: Arc<dyn Backend<http::Exchange>>,
     /// Where random bytes come from: the system's generator, a recording of it, or a replay.
-    pub random: Arc<dyn RandomSource>,
+    pub random: Arc<dyn Backend<RandomCall>>,
 }
 
 impl Services {
     /// Services with `kube`, `clock` and `environment`, the network for HTTP and the system's
     /// generator for random bytes.
-    pub fn new(kube: Arc<dyn KubeBackend>, clock: Clock, environment: Environment) -> Services {
+    pub fn new(
+        kube: Arc<dyn Backend<KubeCall>>,
+        clock: Clock,
+        environment: Environment,
+    ) -> Services {
         Services {
             kube,
             clock,

@@ -1,6 +1,6 @@
-//! The `random` capability: bytes from a [`RandomSource`], the operating system's secure generator
-//! ([`SystemRandom`]), or a recording or replay of it ([`RecordingRandom`], [`ReplayRandom`]), so that
-//! an action that puts random values in its output (a new firmware UUID) replays identically:
+//! The `random` capability: bytes from the `Backend<RandomCall>` of the host's services, the
+//! operating system's secure generator ([`SystemRandom`]), or a recording or replay of it, so that an
+//! action that puts random values in its output (a new firmware UUID) replays identically:
 //!
 //! ```text
 //! {"capability":"random","call":{"len":16},"answer":{"ok":{"base64":"9qA0mW1o…"}}}
@@ -11,131 +11,92 @@
 //! output (their maps are looked up, not iterated into results); a component that draws values from
 //! `wasi:random` directly (the `getrandom` crate) gets new ones on replay.
 
-use std::sync::Arc;
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
 
-use serde_json::{json, Value};
-
-use super::recording::{
-    bytes_from_json, bytes_to_json, Recorder, RecordingError, Replay, Replayer,
-};
+use super::backend::{Backend, Call, Failure};
+use super::recording::bytes;
 use super::CallState;
 use crate::bindings::velero_wasm::plugin::random::Host;
 
 /// The most bytes one `bytes` call returns; asking for more traps with a message saying so.
 pub const MAX_BYTES: u32 = 1 << 20;
 
-/// The `capability` of random lines.
-const RANDOM: &str = "random";
+/// A draw of `len` random bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RandomCall {
+    /// How many bytes.
+    pub len: u32,
+}
 
-/// Where random bytes come from.
-pub trait RandomSource: Send + Sync {
-    /// `len` random bytes; the error says why there are none.
-    fn bytes(&self, len: u32) -> Result<Vec<u8>, String>;
+/// The bytes drawn.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RandomBytes(#[serde(with = "bytes")] pub Vec<u8>);
+
+impl Call for RandomCall {
+    const CAPABILITY: &'static str = "random";
+    type Answer = RandomBytes;
+    type Error = Failure;
+
+    /// `bytes(16)`.
+    fn describe(&self) -> String {
+        format!("bytes({})", self.len)
+    }
+
+    fn unanswered(message: String) -> Failure {
+        Failure(message)
+    }
 }
 
 /// The operating system's secure generator.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct SystemRandom;
 
-impl RandomSource for SystemRandom {
-    fn bytes(&self, len: u32) -> Result<Vec<u8>, String> {
-        let mut bytes = vec![0u8; len as usize];
+#[async_trait]
+impl Backend<RandomCall> for SystemRandom {
+    async fn call(&self, call: RandomCall) -> Result<RandomBytes, Failure> {
+        let mut bytes = vec![0u8; call.len as usize];
         getrandom::fill(&mut bytes).map_err(|e| format!("the system generator failed: {e}"))?;
-        Ok(bytes)
-    }
-}
-
-fn call(len: u32) -> Value {
-    json!({ "len": len })
-}
-
-fn answer_from_json(answer: &Value) -> Result<Result<Vec<u8>, String>, String> {
-    match (answer.get("ok"), answer.get("error")) {
-        (Some(bytes), _) => bytes_from_json(bytes).map(Ok),
-        (None, Some(Value::String(message))) => Ok(Err(message.clone())),
-        _ => Err(format!(
-            "a random answer is {{\"ok\": bytes}} or {{\"error\": \"message\"}}, not {answer}"
-        )),
-    }
-}
-
-/// A source that draws from another and records every answer.
-pub struct RecordingRandom {
-    inner: Arc<dyn RandomSource>,
-    recorder: Arc<Recorder>,
-}
-
-impl RecordingRandom {
-    /// Records what `inner` draws.
-    pub fn new(inner: Arc<dyn RandomSource>, recorder: Arc<Recorder>) -> RecordingRandom {
-        RecordingRandom { inner, recorder }
-    }
-}
-
-impl RandomSource for RecordingRandom {
-    fn bytes(&self, len: u32) -> Result<Vec<u8>, String> {
-        let answer = self.inner.bytes(len);
-        let recorded = match &answer {
-            Ok(bytes) => json!({"ok": bytes_to_json(bytes)}),
-            Err(message) => json!({ "error": message }),
-        };
-        self.recorder.write(RANDOM, call(len), recorded);
-        answer
-    }
-}
-
-/// A source that answers from a recording, strictly: calls of the same length get their bytes in
-/// recorded order.
-pub struct ReplayRandom {
-    replayer: Arc<Replayer>,
-}
-
-impl ReplayRandom {
-    /// Answers the random calls of `replay`; refuses a recording with a malformed answer.
-    pub fn new(replay: &Replay) -> Result<ReplayRandom, RecordingError> {
-        let replayer = replay.replayer(RANDOM, |answer| answer_from_json(answer).map(|_| ()))?;
-        Ok(ReplayRandom { replayer })
-    }
-}
-
-impl RandomSource for ReplayRandom {
-    fn bytes(&self, len: u32) -> Result<Vec<u8>, String> {
-        let answer = self
-            .replayer
-            .answer(&call(len), |c| format!("bytes({})", c["len"]))?;
-        let bytes = answer_from_json(&answer)??;
-        if bytes.len() != len as usize {
-            return Err(format!(
-                "replay: the recorded answer of bytes({len}) has {} bytes",
-                bytes.len()
-            ));
-        }
-        Ok(bytes)
+        Ok(RandomBytes(bytes))
     }
 }
 
 impl Host for CallState {
-    fn bytes(&mut self, len: u32) -> wasmtime::Result<Vec<u8>> {
+    async fn bytes(&mut self, len: u32) -> wasmtime::Result<Vec<u8>> {
         self.count_capability_call()
             .map_err(|limit| wasmtime::format_err!("random: {limit}"))?;
         if len > MAX_BYTES {
             wasmtime::bail!("random: {len} bytes asked for in one call; the limit is {MAX_BYTES}");
         }
-        self.services
+        let RandomBytes(bytes) = self
+            .services
             .random
-            .bytes(len)
-            .map_err(|e| wasmtime::format_err!("random: {e}"))
+            .call(RandomCall { len })
+            .await
+            .map_err(|e| wasmtime::format_err!("random: {e}"))?;
+        // A replayed answer (a recording edited by hand) may have another length than asked for.
+        if bytes.len() != len as usize {
+            wasmtime::bail!(
+                "random: the answer of bytes({len}) has {} bytes",
+                bytes.len()
+            );
+        }
+        Ok(bytes)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::capabilities::recording::{Header, Recording};
+    use crate::capabilities::recording::{
+        answer_of, Header, Recorded, Recorder, Recording, Replay, Replayed,
+    };
+    use serde_json::{json, Value};
+    use std::sync::Arc;
     use std::time::UNIX_EPOCH;
 
-    #[test]
-    fn recorded_bytes_replay_in_order_per_length() {
+    #[tokio::test]
+    async fn recorded_bytes_replay_in_order_per_length() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("rec.jsonl");
         let header = Header {
@@ -143,11 +104,12 @@ mod tests {
             velero_namespace: String::new(),
         };
         let recorder = Recorder::create(&path, &header).unwrap();
-        let recording = RecordingRandom::new(Arc::new(SystemRandom), recorder.clone());
+        let recording = Recorded::<RandomCall>::new(Arc::new(SystemRandom), recorder.clone());
+        let draw = |len| recording.call(RandomCall { len });
         let drawn = [
-            recording.bytes(16).unwrap(),
-            recording.bytes(4).unwrap(),
-            recording.bytes(16).unwrap(),
+            draw(16).await.unwrap(),
+            draw(4).await.unwrap(),
+            draw(16).await.unwrap(),
         ];
         assert_ne!(drawn[0], drawn[2], "16 random bytes twice the same");
         recorder.finish().unwrap();
@@ -163,11 +125,12 @@ mod tests {
         assert_eq!(line["call"], json!({"len": 16}));
 
         let replay = Replay::new(Recording::read(&path).unwrap());
-        let replayed = ReplayRandom::new(&replay).unwrap();
-        assert_eq!(replayed.bytes(4).unwrap(), drawn[1]);
-        assert_eq!(replayed.bytes(16).unwrap(), drawn[0]);
-        assert_eq!(replayed.bytes(16).unwrap(), drawn[2]);
-        let e = replayed.bytes(16).unwrap_err();
+        let replayed = Replayed::<RandomCall>::new(&replay).unwrap();
+        let draw = |len| replayed.call(RandomCall { len });
+        assert_eq!(draw(4).await.unwrap(), drawn[1]);
+        assert_eq!(draw(16).await.unwrap(), drawn[0]);
+        assert_eq!(draw(16).await.unwrap(), drawn[2]);
+        let e = draw(16).await.unwrap_err().0;
         assert!(
             e.starts_with("replay: the call bytes(16) is not in the recording"),
             "{e}"
@@ -177,15 +140,21 @@ mod tests {
 
     #[test]
     fn malformed_random_answers_are_refused() {
-        assert!(answer_from_json(&json!({"ok": "raw"})).is_err());
-        assert!(answer_from_json(&json!({})).is_err());
+        let read = |v: Value| answer_of::<RandomCall>(&v);
+        assert!(read(json!({"ok": "raw"})).is_err());
+        assert!(read(json!({})).is_err());
         assert_eq!(
-            answer_from_json(&json!({"ok": {"base64": "AAE="}})),
-            Ok(Ok(vec![0, 1]))
+            read(json!({"ok": {"base64": "AAE="}})),
+            Ok(Ok(RandomBytes(vec![0, 1])))
         );
         assert_eq!(
-            answer_from_json(&json!({"error": "no entropy"})),
-            Ok(Err("no entropy".into()))
+            read(json!({"error": {"reason": "other", "message": "no entropy"}})),
+            Ok(Err(Failure("no entropy".into())))
+        );
+        // The shape of an earlier version's errors.
+        assert_eq!(
+            read(json!({"error": "no entropy"})),
+            Ok(Err(Failure("no entropy".into())))
         );
     }
 }

@@ -4,8 +4,9 @@
 //! cloud endpoints becomes an offline test.
 //!
 //! This module is the part every capability shares: the file, the [`Recorder`], the [`Recording`]
-//! read back, and the strict [`Replay`]. Each capability encodes its own calls and answers
-//! ([`kube::record`], [`http::record`], [`environment::record`], [`random`]).
+//! read back, the strict [`Replay`], and the two wrappers that put them in front of any
+//! [`Backend`]: [`Recorded`] and [`Replayed`]. A line is a capability's [`Call`] and its answer as
+//! serde writes them (the types are in [`kube`], [`http`], [`environment`], [`random`]).
 //!
 //! # The file: JSON Lines
 //! One JSON document per line, appended and flushed as calls happen (a crashed run keeps what it did).
@@ -19,9 +20,11 @@
 //! {"capability":"random","call":{"len":16},"answer":{"ok":{"base64":"…"}}}
 //! ```
 //!
-//! Bytes (bodies, file contents, random bytes) are `{"text": …}` when they are UTF-8 and
-//! `{"base64": …}` otherwise ([`bytes_to_json`]). A replay ignores lines of capabilities it does not
-//! know, so that a newer host's recording still replays what this host can.
+//! The answer is `{"ok": …}` or `{"error": {"reason": …, "message": …}}`, the same error shape for
+//! every capability (recordings of earlier versions, whose `environment` and `random` errors are a
+//! bare message, still replay). Bytes (bodies, file contents, random bytes) are `{"text": …}` when
+//! they are UTF-8 and `{"base64": …}` otherwise ([`bytes`]). A replay ignores lines of capabilities it
+//! does not know, so that a newer host's recording still replays what this host can.
 //!
 //! # The clock
 //! The header holds the instant the run's clock started. While recording, the clock starts there and
@@ -42,21 +45,25 @@
 //! A recording holds at most [`MAX_RECORDING`] bytes: a call that would go past it is not written,
 //! and [`Recorder::finish`] then fails the run. A replay reads a regular file of at most that size.
 //!
-//! [`kube::record`]: super::kube::record
-//! [`http::record`]: super::http::record
-//! [`environment::record`]: super::environment::record
+//! [`kube`]: super::kube
+//! [`http`]: super::http
+//! [`environment`]: super::environment
 //! [`random`]: super::random
 //! [`Clock::stepped`]: super::Clock::stepped
 
 use std::fs::File;
 use std::io::Write;
+use std::marker::PhantomData;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
-use base64::Engine as _;
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
+
+use super::backend::{Backend, Call};
 
 /// The header's `recording` value.
 const MAGIC: &str = "velero-wasm";
@@ -156,27 +163,138 @@ fn rfc3339(t: SystemTime) -> String {
     }
 }
 
-/// Bytes as recorded: `{"text": …}` when they are UTF-8, `{"base64": …}` otherwise.
-pub fn bytes_to_json(bytes: &[u8]) -> Value {
-    match std::str::from_utf8(bytes) {
-        Ok(text) => json!({ "text": text }),
-        Err(_) => json!({ "base64": base64::engine::general_purpose::STANDARD.encode(bytes) }),
+/// Bytes as recorded, for `#[serde(with = "bytes")]`: `{"text": …}` when they are UTF-8,
+/// `{"base64": …}` otherwise.
+pub mod bytes {
+    use base64::Engine as _;
+    use serde::{de, Deserialize, Deserializer, Serialize, Serializer};
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(rename_all = "lowercase")]
+    enum Recorded<T> {
+        Text(T),
+        Base64(T),
+    }
+
+    /// Writes `bytes` as text or base64.
+    pub fn serialize<S: Serializer>(bytes: &[u8], serializer: S) -> Result<S::Ok, S::Error> {
+        match std::str::from_utf8(bytes) {
+            Ok(text) => Recorded::Text(text).serialize(serializer),
+            Err(_) => Recorded::Base64(base64::engine::general_purpose::STANDARD.encode(bytes))
+                .serialize(serializer),
+        }
+    }
+
+    /// Reads bytes written by [`serialize`].
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<u8>, D::Error> {
+        match Recorded::<String>::deserialize(deserializer).map_err(|e| {
+            de::Error::custom(format!(
+                "bytes are {{\"text\": …}} or {{\"base64\": …}}: {e}"
+            ))
+        })? {
+            Recorded::Text(text) => Ok(text.into_bytes()),
+            Recorded::Base64(encoded) => base64::engine::general_purpose::STANDARD
+                .decode(&encoded)
+                .map_err(|e| de::Error::custom(format!("bytes {encoded:?} are not base64: {e}"))),
+        }
     }
 }
 
-/// Bytes recorded by [`bytes_to_json`].
-pub fn bytes_from_json(value: &Value) -> Result<Vec<u8>, String> {
-    if let Some(text) = value.get("text").and_then(Value::as_str) {
-        return Ok(text.as_bytes().to_vec());
+/// A recorded answer: `{"ok": …}` or `{"error": …}`.
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum Outcome<A, E> {
+    Ok(A),
+    Error(E),
+}
+
+impl<A, E> Outcome<A, E> {
+    fn of(result: &Result<A, E>) -> Outcome<&A, &E> {
+        match result {
+            Ok(answer) => Outcome::Ok(answer),
+            Err(error) => Outcome::Error(error),
+        }
     }
-    if let Some(encoded) = value.get("base64").and_then(Value::as_str) {
-        return base64::engine::general_purpose::STANDARD
-            .decode(encoded)
-            .map_err(|e| format!("bytes {encoded:?} are not base64: {e}"));
+
+    fn into_result(self) -> Result<A, E> {
+        match self {
+            Outcome::Ok(answer) => Ok(answer),
+            Outcome::Error(error) => Err(error),
+        }
     }
-    Err(format!(
-        "bytes are {{\"text\": …}} or {{\"base64\": …}}, not {value}"
-    ))
+}
+
+/// A recorded answer of `C` read back; the error says what is malformed.
+pub(crate) fn answer_of<C: Call>(answer: &Value) -> Result<Result<C::Answer, C::Error>, String> {
+    Outcome::<C::Answer, C::Error>::deserialize(answer)
+        .map(Outcome::into_result)
+        .map_err(|e| {
+            format!(
+                "the answer is not {{\"ok\": …}} or {{\"error\": {{\"reason\": …, \"message\": …}}}}: {e}"
+            )
+        })
+}
+
+/// A backend that passes every call to another and records it with its answer.
+pub struct Recorded<C: Call> {
+    inner: Arc<dyn Backend<C>>,
+    recorder: Arc<Recorder>,
+}
+
+impl<C: Call> Recorded<C> {
+    /// Records the calls `inner` answers.
+    pub fn new(inner: Arc<dyn Backend<C>>, recorder: Arc<Recorder>) -> Recorded<C> {
+        Recorded { inner, recorder }
+    }
+}
+
+#[async_trait]
+impl<C: Call> Backend<C> for Recorded<C> {
+    async fn call(&self, call: C) -> Result<C::Answer, C::Error> {
+        let recorded = serde_json::to_value(&call);
+        let answer = self.inner.call(call).await;
+        match recorded {
+            Ok(call) => self
+                .recorder
+                .write(C::CAPABILITY, &call, &Outcome::of(&answer)),
+            Err(e) => self
+                .recorder
+                .fail(format!("a {} call cannot be written: {e}", C::CAPABILITY)),
+        }
+        answer
+    }
+}
+
+/// A backend that answers from a recording, strictly, and reaches nothing else.
+pub struct Replayed<C: Call> {
+    replayer: Arc<Replayer>,
+    call: PhantomData<fn(C)>,
+}
+
+impl<C: Call> Replayed<C> {
+    /// Answers the calls of `C`'s capability in `replay`; refuses a recording with a malformed answer
+    /// of that capability.
+    pub fn new(replay: &Replay) -> Result<Replayed<C>, RecordingError> {
+        let replayer =
+            replay.replayer(C::CAPABILITY, |answer| answer_of::<C>(answer).map(|_| ()))?;
+        Ok(Replayed {
+            replayer,
+            call: PhantomData,
+        })
+    }
+}
+
+#[async_trait]
+impl<C: Call> Backend<C> for Replayed<C> {
+    async fn call(&self, call: C) -> Result<C::Answer, C::Error> {
+        let recorded = serde_json::to_value(&call)
+            .map_err(|e| C::unanswered(format!("replay: {}: {e}", call.describe())))?;
+        let answer = self
+            .replayer
+            .answer(&recorded, |_| call.describe())
+            .map_err(C::unanswered)?;
+        answer_of::<C>(&answer).map_err(C::unanswered)?
+    }
 }
 
 /// Where calls are recorded: a JSON Lines file, written line by line and flushed after each.
@@ -247,11 +365,21 @@ impl Recorder {
 
     /// Appends one call of `capability` and its answer. A write failure, or a call that would take the
     /// recording past its limit, is kept for [`Recorder::finish`]; nothing is written after it.
-    pub fn write(&self, capability: &str, call: Value, answer: Value) {
-        let line = format!(
-            "{}\n",
-            json!({"capability": capability, "call": call, "answer": answer})
-        );
+    pub fn write(&self, capability: &str, call: &impl Serialize, answer: &impl Serialize) {
+        #[derive(Serialize)]
+        struct Line<'a, C, A> {
+            capability: &'a str,
+            call: &'a C,
+            answer: &'a A,
+        }
+        let line = match serde_json::to_string(&Line {
+            capability,
+            call,
+            answer,
+        }) {
+            Ok(line) => line + "\n",
+            Err(e) => return self.fail(format!("a {capability} call cannot be written: {e}")),
+        };
         let mut guard = self.file.lock().unwrap_or_else(|e| e.into_inner());
         let (file, written) = &mut *guard;
         let mut failure = self.failure.lock().unwrap_or_else(|e| e.into_inner());
@@ -274,6 +402,15 @@ impl Recorder {
                 *failure = Some(e.to_string());
             }
         }
+    }
+
+    /// Keeps `problem` for [`Recorder::finish`] (the first one wins); nothing is written after it.
+    fn fail(&self, problem: String) {
+        tracing::error!(path = %self.path.display(), "recording stopped: {problem}");
+        self.failure
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_or_insert(problem);
     }
 
     /// Whether every call was written; the first write error otherwise.
@@ -550,8 +687,8 @@ mod tests {
             velero_namespace: "openshift-adp".into(),
         };
         let recorder = Recorder::create(&path, &header).unwrap();
-        recorder.write("demo", json!({"n": 1}), json!({"ok": "one"}));
-        recorder.write("other", json!({"n": 1}), json!({"ok": "elsewhere"}));
+        recorder.write("demo", &json!({"n": 1}), &json!({"ok": "one"}));
+        recorder.write("other", &json!({"n": 1}), &json!({"ok": "elsewhere"}));
         recorder.finish().unwrap();
         #[cfg(unix)]
         {
@@ -588,7 +725,7 @@ mod tests {
         };
         let recorder = Recorder::create_with_limit(&path, &header, 400).unwrap();
         for n in 0..100 {
-            recorder.write("demo", json!({"n": n}), json!({"ok": "x".repeat(20)}));
+            recorder.write("demo", &json!({"n": n}), &json!({"ok": "x".repeat(20)}));
         }
         let size = std::fs::metadata(&path).unwrap().len();
         assert!(size <= 400, "{size} bytes");
@@ -701,22 +838,24 @@ mod tests {
 
     #[test]
     fn bytes_are_text_when_utf8_and_base64_otherwise() {
-        assert_eq!(
-            bytes_to_json(b"Action=x&y=1"),
-            json!({"text": "Action=x&y=1"})
-        );
-        assert_eq!(bytes_to_json(b""), json!({"text": ""}));
-        assert_eq!(
-            bytes_to_json(&[0xff, 0x00, 0x10]),
-            json!({"base64": "/wAQ"})
-        );
+        #[derive(Debug, PartialEq, Serialize, Deserialize)]
+        struct Recorded(#[serde(with = "bytes")] Vec<u8>);
+        let to_json = |b: &[u8]| serde_json::to_value(Recorded(b.to_vec())).unwrap();
+        let from_json = |v: Value| {
+            serde_json::from_value::<Recorded>(v)
+                .map(|r| r.0)
+                .map_err(|e| e.to_string())
+        };
+        assert_eq!(to_json(b"Action=x&y=1"), json!({"text": "Action=x&y=1"}));
+        assert_eq!(to_json(b""), json!({"text": ""}));
+        assert_eq!(to_json(&[0xff, 0x00, 0x10]), json!({"base64": "/wAQ"}));
         for bytes in [&b"eyJ.token\n"[..], &[0xff, 0x00, 0x10], &[]] {
-            assert_eq!(bytes_from_json(&bytes_to_json(bytes)).unwrap(), bytes);
+            assert_eq!(from_json(to_json(bytes)).unwrap(), bytes);
         }
-        assert!(bytes_from_json(&json!({"base64": "%%"}))
+        assert!(from_json(json!({"base64": "%%"}))
             .unwrap_err()
             .contains("not base64"));
-        assert!(bytes_from_json(&json!("raw"))
+        assert!(from_json(json!("raw"))
             .unwrap_err()
             .contains("{\"text\": …} or {\"base64\": …}"));
     }

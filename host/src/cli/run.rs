@@ -21,16 +21,14 @@ use serde_json::{json, Map, Value};
 use super::{load_runtime, Failure, ModuleArgs, EXIT_OK};
 use crate::action::{ActionKind, ItemRef, OperationProgress, ResourceId};
 use crate::action::{BackupRequest, RestoreRequest};
-use crate::capabilities::environment::record::{RecordingEnvironment, ReplayEnvironment};
-use crate::capabilities::http::record::{RecordingHttp, ReplayHttp};
 use crate::capabilities::kube::fixture::FixtureCluster;
 use crate::capabilities::kube::live::{ClusterOptions, LiveCluster};
-use crate::capabilities::kube::record::{RecordingKube, ReplayKube};
 use crate::capabilities::kube::writes::WriteLog;
 use crate::capabilities::kube::NoCluster;
-use crate::capabilities::random::{RecordingRandom, ReplayRandom};
-use crate::capabilities::recording::{Header, Recorder, Recording, RecordingError, Replay};
-use crate::capabilities::{Clock, Environment, KubeBackend, Services};
+use crate::capabilities::recording::{
+    Header, Recorded, Recorder, Recording, RecordingError, Replay, Replayed,
+};
+use crate::capabilities::{Backend, Clock, Environment, KubeCall, Services};
 use crate::documents::read_object;
 use crate::runtime::{ActionEntry, CallError, Runtime};
 
@@ -178,18 +176,18 @@ async fn execute(args: RunArgs) -> Result<Value, Failure> {
         None if velero_namespace.is_empty() => Environment::from_process(),
         None => Environment::from_process().with_velero_namespace(&velero_namespace),
     };
-    let kube: Arc<dyn KubeBackend> = match (args.cluster.is_empty(), &replay) {
+    let kube: Arc<dyn Backend<KubeCall>> = match (args.cluster.is_empty(), &replay) {
         (false, _) => Arc::new(
             FixtureCluster::load(&args.cluster, clock.clone())
                 .map_err(|e| Failure::bad_input(format!("--cluster {e}")))?,
         ),
-        (true, Some(replay)) => Arc::new(ReplayKube::new(replay).map_err(replay_error)?),
+        (true, Some(replay)) => Arc::new(Replayed::<KubeCall>::new(replay).map_err(replay_error)?),
         (true, None) => live_cluster(&args).await?,
     };
     let mut services = Services::new(kube, clock, environment);
     if let Some(replay) = &replay {
-        services.http = Arc::new(ReplayHttp::new(replay).map_err(replay_error)?);
-        services.random = Arc::new(ReplayRandom::new(replay).map_err(replay_error)?);
+        services.http = Arc::new(Replayed::new(replay).map_err(replay_error)?);
+        services.random = Arc::new(Replayed::new(replay).map_err(replay_error)?);
     }
     let recorder = match &args.record {
         Some(path) => {
@@ -470,23 +468,23 @@ fn replayed_environment(replay: &Replay, given: Option<&str>) -> Result<Environm
             "--velero-namespace {given:?} differs from the recording's Velero namespace {recorded:?}"
         )));
     }
-    let source = ReplayEnvironment::new(replay).map_err(replay_error)?;
+    let source = Replayed::new(replay).map_err(replay_error)?;
     Ok(Environment::new(recorded, Arc::new(source)))
 }
 
 /// `services` with every capability's calls also written to `recorder`.
 fn recorded(mut services: Services, recorder: &Arc<Recorder>) -> Services {
-    services.kube = Arc::new(RecordingKube::new(services.kube, recorder.clone()));
-    services.http = Arc::new(RecordingHttp::new(services.http, recorder.clone()));
-    services.random = Arc::new(RecordingRandom::new(services.random, recorder.clone()));
-    let source = RecordingEnvironment::new(services.environment.source(), recorder.clone());
+    services.kube = Arc::new(Recorded::new(services.kube, recorder.clone()));
+    services.http = Arc::new(Recorded::new(services.http, recorder.clone()));
+    services.random = Arc::new(Recorded::new(services.random, recorder.clone()));
+    let source = Recorded::new(services.environment.source(), recorder.clone());
     services.environment = services.environment.with_source(Arc::new(source));
     services
 }
 
 /// The live cluster of `--kubeconfig`/`--context` (or kubectl's defaults). Without any configuration
 /// to be found, actions that never call the cluster still run: their calls fail saying what to give.
-async fn live_cluster(args: &RunArgs) -> Result<Arc<dyn KubeBackend>, Failure> {
+async fn live_cluster(args: &RunArgs) -> Result<Arc<dyn Backend<KubeCall>>, Failure> {
     let options = ClusterOptions {
         kubeconfig: args.kubeconfig.clone(),
         context: args.context.clone(),

@@ -27,7 +27,8 @@ use serde_json::Value;
 
 use super::{valid_module_name, LastGood, Origin};
 use crate::capabilities::kube::live::LazyCluster;
-use crate::capabilities::kube::{ApiResource, KubeBackend, KubeError, ListOptions};
+use crate::capabilities::kube::{ApiResource, KubeApi, KubeCall, KubeError, ListOptions};
+use crate::capabilities::Backend;
 
 /// The label key module ConfigMaps carry (its value is the module's name).
 pub const LABEL: &str = "velero-wasm.io/module";
@@ -164,7 +165,10 @@ pub async fn read(
 
 /// Lists the module ConfigMaps of `namespace` (bounded by [`MAX_LIST_BYTES`]; the caller bounds the
 /// time).
-pub async fn list(backend: &dyn KubeBackend, namespace: &str) -> Result<Vec<Value>, KubeError> {
+pub async fn list(
+    backend: &dyn Backend<KubeCall>,
+    namespace: &str,
+) -> Result<Vec<Value>, KubeError> {
     let mut options = ListOptions::parse(LABEL, "")?;
     options.max_bytes = Some(MAX_LIST_BYTES);
     backend

@@ -42,7 +42,7 @@ use tonic::service::Routes;
 use tonic::transport::Server;
 
 use crate::capabilities::kube::live::{ClusterOptions, LazyCluster};
-use crate::capabilities::{Clock, Environment, KubeBackend, Services};
+use crate::capabilities::{Backend, Clock, Environment, KubeCall, Services};
 use crate::modules::configmaps::{self, ConfigMapModules};
 use crate::modules::signature::TRUSTED_KEYS_ENV;
 use crate::modules::{LastGood, StockChoice, TrustedKeys, STOCK_ENV};
@@ -141,7 +141,7 @@ async fn serve(args: PluginArgs, parent: u32) -> anyhow::Result<()> {
     let cluster = kube_backend(&args);
     let runtime = Arc::new(
         Runtime::new(Services::new(
-            cluster.clone() as Arc<dyn KubeBackend>,
+            cluster.clone() as Arc<dyn Backend<KubeCall>>,
             Clock::System,
             Environment::from_process(),
         ))?

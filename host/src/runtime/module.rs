@@ -177,7 +177,7 @@ pub(super) fn link(
     let limits = source.manifest.limits;
     let caps = Arc::new(ModuleCaps {
         module: Arc::from(source.name.as_str()),
-        kube: KubeGrant::new(&source.manifest.grant.kube),
+        kube: KubeGrant::new(&source.manifest.grant.kube).map_err(|e| load_error(&source, e))?,
         // The host never buffers an answer larger than the guest's memory could take.
         http: HttpGrant::new(
             &source.manifest.grant.http,

@@ -6,18 +6,30 @@
 //! `env-files`: it can then read the file the variable names, and no other path (not the service
 //! account's own token, for instance).
 //!
-//! The grant is checked here; the values come from the [`EnvironmentSource`] of the host's
-//! [`Environment`]: the process (or a fixed map, in tests), or a recording or replay of it
-//! ([`record`]).
-
-pub mod record;
+//! The grant is checked here; the values come from the `Backend<EnvironmentCall>` of the host's
+//! [`Environment`]: the process (or a fixed map, in tests), or a recording or replay of it. Velero's
+//! namespace is in a recording's header; only calls the grant allows reach a backend, so only those
+//! are recorded, and a replay checks the same grant first:
+//!
+//! ```text
+//! {"capability":"environment","call":{"op":"variable","name":"AZURE_TENANT_ID"},"answer":{"ok":"tid-5678"}}
+//! {"capability":"environment","call":{"op":"variable","name":"AZURE_CLIENT_ID"},"answer":{"ok":null}}
+//! {"capability":"environment","call":{"op":"read-env-file","variable":"AWS_WEB_IDENTITY_TOKEN_FILE"},"answer":{"ok":{"text":"eyJhbGciOi…"}}}
+//! {"capability":"environment","call":{"op":"read-env-file","variable":"AZURE_FEDERATED_TOKEN_FILE"},"answer":{"error":{"reason":"other","message":"environment variable AZURE_FEDERATED_TOKEN_FILE is not set"}}}
+//! ```
+//!
+//! A replayed call that is not in the recording answers unset (a variable) or an error (a file), and
+//! the run fails naming it.
 
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
 
+use super::backend::{Backend, Call, Failure};
+use super::recording::bytes;
 use super::CallState;
 use crate::bindings::velero_wasm::plugin::environment::Host;
 
@@ -31,15 +43,48 @@ pub const SERVICE_ACCOUNT_NAMESPACE: &str =
 /// The variable Velero's Deployment sets to its namespace.
 pub const VELERO_NAMESPACE_VARIABLE: &str = "VELERO_NAMESPACE";
 
-/// Where variables and variable-named files are read.
-#[async_trait]
-pub trait EnvironmentSource: Send + Sync {
-    /// A variable's value, granted or not (the grant is checked by the capability); `None` when unset.
-    fn variable(&self, name: &str) -> Option<String>;
+/// One read of the environment, once the grant allows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "kebab-case")]
+pub enum EnvironmentCall {
+    /// A variable's value (`None` when unset).
+    Variable {
+        /// The variable.
+        name: String,
+    },
+    /// The contents of the file whose path is the value of `variable` (at most [`MAX_FILE`] bytes).
+    ReadEnvFile {
+        /// The variable that names the file.
+        variable: String,
+    },
+}
 
-    /// The contents of the file whose path is the value of `variable` (at most [`MAX_FILE`] bytes);
-    /// the error says what is unset, unreadable or too large.
-    async fn read_file(&self, variable: &str) -> Result<Vec<u8>, String>;
+/// What a read of the environment answers: `null` or a string for a variable, bytes for a file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum EnvironmentAnswer {
+    /// A variable's value.
+    Variable(Option<String>),
+    /// A file's contents.
+    File(#[serde(with = "bytes")] Vec<u8>),
+}
+
+impl Call for EnvironmentCall {
+    const CAPABILITY: &'static str = "environment";
+    type Answer = EnvironmentAnswer;
+    type Error = Failure;
+
+    /// `variable AZURE_TENANT_ID`, `read-env-file AWS_WEB_IDENTITY_TOKEN_FILE`.
+    fn describe(&self) -> String {
+        match self {
+            EnvironmentCall::Variable { name } => format!("variable {name}"),
+            EnvironmentCall::ReadEnvFile { variable } => format!("read-env-file {variable}"),
+        }
+    }
+
+    fn unanswered(message: String) -> Failure {
+        Failure(message)
+    }
 }
 
 type Lookup = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
@@ -48,16 +93,19 @@ type Lookup = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
 struct Variables(Lookup);
 
 #[async_trait]
-impl EnvironmentSource for Variables {
-    fn variable(&self, name: &str) -> Option<String> {
-        (self.0)(name)
-    }
-
-    async fn read_file(&self, variable: &str) -> Result<Vec<u8>, String> {
-        let path = (self.0)(variable)
-            .filter(|p| !p.is_empty())
-            .ok_or_else(|| format!("environment variable {variable} is not set"))?;
-        read_capped(&path, variable).await
+impl Backend<EnvironmentCall> for Variables {
+    async fn call(&self, call: EnvironmentCall) -> Result<EnvironmentAnswer, Failure> {
+        match call {
+            EnvironmentCall::Variable { name } => Ok(EnvironmentAnswer::Variable((self.0)(&name))),
+            EnvironmentCall::ReadEnvFile { variable } => {
+                let path = (self.0)(&variable)
+                    .filter(|p| !p.is_empty())
+                    .ok_or_else(|| format!("environment variable {variable} is not set"))?;
+                Ok(EnvironmentAnswer::File(
+                    read_capped(&path, &variable).await?,
+                ))
+            }
+        }
     }
 }
 
@@ -65,7 +113,7 @@ impl EnvironmentSource for Variables {
 #[derive(Clone)]
 pub struct Environment {
     velero_namespace: String,
-    source: Arc<dyn EnvironmentSource>,
+    source: Arc<dyn Backend<EnvironmentCall>>,
 }
 
 impl fmt::Debug for Environment {
@@ -78,7 +126,7 @@ impl fmt::Debug for Environment {
 
 impl Environment {
     /// Velero's namespace and where variables and files come from.
-    pub fn new(velero_namespace: &str, source: Arc<dyn EnvironmentSource>) -> Environment {
+    pub fn new(velero_namespace: &str, source: Arc<dyn Backend<EnvironmentCall>>) -> Environment {
         Environment {
             velero_namespace: velero_namespace.to_string(),
             source,
@@ -122,13 +170,13 @@ impl Environment {
     }
 
     /// The same namespace, with variables and files from `source`.
-    pub fn with_source(mut self, source: Arc<dyn EnvironmentSource>) -> Environment {
+    pub fn with_source(mut self, source: Arc<dyn Backend<EnvironmentCall>>) -> Environment {
         self.source = source;
         self
     }
 
     /// Where variables and files come from.
-    pub fn source(&self) -> Arc<dyn EnvironmentSource> {
+    pub fn source(&self) -> Arc<dyn Backend<EnvironmentCall>> {
         self.source.clone()
     }
 
@@ -137,15 +185,35 @@ impl Environment {
         &self.velero_namespace
     }
 
-    /// A variable's value, granted or not (the grant is checked by the capability).
-    pub fn variable(&self, name: &str) -> Option<String> {
-        self.source.variable(name)
+    /// A variable's value, granted or not (the grant is checked by the capability). A source that
+    /// cannot answer (a replay without the call) is logged, and the variable reads as unset.
+    pub async fn variable(&self, name: &str) -> Option<String> {
+        let call = EnvironmentCall::Variable { name: name.into() };
+        match self.source.call(call).await {
+            Ok(EnvironmentAnswer::Variable(value)) => value,
+            Ok(EnvironmentAnswer::File(_)) => {
+                tracing::error!("replay: the recorded answer of variable {name} is a file's");
+                None
+            }
+            Err(e) => {
+                tracing::error!("{e}");
+                None
+            }
+        }
     }
 
     /// The contents of the file `variable` names, granted or not (the grant is checked by the
     /// capability).
     pub async fn read_file(&self, variable: &str) -> Result<Vec<u8>, String> {
-        self.source.read_file(variable).await
+        let call = EnvironmentCall::ReadEnvFile {
+            variable: variable.into(),
+        };
+        match self.source.call(call).await.map_err(|e| e.0)? {
+            EnvironmentAnswer::File(contents) => Ok(contents),
+            EnvironmentAnswer::Variable(_) => Err(format!(
+                "replay: the recorded answer of read-env-file {variable} is not a file's contents"
+            )),
+        }
     }
 }
 
@@ -254,13 +322,13 @@ impl Host for CallState {
         self.services.environment.velero_namespace().to_string()
     }
 
-    fn variable(&mut self, name: String) -> Result<Option<String>, String> {
+    async fn variable(&mut self, name: String) -> Result<Option<String>, String> {
         self.count_capability_call()?;
         if !self.caps.env.allows_variable(&name) {
             let name = super::shown(&name);
             return Err(self.env_denied(&format!("the environment variable {name}")));
         }
-        Ok(self.services.environment.variable(&name))
+        Ok(self.services.environment.variable(&name).await)
     }
 
     async fn read_env_file(&mut self, variable: String) -> Result<Vec<u8>, String> {
@@ -365,14 +433,146 @@ mod tests {
             ("EMPTY".to_string(), String::new()),
         ]))
         .with_velero_namespace("openshift-adp");
-        assert_eq!(env.variable("A").as_deref(), Some("1"));
-        assert_eq!(env.variable("B"), None);
+        assert_eq!(env.variable("A").await.as_deref(), Some("1"));
+        assert_eq!(env.variable("B").await, None);
         assert_eq!(env.velero_namespace(), "openshift-adp");
         assert_eq!(env.read_file("T").await.unwrap(), b"eyJ.token");
         for unset in ["B", "EMPTY"] {
             assert_eq!(
                 env.read_file(unset).await.unwrap_err(),
                 format!("environment variable {unset} is not set")
+            );
+        }
+    }
+
+    mod recorded {
+        use super::super::*;
+        use crate::capabilities::recording::{
+            answer_of, Header, Recorded, Recorder, Recording, Replay, Replayed,
+        };
+        use serde_json::json;
+        use std::time::UNIX_EPOCH;
+
+        #[test]
+        fn answers_are_recorded_as_values_bytes_or_errors() {
+            let read = |v: serde_json::Value| answer_of::<EnvironmentCall>(&v);
+            let recorded = |a: &Result<EnvironmentAnswer, Failure>| match a {
+                Ok(answer) => json!({ "ok": answer }),
+                Err(error) => json!({ "error": error }),
+            };
+            assert_eq!(
+                read(json!({"ok": "tid-5678"})),
+                Ok(Ok(EnvironmentAnswer::Variable(Some("tid-5678".into()))))
+            );
+            assert_eq!(
+                read(json!({"ok": null})),
+                Ok(Ok(EnvironmentAnswer::Variable(None)))
+            );
+            let token = recorded(&Ok(EnvironmentAnswer::File(b"eyJ.token\n".to_vec())));
+            assert_eq!(token, json!({"ok": {"text": "eyJ.token\n"}}));
+            assert_eq!(
+                read(token),
+                Ok(Ok(EnvironmentAnswer::File(b"eyJ.token\n".to_vec())))
+            );
+            let binary = recorded(&Ok(EnvironmentAnswer::File(vec![0xff, 0xfe])));
+            assert_eq!(binary, json!({"ok": {"base64": "//4="}}));
+            assert_eq!(
+                read(binary),
+                Ok(Ok(EnvironmentAnswer::File(vec![0xff, 0xfe])))
+            );
+            let unset = Failure("environment variable T is not set".into());
+            let error = recorded(&Err(unset.clone()));
+            assert_eq!(
+                error,
+                json!({"error": {"reason": "other", "message": "environment variable T is not set"}})
+            );
+            assert_eq!(read(error), Ok(Err(unset.clone())));
+            // A recording of an earlier version, whose errors are a bare message, still reads.
+            assert_eq!(
+                read(json!({"error": "environment variable T is not set"})),
+                Ok(Err(unset))
+            );
+            assert!(read(json!({"error": 3}))
+                .unwrap_err()
+                .contains("the answer is not {\"ok\": …} or {\"error\""));
+            assert!(read(json!({"ok": 3})).is_err());
+        }
+
+        #[tokio::test]
+        async fn a_recorded_environment_replays_without_the_process_or_files() {
+            let dir = tempfile::tempdir().unwrap();
+            let token = dir.path().join("token");
+            std::fs::write(&token, "eyJ.projected").unwrap();
+            let path = dir.path().join("rec.jsonl");
+            let header = Header {
+                clock_start: UNIX_EPOCH,
+                velero_namespace: "velero".into(),
+            };
+            let recorder = Recorder::create(&path, &header).unwrap();
+            let live = Environment::fixed(BTreeMap::from([
+                ("AZURE_TENANT_ID".to_string(), "tid".to_string()),
+                (
+                    "AWS_WEB_IDENTITY_TOKEN_FILE".to_string(),
+                    token.display().to_string(),
+                ),
+            ]));
+            let recording = live
+                .clone()
+                .with_source(Arc::new(Recorded::new(live.source(), recorder.clone())));
+            assert_eq!(
+                recording.variable("AZURE_TENANT_ID").await.as_deref(),
+                Some("tid")
+            );
+            assert_eq!(recording.variable("AZURE_CLIENT_ID").await, None);
+            assert_eq!(
+                recording.read_file("AWS_WEB_IDENTITY_TOKEN_FILE").await,
+                Ok(b"eyJ.projected".to_vec())
+            );
+            let unset = recording.read_file("AZURE_FEDERATED_TOKEN_FILE").await;
+            assert_eq!(
+                unset,
+                Err("environment variable AZURE_FEDERATED_TOKEN_FILE is not set".into())
+            );
+            recorder.finish().unwrap();
+            std::fs::remove_file(&token).unwrap();
+
+            let replay = Replay::new(Recording::read(&path).unwrap());
+            let replayed = Environment::new(
+                "velero",
+                Arc::new(Replayed::<EnvironmentCall>::new(&replay).unwrap()),
+            );
+            assert_eq!(
+                replayed.variable("AZURE_TENANT_ID").await.as_deref(),
+                Some("tid")
+            );
+            assert_eq!(replayed.variable("AZURE_CLIENT_ID").await, None);
+            assert_eq!(
+                replayed.read_file("AWS_WEB_IDENTITY_TOKEN_FILE").await,
+                Ok(b"eyJ.projected".to_vec()),
+                "the file is gone: the answer is the recording's"
+            );
+            assert_eq!(
+                replayed.read_file("AZURE_FEDERATED_TOKEN_FILE").await,
+                unset
+            );
+            assert!(replay.misses().is_empty());
+
+            // Calls not recorded: unset, an error, and both kept as misses.
+            assert_eq!(replayed.variable("HOME").await, None);
+            let e = replayed
+                .read_file("AWS_WEB_IDENTITY_TOKEN_FILE")
+                .await
+                .unwrap_err();
+            assert!(
+                e.starts_with("replay: the call read-env-file AWS_WEB_IDENTITY_TOKEN_FILE is not in the recording"),
+                "{e}"
+            );
+            assert_eq!(
+                replay.misses(),
+                vec![
+                    "environment: variable HOME",
+                    "environment: read-env-file AWS_WEB_IDENTITY_TOKEN_FILE"
+                ]
             );
         }
     }

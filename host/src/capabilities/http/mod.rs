@@ -14,20 +14,19 @@
 //! limit on the answer) and timed (`http-timeout`, never past the call's deadline). Redirects are not
 //! followed. Logs name the module, method, host, status and sizes, never header values or bodies.
 //!
-//! Everything above is decided here; the exchange itself goes through the [`HttpTransport`] of the
+//! Everything above is decided here; the [`Exchange`] itself goes to the `Backend<Exchange>` of the
 //! host's services: the network (directly, or through the environment's proxy: [`proxy`]), or a
-//! recording or replay of it ([`record`]). A request the capability refuses never reaches the
-//! transport.
+//! recording or replay of it ([`transport`] says how exchanges are recorded). A request the capability
+//! refuses never reaches the backend.
 
 mod proxy;
-pub mod record;
-mod transport;
+pub mod transport;
 
 use std::time::Duration;
 
 use super::CallState;
 use crate::bindings::velero_wasm::plugin::http::{Error, Host, Request, Response};
-pub use transport::{Answer, Exchange, ExchangeError, HttpTransport, NetworkTransport};
+pub use transport::{Answer, Exchange, ExchangeError, NetworkTransport};
 
 /// How long before the call's deadline an outbound request is given up.
 const DEADLINE_MARGIN: Duration = Duration::from_millis(50);
@@ -278,19 +277,14 @@ impl CallState {
             timeout,
         };
         let started = std::time::Instant::now();
-        let outcome = self
-            .services
-            .http
-            .exchange(exchange)
-            .await
-            .and_then(|answer| {
-                // A replayed answer meets the module's limit of today, not the recorded run's.
-                if answer.body.len() as u64 > max_response {
-                    Err(transport::too_large(&origin, max_response))
-                } else {
-                    Ok(answer)
-                }
-            });
+        let outcome = self.services.http.call(exchange).await.and_then(|answer| {
+            // A replayed answer meets the module's limit of today, not the recorded run's.
+            if answer.body.len() as u64 > max_response {
+                Err(transport::too_large(&origin, max_response))
+            } else {
+                Ok(answer)
+            }
+        });
         let elapsed_ms = started.elapsed().as_millis() as u64;
         match &outcome {
             Ok(answer) => tracing::debug!(

@@ -9,8 +9,9 @@ use std::sync::Mutex;
 use async_trait::async_trait;
 use serde_json::Value;
 
-use super::{ApiResource, KubeBackend, KubeError, ListOptions, Patch};
+use super::{ApiResource, KubeAnswer, KubeCall, KubeError, ListOptions, Patch};
 use crate::action::plural_of;
+use crate::capabilities::backend::Backend;
 use crate::capabilities::Clock;
 use crate::documents::{read_objects, DocumentError};
 
@@ -153,13 +154,31 @@ fn resource_version(object: &Value) -> Option<&str> {
 }
 
 #[async_trait]
-impl KubeBackend for FixtureCluster {
-    async fn get(
-        &self,
-        api: &ApiResource,
-        namespace: &str,
-        name: &str,
-    ) -> Result<Value, KubeError> {
+impl Backend<KubeCall> for FixtureCluster {
+    async fn call(&self, call: KubeCall) -> Result<KubeAnswer, KubeError> {
+        let (api, namespace) = call.target();
+        let (api, ns) = (&api.clone(), &namespace.to_string());
+        match call {
+            KubeCall::Get { name, .. } => self.read(api, ns, &name).map(KubeAnswer::Object),
+            KubeCall::List { options, .. } => {
+                Ok(KubeAnswer::Objects(self.select(api, ns, &options)))
+            }
+            KubeCall::Create { object, .. } => self.insert(api, ns, object).map(KubeAnswer::Object),
+            KubeCall::Update { object, .. } => {
+                self.replace(api, ns, object).map(KubeAnswer::Object)
+            }
+            KubeCall::Patch { name, patch, .. } => {
+                self.apply(api, ns, &name, &patch).map(KubeAnswer::Object)
+            }
+            KubeCall::Delete { name, .. } => {
+                self.remove(api, ns, &name).map(|()| KubeAnswer::Deleted)
+            }
+        }
+    }
+}
+
+impl FixtureCluster {
+    fn read(&self, api: &ApiResource, namespace: &str, name: &str) -> Result<Value, KubeError> {
         let key = (
             api.group_resource(),
             namespace.to_string(),
@@ -172,15 +191,10 @@ impl KubeBackend for FixtureCluster {
             .ok_or_else(|| not_found(api, name))
     }
 
-    async fn list(
-        &self,
-        api: &ApiResource,
-        namespace: &str,
-        options: &ListOptions,
-    ) -> Result<Vec<Value>, KubeError> {
+    fn select(&self, api: &ApiResource, namespace: &str, options: &ListOptions) -> Vec<Value> {
         let group_resource = api.group_resource();
         let state = self.lock();
-        Ok(state
+        state
             .objects
             .iter()
             .filter(|((gr, ns, _), _)| {
@@ -189,10 +203,10 @@ impl KubeBackend for FixtureCluster {
             .map(|(_, o)| o)
             .filter(|o| options.matches(o))
             .cloned()
-            .collect())
+            .collect()
     }
 
-    async fn create(
+    fn insert(
         &self,
         api: &ApiResource,
         namespace: &str,
@@ -255,7 +269,7 @@ impl KubeBackend for FixtureCluster {
         Ok(object)
     }
 
-    async fn update(
+    fn replace(
         &self,
         api: &ApiResource,
         namespace: &str,
@@ -291,7 +305,7 @@ impl KubeBackend for FixtureCluster {
         Ok(object)
     }
 
-    async fn patch(
+    fn apply(
         &self,
         api: &ApiResource,
         namespace: &str,
@@ -324,12 +338,7 @@ impl KubeBackend for FixtureCluster {
         Ok(object)
     }
 
-    async fn delete(
-        &self,
-        api: &ApiResource,
-        namespace: &str,
-        name: &str,
-    ) -> Result<(), KubeError> {
+    fn remove(&self, api: &ApiResource, namespace: &str, name: &str) -> Result<(), KubeError> {
         let key = (
             api.group_resource(),
             namespace.to_string(),
@@ -411,6 +420,7 @@ fn json_size(value: &Value, limit: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::capabilities::kube::KubeApi;
     use serde_json::json;
 
     fn cluster(objects: &[Value]) -> FixtureCluster {

@@ -32,37 +32,39 @@ enum Namespace {
 }
 
 impl KubeGrant {
-    /// Compiles manifest rules (already validated by the manifest parser).
-    pub fn new(rules: &[KubeRule]) -> KubeGrant {
+    /// Compiles manifest rules (already validated by the manifest parser); a verb that is none of
+    /// [`Verb`]'s is an error naming its rule, never a verb silently left out.
+    pub fn new(rules: &[KubeRule]) -> Result<KubeGrant, String> {
         let rules = rules
             .iter()
-            .map(|r| Rule {
-                resources: r.resources.iter().map(|s| s.to_ascii_lowercase()).collect(),
-                verbs: if r.verbs.iter().any(|v| v == "*") {
-                    None
-                } else {
-                    Some(
-                        r.verbs
-                            .iter()
-                            .filter_map(|v| {
-                                serde_json::from_value(serde_json::Value::String(v.clone())).ok()
-                            })
-                            .collect(),
-                    )
-                },
-                namespaces: r
-                    .namespaces
-                    .iter()
-                    .map(|n| match n.as_str() {
-                        "*" => Namespace::Any,
-                        "@item" => Namespace::Item,
-                        "@velero" => Namespace::Velero,
-                        other => Namespace::Pattern(other.to_string()),
-                    })
-                    .collect(),
+            .enumerate()
+            .map(|(i, r)| {
+                Ok(Rule {
+                    resources: r.resources.iter().map(|s| s.to_ascii_lowercase()).collect(),
+                    verbs: if r.verbs.iter().any(|v| v == "*") {
+                        None
+                    } else {
+                        Some(
+                            r.verbs
+                                .iter()
+                                .map(|v| verb(v).map_err(|e| format!("grant.kube[{i}].verbs: {e}")))
+                                .collect::<Result<_, _>>()?,
+                        )
+                    },
+                    namespaces: r
+                        .namespaces
+                        .iter()
+                        .map(|n| match n.as_str() {
+                            "*" => Namespace::Any,
+                            "@item" => Namespace::Item,
+                            "@velero" => Namespace::Velero,
+                            other => Namespace::Pattern(other.to_string()),
+                        })
+                        .collect(),
+                })
             })
-            .collect();
-        KubeGrant { rules }
+            .collect::<Result<_, String>>()?;
+        Ok(KubeGrant { rules })
     }
 
     /// Whether `verb` on `group_resource` (`resource.group`) in `namespace` ("" for cluster scope or all
@@ -133,6 +135,13 @@ pub fn rule_allowing(
     )
 }
 
+/// A verb as a manifest writes it (`get`), read as [`Verb`] reads itself.
+fn verb(text: &str) -> Result<Verb, String> {
+    use serde::de::{value::Error, IntoDeserializer};
+    use serde::Deserialize;
+    Verb::deserialize(IntoDeserializer::<Error>::into_deserializer(text)).map_err(|e| e.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -144,6 +153,24 @@ mod tests {
             verbs: s(verbs),
             namespaces: s(namespaces),
         }])
+        .unwrap()
+    }
+
+    #[test]
+    fn a_verb_that_is_not_one_is_an_error_naming_its_rule() {
+        let rule = |verbs: &[&str]| KubeRule {
+            resources: vec!["pods".into()],
+            verbs: verbs.iter().map(|v| v.to_string()).collect(),
+            namespaces: vec!["*".into()],
+        };
+        let e = KubeGrant::new(&[rule(&["get"]), rule(&["get", "watch"])]).unwrap_err();
+        assert!(
+            e.starts_with("grant.kube[1].verbs: unknown variant `watch`, expected one of `get`"),
+            "{e}"
+        );
+        let grant = KubeGrant::new(&[rule(&["get", "patch"])]).unwrap();
+        assert!(grant.allows(Verb::Patch, "pods", "ns", None, ""));
+        assert!(!grant.allows(Verb::Delete, "pods", "ns", None, ""));
     }
 
     #[test]
@@ -276,7 +303,7 @@ mod tests {
             // The suggestion, as a manifest, grants the call it was made for.
             let toml = text.replacen("]] ", "]]\n", 1).replace("] ", "]\n");
             let manifest = crate::modules::Manifest::parse(&toml).unwrap();
-            let grant = KubeGrant::new(&manifest.grant.kube);
+            let grant = KubeGrant::new(&manifest.grant.kube).unwrap();
             assert!(
                 grant.allows(verb, resource, namespace, item, velero),
                 "{toml}"

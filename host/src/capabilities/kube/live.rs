@@ -36,7 +36,8 @@ use kube::core::Request;
 use serde_json::{Map, Value};
 use tower::ServiceExt;
 
-use super::{ApiResource, KubeBackend, KubeError, ListOptions, Patch};
+use super::{ApiResource, KubeAnswer, KubeCall, KubeError, ListOptions, Patch};
+use crate::capabilities::backend::Backend;
 
 /// Objects asked for per page when listing (kubectl's default chunk size).
 pub const LIST_PAGE_SIZE: u32 = 500;
@@ -613,8 +614,36 @@ fn with_type(item: Value, api_version: &str, kind: &str) -> Value {
 }
 
 #[async_trait]
-impl KubeBackend for LiveCluster {
-    async fn get(
+impl Backend<KubeCall> for LiveCluster {
+    async fn call(&self, call: KubeCall) -> Result<KubeAnswer, KubeError> {
+        let (api, namespace) = call.target();
+        let (api, ns) = (&api.clone(), &namespace.to_string());
+        match call {
+            KubeCall::Get { name, .. } => self.read(api, ns, &name).await.map(KubeAnswer::Object),
+            KubeCall::List { options, .. } => self
+                .select(api, ns, &options)
+                .await
+                .map(KubeAnswer::Objects),
+            KubeCall::Create { object, .. } => {
+                self.insert(api, ns, object).await.map(KubeAnswer::Object)
+            }
+            KubeCall::Update { object, .. } => {
+                self.replace(api, ns, object).await.map(KubeAnswer::Object)
+            }
+            KubeCall::Patch { name, patch, .. } => self
+                .apply(api, ns, &name, &patch)
+                .await
+                .map(KubeAnswer::Object),
+            KubeCall::Delete { name, .. } => self
+                .remove(api, ns, &name)
+                .await
+                .map(|()| KubeAnswer::Deleted),
+        }
+    }
+}
+
+impl LiveCluster {
+    async fn read(
         &self,
         api: &ApiResource,
         namespace: &str,
@@ -625,7 +654,7 @@ impl KubeBackend for LiveCluster {
             .await
     }
 
-    async fn list(
+    async fn select(
         &self,
         api: &ApiResource,
         namespace: &str,
@@ -678,7 +707,7 @@ impl KubeBackend for LiveCluster {
         }
     }
 
-    async fn create(
+    async fn insert(
         &self,
         api: &ApiResource,
         namespace: &str,
@@ -701,7 +730,7 @@ impl KubeBackend for LiveCluster {
         .await
     }
 
-    async fn update(
+    async fn replace(
         &self,
         api: &ApiResource,
         namespace: &str,
@@ -720,7 +749,7 @@ impl KubeBackend for LiveCluster {
         .await
     }
 
-    async fn patch(
+    async fn apply(
         &self,
         api: &ApiResource,
         namespace: &str,
@@ -738,7 +767,7 @@ impl KubeBackend for LiveCluster {
         self.send(build(request)?).await
     }
 
-    async fn delete(
+    async fn remove(
         &self,
         api: &ApiResource,
         namespace: &str,
@@ -799,63 +828,9 @@ impl LazyCluster {
 }
 
 #[async_trait]
-impl KubeBackend for LazyCluster {
-    async fn get(
-        &self,
-        api: &ApiResource,
-        namespace: &str,
-        name: &str,
-    ) -> Result<Value, KubeError> {
-        self.cluster().await?.get(api, namespace, name).await
-    }
-
-    async fn list(
-        &self,
-        api: &ApiResource,
-        namespace: &str,
-        options: &ListOptions,
-    ) -> Result<Vec<Value>, KubeError> {
-        self.cluster().await?.list(api, namespace, options).await
-    }
-
-    async fn create(
-        &self,
-        api: &ApiResource,
-        namespace: &str,
-        object: Value,
-    ) -> Result<Value, KubeError> {
-        self.cluster().await?.create(api, namespace, object).await
-    }
-
-    async fn update(
-        &self,
-        api: &ApiResource,
-        namespace: &str,
-        object: Value,
-    ) -> Result<Value, KubeError> {
-        self.cluster().await?.update(api, namespace, object).await
-    }
-
-    async fn patch(
-        &self,
-        api: &ApiResource,
-        namespace: &str,
-        name: &str,
-        patch: &Patch,
-    ) -> Result<Value, KubeError> {
-        self.cluster()
-            .await?
-            .patch(api, namespace, name, patch)
-            .await
-    }
-
-    async fn delete(
-        &self,
-        api: &ApiResource,
-        namespace: &str,
-        name: &str,
-    ) -> Result<(), KubeError> {
-        self.cluster().await?.delete(api, namespace, name).await
+impl Backend<KubeCall> for LazyCluster {
+    async fn call(&self, call: KubeCall) -> Result<KubeAnswer, KubeError> {
+        self.cluster().await?.call(call).await
     }
 }
 

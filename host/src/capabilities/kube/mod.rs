@@ -1,13 +1,24 @@
-//! The `kube` capability: the grant check first, then one of the backends behind [`KubeBackend`]
-//! (the in-memory [`fixture`] cluster; a [`live`] cluster; a replay of recorded answers, see [`record`]).
+//! The `kube` capability: the grant check first, then one [`KubeCall`] to the `Backend<KubeCall>` of
+//! the host's services (the in-memory [`fixture`] cluster; a [`live`] cluster; a recording or replay
+//! of either, see [`recording`](super::recording)).
 //!
 //! A call outside the module's grant never reaches the backend: the guest gets `error::denied` and a
 //! warning is logged. Inputs are validated here, once, so that every backend gets well-formed requests.
+//!
+//! In a recording, a call is its `op` (the [`Verb`]), `api`, `namespace`, and `name`,
+//! `labelSelector`/`fieldSelector`, `object`, or `patchType`/`patch` as the op needs; the answer is
+//! the object, the list of objects, or null for a delete; an error is `{"reason", "message"}` with the
+//! WIT error's name as `reason` (`too-large`: a list past the module's memory, `other` to the guest):
+//!
+//! ```text
+//! {"capability":"kube","call":{"op":"get","api":{"group":"","version":"v1","resource":"configmaps"},"namespace":"ns","name":"a"},"answer":{"ok":{…}}}
+//! {"capability":"kube","call":{"op":"list","api":{…},"namespace":"ns","labelSelector":"app=web","fieldSelector":""},"answer":{"ok":[…]}}
+//! {"capability":"kube","call":{"op":"patch","api":{…},"namespace":"ns","name":"a","patchType":"merge","patch":{…}},"answer":{"error":{"reason":"not-found","message":"…"}}}
+//! ```
 
 pub mod fixture;
 mod grant;
 pub mod live;
-pub mod record;
 pub mod resources;
 pub mod writes;
 
@@ -15,15 +26,17 @@ use std::fmt;
 
 use async_trait::async_trait;
 use label_selector::LabelSelector;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::backend::{Backend, Call};
 use super::CallState;
 use crate::action::Verb;
 use crate::bindings::velero_wasm::plugin::kube::{self as wit, Host};
 pub use grant::KubeGrant;
 
 /// A resource type: group ("" for core), version, plural resource.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ApiResource {
     /// API group.
     pub group: String,
@@ -68,8 +81,9 @@ impl fmt::Display for ApiResource {
     }
 }
 
-/// Why a Kubernetes call failed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// Why a Kubernetes call failed; recorded as `{"reason": "not-found", "message": …}`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
+#[serde(tag = "reason", content = "message", rename_all = "kebab-case")]
 pub enum KubeError {
     /// HTTP 404.
     #[error("{0}")]
@@ -190,20 +204,43 @@ impl FieldSelector {
     }
 }
 
-/// Which objects a list returns.
-#[derive(Debug, Clone, Default)]
+/// Which objects a list returns. A call carries (and a recording holds) the selectors as written;
+/// the limit is not part of it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(try_from = "Selectors")]
 pub struct ListOptions {
     /// The label selector as written (for backends that pass it on).
+    #[serde(rename = "labelSelector")]
     pub label_selector_text: String,
     /// The label selector, parsed.
+    #[serde(skip)]
     pub label_selector: LabelSelector,
     /// The field selector as written.
+    #[serde(rename = "fieldSelector")]
     pub field_selector_text: String,
     /// The field selector, parsed.
+    #[serde(skip)]
     pub field_selector: FieldSelector,
     /// The most bytes of objects the list may return (the module's memory limit); a backend stops
     /// reading pages past it and fails with [`KubeError::TooLarge`]. `None`: no limit.
+    #[serde(skip)]
     pub max_bytes: Option<u64>,
+}
+
+/// The selectors of a list as written, parsed into [`ListOptions`].
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Selectors {
+    label_selector: String,
+    field_selector: String,
+}
+
+impl TryFrom<Selectors> for ListOptions {
+    type Error = KubeError;
+
+    fn try_from(s: Selectors) -> Result<ListOptions, KubeError> {
+        ListOptions::parse(&s.label_selector, &s.field_selector)
+    }
 }
 
 impl ListOptions {
@@ -248,8 +285,9 @@ fn check_name(name: &str) -> Result<(), KubeError> {
     Ok(())
 }
 
-/// A patch.
-#[derive(Debug, Clone, PartialEq)]
+/// A patch: `"patchType": "merge" | "json"` and `"patch"` in a call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "patchType", content = "patch", rename_all = "lowercase")]
 pub enum Patch {
     /// RFC 7386 JSON merge patch.
     Merge(Value),
@@ -275,46 +313,290 @@ impl Patch {
     }
 }
 
-/// A Kubernetes API: what the capability calls once a request is authorized and well-formed.
-/// `namespace` is "" for cluster-scoped resources (and, for `list`, for all namespaces).
-#[async_trait]
-pub trait KubeBackend: Send + Sync {
+/// One Kubernetes call, once the capability has authorized it and checked its input. `namespace` is
+/// "" for cluster-scoped resources (and, for `list`, for all namespaces).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "lowercase")]
+pub enum KubeCall {
     /// Reads one object.
-    async fn get(&self, api: &ApiResource, namespace: &str, name: &str)
-        -> Result<Value, KubeError>;
+    Get {
+        /// The resource type.
+        api: ApiResource,
+        /// The namespace.
+        namespace: String,
+        /// The object's name.
+        name: String,
+    },
     /// Lists objects in API order, every page, each with `apiVersion` and `kind`.
+    List {
+        /// The resource type.
+        api: ApiResource,
+        /// The namespace ("" for every namespace).
+        namespace: String,
+        /// The selectors and the limit.
+        #[serde(flatten)]
+        options: ListOptions,
+    },
+    /// Creates an object; answers it as stored.
+    Create {
+        /// The resource type.
+        api: ApiResource,
+        /// The namespace.
+        namespace: String,
+        /// The object.
+        object: Value,
+    },
+    /// Replaces an object; answers it as stored.
+    Update {
+        /// The resource type.
+        api: ApiResource,
+        /// The namespace.
+        namespace: String,
+        /// The object.
+        object: Value,
+    },
+    /// Patches an object; answers it as stored.
+    Patch {
+        /// The resource type.
+        api: ApiResource,
+        /// The namespace.
+        namespace: String,
+        /// The object's name.
+        name: String,
+        /// The patch.
+        #[serde(flatten)]
+        patch: Patch,
+    },
+    /// Deletes an object.
+    Delete {
+        /// The resource type.
+        api: ApiResource,
+        /// The namespace.
+        namespace: String,
+        /// The object's name.
+        name: String,
+    },
+}
+
+impl KubeCall {
+    /// The verb a grant must allow for this call.
+    pub fn verb(&self) -> Verb {
+        match self {
+            KubeCall::Get { .. } => Verb::Get,
+            KubeCall::List { .. } => Verb::List,
+            KubeCall::Create { .. } => Verb::Create,
+            KubeCall::Update { .. } => Verb::Update,
+            KubeCall::Patch { .. } => Verb::Patch,
+            KubeCall::Delete { .. } => Verb::Delete,
+        }
+    }
+
+    /// The resource type and namespace the call is on.
+    pub fn target(&self) -> (&ApiResource, &str) {
+        match self {
+            KubeCall::Get { api, namespace, .. }
+            | KubeCall::List { api, namespace, .. }
+            | KubeCall::Create { api, namespace, .. }
+            | KubeCall::Update { api, namespace, .. }
+            | KubeCall::Patch { api, namespace, .. }
+            | KubeCall::Delete { api, namespace, .. } => (api, namespace),
+        }
+    }
+}
+
+/// What a Kubernetes call answers: null for a delete, the objects of a list, the object otherwise.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum KubeAnswer {
+    /// A delete's answer.
+    Deleted,
+    /// A list's objects.
+    Objects(Vec<Value>),
+    /// The object read or stored.
+    Object(Value),
+}
+
+impl KubeAnswer {
+    /// The object of a get, create, update or patch.
+    pub fn object(self) -> Result<Value, KubeError> {
+        match self {
+            KubeAnswer::Object(object) => Ok(object),
+            KubeAnswer::Deleted => Ok(Value::Null),
+            KubeAnswer::Objects(_) => Err(KubeError::Other(
+                "the answer is a list of objects, not an object".into(),
+            )),
+        }
+    }
+
+    /// The objects of a list.
+    pub fn objects(self) -> Result<Vec<Value>, KubeError> {
+        match self {
+            KubeAnswer::Objects(objects) => Ok(objects),
+            _ => Err(KubeError::Other(
+                "the answer is not a list of objects".into(),
+            )),
+        }
+    }
+}
+
+impl Call for KubeCall {
+    const CAPABILITY: &'static str = "kube";
+    type Answer = KubeAnswer;
+    type Error = KubeError;
+
+    /// `get configmaps.example.io v1 in ns named "a"`.
+    fn describe(&self) -> String {
+        let (api, namespace) = self.target();
+        let scope = if namespace.is_empty() {
+            "cluster-wide".to_string()
+        } else {
+            format!("in namespace {namespace}")
+        };
+        let target = match self {
+            KubeCall::List { options, .. } => format!(
+                " with labels {:?} and fields {:?}",
+                options.label_selector_text, options.field_selector_text
+            ),
+            KubeCall::Create { object, .. } | KubeCall::Update { object, .. } => format!(
+                " named {:?} (the object differs or was not recorded)",
+                object
+                    .pointer("/metadata/name")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+            ),
+            KubeCall::Patch { name, patch, .. } => format!(
+                " named {name:?} with this {} patch: {}",
+                patch.kind(),
+                patch.to_value()
+            ),
+            KubeCall::Get { name, .. } | KubeCall::Delete { name, .. } => {
+                format!(" named {name:?}")
+            }
+        };
+        format!(
+            "{} {} {} {scope}{target}",
+            self.verb(),
+            api.group_resource(),
+            api.version
+        )
+    }
+
+    fn unanswered(message: String) -> KubeError {
+        KubeError::Other(message)
+    }
+}
+
+/// The six Kubernetes calls, typed, on any backend of kube calls: each makes its [`KubeCall`] and
+/// takes the answer apart (for the host's own calls and for tests).
+#[async_trait]
+pub trait KubeApi: Backend<KubeCall> {
+    /// Reads one object.
+    async fn get(
+        &self,
+        api: &ApiResource,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Value, KubeError> {
+        let (api, namespace, name) = (api.clone(), namespace.into(), name.into());
+        self.call(KubeCall::Get {
+            api,
+            namespace,
+            name,
+        })
+        .await?
+        .object()
+    }
+
+    /// Lists objects.
     async fn list(
         &self,
         api: &ApiResource,
         namespace: &str,
         options: &ListOptions,
-    ) -> Result<Vec<Value>, KubeError>;
-    /// Creates an object; returns it as stored.
+    ) -> Result<Vec<Value>, KubeError> {
+        let (api, namespace, options) = (api.clone(), namespace.into(), options.clone());
+        self.call(KubeCall::List {
+            api,
+            namespace,
+            options,
+        })
+        .await?
+        .objects()
+    }
+
+    /// Creates an object.
     async fn create(
         &self,
         api: &ApiResource,
         namespace: &str,
         object: Value,
-    ) -> Result<Value, KubeError>;
-    /// Replaces an object; returns it as stored.
+    ) -> Result<Value, KubeError> {
+        let (api, namespace) = (api.clone(), namespace.into());
+        self.call(KubeCall::Create {
+            api,
+            namespace,
+            object,
+        })
+        .await?
+        .object()
+    }
+
+    /// Replaces an object.
     async fn update(
         &self,
         api: &ApiResource,
         namespace: &str,
         object: Value,
-    ) -> Result<Value, KubeError>;
-    /// Patches an object; returns it as stored.
+    ) -> Result<Value, KubeError> {
+        let (api, namespace) = (api.clone(), namespace.into());
+        self.call(KubeCall::Update {
+            api,
+            namespace,
+            object,
+        })
+        .await?
+        .object()
+    }
+
+    /// Patches an object.
     async fn patch(
         &self,
         api: &ApiResource,
         namespace: &str,
         name: &str,
         patch: &Patch,
-    ) -> Result<Value, KubeError>;
+    ) -> Result<Value, KubeError> {
+        let (api, namespace, name, patch) =
+            (api.clone(), namespace.into(), name.into(), patch.clone());
+        self.call(KubeCall::Patch {
+            api,
+            namespace,
+            name,
+            patch,
+        })
+        .await?
+        .object()
+    }
+
     /// Deletes an object.
-    async fn delete(&self, api: &ApiResource, namespace: &str, name: &str)
-        -> Result<(), KubeError>;
+    async fn delete(
+        &self,
+        api: &ApiResource,
+        namespace: &str,
+        name: &str,
+    ) -> Result<(), KubeError> {
+        let (api, namespace, name) = (api.clone(), namespace.into(), name.into());
+        self.call(KubeCall::Delete {
+            api,
+            namespace,
+            name,
+        })
+        .await?;
+        Ok(())
+    }
 }
+
+impl<B: Backend<KubeCall> + ?Sized> KubeApi for B {}
 
 /// The backend when there is no cluster: every call fails, saying so.
 pub struct NoCluster(String);
@@ -323,10 +605,6 @@ impl NoCluster {
     /// A backend whose every call fails with `reason`.
     pub fn because(reason: impl Into<String>) -> NoCluster {
         NoCluster(reason.into())
-    }
-
-    fn error(&self) -> KubeError {
-        KubeError::Other(self.0.clone())
     }
 }
 
@@ -337,35 +615,9 @@ impl Default for NoCluster {
 }
 
 #[async_trait]
-impl KubeBackend for NoCluster {
-    async fn get(&self, _: &ApiResource, _: &str, _: &str) -> Result<Value, KubeError> {
-        Err(self.error())
-    }
-    async fn list(
-        &self,
-        _: &ApiResource,
-        _: &str,
-        _: &ListOptions,
-    ) -> Result<Vec<Value>, KubeError> {
-        Err(self.error())
-    }
-    async fn create(&self, _: &ApiResource, _: &str, _: Value) -> Result<Value, KubeError> {
-        Err(self.error())
-    }
-    async fn update(&self, _: &ApiResource, _: &str, _: Value) -> Result<Value, KubeError> {
-        Err(self.error())
-    }
-    async fn patch(
-        &self,
-        _: &ApiResource,
-        _: &str,
-        _: &str,
-        _: &Patch,
-    ) -> Result<Value, KubeError> {
-        Err(self.error())
-    }
-    async fn delete(&self, _: &ApiResource, _: &str, _: &str) -> Result<(), KubeError> {
-        Err(self.error())
+impl Backend<KubeCall> for NoCluster {
+    async fn call(&self, _: KubeCall) -> Result<KubeAnswer, KubeError> {
+        Err(KubeError::Other(self.0.clone()))
     }
 }
 
@@ -494,6 +746,16 @@ impl CallState {
     }
 }
 
+impl CallState {
+    /// Sends an authorized, checked call to the backend, under the deadline of the module call.
+    fn kube(
+        &self,
+        call: KubeCall,
+    ) -> impl std::future::Future<Output = Result<KubeAnswer, KubeError>> + Send + '_ {
+        within(self.deadline(), self.services.kube.call(call))
+    }
+}
+
 impl Host for CallState {
     async fn get(
         &mut self,
@@ -504,12 +766,12 @@ impl Host for CallState {
         let api = ApiResource::from(api);
         self.authorize(Verb::Get, &api, &namespace)?;
         check_name(&name)?;
-        let object = within(
-            self.deadline(),
-            self.services.kube.get(&api, &namespace, &name),
-        )
-        .await?;
-        Ok(object.to_string())
+        let call = KubeCall::Get {
+            api,
+            namespace,
+            name,
+        };
+        Ok(self.kube(call).await?.object()?.to_string())
     }
 
     async fn list(
@@ -524,12 +786,12 @@ impl Host for CallState {
         // What the guest could accept at most: its memory limit.
         let limit = self.memory.limit();
         options.max_bytes = Some(limit);
-        let listed = within(
-            self.deadline(),
-            self.services.kube.list(&api, &namespace, &options),
-        )
-        .await;
-        let objects = match listed {
+        let call = KubeCall::List {
+            api: api.clone(),
+            namespace,
+            options,
+        };
+        let objects = match self.kube(call).await.and_then(KubeAnswer::objects) {
             Err(KubeError::TooLarge(message)) => {
                 self.stop(message.clone());
                 return Err(wit::Error::Other(message));
@@ -561,13 +823,12 @@ impl Host for CallState {
         let api = ApiResource::from(api);
         self.authorize(Verb::Create, &api, &namespace)?;
         let object = Self::object_for(&namespace, &object)?;
-        let deadline = self.deadline();
-        Ok(within(
-            deadline,
-            self.services.kube.create(&api, &namespace, object),
-        )
-        .await?
-        .to_string())
+        let call = KubeCall::Create {
+            api,
+            namespace,
+            object,
+        };
+        Ok(self.kube(call).await?.object()?.to_string())
     }
 
     async fn update(
@@ -579,13 +840,12 @@ impl Host for CallState {
         let api = ApiResource::from(api);
         self.authorize(Verb::Update, &api, &namespace)?;
         let object = Self::object_for(&namespace, &object)?;
-        let deadline = self.deadline();
-        Ok(within(
-            deadline,
-            self.services.kube.update(&api, &namespace, object),
-        )
-        .await?
-        .to_string())
+        let call = KubeCall::Update {
+            api,
+            namespace,
+            object,
+        };
+        Ok(self.kube(call).await?.object()?.to_string())
     }
 
     async fn patch(
@@ -607,13 +867,13 @@ impl Host for CallState {
                 KubeError::Invalid(format!("the JSON patch is not an RFC 6902 patch: {e}"))
             })?),
         };
-        let deadline = self.deadline();
-        Ok(within(
-            deadline,
-            self.services.kube.patch(&api, &namespace, &name, &patch),
-        )
-        .await?
-        .to_string())
+        let call = KubeCall::Patch {
+            api,
+            namespace,
+            name,
+            patch,
+        };
+        Ok(self.kube(call).await?.object()?.to_string())
     }
 
     async fn delete(
@@ -625,11 +885,13 @@ impl Host for CallState {
         let api = ApiResource::from(api);
         self.authorize(Verb::Delete, &api, &namespace)?;
         check_name(&name)?;
-        Ok(within(
-            self.deadline(),
-            self.services.kube.delete(&api, &namespace, &name),
-        )
-        .await?)
+        let call = KubeCall::Delete {
+            api,
+            namespace,
+            name,
+        };
+        self.kube(call).await?;
+        Ok(())
     }
 }
 
@@ -670,5 +932,236 @@ mod tests {
         assert_eq!(o["metadata"]["namespace"], "ns");
         assert!(CallState::object_for("ns", r#"{"metadata":{"namespace":"other"}}"#).is_err());
         assert!(CallState::object_for("ns", "[]").is_err());
+    }
+
+    mod recorded {
+        use super::super::*;
+        use crate::capabilities::kube::fixture::FixtureCluster;
+        use crate::capabilities::recording::{
+            Header, Recorded, Recorder, Recording, Replay, Replayed,
+        };
+        use crate::capabilities::Clock;
+        use serde_json::json;
+        use std::path::Path;
+        use std::sync::Arc;
+        use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+        fn configmaps() -> ApiResource {
+            ApiResource::new("", "v1", "configmaps")
+        }
+
+        #[test]
+        fn calls_are_recorded_in_the_documented_shape() {
+            let api = configmaps();
+            let line = |call: KubeCall| serde_json::to_string(&call).unwrap();
+            assert_eq!(
+                line(KubeCall::Get {
+                    api: api.clone(),
+                    namespace: "ns".into(),
+                    name: "a".into()
+                }),
+                r#"{"op":"get","api":{"group":"","version":"v1","resource":"configmaps"},"namespace":"ns","name":"a"}"#
+            );
+            assert_eq!(
+                line(KubeCall::List {
+                    api: api.clone(),
+                    namespace: "ns".into(),
+                    options: ListOptions::parse("app=web", "").unwrap()
+                }),
+                r#"{"op":"list","api":{"group":"","version":"v1","resource":"configmaps"},"namespace":"ns","labelSelector":"app=web","fieldSelector":""}"#
+            );
+            assert_eq!(
+                line(KubeCall::Patch {
+                    api: api.clone(),
+                    namespace: "ns".into(),
+                    name: "a".into(),
+                    patch: Patch::Merge(json!({"data": {"k": "v"}}))
+                }),
+                r#"{"op":"patch","api":{"group":"","version":"v1","resource":"configmaps"},"namespace":"ns","name":"a","patchType":"merge","patch":{"data":{"k":"v"}}}"#
+            );
+            assert_eq!(
+                line(KubeCall::Create {
+                    api,
+                    namespace: "ns".into(),
+                    object: json!({"kind": "ConfigMap"})
+                }),
+                r#"{"op":"create","api":{"group":"","version":"v1","resource":"configmaps"},"namespace":"ns","object":{"kind":"ConfigMap"}}"#
+            );
+            // A call reads back as itself, its selectors parsed.
+            let list: KubeCall = serde_json::from_str(
+                r#"{"op":"list","api":{"group":"","version":"v1","resource":"configmaps"},"namespace":"ns","labelSelector":"app=web","fieldSelector":"metadata.name=a"}"#,
+            )
+            .unwrap();
+            let KubeCall::List { options, .. } = list else {
+                panic!("{list:?}")
+            };
+            assert!(options.matches(&json!({"metadata": {"name": "a", "labels": {"app": "web"}}})));
+            assert!(!options.matches(&json!({"metadata": {"name": "a"}})));
+        }
+
+        async fn record_some_calls(
+            path: &Path,
+            start: SystemTime,
+        ) -> Vec<Result<Value, KubeError>> {
+            let fixture = FixtureCluster::empty(Clock::fixed(start));
+            let header = Header {
+                clock_start: start,
+                velero_namespace: String::new(),
+            };
+            let recorder = Recorder::create(path, &header).unwrap();
+            let kube = Recorded::<KubeCall>::new(Arc::new(fixture), recorder.clone());
+            let object = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "ns"}});
+            let answers = vec![
+                kube.get(&configmaps(), "ns", "a").await,
+                kube.create(&configmaps(), "ns", object).await,
+                kube.get(&configmaps(), "ns", "a").await,
+                kube.list(
+                    &configmaps(),
+                    "ns",
+                    &ListOptions::parse("", "metadata.name=a").unwrap(),
+                )
+                .await
+                .map(Value::from),
+            ];
+            recorder.finish().unwrap();
+            answers
+        }
+
+        fn replay_of(path: &Path) -> Replay {
+            Replay::new(Recording::read(path).unwrap())
+        }
+
+        #[tokio::test]
+        async fn a_replay_gives_the_recorded_answers_in_order() {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("rec.jsonl");
+            let start = UNIX_EPOCH + Duration::new(1_777_716_000, 123_456_789);
+            let recorded = record_some_calls(&path, start).await;
+            assert!(matches!(recorded[0], Err(KubeError::NotFound(_))));
+
+            let replay = replay_of(&path);
+            assert_eq!(replay.header().clock_start, start);
+            let kube = Replayed::<KubeCall>::new(&replay).unwrap();
+            let object = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "ns"}});
+            // The same call twice gets the two recorded answers, in order: first not found, then the object.
+            assert_eq!(kube.get(&configmaps(), "ns", "a").await, recorded[0]);
+            assert_eq!(kube.create(&configmaps(), "ns", object).await, recorded[1]);
+            assert_eq!(kube.get(&configmaps(), "ns", "a").await, recorded[2]);
+            let listed = kube
+                .list(
+                    &configmaps(),
+                    "ns",
+                    &ListOptions::parse("", "metadata.name=a").unwrap(),
+                )
+                .await;
+            assert_eq!(listed.map(Value::from), recorded[3]);
+            assert!(replay.misses().is_empty());
+            assert!(replay.unused().is_empty());
+        }
+
+        #[test]
+        fn every_error_replays_as_the_error_recorded() {
+            let api = configmaps();
+            for (error, reason) in [
+                (KubeError::NotFound("n".into()), "not-found"),
+                (KubeError::Conflict("c".into()), "conflict"),
+                (KubeError::Forbidden("f".into()), "forbidden"),
+                (KubeError::Denied("d".into()), "denied"),
+                (KubeError::Invalid("i".into()), "invalid"),
+                (KubeError::Other("o".into()), "other"),
+                // A list past the module's memory must stop the replayed call too, not just fail it.
+                (KubeError::list_too_large(&api, 1024), "too-large"),
+            ] {
+                let recorded = serde_json::to_value(&error).unwrap();
+                assert_eq!(
+                    recorded,
+                    json!({"reason": reason, "message": error.to_string()})
+                );
+                assert_eq!(
+                    serde_json::from_value::<KubeError>(recorded).unwrap(),
+                    error
+                );
+            }
+        }
+
+        #[tokio::test]
+        async fn a_call_not_in_the_recording_fails_naming_it() {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("rec.jsonl");
+            record_some_calls(&path, UNIX_EPOCH).await;
+            let replay = replay_of(&path);
+            let kube = Replayed::<KubeCall>::new(&replay).unwrap();
+            let e = kube
+                .delete(
+                    &ApiResource::new("apps", "v1", "deployments"),
+                    "prod",
+                    "web",
+                )
+                .await
+                .unwrap_err();
+            let KubeError::Other(message) = e else {
+                panic!("{e:?}")
+            };
+            assert!(
+                message.contains("delete deployments.apps v1 in namespace prod named \"web\""),
+                "{message}"
+            );
+            assert!(message.contains("rec.jsonl"), "{message}");
+            assert_eq!(
+                replay.misses(),
+                vec!["kube: delete deployments.apps v1 in namespace prod named \"web\""]
+            );
+            // A list with other selectors is another call.
+            let e = kube
+                .list(
+                    &configmaps(),
+                    "ns",
+                    &ListOptions::parse("app=x", "").unwrap(),
+                )
+                .await
+                .unwrap_err();
+            assert!(e.to_string().contains("with labels \"app=x\""), "{e}");
+            assert_eq!(replay.unused(), vec![("kube", 4)]);
+        }
+
+        #[test]
+        fn malformed_kube_answers_are_refused_with_the_line() {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("rec.jsonl");
+            let header = r#"{"recording":"velero-wasm","version":1,"clock":{"start":"2026-05-02T10:00:00Z"}}"#;
+            let refused = |answer: &str| {
+                std::fs::write(
+                    &path,
+                    format!(
+                        "{header}\n{{\"capability\":\"kube\",\"call\":{{}},\"answer\":{answer}}}\n"
+                    ),
+                )
+                .unwrap();
+                Replayed::<KubeCall>::new(&replay_of(&path))
+                    .err()
+                    .expect("refused")
+                    .to_string()
+            };
+            let odd = refused(r#"{"error":{"reason":"odd","message":"m"}}"#);
+            assert!(
+                odd.contains(":2: the answer is not {\"ok\": …} or {\"error\": {\"reason\": …, \"message\": …}}: ")
+                    && odd.contains("unknown variant `odd`"),
+                "{odd}"
+            );
+            assert!(
+                refused("{}").contains(":2: the answer is not {\"ok\": …} or {\"error\""),
+                "{}",
+                refused("{}")
+            );
+            // Lines of other capabilities are theirs: the kube replay neither checks nor counts them.
+            std::fs::write(
+                &path,
+                format!("{header}\n{{\"capability\":\"http\",\"call\":{{}},\"answer\":{{}}}}\n"),
+            )
+            .unwrap();
+            let replay = replay_of(&path);
+            Replayed::<KubeCall>::new(&replay).unwrap();
+            assert!(replay.unused().is_empty());
+        }
     }
 }

@@ -7,14 +7,16 @@ use async_trait::async_trait;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{ApiResource, KubeBackend, KubeError, ListOptions, Patch};
+use super::{KubeAnswer, KubeApi, KubeCall, KubeError, Patch};
+use crate::action::Verb;
+use crate::capabilities::backend::Backend;
 
 /// One write an action made, as `run` reports it in `clusterWrites`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ClusterWrite {
     /// `create`, `update`, `patch` or `delete`.
-    pub verb: &'static str,
+    pub verb: Verb,
     /// The object's `apiVersion`.
     pub api_version: String,
     /// The object's `kind`.
@@ -36,13 +38,13 @@ pub struct ClusterWrite {
 
 /// A backend that passes every call on and logs the writes that succeeded.
 pub struct WriteLog {
-    inner: Arc<dyn KubeBackend>,
+    inner: Arc<dyn Backend<KubeCall>>,
     writes: Mutex<Vec<ClusterWrite>>,
 }
 
 impl WriteLog {
     /// Logs the writes made through `inner`.
-    pub fn new(inner: Arc<dyn KubeBackend>) -> WriteLog {
+    pub fn new(inner: Arc<dyn Backend<KubeCall>>) -> WriteLog {
         WriteLog {
             inner,
             writes: Mutex::new(Vec::new()),
@@ -56,16 +58,31 @@ impl WriteLog {
             .unwrap_or_else(|e| e.into_inner())
             .clone()
     }
+}
 
-    fn log(
-        &self,
-        verb: &'static str,
-        api: &ApiResource,
-        namespace: &str,
-        name: &str,
-        stored: Option<&Value>,
-        patch: Option<&Patch>,
-    ) {
+#[async_trait]
+impl Backend<KubeCall> for WriteLog {
+    async fn call(&self, call: KubeCall) -> Result<KubeAnswer, KubeError> {
+        let verb = call.verb();
+        let (api, namespace) = call.target();
+        let (api, namespace) = (api.clone(), namespace.to_string());
+        let (name, patch) = match &call {
+            KubeCall::Get { .. } | KubeCall::List { .. } => return self.inner.call(call).await,
+            KubeCall::Create { .. } | KubeCall::Update { .. } => (None, None),
+            KubeCall::Patch { name, patch, .. } => (Some(name.clone()), Some(patch.clone())),
+            KubeCall::Delete { name, .. } => (Some(name.clone()), None),
+        };
+        // The kind of what is deleted is only known from the object itself.
+        let before = match &call {
+            KubeCall::Delete { name, .. } => self.inner.get(&api, &namespace, name).await.ok(),
+            _ => None,
+        };
+        let answer = self.inner.call(call).await?;
+        let stored = match (&answer, verb) {
+            (_, Verb::Delete) => before.as_ref(),
+            (KubeAnswer::Object(stored), _) => Some(stored),
+            _ => None,
+        };
         let field = |key: &str| {
             stored
                 .and_then(|o| o.get(key))
@@ -76,109 +93,27 @@ impl WriteLog {
             verb,
             api_version: field("apiVersion").unwrap_or_else(|| api.api_version()),
             kind: field("kind").unwrap_or_default(),
-            namespace: namespace.to_string(),
-            name: name.to_string(),
-            object: if verb == "delete" {
+            namespace,
+            name: name.unwrap_or_else(|| {
+                stored
+                    .and_then(|o| o.pointer("/metadata/name"))
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string()
+            }),
+            object: if verb == Verb::Delete {
                 None
             } else {
                 stored.cloned()
             },
-            patch: patch.map(Patch::to_value),
-            patch_type: patch.map(Patch::kind),
+            patch: patch.as_ref().map(Patch::to_value),
+            patch_type: patch.as_ref().map(Patch::kind),
         };
         self.writes
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(write);
-    }
-}
-
-fn name_of(object: &Value) -> &str {
-    object
-        .pointer("/metadata/name")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-}
-
-#[async_trait]
-impl KubeBackend for WriteLog {
-    async fn get(
-        &self,
-        api: &ApiResource,
-        namespace: &str,
-        name: &str,
-    ) -> Result<Value, KubeError> {
-        self.inner.get(api, namespace, name).await
-    }
-
-    async fn list(
-        &self,
-        api: &ApiResource,
-        namespace: &str,
-        options: &ListOptions,
-    ) -> Result<Vec<Value>, KubeError> {
-        self.inner.list(api, namespace, options).await
-    }
-
-    async fn create(
-        &self,
-        api: &ApiResource,
-        namespace: &str,
-        object: Value,
-    ) -> Result<Value, KubeError> {
-        let stored = self.inner.create(api, namespace, object).await?;
-        self.log(
-            "create",
-            api,
-            namespace,
-            name_of(&stored),
-            Some(&stored),
-            None,
-        );
-        Ok(stored)
-    }
-
-    async fn update(
-        &self,
-        api: &ApiResource,
-        namespace: &str,
-        object: Value,
-    ) -> Result<Value, KubeError> {
-        let stored = self.inner.update(api, namespace, object).await?;
-        self.log(
-            "update",
-            api,
-            namespace,
-            name_of(&stored),
-            Some(&stored),
-            None,
-        );
-        Ok(stored)
-    }
-
-    async fn patch(
-        &self,
-        api: &ApiResource,
-        namespace: &str,
-        name: &str,
-        patch: &Patch,
-    ) -> Result<Value, KubeError> {
-        let stored = self.inner.patch(api, namespace, name, patch).await?;
-        self.log("patch", api, namespace, name, Some(&stored), Some(patch));
-        Ok(stored)
-    }
-
-    async fn delete(
-        &self,
-        api: &ApiResource,
-        namespace: &str,
-        name: &str,
-    ) -> Result<(), KubeError> {
-        // The kind of what is deleted is only known from the object itself.
-        let before = self.inner.get(api, namespace, name).await.ok();
-        self.inner.delete(api, namespace, name).await?;
-        self.log("delete", api, namespace, name, before.as_ref(), None);
-        Ok(())
+        Ok(answer)
     }
 }
 
@@ -186,6 +121,7 @@ impl KubeBackend for WriteLog {
 mod tests {
     use super::*;
     use crate::capabilities::kube::fixture::FixtureCluster;
+    use crate::capabilities::kube::ApiResource;
     use crate::capabilities::Clock;
     use serde_json::json;
 
@@ -212,8 +148,8 @@ mod tests {
         log.delete(&pods, "ns", "a").await.unwrap();
         assert!(log.delete(&pods, "ns", "a").await.is_err());
         let writes = log.writes();
-        let verbs: Vec<&str> = writes.iter().map(|w| w.verb).collect();
-        assert_eq!(verbs, ["create", "patch", "delete"]);
+        let verbs: Vec<Verb> = writes.iter().map(|w| w.verb).collect();
+        assert_eq!(verbs, [Verb::Create, Verb::Patch, Verb::Delete]);
         assert_eq!(
             writes[0].object.as_ref().unwrap()["metadata"]["creationTimestamp"],
             "1970-01-01T00:00:00Z"
