@@ -7,13 +7,13 @@ mod item;
 use std::fmt;
 use std::time::{Duration, SystemTime};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 pub use applies_to::{AppliesTo, SelectorError};
 pub use item::{plural_of, ItemRef};
 
 /// The kinds of Velero item action a component can provide.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ActionKind {
     /// BackupItemAction v1.
@@ -128,7 +128,7 @@ impl fmt::Display for ResourceId {
 }
 
 /// Which items an action applies to (Velero's `ResourceSelector`). Empty lists mean "all".
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Selector {
     /// Namespaces to include.
@@ -145,7 +145,7 @@ pub struct Selector {
 
 /// A Kubernetes verb a module may be granted.
 #[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, serde::Deserialize,
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
 )]
 #[serde(rename_all = "lowercase")]
 pub enum Verb {
@@ -184,7 +184,7 @@ impl fmt::Display for Verb {
 }
 
 /// A capability an action says it uses.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum Need {
     /// Kubernetes access to a resource (`resource.group`) with these verbs.
@@ -211,7 +211,7 @@ impl fmt::Display for Need {
 }
 
 /// What the host knows about an action without running it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ActionInfo {
     /// Velero plugin name, `<dns-subdomain>/<name>`.

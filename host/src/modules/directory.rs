@@ -10,6 +10,7 @@
 //! an old manifest with a new component; so the scan resolves `..data` once and reads that one
 //! version, and reads again (a few times at most) when `..data` moved while it was reading.
 
+use bytes::Bytes;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -234,7 +235,7 @@ pub fn module_from_parts(
     }
     Ok(ModuleSource {
         name: name.to_string(),
-        wasm: Arc::from(wasm),
+        wasm: Bytes::from(wasm),
         sha256,
         manifest,
         manifest_text: Arc::from(manifest_text),

@@ -93,7 +93,14 @@ impl LastGood {
     }
 }
 
+/// Replaces the file at `path` with `bytes` unless it holds them already (a plugin remembers every
+/// module at every start; reading back a copy costs less than writing it again).
 fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let unchanged = std::fs::metadata(path).is_ok_and(|m| m.len() == bytes.len() as u64)
+        && std::fs::read(path).is_ok_and(|kept| kept == bytes);
+    if unchanged {
+        return Ok(());
+    }
     let tmp = path.with_extension(format!("tmp{}", std::process::id()));
     std::fs::write(&tmp, bytes)?;
     std::fs::rename(&tmp, path)

@@ -13,6 +13,7 @@ pub mod signature;
 mod stock;
 pub mod stock_override;
 
+use bytes::Bytes;
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -33,7 +34,7 @@ pub struct ModuleSource {
     /// Module name (the file stem; stock modules are named after their crate).
     pub name: String,
     /// The component's bytes.
-    pub wasm: Arc<[u8]>,
+    pub wasm: Bytes,
     /// Lower-case hex sha256 of `wasm`.
     pub sha256: String,
     /// Its manifest.
@@ -58,7 +59,7 @@ impl ModuleSource {
         Ok(ModuleSource {
             name: name.to_string(),
             sha256: sha256_hex(&wasm),
-            wasm: Arc::from(wasm),
+            wasm: Bytes::from(wasm),
             manifest: Manifest::parse(manifest_text)?,
             manifest_text: Arc::from(manifest_text),
             origin,

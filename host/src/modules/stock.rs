@@ -3,6 +3,7 @@
 //! `--stock`) says which of them load, so that velero-wasm can run beside upstream plugins that
 //! register the same names.
 
+use bytes::Bytes;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
@@ -140,7 +141,7 @@ pub fn chosen_stock_modules(choice: &StockChoice) -> Vec<Result<ModuleSource, St
             Ok(ModuleSource {
                 name: s.name.to_string(),
                 sha256: s.sha256.to_string(),
-                wasm: Arc::from(s.wasm),
+                wasm: Bytes::from_static(s.wasm),
                 manifest,
                 manifest_text: Arc::from(s.manifest),
                 origin: Origin::Stock,

@@ -241,6 +241,13 @@ async fn serve(args: PluginArgs, parent: u32) -> anyhow::Result<()> {
             loaded_ms = started.elapsed().as_millis() as u64,
             "modules loaded"
         );
+        // Modules put in service from their cached description compile now, in the background,
+        // rather than in the first call to each.
+        runtime.compile_all().await;
+        tracing::debug!(
+            compiled_ms = started.elapsed().as_millis() as u64,
+            "modules compiled"
+        );
     });
 
     loop {

@@ -1,5 +1,7 @@
 //! Compiled modules on disk, keyed by the module's sha256 and the engine's compatibility hash, so that
-//! a new process loads a module by mapping machine code instead of compiling it again.
+//! a new process loads a module by mapping machine code instead of compiling it again; and beside them
+//! what each module said of its actions when it was described, keyed by its bytes, its manifest and
+//! this host's version, so that a new process can put a module in service before it maps its code.
 //!
 //! Loading machine code trusts the file, so:
 //! * the cache is used only in a [private](crate::state::private_dir) directory (this user's, not
@@ -120,6 +122,56 @@ impl CompileCache {
     }
 }
 
+/// What a module said of itself when it was loaded: its interfaces and its actions.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+pub(super) struct Description {
+    pub interfaces: super::module::Interfaces,
+    pub actions: Vec<crate::action::ActionInfo>,
+}
+
+impl CompileCache {
+    /// The description of a module loaded before, if one is kept and whole.
+    pub(super) fn description(&self, key: &str) -> Option<Description> {
+        let entry = std::fs::read(self.dir.join(format!("{key}.described"))).ok()?;
+        serde_json::from_slice(verified(&entry)?).ok()
+    }
+
+    /// Keeps a module's description; failures only cost a later compile, so they are ignored.
+    pub(super) fn store_description(&self, key: &str, description: &Description) {
+        let path = self.dir.join(format!("{key}.described"));
+        let written = serde_json::to_vec(description)
+            .map_err(|e| e.to_string())
+            .and_then(|bytes| write_atomically(&path, &sealed(bytes)).map_err(|e| e.to_string()));
+        if let Err(e) = written {
+            tracing::debug!("cannot keep the description of a module in {}: {e}", path.display());
+        }
+    }
+}
+
+/// The key of a module's description: what `describe` can depend on (the module's bytes, its manifest
+/// as parsed, which holds the settings and grant it runs with) and what turns its answer into the
+/// host's (this host's version and the WIT package).
+pub(super) fn description_key(source: &crate::modules::ModuleSource) -> String {
+    let mut hasher = Sha256::new();
+    for part in [
+        "velero-wasm module description 1",
+        env!("CARGO_PKG_VERSION"),
+        env!("VELERO_WASM_WIT_PACKAGE"),
+        &source.name,
+        &source.sha256,
+        &source.manifest_text,
+        &format!("{:?}", source.manifest),
+    ] {
+        hasher.update((part.len() as u64).to_le_bytes());
+        hasher.update(part.as_bytes());
+    }
+    hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 /// An artifact as stored: its bytes, their sha256, the trailer.
 fn sealed(mut artifact: Vec<u8>) -> Vec<u8> {
     let digest = Sha256::digest(&artifact);
@@ -157,5 +209,47 @@ mod tests {
         assert_eq!(verified(&entry[..entry.len() - 1]), None, "truncated");
         assert_eq!(verified(b"vwcwasm1"), None, "too short");
         assert_eq!(verified(b""), None);
+    }
+
+    fn source(wasm: &[u8], manifest: &str) -> crate::modules::ModuleSource {
+        crate::modules::ModuleSource::new(
+            "m",
+            wasm.to_vec(),
+            manifest,
+            crate::modules::Origin::File("m.wasm".into()),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn a_description_is_keyed_by_what_describe_can_see() {
+        let key = description_key(&source(b"one", ""));
+        assert_eq!(key, description_key(&source(b"one", "")));
+        assert_ne!(key, description_key(&source(b"two", "")), "other bytes");
+        let settings = "[settings]\nmode = \"upstream\"\n";
+        assert_ne!(key, description_key(&source(b"one", settings)), "other settings");
+    }
+
+    #[test]
+    fn a_damaged_description_is_not_used() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = CompileCache {
+            dir: dir.path().to_path_buf(),
+        };
+        let description = Description {
+            interfaces: crate::runtime::module::Interfaces {
+                actions: true,
+                signing: false,
+            },
+            actions: Vec::new(),
+        };
+        cache.store_description("k", &description);
+        let kept = cache.description("k").unwrap();
+        assert_eq!(kept.interfaces, description.interfaces);
+        let path = dir.path().join("k.described");
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[2] ^= 0x20;
+        std::fs::write(&path, bytes).unwrap();
+        assert!(cache.description("k").is_none());
     }
 }

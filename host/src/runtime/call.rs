@@ -284,7 +284,7 @@ impl Runtime {
         &self,
         linked: &super::module::Linked,
     ) -> Result<Vec<ActionInfo>, super::LoadError> {
-        let Some(pre) = &linked.pre else {
+        let Some(pre) = linked.exports.as_ref().and_then(|e| e.pre.as_ref()) else {
             return Ok(Vec::new());
         };
         let ctx = CallContext::new(linked.caps.module.clone(), "describe", None);
@@ -313,7 +313,13 @@ impl Runtime {
     ) -> Result<(R, CallContext), CallError> {
         let module = &entry.module;
         let ctx = CallContext::new(module.name.clone(), &entry.info().name, item);
-        let Some(pre) = &module.pre else {
+        let exports = module.exports().await.map_err(|problem| CallError::Fault {
+            module: module.name.to_string(),
+            action: ctx.action.clone(),
+            item: ctx.on_item(),
+            fault: Fault::Instantiate(problem),
+        })?;
+        let Some(pre) = &exports.pre else {
             return Err(CallError::Fault {
                 module: module.name.to_string(),
                 action: ctx.action.clone(),

@@ -150,24 +150,51 @@ impl Runtime {
         &self.services
     }
 
-    /// Compiles, links and describes a module, then puts it in service (replacing a module of the same
-    /// name). On failure the registry is unchanged.
+    /// Describes a module, then puts it in service (replacing a module of the same name). A module
+    /// described before (same bytes, same manifest, this host) is put in service from its cached
+    /// description and compiled on first use; any other is compiled, linked and described now. On
+    /// failure the registry is unchanged.
     pub async fn load(&self, source: ModuleSource) -> Result<Loaded, LoadError> {
-        let (engine, linker, cache) =
-            (self.engine.clone(), self.linker.clone(), self.cache.clone());
-        let origin = source.origin.to_string();
-        let name = source.name.clone();
-        let linked = tokio::task::spawn_blocking(move || {
-            module::link(&engine, &linker, cache.as_ref(), source)
-        })
-        .await
-        .map_err(|e| LoadError {
-            module: name,
-            origin,
-            problem: format!("compilation was interrupted: {e}"),
-        })??;
-        let actions = self.describe(&linked).await?;
+        let compiler = module::Compiler {
+            engine: self.engine.clone(),
+            linker: self.linker.clone(),
+            cache: self.cache.clone(),
+        };
+        let key = self.cache.as_ref().map(|_| cache::description_key(&source));
+        let kept = self
+            .cache
+            .as_ref()
+            .zip(key.as_deref())
+            .and_then(|(cache, key)| cache.description(key));
+        let (linked, actions) = match kept {
+            Some(kept) => (
+                module::described(&compiler, source, kept.interfaces),
+                kept.actions,
+            ),
+            None => {
+                let origin = source.origin.to_string();
+                let name = source.name.clone();
+                let linked = tokio::task::spawn_blocking(move || module::link(&compiler, source))
+                    .await
+                    .map_err(|e| LoadError {
+                        module: name,
+                        origin,
+                        problem: format!("compilation was interrupted: {e}"),
+                    })??;
+                let actions = self.describe(&linked).await?;
+                (linked, actions)
+            }
+        };
+        let described_now = linked.exports.is_some();
+        let interfaces = linked.interfaces;
         let (loaded, warnings) = module::finish(linked, actions)?;
+        if let (true, Some(cache), Some(key)) = (described_now, &self.cache, &key) {
+            let description = cache::Description {
+                interfaces,
+                actions: loaded.actions.clone(),
+            };
+            cache.store_description(key, &description);
+        }
         let report = Loaded {
             module: loaded.name.to_string(),
             actions: loaded.actions.len(),
@@ -181,6 +208,15 @@ impl Runtime {
             problem,
         })?;
         Ok(report)
+    }
+
+    /// Compiles every module in service that is not compiled yet, one at a time (leaving the other
+    /// cores to the calls being served), so that no call waits for it later. A plugin does this once
+    /// its modules are in service; a call to a module not compiled yet compiles it itself.
+    pub async fn compile_all(&self) {
+        for module in self.catalog().modules() {
+            module.compile_now().await;
+        }
     }
 
     /// Loads several modules in order; returns the errors (the modules before and after still load).

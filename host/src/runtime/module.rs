@@ -1,5 +1,9 @@
-//! A loaded module: compiled once, linked once (`InstancePre`), its actions described and validated.
+//! A loaded module: its actions described and validated, compiled and linked once (`InstancePre`).
 //! A module exports `velero-wasm:plugin/actions`, `velero-wasm:plugin/signing`, or both.
+//!
+//! A module whose description is in the compile cache (the same bytes and manifest loaded before) is
+//! put in service from that description, and compiled on first use ([`LoadedModule::exports`]): the
+//! plugin answers Velero's first calls without waiting for every module's machine code.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -35,10 +39,35 @@ pub struct LoadedModule {
     pub actions: Vec<ActionInfo>,
     pub(super) applies_to: Vec<AppliesTo>,
     pub(super) caps: Arc<ModuleCaps>,
+    /// Which of the two interfaces it exports.
+    pub(super) interfaces: Interfaces,
+    /// Its compiled and linked exports, made at load or on first use.
+    exports: tokio::sync::OnceCell<Result<Arc<Exports>, String>>,
+    /// What compiles it on first use (`None` once compiled at load).
+    compiler: Option<(Compiler, bytes::Bytes)>,
+}
+
+/// Which of `actions` and `signing` a module exports: known before it is compiled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub(super) struct Interfaces {
+    pub actions: bool,
+    pub signing: bool,
+}
+
+/// A module's exports, compiled and linked.
+pub(super) struct Exports {
     /// Set when the module exports `actions`.
-    pub(super) pre: Option<PluginPre<CallState>>,
+    pub pre: Option<PluginPre<CallState>>,
     /// Set when the module exports `signing`.
-    pub(super) signing: Option<SigningExport>,
+    pub signing: Option<SigningExport>,
+}
+
+/// What compiling a module needs: the engine, the capabilities to link, the compile cache.
+#[derive(Clone)]
+pub(super) struct Compiler {
+    pub engine: Engine,
+    pub linker: Linker<CallState>,
+    pub cache: Option<CompileCache>,
 }
 
 /// A module's `signing` export, type-checked at load.
@@ -65,21 +94,68 @@ impl LoadedModule {
 
     /// Whether the module exports `velero-wasm:plugin/signing`.
     pub fn exports_signing(&self) -> bool {
-        self.signing.is_some()
+        self.interfaces.signing
+    }
+
+    /// Its compiled exports: compiled (or read from the compile cache) on first use when the module
+    /// was put in service from its cached description. A failure is kept: every later call sees it.
+    pub(super) async fn exports(&self) -> Result<Arc<Exports>, String> {
+        self.exports
+            .get_or_init(|| async {
+                let Some((compiler, wasm)) = self.compiler.clone() else {
+                    return Err(format!("module {} was not compiled", self.name));
+                };
+                let (name, origin, sha256) =
+                    (self.name.to_string(), self.origin.clone(), self.sha256.clone());
+                let compiled = tokio::task::spawn_blocking(move || {
+                    compile(&compiler, &name, &origin, &sha256, &wasm)
+                })
+                .await;
+                match compiled {
+                    Ok(Ok(exports)) if exports.interfaces() == self.interfaces => Ok(Arc::new(exports)),
+                    Ok(Ok(_)) => Err(format!(
+                        "module {}: its exports differ from its cached description",
+                        self.name
+                    )),
+                    Ok(Err(problem)) => Err(format!("module {}: {problem}", self.name)),
+                    Err(e) => Err(format!("module {}: compilation was interrupted: {e}", self.name)),
+                }
+            })
+            .await
+            .clone()
     }
 
     /// Its settings in effect (the manifest's, with an override's applied).
     pub fn settings(&self) -> &std::collections::BTreeMap<String, String> {
         &self.caps.settings
     }
+
+    /// Compiles the module now if it is not yet (the plugin does this for every module once it serves).
+    pub async fn compile_now(&self) {
+        if let Err(problem) = self.exports().await {
+            tracing::error!("{problem}");
+        }
+    }
 }
 
-/// A compiled and linked module whose actions are not yet known.
+impl Exports {
+    /// Which interfaces these exports provide.
+    pub fn interfaces(&self) -> Interfaces {
+        Interfaces {
+            actions: self.pre.is_some(),
+            signing: self.signing.is_some(),
+        }
+    }
+
+}
+
+/// A module whose actions are not yet known, with its exports if it was compiled to describe them.
 pub(super) struct Linked {
     pub source: ModuleSource,
     pub caps: Arc<ModuleCaps>,
-    pub pre: Option<PluginPre<CallState>>,
-    pub signing: Option<SigningExport>,
+    pub interfaces: Interfaces,
+    pub exports: Option<Exports>,
+    pub compiler: Compiler,
 }
 
 impl Linked {
@@ -100,18 +176,55 @@ pub(super) fn load_error(source: &ModuleSource, problem: impl Into<String>) -> L
 const ACTIONS: &str = "velero-wasm:plugin/actions@0.1.0";
 
 /// Compiles (or finds in the cache) and links a module (CPU-bound: run it off the async threads).
-pub(super) fn link(
-    engine: &Engine,
-    linker: &Linker<CallState>,
-    cache: Option<&CompileCache>,
-    source: ModuleSource,
-) -> Result<Linked, LoadError> {
+pub(super) fn link(compiler: &Compiler, source: ModuleSource) -> Result<Linked, LoadError> {
+    let exports = compile(
+        compiler,
+        &source.name,
+        &source.origin,
+        &source.sha256,
+        &source.wasm,
+    )
+    .map_err(|problem| load_error(&source, problem))?;
+    Ok(Linked {
+        caps: caps(&source),
+        interfaces: exports.interfaces(),
+        exports: Some(exports),
+        compiler: compiler.clone(),
+        source,
+    })
+}
+
+/// A module whose description is known (from the compile cache): compiled on first use.
+pub(super) fn described(compiler: &Compiler, source: ModuleSource, interfaces: Interfaces) -> Linked {
+    Linked {
+        caps: caps(&source),
+        interfaces,
+        exports: None,
+        compiler: compiler.clone(),
+        source,
+    }
+}
+
+/// Compiles (or finds in the cache) and links a module's code; the error says what is wrong with it.
+fn compile(
+    compiler: &Compiler,
+    name: &str,
+    origin: &Origin,
+    sha256: &str,
+    wasm: &[u8],
+) -> Result<Exports, String> {
+    let Compiler {
+        engine,
+        linker,
+        cache,
+    } = compiler;
+    let cache = cache.as_ref();
     // The cache key is the hash of the bytes at hand, whatever the source says of itself; the bytes
     // of a stock module are the binary's own, hashed when it was built.
-    let key = match (cache, &source.origin) {
+    let key = match (cache, origin) {
         (None, _) => String::new(),
-        (Some(_), origin) if origin.is_stock_component() => source.sha256.clone(),
-        (Some(_), _) => sha256_hex(&source.wasm),
+        (Some(_), origin) if origin.is_stock_component() => sha256.to_string(),
+        (Some(_), _) => sha256_hex(wasm),
     };
     let cached = |cache: &CompileCache| cache.load(engine, &key);
     let component = match cache.and_then(cached) {
@@ -122,9 +235,9 @@ pub(super) fn link(
             match cache.and_then(cached) {
                 Some(component) => component,
                 None => {
-                    let component = Component::new(engine, &source.wasm).map_err(|e| {
-                        load_error(&source, format!("not a valid WebAssembly component: {e:#}"))
-                    })?;
+                    tracing::debug!(module = name, "compiling");
+                    let component = Component::new(engine, wasm)
+                        .map_err(|e| format!("not a valid WebAssembly component: {e:#}"))?;
                     if let Some(cache) = cache {
                         cache.store(engine, &key, &component);
                     }
@@ -134,48 +247,41 @@ pub(super) fn link(
         }
     };
     let instance_pre = linker.instantiate_pre(&component).map_err(|e| {
-        load_error(
-            &source,
-            format!("imports something velero-wasm does not provide (components may import velero-wasm:plugin/* and the wasi:* interfaces std needs): {e:#}"),
-        )
+        format!("imports something velero-wasm does not provide (components may import velero-wasm:plugin/* and the wasi:* interfaces std needs): {e:#}")
     })?;
     let exports = |name: &str| component.get_export_index(None, name).is_some();
     let (has_actions, has_signing) = (exports(ACTIONS), exports(signing::INTERFACE));
     if !has_actions && !has_signing {
-        return Err(load_error(
-            &source,
-            format!(
-                "exports neither {ACTIONS} nor {}: a module must export one of them, or both",
-                signing::INTERFACE
-            ),
+        return Err(format!(
+            "exports neither {ACTIONS} nor {}: a module must export one of them, or both",
+            signing::INTERFACE
         ));
     }
     let pre = match has_actions {
         false => None,
         true => Some(PluginPre::new(instance_pre.clone()).map_err(|e| {
-            load_error(
-                &source,
-                format!("does not export {ACTIONS} as the WIT package defines it: {e:#}"),
-            )
+            format!("does not export {ACTIONS} as the WIT package defines it: {e:#}")
         })?),
     };
     let signing = match has_signing {
         false => None,
         true => Some(SigningExport {
             indices: SignerIndices::new(&instance_pre).map_err(|e| {
-                load_error(
-                    &source,
-                    format!(
-                        "does not export {} as the WIT package defines it: {e:#}",
-                        signing::INTERFACE
-                    ),
+                format!(
+                    "does not export {} as the WIT package defines it: {e:#}",
+                    signing::INTERFACE
                 )
             })?,
             pre: instance_pre,
         }),
     };
+    Ok(Exports { pre, signing })
+}
+
+/// What the module's manifest grants it, as the capabilities check it.
+fn caps(source: &ModuleSource) -> Arc<ModuleCaps> {
     let limits = source.manifest.limits;
-    let caps = Arc::new(ModuleCaps {
+    Arc::new(ModuleCaps {
         module: Arc::from(source.name.as_str()),
         kube: KubeGrant::new(&source.manifest.grant.kube).map_err(|e| load_error(&source, e))?,
         // The host never buffers an answer larger than the guest's memory could take.
@@ -186,12 +292,6 @@ pub(super) fn link(
         ),
         env: EnvGrant::new(&source.manifest.grant.env, &source.manifest.grant.env_files),
         settings: source.manifest.settings.clone(),
-    });
-    Ok(Linked {
-        source,
-        caps,
-        pre,
-        signing,
     })
 }
 
@@ -201,7 +301,7 @@ pub(super) fn finish(
     linked: Linked,
     actions: Vec<ActionInfo>,
 ) -> Result<(LoadedModule, Vec<String>), LoadError> {
-    if actions.is_empty() && linked.pre.is_some() {
+    if actions.is_empty() && linked.interfaces.actions {
         return Err(linked.error("describes no actions"));
     }
     let mut names = BTreeSet::new();
@@ -227,6 +327,13 @@ pub(super) fn finish(
         }
     }
     let source = linked.source;
+    let (exports, compiler) = match linked.exports {
+        Some(exports) => (tokio::sync::OnceCell::new_with(Some(Ok(Arc::new(exports)))), None),
+        None => (
+            tokio::sync::OnceCell::new(),
+            Some((linked.compiler, source.wasm.clone())),
+        ),
+    };
     Ok((
         LoadedModule {
             name: Arc::from(source.name.as_str()),
@@ -239,8 +346,9 @@ pub(super) fn finish(
             actions,
             applies_to,
             caps: linked.caps,
-            pre: linked.pre,
-            signing: linked.signing,
+            interfaces: linked.interfaces,
+            exports,
+            compiler,
         },
         warnings,
     ))

@@ -12,7 +12,7 @@ use wasmtime::component::{Instance, Val};
 use wasmtime::{Engine, Store};
 
 use super::call::run_in_store;
-use super::error::CallError;
+use super::error::{CallError, Fault};
 use super::registry::Registry;
 use crate::bindings::signer::wit_signing as wit;
 use crate::bindings::signer::SignerIndices;
@@ -51,10 +51,16 @@ impl Signing {
     ) -> Result<R, CallError> {
         let catalog = self.registry.snapshot();
         let module = catalog.signer().ok_or(CallError::NoSigner)?.clone();
-        let Some(export) = &module.signing else {
+        let ctx = CallContext::new(module.name.clone(), function, None);
+        let exports = module.exports().await.map_err(|problem| CallError::Fault {
+            module: module.name.to_string(),
+            action: ctx.action.clone(),
+            item: String::new(),
+            fault: Fault::Instantiate(problem),
+        })?;
+        let Some(export) = &exports.signing else {
             return Err(CallError::NoSigner);
         };
-        let ctx = CallContext::new(module.name.clone(), function, None);
         let indices = export.indices.clone();
         let (result, ctx) = run_in_store(
             &self.engine,

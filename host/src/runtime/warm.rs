@@ -33,7 +33,11 @@ impl Runtime {
         let mut store = Store::new(&self.engine, state);
         store.limiter(|state| &mut state.memory);
         store.epoch_deadline_async_yield_and_update(1);
-        let pre = module
+        let exports = module
+            .exports()
+            .await
+            .map_err(|problem| anyhow::anyhow!("{problem}"))?;
+        let pre = exports
             .pre
             .as_ref()
             .ok_or_else(|| anyhow::anyhow!("module {} exports no actions", module.name))?;
