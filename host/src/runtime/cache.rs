@@ -143,7 +143,10 @@ impl CompileCache {
             .map_err(|e| e.to_string())
             .and_then(|bytes| write_atomically(&path, &sealed(bytes)).map_err(|e| e.to_string()));
         if let Err(e) = written {
-            tracing::debug!("cannot keep the description of a module in {}: {e}", path.display());
+            tracing::debug!(
+                "cannot keep the description of a module in {}: {e}",
+                path.display()
+            );
         }
     }
 }
@@ -227,7 +230,11 @@ mod tests {
         assert_eq!(key, description_key(&source(b"one", "")));
         assert_ne!(key, description_key(&source(b"two", "")), "other bytes");
         let settings = "[settings]\nmode = \"upstream\"\n";
-        assert_ne!(key, description_key(&source(b"one", settings)), "other settings");
+        assert_ne!(
+            key,
+            description_key(&source(b"one", settings)),
+            "other settings"
+        );
     }
 
     #[test]

@@ -168,7 +168,7 @@ impl Runtime {
             .and_then(|(cache, key)| cache.description(key));
         let (linked, actions) = match kept {
             Some(kept) => (
-                module::described(&compiler, source, kept.interfaces),
+                module::described(&compiler, source, kept.interfaces)?,
                 kept.actions,
             ),
             None => {

@@ -105,20 +105,28 @@ impl LoadedModule {
                 let Some((compiler, wasm)) = self.compiler.clone() else {
                     return Err(format!("module {} was not compiled", self.name));
                 };
-                let (name, origin, sha256) =
-                    (self.name.to_string(), self.origin.clone(), self.sha256.clone());
+                let (name, origin, sha256) = (
+                    self.name.to_string(),
+                    self.origin.clone(),
+                    self.sha256.clone(),
+                );
                 let compiled = tokio::task::spawn_blocking(move || {
                     compile(&compiler, &name, &origin, &sha256, &wasm)
                 })
                 .await;
                 match compiled {
-                    Ok(Ok(exports)) if exports.interfaces() == self.interfaces => Ok(Arc::new(exports)),
+                    Ok(Ok(exports)) if exports.interfaces() == self.interfaces => {
+                        Ok(Arc::new(exports))
+                    }
                     Ok(Ok(_)) => Err(format!(
                         "module {}: its exports differ from its cached description",
                         self.name
                     )),
                     Ok(Err(problem)) => Err(format!("module {}: {problem}", self.name)),
-                    Err(e) => Err(format!("module {}: compilation was interrupted: {e}", self.name)),
+                    Err(e) => Err(format!(
+                        "module {}: compilation was interrupted: {e}",
+                        self.name
+                    )),
                 }
             })
             .await
@@ -146,7 +154,6 @@ impl Exports {
             signing: self.signing.is_some(),
         }
     }
-
 }
 
 /// A module whose actions are not yet known, with its exports if it was compiled to describe them.
@@ -186,7 +193,7 @@ pub(super) fn link(compiler: &Compiler, source: ModuleSource) -> Result<Linked, 
     )
     .map_err(|problem| load_error(&source, problem))?;
     Ok(Linked {
-        caps: caps(&source),
+        caps: caps(&source)?,
         interfaces: exports.interfaces(),
         exports: Some(exports),
         compiler: compiler.clone(),
@@ -195,14 +202,18 @@ pub(super) fn link(compiler: &Compiler, source: ModuleSource) -> Result<Linked, 
 }
 
 /// A module whose description is known (from the compile cache): compiled on first use.
-pub(super) fn described(compiler: &Compiler, source: ModuleSource, interfaces: Interfaces) -> Linked {
-    Linked {
-        caps: caps(&source),
+pub(super) fn described(
+    compiler: &Compiler,
+    source: ModuleSource,
+    interfaces: Interfaces,
+) -> Result<Linked, LoadError> {
+    Ok(Linked {
+        caps: caps(&source)?,
         interfaces,
         exports: None,
         compiler: compiler.clone(),
         source,
-    }
+    })
 }
 
 /// Compiles (or finds in the cache) and links a module's code; the error says what is wrong with it.
@@ -279,11 +290,11 @@ fn compile(
 }
 
 /// What the module's manifest grants it, as the capabilities check it.
-fn caps(source: &ModuleSource) -> Arc<ModuleCaps> {
+fn caps(source: &ModuleSource) -> Result<Arc<ModuleCaps>, LoadError> {
     let limits = source.manifest.limits;
-    Arc::new(ModuleCaps {
+    Ok(Arc::new(ModuleCaps {
         module: Arc::from(source.name.as_str()),
-        kube: KubeGrant::new(&source.manifest.grant.kube).map_err(|e| load_error(&source, e))?,
+        kube: KubeGrant::new(&source.manifest.grant.kube).map_err(|e| load_error(source, e))?,
         // The host never buffers an answer larger than the guest's memory could take.
         http: HttpGrant::new(
             &source.manifest.grant.http,
@@ -292,7 +303,7 @@ fn caps(source: &ModuleSource) -> Arc<ModuleCaps> {
         ),
         env: EnvGrant::new(&source.manifest.grant.env, &source.manifest.grant.env_files),
         settings: source.manifest.settings.clone(),
-    })
+    }))
 }
 
 /// Validates what a module says about its actions, and finishes loading it. Returns warnings: needs
@@ -328,7 +339,10 @@ pub(super) fn finish(
     }
     let source = linked.source;
     let (exports, compiler) = match linked.exports {
-        Some(exports) => (tokio::sync::OnceCell::new_with(Some(Ok(Arc::new(exports)))), None),
+        Some(exports) => (
+            tokio::sync::OnceCell::new_with(Some(Ok(Arc::new(exports)))),
+            None,
+        ),
         None => (
             tokio::sync::OnceCell::new(),
             Some((linked.compiler, source.wasm.clone())),
