@@ -12,6 +12,7 @@ mod module;
 mod rbac;
 mod run;
 mod sign;
+mod test;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -63,6 +64,8 @@ enum Command {
     Module(module::ModuleCommand),
     /// Build a module's crate as a component, pin its sha256 in its manifest, and check its grant.
     Build(build::BuildArgs),
+    /// Run the cases of test suites (YAML): each an action on an item, with its expected result.
+    Test(test::TestArgs),
 }
 
 /// Which stock modules load, and where modules beyond them come from.
@@ -129,6 +132,7 @@ pub fn main() -> ExitCode {
             Command::Rbac(args) => rbac::rbac(args),
             Command::Module(command) => module::module(command),
             Command::Build(args) => build::build(args).await,
+            Command::Test(args) => test::test(args).await,
         }
     });
     ExitCode::from(code)
