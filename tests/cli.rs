@@ -1221,3 +1221,93 @@ cases:
     let out = velero_wasm(&["test", suite.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
 }
+
+// `velero-wasm bench`: figures are printed, never asserted; the shape and the count of calls are.
+
+fn bench_args(extra: &[&str]) -> Vec<String> {
+    let fixtures = support::root().join("tests/fixtures/kubevirt");
+    let f = |p: &str| fixtures.join(p).display().to_string();
+    let mut args: Vec<String> = [
+        "bench",
+        "--stock",
+        "kubevirt",
+        "--action",
+        "kubevirt-velero-plugin/backup-virtualmachine-action",
+        "--item",
+        &f("cluster/vm-fedora-web-01.json"),
+        "--backup",
+        &f("velero/backup-nightly.json"),
+        "--cluster",
+        &f("cluster"),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.extend(extra.iter().map(|s| s.to_string()));
+    args
+}
+
+#[test]
+fn bench_makes_n_calls_and_reports_their_spread_and_capability_calls_as_json() {
+    let args = bench_args(&["-n", "7", "--warmup", "2", "--json"]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = velero_wasm(&args);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let figures = stdout_json(&out);
+    assert_eq!(figures["calls"], 7);
+    assert_eq!(figures["warmup"], 2);
+    for part in ["perCall", "instantiate"] {
+        for key in ["medianUs", "p90Us", "p99Us"] {
+            assert!(
+                figures[part][key].as_f64().is_some_and(|v| v > 0.0),
+                "{part}.{key}: {figures}"
+            );
+        }
+        assert!(figures[part]["medianUs"].as_f64() <= figures[part]["p99Us"].as_f64());
+    }
+    assert!(figures["callMedianUs"].is_number(), "{figures}");
+    assert!(figures["machine"]["cores"].as_u64().is_some_and(|n| n >= 1));
+    assert!(figures["machine"]["cpu"].is_string());
+    // The running VM's backup reads its VMI, two PVCs, the launcher pods and the backend PVCs and
+    // more: the same calls each time, so the total is 7 times one call's.
+    let calls = &figures["capabilityCalls"];
+    let each = calls["perCallMin"].as_u64().unwrap();
+    assert!(each >= 5, "{calls}");
+    assert_eq!(calls["perCallMax"].as_u64(), Some(each));
+    assert_eq!(calls["total"].as_u64(), Some(7 * each));
+}
+
+#[test]
+fn bench_prints_a_table_with_the_machine() {
+    let args = bench_args(&["-n", "3", "--warmup", "0"]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = velero_wasm(&args);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("on vm-fedora-web-01.json: 3 calls after 0 warm-up calls"),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("machine: ") && l.ends_with(" cores")),
+        "{text}"
+    );
+    let header = text.lines().find(|l| l.contains("median")).unwrap();
+    assert!(header.contains("p90") && header.contains("p99"), "{text}");
+    assert!(
+        text.contains("per call (instantiate + call, as served)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("instantiate (fresh store and instance)"),
+        "{text}"
+    );
+    assert!(text.contains("capability calls per call: "), "{text}");
+    for line in text.lines() {
+        assert!(
+            line.chars().count() <= 100,
+            "wider than 100 columns: {line}"
+        );
+    }
+}

@@ -6,6 +6,7 @@
 //! modules' grants need).
 
 mod actions;
+mod bench;
 mod build;
 mod install;
 mod module;
@@ -66,6 +67,8 @@ enum Command {
     Build(build::BuildArgs),
     /// Run the cases of test suites (YAML): each an action on an item, with its expected result.
     Test(test::TestArgs),
+    /// Measure one action on one item: warm-up, then N calls; median, p90, p99 and what they hold.
+    Bench(Box<bench::BenchArgs>),
 }
 
 /// Which stock modules load, and where modules beyond them come from.
@@ -133,6 +136,7 @@ pub fn main() -> ExitCode {
             Command::Module(command) => module::module(command),
             Command::Build(args) => build::build(args).await,
             Command::Test(args) => test::test(args).await,
+            Command::Bench(args) => bench::bench(*args).await,
         }
     });
     ExitCode::from(code)

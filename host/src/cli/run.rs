@@ -278,6 +278,11 @@ pub(super) async fn prepare(
 }
 
 impl Prepared {
+    /// The loaded runtime (`bench` instantiates the action's module on its own, to time that part).
+    pub(super) fn runtime(&self) -> &Runtime {
+        &self.runtime
+    }
+
     /// Calls the action once: the output `run` prints, or why it failed.
     pub(super) async fn call(&self) -> Result<Value, Failure> {
         let Prepared {
