@@ -2,8 +2,8 @@
 //! fixture cluster), `actions` (what is loaded, and what each module may do), `sign` (a signed
 //! object-store URL from the signing component), `module` (the operator's keys, packing and checking
 //! of modules), `build` (a module's crate to a pinned component), `install-plugin` (the plugin image's
-//! init container: the binary copies itself into Velero's plugin directory) and `rbac` (the RBAC the
-//! modules' grants need).
+//! init container: the binary copies itself into Velero's plugin directory), `rbac` (the RBAC the
+//! modules' grants need), `test` (suites of cases as data) and `bench` (one action's cost).
 
 mod actions;
 mod bench;

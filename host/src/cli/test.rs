@@ -206,7 +206,12 @@ pub async fn test(args: TestArgs) -> u8 {
         match load(file) {
             Ok((suite, text)) => suites.push((file, suite, text)),
             Err(message) => {
-                eprintln!("velero-wasm test: {message}");
+                let hint = if args.suites.is_empty() {
+                    " (name the suite files to run)"
+                } else {
+                    ""
+                };
+                eprintln!("velero-wasm test: {message}{hint}");
                 return EXIT_BAD_INPUT;
             }
         }
