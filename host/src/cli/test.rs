@@ -116,6 +116,8 @@ struct Expect {
     operation_id: Option<String>,
     /// The writes the action made, in order: each given field must equal the write's.
     cluster_writes: Option<Vec<Map<String, Value>>>,
+    /// The returned item equals the object in this file (JSON or YAML).
+    item: Option<PathBuf>,
 }
 
 impl Expect {
@@ -133,6 +135,7 @@ impl Expect {
             ("skipRestore", self.skip_restore.is_some()),
             ("operationId", self.operation_id.is_some()),
             ("pointers", self.pointers.is_some()),
+            ("item", self.item.is_some()),
             ("clusterWrites", self.cluster_writes.is_some()),
         ];
         for (key, present) in given {
@@ -190,6 +193,8 @@ struct Outcome {
     reasons: Vec<String>,
     /// The expectation `--update` would write, when the case failed and can be updated.
     observed: Option<String>,
+    /// The expected item file `--update` rewrites, with the item observed.
+    item_file: Option<(PathBuf, Value)>,
     updated: bool,
 }
 
@@ -334,17 +339,24 @@ async fn run_suite(file: &Path, suite: &Suite) -> Vec<Outcome> {
             Err(failure) => Err(failure),
         };
         let time = start.elapsed();
-        let reasons = check(&case.expect, &result);
+        let reasons = check(&case.expect, &result, &dir);
         let observed = if reasons.is_empty() {
             None
         } else {
             observed_expectation(&case.expect, &result)
+        };
+        let item_file = match (&observed, &case.expect.item, &result) {
+            (Some(_), Some(file), Ok(output)) => output
+                .get("item")
+                .map(|item| (dir.join(file), item.clone())),
+            _ => None,
         };
         outcomes.push(Outcome {
             name: case.name.clone(),
             time,
             reasons,
             observed,
+            item_file,
             updated: false,
         });
     }
@@ -383,7 +395,7 @@ fn run_args(dir: &Path, suite: &Suite, case: &Case) -> Result<RunArgs, Failure> 
 }
 
 /// Why the output of a case does not meet its expectations (empty: it does).
-fn check(expect: &Expect, result: &Result<Value, Failure>) -> Vec<String> {
+fn check(expect: &Expect, result: &Result<Value, Failure>, dir: &Path) -> Vec<String> {
     let output = match (result, &expect.error) {
         (Err(failure), Some(text)) if failure.message.contains(text.as_str()) => return vec![],
         (Err(failure), Some(text)) => {
@@ -466,6 +478,27 @@ fn check(expect: &Expect, result: &Result<Value, Failure>) -> Vec<String> {
             }
         }
     }
+    if let Some(file) = &expect.item {
+        let observed = output.get("item").unwrap_or(&Value::Null);
+        match crate::documents::read_object(&dir.join(file)) {
+            Err(e) => reasons.push(format!("item: {e}")),
+            Ok(expected) if &expected != observed => {
+                let mut lines = Vec::new();
+                differences("", &expected, observed, &mut lines);
+                let more = lines.len().saturating_sub(MAX_DIFF_LINES);
+                lines.truncate(MAX_DIFF_LINES);
+                if more > 0 {
+                    lines.push(format!("  … {more} more"));
+                }
+                reasons.push(format!(
+                    "item differs from {}:\n{}",
+                    file.display(),
+                    lines.join("\n")
+                ));
+            }
+            Ok(_) => {}
+        }
+    }
     if let Some(expected) = &expect.cluster_writes {
         let observed: Vec<Value> = output
             .get("clusterWrites")
@@ -487,6 +520,36 @@ fn check(expect: &Expect, result: &Result<Value, Failure>) -> Vec<String> {
         }
     }
     reasons
+}
+
+/// Where two JSON values differ, one line per JSON pointer: `- path: expected` and `+ path: got`.
+fn differences(path: &str, expected: &Value, observed: &Value, lines: &mut Vec<String>) {
+    match (expected, observed) {
+        (Value::Object(want), Value::Object(got)) => {
+            for (key, w) in want {
+                let at = format!("{path}/{}", key.replace('~', "~0").replace('/', "~1"));
+                match got.get(key) {
+                    Some(g) => differences(&at, w, g, lines),
+                    None => lines.push(format!("  - {at}: {}", compact(w))),
+                }
+            }
+            for (key, g) in got.iter().filter(|(k, _)| !want.contains_key(*k)) {
+                let at = format!("{path}/{}", key.replace('~', "~0").replace('/', "~1"));
+                lines.push(format!("  + {at}: {}", compact(g)));
+            }
+        }
+        (Value::Array(want), Value::Array(got)) if want.len() == got.len() => {
+            for (n, (w, g)) in want.iter().zip(got).enumerate() {
+                differences(&format!("{path}/{n}"), w, g, lines);
+            }
+        }
+        (w, g) if w != g => {
+            let at = if path.is_empty() { "/" } else { path };
+            lines.push(format!("  - {at}: {}", compact(w)));
+            lines.push(format!("  + {at}: {}", compact(g)));
+        }
+        _ => {}
+    }
 }
 
 /// A value as a short line of JSON, or `nothing` when absent.
@@ -627,6 +690,13 @@ fn observed_expectation(expect: &Expect, result: &Result<Value, Failure>) -> Opt
                     }
                 }
             }
+            "item" => {
+                let file = expect.item.as_deref().unwrap_or(Path::new(""));
+                text.push_str(&format!(
+                    "item: {}\n",
+                    yaml_string(&file.display().to_string())
+                ));
+            }
             "clusterWrites" => {
                 let writes = output
                     .get("clusterWrites")
@@ -686,6 +756,7 @@ fn update(
 ) -> Result<usize, String> {
     let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
     let mut count = 0;
+    let mut items = Vec::new();
     for (case, outcome) in suite.cases.iter().zip(outcomes.iter_mut()) {
         let Some(block) = &outcome.observed else {
             continue;
@@ -695,6 +766,7 @@ fn update(
                 lines = new;
                 outcome.updated = true;
                 count += 1;
+                items.extend(outcome.item_file.clone());
             }
             None => outcome.reasons.push(
                 "--update: cannot find this case's expect: block in block style; update it by hand"
@@ -717,6 +789,11 @@ fn update(
     })?;
     std::fs::write(file, new_text)
         .map_err(|e| format!("{}: cannot be written: {e}", file.display()))?;
+    for (path, item) in items {
+        let json = serde_json::to_string_pretty(&item).unwrap_or_default() + "\n";
+        std::fs::write(&path, json)
+            .map_err(|e| format!("{}: cannot be written: {e}", path.display()))?;
+    }
     Ok(count)
 }
 
@@ -954,6 +1031,27 @@ cases:
         assert_eq!(
             yaml_string("/metadata/labels/a~1b"),
             "/metadata/labels/a~1b"
+        );
+    }
+
+    #[test]
+    fn item_differences_are_listed_by_json_pointer() {
+        let want =
+            serde_json::json!({"metadata": {"labels": {"a/b": "x", "gone": "y"}}, "spec": [1, 2]});
+        let got =
+            serde_json::json!({"metadata": {"labels": {"a/b": "z", "new": 1}}, "spec": [1, 3]});
+        let mut lines = Vec::new();
+        differences("", &want, &got, &mut lines);
+        assert_eq!(
+            lines,
+            [
+                "  - /metadata/labels/a~1b: \"x\"",
+                "  + /metadata/labels/a~1b: \"z\"",
+                "  - /metadata/labels/gone: \"y\"",
+                "  + /metadata/labels/new: 1",
+                "  - /spec/1: 2",
+                "  + /spec/1: 3",
+            ]
         );
     }
 
