@@ -1263,3 +1263,307 @@ fn new_refuses_a_bad_name_and_a_directory_that_is_not_empty() {
         .join("count-pvcs/tests/fixtures/restore.json")
         .exists());
 }
+
+// `velero-wasm test`: suites of cases written as data (docs/suites.md).
+
+fn stdout(output: &std::process::Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+#[test]
+fn the_kubevirt_fixture_readme_passes_as_a_suite() {
+    let suite = support::root().join("tests/fixtures/kubevirt/suite.yaml");
+    let cases = std::fs::read_to_string(&suite)
+        .unwrap()
+        .lines()
+        .filter(|l| l.trim_start().starts_with("- name:"))
+        .count();
+    assert!(cases >= 25, "the suite holds the README's results");
+    let out = velero_wasm(&["test", suite.to_str().unwrap()]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}{}", stderr(&out));
+    assert!(
+        text.lines()
+            .any(|l| l == format!("{cases} passed, 0 failed")),
+        "{text}"
+    );
+    for line in text.lines() {
+        assert!(
+            line.chars().count() <= 100,
+            "wider than 100 columns: {line}"
+        );
+    }
+}
+
+/// A suite of two cases on the KubeVirt fixtures: the standalone VMI's backup, expected right, and
+/// the same backup with its second additional item named wrongly. Returns the suite file.
+fn two_case_suite(dir: &Path) -> std::path::PathBuf {
+    let fixtures = support::root().join("tests/fixtures/kubevirt");
+    let f = |p: &str| fixtures.join(p).display().to_string();
+    let case = |name: &str, scratch: &str| {
+        format!(
+            "  - name: {name}
+    action: kubevirt-velero-plugin/backup-virtualmachineinstance-action
+    item: {item}
+    backup: {backup}
+    cluster: [{cluster}]
+    expect:
+      # the launcher pod, the scratch PVC, the ConfigDrive Secret
+      additionalItems:
+        - {{group: \"\", resource: pods, namespace: vm-workloads, name: virt-launcher-batch-worker-7-p2w8k}}
+        - {{group: \"\", resource: persistentvolumeclaims, namespace: vm-workloads, name: {scratch}}}
+        - {{group: \"\", resource: secrets, namespace: vm-workloads, name: batch-worker-7-userdata}}
+",
+            item = f("cluster/vmi-batch-worker-7.json"),
+            backup = f("velero/backup-nightly.json"),
+            cluster = f("cluster"),
+        )
+    };
+    let text = format!(
+        "# two cases\nstock: kubevirt\ncases:\n{}\n{}",
+        case("names its pod PVC and Secret", "batch-scratch-7"),
+        case("names a PVC it does not have", "wrong-name")
+    );
+    write(dir, "suite.yaml", &text)
+}
+
+#[test]
+fn a_wrong_expectation_fails_with_exit_1_and_shows_what_differs() {
+    let dir = tempfile::tempdir().unwrap();
+    let suite = two_case_suite(dir.path());
+    let out = velero_wasm(&["test", suite.to_str().unwrap()]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    let row = |name: &str| {
+        text.lines()
+            .find(|l| l.contains(name))
+            .unwrap_or_else(|| panic!("no row for {name}: {text}"))
+            .to_string()
+    };
+    assert!(
+        row("names its pod PVC and Secret").contains(" ok "),
+        "{text}"
+    );
+    assert!(
+        row("names a PVC it does not have").contains(" FAIL "),
+        "{text}"
+    );
+    assert!(text.contains("additionalItems differ:"), "{text}");
+    assert!(
+        text.contains("- #2 persistentvolumeclaims vm-workloads/wrong-name"),
+        "{text}"
+    );
+    assert!(
+        text.contains("+ #2 persistentvolumeclaims vm-workloads/batch-scratch-7"),
+        "{text}"
+    );
+    assert!(text.lines().any(|l| l == "1 passed, 1 failed"), "{text}");
+}
+
+#[test]
+fn an_error_expected_of_a_run_that_succeeds_fails_the_case() {
+    let dir = tempfile::tempdir().unwrap();
+    let suite = two_case_suite(dir.path());
+    let text = std::fs::read_to_string(&suite).unwrap().replacen(
+        "      # the launcher pod",
+        "      error: not found\n      # the launcher pod",
+        1,
+    );
+    std::fs::write(&suite, text).unwrap();
+    let out = velero_wasm(&["test", suite.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stdout(&out).contains("expected a failure containing \"not found\", the run succeeded"),
+        "{}",
+        stdout(&out)
+    );
+}
+
+#[test]
+fn a_malformed_suite_exits_2_naming_the_file_and_the_line_and_runs_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let suite = two_case_suite(dir.path());
+    let text = std::fs::read_to_string(&suite).unwrap();
+    let typo = write(
+        dir.path(),
+        "typo.yaml",
+        &text.replacen("    expect:", "    expcet:", 1),
+    );
+    let out = velero_wasm(&["test", suite.to_str().unwrap(), typo.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let line = one_line(&out);
+    assert!(
+        line.contains(&typo.display().to_string()) && line.contains("expcet"),
+        "{line}"
+    );
+    assert!(line.contains("line 9"), "{line}");
+    assert!(out.stdout.is_empty(), "no case runs: {}", stdout(&out));
+
+    let missing = dir.path().join("missing.yaml");
+    let out = velero_wasm(&["test", missing.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(one_line(&out).contains("missing.yaml"));
+}
+
+#[test]
+fn junit_xml_counts_the_cases_and_the_failures() {
+    let dir = tempfile::tempdir().unwrap();
+    let suite = two_case_suite(dir.path());
+    let xml = dir.path().join("report.xml");
+    let out = velero_wasm(&[
+        "test",
+        suite.to_str().unwrap(),
+        "--junit",
+        xml.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = std::fs::read_to_string(&xml).unwrap();
+    let report = quick_junit::Report::deserialize_from_str(&text)
+        .unwrap_or_else(|e| panic!("not JUnit XML ({e}): {text}"));
+    assert_eq!((report.tests, report.failures, report.errors), (2, 1, 0));
+    assert_eq!(report.test_suites.len(), 1);
+    let cases = &report.test_suites[0].test_cases;
+    let failed: Vec<&str> = cases
+        .iter()
+        .filter(|c| !matches!(c.status, quick_junit::TestCaseStatus::Success { .. }))
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(failed, ["names a PVC it does not have"]);
+    assert!(text.contains("wrong-name"), "the failure says why: {text}");
+}
+
+#[test]
+fn update_rewrites_only_the_failing_expectation_and_the_suite_then_passes() {
+    let dir = tempfile::tempdir().unwrap();
+    let suite = two_case_suite(dir.path());
+    let before = std::fs::read_to_string(&suite).unwrap();
+    let out = velero_wasm(&["test", "--update", suite.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    assert!(stdout(&out).contains("UPDATED"), "{}", stdout(&out));
+    let after = std::fs::read_to_string(&suite).unwrap();
+    let (first_before, _) = before.split_once("\n\n").unwrap();
+    let (first_after, second_after) = after.split_once("\n\n").unwrap();
+    assert_eq!(
+        first_after, first_before,
+        "the passing case is left as written"
+    );
+    assert!(!second_after.contains("wrong-name"), "{after}");
+    assert!(second_after.contains("name: batch-scratch-7}"), "{after}");
+    assert!(after.starts_with("# two cases\n"), "comments stay: {after}");
+
+    let out = velero_wasm(&["test", suite.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    assert!(stdout(&out).lines().any(|l| l == "2 passed, 0 failed"));
+}
+
+#[test]
+fn a_case_without_a_cluster_never_reaches_a_live_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixtures = support::root().join("tests/fixtures/kubevirt");
+    let text = format!(
+        "stock: kubevirt
+cases:
+  - name: the VM's lookups find no cluster
+    action: kubevirt-velero-plugin/backup-virtualmachine-action
+    item: {}
+    backup: {}
+    expect:
+      error: 'no cluster is given: add cluster: PATH'
+",
+        fixtures.join("cluster/vm-fedora-web-01.json").display(),
+        fixtures.join("velero/backup-nightly.json").display()
+    );
+    let suite = write(dir.path(), "suite.yaml", &text);
+    let out = velero_wasm(&["test", suite.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+}
+
+// `velero-wasm bench`: figures are printed, never asserted; the shape and the count of calls are.
+
+fn bench_args(extra: &[&str]) -> Vec<String> {
+    let fixtures = support::root().join("tests/fixtures/kubevirt");
+    let f = |p: &str| fixtures.join(p).display().to_string();
+    let mut args: Vec<String> = [
+        "bench",
+        "--stock",
+        "kubevirt",
+        "--action",
+        "kubevirt-velero-plugin/backup-virtualmachine-action",
+        "--item",
+        &f("cluster/vm-fedora-web-01.json"),
+        "--backup",
+        &f("velero/backup-nightly.json"),
+        "--cluster",
+        &f("cluster"),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.extend(extra.iter().map(|s| s.to_string()));
+    args
+}
+
+#[test]
+fn bench_makes_n_calls_and_reports_their_spread_and_capability_calls_as_json() {
+    let args = bench_args(&["-n", "7", "--warmup", "2", "--json"]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = velero_wasm(&args);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let figures = stdout_json(&out);
+    assert_eq!(figures["calls"], 7);
+    assert_eq!(figures["warmup"], 2);
+    for part in ["perCall", "instantiate"] {
+        for key in ["medianUs", "p90Us", "p99Us"] {
+            assert!(
+                figures[part][key].as_f64().is_some_and(|v| v > 0.0),
+                "{part}.{key}: {figures}"
+            );
+        }
+        assert!(figures[part]["medianUs"].as_f64() <= figures[part]["p99Us"].as_f64());
+    }
+    assert!(figures["callMedianUs"].is_number(), "{figures}");
+    assert!(figures["machine"]["cores"].as_u64().is_some_and(|n| n >= 1));
+    assert!(figures["machine"]["cpu"].is_string());
+    // The running VM's backup reads its VMI, two PVCs, the launcher pods and the backend PVCs and
+    // more: the same calls each time, so the total is 7 times one call's.
+    let calls = &figures["capabilityCalls"];
+    let each = calls["perCallMin"].as_u64().unwrap();
+    assert!(each >= 5, "{calls}");
+    assert_eq!(calls["perCallMax"].as_u64(), Some(each));
+    assert_eq!(calls["total"].as_u64(), Some(7 * each));
+}
+
+#[test]
+fn bench_prints_a_table_with_the_machine() {
+    let args = bench_args(&["-n", "3", "--warmup", "0"]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = velero_wasm(&args);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("on vm-fedora-web-01.json: 3 calls after 0 warm-up calls"),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("machine: ") && l.ends_with(" cores")),
+        "{text}"
+    );
+    let header = text.lines().find(|l| l.contains("median")).unwrap();
+    assert!(header.contains("p90") && header.contains("p99"), "{text}");
+    assert!(
+        text.contains("per call (instantiate + call, as served)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("instantiate (fresh store and instance)"),
+        "{text}"
+    );
+    assert!(text.contains("capability calls per call: "), "{text}");
+    for line in text.lines() {
+        assert!(
+            line.chars().count() <= 100,
+            "wider than 100 columns: {line}"
+        );
+    }
+}

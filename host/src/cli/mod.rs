@@ -1,11 +1,13 @@
 //! The commands people run: `run` (a policy author's local loop: one action on one item, against a
 //! fixture cluster), `actions` (what is loaded, and what each module may do), `sign` (a signed
 //! object-store URL from the signing component), `module` (the operator's keys, packing and checking
-//! of modules), `new` (a module's crate to start from), `build` (a module's crate to a pinned component), `install-plugin` (the plugin image's
-//! init container: the binary copies itself into Velero's plugin directory) and `rbac` (the RBAC the
-//! modules' grants need).
+//! of modules), `new` (a module's crate to start from), `build` (a module's crate to a pinned
+//! component), `test` (suites of cases as data), `bench` (one action's cost), `install-plugin` (the
+//! plugin image's init container: the binary copies itself into Velero's plugin directory) and `rbac`
+//! (the RBAC the modules' grants need).
 
 mod actions;
+mod bench;
 mod build;
 mod install;
 mod module;
@@ -13,6 +15,7 @@ mod new;
 mod rbac;
 mod run;
 mod sign;
+mod test;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -67,6 +70,10 @@ enum Command {
     Build(build::BuildArgs),
     /// Start a module's crate: an action of the kind asked for, its manifest, unit tests, fixtures, a suite.
     New(new::NewArgs),
+    /// Run the cases of test suites (YAML): each an action on an item, with its expected result.
+    Test(test::TestArgs),
+    /// Measure one action on one item: warm-up, then N calls; median, p90, p99 and what they hold.
+    Bench(Box<bench::BenchArgs>),
 }
 
 /// Which stock modules load, and where modules beyond them come from.
@@ -134,6 +141,8 @@ pub fn main() -> ExitCode {
             Command::Module(command) => module::module(command),
             Command::Build(args) => build::build(args).await,
             Command::New(args) => new::new(args),
+            Command::Test(args) => test::test(args).await,
+            Command::Bench(args) => bench::bench(*args).await,
         }
     });
     ExitCode::from(code)

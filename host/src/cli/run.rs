@@ -38,73 +38,78 @@ use crate::runtime::{ActionEntry, CallError, Runtime};
 pub struct RunArgs {
     /// The action, by its Velero name (see `velero-wasm actions`).
     #[arg(long, value_name = "NAME")]
-    action: String,
+    pub(super) action: String,
 
     /// The item, as JSON or YAML. For restore actions, give the item as backed up: `run` first removes
     /// what Velero removes before restore actions run (status, uid, resourceVersion, …).
     #[arg(long, value_name = "FILE", required_unless_present = "operation_id")]
-    item: Option<PathBuf>,
+    pub(super) item: Option<PathBuf>,
 
     /// Instead of running the action on an item, ask it for the progress of the operation with this id
     /// (backup-v2 and restore-v2 actions), as Velero does from a later process.
     #[arg(long, value_name = "ID", conflicts_with_all = ["item", "item_from_backup"])]
-    operation_id: Option<String>,
+    pub(super) operation_id: Option<String>,
 
     /// With --operation-id: cancel the operation instead of asking for its progress.
     #[arg(long, requires = "operation_id")]
-    cancel: bool,
+    pub(super) cancel: bool,
 
     /// The namespace Velero runs in, as modules see it (the `environment` capability, `@velero` in
     /// grants). Default: the namespace of the --backup or --restore object.
     #[arg(long, value_name = "NAMESPACE")]
-    velero_namespace: Option<String>,
+    pub(super) velero_namespace: Option<String>,
 
     /// The velero.io/v1 Backup (for backup, item-block and delete actions).
     #[arg(long, value_name = "FILE")]
-    backup: Option<PathBuf>,
+    pub(super) backup: Option<PathBuf>,
 
     /// The velero.io/v1 Restore (for restore actions).
     #[arg(long, value_name = "FILE")]
-    restore: Option<PathBuf>,
+    pub(super) restore: Option<PathBuf>,
 
     /// The item as stored in the backup (restore actions; defaults to --item as given).
     #[arg(long, value_name = "FILE")]
-    item_from_backup: Option<PathBuf>,
+    pub(super) item_from_backup: Option<PathBuf>,
 
     /// Files or directories of objects that form the cluster the action sees (JSON or YAML, one or
     /// many per file, List kinds unwrapped). Repeatable.
     #[arg(long, value_name = "PATH", num_args = 1.., action = clap::ArgAction::Append)]
-    cluster: Vec<PathBuf>,
+    pub(super) cluster: Vec<PathBuf>,
 
     /// Without --cluster, the kubeconfig of the live cluster (default: KUBECONFIG, then
     /// ~/.kube/config; in a pod, its service account).
     #[arg(long, value_name = "FILE", conflicts_with_all = ["cluster", "replay"])]
-    kubeconfig: Option<PathBuf>,
+    pub(super) kubeconfig: Option<PathBuf>,
 
     /// Without --cluster, the kubeconfig context to use (default: its current context).
     #[arg(long, value_name = "NAME", conflicts_with_all = ["cluster", "replay"])]
-    context: Option<String>,
+    pub(super) context: Option<String>,
 
     /// Write every capability call and its answer to FILE (JSON Lines), for --replay: Kubernetes
     /// calls, outbound HTTP, granted environment variables and files, random bytes. The file holds
     /// what was sent and received (tokens in HTTP requests and answers, token files' contents, Secrets
     /// read from the cluster): treat a recording as a secret.
     #[arg(long, value_name = "FILE", conflicts_with = "replay")]
-    record: Option<PathBuf>,
+    pub(super) record: Option<PathBuf>,
 
     /// Answer every capability call from a recording made with --record; nothing is sent anywhere,
     /// no variable or file is read, and the clock and Velero's namespace are the recording's. A call
     /// that is not in the recording fails the run.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["cluster", "now"])]
-    replay: Option<PathBuf>,
+    pub(super) replay: Option<PathBuf>,
 
     /// Fix the clock: time starts at this instant (e.g. 2026-05-02T10:00:00Z) and moves only when the
     /// action sleeps; sleeps return at once.
     #[arg(long, value_name = "RFC3339")]
-    now: Option<String>,
+    pub(super) now: Option<String>,
 
     #[command(flatten)]
-    modules: ModuleArgs,
+    pub(super) modules: ModuleArgs,
+
+    /// Without --cluster or --replay, no cluster at all rather than the live one (`test`: a suite
+    /// never reaches a live cluster).
+    #[arg(skip)]
+    pub(super) offline: bool,
 }
 
 /// Runs the command; returns the exit status.
@@ -129,7 +134,31 @@ fn read(flag: &str, path: &Path) -> Result<Value, Failure> {
     read_object(path).map_err(|e| Failure::bad_input(format!("--{flag} {e}")))
 }
 
-async fn execute(args: RunArgs) -> Result<Value, Failure> {
+/// Runs the action once, as `run` does: what `run` prints, or why it failed.
+pub(super) async fn execute(args: RunArgs) -> Result<Value, Failure> {
+    prepare(args, |services| services).await?.call().await
+}
+
+/// A run with its inputs read, its cluster and modules loaded and its action found: ready to call
+/// (once for `run` and `test`, many times for `bench`).
+pub(super) struct Prepared {
+    args: RunArgs,
+    runtime: Runtime,
+    entry: ActionEntry,
+    item: Option<Value>,
+    subject: Value,
+    item_from_backup: Option<Value>,
+    recorder: Option<Arc<Recorder>>,
+    replay: Option<Arc<Replay>>,
+    writes: Arc<WriteLog>,
+}
+
+/// Reads the inputs of `args` and loads the modules, with the capabilities' services as `wrap`
+/// returns them (`bench` counts their calls).
+pub(super) async fn prepare(
+    args: RunArgs,
+    wrap: impl FnOnce(Services) -> Services,
+) -> Result<Prepared, Failure> {
     let now = match &args.now {
         None => None,
         Some(text) => Some(humantime::parse_rfc3339_weak(text).map_err(|e| {
@@ -182,6 +211,9 @@ async fn execute(args: RunArgs) -> Result<Value, Failure> {
                 .map_err(|e| Failure::bad_input(format!("--cluster {e}")))?,
         ),
         (true, Some(replay)) => Arc::new(Replayed::<KubeCall>::new(replay).map_err(replay_error)?),
+        (true, None) if args.offline => Arc::new(NoCluster::because(
+            "no cluster is given: add cluster: PATH (fixture files) or replay: FILE to the case",
+        )),
         (true, None) => live_cluster(&args).await?,
     };
     let mut services = Services::new(kube, clock, environment);
@@ -205,6 +237,7 @@ async fn execute(args: RunArgs) -> Result<Value, Failure> {
     // Outermost, so that what is recorded and replayed includes what the log itself reads.
     let writes = Arc::new(WriteLog::new(services.kube.clone()));
     services.kube = writes.clone();
+    let services = wrap(services);
 
     let (runtime, problems) = load_runtime(&args.modules, services).await?;
     for problem in &problems {
@@ -229,37 +262,74 @@ async fn execute(args: RunArgs) -> Result<Value, Failure> {
         }
         _ => {}
     }
+    Ok(Prepared {
+        args,
+        runtime,
+        entry,
+        item,
+        subject,
+        item_from_backup,
+        recorder,
+        replay,
+        writes,
+    })
+}
 
-    let subject_text = subject.to_string();
-    let mut output = Map::new();
-    let outcome = match (&args.operation_id, item) {
-        (Some(id), _) => {
-            operation(
-                &runtime,
-                &args.action,
-                kind,
-                id,
-                args.cancel,
-                subject_text,
-                &mut output,
-            )
-            .await?
-        }
-        (None, Some(item)) => {
-            let path = args.item.as_deref().unwrap_or(Path::new(""));
-            let call = ItemCall {
-                action: &args.action,
-                kind,
-                item,
-                path,
-                item_from_backup,
-                subject: &subject,
-            };
-            item_call(&runtime, &entry, call, &mut output).await?
-        }
-        (None, None) => return Err(Failure::bad_input("give --item FILE or --operation-id ID")),
-    };
-    finish(outcome, recorder, replay, &writes, output)
+impl Prepared {
+    /// The loaded runtime (`bench` instantiates the action's module on its own, to time that part).
+    pub(super) fn runtime(&self) -> &Runtime {
+        &self.runtime
+    }
+
+    /// Calls the action once: the output `run` prints, or why it failed.
+    pub(super) async fn call(&self) -> Result<Value, Failure> {
+        let Prepared {
+            args,
+            runtime,
+            entry,
+            subject,
+            ..
+        } = self;
+        let kind = entry.info().kind;
+        let subject_text = subject.to_string();
+        let mut output = Map::new();
+        let outcome = match (&args.operation_id, self.item.clone()) {
+            (Some(id), _) => {
+                operation(
+                    runtime,
+                    &args.action,
+                    kind,
+                    id,
+                    args.cancel,
+                    subject_text,
+                    &mut output,
+                )
+                .await?
+            }
+            (None, Some(item)) => {
+                let path = args.item.as_deref().unwrap_or(Path::new(""));
+                let call = ItemCall {
+                    action: &args.action,
+                    kind,
+                    item,
+                    path,
+                    item_from_backup: self.item_from_backup.clone(),
+                    subject,
+                };
+                item_call(runtime, entry, call, &mut output).await?
+            }
+            (None, None) => {
+                return Err(Failure::bad_input("give --item FILE or --operation-id ID"))
+            }
+        };
+        finish(
+            outcome,
+            self.recorder.as_ref(),
+            self.replay.as_ref(),
+            &self.writes,
+            output,
+        )
+    }
 }
 
 /// The inputs of one call on an item.
@@ -415,15 +485,15 @@ async fn item_call(
 /// status, and the writes the action made added to the output.
 fn finish(
     outcome: Result<(), CallError>,
-    recorder: Option<Arc<Recorder>>,
-    replay: Option<Arc<Replay>>,
+    recorder: Option<&Arc<Recorder>>,
+    replay: Option<&Arc<Replay>>,
     writes: &WriteLog,
     mut output: Map<String, Value>,
 ) -> Result<Value, Failure> {
-    if let Some(recorder) = &recorder {
+    if let Some(recorder) = recorder {
         recorder.finish().map_err(Failure::failed)?;
     }
-    if let Some(replay) = &replay {
+    if let Some(replay) = replay {
         let misses = replay.misses();
         if !misses.is_empty() {
             return Err(Failure::failed(format!(

@@ -1,0 +1,1072 @@
+//! `velero-wasm test [SUITE...]`: cases written as data (YAML), each run the way `velero-wasm run`
+//! runs one action on one item, its output checked against the case's expectations. A table for
+//! people, `--junit FILE` for CI, `--update` to take the observed output as the new expectation.
+//! The format is described in `docs/suites.md`.
+//!
+//! Exit status: 0 when every case passes, 1 when one fails, 2 when a suite cannot be read.
+
+use std::collections::HashSet;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use super::run::{self, RunArgs};
+use super::{Failure, ModuleArgs, EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK};
+use crate::modules::StockChoice;
+
+/// The suite read when none is named: where `velero-wasm new` puts it.
+const DEFAULT_SUITE: &str = "tests/suite.yaml";
+
+/// The largest suite file read.
+const MAX_SUITE: u64 = 4 << 20;
+
+/// The width of the table: a terminal's, with room to spare.
+const WIDTH: usize = 100;
+
+/// At most this many differing lines are shown per expectation.
+const MAX_DIFF_LINES: usize = 12;
+
+/// Arguments of `test`.
+#[derive(Debug, clap::Args)]
+pub struct TestArgs {
+    /// Suite files (YAML). Default: tests/suite.yaml.
+    #[arg(value_name = "SUITE")]
+    suites: Vec<PathBuf>,
+
+    /// Also write the results as JUnit XML to FILE (one test suite per suite file).
+    #[arg(long, value_name = "FILE")]
+    junit: Option<PathBuf>,
+
+    /// Rewrite the expectations of failing cases with what was observed, keeping the rest of the
+    /// file as written. Review the change before committing it.
+    #[arg(long)]
+    update: bool,
+}
+
+/// A suite file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Suite {
+    /// A module directory, as `run --modules`.
+    modules: Option<PathBuf>,
+    /// The stock modules, as `run --stock` (default: all).
+    stock: Option<String>,
+    cases: Vec<Case>,
+}
+
+/// One case: the inputs of one `run`, and what must hold of its output.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct Case {
+    name: String,
+    action: String,
+    item: PathBuf,
+    backup: Option<PathBuf>,
+    restore: Option<PathBuf>,
+    item_from_backup: Option<PathBuf>,
+    #[serde(default)]
+    cluster: Paths,
+    replay: Option<PathBuf>,
+    now: Option<String>,
+    velero_namespace: Option<String>,
+    #[serde(default)]
+    expect: Expect,
+}
+
+/// One path or a list of them.
+#[derive(Debug, Default, Deserialize)]
+#[serde(untagged)]
+enum Paths {
+    #[default]
+    None,
+    One(PathBuf),
+    Many(Vec<PathBuf>),
+}
+
+impl Paths {
+    fn list(&self) -> Vec<PathBuf> {
+        match self {
+            Paths::None => Vec::new(),
+            Paths::One(p) => vec![p.clone()],
+            Paths::Many(ps) => ps.clone(),
+        }
+    }
+}
+
+/// What must hold of a case's output; every key is optional, all given must hold.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct Expect {
+    /// The run fails and its message contains this.
+    error: Option<String>,
+    /// Exactly these additional items, in this order.
+    additional_items: Option<Vec<Id>>,
+    /// These additional items, in this order, among others.
+    additional_items_include: Option<Vec<Id>>,
+    /// Exactly these related items (item-block actions), in this order.
+    related_items: Option<Vec<Id>>,
+    /// JSON pointer into the returned item -> the value there.
+    pointers: Option<Map<String, Value>>,
+    /// Whether the restore action tells Velero to skip the item.
+    skip_restore: Option<bool>,
+    /// The operation id a v2 action returned (`""` when it started none).
+    operation_id: Option<String>,
+    /// The writes the action made, in order: each given field must equal the write's.
+    cluster_writes: Option<Vec<Map<String, Value>>>,
+    /// The returned item equals the object in this file (JSON or YAML).
+    item: Option<PathBuf>,
+}
+
+impl Expect {
+    /// The keys given, in the order they are written back by `--update`.
+    fn keys(&self) -> Vec<&'static str> {
+        let mut keys = Vec::new();
+        let given = [
+            ("error", self.error.is_some()),
+            ("additionalItems", self.additional_items.is_some()),
+            (
+                "additionalItemsInclude",
+                self.additional_items_include.is_some(),
+            ),
+            ("relatedItems", self.related_items.is_some()),
+            ("skipRestore", self.skip_restore.is_some()),
+            ("operationId", self.operation_id.is_some()),
+            ("pointers", self.pointers.is_some()),
+            ("item", self.item.is_some()),
+            ("clusterWrites", self.cluster_writes.is_some()),
+        ];
+        for (key, present) in given {
+            if present {
+                keys.push(key);
+            }
+        }
+        keys
+    }
+}
+
+/// A Kubernetes object as Velero names it: `{group, resource, namespace, name}`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Id {
+    #[serde(default)]
+    group: String,
+    resource: String,
+    #[serde(default)]
+    namespace: String,
+    name: String,
+}
+
+impl fmt::Display for Id {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let resource = if self.group.is_empty() {
+            self.resource.clone()
+        } else {
+            format!("{}.{}", self.resource, self.group)
+        };
+        write!(f, "{resource} {}/{}", self.namespace, self.name)
+    }
+}
+
+impl Id {
+    /// The YAML flow mapping `--update` writes.
+    fn to_yaml(&self) -> String {
+        let mut fields = vec![
+            format!("group: {}", yaml_string(&self.group)),
+            format!("resource: {}", yaml_string(&self.resource)),
+        ];
+        if !self.namespace.is_empty() {
+            fields.push(format!("namespace: {}", yaml_string(&self.namespace)));
+        }
+        fields.push(format!("name: {}", yaml_string(&self.name)));
+        format!("{{{}}}", fields.join(", "))
+    }
+}
+
+/// A case's result.
+struct Outcome {
+    name: String,
+    time: Duration,
+    /// Why the case failed, one entry per expectation that does not hold; empty when it passed.
+    reasons: Vec<String>,
+    /// The expectation `--update` would write, when the case failed and can be updated.
+    observed: Option<String>,
+    /// The expected item file `--update` rewrites, with the item observed.
+    item_file: Option<(PathBuf, Value)>,
+    updated: bool,
+}
+
+/// Runs the command; returns the exit status.
+pub async fn test(args: TestArgs) -> u8 {
+    let files = if args.suites.is_empty() {
+        vec![PathBuf::from(DEFAULT_SUITE)]
+    } else {
+        args.suites.clone()
+    };
+    // Every suite is read before any case runs: a typo in the last file is reported at once.
+    let mut suites = Vec::new();
+    for file in &files {
+        match load(file) {
+            Ok((suite, text)) => suites.push((file, suite, text)),
+            Err(message) => {
+                let hint = if args.suites.is_empty() {
+                    " (name the suite files to run)"
+                } else {
+                    ""
+                };
+                eprintln!("velero-wasm test: {message}{hint}");
+                return EXIT_BAD_INPUT;
+            }
+        }
+    }
+
+    let mut report = quick_junit::Report::new("velero-wasm test");
+    let (mut passed, mut failed, mut updated) = (0usize, 0usize, 0usize);
+    for (file, suite, text) in &suites {
+        println!("{}", file.display());
+        let outcomes = run_suite(file, suite).await;
+        let mut outcomes = outcomes;
+        if args.update {
+            match update(file, text, suite, &mut outcomes) {
+                Ok(n) if n > 0 => println!("  rewrote {n} expectations in {}", file.display()),
+                Ok(_) => {}
+                Err(message) => eprintln!("velero-wasm test: --update: {message}"),
+            }
+        }
+        for outcome in &outcomes {
+            print_row(outcome);
+            if outcome.reasons.is_empty() {
+                passed += 1;
+            } else if outcome.updated {
+                updated += 1;
+            } else {
+                failed += 1;
+            }
+        }
+        report.add_test_suite(junit_suite(file, &outcomes));
+    }
+    let mut summary = format!("{passed} passed, {failed} failed");
+    if updated > 0 {
+        summary.push_str(&format!(", {updated} updated"));
+    }
+    println!("{summary}");
+
+    if let Some(path) = &args.junit {
+        let written = report
+            .to_string()
+            .map_err(|e| e.to_string())
+            .and_then(|xml| std::fs::write(path, xml).map_err(|e| e.to_string()));
+        if let Err(e) = written {
+            eprintln!(
+                "velero-wasm test: --junit {}: cannot be written: {e}",
+                path.display()
+            );
+            return EXIT_FAILED;
+        }
+    }
+    if failed > 0 {
+        EXIT_FAILED
+    } else {
+        EXIT_OK
+    }
+}
+
+/// Reads and checks a suite file; the error names the file (and the line, for YAML errors).
+fn load(path: &Path) -> Result<(Suite, String), String> {
+    let at = path.display();
+    let bytes = crate::regular_file::read(path, MAX_SUITE).map_err(|e| format!("{at}: {e}"))?;
+    let text = String::from_utf8(bytes)
+        .map_err(|e| format!("{at}: cannot be read: it is not UTF-8 text ({e})"))?;
+    if let Some(line) =
+        crate::documents::nested_deeper_than(&text, crate::documents::MAX_YAML_DEPTH)
+    {
+        return Err(format!(
+            "{at}: invalid YAML: nested deeper than {} levels at line {line}",
+            crate::documents::MAX_YAML_DEPTH
+        ));
+    }
+    let suite = parse(&text).map_err(|e| format!("{at}: {e}"))?;
+    Ok((suite, text))
+}
+
+/// Parses a suite and checks what serde cannot: unique names, one of backup and restore.
+fn parse(text: &str) -> Result<Suite, String> {
+    let suite: Suite = serde_norway::from_str(text).map_err(|e| format!("invalid suite: {e}"))?;
+    if let Some(stock) = &suite.stock {
+        StockChoice::parse(stock).map_err(|e| format!("stock: {e}"))?;
+    }
+    let mut names = HashSet::new();
+    for (n, case) in suite.cases.iter().enumerate() {
+        let earlier = suite.cases[..n]
+            .iter()
+            .filter(|c| c.name == case.name)
+            .count();
+        let line = case_lines(text, &case.name)
+            .get(earlier)
+            .map(|l| format!("line {l}: "))
+            .unwrap_or_default();
+        let which = format!("{line}case {} ({:?})", n + 1, case.name);
+        if case.name.trim().is_empty() {
+            return Err(format!("{which}: the name is empty"));
+        }
+        if !names.insert(case.name.as_str()) {
+            return Err(format!(
+                "{which}: another case has this name; names must be unique"
+            ));
+        }
+        match (&case.backup, &case.restore) {
+            (Some(_), Some(_)) => return Err(format!("{which}: give backup or restore, not both")),
+            (None, None) => return Err(format!("{which}: give backup: FILE or restore: FILE")),
+            _ => {}
+        }
+        if case.replay.is_some() && !matches!(case.cluster, Paths::None) {
+            return Err(format!("{which}: give cluster or replay, not both"));
+        }
+    }
+    Ok(suite)
+}
+
+/// Runs every case of a suite, in order.
+async fn run_suite(file: &Path, suite: &Suite) -> Vec<Outcome> {
+    let dir = file.parent().unwrap_or(Path::new("")).to_path_buf();
+    let mut outcomes = Vec::new();
+    for case in &suite.cases {
+        let start = Instant::now();
+        let result = match run_args(&dir, suite, case) {
+            Ok(args) => run::execute(args).await,
+            Err(failure) => Err(failure),
+        };
+        let time = start.elapsed();
+        let reasons = check(&case.expect, &result, &dir);
+        let observed = if reasons.is_empty() {
+            None
+        } else {
+            observed_expectation(&case.expect, &result)
+        };
+        let item_file = match (&observed, &case.expect.item, &result) {
+            (Some(_), Some(file), Ok(output)) => output
+                .get("item")
+                .map(|item| (dir.join(file), item.clone())),
+            _ => None,
+        };
+        outcomes.push(Outcome {
+            name: case.name.clone(),
+            time,
+            reasons,
+            observed,
+            item_file,
+            updated: false,
+        });
+    }
+    outcomes
+}
+
+/// The arguments `run` would be given for a case, paths taken from the suite's directory.
+fn run_args(dir: &Path, suite: &Suite, case: &Case) -> Result<RunArgs, Failure> {
+    let at = |p: &PathBuf| dir.join(p);
+    let stock = match &suite.stock {
+        Some(text) => StockChoice::parse(text).map_err(|e| Failure::bad_input(e.to_string()))?,
+        None => StockChoice::All,
+    };
+    Ok(RunArgs {
+        action: case.action.clone(),
+        item: Some(at(&case.item)),
+        operation_id: None,
+        cancel: false,
+        velero_namespace: case.velero_namespace.clone(),
+        backup: case.backup.as_ref().map(at),
+        restore: case.restore.as_ref().map(at),
+        item_from_backup: case.item_from_backup.as_ref().map(at),
+        cluster: case.cluster.list().iter().map(at).collect(),
+        kubeconfig: None,
+        context: None,
+        record: None,
+        replay: case.replay.as_ref().map(at),
+        now: case.now.clone(),
+        modules: ModuleArgs {
+            modules: suite.modules.as_ref().map(at),
+            stock,
+            trusted_keys: std::env::var_os("VELERO_WASM_TRUSTED_KEYS").map(PathBuf::from),
+        },
+        offline: true,
+    })
+}
+
+/// Why the output of a case does not meet its expectations (empty: it does).
+fn check(expect: &Expect, result: &Result<Value, Failure>, dir: &Path) -> Vec<String> {
+    let output = match (result, &expect.error) {
+        (Err(failure), Some(text)) if failure.message.contains(text.as_str()) => return vec![],
+        (Err(failure), Some(text)) => {
+            return vec![format!(
+                "error: expected a message containing {text:?}, got:\n  {}",
+                failure.message
+            )]
+        }
+        (Err(failure), None) => {
+            let what = if failure.code == EXIT_BAD_INPUT {
+                "bad input"
+            } else {
+                "the run failed"
+            };
+            return vec![format!("{what}: {}", failure.message)];
+        }
+        (Ok(_), Some(text)) => {
+            return vec![format!(
+                "error: expected a failure containing {text:?}, the run succeeded"
+            )]
+        }
+        (Ok(output), None) => output,
+    };
+    let mut reasons = Vec::new();
+    for (key, expected) in [
+        ("additionalItems", &expect.additional_items),
+        ("relatedItems", &expect.related_items),
+    ] {
+        if let Some(expected) = expected {
+            let observed = ids(output, key);
+            if &observed != expected {
+                reasons.push(format!("{key} differ:\n{}", diff(expected, &observed)));
+            }
+        }
+    }
+    if let Some(expected) = &expect.additional_items_include {
+        let observed = ids(output, "additionalItems");
+        let mut rest = observed.iter();
+        let missing: Vec<&Id> = expected
+            .iter()
+            .filter(|id| !rest.any(|o| o == *id))
+            .collect();
+        if !missing.is_empty() {
+            let lines: Vec<String> = missing.iter().map(|id| format!("  - {id}")).collect();
+            reasons.push(format!(
+                "additionalItemsInclude: not among the {} additional items, in this order:\n{}",
+                observed.len(),
+                lines.join("\n")
+            ));
+        }
+    }
+    if let Some(expected) = expect.skip_restore {
+        let observed = output.get("skipRestore").and_then(Value::as_bool);
+        if observed != Some(expected) {
+            reasons.push(format!(
+                "skipRestore: expected {expected}, got {}",
+                shown(output.get("skipRestore"))
+            ));
+        }
+    }
+    if let Some(expected) = &expect.operation_id {
+        let observed = output.get("operationId").and_then(Value::as_str);
+        if observed != Some(expected.as_str()) {
+            reasons.push(format!(
+                "operationId: expected {expected:?}, got {}",
+                shown(output.get("operationId"))
+            ));
+        }
+    }
+    if let Some(pointers) = &expect.pointers {
+        let item = output.get("item").unwrap_or(&Value::Null);
+        for (pointer, expected) in pointers {
+            let observed = item.pointer(pointer);
+            if observed != Some(expected) {
+                reasons.push(format!(
+                    "pointers: {pointer}:\n  expected {}\n  got      {}",
+                    compact(expected),
+                    shown(observed)
+                ));
+            }
+        }
+    }
+    if let Some(file) = &expect.item {
+        let observed = output.get("item").unwrap_or(&Value::Null);
+        match crate::documents::read_object(&dir.join(file)) {
+            Err(e) => reasons.push(format!("item: {e}")),
+            Ok(expected) if &expected != observed => {
+                let mut lines = Vec::new();
+                differences("", &expected, observed, &mut lines);
+                let more = lines.len().saturating_sub(MAX_DIFF_LINES);
+                lines.truncate(MAX_DIFF_LINES);
+                if more > 0 {
+                    lines.push(format!("  … {more} more"));
+                }
+                reasons.push(format!(
+                    "item differs from {}:\n{}",
+                    file.display(),
+                    lines.join("\n")
+                ));
+            }
+            Ok(_) => {}
+        }
+    }
+    if let Some(expected) = &expect.cluster_writes {
+        let observed: Vec<Value> = output
+            .get("clusterWrites")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let matches = |want: &Map<String, Value>, got: &Value| {
+            want.iter().all(|(k, v)| got.get(k) == Some(v))
+        };
+        let same = expected.len() == observed.len()
+            && expected.iter().zip(&observed).all(|(w, g)| matches(w, g));
+        if !same {
+            let want: Vec<String> = expected.iter().map(compact_map).collect();
+            let got: Vec<String> = observed.iter().map(write_summary).collect();
+            reasons.push(format!(
+                "clusterWrites differ:\n{}",
+                diff_lines(&want, &got)
+            ));
+        }
+    }
+    reasons
+}
+
+/// Where two JSON values differ, one line per JSON pointer: `- path: expected` and `+ path: got`.
+fn differences(path: &str, expected: &Value, observed: &Value, lines: &mut Vec<String>) {
+    match (expected, observed) {
+        (Value::Object(want), Value::Object(got)) => {
+            for (key, w) in want {
+                let at = format!("{path}/{}", key.replace('~', "~0").replace('/', "~1"));
+                match got.get(key) {
+                    Some(g) => differences(&at, w, g, lines),
+                    None => lines.push(format!("  - {at}: {}", compact(w))),
+                }
+            }
+            for (key, g) in got.iter().filter(|(k, _)| !want.contains_key(*k)) {
+                let at = format!("{path}/{}", key.replace('~', "~0").replace('/', "~1"));
+                lines.push(format!("  + {at}: {}", compact(g)));
+            }
+        }
+        (Value::Array(want), Value::Array(got)) if want.len() == got.len() => {
+            for (n, (w, g)) in want.iter().zip(got).enumerate() {
+                differences(&format!("{path}/{n}"), w, g, lines);
+            }
+        }
+        (w, g) if w != g => {
+            let at = if path.is_empty() { "/" } else { path };
+            lines.push(format!("  - {at}: {}", compact(w)));
+            lines.push(format!("  + {at}: {}", compact(g)));
+        }
+        _ => {}
+    }
+}
+
+/// A value as a short line of JSON, or `nothing` when absent.
+fn shown(value: Option<&Value>) -> String {
+    value.map(compact).unwrap_or_else(|| "nothing".into())
+}
+
+/// A value as JSON on one line, cut to fit the table.
+fn compact(value: &Value) -> String {
+    cut(&value.to_string(), 80)
+}
+
+fn compact_map(map: &Map<String, Value>) -> String {
+    compact(&Value::Object(map.clone()))
+}
+
+/// A cluster write as one line: the fields a suite usually names.
+fn write_summary(write: &Value) -> String {
+    let mut map = Map::new();
+    for key in ["verb", "kind", "namespace", "name"] {
+        if let Some(v) = write.get(key) {
+            map.insert(key.into(), v.clone());
+        }
+    }
+    compact(&Value::Object(map))
+}
+
+/// The identifiers under `key` in a run's output.
+fn ids(output: &Value, key: &str) -> Vec<Id> {
+    output
+        .get(key)
+        .and_then(Value::as_array)
+        .map(|items| {
+            items
+                .iter()
+                .filter_map(|v| serde_json::from_value::<Id>(v.clone()).ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// What differs between the expected and the observed list: `-` lines only expected, `+` lines
+/// only observed, each with its position, found through their longest common subsequence.
+fn diff(expected: &[Id], observed: &[Id]) -> String {
+    let want: Vec<String> = expected.iter().map(Id::to_string).collect();
+    let got: Vec<String> = observed.iter().map(Id::to_string).collect();
+    diff_lines(&want, &got)
+}
+
+fn diff_lines(want: &[String], got: &[String]) -> String {
+    let (n, m) = (want.len(), got.len());
+    // common[i][j]: the longest common subsequence of want[i..] and got[j..].
+    let mut common = vec![vec![0usize; m + 1]; n + 1];
+    for i in (0..n).rev() {
+        for j in (0..m).rev() {
+            common[i][j] = if want[i] == got[j] {
+                common[i + 1][j + 1] + 1
+            } else {
+                common[i + 1][j].max(common[i][j + 1])
+            };
+        }
+    }
+    let mut lines = Vec::new();
+    let (mut i, mut j) = (0, 0);
+    while i < n || j < m {
+        if i < n && j < m && want[i] == got[j] {
+            i += 1;
+            j += 1;
+        } else if i < n && (j == m || common[i + 1][j] >= common[i][j + 1]) {
+            lines.push(format!("  - #{} {}", i + 1, want[i]));
+            i += 1;
+        } else {
+            lines.push(format!("  + #{} {}", j + 1, got[j]));
+            j += 1;
+        }
+    }
+    let more = lines.len().saturating_sub(MAX_DIFF_LINES);
+    lines.truncate(MAX_DIFF_LINES);
+    if more > 0 {
+        lines.push(format!("  … {more} more"));
+    }
+    lines.push(format!("  ({n} expected, {m} observed)"));
+    lines.join("\n")
+}
+
+/// The `expect:` block `--update` writes for a failing case: the keys the case had, with the values
+/// observed. None when the failure is not one an expectation can record (bad input).
+fn observed_expectation(expect: &Expect, result: &Result<Value, Failure>) -> Option<String> {
+    let output = match result {
+        Err(failure) if failure.code == EXIT_BAD_INPUT && expect.error.is_none() => return None,
+        Err(failure) => return Some(format!("error: {}\n", yaml_string(&failure.message))),
+        Ok(output) => output,
+    };
+    let mut keys: Vec<&str> = expect
+        .keys()
+        .into_iter()
+        .filter(|k| *k != "error")
+        .collect();
+    if keys.is_empty() {
+        keys = ["additionalItems", "relatedItems", "skipRestore"]
+            .into_iter()
+            .filter(|k| output.get(*k).is_some())
+            .collect();
+    }
+    let mut text = String::new();
+    for key in keys {
+        match key {
+            "additionalItems" | "relatedItems" | "additionalItemsInclude" => {
+                let source = if key == "relatedItems" {
+                    "relatedItems"
+                } else {
+                    "additionalItems"
+                };
+                let ids = ids(output, source);
+                if ids.is_empty() {
+                    text.push_str(&format!("{key}: []\n"));
+                } else {
+                    text.push_str(&format!("{key}:\n"));
+                    for id in ids {
+                        text.push_str(&format!("  - {}\n", id.to_yaml()));
+                    }
+                }
+            }
+            "skipRestore" | "operationId" => {
+                let value = output.get(key).cloned().unwrap_or(Value::Null);
+                text.push_str(&format!("{key}: {}\n", yaml_value(&value)));
+            }
+            "pointers" => {
+                let item = output.get("item").unwrap_or(&Value::Null);
+                text.push_str("pointers:\n");
+                for pointer in expect.pointers.iter().flat_map(|p| p.keys()) {
+                    if let Some(value) = item.pointer(pointer) {
+                        text.push_str(&format!(
+                            "  {}: {}\n",
+                            yaml_string(pointer),
+                            yaml_value(value)
+                        ));
+                    }
+                }
+            }
+            "item" => {
+                let file = expect.item.as_deref().unwrap_or(Path::new(""));
+                text.push_str(&format!(
+                    "item: {}\n",
+                    yaml_string(&file.display().to_string())
+                ));
+            }
+            "clusterWrites" => {
+                let writes = output
+                    .get("clusterWrites")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default();
+                if writes.is_empty() {
+                    text.push_str("clusterWrites: []\n");
+                } else {
+                    text.push_str("clusterWrites:\n");
+                    for write in writes {
+                        let fields: Vec<String> =
+                            ["verb", "apiVersion", "kind", "namespace", "name"]
+                                .iter()
+                                .filter_map(|k| write.get(*k).map(|v| (k, v)))
+                                .filter(|(_, v)| v.as_str() != Some(""))
+                                .map(|(k, v)| format!("{k}: {}", yaml_value(v)))
+                                .collect();
+                        text.push_str(&format!("  - {{{}}}\n", fields.join(", ")));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    Some(text)
+}
+
+/// A string as a YAML scalar: plain when YAML reads it back as that same string, else quoted.
+fn yaml_string(text: &str) -> String {
+    let plain = !text.is_empty()
+        && !text.contains(['\n', '{', '}', '[', ']', ',', '#', '"', '\''])
+        && text.trim() == text
+        && matches!(serde_norway::from_str::<Value>(text), Ok(Value::String(s)) if s == text);
+    if plain {
+        text.to_string()
+    } else {
+        Value::String(text.to_string()).to_string()
+    }
+}
+
+/// A JSON value as YAML on one line (flow style; JSON's quoted strings are YAML's too).
+fn yaml_value(value: &Value) -> String {
+    match value {
+        Value::String(s) => yaml_string(s),
+        other => other.to_string(),
+    }
+}
+
+/// Rewrites the expectations of the failing cases of one suite file (`--update`); returns how many.
+/// The rest of the file stays as written. The new text must parse as a suite before it is written.
+fn update(
+    file: &Path,
+    text: &str,
+    suite: &Suite,
+    outcomes: &mut [Outcome],
+) -> Result<usize, String> {
+    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    let mut count = 0;
+    let mut items = Vec::new();
+    for (case, outcome) in suite.cases.iter().zip(outcomes.iter_mut()) {
+        let Some(block) = &outcome.observed else {
+            continue;
+        };
+        match replace_expect(&lines, &case.name, block) {
+            Some(new) => {
+                lines = new;
+                outcome.updated = true;
+                count += 1;
+                items.extend(outcome.item_file.clone());
+            }
+            None => outcome.reasons.push(
+                "--update: cannot find this case's expect: block in block style; update it by hand"
+                    .to_string(),
+            ),
+        }
+    }
+    if count == 0 {
+        return Ok(0);
+    }
+    let mut new_text = lines.join("\n");
+    if text.ends_with('\n') {
+        new_text.push('\n');
+    }
+    parse(&new_text).map_err(|e| {
+        format!(
+            "{}: the rewritten suite would not read back ({e}); nothing written",
+            file.display()
+        )
+    })?;
+    std::fs::write(file, new_text)
+        .map_err(|e| format!("{}: cannot be written: {e}", file.display()))?;
+    for (path, item) in items {
+        let json = serde_json::to_string_pretty(&item).unwrap_or_default() + "\n";
+        std::fs::write(&path, json)
+            .map_err(|e| format!("{}: cannot be written: {e}", path.display()))?;
+    }
+    Ok(count)
+}
+
+/// The indentation of a line, and whether it holds anything but a comment.
+fn indent(line: &str) -> (usize, bool) {
+    let content = line.trim_start();
+    (
+        line.len() - content.len(),
+        !(content.is_empty() || content.starts_with('#')),
+    )
+}
+
+/// The 1-based lines of the `name:` of the cases called `name` (block style only).
+fn case_lines(text: &str, name: &str) -> Vec<usize> {
+    let lines: Vec<String> = text.lines().map(str::to_string).collect();
+    let mut found = Vec::new();
+    let mut from = 0;
+    while let Some((_, line, _)) = find_case_from(&lines, name, from) {
+        found.push(line + 1);
+        from = line + 1;
+    }
+    found
+}
+
+/// Where a case is: the line of its `- `, the line of its `name:`, and the column of its keys.
+fn find_case(lines: &[String], name: &str) -> Option<(usize, usize, usize)> {
+    find_case_from(lines, name, 0)
+}
+
+fn find_case_from(lines: &[String], name: &str, from: usize) -> Option<(usize, usize, usize)> {
+    for (n, line) in lines.iter().enumerate().skip(from) {
+        let content = line.trim_start();
+        let (lead, after_dash) = match content.strip_prefix("- ") {
+            Some(rest) => (line.len() - rest.trim_start().len(), rest.trim_start()),
+            None => (line.len() - content.len(), content),
+        };
+        let Some(value) = after_dash.strip_prefix("name:") else {
+            continue;
+        };
+        let value = value.split(" #").next().unwrap_or("").trim();
+        if serde_norway::from_str::<String>(value).ok().as_deref() != Some(name) {
+            continue;
+        }
+        let column = lead;
+        // The case's `- ` is on this line or above it, two columns left of its keys.
+        let dash = column.checked_sub(2)?;
+        let start = (0..=n).rev().find(|&k| {
+            let l = &lines[k];
+            l.get(..dash).is_some_and(|b| b.trim().is_empty())
+                && l.get(dash..).is_some_and(|a| a.starts_with("- "))
+        })?;
+        return Some((start, n, column));
+    }
+    None
+}
+
+/// `lines` with the `expect:` block of case `name` replaced by `block` (or added when it has none).
+fn replace_expect(lines: &[String], name: &str, block: &str) -> Option<Vec<String>> {
+    let (start, _, column) = find_case(lines, name)?;
+    // The case ends before the first line (not blank, not a comment) indented less than its keys.
+    let end = (start + 1..lines.len())
+        .find(|&k| {
+            let (i, content) = indent(&lines[k]);
+            content && i < column
+        })
+        .unwrap_or(lines.len());
+    let key_at = |k: usize, key: &str| {
+        let l = &lines[k];
+        l.get(column..).is_some_and(|a| a.starts_with(key))
+            && l.get(..column).is_some_and(|before| {
+                before.trim().is_empty() || (k == start && before.trim() == "-")
+            })
+    };
+    let new_block: Vec<String> = std::iter::once(format!("{}expect:", " ".repeat(column)))
+        .chain(
+            block
+                .lines()
+                .map(|l| format!("{}{l}", " ".repeat(column + 2))),
+        )
+        .collect();
+    let mut out = lines.to_vec();
+    match (start..end).find(|&k| key_at(k, "expect:")) {
+        Some(at) => {
+            // The block: lines indented more than the keys, up to the last that holds something.
+            let mut last = at;
+            for (k, line) in lines.iter().enumerate().take(end).skip(at + 1) {
+                let (i, content) = indent(line);
+                if content && i <= column {
+                    break;
+                }
+                if content {
+                    last = k;
+                }
+            }
+            if at == start {
+                // `- expect:` opens the case: keep the dash.
+                let mut first = new_block.clone();
+                first[0] = format!("{}- expect:", " ".repeat(column - 2));
+                out.splice(at..=last, first);
+            } else {
+                out.splice(at..=last, new_block);
+            }
+        }
+        None => {
+            let last = (start..end)
+                .rev()
+                .find(|&k| indent(&lines[k]).1)
+                .unwrap_or(start);
+            out.splice(last + 1..last + 1, new_block);
+        }
+    }
+    Some(out)
+}
+
+/// One row of the table: the case, its result, its time; then why it failed.
+fn print_row(outcome: &Outcome) {
+    let result = match (outcome.reasons.is_empty(), outcome.updated) {
+        (true, _) => "ok",
+        (false, true) => "UPDATED",
+        (false, false) => "FAIL",
+    };
+    let time = format!("{:.2} s", outcome.time.as_secs_f64());
+    let name_width = WIDTH - 2 - 2 - 7 - 1 - 8;
+    println!(
+        "  {:<name_width$}  {result:<7} {time:>8}",
+        cut(&outcome.name, name_width)
+    );
+    if outcome.updated {
+        return;
+    }
+    for reason in &outcome.reasons {
+        for line in reason.lines() {
+            println!("      {}", cut(line, WIDTH - 6));
+        }
+    }
+}
+
+/// `text` cut to `width` characters, an ellipsis marking the cut.
+fn cut(text: &str, width: usize) -> String {
+    if text.chars().count() <= width {
+        return text.to_string();
+    }
+    let mut out: String = text.chars().take(width.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
+/// One JUnit test suite: the suite file, a test case per case.
+fn junit_suite(file: &Path, outcomes: &[Outcome]) -> quick_junit::TestSuite {
+    use quick_junit::{NonSuccessKind, TestCase, TestCaseStatus, TestSuite};
+    let mut suite = TestSuite::new(file.display().to_string());
+    let mut total = Duration::ZERO;
+    for outcome in outcomes {
+        let status = if outcome.reasons.is_empty() {
+            TestCaseStatus::success()
+        } else {
+            let mut status = TestCaseStatus::non_success(NonSuccessKind::Failure);
+            let first = outcome.reasons[0].lines().next().unwrap_or("");
+            status.set_message(first.to_string());
+            status.set_description(outcome.reasons.join("\n"));
+            status
+        };
+        let mut case = TestCase::new(outcome.name.clone(), status);
+        case.set_classname(file.display().to_string());
+        case.set_time(outcome.time);
+        total += outcome.time;
+        suite.add_test_case(case);
+    }
+    suite.set_time(total);
+    suite
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SUITE: &str = "\
+# a comment that stays
+cases:
+  - name: first
+    action: a
+    item: i.json
+    backup: b.json
+    expect:
+      additionalItems:
+        - {group: \"\", resource: pods, namespace: ns, name: old}
+    # a comment after the case
+
+  - name: second
+    action: a
+    item: i.json
+    backup: b.json
+";
+
+    #[test]
+    fn unknown_keys_and_duplicate_names_are_refused_with_the_line() {
+        let typo = SUITE.replace("expect:", "expcet:");
+        let e = parse(&typo).unwrap_err();
+        assert!(e.contains("expcet") && e.contains("line"), "{e}");
+        let twice = SUITE.replace("name: second", "name: first");
+        let e = parse(&twice).unwrap_err();
+        assert!(e.contains("line 12") && e.contains("unique"), "{e}");
+    }
+
+    #[test]
+    fn update_replaces_only_the_expect_block_of_the_case() {
+        let lines: Vec<String> = SUITE.lines().map(str::to_string).collect();
+        let block =
+            "additionalItems:\n  - {group: \"\", resource: pods, namespace: ns, name: new}\n";
+        let out = replace_expect(&lines, "first", block).unwrap().join("\n");
+        assert!(
+            out.contains("name: new}") && !out.contains("name: old}"),
+            "{out}"
+        );
+        assert!(
+            out.contains("# a comment that stays") && out.contains("# a comment after the case")
+        );
+        let added = replace_expect(&lines, "second", "skipRestore: true\n")
+            .unwrap()
+            .join("\n");
+        assert!(
+            added.ends_with("    expect:\n      skipRestore: true"),
+            "{added}"
+        );
+        let suite = parse(&added).unwrap();
+        assert_eq!(suite.cases[1].expect.skip_restore, Some(true));
+    }
+
+    #[test]
+    fn strings_are_plain_only_when_yaml_reads_them_back() {
+        assert_eq!(yaml_string("pods"), "pods");
+        assert_eq!(yaml_string(""), "\"\"");
+        assert_eq!(yaml_string("true"), "\"true\"");
+        assert_eq!(yaml_string("a: b"), "\"a: b\"");
+        assert_eq!(
+            yaml_string("/metadata/labels/a~1b"),
+            "/metadata/labels/a~1b"
+        );
+    }
+
+    #[test]
+    fn item_differences_are_listed_by_json_pointer() {
+        let want =
+            serde_json::json!({"metadata": {"labels": {"a/b": "x", "gone": "y"}}, "spec": [1, 2]});
+        let got =
+            serde_json::json!({"metadata": {"labels": {"a/b": "z", "new": 1}}, "spec": [1, 3]});
+        let mut lines = Vec::new();
+        differences("", &want, &got, &mut lines);
+        assert_eq!(
+            lines,
+            [
+                "  - /metadata/labels/a~1b: \"x\"",
+                "  + /metadata/labels/a~1b: \"z\"",
+                "  - /metadata/labels/gone: \"y\"",
+                "  + /metadata/labels/new: 1",
+                "  - /spec/1: 2",
+                "  + /spec/1: 3",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_moved_item_shows_as_removed_and_added() {
+        let id = |n: &str| Id {
+            group: String::new(),
+            resource: "pods".into(),
+            namespace: "ns".into(),
+            name: n.into(),
+        };
+        let d = diff(&[id("a"), id("b"), id("c")], &[id("a"), id("c"), id("b")]);
+        assert!(
+            d.contains("- #") && d.contains("+ #") && d.contains("(3 expected, 3 observed)"),
+            "{d}"
+        );
+    }
+}
