@@ -1203,10 +1203,6 @@ fn the_authoring_guide_runs_as_written() {
         configmap.contains("velero-wasm.io/module: count-pvcs"),
         "{configmap}"
     );
-
-    // after merge with suites: run `velero-wasm test tests/suite.yaml` in `crate_dir` (same env as
-    // above) and assert exit 0 with the case's name in its output, and turn the guide's `sh` block of
-    // step 4 into a `console` block showing that output.
 }
 
 #[test]

@@ -202,6 +202,13 @@ impl Runtime {
             warnings,
         };
         let (module, origin) = (loaded.name.to_string(), loaded.origin.to_string());
+        tracing::debug!(
+            module = %module,
+            origin = %origin,
+            actions = report.actions,
+            compiled = described_now,
+            "module loaded (compiled now, or from its kept description)"
+        );
         self.registry.install(loaded).map_err(|problem| LoadError {
             module,
             origin,
