@@ -364,6 +364,10 @@ impl Parser {
                         .map_err(|m| err(pos, format!("invalid label value '{v}': {m}")))?;
                     values.push(v);
                     match self.expect_next("',' or ')'")? {
+                        // `in (a,)` selects the empty value too, as apimachinery does.
+                        (_, Token::Comma) if matches!(self.peek(), Some((_, Token::Close))) => {
+                            values.push(String::new());
+                        }
                         (_, Token::Comma) => continue,
                         (_, Token::Close) => break,
                         (pos, t) => {
@@ -379,6 +383,10 @@ impl Parser {
         if values.is_empty() {
             values.push(String::new());
         }
+        // A set, as apimachinery keeps it: each value once (in the order first written), so that
+        // what a selector prints reads back as the same selector.
+        let mut seen = std::collections::BTreeSet::new();
+        values.retain(|v| seen.insert(v.clone()));
         Ok(values)
     }
 }
@@ -476,6 +484,22 @@ mod tests {
     #[test]
     fn existence_and_comparisons() {
         assert!(sel("velero.io/plugin-config").matches(&[("velero.io/plugin-config", "")]));
+        // Empty values in sets, as apimachinery reads them, and printed so that they read back.
+        for (text, values) in [
+            ("a in (x,)", vec!["x", ""]),
+            ("a in (,x)", vec!["", "x"]),
+            ("a in (x,,y)", vec!["x", "", "y"]),
+            ("a in ()", vec![""]),
+            ("a in (x,x,,,y,)", vec!["x", "", "y"]),
+        ] {
+            let s = sel(text);
+            let Operator::In(got) = &s.requirements[0].op else {
+                panic!("{text}: {s:?}");
+            };
+            assert_eq!(got, &values, "{text}");
+            assert_eq!(sel(&s.to_string()), s, "{text} prints as {s}");
+        }
+        assert!(sel("a in (x,)").matches(&[("a", "")]));
         assert!(sel("!legacy").matches(&[("other", "x")]));
         assert!(!sel("!legacy").matches(&[("legacy", "")]));
         assert!(sel("gen>3").matches(&[("gen", "4")]));
