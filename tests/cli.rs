@@ -1563,3 +1563,38 @@ fn bench_prints_a_table_with_the_machine() {
         );
     }
 }
+
+#[test]
+fn a_reader_that_goes_away_stops_the_command_quietly_without_a_panic() {
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::Stdio;
+    let fixtures = support::root().join("tests/fixtures/kubevirt");
+    // As `velero-wasm run … | head -0`: the reading end is closed before anything is printed.
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_velero-wasm"))
+        .args([
+            "run",
+            "--action",
+            "kubevirt-velero-plugin/backup-virtualmachine-action",
+        ])
+        .arg("--item")
+        .arg(fixtures.join("cluster/vm-fedora-web-01.json"))
+        .arg("--backup")
+        .arg(fixtures.join("velero/backup-nightly.json"))
+        .arg("--cluster")
+        .arg(fixtures.join("cluster"))
+        .env_remove("VELERO_PLUGIN")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(!text.contains("panicked"), "{text}");
+    assert_eq!(
+        out.status.signal(),
+        Some(libc::SIGPIPE),
+        "{:?}: {text}",
+        out.status
+    );
+}

@@ -33,5 +33,12 @@ fn main() -> ExitCode {
         );
         return ExitCode::from(1);
     }
+    // A person's command stops quietly when what reads its output goes away (`velero-wasm … | head`),
+    // as other command-line tools do, instead of panicking on the broken pipe. (The plugin keeps
+    // Rust's default of ignoring SIGPIPE: a write to a closed pipe is then an error it handles.)
+    // SAFETY: setting a signal's disposition to its default, before any thread is started.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     velero_wasm::cli::main()
 }
