@@ -21,7 +21,7 @@ for arch in ${ARCHES:-amd64 arm64}; do
     *) echo "image: unknown architecture $arch" >&2; exit 1 ;;
   esac
   rustup target list --installed | grep -qx "$triple" || rustup target add "$triple"
-  if [ "$arch" != amd64 ] && cargo zigbuild --version >/dev/null 2>&1; then
+  if [ "$arch" != amd64 ] && command -v cargo-zigbuild >/dev/null; then
     cargo zigbuild -p velero-wasm --release --target "$triple"
   else
     cargo build -p velero-wasm --release --target "$triple"
