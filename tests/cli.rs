@@ -964,23 +964,7 @@ fn install_plugin_copies_a_working_binary_into_the_plugin_directory() {
         .output()
         .unwrap();
     assert_eq!(version.stdout, velero_wasm(&["--version"]).stdout);
-    let fixtures = support::root().join("tests/fixtures/kubevirt");
-    let demo = std::process::Command::new(&installed)
-        .env_remove("VELERO_WASM_MODULES")
-        .env_remove("VELERO_WASM_STOCK")
-        .args([
-            "run",
-            "--action",
-            "kubevirt-velero-plugin/backup-virtualmachine-action",
-        ])
-        .arg("--item")
-        .arg(fixtures.join("cluster/vm-fedora-web-01.json"))
-        .arg("--backup")
-        .arg(fixtures.join("velero/backup-nightly.json"))
-        .arg("--cluster")
-        .arg(fixtures.join("cluster"))
-        .output()
-        .unwrap();
+    let demo = readme_demo(&installed).output().unwrap();
     assert_eq!(demo.status.code(), Some(0), "{}", stderr(&demo));
     let answer = stdout_json(&demo);
     assert_eq!(answer["item"]["kind"], "VirtualMachine");
@@ -1568,21 +1552,8 @@ fn bench_prints_a_table_with_the_machine() {
 fn a_reader_that_goes_away_stops_the_command_quietly_without_a_panic() {
     use std::os::unix::process::ExitStatusExt;
     use std::process::Stdio;
-    let fixtures = support::root().join("tests/fixtures/kubevirt");
     // As `velero-wasm run … | head -0`: the reading end is closed before anything is printed.
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_velero-wasm"))
-        .args([
-            "run",
-            "--action",
-            "kubevirt-velero-plugin/backup-virtualmachine-action",
-        ])
-        .arg("--item")
-        .arg(fixtures.join("cluster/vm-fedora-web-01.json"))
-        .arg("--backup")
-        .arg(fixtures.join("velero/backup-nightly.json"))
-        .arg("--cluster")
-        .arg(fixtures.join("cluster"))
-        .env_remove("VELERO_PLUGIN")
+    let mut child = readme_demo(Path::new(env!("CARGO_BIN_EXE_velero-wasm")))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -1597,4 +1568,26 @@ fn a_reader_that_goes_away_stops_the_command_quietly_without_a_panic() {
         "{:?}: {text}",
         out.status
     );
+}
+
+/// The README's demo: `binary run` of the KubeVirt fixture VM's backup, on the fixture cluster.
+fn readme_demo(binary: &Path) -> std::process::Command {
+    let fixtures = support::root().join("tests/fixtures/kubevirt");
+    let mut command = std::process::Command::new(binary);
+    command
+        .env_remove("VELERO_PLUGIN")
+        .env_remove("VELERO_WASM_MODULES")
+        .env_remove("VELERO_WASM_STOCK")
+        .args([
+            "run",
+            "--action",
+            "kubevirt-velero-plugin/backup-virtualmachine-action",
+        ])
+        .arg("--item")
+        .arg(fixtures.join("cluster/vm-fedora-web-01.json"))
+        .arg("--backup")
+        .arg(fixtures.join("velero/backup-nightly.json"))
+        .arg("--cluster")
+        .arg(fixtures.join("cluster"));
+    command
 }

@@ -364,7 +364,7 @@ impl Runtime {
         };
         let signing: Arc<dyn crate::capabilities::SigningService> = self.signing.clone();
         run_in_store(
-            &self.engine,
+            &self.compiler.engine,
             &self.services,
             Some(signing),
             pre,

@@ -40,12 +40,11 @@ use crate::modules::{
 
 /// The runtime: modules, and the services their capabilities use.
 pub struct Runtime {
-    engine: Engine,
-    linker: Linker<CallState>,
+    /// The engine, the linked capabilities and the compile cache every module is compiled with.
+    compiler: module::Compiler,
     registry: Arc<Registry>,
     services: Arc<Services>,
     slots: Semaphore,
-    cache: Option<CompileCache>,
     signing: Arc<Signing>,
 }
 
@@ -129,19 +128,21 @@ impl Runtime {
             services.clone(),
         ));
         Ok(Runtime {
-            engine,
-            linker,
+            compiler: module::Compiler {
+                engine,
+                linker,
+                cache: None,
+            },
             registry,
             services,
             slots: Semaphore::new(MAX_CONCURRENT_CALLS as usize),
-            cache: None,
             signing,
         })
     }
 
     /// Keeps compiled modules in `cache`, and loads them from there.
     pub fn with_compile_cache(mut self, cache: Option<CompileCache>) -> Runtime {
-        self.cache = cache;
+        self.compiler.cache = cache;
         self
     }
 
@@ -155,15 +156,10 @@ impl Runtime {
     /// description and compiled on first use; any other is compiled, linked and described now. On
     /// failure the registry is unchanged.
     pub async fn load(&self, source: ModuleSource) -> Result<Loaded, LoadError> {
-        let compiler = module::Compiler {
-            engine: self.engine.clone(),
-            linker: self.linker.clone(),
-            cache: self.cache.clone(),
-        };
-        let key = self.cache.as_ref().map(|_| cache::description_key(&source));
-        let kept = self
-            .cache
-            .as_ref()
+        let compiler = self.compiler.clone();
+        let store = self.compiler.cache.as_ref();
+        let key = store.map(|_| cache::description_key(&source));
+        let kept = store
             .zip(key.as_deref())
             .and_then(|(cache, key)| cache.description(key));
         let (linked, actions) = match kept {
@@ -188,7 +184,7 @@ impl Runtime {
         let described_now = linked.exports.is_some();
         let interfaces = linked.interfaces;
         let (loaded, warnings) = module::finish(linked, actions)?;
-        if let (true, Some(cache), Some(key)) = (described_now, &self.cache, &key) {
+        if let (true, Some(cache), Some(key)) = (described_now, store, &key) {
             let description = cache::Description {
                 interfaces,
                 actions: loaded.actions.clone(),

@@ -30,7 +30,7 @@ impl Runtime {
             self.services.clone(),
             &module.limits,
         );
-        let mut store = Store::new(&self.engine, state);
+        let mut store = Store::new(&self.compiler.engine, state);
         store.limiter(|state| &mut state.memory);
         store.epoch_deadline_async_yield_and_update(1);
         let exports = module
