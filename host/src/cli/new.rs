@@ -300,7 +300,7 @@ mod tests {
 
     #[test]
     fn every_placeholder_of_every_kind_is_filled_in() {
-        for kind in ActionKind::ALL {
+        for &kind in <ActionKind as clap::ValueEnum>::value_variants() {
             for (path, text) in render("label-pvcs", kind, "velero-wasm-sdk = \"0.1.0\"") {
                 assert!(
                     !text.contains("__"),
@@ -312,7 +312,7 @@ mod tests {
 
     #[test]
     fn every_kind_gets_a_valid_manifest_cargo_toml_and_the_kind_asked_for() {
-        for kind in ActionKind::ALL {
+        for &kind in <ActionKind as clap::ValueEnum>::value_variants() {
             let files = render("label-pvcs", kind, "velero-wasm-sdk = \"0.1.0\"");
             let file = |p: &str| &files.iter().find(|(path, _)| path == p).unwrap().1;
             crate::modules::Manifest::parse(file("label-pvcs.toml")).unwrap();
@@ -342,7 +342,7 @@ mod tests {
 
     #[test]
     fn every_suite_keeps_to_the_suite_format_and_names_files_the_crate_has() {
-        for kind in ActionKind::ALL {
+        for &kind in <ActionKind as clap::ValueEnum>::value_variants() {
             let files = render("count-pvcs", kind, "velero-wasm-sdk = \"0.1.0\"");
             let has = |p: &str| {
                 files

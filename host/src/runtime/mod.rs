@@ -20,8 +20,6 @@ use std::sync::Arc;
 
 use futures::future::join_all;
 use tokio::sync::Semaphore;
-use wasmtime::component::Linker;
-use wasmtime::Engine;
 
 pub use cache::CompileCache;
 pub use engine::{EPOCH_TICK, MAX_CONCURRENT_CALLS};
@@ -31,7 +29,7 @@ pub use registry::{ActionEntry, Catalog, Registry};
 pub use signing::{types as signing_types, Signing};
 pub use warm::WarmInstance;
 
-use crate::capabilities::{self, CallState, Services};
+use crate::capabilities::{self, Services};
 use crate::modules::configmaps::ConfigMapModules;
 use crate::modules::{
     chosen_stock_modules, scan_directory, stock_override, DirectoryScan, LastGood, ModuleSource,
