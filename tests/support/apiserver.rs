@@ -1,5 +1,6 @@
 //! A small Kubernetes API server for tests: serves objects over real HTTP on loopback the way
-//! kube-apiserver does, so the live backend can be driven with the real `kube` client.
+//! kube-apiserver does, so the live backend can be driven with the real `kube` client. The objects live
+//! in the host's in-memory cluster (the one behind `run --cluster`): this file is the HTTP in front.
 //!
 //! What it speaks: discovery (`/api`, `/api/v1`, `/apis`, `/apis/<group>/<version>`); get, list
 //! (label and field selectors, `limit`/`continue` pages, `resourceVersion` on objects and lists; list
@@ -27,7 +28,9 @@ use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use serde_json::{json, Map, Value};
 use velero_wasm::action::plural_of;
-use velero_wasm::capabilities::kube::ListOptions;
+use velero_wasm::capabilities::kube::fixture::FixtureCluster;
+use velero_wasm::capabilities::kube::{ApiResource, KubeError, ListOptions, Patch};
+use velero_wasm::capabilities::Clock;
 
 /// A resource type the server knows.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,11 +73,11 @@ impl ResourceType {
     }
 
     fn group_resource(&self) -> String {
-        if self.group.is_empty() {
-            self.resource.clone()
-        } else {
-            format!("{}.{}", self.resource, self.group)
-        }
+        self.api().group_resource()
+    }
+
+    fn api(&self) -> ApiResource {
+        ApiResource::new(&self.group, &self.version, &self.resource)
     }
 
     /// Built-in groups: their list items come without apiVersion and kind.
@@ -98,16 +101,13 @@ pub struct Logged {
     pub at: std::time::Instant,
 }
 
-type Key = (String, String, String);
-
 struct State {
     types: Vec<ResourceType>,
-    /// `(resource.group, namespace, name)` → object: sorted as the real server's storage keys.
-    objects: BTreeMap<Key, Value>,
+    /// The objects, sorted as the real server's storage keys.
+    cluster: FixtureCluster,
     forbidden: BTreeSet<String>,
     /// `resource.group` → the status a controller gives each new object of it.
     controllers: BTreeMap<String, Value>,
-    revision: u64,
     log: Vec<Logged>,
     /// Requests still to refuse with 429, and the `Retry-After` (seconds) to send with each.
     throttle: Option<(usize, u64)>,
@@ -148,8 +148,11 @@ impl ApiServer {
     pub fn start(paths: &[&Path]) -> ApiServer {
         let files: Vec<std::path::PathBuf> = paths.iter().map(|p| p.to_path_buf()).collect();
         let objects = velero_wasm::documents::read_objects(&files).expect("fixture objects");
+        // Created objects carry this time, as the fixture cluster's clock gives it.
+        let created = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_767_225_600);
+        let cluster =
+            FixtureCluster::load(&files, Clock::fixed(created)).expect("a fixture cluster");
         let mut types = core_types();
-        let mut stored = BTreeMap::new();
         for (_, object) in objects {
             let api_version = object["apiVersion"]
                 .as_str()
@@ -175,23 +178,12 @@ impl ApiServer {
                     !namespace.is_empty(),
                 ));
             }
-            let group_resource = if group.is_empty() {
-                resource
-            } else {
-                format!("{resource}.{group}")
-            };
-            let name = object["metadata"]["name"]
-                .as_str()
-                .expect("name")
-                .to_string();
-            stored.insert((group_resource, namespace, name), object);
         }
         let state = Arc::new(Mutex::new(State {
             types,
-            objects: stored,
+            cluster,
             forbidden: BTreeSet::new(),
             controllers: BTreeMap::new(),
-            revision: 1000,
             log: Vec::new(),
             throttle: None,
         }));
@@ -240,20 +232,9 @@ impl ApiServer {
         name: &str,
         status: Value,
     ) -> bool {
-        let mut state = self.lock();
-        let revision = state.next_revision();
-        match state.objects.get_mut(&(
-            group_resource.to_string(),
-            namespace.to_string(),
-            name.to_string(),
-        )) {
-            Some(object) => {
-                object["status"] = status;
-                object["metadata"]["resourceVersion"] = json!(revision);
-                true
-            }
-            None => false,
-        }
+        self.lock()
+            .set_status(group_resource, namespace, name, status)
+            .is_some()
     }
 
     /// Refuses the next `requests` requests with `429 Too Many Requests` and `Retry-After:
@@ -265,18 +246,15 @@ impl ApiServer {
     /// Stores `object` as `kubectl apply` would: created with a new uid, or replacing the object of
     /// that name (keeping its uid); either way with a new `resourceVersion`. Returns it as stored.
     pub fn apply(&self, mut object: Value) -> Value {
-        let mut state = self.lock();
-        let api_version = object["apiVersion"]
-            .as_str()
-            .expect("apiVersion")
-            .to_string();
-        let kind = object["kind"].as_str().expect("kind").to_string();
-        let t = state
+        let state = self.lock();
+        let api_version = object["apiVersion"].as_str().expect("apiVersion");
+        let kind = object["kind"].as_str().expect("kind");
+        let api = state
             .types
             .iter()
             .find(|t| t.api_version() == api_version && t.kind == kind)
-            .cloned()
-            .expect("a known resource type");
+            .expect("a known resource type")
+            .api();
         let namespace = object
             .pointer("/metadata/namespace")
             .and_then(Value::as_str)
@@ -286,28 +264,23 @@ impl ApiServer {
             .as_str()
             .expect("name")
             .to_string();
-        let k = key(&t, &namespace, &name);
-        let revision = state.next_revision();
-        let uid = match state.objects.get(&k) {
-            Some(stored) => stored["metadata"]["uid"].clone(),
-            None => json!(format!("5e1f0000-0000-4000-8000-{:012x}", state.revision)),
+        let stored = if state.cluster.read(&api, &namespace, &name).is_ok() {
+            if let Some(metadata) = object["metadata"].as_object_mut() {
+                metadata.shift_remove("resourceVersion");
+            }
+            state.cluster.replace(&api, &namespace, object)
+        } else {
+            state.cluster.insert(&api, &namespace, object)
         };
-        object["metadata"]["uid"] = uid;
-        object["metadata"]["resourceVersion"] = json!(revision);
-        state.objects.insert(k, object.clone());
-        object
+        stored.expect("the object is stored")
     }
 
     /// Deletes a stored object; whether there was one.
     pub fn delete(&self, group_resource: &str, namespace: &str, name: &str) -> bool {
-        self.lock()
-            .objects
-            .remove(&(
-                group_resource.to_string(),
-                namespace.to_string(),
-                name.to_string(),
-            ))
-            .is_some()
+        let state = self.lock();
+        state
+            .api(group_resource)
+            .is_some_and(|api| state.cluster.remove(&api, namespace, name).is_ok())
     }
 
     /// The requests received so far.
@@ -322,14 +295,9 @@ impl ApiServer {
 
     /// An object as stored.
     pub fn object(&self, group_resource: &str, namespace: &str, name: &str) -> Option<Value> {
-        self.lock()
-            .objects
-            .get(&(
-                group_resource.to_string(),
-                namespace.to_string(),
-                name.to_string(),
-            ))
-            .cloned()
+        let state = self.lock();
+        let api = state.api(group_resource)?;
+        state.cluster.read(&api, namespace, name).ok()
     }
 
     /// A kubeconfig file for this server (context `test`, plus a context `elsewhere` that points to a
@@ -630,19 +598,21 @@ impl State {
                 json!({"name": name, "kind": t.resource}),
             );
         }
+        let api = t.api();
         match (method.as_str(), name) {
             ("GET", None) => self.list(&t, namespace, query),
-            ("GET", Some(name)) => match self.objects.get(&key(&t, namespace, name)) {
-                Some(object) => respond(StatusCode::OK, object),
-                None => not_found(&t, name),
-            },
+            ("GET", Some(name)) => answer(&t, name, "", self.cluster.read(&api, namespace, name)),
             ("POST", None) => self.create(&t, namespace, body),
             ("PUT", Some(name)) => self.update(&t, namespace, name, body),
             ("PATCH", Some(name)) => self.patch(&t, namespace, name, content_type, body),
-            ("DELETE", Some(name)) => match self.objects.remove(&key(&t, namespace, name)) {
-                Some(object) => respond(StatusCode::OK, &object),
-                None => not_found(&t, name),
-            },
+            ("DELETE", Some(name)) => {
+                let found = self.cluster.read(&api, namespace, name);
+                let deleted = found.and_then(|object| {
+                    self.cluster.remove(&api, namespace, name)?;
+                    Ok(object)
+                });
+                answer(&t, name, "", deleted)
+            }
             _ => status(
                 StatusCode::METHOD_NOT_ALLOWED,
                 "MethodNotAllowed",
@@ -652,9 +622,27 @@ impl State {
         }
     }
 
-    fn next_revision(&mut self) -> String {
-        self.revision += 1;
-        self.revision.to_string()
+    /// The type whose `resource.group` this is.
+    fn api(&self, group_resource: &str) -> Option<ApiResource> {
+        self.types
+            .iter()
+            .find(|t| t.group_resource() == group_resource)
+            .map(ResourceType::api)
+    }
+
+    /// Sets the `status` of a stored object, as its controller would: a write with a new
+    /// `resourceVersion`.
+    fn set_status(
+        &self,
+        group_resource: &str,
+        namespace: &str,
+        name: &str,
+        status: Value,
+    ) -> Option<Value> {
+        let api = self.api(group_resource)?;
+        let mut object = self.cluster.read(&api, namespace, name).ok()?;
+        object["status"] = status;
+        self.cluster.replace(&api, namespace, object).ok()
     }
 
     fn list(
@@ -675,16 +663,7 @@ impl State {
                 )
             }
         };
-        let group_resource = t.group_resource();
-        let matching: Vec<&Value> = self
-            .objects
-            .iter()
-            .filter(|((gr, ns, _), _)| {
-                *gr == group_resource && (namespace.is_empty() || ns == namespace)
-            })
-            .map(|(_, o)| o)
-            .filter(|o| options.matches(o))
-            .collect();
+        let matching = self.cluster.select(&t.api(), namespace, &options);
         let start: usize = match get("continue") {
             "" => 0,
             token => match token.strip_prefix("offset-").and_then(|n| n.parse().ok()) {
@@ -708,7 +687,7 @@ impl State {
         let items: Vec<Value> = matching[start.min(end)..end]
             .iter()
             .map(|o| {
-                let mut o = (*o).clone();
+                let mut o = o.clone();
                 if t.built_in() {
                     if let Some(map) = o.as_object_mut() {
                         map.shift_remove("apiVersion");
@@ -719,7 +698,10 @@ impl State {
             })
             .collect();
         let mut metadata = Map::new();
-        metadata.insert("resourceVersion".into(), json!(self.revision.to_string()));
+        metadata.insert(
+            "resourceVersion".into(),
+            json!(self.cluster.resource_version().to_string()),
+        );
         if end < matching.len() {
             metadata.insert("continue".into(), json!(format!("offset-{end}")));
             metadata.insert("remainingItemCount".into(), json!(matching.len() - end));
@@ -731,108 +713,44 @@ impl State {
     }
 
     fn create(&mut self, t: &ResourceType, namespace: &str, body: &[u8]) -> Answer {
-        let mut object: Value = match serde_json::from_slice(body) {
-            Ok(Value::Object(o)) => Value::Object(o),
-            _ => {
-                return status(
-                    StatusCode::BAD_REQUEST,
-                    "BadRequest",
-                    "the body is not a JSON object",
-                    json!({}),
-                )
-            }
+        let Some(mut object) = json_object(body) else {
+            return not_an_object();
         };
-        let mut name = object
-            .pointer("/metadata/name")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
-        if name.is_empty() {
-            let prefix = object
-                .pointer("/metadata/generateName")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string();
-            if prefix.is_empty() {
-                return status(
-                    StatusCode::UNPROCESSABLE_ENTITY,
-                    "Invalid",
-                    &format!("{} \"\" is invalid: metadata.name: Required value: name or generateName is required", t.kind),
-                    json!({"kind": t.kind}),
-                );
-            }
-            // Five random-looking characters, as the real server appends.
-            name = format!("{prefix}{:05x}", (self.revision * 7919) % 0xfffff);
-            object["metadata"]["name"] = json!(name);
-        }
-        let k = key(t, namespace, &name);
-        if self.objects.contains_key(&k) {
-            return status(
-                StatusCode::CONFLICT,
-                "AlreadyExists",
-                &format!("{} \"{name}\" already exists", t.group_resource()),
-                json!({"name": name, "kind": t.resource}),
-            );
-        }
-        let revision = self.next_revision();
-        let metadata = &mut object["metadata"];
         if !namespace.is_empty() {
-            metadata["namespace"] = json!(namespace);
+            object["metadata"]["namespace"] = json!(namespace);
         }
-        metadata["uid"] = json!(format!("5e1f0000-0000-4000-8000-{:012x}", self.revision));
-        metadata["resourceVersion"] = json!(revision);
-        metadata["creationTimestamp"] = json!("2026-01-01T00:00:00Z");
-        let mut stored = object.clone();
-        if let Some(status) = self.controllers.get(&t.group_resource()) {
-            stored["status"] = status.clone();
+        let created = self.cluster.insert(&t.api(), namespace, object);
+        if let (Ok(object), Some(status)) = (&created, self.controllers.get(&t.group_resource())) {
+            let name = object["metadata"]["name"].as_str().unwrap_or("");
+            self.set_status(&t.group_resource(), namespace, name, status.clone());
         }
-        self.objects.insert(k, stored);
-        respond(StatusCode::CREATED, &object)
+        let name = match &created {
+            Ok(object) => object["metadata"]["name"].as_str().unwrap_or(""),
+            Err(_) => "",
+        };
+        match answer(t, name, "AlreadyExists", created.clone()) {
+            ok if ok.status() == StatusCode::OK => with_status(ok, StatusCode::CREATED),
+            failed => failed,
+        }
     }
 
     fn update(&mut self, t: &ResourceType, namespace: &str, name: &str, body: &[u8]) -> Answer {
-        let mut object: Value = match serde_json::from_slice(body) {
-            Ok(Value::Object(o)) => Value::Object(o),
-            _ => {
-                return status(
-                    StatusCode::BAD_REQUEST,
-                    "BadRequest",
-                    "the body is not a JSON object",
-                    json!({}),
-                )
-            }
+        let Some(mut object) = json_object(body) else {
+            return not_an_object();
         };
-        let k = key(t, namespace, name);
-        let Some(stored) = self.objects.get(&k) else {
-            return not_found(t, name);
-        };
-        let sent = object
-            .pointer("/metadata/resourceVersion")
-            .and_then(Value::as_str);
-        if sent.is_some_and(|rv| {
-            Some(rv)
-                != stored
-                    .pointer("/metadata/resourceVersion")
-                    .and_then(Value::as_str)
-        }) {
-            return status(
-                StatusCode::CONFLICT,
-                "Conflict",
-                &format!(
-                    "Operation cannot be fulfilled on {} \"{name}\": the object has been modified; please apply your changes to the latest version and try again",
-                    t.group_resource()
-                ),
-                json!({"name": name, "kind": t.resource}),
-            );
-        }
-        for kept in ["uid", "creationTimestamp"] {
-            if let Some(v) = stored.pointer(&format!("/metadata/{kept}")).cloned() {
-                object["metadata"][kept] = v;
+        let named = object.pointer("/metadata/name").and_then(Value::as_str);
+        match named {
+            None | Some("") => object["metadata"]["name"] = json!(name),
+            Some(other) if other != name => {
+                let message = format!(
+                    "the name of the object ({other}) does not match the name on the URL ({name})"
+                );
+                return status(StatusCode::BAD_REQUEST, "BadRequest", &message, json!({}));
             }
+            Some(_) => {}
         }
-        object["metadata"]["resourceVersion"] = json!(self.next_revision());
-        self.objects.insert(k, object.clone());
-        respond(StatusCode::OK, &object)
+        let replaced = self.cluster.replace(&t.api(), namespace, object);
+        answer(t, name, "Conflict", replaced)
     }
 
     fn patch(
@@ -843,10 +761,6 @@ impl State {
         content_type: &str,
         body: &[u8],
     ) -> Answer {
-        let k = key(t, namespace, name);
-        let Some(mut object) = self.objects.get(&k).cloned() else {
-            return not_found(t, name);
-        };
         let document: Value = match serde_json::from_slice(body) {
             Ok(v) => v,
             Err(e) => {
@@ -858,17 +772,19 @@ impl State {
                 )
             }
         };
-        match content_type {
-            "application/merge-patch+json" => json_patch::merge(&mut object, &document),
-            "application/json-patch+json" => {
-                let ops: json_patch::Patch = match serde_json::from_value(document) {
-                    Ok(ops) => ops,
-                    Err(e) => return status(StatusCode::BAD_REQUEST, "BadRequest", &e.to_string(), json!({})),
-                };
-                if let Err(e) = json_patch::patch(&mut object, &ops) {
-                    return status(StatusCode::UNPROCESSABLE_ENTITY, "Invalid", &format!("the JSON patch does not apply: {e}"), json!({}));
+        let patch = match content_type {
+            "application/merge-patch+json" => Patch::Merge(document),
+            "application/json-patch+json" => match serde_json::from_value(document) {
+                Ok(ops) => Patch::Json(ops),
+                Err(e) => {
+                    return status(
+                        StatusCode::BAD_REQUEST,
+                        "BadRequest",
+                        &e.to_string(),
+                        json!({}),
+                    )
                 }
-            }
+            },
             other => {
                 return status(
                     StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -877,22 +793,58 @@ impl State {
                     json!({}),
                 )
             }
-        }
-        object["metadata"]["resourceVersion"] = json!(self.next_revision());
-        self.objects.insert(k, object.clone());
-        respond(StatusCode::OK, &object)
+        };
+        let patched = self.cluster.apply(&t.api(), namespace, name, &patch);
+        answer(t, name, "Conflict", patched)
     }
 }
 
-fn key(t: &ResourceType, namespace: &str, name: &str) -> Key {
-    (t.group_resource(), namespace.to_string(), name.to_string())
+/// The body as a JSON object.
+fn json_object(body: &[u8]) -> Option<Value> {
+    match serde_json::from_slice(body) {
+        Ok(Value::Object(o)) => Some(Value::Object(o)),
+        _ => None,
+    }
 }
 
-fn not_found(t: &ResourceType, name: &str) -> Answer {
+fn not_an_object() -> Answer {
     status(
-        StatusCode::NOT_FOUND,
-        "NotFound",
-        &format!("{} \"{name}\" not found", t.group_resource()),
-        json!({"name": name, "kind": t.resource}),
+        StatusCode::BAD_REQUEST,
+        "BadRequest",
+        "the body is not a JSON object",
+        json!({}),
     )
+}
+
+fn with_status(mut answer: Answer, code: StatusCode) -> Answer {
+    *answer.status_mut() = code;
+    answer
+}
+
+/// The cluster's answer as kube-apiserver gives it: the object, or a `Status` with the code and
+/// reason of the error (`conflict` names a 409: `AlreadyExists` or `Conflict`).
+fn answer(
+    t: &ResourceType,
+    name: &str,
+    conflict: &str,
+    result: Result<Value, KubeError>,
+) -> Answer {
+    let details = json!({"name": name, "kind": t.resource});
+    match result {
+        Ok(object) => respond(StatusCode::OK, &object),
+        Err(KubeError::NotFound(m)) => status(StatusCode::NOT_FOUND, "NotFound", &m, details),
+        Err(KubeError::Conflict(m)) => status(StatusCode::CONFLICT, conflict, &m, details),
+        Err(KubeError::Invalid(m)) => status(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "Invalid",
+            &m,
+            json!({"name": name, "kind": t.kind}),
+        ),
+        Err(e) => status(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "InternalError",
+            &e.to_string(),
+            details,
+        ),
+    }
 }

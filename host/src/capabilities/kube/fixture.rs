@@ -1,6 +1,7 @@
 //! An in-memory cluster built from fixture files (`run --cluster`): get by name, list by namespace and
 //! selectors in API order (namespace, then name, as kube-apiserver returns them), and writes applied to
-//! the in-memory state (`run` reports them through [`super::writes::WriteLog`]).
+//! the in-memory state (`run` reports them through [`super::writes::WriteLog`]). The integration
+//! tests' loopback API server stores its objects here too, so both answer writes alike.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -129,6 +130,11 @@ impl FixtureCluster {
         })
     }
 
+    /// The last `resourceVersion` a write gave (0 before any): what a list reports as its own.
+    pub fn resource_version(&self) -> u64 {
+        self.lock().counter
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -177,8 +183,10 @@ impl Backend<KubeCall> for FixtureCluster {
     }
 }
 
+/// The operations one at a time, for a caller that speaks another protocol (the tests' API server).
 impl FixtureCluster {
-    fn read(&self, api: &ApiResource, namespace: &str, name: &str) -> Result<Value, KubeError> {
+    /// The object `name` of `api` in `namespace`.
+    pub fn read(&self, api: &ApiResource, namespace: &str, name: &str) -> Result<Value, KubeError> {
         let key = (
             api.group_resource(),
             namespace.to_string(),
@@ -191,7 +199,8 @@ impl FixtureCluster {
             .ok_or_else(|| not_found(api, name))
     }
 
-    fn select(&self, api: &ApiResource, namespace: &str, options: &ListOptions) -> Vec<Value> {
+    /// The objects of `api` in `namespace` (every namespace when empty) that `options` select.
+    pub fn select(&self, api: &ApiResource, namespace: &str, options: &ListOptions) -> Vec<Value> {
         let group_resource = api.group_resource();
         let state = self.lock();
         state
@@ -206,7 +215,9 @@ impl FixtureCluster {
             .collect()
     }
 
-    fn insert(
+    /// Creates `object` (named by `metadata.generateName` when it has no name), with a new uid,
+    /// `resourceVersion` and `creationTimestamp`.
+    pub fn insert(
         &self,
         api: &ApiResource,
         namespace: &str,
@@ -225,9 +236,11 @@ impl FixtureCluster {
                 .and_then(Value::as_str)
                 .unwrap_or("");
             if prefix.is_empty() {
-                return Err(KubeError::Invalid(
-                    "the object needs metadata.name or metadata.generateName".into(),
-                ));
+                // kube-apiserver's words, so that a module sees the same error from both.
+                let kind = object.get("kind").and_then(Value::as_str).unwrap_or("");
+                return Err(KubeError::Invalid(format!(
+                    "{kind} \"\" is invalid: metadata.name: Required value: name or generateName is required"
+                )));
             }
             let name = format!("{prefix}{n:05x}");
             set_meta(&mut object, "name", Value::String(name));
@@ -269,7 +282,9 @@ impl FixtureCluster {
         Ok(object)
     }
 
-    fn replace(
+    /// Replaces the object of `object`'s name, keeping its uid and creation time; a `resourceVersion`
+    /// in `object` must be the stored one.
+    pub fn replace(
         &self,
         api: &ApiResource,
         namespace: &str,
@@ -305,7 +320,8 @@ impl FixtureCluster {
         Ok(object)
     }
 
-    fn apply(
+    /// Patches the object `name`; a patch that fails or changes the object's identity changes nothing.
+    pub fn apply(
         &self,
         api: &ApiResource,
         namespace: &str,
@@ -338,7 +354,8 @@ impl FixtureCluster {
         Ok(object)
     }
 
-    fn remove(&self, api: &ApiResource, namespace: &str, name: &str) -> Result<(), KubeError> {
+    /// Deletes the object `name`.
+    pub fn remove(&self, api: &ApiResource, namespace: &str, name: &str) -> Result<(), KubeError> {
         let key = (
             api.group_resource(),
             namespace.to_string(),
