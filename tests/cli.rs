@@ -12,6 +12,7 @@ mod support;
 use std::path::Path;
 
 use serde_json::json;
+use support::run::Run;
 use support::{stderr, stdout_json, velero_wasm, write};
 
 const MANIFEST: &str = r#"
@@ -530,16 +531,13 @@ export_plugin!(LabelPvcs);
 
 /// Runs `velero-wasm build DIR` offline, with a target directory kept between runs.
 fn build_module(dir: &Path) -> std::process::Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_velero-wasm"))
-        .args(["build", dir.to_str().unwrap()])
-        .env_remove("VELERO_PLUGIN")
+    Run::cli(["build", dir.to_str().unwrap()])
         .env("CARGO_NET_OFFLINE", "true")
         .env(
             "CARGO_TARGET_DIR",
             Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/author-crate"),
         )
         .output()
-        .unwrap()
 }
 
 #[test]
@@ -626,11 +624,9 @@ fn sha256_of(path: &Path) -> String {
 
 /// Runs the binary like [`velero_wasm`], failing the test if it has not ended within `limit` (a hang).
 fn velero_wasm_within(args: &[&str], limit: std::time::Duration) -> std::process::Output {
-    use std::process::{Command, Stdio};
-    let mut child = Command::new(env!("CARGO_BIN_EXE_velero-wasm"))
-        .args(args)
-        .env_remove("VELERO_PLUGIN")
-        .env_remove("VELERO_WASM_MODULES")
+    use std::process::Stdio;
+    let mut child = Run::cli(args)
+        .command()
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -850,13 +846,9 @@ fn actions_lists_only_the_chosen_stock_modules() {
         .all(|(name, _)| name.starts_with("kubevirt-velero-plugin/")));
 
     // The variable does the same as the flag.
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_velero-wasm"))
-        .args(["actions", "--json"])
+    let out = Run::cli(["actions", "--json"])
         .env("VELERO_WASM_STOCK", "hcp")
-        .env_remove("VELERO_WASM_MODULES")
-        .env_remove("VELERO_PLUGIN")
-        .output()
-        .unwrap();
+        .output();
     let hcp = listed_actions(&out);
     assert_eq!(
         hcp,
@@ -959,10 +951,7 @@ fn install_plugin_copies_a_working_binary_into_the_plugin_directory() {
     );
 
     // The installed binary answers: its version, and the README demo.
-    let version = std::process::Command::new(&installed)
-        .arg("--version")
-        .output()
-        .unwrap();
+    let version = Run::cli(["--version"]).program(&installed).output();
     assert_eq!(version.stdout, velero_wasm(&["--version"]).stdout);
     let demo = readme_demo(&installed).output().unwrap();
     assert_eq!(demo.status.code(), Some(0), "{}", stderr(&demo));
@@ -1123,18 +1112,13 @@ fn the_authoring_guide_runs_as_written() {
                 cwd = cwd.join(&args[1]);
                 continue;
             }
-            "velero-wasm" => std::process::Command::new(env!("CARGO_BIN_EXE_velero-wasm")),
+            "velero-wasm" => std::process::Command::new(support::run::binary()),
             "cargo" => std::process::Command::new(&cargo),
             other => panic!("docs/authoring.md runs {other:?}, which this test does not know"),
         };
-        let out = command
+        let out = support::run::hermetic(&mut command)
             .args(&args[1..])
             .current_dir(&cwd)
-            .env_remove("VELERO_PLUGIN")
-            .env_remove("VELERO_WASM_MODULES")
-            .env_remove("VELERO_WASM_STOCK")
-            .env_remove("VELERO_WASM_TRUSTED_KEYS")
-            .env("VELERO_WASM_CONFIGMAPS", "off")
             // Offline, and with the SDK's dependencies built once for every run of this test.
             .env("CARGO_NET_OFFLINE", "true")
             .env("CARGO_TARGET_DIR", repo.join("target/author-crate"))
@@ -1553,7 +1537,7 @@ fn a_reader_that_goes_away_stops_the_command_quietly_without_a_panic() {
     use std::os::unix::process::ExitStatusExt;
     use std::process::Stdio;
     // As `velero-wasm run … | head -0`: the reading end is closed before anything is printed.
-    let mut child = readme_demo(Path::new(env!("CARGO_BIN_EXE_velero-wasm")))
+    let mut child = readme_demo(Path::new(support::run::binary()))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -1572,22 +1556,11 @@ fn a_reader_that_goes_away_stops_the_command_quietly_without_a_panic() {
 
 /// The README's demo: `binary run` of the KubeVirt fixture VM's backup, on the fixture cluster.
 fn readme_demo(binary: &Path) -> std::process::Command {
-    let fixtures = support::root().join("tests/fixtures/kubevirt");
-    let mut command = std::process::Command::new(binary);
-    command
-        .env_remove("VELERO_PLUGIN")
-        .env_remove("VELERO_WASM_MODULES")
-        .env_remove("VELERO_WASM_STOCK")
-        .args([
-            "run",
-            "--action",
-            "kubevirt-velero-plugin/backup-virtualmachine-action",
-        ])
-        .arg("--item")
-        .arg(fixtures.join("cluster/vm-fedora-web-01.json"))
-        .arg("--backup")
-        .arg(fixtures.join("velero/backup-nightly.json"))
-        .arg("--cluster")
-        .arg(fixtures.join("cluster"));
-    command
+    Run::new("kubevirt-velero-plugin/backup-virtualmachine-action")
+        .program(binary)
+        .fixtures(support::root().join("tests/fixtures/kubevirt"))
+        .item("cluster/vm-fedora-web-01.json")
+        .path("--backup", "velero/backup-nightly.json")
+        .cluster(&["cluster"])
+        .command()
 }

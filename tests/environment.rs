@@ -10,6 +10,8 @@ mod support;
 use std::path::Path;
 use std::process::{Command, Output};
 
+use support::run::Run;
+
 use serde_json::{json, Value};
 
 const GRANT: &str = "[grant]\nenv = [\"AZURE_*\", \"AWS_WEB_IDENTITY_TOKEN_FILE\"]\nenv-files = [\"AWS_WEB_IDENTITY_TOKEN_FILE\"]\n";
@@ -46,28 +48,18 @@ fn probe(
         ]})
         .to_string(),
     );
-    let mut command = Command::new(env!("CARGO_BIN_EXE_velero-wasm"));
-    command
-        .args(["run", "--action", &format!("test.velero-wasm.io/{action}")])
-        .arg("--item")
-        .arg(&item)
-        .arg("--backup")
-        .arg(&backup)
-        .arg("--modules")
-        .arg(modules)
-        .args(extra)
-        .env_remove("VELERO_PLUGIN")
-        .env_remove("VELERO_WASM_MODULES")
-        .env_remove("VELERO_NAMESPACE")
-        .env_remove("AWS_WEB_IDENTITY_TOKEN_FILE");
+    let run = Run::new(&format!("test.velero-wasm.io/{action}"))
+        .item(&item)
+        .path("--backup", &backup)
+        .modules(modules)
+        .args(extra);
     // A replay answers from its recording instead of a cluster.
-    if !extra.contains(&"--replay") {
-        command.arg("--cluster").arg(&cluster);
-    }
-    for (k, v) in env {
-        command.env(k, v);
-    }
-    command.output().expect("run velero-wasm")
+    let run = if extra.contains(&"--replay") {
+        run
+    } else {
+        run.cluster(&[&cluster])
+    };
+    run.envs(env).output()
 }
 
 /// What the probe's `environment` action saw.

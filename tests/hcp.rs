@@ -13,11 +13,12 @@
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::OnceLock;
 
 use serde_json::{json, Value};
 use support::loopback::{Loopback, Reply};
+use support::run::{failure, Run};
 
 const BACKUP: &str = "hypershift-oadp-plugin/backup-item-action";
 const RESTORE: &str = "hypershift-oadp-plugin/restore-item-action";
@@ -64,123 +65,40 @@ fn read_fixture(relative: &str) -> Value {
     serde_json::from_str(&std::fs::read_to_string(fixture(relative)).unwrap()).unwrap()
 }
 
-/// One `velero-wasm run`, built up.
-struct Run {
-    args: Vec<String>,
-    env: Vec<(String, String)>,
+/// This file's runs: paths relative to `tests/fixtures/hcp/`, and an item call never returns
+/// additional items (checklist 21, checked by [`Run::done`]).
+trait HcpRun {
+    /// `run --action ACTION` on this file's fixtures.
+    fn hcp(action: &str) -> Run;
+    /// The backup action on the fixture `item` for Backup `backup`.
+    fn backup(item: &str, backup: &str) -> Run;
+    /// The restore action on the backed-up fixture `item` for Restore `restore`.
+    fn restore(item: &str, restore: &str) -> Run;
+    /// Progress (or, with `.arg("--cancel")`, Cancel) of the backup action's operation `id`.
+    fn progress(id: &str, backup: &str) -> Run;
 }
 
-impl Run {
-    fn new(action: &str) -> Run {
-        Run {
-            args: vec!["run".into(), "--action".into(), action.into()],
-            env: Vec::new(),
-        }
+impl HcpRun for Run {
+    fn hcp(action: &str) -> Run {
+        Run::new(action)
+            .fixtures(fixture(""))
+            .without_additional_items()
     }
 
-    /// The backup action on the fixture `item` for Backup `backup`.
     fn backup(item: &str, backup: &str) -> Run {
-        Run::new(BACKUP).item(item).path("--backup", backup)
+        Run::hcp(BACKUP).item(item).path("--backup", backup)
     }
 
-    /// The restore action on the backed-up fixture `item` for Restore `restore`.
     fn restore(item: &str, restore: &str) -> Run {
-        Run::new(RESTORE).item(item).path("--restore", restore)
+        Run::hcp(RESTORE).item(item).path("--restore", restore)
     }
 
-    /// Progress (or, with `.arg("--cancel")`, Cancel) of the backup action's operation `id`.
     fn progress(id: &str, backup: &str) -> Run {
-        Run::new(BACKUP)
+        Run::hcp(BACKUP)
             .arg("--operation-id")
             .arg(id)
             .path("--backup", backup)
     }
-
-    fn item(self, relative: &str) -> Run {
-        self.path("--item", relative)
-    }
-
-    fn path(self, flag: &str, relative: &str) -> Run {
-        let path = fixture(relative).display().to_string();
-        self.arg(flag).arg(&path)
-    }
-
-    fn arg(mut self, arg: &str) -> Run {
-        self.args.push(arg.to_string());
-        self
-    }
-
-    fn cluster(mut self, relatives: &[&str]) -> Run {
-        for r in relatives {
-            self = self.path("--cluster", r);
-        }
-        self
-    }
-
-    fn now(self, time: &str) -> Run {
-        self.arg("--now").arg(time)
-    }
-
-    fn modules(self, dir: &Path) -> Run {
-        let dir = dir.display().to_string();
-        self.arg("--modules").arg(&dir)
-    }
-
-    fn env(mut self, key: &str, value: &str) -> Run {
-        self.env.push((key.into(), value.into()));
-        self
-    }
-
-    fn output(self) -> Output {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_velero-wasm"));
-        command.args(&self.args);
-        for var in [
-            "VELERO_PLUGIN",
-            "VELERO_WASM_MODULES",
-            "VELERO_NAMESPACE",
-            "AWS_WEB_IDENTITY_TOKEN_FILE",
-            "AZURE_TENANT_ID",
-            "AZURE_CLIENT_ID",
-            "AZURE_CLOUD_NAME",
-            "AZURE_FEDERATED_TOKEN_FILE",
-        ] {
-            command.env_remove(var);
-        }
-        command.envs(self.env);
-        command.output().expect("run velero-wasm")
-    }
-
-    /// Runs, expecting success. An item call's output never has additional items (checklist 21).
-    fn done(self) -> Value {
-        let item_call = self.args.iter().any(|a| a == "--item");
-        let output = self.output();
-        assert_eq!(
-            output.status.code(),
-            Some(0),
-            "expected success: {}",
-            support::stderr(&output)
-        );
-        let out = support::stdout_json(&output);
-        if item_call {
-            assert_eq!(out["additionalItems"], json!([]), "{out:#}");
-        }
-        out
-    }
-
-    /// Runs, expecting the action to fail (exit 1); returns its message.
-    fn fails(self) -> String {
-        failure(&self.output())
-    }
-}
-
-/// The message of a run that failed (exit 1).
-fn failure(output: &Output) -> String {
-    let stderr = support::stderr(output);
-    assert_eq!(output.status.code(), Some(1), "expected failure: {stderr}");
-    let last = stderr.lines().last().unwrap_or_default();
-    last.strip_prefix("velero-wasm run: ")
-        .unwrap_or(last)
-        .to_string()
 }
 
 /// `verb kind namespace/name` of every write in a run's `clusterWrites`.
@@ -609,7 +527,7 @@ fn c11_discovery_lists_the_included_namespaces_in_order_up_to_the_first_hit_on_e
         .to_string(),
     );
     let record = dir.path().join("calls.jsonl");
-    Run::new(BACKUP)
+    Run::hcp(BACKUP)
         .item("aws/cluster/hostedcluster-aws-hc.json")
         .arg("--backup")
         .arg(backup.to_str().unwrap())
@@ -633,7 +551,7 @@ fn c11_discovery_lists_the_included_namespaces_in_order_up_to_the_first_hit_on_e
     // an Agent-platform check (the agent module's) does nothing for it. Nothing is cached between
     // calls: each call lists again (a new record shows the same LISTs).
     let again = dir.path().join("again.jsonl");
-    Run::new(BACKUP)
+    Run::hcp(BACKUP)
         .item("aws/cluster/hostedcluster-aws-hc.json")
         .arg("--backup")
         .arg(backup.to_str().unwrap())
@@ -901,7 +819,7 @@ fn c21_no_call_returns_additional_items() {
     .cluster(AWS)
     .now(S3_NOW)
     .done();
-    Run::new(AGENT)
+    Run::hcp(AGENT)
         .item("agent/cluster/clusterdeployment-agent-hc.json")
         .path("--backup", "agent/velero/backup-agent-nightly.json")
         .cluster(&["management", "agent/cluster"])
@@ -1393,7 +1311,7 @@ fn c36_the_copy_is_deleted_after_a_create_failure() {
 #[test]
 fn c38_on_the_agent_platform_the_live_cluster_deployment_loses_preserve_on_delete() {
     let input = read_fixture("agent/cluster/clusterdeployment-agent-hc.json");
-    let out = Run::new(AGENT)
+    let out = Run::hcp(AGENT)
         .item("agent/cluster/clusterdeployment-agent-hc.json")
         .path("--backup", "agent/velero/backup-agent-nightly.json")
         .cluster(&["management", "agent/cluster"])
@@ -1413,7 +1331,7 @@ fn c38_on_the_agent_platform_the_live_cluster_deployment_loses_preserve_on_delet
     let mut stale = input.clone();
     stale["metadata"]["resourceVersion"] = json!("7999");
     let stale_path = support::write(dir.path(), "cd.json", &stale.to_string());
-    let e = Run::new(AGENT)
+    let e = Run::hcp(AGENT)
         .arg("--item")
         .arg(stale_path.to_str().unwrap())
         .path("--backup", "agent/velero/backup-agent-nightly.json")
@@ -1424,7 +1342,7 @@ fn c38_on_the_agent_platform_the_live_cluster_deployment_loses_preserve_on_delet
         "{e}"
     );
     // The None platform: nothing written.
-    let out = Run::new(AGENT)
+    let out = Run::hcp(AGENT)
         .item("agent/cluster/clusterdeployment-agent-hc.json")
         .path("--backup", "agent/velero/backup-agent-nightly.json")
         .cluster(&["management", "none/cluster"])

@@ -10,6 +10,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use support::loopback::{test_ca, Loopback, Reply};
 use support::proxy::{Connect, ConnectProxy};
+use support::run::Run;
 use velero_wasm::action::BackupRequest;
 use velero_wasm::capabilities::kube::NoCluster;
 use velero_wasm::capabilities::{Clock, Services};
@@ -206,24 +207,13 @@ async fn run_get(url: &str, origin: &str, env: &[(&str, &str)]) -> (Value, Strin
         "backup.json",
         r#"{"apiVersion": "velero.io/v1", "kind": "Backup", "metadata": {"name": "b", "namespace": "velero"}}"#,
     );
-    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_velero-wasm"));
-    command
-        .args([
-            "run",
-            "--action",
-            "test.velero-wasm.io/http-get",
-            "--log-level",
-            "trace",
-        ])
-        .arg("--item")
-        .arg(&item)
-        .arg("--backup")
-        .arg(&backup)
-        .arg("--modules")
-        .arg(modules.path())
-        .env_remove("VELERO_PLUGIN")
+    let run = Run::new("test.velero-wasm.io/http-get")
+        .args(["--log-level", "trace"])
+        .item(&item)
+        .path("--backup", &backup)
+        .modules(modules.path())
         .env("SSL_CERT_FILE", test_ca());
-    for name in [
+    let proxies = [
         "HTTPS_PROXY",
         "https_proxy",
         "HTTP_PROXY",
@@ -232,10 +222,9 @@ async fn run_get(url: &str, origin: &str, env: &[(&str, &str)]) -> (Value, Strin
         "all_proxy",
         "NO_PROXY",
         "no_proxy",
-    ] {
-        command.env_remove(name);
-    }
-    command.envs(env.iter().copied());
+    ];
+    let run = proxies.iter().fold(run, |run, name| run.env_remove(name));
+    let mut command = tokio::process::Command::from(run.envs(env).command());
     let output = command.output().await.expect("run velero-wasm");
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     assert_eq!(output.status.code(), Some(0), "stderr: {stderr}");

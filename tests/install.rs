@@ -10,6 +10,7 @@ use std::path::Path;
 use std::process::Command;
 
 use serde_json::Value;
+use support::run::Run;
 use support::{root, stderr, stdout_json, velero_wasm};
 use velero_wasm::modules::{StockChoice, STOCK_ENV};
 use velero_wasm::plugin::lister::{Advertised, KINDS_ENV};
@@ -150,15 +151,10 @@ fn the_init_containers_mount_the_plugin_directory_at_target_where_the_entrypoint
 
     // The entrypoint, run with the image's paths swapped for local ones, installs a working binary.
     let target = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_velero-wasm"))
-        .args(&entrypoint[1..2])
-        .arg(target.path())
-        .env_remove("VELERO_PLUGIN")
-        .output()
-        .unwrap();
+    let out = Run::cli(&entrypoint[1..2]).arg(target.path()).output();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let installed = target.path().join("velero-wasm");
-    let version = Command::new(&installed).arg("--version").output().unwrap();
+    let version = Run::cli(["--version"]).program(&installed).output();
     assert_eq!(version.stdout, velero_wasm(&["--version"]).stdout);
 }
 
@@ -234,12 +230,10 @@ fn the_environment_the_recipes_set_is_read_and_accepted_by_the_binary() {
         );
     }
     // The plugin loads what the DPA chooses.
-    let out = Command::new(env!("CARGO_BIN_EXE_velero-wasm"))
-        .args(["actions", "--json"])
+    let out = Run::cli(["actions", "--json"])
         .env(STOCK_ENV, stock)
         .env_remove(MODULES_ENV)
-        .output()
-        .unwrap();
+        .output();
     let actions = stdout_json(&out);
     for action in actions["actions"].as_array().unwrap() {
         assert!(

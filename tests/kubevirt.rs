@@ -10,13 +10,14 @@
 //! transport that runs the same actions (the gRPC plugin path).
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::OnceLock;
 
 use serde_json::Value;
-use sha2::Digest;
 
 mod support;
+
+use support::run::Run;
 
 // ---------------------------------------------------------------------------------------------
 // Running the component
@@ -29,39 +30,24 @@ enum Mode {
 
 const BOTH: [Mode; 2] = [Mode::Upstream, Mode::Extended];
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
-
 /// A file of the fixture set (`cluster/…`, `velero/…`, `restore-inputs/…`).
 fn fixture(relative: &str) -> PathBuf {
-    root().join("tests/fixtures/kubevirt").join(relative)
+    support::root()
+        .join("tests/fixtures/kubevirt")
+        .join(relative)
 }
 
 /// A module directory with the kubevirt component and its stock manifest switched to `mode`.
 fn module_dir(mode_setting: &str) -> tempfile::TempDir {
-    let wasm_path = PathBuf::from(env!("VELERO_WASM_TEST_COMPONENTS")).join("kubevirt.wasm");
-    let wasm = std::fs::read(&wasm_path).unwrap_or_else(|e| panic!("{}: {e}", wasm_path.display()));
-    let stock = std::fs::read_to_string(root().join("actions/kubevirt/kubevirt.toml")).unwrap();
+    let stock =
+        std::fs::read_to_string(support::root().join("actions/kubevirt/kubevirt.toml")).unwrap();
     let manifest = stock.replace("mode = \"extended\"", &format!("mode = {mode_setting:?}"));
     assert_ne!(
         manifest, stock,
         "the stock manifest sets mode = \"extended\""
     );
-    let sha: String = sha2::Sha256::digest(&wasm)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("kubevirt.wasm"), &wasm).unwrap();
-    std::fs::write(
-        dir.path().join("kubevirt.toml"),
-        format!("sha256 = \"{sha}\"\n{manifest}"),
-    )
-    .unwrap();
+    support::add_module(dir.path(), "kubevirt", "kubevirt", &manifest);
     dir
 }
 
@@ -70,16 +56,17 @@ fn upstream_modules() -> &'static Path {
     DIR.get_or_init(|| module_dir("upstream")).path()
 }
 
-fn velero_wasm(mode: Mode, args: &[&str]) -> Output {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_velero-wasm"));
-    command
-        .args(args)
-        .env_remove("VELERO_PLUGIN")
-        .env_remove("VELERO_WASM_MODULES");
-    if mode == Mode::Upstream {
-        command.arg("--modules").arg(upstream_modules());
+/// `run` in `mode`: upstream from its module directory, extended as shipped.
+fn in_mode(mode: Mode, run: Run) -> Run {
+    match mode {
+        Mode::Upstream => run.modules(upstream_modules()),
+        Mode::Extended => run,
     }
-    command.output().expect("run velero-wasm")
+}
+
+/// `velero-wasm ARGS`, in `mode`.
+fn velero_wasm(mode: Mode, args: &[&str]) -> Output {
+    in_mode(mode, Run::cli(args)).output()
 }
 
 /// What `run` answered: the JSON result, or the exit status and the error line.
@@ -110,25 +97,12 @@ impl Outcome {
 /// fixture), against the fixture cluster.
 fn run(mode: Mode, action: &str, item: &Path, flag: &str, subject: &str) -> Outcome {
     let action = format!("kubevirt-velero-plugin/{action}");
-    let (item, subject, cluster) = (
-        item.display().to_string(),
-        fixture(subject),
-        fixture("cluster"),
-    );
-    let output = velero_wasm(
-        mode,
-        &[
-            "run",
-            "--action",
-            &action,
-            "--item",
-            &item,
-            flag,
-            &subject.display().to_string(),
-            "--cluster",
-            &cluster.display().to_string(),
-        ],
-    );
+    let run = Run::new(&action)
+        .fixtures(fixture(""))
+        .item(item)
+        .path(flag, subject)
+        .cluster(&["cluster"]);
+    let output = in_mode(mode, run).output();
     let stderr = String::from_utf8_lossy(&output.stderr)
         .trim_end()
         .to_string();
@@ -1359,21 +1333,11 @@ fn kubevirt_operation_requests_are_not_restored_in_extended_mode() {
 #[test]
 fn a_bad_mode_setting_says_how_to_fix_it() {
     let modules = module_dir("Upstream");
-    let output = Command::new(env!("CARGO_BIN_EXE_velero-wasm"))
-        .args([
-            "run",
-            "--action",
-            "kubevirt-velero-plugin/backup-pvc-action",
-            "--modules",
-        ])
-        .arg(modules.path())
-        .arg("--item")
-        .arg(fixture("cluster/pvc-web-logs.json"))
-        .arg("--backup")
-        .arg(fixture("velero/backup-nightly.json"))
-        .env_remove("VELERO_WASM_MODULES")
-        .output()
-        .unwrap();
+    let output = Run::new("kubevirt-velero-plugin/backup-pvc-action")
+        .modules(modules.path())
+        .item(fixture("cluster/pvc-web-logs.json"))
+        .path("--backup", fixture("velero/backup-nightly.json"))
+        .output();
     assert_eq!(output.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use support::apiserver::ApiServer;
 use support::plugin::Plugin;
+use support::run::Run;
 use support::{module_dir, stderr, write};
 use tonic::transport::Channel;
 use velero_wasm::plugin::proto::generated::backup_item_action_client::BackupItemActionClient;
@@ -70,22 +71,13 @@ fn run(modules: &Path, case: &str, cluster: &Path, env: &[(&str, &str)]) -> std:
     let item = write(files.path(), "item.json", ITEM);
     let backup = write(files.path(), "backup.json", BACKUP);
     let action = format!("{T}{case}");
-    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_velero-wasm"));
-    command
-        .args(["run", "--action", &action, "--item"])
-        .arg(&item)
-        .arg("--backup")
-        .arg(&backup)
-        .arg("--cluster")
-        .arg(cluster)
-        .arg("--modules")
-        .arg(modules)
-        .env_remove("VELERO_PLUGIN")
-        .env_remove("VELERO_WASM_MODULES");
-    for (k, v) in env {
-        command.env(k, v);
-    }
-    command.output().unwrap()
+    Run::new(&action)
+        .item(&item)
+        .path("--backup", &backup)
+        .cluster(&[cluster])
+        .modules(modules)
+        .envs(env)
+        .output()
 }
 
 /// A fixture cluster directory: the `settings` ConfigMap of the item's namespace, and `extra` objects.

@@ -13,11 +13,12 @@
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use support::apiserver::ApiServer;
+use support::run::Run;
 use tempfile::TempDir;
 use velero_wasm::capabilities::kube::fixture::FixtureCluster;
 use velero_wasm::capabilities::kube::live::{ClusterOptions, LiveCluster};
@@ -163,20 +164,15 @@ target = "b"
         ])
         .args(args)
         .output()
-        .unwrap()
     }
 
-    fn command(&self, args: &[&str]) -> Command {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_velero-wasm"));
-        command
+    /// `velero-wasm ARGS` in the case's directory, with no kubeconfig but what a test gives.
+    fn command(&self, args: &[&str]) -> Run {
+        Run::cli(args)
             .current_dir(self.dir.path())
-            .args(args)
             .env("HOME", self.path("home"))
             .env_remove("KUBECONFIG")
             .env_remove("KUBERNETES_SERVICE_HOST")
-            .env_remove("VELERO_WASM_MODULES")
-            .env_remove("VELERO_PLUGIN");
-        command
     }
 
     fn server(&self) -> (ApiServer, PathBuf) {
@@ -707,8 +703,7 @@ fn kubeconfig_and_context_select_the_cluster_as_kubectl_does() {
             "modules",
         ])
         .env("KUBECONFIG", kubeconfig)
-        .output()
-        .unwrap();
+        .output();
     assert_eq!(
         stdout_json(&out)["item"]["metadata"]["annotations"]["test.velero-wasm.io/found"],
         "b"
@@ -762,10 +757,7 @@ fn without_any_cluster_configuration_actions_that_need_none_still_run() {
         "{}",
         stderr(&out)
     );
-    let out = case
-        .command(&["actions", "--modules", "modules"])
-        .output()
-        .unwrap();
+    let out = case.command(&["actions", "--modules", "modules"]).output();
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(String::from_utf8_lossy(&out.stdout).contains("test.velero-wasm.io/kube-probe"));
 }

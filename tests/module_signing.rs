@@ -13,6 +13,7 @@ use std::process::Output;
 use base64::Engine as _;
 use serde_json::Value;
 use support::plugin::Plugin;
+use support::run::Run;
 use support::{stderr, stdout_json, velero_wasm};
 
 const MANIFEST: &str = r#"
@@ -313,12 +314,9 @@ fn a_changed_component_a_widened_grant_another_key_or_no_signature_is_refused_by
     }
 
     // The environment variable configures the keys as the flag does.
-    let out = std::process::Command::new(support::plugin::binary())
-        .args(["actions", "--json", "--modules", &text(unsigned.path())])
-        .env_remove("VELERO_PLUGIN")
+    let out = Run::cli(["actions", "--json", "--modules", &text(unsigned.path())])
         .env("VELERO_WASM_TRUSTED_KEYS", key.public())
-        .output()
-        .unwrap();
+        .output();
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(!lists_echo(&stdout_json(&out)));
 }

@@ -241,7 +241,8 @@ fn a_plugin_whose_parent_died_stops_and_removes_its_socket() {
     let out = dir.path().join("stdout");
     // An intermediate process starts the plugin in the background, says its pid, and waits; the
     // test then kills it as Velero could die.
-    let mut parent = Command::new("sh")
+    let mut sh = Command::new("sh");
+    let mut parent = support::run::hermetic(&mut sh)
         .arg("-c")
         .arg(r#""$0" > "$1" 2>/dev/null </dev/null & echo $!; exec sleep 600"#)
         .arg(binary())
@@ -250,7 +251,6 @@ fn a_plugin_whose_parent_died_stops_and_removes_its_socket() {
         .env("PLUGIN_PROTOCOL_VERSIONS", "2")
         .env("PLUGIN_UNIX_SOCKET_DIR", dir.path())
         .env("VELERO_WASM_MODULES", modules_dir())
-        .env_remove("VELERO_WASM_KINDS")
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();

@@ -34,6 +34,7 @@ mod support;
 
 use support::loopback::{Loopback, Reply};
 use support::plugin::{binary, Plugin};
+use support::run::Run;
 
 const T: &str = "test.velero-wasm.io/";
 /// Velero 1.14's arguments.
@@ -54,12 +55,11 @@ const KINDS_1_14: &str =
 #[test]
 fn c01_without_the_cookie_it_explains_itself_and_exits_1() {
     for cookie in [None, Some("bye")] {
-        let mut command = Command::new(binary());
-        command.args(ARGS_1_14).env_remove("VELERO_PLUGIN");
+        let mut run = Run::cli(ARGS_1_14);
         if let Some(value) = cookie {
-            command.env("VELERO_PLUGIN", value);
+            run = run.env("VELERO_PLUGIN", value);
         }
-        let output = command.output().unwrap();
+        let output = run.output();
         assert_eq!(output.status.code(), Some(1), "cookie {cookie:?}");
         assert!(
             output.stdout.is_empty(),
@@ -1908,13 +1908,7 @@ fn catalog() -> BTreeSet<(String, String)> {
 
 /// `velero-wasm actions --json` with `args`, as (Velero kind, name) pairs.
 fn actions_json(args: &[&str]) -> BTreeSet<(String, String)> {
-    let output = Command::new(binary())
-        .args(["actions", "--json"])
-        .args(args)
-        .env_remove("VELERO_WASM_MODULES")
-        .env_remove("VELERO_WASM_STOCK")
-        .output()
-        .unwrap();
+    let output = Run::cli(["actions", "--json"]).args(args).output();
     assert!(
         output.status.success(),
         "{}",

@@ -16,6 +16,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use support::apiserver::{ApiServer, Logged};
 use support::plugin::Plugin;
+use support::run::Run;
 use tempfile::TempDir;
 use velero_wasm::plugin::proto::generated::backup_item_action_client::BackupItemActionClient;
 use velero_wasm::plugin::proto::generated::{self as g};
@@ -63,18 +64,14 @@ impl Case {
 
     /// `velero-wasm run` of the secret-reading action against the server.
     fn run(&self) -> Output {
-        std::process::Command::new(support::plugin::binary())
+        Run::new(SECRET_ACTION)
             .current_dir(self.dir.path())
-            .args(["run", "--action", SECRET_ACTION, "--item", "item.json"])
-            .args(["--backup", "backup.json", "--modules", "modules"])
-            .args(["--kubeconfig", "kubeconfig"])
+            .args(["--item", "item.json", "--backup", "backup.json"])
+            .args(["--modules", "modules", "--kubeconfig", "kubeconfig"])
             .env("HOME", self.path("home"))
             .env_remove("KUBECONFIG")
             .env_remove("KUBERNETES_SERVICE_HOST")
-            .env_remove("VELERO_WASM_MODULES")
-            .env_remove("VELERO_PLUGIN")
             .output()
-            .unwrap()
     }
 
     /// The binary started as Velero starts a plugin, with `args` and this case's cluster and modules.

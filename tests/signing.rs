@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 use support::loopback::{Loopback, Reply};
+use support::run::Run;
 use velero_wasm::action::BackupRequest;
 use velero_wasm::capabilities::kube::NoCluster;
 use velero_wasm::capabilities::{Clock, Services};
@@ -24,12 +25,7 @@ const SECRET: &str = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY";
 const ACCOUNT_KEY: &str = "dGVzdC1zdG9yYWdlLWFjY291bnQta2V5LXZhbHVlISE=";
 
 fn cli(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_velero-wasm"))
-        .args(args)
-        .env_remove("VELERO_WASM_MODULES")
-        .env_remove("AWS_WEB_IDENTITY_TOKEN_FILE")
-        .output()
-        .expect("run velero-wasm")
+    Run::cli(args).output()
 }
 
 fn stdout(output: &Output) -> String {

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use support::plugin::Plugin;
+use support::run::Run;
 use support::{stderr, stdout_json, write};
 
 const MANIFEST: &str = r#"
@@ -56,19 +57,12 @@ impl Scene {
 
     /// `velero-wasm run` of the test module's echo action, with this scene's state directory.
     fn run(&self) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_velero-wasm"))
-            .args(["run", "--action", "test.velero-wasm.io/echo"])
-            .arg("--item")
-            .arg(self.files.path().join("item.json"))
-            .arg("--backup")
-            .arg(self.files.path().join("backup.json"))
-            .arg("--modules")
-            .arg(self.modules.path())
+        Run::new("test.velero-wasm.io/echo")
+            .item(self.files.path().join("item.json"))
+            .path("--backup", self.files.path().join("backup.json"))
+            .modules(self.modules.path())
             .env("VELERO_WASM_STATE_DIR", self.state.path())
-            .env_remove("VELERO_PLUGIN")
-            .env_remove("VELERO_WASM_MODULES")
             .output()
-            .unwrap()
     }
 
     fn compiled(&self) -> PathBuf {

@@ -1,14 +1,16 @@
 //! Shared pieces of the integration tests: the built test components, module directories with
-//! manifests pinned to them, and running the `velero-wasm` binary.
+//! manifests pinned to them, and running the `velero-wasm` binary ([`run`] for the CLI, [`plugin`] for
+//! plugin mode).
 #![allow(dead_code)]
 
 pub mod apiserver;
 pub mod loopback;
 pub mod plugin;
 pub mod proxy;
+pub mod run;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use sha2::Digest;
 
@@ -59,15 +61,7 @@ pub fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
 
 /// Runs the `velero-wasm` binary with `args`, without the plugin cookie.
 pub fn velero_wasm(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_velero-wasm"))
-        .args(args)
-        .env_remove("VELERO_PLUGIN")
-        .env_remove("VELERO_WASM_MODULES")
-        .env_remove("VELERO_WASM_STOCK")
-        .env_remove("VELERO_WASM_TRUSTED_KEYS")
-        .env("VELERO_WASM_CONFIGMAPS", "off")
-        .output()
-        .expect("run velero-wasm")
+    run::Run::cli(args).output()
 }
 
 /// Stdout of a run as JSON, panicking with stderr when it is not.

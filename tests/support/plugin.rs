@@ -17,10 +17,7 @@ use velero_wasm::plugin::proto::generated::{self as g, PluginIdentifier};
 use velero_wasm::plugin::proto::plugin::grpc_controller_client::GrpcControllerClient;
 use velero_wasm::plugin::proto::plugin::{self as p};
 
-/// The binary under test.
-pub fn binary() -> &'static str {
-    env!("CARGO_BIN_EXE_velero-wasm")
-}
+pub use super::run::binary;
 
 /// A running plugin process, started as Velero starts one.
 pub struct Plugin {
@@ -99,7 +96,7 @@ impl Plugin {
     ) -> Plugin {
         let socket_dir = tempfile::tempdir().unwrap();
         let mut command = Command::new(binary());
-        command
+        super::run::hermetic(&mut command)
             .arg0(arg0)
             .args(args)
             .env("VELERO_PLUGIN", "hello")
@@ -107,13 +104,6 @@ impl Plugin {
             .env("PLUGIN_MIN_PORT", "10000")
             .env("PLUGIN_MAX_PORT", "25000")
             .env("PLUGIN_UNIX_SOCKET_DIR", socket_dir.path())
-            .env_remove("VELERO_WASM_MODULES")
-            .env_remove("VELERO_WASM_TRUSTED_KEYS")
-            .env_remove("VELERO_WASM_KINDS")
-            .env_remove("VELERO_WASM_STOCK")
-            // Hermetic whatever runs the tests (a CI pod sets KUBERNETES_SERVICE_HOST): module
-            // ConfigMaps are read only where a test turns them on.
-            .env("VELERO_WASM_CONFIGMAPS", "off")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
