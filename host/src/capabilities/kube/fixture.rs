@@ -10,7 +10,7 @@ use std::sync::Mutex;
 use async_trait::async_trait;
 use serde_json::Value;
 
-use super::{ApiResource, KubeAnswer, KubeCall, KubeError, ListOptions, Patch};
+use super::{ApiResource, Json, KubeAnswer, KubeCall, KubeError, ListOptions, Patch};
 use crate::action::plural_of;
 use crate::capabilities::backend::Backend;
 use crate::capabilities::Clock;
@@ -165,17 +165,22 @@ impl Backend<KubeCall> for FixtureCluster {
         let (api, namespace) = call.target();
         let (api, ns) = (&api.clone(), &namespace.to_string());
         match call {
-            KubeCall::Get { name, .. } => self.read(api, ns, &name).map(KubeAnswer::Object),
-            KubeCall::List { options, .. } => {
-                Ok(KubeAnswer::Objects(self.select(api, ns, &options)))
+            KubeCall::Get { name, .. } => self.read(api, ns, &name).map(KubeAnswer::object_of),
+            KubeCall::List { options, .. } => Ok(KubeAnswer::Objects(
+                self.select(api, ns, &options)
+                    .into_iter()
+                    .map(Json::from)
+                    .collect(),
+            )),
+            KubeCall::Create { object, .. } => {
+                self.insert(api, ns, object).map(KubeAnswer::object_of)
             }
-            KubeCall::Create { object, .. } => self.insert(api, ns, object).map(KubeAnswer::Object),
             KubeCall::Update { object, .. } => {
-                self.replace(api, ns, object).map(KubeAnswer::Object)
+                self.replace(api, ns, object).map(KubeAnswer::object_of)
             }
-            KubeCall::Patch { name, patch, .. } => {
-                self.apply(api, ns, &name, &patch).map(KubeAnswer::Object)
-            }
+            KubeCall::Patch { name, patch, .. } => self
+                .apply(api, ns, &name, &patch)
+                .map(KubeAnswer::object_of),
             KubeCall::Delete { name, .. } => {
                 self.remove(api, ns, &name).map(|()| KubeAnswer::Deleted)
             }

@@ -2,9 +2,9 @@
 //! (rustls, no OpenSSL).
 //!
 //! One [`LiveCluster`] serves every module of the process: one HTTP client (one connection pool), one
-//! discovery cache and, when Velero sets one, one client-side rate limit. Requests are raw REST calls
-//! on JSON values, so objects reach the guest exactly as the server sent them (no round trip through
-//! typed structs). In plugin mode a [`LazyCluster`] connects on the first call a module makes.
+//! discovery cache and, when Velero sets one, one client-side rate limit. Requests are raw REST calls,
+//! and an answer is checked to be JSON and passed on as the text the server sent ([`Json`]): a read
+//! reaches the guest without being parsed into a tree and written out again. In plugin mode a [`LazyCluster`] connects on the first call a module makes.
 //!
 //! - **Configuration** ([`ClusterOptions`]): an explicit `--kubeconfig`/`--context` wins; otherwise the
 //!   in-cluster service account when `KUBERNETES_SERVICE_HOST` is set (a Velero plugin in its pod);
@@ -33,10 +33,10 @@ use http_body_util::BodyExt;
 use kube::api::{DeleteParams, GetParams, ListParams, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::core::Request;
-use serde_json::{Map, Value};
+use serde_json::Value;
 use tower::ServiceExt;
 
-use super::{ApiResource, KubeAnswer, KubeCall, KubeError, ListOptions, Patch};
+use super::{ApiResource, Json, KubeAnswer, KubeCall, KubeError, ListOptions, Patch};
 use crate::capabilities::backend::Backend;
 
 /// Objects asked for per page when listing (kubectl's default chunk size).
@@ -236,20 +236,30 @@ impl LiveCluster {
     /// Sends one request, after the rate limit (if any) allows it, and reads a JSON answer. A `429`
     /// (or `503`) with `Retry-After` is sent again after that wait, unless the wait would end past the
     /// call's deadline.
-    async fn send(&self, request: http::Request<Vec<u8>>) -> Result<Value, KubeError> {
-        self.send_capped(request, u64::MAX)
+    async fn send(&self, request: http::Request<Vec<u8>>) -> Result<Json, KubeError> {
+        let (method, uri) = (request.method().clone(), request.uri().clone());
+        let bytes = self
+            .send_capped(request, u64::MAX)
             .await?
-            .map(|(value, _)| value)
-            .ok_or_else(|| KubeError::Other("an answer of more than 2^64 bytes".into()))
+            .ok_or_else(|| KubeError::Other("an answer of more than 2^64 bytes".into()))?;
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Ok(Json::null());
+        }
+        Json::parse(&bytes).map_err(|e| {
+            KubeError::Other(format!(
+                "{method} {}{uri}: the API server's answer is not JSON: {e}",
+                self.server
+            ))
+        })
     }
 
     /// Like [`send`](Self::send), reading at most `max` bytes of the answer: `None` when it is longer.
-    /// Returns the answer and its size.
+    /// Returns the answer as it came.
     async fn send_capped(
         &self,
         request: http::Request<Vec<u8>>,
         max: u64,
-    ) -> Result<Option<(Value, u64)>, KubeError> {
+    ) -> Result<Option<Vec<u8>>, KubeError> {
         let (parts, body) = request.into_parts();
         let (method, uri) = (&parts.method, &parts.uri);
         let mut retries = 0;
@@ -302,21 +312,7 @@ impl LiveCluster {
                     retries,
                 ));
             }
-            if !complete {
-                return Ok(None);
-            }
-            let size = bytes.len() as u64;
-            if bytes.iter().all(u8::is_ascii_whitespace) {
-                return Ok(Some((Value::Null, size)));
-            }
-            return serde_json::from_slice(&bytes)
-                .map(|value| Some((value, size)))
-                .map_err(|e| {
-                    KubeError::Other(format!(
-                        "{method} {}{uri}: the API server's answer is not JSON: {e}",
-                        self.server
-                    ))
-                });
+            return Ok(complete.then_some(bytes));
         }
     }
 
@@ -384,13 +380,17 @@ impl LiveCluster {
         let request = http::Request::get(&path)
             .body(Vec::new())
             .map_err(|e| KubeError::Invalid(format!("{path}: {e}")))?;
-        let list = self.send(request).await.map_err(|e| match e {
-            KubeError::NotFound(_) => KubeError::NotFound(format!(
-                "the server has no API group version {}",
-                api.api_version()
-            )),
-            other => other,
-        })?;
+        let list = self
+            .send(request)
+            .await
+            .map(|json| json.to_value())
+            .map_err(|e| match e {
+                KubeError::NotFound(_) => KubeError::NotFound(format!(
+                    "the server has no API group version {}",
+                    api.api_version()
+                )),
+                other => other,
+            })?;
         let resources = list
             .get("resources")
             .and_then(Value::as_array)
@@ -594,25 +594,6 @@ fn body(object: &Value) -> Result<Vec<u8>, KubeError> {
         .map_err(|e| KubeError::Invalid(format!("the object cannot be serialized: {e}")))
 }
 
-/// A list item with `apiVersion` and `kind` first, as a get would return it.
-fn with_type(item: Value, api_version: &str, kind: &str) -> Value {
-    let Value::Object(fields) = item else {
-        return item;
-    };
-    if fields.contains_key("apiVersion") && fields.contains_key("kind") {
-        return Value::Object(fields);
-    }
-    let mut typed = Map::with_capacity(fields.len() + 2);
-    typed.insert("apiVersion".into(), Value::String(api_version.to_string()));
-    typed.insert("kind".into(), Value::String(kind.to_string()));
-    for (key, value) in fields {
-        if key != "apiVersion" && key != "kind" {
-            typed.insert(key, value);
-        }
-    }
-    Value::Object(typed)
-}
-
 #[async_trait]
 impl Backend<KubeCall> for LiveCluster {
     async fn call(&self, call: KubeCall) -> Result<KubeAnswer, KubeError> {
@@ -648,7 +629,7 @@ impl LiveCluster {
         api: &ApiResource,
         namespace: &str,
         name: &str,
-    ) -> Result<Value, KubeError> {
+    ) -> Result<Json, KubeError> {
         let (request, name) = self.object_path(api, namespace, name).await?;
         self.send(build(request.get(&name, &GetParams::default()))?)
             .await
@@ -659,7 +640,20 @@ impl LiveCluster {
         api: &ApiResource,
         namespace: &str,
         options: &ListOptions,
-    ) -> Result<Vec<Value>, KubeError> {
+    ) -> Result<Vec<Json>, KubeError> {
+        /// One page of a list: its items as they came, and where the next page starts.
+        #[derive(serde::Deserialize)]
+        struct Page<'a> {
+            #[serde(borrow, default)]
+            items: Option<Vec<&'a serde_json::value::RawValue>>,
+            #[serde(default)]
+            metadata: PageMetadata,
+        }
+        #[derive(serde::Deserialize, Default)]
+        struct PageMetadata {
+            #[serde(rename = "continue", default)]
+            next: Option<String>,
+        }
         let (path, info) = self.collection(api, namespace, true).await?;
         let request = Request::new(path);
         let non_empty = |s: &str| Some(s.to_string()).filter(|s| !s.trim().is_empty());
@@ -676,32 +670,23 @@ impl LiveCluster {
         let mut received: u64 = 0;
         loop {
             let left = max.saturating_sub(received);
-            let Some((page, size)) = self
+            let Some(bytes) = self
                 .send_capped(build(request.list(&params))?, left)
                 .await?
             else {
                 return Err(KubeError::list_too_large(api, max));
             };
-            received += size;
-            let Value::Object(mut page) = page else {
-                return Err(KubeError::Other(format!(
-                    "listing {api}: the answer is not a list"
-                )));
-            };
-            if let Some(Value::Array(page_items)) = page.remove("items") {
-                items.extend(
-                    page_items
-                        .into_iter()
-                        .map(|i| with_type(i, &api_version, &info.kind)),
-                );
-            }
-            let next = page
-                .get("metadata")
-                .and_then(|m| m.get("continue"))
-                .and_then(Value::as_str)
-                .filter(|c| !c.is_empty());
-            match next {
-                Some(token) => params.continue_token = Some(token.to_string()),
+            received += bytes.len() as u64;
+            let page: Page = serde_json::from_slice(&bytes).map_err(|e| {
+                KubeError::Other(format!("listing {api}: the answer is not a list: {e}"))
+            })?;
+            items.extend(
+                page.items.unwrap_or_default().into_iter().map(|item| {
+                    Json::from_raw(item.to_owned()).with_type(&api_version, &info.kind)
+                }),
+            );
+            match page.metadata.next.filter(|c| !c.is_empty()) {
+                Some(token) => params.continue_token = Some(token),
                 None => return Ok(items),
             }
         }
@@ -712,7 +697,7 @@ impl LiveCluster {
         api: &ApiResource,
         namespace: &str,
         mut object: Value,
-    ) -> Result<Value, KubeError> {
+    ) -> Result<Json, KubeError> {
         let (path, info) = self.collection(api, namespace, false).await?;
         object["apiVersion"] = Value::String(api.api_version());
         if object
@@ -735,7 +720,7 @@ impl LiveCluster {
         api: &ApiResource,
         namespace: &str,
         object: Value,
-    ) -> Result<Value, KubeError> {
+    ) -> Result<Json, KubeError> {
         let name = object
             .pointer("/metadata/name")
             .and_then(Value::as_str)
@@ -755,7 +740,7 @@ impl LiveCluster {
         namespace: &str,
         name: &str,
         patch: &Patch,
-    ) -> Result<Value, KubeError> {
+    ) -> Result<Json, KubeError> {
         let (request, name) = self.object_path(api, namespace, name).await?;
         let params = PatchParams::default();
         let request = match patch {
@@ -924,19 +909,6 @@ mod tests {
         for good in ["web-0", "system:controller:x", "a.b.c", "v1beta1"] {
             assert_eq!(segment("name", good).unwrap(), good);
         }
-    }
-
-    #[test]
-    fn list_items_get_their_type_first() {
-        let item = with_type(
-            json!({"metadata": {"name": "a"}, "data": {}}),
-            "v1",
-            "ConfigMap",
-        );
-        let keys: Vec<&String> = item.as_object().unwrap().keys().collect();
-        assert_eq!(keys, ["apiVersion", "kind", "metadata", "data"]);
-        let typed = json!({"apiVersion": "example.io/v1", "kind": "Thing", "metadata": {}});
-        assert_eq!(with_type(typed.clone(), "v1", "ConfigMap"), typed);
     }
 
     #[test]

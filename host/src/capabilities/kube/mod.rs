@@ -18,6 +18,7 @@
 
 pub mod fixture;
 mod grant;
+pub mod json;
 pub mod live;
 pub mod resources;
 pub mod writes;
@@ -34,6 +35,7 @@ use super::CallState;
 use crate::action::Verb;
 use crate::bindings::velero_wasm::plugin::kube::{self as wit, Host};
 pub use grant::KubeGrant;
+pub use json::Json;
 
 /// A resource type: group ("" for core), version, plural resource.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -405,23 +407,29 @@ impl KubeCall {
 }
 
 /// What a Kubernetes call answers: null for a delete, the objects of a list, the object otherwise.
+/// Objects are kept as the text they came as ([`Json`]), so that a read reaches the guest unparsed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum KubeAnswer {
     /// A delete's answer.
     Deleted,
     /// A list's objects.
-    Objects(Vec<Value>),
+    Objects(Vec<Json>),
     /// The object read or stored.
-    Object(Value),
+    Object(Json),
 }
 
 impl KubeAnswer {
+    /// The answer holding `object`, written out as JSON.
+    pub fn object_of(object: Value) -> KubeAnswer {
+        KubeAnswer::Object(Json::from(object))
+    }
+
     /// The object of a get, create, update or patch.
-    pub fn object(self) -> Result<Value, KubeError> {
+    pub fn object(self) -> Result<Json, KubeError> {
         match self {
             KubeAnswer::Object(object) => Ok(object),
-            KubeAnswer::Deleted => Ok(Value::Null),
+            KubeAnswer::Deleted => Ok(Json::null()),
             KubeAnswer::Objects(_) => Err(KubeError::Other(
                 "the answer is a list of objects, not an object".into(),
             )),
@@ -429,7 +437,7 @@ impl KubeAnswer {
     }
 
     /// The objects of a list.
-    pub fn objects(self) -> Result<Vec<Value>, KubeError> {
+    pub fn objects(self) -> Result<Vec<Json>, KubeError> {
         match self {
             KubeAnswer::Objects(objects) => Ok(objects),
             _ => Err(KubeError::Other(
@@ -505,6 +513,7 @@ pub trait KubeApi: Backend<KubeCall> {
         })
         .await?
         .object()
+        .map(|object| object.to_value())
     }
 
     /// Lists objects.
@@ -522,6 +531,7 @@ pub trait KubeApi: Backend<KubeCall> {
         })
         .await?
         .objects()
+        .map(|objects| objects.iter().map(Json::to_value).collect())
     }
 
     /// Creates an object.
@@ -539,6 +549,7 @@ pub trait KubeApi: Backend<KubeCall> {
         })
         .await?
         .object()
+        .map(|object| object.to_value())
     }
 
     /// Replaces an object.
@@ -556,6 +567,7 @@ pub trait KubeApi: Backend<KubeCall> {
         })
         .await?
         .object()
+        .map(|object| object.to_value())
     }
 
     /// Patches an object.
@@ -576,6 +588,7 @@ pub trait KubeApi: Backend<KubeCall> {
         })
         .await?
         .object()
+        .map(|object| object.to_value())
     }
 
     /// Deletes an object.
@@ -771,7 +784,7 @@ impl Host for CallState {
             namespace,
             name,
         };
-        Ok(self.kube(call).await?.object()?.to_string())
+        Ok(self.kube(call).await?.object()?.into_string())
     }
 
     async fn list(
@@ -801,7 +814,7 @@ impl Host for CallState {
         let mut texts = Vec::with_capacity(objects.len());
         let mut total: u64 = 0;
         for object in objects {
-            let text = object.to_string();
+            let text = object.into_string();
             // Each string also takes a pointer and a length in the guest's list.
             total += text.len() as u64 + 8;
             if total > limit {
@@ -828,7 +841,7 @@ impl Host for CallState {
             namespace,
             object,
         };
-        Ok(self.kube(call).await?.object()?.to_string())
+        Ok(self.kube(call).await?.object()?.into_string())
     }
 
     async fn update(
@@ -845,7 +858,7 @@ impl Host for CallState {
             namespace,
             object,
         };
-        Ok(self.kube(call).await?.object()?.to_string())
+        Ok(self.kube(call).await?.object()?.into_string())
     }
 
     async fn patch(
@@ -873,7 +886,7 @@ impl Host for CallState {
             name,
             patch,
         };
-        Ok(self.kube(call).await?.object()?.to_string())
+        Ok(self.kube(call).await?.object()?.into_string())
     }
 
     async fn delete(

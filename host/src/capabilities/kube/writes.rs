@@ -78,10 +78,13 @@ impl Backend<KubeCall> for WriteLog {
             _ => None,
         };
         let answer = self.inner.call(call).await?;
-        let stored = match (&answer, verb) {
-            (_, Verb::Delete) => before.as_ref(),
-            (KubeAnswer::Object(stored), _) => Some(stored),
+        let written = match (&answer, verb) {
+            (KubeAnswer::Object(stored), v) if v != Verb::Delete => Some(stored.to_value()),
             _ => None,
+        };
+        let stored = match verb {
+            Verb::Delete => before.as_ref(),
+            _ => written.as_ref(),
         };
         let field = |key: &str| {
             stored

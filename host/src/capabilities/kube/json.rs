@@ -1,0 +1,213 @@
+//! Objects as JSON text: what the API server sends is checked to be JSON once, where it enters the
+//! host, and handed to the guest as the same text. A read is never parsed into a tree and written out
+//! again on its way through (the guest parses it anyway); only host code that looks inside an object
+//! (the write log, the host's own calls) parses it.
+
+use std::fmt;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::value::RawValue;
+use serde_json::Value;
+
+/// One JSON document, known to be well-formed, kept as its text.
+pub struct Json(Box<RawValue>);
+
+impl Json {
+    /// Checks that `bytes` are one JSON document and keeps them as they are.
+    pub fn parse(bytes: &[u8]) -> Result<Json, serde_json::Error> {
+        serde_json::from_slice::<&RawValue>(bytes).map(|raw| Json(raw.to_owned()))
+    }
+
+    /// A document already checked by serde_json (an item of a list parsed as such).
+    pub fn from_raw(raw: Box<RawValue>) -> Json {
+        Json(raw)
+    }
+
+    /// JSON `null` (a delete's answer, an empty body).
+    pub fn null() -> Json {
+        Json(RawValue::NULL.to_owned())
+    }
+
+    /// The text.
+    pub fn as_str(&self) -> &str {
+        self.0.get()
+    }
+
+    /// The text, without copying it.
+    pub fn into_string(self) -> String {
+        Box::<str>::from(self.0).into_string()
+    }
+
+    /// The document as a tree, for host code that reads fields of it.
+    pub fn to_value(&self) -> Value {
+        // The text was checked to be JSON when it was made, so this parse does not fail.
+        serde_json::from_str(self.as_str()).unwrap_or(Value::Null)
+    }
+
+    /// A list item with `apiVersion` and `kind` first, as a get of the object returns it. The API
+    /// server leaves both out of the items of a list of built-in types. An item that has both already,
+    /// or that is not an object, is kept as it is.
+    pub fn with_type(self, api_version: &str, kind: &str) -> Json {
+        /// Whether a field is there at all (`null` included).
+        #[derive(Default)]
+        struct Present(bool);
+        impl<'de> Deserialize<'de> for Present {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Present, D::Error> {
+                serde::de::IgnoredAny::deserialize(d).map(|_| Present(true))
+            }
+        }
+        #[derive(Deserialize)]
+        struct TypeMeta {
+            #[serde(rename = "apiVersion", default)]
+            api_version: Present,
+            #[serde(default)]
+            kind: Present,
+        }
+        let text = self.as_str();
+        if !text.starts_with('{') {
+            return self;
+        }
+        let meta = match serde_json::from_str::<TypeMeta>(text) {
+            Ok(meta) => meta,
+            Err(_) => return self,
+        };
+        match (meta.api_version.0, meta.kind.0) {
+            (true, true) => self,
+            (false, false) => {
+                // Neither key is there: put both in front of the item's own fields.
+                let rest = text[1..].trim_start();
+                let separator = if rest.starts_with('}') { "" } else { "," };
+                let typed = format!(
+                    "{{\"apiVersion\":{},\"kind\":{}{separator}{rest}",
+                    Value::from(api_version),
+                    Value::from(kind)
+                );
+                Json::parse(typed.as_bytes()).unwrap_or(self)
+            }
+            // One of the two: rebuild the object so that neither key appears twice.
+            _ => Json::from(typed_value(self.to_value(), api_version, kind)),
+        }
+    }
+}
+
+/// `item` with `apiVersion` and `kind` first and the item's other fields after them.
+fn typed_value(item: Value, api_version: &str, kind: &str) -> Value {
+    let Value::Object(fields) = item else {
+        return item;
+    };
+    let mut typed = serde_json::Map::with_capacity(fields.len() + 2);
+    typed.insert("apiVersion".into(), Value::from(api_version));
+    typed.insert("kind".into(), Value::from(kind));
+    for (key, value) in fields {
+        if key != "apiVersion" && key != "kind" {
+            typed.insert(key, value);
+        }
+    }
+    Value::Object(typed)
+}
+
+impl From<Value> for Json {
+    fn from(value: Value) -> Json {
+        // Writing a `Value` out cannot fail: its keys are strings and its numbers finite.
+        Json(serde_json::value::to_raw_value(&value).unwrap_or_else(|_| RawValue::NULL.to_owned()))
+    }
+}
+
+impl From<&Value> for Json {
+    fn from(value: &Value) -> Json {
+        Json(serde_json::value::to_raw_value(value).unwrap_or_else(|_| RawValue::NULL.to_owned()))
+    }
+}
+
+impl Clone for Json {
+    fn clone(&self) -> Json {
+        Json(self.0.to_owned())
+    }
+}
+
+impl fmt::Debug for Json {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl fmt::Display for Json {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Two documents are equal when they hold the same JSON, however it is spaced.
+impl PartialEq for Json {
+    fn eq(&self, other: &Json) -> bool {
+        self.as_str() == other.as_str() || self.to_value() == other.to_value()
+    }
+}
+
+impl Serialize for Json {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(serializer)
+    }
+}
+
+/// Read from any format (a recording is read through a `Value`), so through a tree.
+impl<'de> Deserialize<'de> for Json {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Json, D::Error> {
+        Value::deserialize(deserializer).map(Json::from)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn typed(item: &str) -> String {
+        Json::parse(item.as_bytes())
+            .unwrap()
+            .with_type("v1", "Pod")
+            .into_string()
+    }
+
+    #[test]
+    fn a_list_item_gets_its_type_in_front_of_its_own_fields() {
+        assert_eq!(
+            typed(r#"{"metadata":{"name":"a"},"spec":{}}"#),
+            r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"a"},"spec":{}}"#
+        );
+        assert_eq!(typed("{ }"), r#"{"apiVersion":"v1","kind":"Pod"}"#);
+        assert_eq!(
+            typed("{\n  \"a\": 1}"),
+            "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"a\": 1}"
+        );
+    }
+
+    #[test]
+    fn an_item_with_its_type_keeps_it_and_no_key_appears_twice() {
+        let both = r#"{"kind":"Other","apiVersion":"x/v2","a":1}"#;
+        assert_eq!(typed(both), both);
+        let one: Value = serde_json::from_str(&typed(r#"{"kind":"Other","a":1}"#)).unwrap();
+        assert_eq!(one, json!({"apiVersion": "v1", "kind": "Pod", "a": 1}));
+        let text = typed(r#"{"kind":"Other","a":1}"#);
+        assert_eq!(text.matches("\"kind\"").count(), 1, "{text}");
+        assert_eq!(typed("[1]"), "[1]");
+        let null_kind = typed(r#"{"kind":null,"a":1}"#);
+        assert_eq!(null_kind.matches("\"kind\"").count(), 1, "{null_kind}");
+    }
+
+    #[test]
+    fn only_json_is_kept_and_equality_is_of_the_document() {
+        assert!(Json::parse(b"{\"a\":").is_err());
+        assert!(Json::parse(b"{} {}").is_err());
+        assert_eq!(
+            Json::parse(b"{\"a\": 1, \"b\": [ ]}").unwrap(),
+            Json::from(json!({"a": 1, "b": []}))
+        );
+        let through_a_value: Json = serde_json::from_value(json!({"a": [1, "x"]})).unwrap();
+        assert_eq!(through_a_value.as_str(), r#"{"a":[1,"x"]}"#);
+        assert_eq!(
+            serde_json::to_string(&through_a_value).unwrap(),
+            r#"{"a":[1,"x"]}"#
+        );
+    }
+}
