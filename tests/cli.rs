@@ -1442,6 +1442,150 @@ cases:
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
 }
 
+/// A directory with the `kinds` test component as module `kinds` (`modules/`), a ConfigMap item, a
+/// Backup and a Restore, for suites of v2 actions. Returns the suite file's path, to be written.
+fn kinds_scene(dir: &Path) -> std::path::PathBuf {
+    let modules = dir.join("modules");
+    std::fs::create_dir(&modules).unwrap();
+    support::add_module(&modules, "kinds", "kinds", "");
+    write(
+        dir,
+        "configmap.json",
+        r#"{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "web", "namespace": "shop"}}"#,
+    );
+    write(
+        dir,
+        "backup.json",
+        r#"{"apiVersion": "velero.io/v1", "kind": "Backup", "metadata": {"name": "nightly", "namespace": "velero"}}"#,
+    );
+    write(
+        dir,
+        "restore.json",
+        r#"{"apiVersion": "velero.io/v1", "kind": "Restore", "metadata": {"name": "back", "namespace": "velero"}}"#,
+    );
+    dir.join("suite.yaml")
+}
+
+/// The two v2 cases of the `kinds` module at 2026-05-02T10:00:00Z, with `expect` blocks given.
+fn operation_cases(backup_expect: &str, restore_expect: &str) -> String {
+    format!(
+        "modules: modules
+stock: none
+cases:
+  - name: the backup starts an operation
+    action: test.velero-wasm.io/backup-v2
+    item: configmap.json
+    backup: backup.json
+    now: 2026-05-02T10:00:00Z
+    expect:
+{backup_expect}
+  - name: the restore waits for its pending item
+    action: test.velero-wasm.io/restore-v2
+    item: configmap.json
+    restore: restore.json
+    now: 2026-05-02T10:00:00Z
+    expect:
+{restore_expect}"
+    )
+}
+
+#[test]
+fn every_field_of_an_operation_is_checked_and_update_writes_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let suite = kinds_scene(dir.path());
+    // The operation's id encodes its start (seconds, nanoseconds) and its duration (1000 ms).
+    let right_backup = "      operationId: op-1777716000-0-1000
+      postOperationItems:
+        - {group: \"\", resource: configmaps, namespace: shop, name: web}
+";
+    let right_restore = "      operationId: op-1777716000-0-1000
+      waitForAdditionalItems: true
+      additionalItemsTimeout: 1m30s
+";
+    std::fs::write(&suite, operation_cases(right_backup, right_restore)).unwrap();
+    let out = velero_wasm(&["test", suite.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+
+    let wrong_backup = "      operationId: op-1777716000-0-1000
+      postOperationItems:
+        - {group: \"\", resource: configmaps, namespace: shop, name: db}
+";
+    let wrong_restore = "      operationId: op-1777716000-0-1000
+      waitForAdditionalItems: false
+      additionalItemsTimeout: 10m0s
+";
+    std::fs::write(&suite, operation_cases(wrong_backup, wrong_restore)).unwrap();
+    let out = velero_wasm(&["test", suite.to_str().unwrap()]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    for reason in [
+        "postOperationItems differ:",
+        "- #1 configmaps shop/db",
+        "+ #1 configmaps shop/web",
+        "waitForAdditionalItems: expected false, got true",
+        "additionalItemsTimeout: expected \"10m0s\", got \"1m30s\"",
+    ] {
+        assert!(text.contains(reason), "no {reason:?} in:\n{text}");
+    }
+    assert!(!text.contains("operationId:"), "{text}");
+
+    let out = velero_wasm(&["test", "--update", suite.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    assert_eq!(
+        std::fs::read_to_string(&suite).unwrap(),
+        operation_cases(right_backup, right_restore)
+    );
+}
+
+#[test]
+fn a_case_s_settings_apply_to_that_case_only() {
+    // With `swap-backup-versions`, kinds describes backup-v1 as a v2 action: its output then carries
+    // an operation id (none started: ""), which a v1 action's has not.
+    let dir = tempfile::tempdir().unwrap();
+    let suite = kinds_scene(dir.path());
+    let case = |name: &str, settings: &str| {
+        format!(
+            "  - name: {name}
+    action: test.velero-wasm.io/backup-v1
+    item: configmap.json
+    backup: backup.json{settings}
+    expect:
+      operationId: \"\"
+"
+        )
+    };
+    let text = format!(
+        "modules: modules\nstock: none\ncases:\n{}{}",
+        case(
+            "swapped by the case's setting",
+            "\n    settings:\n      swap-backup-versions: true"
+        ),
+        case("as the manifest describes it", "")
+    );
+    std::fs::write(&suite, text).unwrap();
+    let out = velero_wasm(&["test", suite.to_str().unwrap()]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    let row = |name: &str| {
+        text.lines()
+            .find(|l| l.contains(name))
+            .unwrap_or_else(|| panic!("no row for {name}: {text}"))
+            .to_string()
+    };
+    assert!(
+        row("swapped by the case's setting").contains(" ok "),
+        "{text}"
+    );
+    assert!(
+        row("as the manifest describes it").contains("FAIL"),
+        "{text}"
+    );
+    assert!(
+        text.contains("operationId: expected \"\", got nothing"),
+        "{text}"
+    );
+}
+
 // `velero-wasm bench`: figures are printed, never asserted; the shape and the count of calls are.
 
 fn bench_args(extra: &[&str]) -> Vec<String> {

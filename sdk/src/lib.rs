@@ -42,18 +42,25 @@
 //!
 //! The contract itself is the WIT package in `wit/` (this crate's copy of velero-wasm's); this crate
 //! adds conveniences around the generated bindings: default implementations for the calls an action
-//! does not use, JSON helpers, and a [`Cluster`] trait with an in-memory fake that applies the
-//! module's grant, so that action logic can be unit-tested natively.
+//! does not use, JSON helpers, and each capability as a trait with the host's implementation and a
+//! recording fake, so that action logic can be unit-tested natively: [`Cluster`] ([`FakeCluster`]
+//! applies the module's grant), [`Clock`], [`Config`], [`Environment`], [`Http`] and [`Signer`].
 
 /// The examples of `README.md`, compiled and run as doctests.
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeExamples;
 
+pub mod clock;
 pub mod cluster;
+pub mod config;
+pub mod environment;
 pub mod grant;
+pub mod http;
 pub mod log;
 pub mod object;
+mod rfc3339;
+pub mod signing;
 
 /// The raw bindings generated from the WIT package. The world is `plugin-with-signing` (`plugin` plus
 /// the `signing` import); an import a component never calls is left out of the built component.
@@ -71,13 +78,14 @@ pub use bindings::exports::velero_wasm::plugin::actions::{
     ActionInfo, BackupRequest, BackupResponse, Kind, Need, OperationProgress, RestoreRequest,
     RestoreResponse, Selector,
 };
-/// Outbound HTTP to the hosts the module's grant lists (`wit/http.wit`).
-pub use bindings::velero_wasm::plugin::http;
-/// Signed object-store URLs, made by the module that exports `signing` (`wit/signing.wit`).
-pub use bindings::velero_wasm::plugin::signing;
 pub use bindings::velero_wasm::plugin::types::{ResourceId, Timestamp, Verb};
+pub use clock::{Clock, FakeClock, HostClock};
 pub use cluster::{Api, Call, Cluster, FakeCluster, HostCluster, KubeError};
+pub use config::{Config, FakeConfig, HostConfig};
+pub use environment::{Environment, FakeEnvironment, HostEnvironment};
+pub use http::{FakeHttp, HostHttp, Http};
 pub use object::Object;
+pub use signing::{FakeSigner, HostSigner, Signer};
 
 use bindings::exports::velero_wasm::plugin::actions::Guest;
 
@@ -134,6 +142,14 @@ pub trait Plugin {
         let _ = (action, items, restore);
         Ok(true)
     }
+}
+
+/// Why a host call cannot be made in a native build (unit tests): there is no host to answer it.
+#[cfg(not(target_arch = "wasm32"))]
+fn no_host(what: &str) -> String {
+    format!(
+        "{what}: there is no velero-wasm host in a native build; give the logic the SDK's fakes in unit tests"
+    )
 }
 
 fn unsupported(action: &str, call: &str) -> String {
@@ -344,73 +360,6 @@ impl RestoreResponse {
     pub fn additional(mut self, items: Vec<ResourceId>) -> Self {
         self.additional_items.extend(items);
         self
-    }
-}
-
-/// The module's settings (the `[settings]` table of its manifest).
-pub mod config {
-    /// One setting, if set.
-    pub fn get(key: &str) -> Option<String> {
-        crate::bindings::velero_wasm::plugin::config::get(key)
-    }
-}
-
-/// The host's environment, as far as the module's grant allows (`wit/environment.wit`).
-pub mod environment {
-    use crate::bindings::velero_wasm::plugin::environment as wit;
-
-    /// The namespace Velero runs in ("" when the host does not know it).
-    pub fn velero_namespace() -> String {
-        wit::velero_namespace()
-    }
-
-    /// An environment variable of the host process (`[grant] env`); `None` when unset.
-    pub fn variable(name: &str) -> Result<Option<String>, String> {
-        wit::variable(name)
-    }
-
-    /// The contents of the file named by the environment variable `variable` (`[grant] env-files`).
-    pub fn read_env_file(variable: &str) -> Result<Vec<u8>, String> {
-        wit::read_env_file(variable)
-    }
-}
-
-/// Time from the host (which may fix it for reproducible runs).
-pub mod clock {
-    use crate::Timestamp;
-
-    /// The current wall-clock time.
-    pub fn now() -> Timestamp {
-        #[cfg(target_arch = "wasm32")]
-        return crate::bindings::velero_wasm::plugin::clock::now();
-        // Native unit tests: the system clock.
-        #[cfg(not(target_arch = "wasm32"))]
-        {
-            let d = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap_or_default();
-            Timestamp {
-                seconds: d.as_secs() as i64,
-                nanoseconds: d.subsec_nanos(),
-            }
-        }
-    }
-
-    /// Nanoseconds since an arbitrary point.
-    pub fn monotonic() -> u64 {
-        crate::bindings::velero_wasm::plugin::clock::monotonic()
-    }
-
-    /// Waits; the call's deadline still applies.
-    pub fn sleep(duration: std::time::Duration) {
-        let nanos = u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX);
-        crate::bindings::velero_wasm::plugin::clock::sleep(nanos)
-    }
-
-    /// Time left before the host ends this call (the module's `limits.timeout`): a long wait stops
-    /// before it, with its own message.
-    pub fn remaining() -> std::time::Duration {
-        std::time::Duration::from_nanos(crate::bindings::velero_wasm::plugin::clock::remaining())
     }
 }
 

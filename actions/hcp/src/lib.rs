@@ -21,7 +21,6 @@ pub mod restore;
 pub mod settings;
 #[cfg(test)]
 mod testing;
-pub mod time;
 
 pub use context::Context;
 
@@ -108,88 +107,20 @@ fn unknown(action: &str) -> String {
 }
 
 mod component {
-    use std::time::Duration;
-
-    use velero_wasm_sdk::signing::{
-        self, AwsCredentialSource, AwsCredentials, AzureCredentials, AzureRequest, S3Request,
-        SigningError, SnapshotUrl,
-    };
     use velero_wasm_sdk::{
-        clock, config, environment, export_plugin, ActionInfo, BackupRequest, BackupResponse,
-        HostCluster, OperationProgress, Plugin, RestoreRequest, RestoreResponse, Timestamp,
+        export_plugin, ActionInfo, BackupRequest, BackupResponse, HostClock, HostCluster,
+        HostConfig, HostEnvironment, HostSigner, OperationProgress, Plugin, RestoreRequest,
+        RestoreResponse,
     };
 
     use crate::catalog;
-    use crate::context::{Clock, Context, Environment, Signer};
+    use crate::context::Context;
     use crate::settings::Settings;
 
     struct Hcp;
 
-    /// The host's `environment` capability.
-    struct HostEnvironment;
-
-    impl Environment for HostEnvironment {
-        fn velero_namespace(&self) -> String {
-            environment::velero_namespace()
-        }
-        fn variable(&self, name: &str) -> Result<Option<String>, String> {
-            environment::variable(name)
-        }
-        fn read_env_file(&self, variable: &str) -> Result<Vec<u8>, String> {
-            environment::read_env_file(variable)
-        }
-    }
-
-    /// The host's `clock` capability.
-    struct HostClock;
-
-    impl Clock for HostClock {
-        fn now(&self) -> Timestamp {
-            clock::now()
-        }
-        fn monotonic(&self) -> Duration {
-            Duration::from_nanos(clock::monotonic())
-        }
-        fn sleep(&self, duration: Duration) {
-            clock::sleep(duration)
-        }
-        fn remaining(&self) -> Duration {
-            clock::remaining()
-        }
-    }
-
-    /// The `signing` import (served by the signing module).
-    struct HostSigner;
-
-    impl Signer for HostSigner {
-        fn parse_snapshot_url(&self, url: &str) -> Result<SnapshotUrl, SigningError> {
-            signing::parse_snapshot_url(url)
-        }
-        fn parse_aws_credentials(&self, data: &str) -> Result<AwsCredentialSource, SigningError> {
-            signing::parse_aws_credentials(data)
-        }
-        fn presign_s3(
-            &self,
-            request: &S3Request,
-            credentials: &AwsCredentials,
-        ) -> Result<String, SigningError> {
-            signing::presign_s3(request, credentials)
-        }
-        fn azure_sas(
-            &self,
-            request: &AzureRequest,
-            credentials: &AzureCredentials,
-        ) -> Result<String, SigningError> {
-            signing::azure_sas(request, credentials)
-        }
-    }
-
-    fn settings() -> Result<Settings, String> {
-        Settings::parse(config::get)
-    }
-
     fn with_context<R>(f: impl FnOnce(Context) -> Result<R, String>) -> Result<R, String> {
-        let settings = settings()?;
+        let settings = Settings::read(&HostConfig)?;
         f(Context {
             cluster: &HostCluster,
             env: &HostEnvironment,
@@ -202,9 +133,8 @@ mod component {
     impl Plugin for Hcp {
         fn describe() -> Vec<ActionInfo> {
             // A bad setting is reported by every call; until then, describe the default.
-            catalog::describe(settings().unwrap_or_default().etcd_wait)
+            catalog::describe(Settings::read(&HostConfig).unwrap_or_default().etcd_wait)
         }
-
         fn backup(action: &str, request: BackupRequest) -> Result<BackupResponse, String> {
             with_context(|ctx| crate::run_backup(ctx, action, &request.item, &request.backup))
         }

@@ -7,6 +7,8 @@
 //! | `aad-authority` | Microsoft Entra ID authority URL (Azure Stack, a test server) | by `AZURE_CLOUD_NAME` |
 //! | `imds-endpoint` | Azure Instance Metadata Service, for managed identity (a test server) | `http://169.254.169.254` |
 
+use velero_wasm_sdk::Config;
+
 /// How the backup action waits for the HCPEtcdBackup.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum EtcdWait {
@@ -31,9 +33,9 @@ pub struct Settings {
 }
 
 impl Settings {
-    /// Reads the settings through `get`; a bad value says how to fix it.
-    pub fn parse(get: impl Fn(&str) -> Option<String>) -> Result<Settings, String> {
-        let etcd_wait = match get("etcd-wait").as_deref().map(str::trim) {
+    /// Reads the settings from `config`; a bad value says how to fix it.
+    pub fn read(config: &dyn Config) -> Result<Settings, String> {
+        let etcd_wait = match config.get("etcd-wait").as_deref().map(str::trim) {
             None | Some("async") => EtcdWait::Async,
             Some("blocking") => EtcdWait::Blocking,
             Some(other) => {
@@ -45,7 +47,8 @@ impl Settings {
             }
         };
         let text = |key: &str| {
-            get(key)
+            config
+                .get(key)
                 .map(|v| v.trim().to_string())
                 .filter(|v| !v.is_empty())
         };
@@ -60,18 +63,29 @@ impl Settings {
 
 #[cfg(test)]
 mod tests {
+    use velero_wasm_sdk::FakeConfig;
+
     use super::*;
 
     #[test]
     fn async_is_the_default_and_bad_values_say_how_to_fix_them() {
-        assert_eq!(Settings::parse(|_| None), Ok(Settings::default()));
-        let blocking = Settings::parse(|k| (k == "etcd-wait").then(|| "blocking".to_string()));
+        let unset = FakeConfig::new();
+        assert_eq!(Settings::read(&unset), Ok(Settings::default()));
+        assert_eq!(
+            unset.reads(),
+            [
+                "etcd-wait",
+                "sts-endpoint",
+                "aad-authority",
+                "imds-endpoint"
+            ]
+        );
+        let blocking = Settings::read(&FakeConfig::new().with("etcd-wait", "blocking"));
         assert_eq!(blocking.unwrap().etcd_wait, EtcdWait::Blocking);
-        let e = Settings::parse(|k| (k == "etcd-wait").then(|| "sync".to_string())).unwrap_err();
+        let e = Settings::read(&FakeConfig::new().with("etcd-wait", "sync")).unwrap_err();
         assert!(e.contains("\"sync\"") && e.contains("[settings]"), "{e}");
-        let s =
-            Settings::parse(|k| (k == "sts-endpoint").then(|| " https://sts.example ".to_string()))
-                .unwrap();
+        let s = Settings::read(&FakeConfig::new().with("sts-endpoint", " https://sts.example "))
+            .unwrap();
         assert_eq!(s.sts_endpoint.as_deref(), Some("https://sts.example"));
     }
 }

@@ -1,218 +1,24 @@
-//! Fakes for native unit tests: an environment, a clock that moves only when slept on, and a signer
-//! that records what it was asked and answers with readable stand-in URLs.
+//! For native unit tests: the SDK's fakes gathered into a [`Context`], the objects of a HyperShift
+//! management cluster, and a cluster whose HCPEtcdBackups move on as HyperShift's controller would.
 
-use std::cell::{Cell, RefCell};
-use std::collections::BTreeMap;
-use std::time::Duration;
+use std::cell::Cell;
 
-use velero_wasm_sdk::signing::{
-    AadSecret, AwsCredentialSource, AwsCredentials, AwsKeys, AzureCredentials, AzureRequest,
-    S3Request, SigningError, SnapshotUrl,
+use velero_wasm_sdk::{
+    Api, Cluster, FakeClock, FakeCluster, FakeEnvironment, FakeSigner, KubeError, Object,
 };
-use velero_wasm_sdk::{Api, Cluster, FakeCluster, KubeError, Object, Timestamp};
 
-use crate::context::{Clock, Context, Environment, Signer};
+use crate::context::Context;
 use crate::settings::Settings;
 
 /// 2026-05-08T12:00:00Z.
 pub const START: i64 = 1_778_241_600;
-
-/// An environment from maps.
-#[derive(Default)]
-pub struct FakeEnv {
-    /// Velero's namespace.
-    pub namespace: String,
-    /// Variables (all granted).
-    pub variables: BTreeMap<String, String>,
-    /// Files by the variable naming them.
-    pub files: BTreeMap<String, Vec<u8>>,
-}
-
-impl Environment for FakeEnv {
-    fn velero_namespace(&self) -> String {
-        self.namespace.clone()
-    }
-    fn variable(&self, name: &str) -> Result<Option<String>, String> {
-        Ok(self.variables.get(name).cloned())
-    }
-    fn read_env_file(&self, variable: &str) -> Result<Vec<u8>, String> {
-        if !self.variables.contains_key(variable) {
-            return Err(format!("environment variable {variable} is not set"));
-        }
-        self.files
-            .get(variable)
-            .cloned()
-            .ok_or_else(|| format!("cannot read the file named by {variable}: not found"))
-    }
-}
-
-/// Virtual time: starts at [`START`], moves by what is slept.
-#[derive(Default)]
-pub struct FakeClock {
-    slept: Cell<Duration>,
-    limit: Cell<Option<Duration>>,
-}
-
-impl FakeClock {
-    /// Time slept so far.
-    pub fn slept(&self) -> Duration {
-        self.slept.get()
-    }
-
-    /// Gives the call a time limit (none by default).
-    pub fn set_limit(&self, limit: Duration) {
-        self.limit.set(Some(limit));
-    }
-}
-
-impl Clock for FakeClock {
-    fn now(&self) -> Timestamp {
-        Timestamp {
-            seconds: START + self.slept.get().as_secs() as i64,
-            nanoseconds: 0,
-        }
-    }
-    fn monotonic(&self) -> Duration {
-        self.slept.get()
-    }
-    fn sleep(&self, duration: Duration) {
-        self.slept.set(self.slept.get() + duration);
-    }
-    fn remaining(&self) -> Duration {
-        self.limit.get().map_or(Duration::MAX, |limit| {
-            limit.saturating_sub(self.slept.get())
-        })
-    }
-}
-
-/// A signer that answers `https://signed.example/…` URLs naming what it was given.
-#[derive(Default)]
-pub struct FakeSigner {
-    /// One line per signing call.
-    pub calls: RefCell<Vec<String>>,
-    /// What `parse-aws-credentials` answers (static keys `AKID`/`SECRET` when unset).
-    pub aws_source: RefCell<Option<AwsCredentialSource>>,
-    /// An error every signing call returns, if set.
-    pub failure: RefCell<Option<SigningError>>,
-}
-
-impl Signer for FakeSigner {
-    fn parse_snapshot_url(&self, url: &str) -> Result<SnapshotUrl, SigningError> {
-        if let Some(rest) = url.strip_prefix("s3://") {
-            let (bucket, key) = rest.split_once('/').unwrap_or((rest, ""));
-            if key.is_empty() {
-                return Err(SigningError::Invalid(format!(
-                    "error parsing S3 URL {url:?}: missing key in S3 URL {url:?}"
-                )));
-            }
-            return Ok(SnapshotUrl::S3((bucket.into(), key.into())));
-        }
-        let rest = url.strip_prefix("https://").unwrap_or("");
-        if let Some((host, path)) = rest.split_once('/') {
-            if let Some((account, _)) = host.split_once(".blob.") {
-                let (container, blob) = path.split_once('/').unwrap_or((path, ""));
-                return Ok(SnapshotUrl::AzureBlob((
-                    account.into(),
-                    container.into(),
-                    blob.into(),
-                )));
-            }
-        }
-        Ok(SnapshotUrl::Unsigned)
-    }
-
-    fn parse_aws_credentials(&self, data: &str) -> Result<AwsCredentialSource, SigningError> {
-        self.calls.borrow_mut().push(format!("parse-aws {data:?}"));
-        Ok(self.aws_source.borrow().clone().unwrap_or_else(|| {
-            AwsCredentialSource::Keys(AwsKeys {
-                access_key_id: "AKID".into(),
-                secret_access_key: "SECRET".into(),
-                session_token: None,
-            })
-        }))
-    }
-
-    fn presign_s3(
-        &self,
-        request: &S3Request,
-        credentials: &AwsCredentials,
-    ) -> Result<String, SigningError> {
-        let creds = match credentials {
-            AwsCredentials::Keys(k) => format!("keys:{}", k.access_key_id),
-            AwsCredentials::WebIdentity(w) => format!(
-                "sts:{}:{}:{}:{}",
-                w.role_arn,
-                w.session_name,
-                w.token,
-                w.sts_endpoint.as_deref().unwrap_or("-")
-            ),
-        };
-        self.calls.borrow_mut().push(format!(
-            "presign-s3 {}/{} region={} endpoint={} path-style={} expires={} {creds}",
-            request.bucket,
-            request.key,
-            request.region,
-            request.endpoint.as_deref().unwrap_or("-"),
-            request.force_path_style,
-            request.expires_seconds
-        ));
-        if let Some(e) = self.failure.borrow().clone() {
-            return Err(e);
-        }
-        Ok(format!(
-            "https://signed.example/{}/{}?{creds}",
-            request.bucket, request.key
-        ))
-    }
-
-    fn azure_sas(
-        &self,
-        request: &AzureRequest,
-        credentials: &AzureCredentials,
-    ) -> Result<String, SigningError> {
-        let creds = match credentials {
-            AzureCredentials::AccountKey(k) => format!("key:{k}"),
-            AzureCredentials::DelegationKey(_) => "delegation-key".to_string(),
-            AzureCredentials::Aad(a) => format!(
-                "aad:{}:{}:{}:{}:{}",
-                a.tenant_id,
-                a.client_id,
-                match &a.secret {
-                    AadSecret::ClientSecret(s) => format!("secret={s}"),
-                    AadSecret::FederatedToken(t) => format!("federated={t}"),
-                    AadSecret::AccessToken(t) => format!("token={t}"),
-                    AadSecret::ManagedIdentity(e) =>
-                        format!("managed-identity={}", e.as_deref().unwrap_or("imds")),
-                },
-                a.cloud_name,
-                a.authority.as_deref().unwrap_or("-")
-            ),
-        };
-        self.calls.borrow_mut().push(format!(
-            "azure-sas {}/{}/{} endpoint={} permissions={} expires={} {creds}",
-            request.account,
-            request.container,
-            request.blob,
-            request.endpoint.as_deref().unwrap_or("-"),
-            request.permissions,
-            request.expires_seconds
-        ));
-        if let Some(e) = self.failure.borrow().clone() {
-            return Err(e);
-        }
-        Ok(format!(
-            "https://{}.blob.core.windows.net/{}/{}?sig={creds}",
-            request.account, request.container, request.blob
-        ))
-    }
-}
 
 /// Every fake, and a [`Context`] over them.
 pub struct Fakes<C = FakeCluster> {
     /// The cluster.
     pub cluster: C,
     /// The environment (Velero in `openshift-adp`).
-    pub env: FakeEnv,
+    pub env: FakeEnvironment,
     /// The clock.
     pub clock: FakeClock,
     /// The signer.
@@ -222,16 +28,14 @@ pub struct Fakes<C = FakeCluster> {
 }
 
 impl<C: Cluster> Fakes<C> {
-    /// Fakes around `cluster`, with Velero in `openshift-adp` and the default settings.
+    /// Fakes around `cluster`, with Velero in `openshift-adp`, the clock at [`START`] and the default
+    /// settings.
     pub fn new(cluster: C) -> Fakes<C> {
         Fakes {
             cluster,
-            env: FakeEnv {
-                namespace: "openshift-adp".into(),
-                ..FakeEnv::default()
-            },
-            clock: FakeClock::default(),
-            signer: FakeSigner::default(),
+            env: FakeEnvironment::new().in_namespace("openshift-adp"),
+            clock: FakeClock::at(START),
+            signer: FakeSigner::new(),
             settings: Settings::default(),
         }
     }

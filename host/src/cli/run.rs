@@ -110,6 +110,11 @@ pub struct RunArgs {
     /// never reaches a live cluster).
     #[arg(skip)]
     pub(super) offline: bool,
+
+    /// Settings of the action's module over its manifest's, for this run only (`test`: a case's
+    /// `settings`).
+    #[arg(skip)]
+    pub(super) settings: std::collections::BTreeMap<String, String>,
 }
 
 /// Runs the command; returns the exit status.
@@ -242,6 +247,9 @@ pub(super) async fn prepare(
     let (runtime, problems) = load_runtime(&args.modules, services).await?;
     for problem in &problems {
         eprintln!("velero-wasm run: warning: {problem}");
+    }
+    if !args.settings.is_empty() {
+        super::test::apply_settings(&runtime, &args.modules, &args.action, &args.settings).await?;
     }
     let entry = runtime
         .action(&args.action)

@@ -5,7 +5,7 @@
 //!
 //! Exit status: 0 when every case passes, 1 when one fails, 2 when a suite cannot be read.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -15,7 +15,8 @@ use serde_json::{Map, Value};
 
 use super::run::{self, RunArgs};
 use super::{Failure, ModuleArgs, EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK};
-use crate::modules::StockChoice;
+use crate::modules::{stock_modules, stock_override, ModuleSource, Origin, StockChoice};
+use crate::runtime::Runtime;
 
 /// The suite read when none is named: where `velero-wasm new` puts it.
 const DEFAULT_SUITE: &str = "tests/suite.yaml";
@@ -72,8 +73,32 @@ struct Case {
     replay: Option<PathBuf>,
     now: Option<String>,
     velero_namespace: Option<String>,
+    /// Settings of the action's module for this case, each over the manifest's.
+    #[serde(default)]
+    settings: BTreeMap<String, Setting>,
     #[serde(default)]
     expect: Expect,
+}
+
+/// A setting's value: YAML's scalars, passed to the module as text (as a manifest's are).
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum Setting {
+    Text(String),
+    Flag(bool),
+    Integer(i64),
+    Number(f64),
+}
+
+impl Setting {
+    fn text(&self) -> String {
+        match self {
+            Setting::Text(s) => s.clone(),
+            Setting::Flag(b) => b.to_string(),
+            Setting::Integer(n) => n.to_string(),
+            Setting::Number(x) => x.to_string(),
+        }
+    }
 }
 
 /// One path or a list of them.
@@ -114,6 +139,12 @@ struct Expect {
     skip_restore: Option<bool>,
     /// The operation id a v2 action returned (`""` when it started none).
     operation_id: Option<String>,
+    /// Exactly these post-operation items (backup-v2), in this order.
+    post_operation_items: Option<Vec<Id>>,
+    /// Whether the restore-v2 action asks Velero to wait for its additional items.
+    wait_for_additional_items: Option<bool>,
+    /// How long Velero waits for them, as `run` prints it (`""`: Velero's default).
+    additional_items_timeout: Option<String>,
     /// The writes the action made, in order: each given field must equal the write's.
     cluster_writes: Option<Vec<Map<String, Value>>>,
     /// The returned item equals the object in this file (JSON or YAML).
@@ -134,6 +165,15 @@ impl Expect {
             ("relatedItems", self.related_items.is_some()),
             ("skipRestore", self.skip_restore.is_some()),
             ("operationId", self.operation_id.is_some()),
+            ("postOperationItems", self.post_operation_items.is_some()),
+            (
+                "waitForAdditionalItems",
+                self.wait_for_additional_items.is_some(),
+            ),
+            (
+                "additionalItemsTimeout",
+                self.additional_items_timeout.is_some(),
+            ),
             ("pointers", self.pointers.is_some()),
             ("item", self.item.is_some()),
             ("clusterWrites", self.cluster_writes.is_some()),
@@ -385,6 +425,11 @@ fn run_args(dir: &Path, suite: &Suite, case: &Case) -> Result<RunArgs, Failure> 
         record: None,
         replay: case.replay.as_ref().map(at),
         now: case.now.clone(),
+        settings: case
+            .settings
+            .iter()
+            .map(|(key, value)| (key.clone(), value.text()))
+            .collect(),
         modules: ModuleArgs {
             modules: suite.modules.as_ref().map(at),
             stock,
@@ -392,6 +437,73 @@ fn run_args(dir: &Path, suite: &Suite, case: &Case) -> Result<RunArgs, Failure> 
         },
         offline: true,
     })
+}
+
+/// Puts the module that provides `action` back in service with `settings` over its manifest's
+/// (a case's `settings`), read again from where it was loaded: the module describes its actions again,
+/// since what it describes may depend on them. An unknown action is left to the caller to report.
+pub(super) async fn apply_settings(
+    runtime: &Runtime,
+    modules: &ModuleArgs,
+    action: &str,
+    settings: &BTreeMap<String, String>,
+) -> Result<(), Failure> {
+    let Some(entry) = runtime.action(action) else {
+        return Ok(());
+    };
+    let module = &entry.module;
+    let mut source = module_source(&module.name, &module.origin, modules)?;
+    if source.sha256 != module.sha256 {
+        return Err(Failure::bad_input(format!(
+            "settings: module {} changed while the suite ran ({} was loaded, {} is there now)",
+            module.name, module.sha256, source.sha256
+        )));
+    }
+    source
+        .manifest
+        .settings
+        .extend(settings.iter().map(|(k, v)| (k.clone(), v.clone())));
+    runtime.load(source).await.map_err(|e| {
+        Failure::bad_input(format!(
+            "settings: module {} does not load with them: {e}",
+            module.name
+        ))
+    })?;
+    Ok(())
+}
+
+/// A loaded module's source, read again from its origin.
+fn module_source(
+    name: &str,
+    origin: &Origin,
+    modules: &ModuleArgs,
+) -> Result<ModuleSource, Failure> {
+    let stock = || {
+        stock_modules()
+            .into_iter()
+            .flatten()
+            .find(|source| source.name == name)
+            .ok_or_else(|| Failure::failed(format!("the stock module {name} is not built in")))
+    };
+    match origin {
+        Origin::Stock => stock(),
+        Origin::File(path) => crate::modules::read_module(path, modules.trusted_keys()?.as_ref())
+            .map_err(|e| Failure::bad_input(format!("settings: {}: {e}", path.display()))),
+        Origin::Override(from) => {
+            let Origin::File(path) = from.as_ref() else {
+                return Err(Failure::bad_input(format!(
+                    "settings: module {name} comes from {origin}, which a suite cannot read again"
+                )));
+            };
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| Failure::bad_input(format!("settings: {}: {e}", path.display())))?;
+            stock_override::apply(&stock()?, &text, from.as_ref().clone())
+                .map_err(|e| Failure::bad_input(format!("settings: {}: {e}", path.display())))
+        }
+        Origin::ConfigMap { .. } => Err(Failure::bad_input(format!(
+            "settings: module {name} comes from {origin}, which a suite cannot read again"
+        ))),
+    }
 }
 
 /// Why the output of a case does not meet its expectations (empty: it does).
@@ -423,6 +535,7 @@ fn check(expect: &Expect, result: &Result<Value, Failure>, dir: &Path) -> Vec<St
     for (key, expected) in [
         ("additionalItems", &expect.additional_items),
         ("relatedItems", &expect.related_items),
+        ("postOperationItems", &expect.post_operation_items),
     ] {
         if let Some(expected) = expected {
             let observed = ids(output, key);
@@ -447,21 +560,31 @@ fn check(expect: &Expect, result: &Result<Value, Failure>, dir: &Path) -> Vec<St
             ));
         }
     }
-    if let Some(expected) = expect.skip_restore {
-        let observed = output.get("skipRestore").and_then(Value::as_bool);
-        if observed != Some(expected) {
+    let scalars = [
+        ("skipRestore", expect.skip_restore.map(Value::Bool)),
+        (
+            "operationId",
+            expect.operation_id.clone().map(Value::String),
+        ),
+        (
+            "waitForAdditionalItems",
+            expect.wait_for_additional_items.map(Value::Bool),
+        ),
+        (
+            "additionalItemsTimeout",
+            expect.additional_items_timeout.clone().map(Value::String),
+        ),
+    ];
+    for (key, expected) in scalars {
+        let Some(expected) = expected else {
+            continue;
+        };
+        let observed = scalar(output, key);
+        if observed.as_ref() != Some(&expected) {
             reasons.push(format!(
-                "skipRestore: expected {expected}, got {}",
-                shown(output.get("skipRestore"))
-            ));
-        }
-    }
-    if let Some(expected) = &expect.operation_id {
-        let observed = output.get("operationId").and_then(Value::as_str);
-        if observed != Some(expected.as_str()) {
-            reasons.push(format!(
-                "operationId: expected {expected:?}, got {}",
-                shown(output.get("operationId"))
+                "{key}: expected {}, got {}",
+                compact(&expected),
+                shown(observed.as_ref())
             ));
         }
     }
@@ -520,6 +643,15 @@ fn check(expect: &Expect, result: &Result<Value, Failure>, dir: &Path) -> Vec<St
         }
     }
     reasons
+}
+
+/// A value of a run's output as a case states it: `null` (no operation, Velero's default timeout) is
+/// `""`; absent (the action's kind has no such field) is `None`.
+fn scalar(output: &Value, key: &str) -> Option<Value> {
+    match output.get(key)? {
+        Value::Null => Some(Value::String(String::new())),
+        value => Some(value.clone()),
+    }
 }
 
 /// Where two JSON values differ, one line per JSON pointer: `- path: expected` and `+ path: got`.
@@ -657,11 +789,13 @@ fn observed_expectation(expect: &Expect, result: &Result<Value, Failure>) -> Opt
     let mut text = String::new();
     for key in keys {
         match key {
-            "additionalItems" | "relatedItems" | "additionalItemsInclude" => {
-                let source = if key == "relatedItems" {
-                    "relatedItems"
-                } else {
-                    "additionalItems"
+            "additionalItems"
+            | "relatedItems"
+            | "additionalItemsInclude"
+            | "postOperationItems" => {
+                let source = match key {
+                    "relatedItems" | "postOperationItems" => key,
+                    _ => "additionalItems",
                 };
                 let ids = ids(output, source);
                 if ids.is_empty() {
@@ -673,8 +807,10 @@ fn observed_expectation(expect: &Expect, result: &Result<Value, Failure>) -> Opt
                     }
                 }
             }
-            "skipRestore" | "operationId" => {
-                let value = output.get(key).cloned().unwrap_or(Value::Null);
+            "skipRestore" | "operationId" | "waitForAdditionalItems" | "additionalItemsTimeout" => {
+                // Absent (no longer this kind of action): YAML's null, which the suite reads as no
+                // expectation rather than one that can never hold.
+                let value = scalar(output, key).unwrap_or(Value::Null);
                 text.push_str(&format!("{key}: {}\n", yaml_value(&value)));
             }
             "pointers" => {

@@ -121,7 +121,7 @@ fn the_configuration_is_validated_for_hypershift_items() {
         "invalid etcdBackupMethod \"etcd\": must be \"volumeSnapshot\" or \"etcdSnapshot\""
     );
     let mut fakes = Fakes::new(management("AWS", json!({})));
-    fakes.env.namespace.clear();
+    fakes.env.set_namespace("");
     let e = run(&fakes, &pod("etcd-0"), &nightly()).unwrap_err();
     assert!(e.starts_with("error getting current namespace: "), "{e}");
 }

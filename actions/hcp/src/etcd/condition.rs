@@ -1,9 +1,7 @@
 //! What an HCPEtcdBackup says about itself: its `BackupCompleted` condition and `status.snapshotURL`
 //! (docs/hcp.md#s4-4-5, #s9), and what each poll makes of them.
 
-use velero_wasm_sdk::Object;
-
-use crate::time::parse_rfc3339;
+use velero_wasm_sdk::{Object, Timestamp};
 
 /// The condition type the plugin reads.
 pub const BACKUP_COMPLETED: &str = "BackupCompleted";
@@ -37,7 +35,8 @@ impl Condition {
                 status: field(c, "status"),
                 reason: field(c, "reason"),
                 message: field(c, "message"),
-                changed: parse_rfc3339(&field(c, "lastTransitionTime")),
+                changed: Timestamp::parse_rfc3339(&field(c, "lastTransitionTime"))
+                    .map(|t| t.seconds),
             })
     }
 

@@ -7,7 +7,7 @@ use velero_wasm_sdk::Object;
 
 use super::credentials::{dotenv, fetch};
 use crate::bsl;
-use crate::context::{signing_message, Context};
+use crate::context::Context;
 
 /// The default variable of the account key in the credential data.
 pub const ACCOUNT_KEY_VARIABLE: &str = "AZURE_STORAGE_ACCOUNT_ACCESS_KEY";
@@ -60,7 +60,7 @@ pub fn sas(
     };
     ctx.signer
         .azure_sas(&request, &credentials)
-        .map_err(|e| signing_message(&e).to_string())
+        .map_err(|e| e.message().to_string())
 }
 
 /// The Entra ID identity (docs/hcp.md#s5-7 step 6.1, docs/signing.md#s6-8): tenant and client from the credential data (or, with

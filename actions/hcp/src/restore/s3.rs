@@ -6,7 +6,7 @@ use velero_wasm_sdk::Object;
 
 use super::credentials::fetch;
 use crate::bsl;
-use crate::context::{signing_message, Context};
+use crate::context::Context;
 
 /// The variable naming the projected service-account token for IRSA.
 pub const TOKEN_FILE_VARIABLE: &str = "AWS_WEB_IDENTITY_TOKEN_FILE";
@@ -29,7 +29,7 @@ pub fn presign(
     let source = ctx
         .signer
         .parse_aws_credentials(&data)
-        .map_err(|e| format!("error parsing AWS credentials: {}", signing_message(&e)))?;
+        .map_err(|e| format!("error parsing AWS credentials: {}", e.message()))?;
     let credentials = match source {
         AwsCredentialSource::Keys(keys) => AwsCredentials::Keys(keys),
         AwsCredentialSource::WebIdentity((role_arn, token_file)) => {
@@ -54,7 +54,7 @@ pub fn presign(
     };
     ctx.signer
         .presign_s3(&request, &credentials)
-        .map_err(|e| signing_message(&e).to_string())
+        .map_err(|e| e.message().to_string())
 }
 
 /// `restore-<name>`, cut to AWS's 64 characters.

@@ -5,7 +5,7 @@ use velero_wasm_sdk::signing::SnapshotUrl;
 use velero_wasm_sdk::Object;
 
 use super::{azure, s3, MAX_URL};
-use crate::context::{signing_message, Context};
+use crate::context::Context;
 
 const S3_ERROR: &str = "error generating pre-signed URL for etcd snapshot";
 const AZURE_ERROR: &str = "error generating SAS URL for etcd snapshot";
@@ -21,7 +21,7 @@ pub fn sign(ctx: &Context, backup: &Object, resource: &str, url: &str) -> Result
     let parsed = ctx
         .signer
         .parse_snapshot_url(url)
-        .map_err(|e| format!("{context}: {}", signing_message(&e)))?;
+        .map_err(|e| format!("{context}: {}", e.message()))?;
     let (context, signed) = match parsed {
         SnapshotUrl::S3((bucket, key)) => {
             (S3_ERROR, s3::presign(ctx, backup, resource, bucket, key))

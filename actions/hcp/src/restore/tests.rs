@@ -5,7 +5,7 @@ use hypershift::apis::{
 };
 use serde_json::{json, Value};
 use velero_wasm_sdk::signing::{AwsCredentialSource, SigningError};
-use velero_wasm_sdk::FakeCluster;
+use velero_wasm_sdk::{FakeCluster, FakeSigner};
 
 use super::*;
 use crate::settings::Settings;
@@ -72,7 +72,7 @@ fn injected(outcome: Result<Outcome, String>) -> Value {
 }
 
 fn calls(fakes: &Fakes) -> Vec<String> {
-    fakes.signer.calls.borrow().clone()
+    fakes.signer.calls()
 }
 
 #[test]
@@ -258,8 +258,8 @@ fn s3_signing_errors_carry_upstream_s_prefix() {
         e,
         "error generating pre-signed URL for etcd snapshot: key \"aws\" not found in secret \"c\""
     );
-    let fakes = Fakes::new(aws());
-    *fakes.signer.failure.borrow_mut() = Some(SigningError::Invalid(
+    let mut fakes = Fakes::new(aws());
+    fakes.signer = FakeSigner::new().failing(SigningError::Invalid(
         "bucket, key, and region are required".into(),
     ));
     let e = run(&fakes, &with_url(hc(), S3_URL)).unwrap_err();
@@ -274,8 +274,8 @@ fn s3_signing_errors_carry_upstream_s_prefix() {
     );
 }
 
-fn web_identity(fakes: &Fakes, file: Option<&str>) {
-    *fakes.signer.aws_source.borrow_mut() = Some(AwsCredentialSource::WebIdentity((
+fn web_identity(fakes: &mut Fakes, file: Option<&str>) {
+    fakes.signer = FakeSigner::new().with_aws_source(AwsCredentialSource::WebIdentity((
         "arn:aws:iam::123456789012:role/velero".into(),
         file.map(str::to_string),
     )));
@@ -284,15 +284,13 @@ fn web_identity(fakes: &Fakes, file: Option<&str>) {
 #[test]
 fn web_identity_reads_the_projected_token_and_names_the_session() {
     let mut fakes = Fakes::new(aws());
-    web_identity(&fakes, None);
-    fakes.env.variables.insert(
-        "AWS_WEB_IDENTITY_TOKEN_FILE".into(),
-        "/var/run/secrets/token".into(),
-    );
-    fakes.env.files.insert(
-        "AWS_WEB_IDENTITY_TOKEN_FILE".into(),
-        b"eyJ.token\n".to_vec(),
-    );
+    web_identity(&mut fakes, None);
+    fakes
+        .env
+        .set_variable("AWS_WEB_IDENTITY_TOKEN_FILE", "/var/run/secrets/token");
+    fakes
+        .env
+        .set_file("AWS_WEB_IDENTITY_TOKEN_FILE", b"eyJ.token\n");
     injected(run(&fakes, &with_url(hc(), S3_URL)));
     assert!(
         calls(&fakes)[1]
@@ -301,17 +299,14 @@ fn web_identity_reads_the_projected_token_and_names_the_session() {
         calls(&fakes)
     );
     // A web_identity_token_file that is the same file is fine; another path is not readable.
-    web_identity(&fakes, Some("/var/run/secrets/token"));
+    web_identity(&mut fakes, Some("/var/run/secrets/token"));
     injected(run(&fakes, &with_url(hc(), S3_URL)));
-    web_identity(&fakes, Some("/etc/other"));
+    web_identity(&mut fakes, Some("/etc/other"));
     let e = run(&fakes, &with_url(hc(), S3_URL)).unwrap_err();
     assert!(e.contains("failed to read web identity token file \"/etc/other\": velero-wasm reads only the file AWS_WEB_IDENTITY_TOKEN_FILE names (/var/run/secrets/token)"), "{e}");
     // An empty token.
-    fakes
-        .env
-        .files
-        .insert("AWS_WEB_IDENTITY_TOKEN_FILE".into(), Vec::new());
-    web_identity(&fakes, None);
+    fakes.env.set_file("AWS_WEB_IDENTITY_TOKEN_FILE", b"");
+    web_identity(&mut fakes, None);
     let e = run(&fakes, &with_url(hc(), S3_URL)).unwrap_err();
     assert_eq!(e, "error generating pre-signed URL for etcd snapshot: error assuming role via STS: web identity token file \"/var/run/secrets/token\" is empty");
 }
@@ -326,12 +321,12 @@ fn web_identity_without_a_token_file_says_what_is_missing() {
             "arn:aws:iam::1:role/r",
         )],
     );
-    let fakes = Fakes::new(bare);
-    web_identity(&fakes, None);
+    let mut fakes = Fakes::new(bare);
+    web_identity(&mut fakes, None);
     let e = run(&fakes, &with_url(hc(), S3_URL)).unwrap_err();
     assert!(e.contains("error parsing AWS credentials: credential data is a bare IAM role ARN (arn:aws:iam::123456789012:role/velero) but AWS_WEB_IDENTITY_TOKEN_FILE is not set"), "{e}");
-    let fakes = Fakes::new(aws());
-    web_identity(&fakes, None);
+    let mut fakes = Fakes::new(aws());
+    web_identity(&mut fakes, None);
     let e = run(&fakes, &with_url(hc(), S3_URL)).unwrap_err();
     assert!(e.contains("error parsing AWS credentials: credential file has role_arn (arn:aws:iam::123456789012:role/velero) but no web_identity_token_file"), "{e}");
 }
@@ -437,12 +432,10 @@ fn azure_entra_id_credentials_from_the_secret_or_the_pod() {
             "/var/run/secrets/azure/tokens/azure-identity-token",
         ),
     ] {
-        pod.env.variables.insert(k.into(), v.into());
+        pod.env.set_variable(k, v);
     }
-    pod.env.files.insert(
-        "AZURE_FEDERATED_TOKEN_FILE".into(),
-        b"eyJ.federated\n".to_vec(),
-    );
+    pod.env
+        .set_file("AZURE_FEDERATED_TOKEN_FILE", b"eyJ.federated\n");
     pod.settings = Settings {
         aad_authority: Some("http://127.0.0.1:1/".into()),
         ..Settings::default()
@@ -468,14 +461,8 @@ fn azure_entra_id_credentials_from_the_secret_or_the_pod() {
     );
     // Neither a client secret nor workload identity: the node's managed identity of that client.
     let mut neither = Fakes::new(azure(json!({"useAAD": "true"}), None, vec![]));
-    neither
-        .env
-        .variables
-        .insert("AZURE_TENANT_ID".into(), "t".into());
-    neither
-        .env
-        .variables
-        .insert("AZURE_CLIENT_ID".into(), "c".into());
+    neither.env.set_variable("AZURE_TENANT_ID", "t");
+    neither.env.set_variable("AZURE_CLIENT_ID", "c");
     injected(run(&neither, &with_url(hc(), AZURE_URL)));
     assert!(
         calls(&neither)[0].ends_with("aad:t:c:managed-identity=imds::-"),

@@ -1,8 +1,10 @@
-//! RFC 3339 times as Kubernetes writes them (`2026-05-08T12:00:00Z`), to and from Unix seconds.
+//! RFC 3339 times as Kubernetes writes them (`2026-05-08T12:00:00Z`), to and from [`Timestamp`]s
+//! (see [`Timestamp::parse_rfc3339`]).
 
-/// Unix seconds of an RFC 3339 time (`Z` or a numeric offset, optional fraction); `None` when it
-/// does not parse.
-pub fn parse_rfc3339(text: &str) -> Option<i64> {
+use crate::Timestamp;
+
+/// An RFC 3339 time (`Z` or a numeric offset, optional fraction); `None` when it does not parse.
+pub(crate) fn parse(text: &str) -> Option<Timestamp> {
     let b = text.as_bytes();
     if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') {
         return None;
@@ -28,11 +30,15 @@ pub fn parse_rfc3339(text: &str) -> Option<i64> {
         return None;
     }
     let mut rest = &text[19..];
+    let mut nanoseconds = 0u32;
     if let Some(fraction) = rest.strip_prefix('.') {
         let digits = fraction.bytes().take_while(u8::is_ascii_digit).count();
         if digits == 0 {
             return None;
         }
+        // Nanoseconds: the first nine digits, padded; further digits are below the resolution.
+        let kept = &fraction[..digits.min(9)];
+        nanoseconds = kept.parse::<u32>().ok()? * 10u32.pow(9 - kept.len() as u32);
         rest = &fraction[digits..];
     }
     let offset = match rest {
@@ -50,11 +56,15 @@ pub fn parse_rfc3339(text: &str) -> Option<i64> {
             sign * (h.parse::<i64>().ok()? * 3600 + m.parse::<i64>().ok()? * 60)
         }
     };
-    Some(days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second - offset)
+    Some(Timestamp {
+        seconds: days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second
+            - offset,
+        nanoseconds,
+    })
 }
 
 /// `YYYY-MM-DDTHH:MM:SSZ` of Unix seconds.
-pub fn format_rfc3339(seconds: i64) -> String {
+pub(crate) fn format(seconds: i64) -> String {
     let days = seconds.div_euclid(86_400);
     let rest = seconds.rem_euclid(86_400);
     let (y, m, d) = civil_from_days(days);
@@ -92,31 +102,44 @@ fn civil_from_days(days: i64) -> (i64, i64, i64) {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use crate::Timestamp;
+
+    fn seconds(text: &str) -> Option<i64> {
+        Timestamp::parse_rfc3339(text).map(|t| t.seconds)
+    }
 
     #[test]
     fn kubernetes_times_round_trip() {
-        assert_eq!(parse_rfc3339("1970-01-01T00:00:00Z"), Some(0));
-        assert_eq!(parse_rfc3339("2026-05-08T12:00:00Z"), Some(1_778_241_600));
-        assert_eq!(format_rfc3339(1_778_241_600), "2026-05-08T12:00:00Z");
+        assert_eq!(seconds("1970-01-01T00:00:00Z"), Some(0));
+        assert_eq!(seconds("2026-05-08T12:00:00Z"), Some(1_778_241_600));
         assert_eq!(
-            parse_rfc3339("2026-05-08T14:00:00.123+02:00"),
-            Some(1_778_241_600)
+            Timestamp::from_unix(1_778_241_600).to_rfc3339(),
+            "2026-05-08T12:00:00Z"
+        );
+        let offset = Timestamp::parse_rfc3339("2026-05-08T14:00:00.123+02:00").unwrap();
+        assert_eq!(
+            (offset.seconds, offset.nanoseconds),
+            (1_778_241_600, 123_000_000)
         );
         assert_eq!(
-            parse_rfc3339("2024-02-29T23:59:59Z")
-                .map(format_rfc3339)
+            Timestamp::parse_rfc3339("2024-02-29T23:59:59Z")
+                .map(|t| t.to_rfc3339())
                 .as_deref(),
             Some("2024-02-29T23:59:59Z")
+        );
+        assert_eq!(
+            Timestamp::from_unix(-1).to_rfc3339(),
+            "1969-12-31T23:59:59Z"
         );
         for bad in [
             "",
             "2026-05-08",
             "2026-13-01T00:00:00Z",
             "2026-05-08T12:00:00",
+            "2026-05-08T12:00:00.Z",
             "yesterday at noon!!",
         ] {
-            assert_eq!(parse_rfc3339(bad), None, "{bad}");
+            assert_eq!(seconds(bad), None, "{bad}");
         }
     }
 }
