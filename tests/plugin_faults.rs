@@ -157,22 +157,37 @@ async fn an_upload_that_stalls_fails_with_deadline_exceeded_and_serving_goes_on(
 
 #[tokio::test(flavor = "multi_thread")]
 async fn out_of_file_descriptors_the_plugin_waits_without_spinning_and_serves_again() {
-    // The child may open few files: a few dozen connections exhaust them.
-    let mut plugin = start_adjusted(|command| unsafe {
-        command.pre_exec(|| {
-            let limit = libc::rlimit {
-                rlim_cur: 96,
-                rlim_max: 96,
-            };
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    });
-    // The modules load after the handshake: once an Execute is answered, the CPU the plugin uses
-    // is what it does for the clients below.
+    // The child may open few files: a few dozen connections exhaust them. At debug level, so that
+    // the end of the background compile can be seen.
+    let modules = modules_dir().display().to_string();
+    let mut plugin = Plugin::start_with(
+        binary(),
+        &["--log-level", "debug"],
+        &[("VELERO_WASM_MODULES", &modules)],
+        |command| unsafe {
+            command.pre_exec(|| {
+                let limit = libc::rlimit {
+                    rlim_cur: 96,
+                    rlim_max: 96,
+                };
+                if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        },
+    );
+    // The modules load after the handshake and compile in the background after that: once both
+    // are over, the CPU the plugin uses is what it does for the clients below.
     answers_health_and_execute(&plugin).await;
+    let compiled = Instant::now();
+    while !String::from_utf8_lossy(&plugin.stderr.lock().unwrap()).contains("modules compiled") {
+        assert!(
+            compiled.elapsed() < Duration::from_secs(300),
+            "the background compile did not end in 300 s"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     let pid = plugin.child.0.id();
     let open = std::fs::read_dir(format!("/proc/{pid}/fd"))
         .unwrap()
