@@ -3,6 +3,12 @@
 
 use std::process::ExitCode;
 
+/// The allocator of the binary (not of the library, whose users choose their own). A plugin call
+/// makes many small, short-lived allocations on several threads (gRPC frames, API answers, the
+/// guest's strings); musl's allocator, which the static binary would otherwise use, is slow at that.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     if std::env::var_os(velero_wasm::plugin::handshake::COOKIE_KEY)
