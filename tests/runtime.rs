@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use serde_json::Value;
-use velero_wasm::action::BackupRequest;
+use velero_wasm::action::{BackupRequest, ItemRef};
 use velero_wasm::capabilities::kube::fixture::FixtureCluster;
 use velero_wasm::capabilities::kube::{KubeAnswer, KubeCall, KubeError};
 use velero_wasm::capabilities::{Backend, Clock, Services};
@@ -71,6 +71,10 @@ async fn host() -> (Runtime, Arc<Counting>, tempfile::TempDir) {
     (runtime, backend, modules)
 }
 
+fn item_ref() -> ItemRef {
+    ItemRef::parse(ITEM).expect("the test item is an object")
+}
+
 fn request() -> BackupRequest {
     BackupRequest {
         item: ITEM.to_string(),
@@ -82,9 +86,8 @@ async fn call(
     runtime: &Runtime,
     case: &str,
 ) -> Result<velero_wasm::action::BackupOutcome, CallError> {
-    runtime
-        .backup(&format!("test.velero-wasm.io/{case}"), request())
-        .await
+    let entry = runtime.resolve(&format!("test.velero-wasm.io/{case}"))?;
+    runtime.backup(&entry, item_ref(), request()).await
 }
 
 async fn assert_still_serving(runtime: &Runtime) {
@@ -256,17 +259,16 @@ async fn a_module_that_fails_to_load_leaves_the_last_good_one_in_service() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unknown_actions_and_wrong_kinds_are_refused_by_name() {
     let (runtime, _, _dir) = host().await;
-    let error = runtime
-        .backup("test.velero-wasm.io/nope", request())
-        .await
-        .unwrap_err();
+    let error = runtime.resolve("test.velero-wasm.io/nope").unwrap_err();
     assert_eq!(
         error.to_string(),
         "no loaded module provides an action named \"test.velero-wasm.io/nope\""
     );
+    let echo = runtime.resolve("test.velero-wasm.io/echo").unwrap();
     let error = runtime
         .restore(
-            "test.velero-wasm.io/echo",
+            &echo,
+            item_ref(),
             velero_wasm::action::RestoreRequest {
                 item: ITEM.into(),
                 item_from_backup: ITEM.into(),

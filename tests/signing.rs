@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 use support::loopback::{Loopback, Reply};
-use velero_wasm::action::BackupRequest;
+use velero_wasm::action::{BackupRequest, ItemRef};
 use velero_wasm::capabilities::kube::NoCluster;
 use velero_wasm::capabilities::{Clock, Services};
 use velero_wasm::modules::{sha256_hex, stock_modules, ModuleSource, Origin};
@@ -852,9 +852,12 @@ fn test_component(name: &str, manifest: &str) -> ModuleSource {
 async fn probe_sign(runtime: &Runtime, credentials: &str) -> Value {
     let item = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "p", "namespace": "t"},
         "data": {"url": "s3://my-bucket/path/to/snapshot.db", "region": "us-east-1", "now": "1775649600", "credentials": credentials}});
+    let entry = runtime.resolve("test.velero-wasm.io/sign-s3").unwrap();
+    let id = ItemRef::parse(&item.to_string()).unwrap();
     let outcome = runtime
         .backup(
-            "test.velero-wasm.io/sign-s3",
+            &entry,
+            id,
             BackupRequest {
                 item: item.to_string(),
                 backup: "{}".into(),

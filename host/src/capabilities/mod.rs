@@ -21,7 +21,7 @@ pub mod signing;
 mod stdio;
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use wasmtime::component::{HasSelf, Linker, ResourceTable};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
@@ -85,37 +85,29 @@ pub struct ModuleCaps {
     pub settings: BTreeMap<String, String>,
 }
 
-/// Who is calling: module, action, and (lazily identified) item.
+/// Who is calling: module, action, and the item the call is on.
 pub struct CallContext {
     /// Module name.
     pub module: Arc<str>,
     /// Action name.
     pub action: String,
-    item_json: Option<Arc<str>>,
-    item: OnceLock<Option<ItemRef>>,
+    item: Option<ItemRef>,
 }
 
 impl CallContext {
-    /// A call of `action` in `module`, on an item (JSON) if the call has one.
-    pub fn new(module: Arc<str>, action: &str, item_json: Option<Arc<str>>) -> CallContext {
+    /// A call of `action` in `module`, on an item (its identity, as the caller read it from the
+    /// request) if the call has one.
+    pub fn new(module: Arc<str>, action: &str, item: Option<ItemRef>) -> CallContext {
         CallContext {
             module,
             action: action.to_string(),
-            item_json,
-            item: OnceLock::new(),
+            item,
         }
     }
 
-    /// The item's identity, read from its JSON on first use; `None` without an item or when the JSON
-    /// is not an object.
+    /// The item's identity; `None` for a call without an item.
     pub fn item(&self) -> Option<&ItemRef> {
-        self.item
-            .get_or_init(|| {
-                self.item_json
-                    .as_deref()
-                    .and_then(|json| ItemRef::parse(json).ok())
-            })
-            .as_ref()
+        self.item.as_ref()
     }
 
     /// `" on item <resource.group ns/name>"`, or "" without an item: for error messages.

@@ -297,7 +297,7 @@ impl Prepared {
             (Some(id), _) => {
                 operation(
                     runtime,
-                    &args.action,
+                    entry,
                     kind,
                     id,
                     args.cancel,
@@ -345,7 +345,7 @@ struct ItemCall<'a> {
 /// Progress or cancel of an operation: what Velero calls later, from another process.
 async fn operation(
     runtime: &Runtime,
-    action: &str,
+    entry: &ActionEntry,
     kind: ActionKind,
     id: &str,
     cancel: bool,
@@ -354,15 +354,16 @@ async fn operation(
 ) -> Result<Result<(), CallError>, Failure> {
     if !matches!(kind, ActionKind::BackupV2 | ActionKind::RestoreV2) {
         return Err(Failure::bad_input(format!(
-            "action {action} is a {kind} action: only backup-v2 and restore-v2 actions have operations"
+            "action {} is a {kind} action: only backup-v2 and restore-v2 actions have operations",
+            entry.info().name
         )));
     }
     Ok(if cancel {
-        runtime.cancel(action, id, subject).await.map(|()| {
+        runtime.cancel(entry, id, subject).await.map(|()| {
             output.insert("cancelled".into(), json!(true));
         })
     } else {
-        runtime.progress(action, id, subject).await.map(|p| {
+        runtime.progress(entry, id, subject).await.map(|p| {
             output.insert("progress".into(), progress_json(&p));
         })
     })
@@ -426,7 +427,8 @@ async fn item_call(
     Ok(match kind {
         ActionKind::Backup | ActionKind::BackupV2 => runtime
             .backup(
-                action,
+                entry,
+                identity,
                 BackupRequest {
                     item: item_text,
                     backup: subject_text,
@@ -446,7 +448,8 @@ async fn item_call(
             let as_restored = reset_for_restore(item, subject, &identity).to_string();
             runtime
                 .restore(
-                    action,
+                    entry,
+                    identity,
                     RestoreRequest {
                         item: as_restored,
                         item_from_backup: from_backup,
@@ -472,12 +475,16 @@ async fn item_call(
                 })
         }
         ActionKind::ItemBlock => runtime
-            .related_items(action, item_text, subject_text)
+            .related_items(entry, identity, item_text, subject_text)
             .await
             .map(|related| {
                 output.insert("relatedItems".into(), ids(&related));
             }),
-        ActionKind::Delete => runtime.delete(action, item_text, subject_text).await,
+        ActionKind::Delete => {
+            runtime
+                .delete(entry, identity, item_text, subject_text)
+                .await
+        }
     })
 }
 

@@ -13,7 +13,7 @@ use super::module::LoadedModule;
 use super::registry::ActionEntry;
 use super::Runtime;
 use crate::action::{
-    ActionInfo, ActionKind, BackupOutcome, BackupRequest, OperationProgress, ResourceId,
+    ActionInfo, ActionKind, BackupOutcome, BackupRequest, ItemRef, OperationProgress, ResourceId,
     RestoreOutcome, RestoreRequest,
 };
 use crate::bindings::{backup_outcome, restore_outcome, wit_actions, wit_types, Plugin};
@@ -69,47 +69,55 @@ impl Export {
     }
 }
 
+/// Refuses a call the action's kind does not have (a v1 action has no Progress): a check of the
+/// entry, not a second lookup.
+fn check_export(entry: &ActionEntry, export: Export) -> Result<(), CallError> {
+    let kind = entry.info().kind;
+    if export.allowed(kind) {
+        return Ok(());
+    }
+    Err(CallError::WrongKind {
+        action: entry.info().name.clone(),
+        kind,
+        call: export.name(),
+    })
+}
+
 impl Runtime {
     /// The action named `name`, if some module provides it.
     pub fn action(&self, name: &str) -> Option<ActionEntry> {
         self.catalog().action(name).cloned()
     }
 
-    fn resolve(&self, name: &str, export: Export) -> Result<ActionEntry, CallError> {
-        let entry = self
-            .action(name)
-            .ok_or_else(|| CallError::UnknownAction(name.to_string()))?;
-        let kind = entry.info().kind;
-        if !export.allowed(kind) {
-            return Err(CallError::WrongKind {
-                action: name.to_string(),
-                kind,
-                call: export.name(),
-            });
-        }
-        Ok(entry)
+    /// The action named `name` as a call needs it: the one lookup of a call, whose entry the call
+    /// methods below take.
+    pub fn resolve(&self, name: &str) -> Result<ActionEntry, CallError> {
+        self.action(name)
+            .ok_or_else(|| CallError::UnknownAction(name.to_string()))
     }
 
-    /// Runs a backup action (`backup`, `backup-v2`) on one item.
+    /// Runs a backup action (`backup`, `backup-v2`) on one item; `item` is the identity of
+    /// `request.item`, as the caller read it.
     pub async fn backup(
         &self,
-        action: &str,
+        entry: &ActionEntry,
+        item: ItemRef,
         request: BackupRequest,
     ) -> Result<BackupOutcome, CallError> {
-        let entry = self.resolve(action, Export::Backup)?;
-        let item: Arc<str> = Arc::from(request.item.as_str());
+        check_export(entry, Export::Backup)?;
         let wit_request = wit_actions::BackupRequest {
             item: request.item,
             backup: request.backup,
         };
-        let name = action.to_string();
-        let (response, ctx) = self
-            .invoke(&entry, Some(item.clone()), move |plugin, store| {
+        let name = entry.info().name.clone();
+        let ((response, item), ctx) = self
+            .invoke(entry, Some(item), move |plugin, store| {
                 Box::pin(async move {
-                    plugin
+                    let response = plugin
                         .velero_wasm_plugin_actions()
                         .call_backup(store, &name, &wit_request)
-                        .await
+                        .await?;
+                    Ok((response, wit_request.item))
                 })
             })
             .await?;
@@ -127,30 +135,32 @@ impl Runtime {
             "post-operation items",
             &response.post_operation_items,
         )?;
-        Ok(backup_outcome(response, item.to_string()))
+        Ok(backup_outcome(response, item))
     }
 
-    /// Runs a restore action (`restore`, `restore-v2`) on one item.
+    /// Runs a restore action (`restore`, `restore-v2`) on one item; `item` is the identity of
+    /// `request.item`.
     pub async fn restore(
         &self,
-        action: &str,
+        entry: &ActionEntry,
+        item: ItemRef,
         request: RestoreRequest,
     ) -> Result<RestoreOutcome, CallError> {
-        let entry = self.resolve(action, Export::Restore)?;
-        let item: Arc<str> = Arc::from(request.item.as_str());
+        check_export(entry, Export::Restore)?;
         let wit_request = wit_actions::RestoreRequest {
             item: request.item,
             item_from_backup: request.item_from_backup,
             restore: request.restore,
         };
-        let name = action.to_string();
-        let (response, ctx) = self
-            .invoke(&entry, Some(item.clone()), move |plugin, store| {
+        let name = entry.info().name.clone();
+        let ((response, item), ctx) = self
+            .invoke(entry, Some(item), move |plugin, store| {
                 Box::pin(async move {
-                    plugin
+                    let response = plugin
                         .velero_wasm_plugin_actions()
                         .call_restore(store, &name, &wit_request)
-                        .await
+                        .await?;
+                    Ok((response, wit_request.item))
                 })
             })
             .await?;
@@ -161,21 +171,22 @@ impl Runtime {
             response.item.as_deref(),
             &response.additional_items,
         )?;
-        Ok(restore_outcome(response, item.to_string()))
+        Ok(restore_outcome(response, item))
     }
 
-    /// Runs an item-block action: the items to back up in the same block as `item`.
+    /// Runs an item-block action: the items to back up in the same block as `item` (`id` is its
+    /// identity).
     pub async fn related_items(
         &self,
-        action: &str,
+        entry: &ActionEntry,
+        id: ItemRef,
         item: String,
         backup: String,
     ) -> Result<Vec<ResourceId>, CallError> {
-        let entry = self.resolve(action, Export::RelatedItems)?;
-        let item_arc: Arc<str> = Arc::from(item.as_str());
-        let name = action.to_string();
+        check_export(entry, Export::RelatedItems)?;
+        let name = entry.info().name.clone();
         let (response, ctx) = self
-            .invoke(&entry, Some(item_arc), move |plugin, store| {
+            .invoke(entry, Some(id), move |plugin, store| {
                 Box::pin(async move {
                     plugin
                         .velero_wasm_plugin_actions()
@@ -189,18 +200,18 @@ impl Runtime {
         Ok(items.into_iter().map(ResourceId::from).collect())
     }
 
-    /// Runs a delete action on one item of a backup being deleted.
+    /// Runs a delete action on one item of a backup being deleted (`id` is its identity).
     pub async fn delete(
         &self,
-        action: &str,
+        entry: &ActionEntry,
+        id: ItemRef,
         item: String,
         backup: String,
     ) -> Result<(), CallError> {
-        let entry = self.resolve(action, Export::Delete)?;
-        let item_arc: Arc<str> = Arc::from(item.as_str());
-        let name = action.to_string();
+        check_export(entry, Export::Delete)?;
+        let name = entry.info().name.clone();
         let (response, _) = self
-            .invoke(&entry, Some(item_arc), move |plugin, store| {
+            .invoke(entry, Some(id), move |plugin, store| {
                 Box::pin(async move {
                     plugin
                         .velero_wasm_plugin_actions()
@@ -215,14 +226,14 @@ impl Runtime {
     /// The progress of an operation a v2 action started. `subject` is the Backup or Restore JSON.
     pub async fn progress(
         &self,
-        action: &str,
+        entry: &ActionEntry,
         operation_id: &str,
         subject: String,
     ) -> Result<OperationProgress, CallError> {
-        let entry = self.resolve(action, Export::Progress)?;
-        let (name, id) = (action.to_string(), operation_id.to_string());
+        check_export(entry, Export::Progress)?;
+        let (name, id) = (entry.info().name.clone(), operation_id.to_string());
         let (response, _) = self
-            .invoke(&entry, None, move |plugin, store| {
+            .invoke(entry, None, move |plugin, store| {
                 Box::pin(async move {
                     plugin
                         .velero_wasm_plugin_actions()
@@ -237,14 +248,14 @@ impl Runtime {
     /// Cancels an operation a v2 action started.
     pub async fn cancel(
         &self,
-        action: &str,
+        entry: &ActionEntry,
         operation_id: &str,
         subject: String,
     ) -> Result<(), CallError> {
-        let entry = self.resolve(action, Export::Cancel)?;
-        let (name, id) = (action.to_string(), operation_id.to_string());
+        check_export(entry, Export::Cancel)?;
+        let (name, id) = (entry.info().name.clone(), operation_id.to_string());
         let (response, _) = self
-            .invoke(&entry, None, move |plugin, store| {
+            .invoke(entry, None, move |plugin, store| {
                 Box::pin(async move {
                     plugin
                         .velero_wasm_plugin_actions()
@@ -259,15 +270,15 @@ impl Runtime {
     /// Whether the additional items of a `restore-v2` action are ready.
     pub async fn items_ready(
         &self,
-        action: &str,
+        entry: &ActionEntry,
         items: Vec<ResourceId>,
         restore: String,
     ) -> Result<bool, CallError> {
-        let entry = self.resolve(action, Export::ItemsReady)?;
-        let name = action.to_string();
+        check_export(entry, Export::ItemsReady)?;
+        let name = entry.info().name.clone();
         let items: Vec<wit_types::ResourceId> = items.into_iter().map(Into::into).collect();
         let (response, _) = self
-            .invoke(&entry, None, move |plugin, store| {
+            .invoke(entry, None, move |plugin, store| {
                 Box::pin(async move {
                     plugin
                         .velero_wasm_plugin_actions()
@@ -308,7 +319,7 @@ impl Runtime {
     async fn invoke<R: Send + 'static>(
         &self,
         entry: &ActionEntry,
-        item: Option<Arc<str>>,
+        item: Option<ItemRef>,
         call: impl for<'a> FnOnce(&'a Plugin, &'a mut Store<CallState>) -> GuestCall<'a, R> + Send,
     ) -> Result<(R, CallContext), CallError> {
         let module = &entry.module;
