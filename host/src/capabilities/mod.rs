@@ -85,8 +85,9 @@ pub struct ModuleCaps {
     pub settings: BTreeMap<String, String>,
 }
 
-/// Who is calling: module, action, and the item the call is on.
-pub struct CallContext {
+/// Which call this is: module, action, and the item the call is on; it names the call in logs and
+/// errors.
+pub struct CallId {
     /// Module name.
     pub module: Arc<str>,
     /// Action name.
@@ -94,11 +95,11 @@ pub struct CallContext {
     item: Option<ItemRef>,
 }
 
-impl CallContext {
+impl CallId {
     /// A call of `action` in `module`, on an item (its identity, as the caller read it from the
     /// request) if the call has one.
-    pub fn new(module: Arc<str>, action: &str, item: Option<ItemRef>) -> CallContext {
-        CallContext {
+    pub fn new(module: Arc<str>, action: &str, item: Option<ItemRef>) -> CallId {
+        CallId {
             module,
             action: action.to_string(),
             item,
@@ -126,7 +127,7 @@ pub struct CallState {
     /// The call's memory cap.
     pub memory: MemoryCap,
     /// Who is calling.
-    pub call: CallContext,
+    pub call: CallId,
     /// The module's grant and settings.
     pub caps: Arc<ModuleCaps>,
     /// Host-wide services.
@@ -159,7 +160,7 @@ impl CallState {
     /// Fresh state for one call. The WASI context `std` needs has no files, no sockets, no environment,
     /// no arguments; stdout and stderr are captured.
     pub fn new(
-        call: CallContext,
+        call: CallId,
         caps: Arc<ModuleCaps>,
         services: Arc<Services>,
         limits: &crate::modules::Limits,

@@ -6,7 +6,7 @@ use wasmtime::Store;
 use super::Runtime;
 use crate::action::BackupRequest;
 use crate::bindings::{wit_actions, Plugin};
-use crate::capabilities::{CallContext, CallState};
+use crate::capabilities::{CallId, CallState};
 
 /// An instantiated module kept across calls.
 pub struct WarmInstance {
@@ -23,7 +23,7 @@ impl Runtime {
             .action(action)
             .ok_or_else(|| anyhow::anyhow!("no action {action}"))?;
         let module = &entry.module;
-        let ctx = CallContext::new(module.name.clone(), action, None);
+        let ctx = CallId::new(module.name.clone(), action, None);
         let state = CallState::new(
             ctx,
             module.caps.clone(),
