@@ -1,7 +1,7 @@
 //! What a component can reach, one module per import: [`kube`], [`clock`], [`log`], [`config`],
-//! [`random`], [`http`], [`environment`], [`signing`]; plus [`stdio`], where the guest's stdout and stderr go (never
-//! the host's stdout), [`backend`], the one shape of every capability's calls to its backend, and
-//! [`recording`], the record and replay of those calls.
+//! [`random`], [`http`], [`environment`], [`signing`]; plus [`backend`], the one shape of every
+//! capability's calls to its backend, and [`recording`], the record and replay of those calls. (Where
+//! the guest's stdout and stderr go is not a capability: [`crate::guest_output`].)
 //!
 //! Every call of a component runs with a fresh [`CallState`] as its store data. It carries the call's
 //! identity (module, action, item) for logs and errors, the module's [`ModuleCaps`] (its grant and
@@ -18,7 +18,6 @@ pub mod memory;
 pub mod random;
 pub mod recording;
 pub mod signing;
-mod stdio;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -28,6 +27,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use crate::action::ItemRef;
 use crate::bindings::Plugin;
+use crate::guest_output::GuestOutput;
 pub use backend::{Backend, Call};
 pub use clock::Clock;
 pub use environment::{EnvGrant, Environment};
@@ -36,7 +36,6 @@ pub use kube::{KubeApi, KubeCall, KubeGrant};
 pub use memory::{MemoryBudget, MemoryCap};
 pub use random::RandomCall;
 pub use signing::SigningService;
-pub use stdio::GuestOutput;
 
 /// The host-wide services behind the capabilities, shared by every call.
 pub struct Services {

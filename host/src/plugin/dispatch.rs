@@ -2,7 +2,7 @@
 //! field names among those the service's kind can run, check the JSON documents of the request, and
 //! open the tracing span that tags every log line of the call with the action and the item.
 //!
-//! An action Velero listed that no module provides any more is *retired* ([`super::listing`]): its
+//! An action Velero listed that no module provides any more is *retired* ([`super::kept_listing`]): its
 //! AppliesTo matches nothing ([`RETIRED_RESOURCE`]), Execute returns the item unchanged, and its
 //! operations cannot be followed. A v1 service never passes on an operation a v2 action started.
 
@@ -15,7 +15,7 @@ use tonic::{Response, Status};
 use tracing::{Instrument, Span};
 
 use super::convert::resource_selector;
-use super::listing::Listed;
+use super::kept_listing::Listed;
 use super::proto::generated::ResourceSelector;
 use super::status;
 use crate::action::{

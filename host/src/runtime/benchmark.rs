@@ -1,4 +1,4 @@
-//! For benchmarks only: one instance called again and again, to measure what the fresh instance of
+//! For benchmarks only (`benches/call.rs`), hidden from the docs: one instance called again and again, to measure what the fresh instance of
 //! every served call costs. Serving never does this: state would leak from one item to the next.
 
 use wasmtime::Store;
