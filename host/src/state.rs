@@ -47,6 +47,7 @@ pub fn private_dir(root: &Path, dir: &Path) -> Result<(), String> {
 }
 
 /// The effective user id of this process.
+#[allow(unsafe_code)] // A libc call: see the SAFETY comment.
 pub fn euid() -> u32 {
     // SAFETY: geteuid has no preconditions and cannot fail.
     unsafe { libc::geteuid() }
