@@ -2,6 +2,9 @@
 //! server: a module reaches exactly the origins its grant lists, within its size and time limits, and
 //! every refusal is a clear error the module can read.
 
+// A test stops at what it did not expect: the workspace's unwrap lints are for the host's code.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 use std::sync::Arc;
@@ -11,7 +14,7 @@ use serde_json::{json, Value};
 use support::loopback::{test_ca, Loopback, Reply};
 use support::proxy::{Connect, ConnectProxy};
 use support::run::Run;
-use velero_wasm::action::BackupRequest;
+use velero_wasm::action::{BackupRequest, ItemRef};
 use velero_wasm::capabilities::kube::NoCluster;
 use velero_wasm::capabilities::{Clock, Services};
 use velero_wasm::modules::{ModuleSource, Origin};
@@ -36,9 +39,12 @@ async fn probe(manifest: &str) -> Runtime {
 /// Runs `http-get` on `url`; returns the item's `data` (with `result` or `error`).
 async fn get(runtime: &Runtime, url: &str) -> Value {
     let item = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "probe", "namespace": "test"}, "data": {"url": url}});
+    let entry = runtime.resolve("test.velero-wasm.io/http-get").unwrap();
+    let id = ItemRef::parse(&item.to_string()).unwrap();
     let outcome = runtime
         .backup(
-            "test.velero-wasm.io/http-get",
+            &entry,
+            id,
             BackupRequest {
                 item: item.to_string(),
                 backup: "{}".into(),

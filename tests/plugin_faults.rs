@@ -5,6 +5,9 @@
 //!
 //! Timeouts here detect hangs ("answers within 10 s"); they are not speed targets.
 
+// A test stops at what it did not expect: the workspace's unwrap lints are for the host's code.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::future::Future;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -160,6 +163,8 @@ async fn out_of_file_descriptors_the_plugin_waits_without_spinning_and_serves_ag
     // The child may open few files: a few dozen connections exhaust them. At debug level, so that
     // the end of the background compile can be seen.
     let modules = modules_dir().display().to_string();
+    // SAFETY: between fork and exec the child only calls setrlimit, which is async-signal-safe.
+    #[allow(unsafe_code)]
     let mut plugin = Plugin::start_with(
         binary(),
         &["--log-level", "debug"],
@@ -294,6 +299,8 @@ fn a_plugin_whose_parent_died_stops_and_removes_its_socket() {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_socket_is_private_even_under_umask_000() {
     use std::os::unix::fs::PermissionsExt;
+    // SAFETY: between fork and exec the child only calls umask, which is async-signal-safe.
+    #[allow(unsafe_code)]
     let mut plugin = start_adjusted(|command| unsafe {
         command.pre_exec(|| {
             libc::umask(0);

@@ -11,7 +11,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use serde_json::{json, Map, Value};
-use velero_wasm::action::BackupRequest;
+use velero_wasm::action::{BackupRequest, ItemRef};
 use velero_wasm_fuzz::plugin_host;
 
 const ACTIONS: &[&str] = &["http-get", "sign-s3", "environment", "kube-get"];
@@ -57,5 +57,11 @@ fuzz_target!(init: { plugin_host(); }, |data: &[u8]| {
     };
     let host = plugin_host();
     // The guest reports what the import answered (or fails); either way the host answers.
-    let _ = host.tokio.block_on(host.runtime.backup(&action, request));
+    let Ok(entry) = host.runtime.resolve(&action) else {
+        return;
+    };
+    let Ok(id) = ItemRef::parse(&request.item) else {
+        return;
+    };
+    let _ = host.tokio.block_on(host.runtime.backup(&entry, id, request));
 });

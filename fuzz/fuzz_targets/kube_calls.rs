@@ -16,7 +16,7 @@ use velero_wasm::capabilities::kube::writes::WriteLog;
 use velero_wasm::capabilities::kube::{ApiResource, KubeApi, ListOptions, Patch};
 use velero_wasm::capabilities::{CallState, Clock, KubeGrant};
 use velero_wasm::documents::read_objects;
-use velero_wasm::modules::KubeRule;
+use velero_wasm::modules::{KubeRule, NamespaceRule, Verbs};
 use velero_wasm_fuzz::root;
 
 #[derive(Arbitrary, Debug)]
@@ -208,10 +208,9 @@ fuzz_target!(|input: Input| {
     namespaces.extend(input.grant_namespaces.iter().take(4).cloned());
     let grant = KubeGrant::new(&[KubeRule {
         resources: vec!["*".into()],
-        verbs: vec!["*".into()],
-        namespaces,
-    }])
-    .expect("every verb compiles");
+        verbs: Verbs::Any,
+        namespaces: namespaces.iter().map(|n| NamespaceRule::read(n)).collect(),
+    }]);
     let cluster = FixtureCluster::empty(Clock::fixed(std::time::UNIX_EPOCH));
     let log = WriteLog::new(Arc::new(cluster));
     f.tokio.block_on(async {

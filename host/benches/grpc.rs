@@ -5,6 +5,9 @@
 //!
 //! `cargo bench -p velero-wasm --bench grpc`
 
+// A benchmark stops at what it did not expect: the workspace's unwrap lints are for the host's code.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

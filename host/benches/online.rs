@@ -11,6 +11,9 @@
 //!
 //! `cargo bench -p velero-wasm --bench online`
 
+// A benchmark stops at what it did not expect: the workspace's unwrap lints are for the host's code.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 #[path = "../../tests/support/apiserver.rs"]
 mod apiserver;
 

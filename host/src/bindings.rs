@@ -25,7 +25,9 @@ wasmtime::component::bindgen!({
 pub use self::exports::velero_wasm::plugin::actions as wit_actions;
 
 /// The `signer` world: the exports of the module that exports `signing`. Its imports are the ones
-/// generated above (the same linker serves both worlds).
+/// generated above (the same linker serves both worlds). Its items are generated: their docs are the
+/// WIT package's.
+#[allow(missing_docs)]
 pub mod signer {
     wasmtime::component::bindgen!({
         path: "../wit",

@@ -176,6 +176,7 @@ fn read_values(path: &Path) -> Result<Vec<Value>, DocumentError> {
 
 /// The line (1-based) where collections in `text` first nest deeper than `limit`, if they do. Reads
 /// YAML events only up to there; syntax errors are left to the parse that follows.
+#[allow(unsafe_code)] // libyaml's event parser: see the SAFETY comment at each call.
 pub(crate) fn nested_deeper_than(text: &str, limit: usize) -> Option<u64> {
     use std::mem::MaybeUninit;
     use unsafe_libyaml_norway as unsafe_yaml;

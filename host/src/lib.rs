@@ -1,8 +1,8 @@
 //! velero-wasm: Velero item actions as sandboxed WebAssembly components, hosted by one binary.
 //!
 //! One Execute, top-down: [`plugin`] (gRPC, Velero's protocol) or [`cli`] (the policy author's `run`)
-//! calls [`runtime::Runtime`], which finds the action in its [`runtime::Registry`], instantiates the
-//! module's component in a fresh store and calls it; the component reaches the outside world only
+//! calls [`runtime::Runtime`] with the action it found in the [`runtime::Registry`]; the runtime
+//! instantiates the module's component in a fresh store and calls it; the component reaches the outside world only
 //! through [`capabilities`], each checked against the module's grant. [`modules`] says where
 //! components and their manifests come from; [`action`] holds the domain types all layers share.
 
@@ -12,6 +12,7 @@ pub mod capabilities;
 pub mod cli;
 pub mod documents;
 mod glob;
+mod guest_output;
 pub mod logging;
 pub mod metrics;
 pub mod modules;

@@ -43,6 +43,7 @@ fn main() -> ExitCode {
     // as other command-line tools do, instead of panicking on the broken pipe. (The plugin keeps
     // Rust's default of ignoring SIGPIPE: a write to a closed pipe is then an error it handles.)
     // SAFETY: setting a signal's disposition to its default, before any thread is started.
+    #[allow(unsafe_code)]
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }

@@ -79,6 +79,7 @@ mod tests {
     use super::*;
 
     #[test]
+    #[allow(unsafe_code)] // mkfifo: see the SAFETY comment.
     fn only_regular_files_up_to_the_limit_are_read() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("f");

@@ -1,6 +1,6 @@
 //! Where the host keeps state between processes: compiled modules (so a plugin process Velero starts
 //! does not compile them again), the last good version of each directory module, and the actions last
-//! listed to Velero (`plugin::listing`).
+//! listed to Velero (`plugin::kept_listing`).
 //!
 //! The first of: `$VELERO_WASM_STATE_DIR`; `$VELERO_SCRATCH_DIR/velero-wasm` (the Velero pod's scratch
 //! volume, shared by every plugin process of the pod); `$XDG_CACHE_HOME/velero-wasm`;
@@ -47,6 +47,7 @@ pub fn private_dir(root: &Path, dir: &Path) -> Result<(), String> {
 }
 
 /// The effective user id of this process.
+#[allow(unsafe_code)] // A libc call: see the SAFETY comment.
 pub fn euid() -> u32 {
     // SAFETY: geteuid has no preconditions and cannot fail.
     unsafe { libc::geteuid() }

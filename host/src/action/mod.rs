@@ -162,6 +162,21 @@ pub enum Verb {
 }
 
 impl Verb {
+    /// Every verb, in the order grants and RBAC rules list them.
+    pub const ALL: [Verb; 6] = [
+        Verb::Get,
+        Verb::List,
+        Verb::Create,
+        Verb::Update,
+        Verb::Patch,
+        Verb::Delete,
+    ];
+
+    /// The verb of a lower-case name (`get`), as manifests write it.
+    pub fn from_name(name: &str) -> Option<Verb> {
+        Verb::ALL.into_iter().find(|v| v.as_str() == name)
+    }
+
     /// Lower-case name.
     pub fn as_str(self) -> &'static str {
         match self {

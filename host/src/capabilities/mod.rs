@@ -1,7 +1,7 @@
 //! What a component can reach, one module per import: [`kube`], [`clock`], [`log`], [`config`],
-//! [`random`], [`http`], [`environment`], [`signing`]; plus [`stdio`], where the guest's stdout and stderr go (never
-//! the host's stdout), [`backend`], the one shape of every capability's calls to its backend, and
-//! [`recording`], the record and replay of those calls.
+//! [`random`], [`http`], [`environment`], [`signing`]; plus [`backend`], the one shape of every
+//! capability's calls to its backend, and [`recording`], the record and replay of those calls. (Where
+//! the guest's stdout and stderr go is not a capability: [`crate::guest_output`].)
 //!
 //! Every call of a component runs with a fresh [`CallState`] as its store data. It carries the call's
 //! identity (module, action, item) for logs and errors, the module's [`ModuleCaps`] (its grant and
@@ -18,16 +18,16 @@ pub mod memory;
 pub mod random;
 pub mod recording;
 pub mod signing;
-mod stdio;
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use wasmtime::component::{HasSelf, Linker, ResourceTable};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use crate::action::ItemRef;
 use crate::bindings::Plugin;
+use crate::guest_output::GuestOutput;
 pub use backend::{Backend, Call};
 pub use clock::Clock;
 pub use environment::{EnvGrant, Environment};
@@ -36,7 +36,6 @@ pub use kube::{KubeApi, KubeCall, KubeGrant};
 pub use memory::{MemoryBudget, MemoryCap};
 pub use random::RandomCall;
 pub use signing::SigningService;
-pub use stdio::GuestOutput;
 
 /// The host-wide services behind the capabilities, shared by every call.
 pub struct Services {
@@ -85,37 +84,30 @@ pub struct ModuleCaps {
     pub settings: BTreeMap<String, String>,
 }
 
-/// Who is calling: module, action, and (lazily identified) item.
-pub struct CallContext {
+/// Which call this is: module, action, and the item the call is on; it names the call in logs and
+/// errors.
+pub struct CallId {
     /// Module name.
     pub module: Arc<str>,
     /// Action name.
     pub action: String,
-    item_json: Option<Arc<str>>,
-    item: OnceLock<Option<ItemRef>>,
+    item: Option<ItemRef>,
 }
 
-impl CallContext {
-    /// A call of `action` in `module`, on an item (JSON) if the call has one.
-    pub fn new(module: Arc<str>, action: &str, item_json: Option<Arc<str>>) -> CallContext {
-        CallContext {
+impl CallId {
+    /// A call of `action` in `module`, on an item (its identity, as the caller read it from the
+    /// request) if the call has one.
+    pub fn new(module: Arc<str>, action: &str, item: Option<ItemRef>) -> CallId {
+        CallId {
             module,
             action: action.to_string(),
-            item_json,
-            item: OnceLock::new(),
+            item,
         }
     }
 
-    /// The item's identity, read from its JSON on first use; `None` without an item or when the JSON
-    /// is not an object.
+    /// The item's identity; `None` for a call without an item.
     pub fn item(&self) -> Option<&ItemRef> {
-        self.item
-            .get_or_init(|| {
-                self.item_json
-                    .as_deref()
-                    .and_then(|json| ItemRef::parse(json).ok())
-            })
-            .as_ref()
+        self.item.as_ref()
     }
 
     /// `" on item <resource.group ns/name>"`, or "" without an item: for error messages.
@@ -134,7 +126,7 @@ pub struct CallState {
     /// The call's memory cap.
     pub memory: MemoryCap,
     /// Who is calling.
-    pub call: CallContext,
+    pub call: CallId,
     /// The module's grant and settings.
     pub caps: Arc<ModuleCaps>,
     /// Host-wide services.
@@ -167,7 +159,7 @@ impl CallState {
     /// Fresh state for one call. The WASI context `std` needs has no files, no sockets, no environment,
     /// no arguments; stdout and stderr are captured.
     pub fn new(
-        call: CallContext,
+        call: CallId,
         caps: Arc<ModuleCaps>,
         services: Arc<Services>,
         limits: &crate::modules::Limits,

@@ -9,7 +9,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::{json, Value};
 
 use super::{Failure, ModuleArgs, EXIT_OK};
-use crate::modules::{chosen_stock_modules, scan_directory, KubeRule, ModuleSource};
+use crate::action::Verb;
+use crate::modules::{chosen_stock_modules, scan_directory, KubeRule, ModuleSource, NamespaceRule};
 
 /// The verbs of the `kube` capability: what a grant's `*` stands for (never RBAC's `*`, which also
 /// means watch, deletecollection, escalate, …).
@@ -76,13 +77,13 @@ fn modules(args: &ModuleArgs) -> Result<Vec<ModuleSource>, Failure> {
 type Rules = BTreeMap<(String, String), BTreeSet<&'static str>>;
 
 /// Where a grant's namespace puts its rule: `None` the ClusterRole, `Some(ns)` a Role in `ns`.
-fn scope(namespace: &str, velero_namespace: &str) -> Option<String> {
+fn scope(namespace: &NamespaceRule, velero_namespace: &str) -> Option<String> {
     match namespace {
-        "@velero" => Some(velero_namespace.to_string()),
+        NamespaceRule::Velero => Some(velero_namespace.to_string()),
         // Any namespace, the item's (which may be any), a glob RBAC cannot express, cluster scope.
-        "*" | "@item" | "" => None,
-        n if n.contains(['*', '?', '[']) => None,
-        n => Some(n.to_string()),
+        NamespaceRule::Any | NamespaceRule::Item | NamespaceRule::Cluster => None,
+        NamespaceRule::Pattern(n) if n.contains(['*', '?', '[']) => None,
+        NamespaceRule::Pattern(n) => Some(n.clone()),
     }
 }
 
@@ -104,14 +105,7 @@ fn group_resource(resource: &str) -> (String, String) {
 
 /// Adds one grant rule to the scopes it reaches.
 fn add(rule: &KubeRule, velero_namespace: &str, scopes: &mut BTreeMap<Option<String>, Rules>) {
-    let verbs: BTreeSet<&'static str> = if rule.verbs.iter().any(|v| v == "*") {
-        VERBS.into_iter().collect()
-    } else {
-        VERBS
-            .into_iter()
-            .filter(|v| rule.verbs.iter().any(|r| r == v))
-            .collect()
-    };
+    let verbs: BTreeSet<&'static str> = rule.verbs.each().into_iter().map(Verb::as_str).collect();
     for namespace in &rule.namespaces {
         let rules = scopes
             .entry(scope(namespace, velero_namespace))
@@ -223,13 +217,14 @@ fn documents(args: &RbacArgs) -> Result<String, Failure> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::modules::Verbs;
 
     fn rule(resources: &[&str], verbs: &[&str], namespaces: &[&str]) -> KubeRule {
-        let s = |v: &[&str]| v.iter().map(|s| s.to_string()).collect();
+        let s = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         KubeRule {
             resources: s(resources),
-            verbs: s(verbs),
-            namespaces: s(namespaces),
+            verbs: Verbs::parse(&s(verbs)).unwrap(),
+            namespaces: namespaces.iter().map(|n| NamespaceRule::read(n)).collect(),
         }
     }
 

@@ -19,8 +19,10 @@ use std::time::{Duration, SystemTime};
 use serde_json::{json, Map, Value};
 
 use super::{load_runtime, Failure, ModuleArgs, EXIT_OK};
-use crate::action::{ActionKind, ItemRef, OperationProgress, ResourceId};
-use crate::action::{BackupRequest, RestoreRequest};
+use crate::action::{
+    ActionKind, BackupOutcome, BackupRequest, ItemRef, OperationProgress, ResourceId,
+    RestoreOutcome, RestoreRequest,
+};
 use crate::capabilities::kube::fixture::FixtureCluster;
 use crate::capabilities::kube::live::{ClusterOptions, LiveCluster};
 use crate::capabilities::kube::writes::WriteLog;
@@ -148,11 +150,23 @@ pub(super) async fn execute(args: RunArgs) -> Result<Value, Failure> {
 /// (once for `run` and `test`, many times for `bench`).
 pub(super) struct Prepared {
     args: RunArgs,
+    inputs: Inputs,
     runtime: Runtime,
     entry: ActionEntry,
+    capture: Capture,
+}
+
+/// The documents a run reads: the item (without `--operation-id`), the Backup or Restore, and the
+/// item as backed up.
+struct Inputs {
     item: Option<Value>,
     subject: Value,
     item_from_backup: Option<Value>,
+}
+
+/// What a run records and checks around the call: its recording, the replay it answers from, and the
+/// cluster writes the action made.
+struct Capture {
     recorder: Option<Arc<Recorder>>,
     replay: Option<Arc<Replay>>,
     writes: Arc<WriteLog>,
@@ -164,35 +178,82 @@ pub(super) async fn prepare(
     args: RunArgs,
     wrap: impl FnOnce(Services) -> Services,
 ) -> Result<Prepared, Failure> {
-    let now = match &args.now {
-        None => None,
-        Some(text) => Some(humantime::parse_rfc3339_weak(text).map_err(|e| {
-            Failure::bad_input(format!("--now {text:?} is not an RFC 3339 time: {e}"))
-        })?),
-    };
     let replay = match &args.replay {
         Some(path) => Some(Arc::new(Replay::new(
             Recording::read(path).map_err(replay_error)?,
         ))),
         None => None,
     };
-    let clock = match (now, &replay, &args.record) {
+    let clock = clock(&args, replay.as_deref())?;
+    // Read every input before loading modules, so bad input is reported at once.
+    let inputs = Inputs::read(&args)?;
+    let (services, capture) = assemble(&args, &inputs.subject, clock, replay).await?;
+    let (runtime, problems) = load_runtime(&args.modules, wrap(services)).await?;
+    for problem in &problems {
+        eprintln!("velero-wasm run: warning: {problem}");
+    }
+    if !args.settings.is_empty() {
+        super::test::apply_settings(&runtime, &args.modules, &args.action, &args.settings).await?;
+    }
+    let entry = find_action(&runtime, &args)?;
+    Ok(Prepared {
+        args,
+        inputs,
+        runtime,
+        entry,
+        capture,
+    })
+}
+
+/// The clock the action sees: fixed by `--now` or the replay, stepped while recording, else the
+/// system's.
+fn clock(args: &RunArgs, replay: Option<&Replay>) -> Result<Clock, Failure> {
+    let now = match &args.now {
+        None => None,
+        Some(text) => Some(humantime::parse_rfc3339_weak(text).map_err(|e| {
+            Failure::bad_input(format!("--now {text:?} is not an RFC 3339 time: {e}"))
+        })?),
+    };
+    Ok(match (now, replay, &args.record) {
         (Some(start), _, _) => Clock::fixed(start),
         (None, Some(replay), _) => Clock::fixed(replay.header().clock_start),
         // Recording: real waits, but time read as start + slept, so that the replay reads the same.
         (None, None, Some(_)) => Clock::stepped(SystemTime::now()),
         (None, None, None) => Clock::System,
-    };
-    // Read every input before loading modules, so bad input is reported at once.
-    let item = match &args.item {
-        Some(path) => Some(read("item", path)?),
-        None => None,
-    };
-    let subject = match (&args.backup, &args.restore) {
-        (Some(path), _) => read("backup", path)?,
-        (_, Some(path)) => read("restore", path)?,
-        (None, None) => return Err(Failure::bad_input("give --backup FILE or --restore FILE")),
-    };
+    })
+}
+
+impl Inputs {
+    fn read(args: &RunArgs) -> Result<Inputs, Failure> {
+        let item = match &args.item {
+            Some(path) => Some(read("item", path)?),
+            None => None,
+        };
+        let subject = match (&args.backup, &args.restore) {
+            (Some(path), _) => read("backup", path)?,
+            (_, Some(path)) => read("restore", path)?,
+            (None, None) => return Err(Failure::bad_input("give --backup FILE or --restore FILE")),
+        };
+        let item_from_backup = match &args.item_from_backup {
+            Some(path) => Some(read("item-from-backup", path)?),
+            None => None,
+        };
+        Ok(Inputs {
+            item,
+            subject,
+            item_from_backup,
+        })
+    }
+}
+
+/// The services behind the capabilities, as `args` chooses them (fixture, live or replayed cluster;
+/// recorded or replayed HTTP, random bytes and environment), with what the run captures around them.
+async fn assemble(
+    args: &RunArgs,
+    subject: &Value,
+    clock: Clock,
+    replay: Option<Arc<Replay>>,
+) -> Result<(Services, Capture), Failure> {
     // Velero's own objects live in Velero's namespace.
     let velero_namespace = args.velero_namespace.clone().unwrap_or_else(|| {
         subject
@@ -201,10 +262,6 @@ pub(super) async fn prepare(
             .unwrap_or("")
             .to_string()
     });
-    let item_from_backup = match &args.item_from_backup {
-        Some(path) => Some(read("item-from-backup", path)?),
-        None => None,
-    };
     let environment = match &replay {
         Some(replay) => replayed_environment(replay, args.velero_namespace.as_deref())?,
         None if velero_namespace.is_empty() => Environment::from_process(),
@@ -219,7 +276,7 @@ pub(super) async fn prepare(
         (true, None) if args.offline => Arc::new(NoCluster::because(
             "no cluster is given: add cluster: PATH (fixture files) or replay: FILE to the case",
         )),
-        (true, None) => live_cluster(&args).await?,
+        (true, None) => live_cluster(args).await?,
     };
     let mut services = Services::new(kube, clock, environment);
     if let Some(replay) = &replay {
@@ -242,45 +299,29 @@ pub(super) async fn prepare(
     // Outermost, so that what is recorded and replayed includes what the log itself reads.
     let writes = Arc::new(WriteLog::new(services.kube.clone()));
     services.kube = writes.clone();
-    let services = wrap(services);
-
-    let (runtime, problems) = load_runtime(&args.modules, services).await?;
-    for problem in &problems {
-        eprintln!("velero-wasm run: warning: {problem}");
-    }
-    if !args.settings.is_empty() {
-        super::test::apply_settings(&runtime, &args.modules, &args.action, &args.settings).await?;
-    }
-    let entry = runtime
-        .action(&args.action)
-        .ok_or_else(|| unknown_action(&runtime, &args.action))?;
-    let kind = entry.info().kind;
-    match (kind.takes_backup(), args.backup.is_some()) {
-        (true, false) => {
-            return Err(Failure::bad_input(format!(
-                "action {} is a {kind} action: give --backup FILE, not --restore",
-                args.action
-            )))
-        }
-        (false, true) => {
-            return Err(Failure::bad_input(format!(
-                "action {} is a {kind} action: give --restore FILE, not --backup",
-                args.action
-            )))
-        }
-        _ => {}
-    }
-    Ok(Prepared {
-        args,
-        runtime,
-        entry,
-        item,
-        subject,
-        item_from_backup,
+    let capture = Capture {
         recorder,
         replay,
         writes,
-    })
+    };
+    Ok((services, capture))
+}
+
+/// The action `--action` names, if the Backup or Restore given is the one its kind takes.
+fn find_action(runtime: &Runtime, args: &RunArgs) -> Result<ActionEntry, Failure> {
+    let entry = runtime
+        .action(&args.action)
+        .ok_or_else(|| unknown_action(runtime, &args.action))?;
+    let kind = entry.info().kind;
+    let (given, wanted) = match (kind.takes_backup(), args.backup.is_some()) {
+        (true, false) => ("--restore", "--backup"),
+        (false, true) => ("--backup", "--restore"),
+        _ => return Ok(entry),
+    };
+    Err(Failure::bad_input(format!(
+        "action {} is a {kind} action: give {wanted} FILE, not {given}",
+        args.action
+    )))
 }
 
 impl Prepared {
@@ -291,89 +332,154 @@ impl Prepared {
 
     /// Calls the action once: the output `run` prints, or why it failed.
     pub(super) async fn call(&self) -> Result<Value, Failure> {
-        let Prepared {
-            args,
-            runtime,
-            entry,
-            subject,
-            ..
-        } = self;
-        let kind = entry.info().kind;
-        let subject_text = subject.to_string();
-        let mut output = Map::new();
-        let outcome = match (&args.operation_id, self.item.clone()) {
-            (Some(id), _) => {
-                operation(
-                    runtime,
-                    &args.action,
-                    kind,
-                    id,
-                    args.cancel,
-                    subject_text,
-                    &mut output,
-                )
-                .await?
-            }
-            (None, Some(item)) => {
-                let path = args.item.as_deref().unwrap_or(Path::new(""));
-                let call = ItemCall {
-                    action: &args.action,
-                    kind,
-                    item,
-                    path,
-                    item_from_backup: self.item_from_backup.clone(),
-                    subject,
-                };
-                item_call(runtime, entry, call, &mut output).await?
-            }
+        let outcome = match (&self.args.operation_id, &self.inputs.item) {
+            (Some(id), _) => self.operation(id).await?,
+            (None, Some(item)) => self.item_call(item.clone()).await?,
             (None, None) => {
                 return Err(Failure::bad_input("give --item FILE or --operation-id ID"))
             }
         };
-        finish(
-            outcome,
-            self.recorder.as_ref(),
-            self.replay.as_ref(),
-            &self.writes,
-            output,
-        )
+        self.capture.finish(outcome)
+    }
+
+    /// Progress or cancel of an operation: what Velero calls later, from another process.
+    async fn operation(&self, id: &str) -> Result<Result<Map<String, Value>, CallError>, Failure> {
+        let (runtime, entry) = (&self.runtime, &self.entry);
+        let kind = entry.info().kind;
+        if !matches!(kind, ActionKind::BackupV2 | ActionKind::RestoreV2) {
+            return Err(Failure::bad_input(format!(
+                "action {} is a {kind} action: only backup-v2 and restore-v2 actions have operations",
+                entry.info().name
+            )));
+        }
+        let subject = self.inputs.subject.to_string();
+        Ok(if self.args.cancel {
+            runtime
+                .cancel(entry, id, subject)
+                .await
+                .map(|()| output([("cancelled", json!(true))]))
+        } else {
+            runtime
+                .progress(entry, id, subject)
+                .await
+                .map(|p| output([("progress", progress_json(&p))]))
+        })
+    }
+
+    /// One call of the action on an item: what `run` prints of its outcome.
+    async fn item_call(
+        &self,
+        item: Value,
+    ) -> Result<Result<Map<String, Value>, CallError>, Failure> {
+        let (runtime, entry) = (&self.runtime, &self.entry);
+        let kind = entry.info().kind;
+        let item_text = item.to_string();
+        let identity = self.identify(&item_text)?;
+        let subject = &self.inputs.subject;
+        let subject_text = subject.to_string();
+        Ok(match kind {
+            ActionKind::Backup | ActionKind::BackupV2 => {
+                let request = BackupRequest {
+                    item: item_text,
+                    backup: subject_text,
+                };
+                let outcome = runtime.backup(entry, identity, request).await;
+                outcome.map(|o| backup_output(&o, kind))
+            }
+            ActionKind::Restore | ActionKind::RestoreV2 => {
+                let from_backup = self.inputs.item_from_backup.as_ref().unwrap_or(&item);
+                let request = RestoreRequest {
+                    item_from_backup: from_backup.to_string(),
+                    item: reset_for_restore(item, subject, &identity).to_string(),
+                    restore: subject_text,
+                };
+                let outcome = runtime.restore(entry, identity, request).await;
+                outcome.map(|o| restore_output(&o, kind))
+            }
+            ActionKind::ItemBlock => runtime
+                .related_items(entry, identity, item_text, subject_text)
+                .await
+                .map(|related| output([("relatedItems", ids(&related))])),
+            ActionKind::Delete => runtime
+                .delete(entry, identity, item_text, subject_text)
+                .await
+                .map(|()| Map::new()),
+        })
+    }
+
+    /// The identity of the `--item` (JSON text), checked the way Velero would: it has a kind, and the
+    /// action applies to it (restore actions in the namespace the item is restored into).
+    fn identify(&self, item_text: &str) -> Result<ItemRef, Failure> {
+        let path = self.args.item.as_deref().unwrap_or(Path::new(""));
+        let identity = ItemRef::parse(item_text)
+            .map_err(|e| Failure::bad_input(format!("--item {}: {e}", path.display())))?;
+        if identity.kind.is_empty() {
+            return Err(Failure::bad_input(format!(
+                "--item {}: the object has no kind",
+                path.display()
+            )));
+        }
+        let entry = &self.entry;
+        let namespace = if entry.info().kind.takes_backup() {
+            identity.namespace.clone()
+        } else {
+            mapped_namespace(&self.inputs.subject, &identity.namespace)
+        };
+        entry
+            .module
+            .applies_to(entry.index)
+            .check(&identity, &namespace)
+            .map_err(|why| {
+                Failure::bad_input(format!(
+                    "action {} does not apply to item {identity}: {why}",
+                    self.args.action
+                ))
+            })?;
+        Ok(identity)
     }
 }
 
-/// The inputs of one call on an item.
-struct ItemCall<'a> {
-    action: &'a str,
-    kind: ActionKind,
-    item: Value,
-    path: &'a Path,
-    item_from_backup: Option<Value>,
-    subject: &'a Value,
+/// Output fields, in the order `run` prints them.
+fn output<const N: usize>(fields: [(&str, Value); N]) -> Map<String, Value> {
+    fields
+        .into_iter()
+        .map(|(key, value)| (key.to_string(), value))
+        .collect()
 }
 
-/// Progress or cancel of an operation: what Velero calls later, from another process.
-async fn operation(
-    runtime: &Runtime,
-    action: &str,
-    kind: ActionKind,
-    id: &str,
-    cancel: bool,
-    subject: String,
-    output: &mut Map<String, Value>,
-) -> Result<Result<(), CallError>, Failure> {
-    if !matches!(kind, ActionKind::BackupV2 | ActionKind::RestoreV2) {
-        return Err(Failure::bad_input(format!(
-            "action {action} is a {kind} action: only backup-v2 and restore-v2 actions have operations"
-        )));
+/// What `run` prints of a backup outcome (the operation fields for `backup-v2` only).
+fn backup_output(o: &BackupOutcome, kind: ActionKind) -> Map<String, Value> {
+    let mut fields = output([
+        ("item", parse_item(&o.item)),
+        ("additionalItems", ids(&o.additional_items)),
+    ]);
+    if kind == ActionKind::BackupV2 {
+        fields.extend(output([
+            ("operationId", json!(o.operation_id)),
+            ("postOperationItems", ids(&o.post_operation_items)),
+        ]));
     }
-    Ok(if cancel {
-        runtime.cancel(action, id, subject).await.map(|()| {
-            output.insert("cancelled".into(), json!(true));
-        })
-    } else {
-        runtime.progress(action, id, subject).await.map(|p| {
-            output.insert("progress".into(), progress_json(&p));
-        })
-    })
+    fields
+}
+
+/// What `run` prints of a restore outcome (the operation fields for `restore-v2` only).
+fn restore_output(o: &RestoreOutcome, kind: ActionKind) -> Map<String, Value> {
+    let mut fields = output([
+        ("item", parse_item(&o.item)),
+        ("additionalItems", ids(&o.additional_items)),
+        ("skipRestore", json!(o.skip_restore)),
+    ]);
+    if kind == ActionKind::RestoreV2 {
+        fields.extend(output([
+            ("operationId", json!(o.operation_id)),
+            ("waitForAdditionalItems", json!(o.wait_for_additional_items)),
+            (
+                "additionalItemsTimeout",
+                json!(o.additional_items_timeout.map(go_duration)),
+            ),
+        ]));
+    }
+    fields
 }
 
 /// An operation's progress as JSON (times in RFC 3339, `null` when not set).
@@ -391,145 +497,43 @@ fn progress_json(p: &OperationProgress) -> Value {
     })
 }
 
-/// One call of the action on an item.
-async fn item_call(
-    runtime: &Runtime,
-    entry: &ActionEntry,
-    call: ItemCall<'_>,
-    output: &mut Map<String, Value>,
-) -> Result<Result<(), CallError>, Failure> {
-    let ItemCall {
-        action,
-        kind,
-        item,
-        path,
-        item_from_backup,
-        subject,
-    } = call;
-    let item_text = item.to_string();
-    let identity = ItemRef::parse(&item_text)
-        .map_err(|e| Failure::bad_input(format!("--item {}: {e}", path.display())))?;
-    if identity.kind.is_empty() {
-        return Err(Failure::bad_input(format!(
-            "--item {}: the object has no kind",
-            path.display()
-        )));
-    }
-    let namespace = if kind.takes_backup() {
-        identity.namespace.clone()
-    } else {
-        mapped_namespace(subject, &identity.namespace)
-    };
-    entry
-        .module
-        .applies_to(entry.index)
-        .check(&identity, &namespace)
-        .map_err(|why| {
-            Failure::bad_input(format!(
-                "action {action} does not apply to item {identity}: {why}"
-            ))
+impl Capture {
+    /// Ends a run: the recording is closed, a replay checked, the call's error turned into the exit
+    /// status, and the writes the action made added to the output.
+    fn finish(&self, outcome: Result<Map<String, Value>, CallError>) -> Result<Value, Failure> {
+        if let Some(recorder) = &self.recorder {
+            recorder.finish().map_err(Failure::failed)?;
+        }
+        if let Some(replay) = &self.replay {
+            let misses = replay.misses();
+            if !misses.is_empty() {
+                return Err(Failure::failed(format!(
+                    "the action made calls that are not in the recording:\n  {}",
+                    misses.join("\n  ")
+                )));
+            }
+            let unused = replay.unused();
+            if !unused.is_empty() {
+                let total: usize = unused.iter().map(|(_, n)| n).sum();
+                let each: Vec<String> = unused.iter().map(|(c, n)| format!("{c} {n}")).collect();
+                eprintln!(
+                    "velero-wasm run: warning: {total} recorded calls were not made ({})",
+                    each.join(", ")
+                );
+            }
+        }
+        let mut output = outcome.map_err(|e| match e {
+            CallError::UnknownAction(_) | CallError::WrongKind { .. } => {
+                Failure::bad_input(e.to_string())
+            }
+            other => Failure::failed(other.to_string()),
         })?;
-
-    let subject_text = subject.to_string();
-    Ok(match kind {
-        ActionKind::Backup | ActionKind::BackupV2 => runtime
-            .backup(
-                action,
-                BackupRequest {
-                    item: item_text,
-                    backup: subject_text,
-                },
-            )
-            .await
-            .map(|o| {
-                output.insert("item".into(), parse_item(&o.item));
-                output.insert("additionalItems".into(), ids(&o.additional_items));
-                if kind == ActionKind::BackupV2 {
-                    output.insert("operationId".into(), json!(o.operation_id));
-                    output.insert("postOperationItems".into(), ids(&o.post_operation_items));
-                }
-            }),
-        ActionKind::Restore | ActionKind::RestoreV2 => {
-            let from_backup = item_from_backup.unwrap_or_else(|| item.clone()).to_string();
-            let as_restored = reset_for_restore(item, subject, &identity).to_string();
-            runtime
-                .restore(
-                    action,
-                    RestoreRequest {
-                        item: as_restored,
-                        item_from_backup: from_backup,
-                        restore: subject_text,
-                    },
-                )
-                .await
-                .map(|o| {
-                    output.insert("item".into(), parse_item(&o.item));
-                    output.insert("additionalItems".into(), ids(&o.additional_items));
-                    output.insert("skipRestore".into(), json!(o.skip_restore));
-                    if kind == ActionKind::RestoreV2 {
-                        output.insert("operationId".into(), json!(o.operation_id));
-                        output.insert(
-                            "waitForAdditionalItems".into(),
-                            json!(o.wait_for_additional_items),
-                        );
-                        output.insert(
-                            "additionalItemsTimeout".into(),
-                            json!(o.additional_items_timeout.map(go_duration)),
-                        );
-                    }
-                })
-        }
-        ActionKind::ItemBlock => runtime
-            .related_items(action, item_text, subject_text)
-            .await
-            .map(|related| {
-                output.insert("relatedItems".into(), ids(&related));
-            }),
-        ActionKind::Delete => runtime.delete(action, item_text, subject_text).await,
-    })
-}
-
-/// Ends a run: the recording is closed, a replay checked, the call's error turned into the exit
-/// status, and the writes the action made added to the output.
-fn finish(
-    outcome: Result<(), CallError>,
-    recorder: Option<&Arc<Recorder>>,
-    replay: Option<&Arc<Replay>>,
-    writes: &WriteLog,
-    mut output: Map<String, Value>,
-) -> Result<Value, Failure> {
-    if let Some(recorder) = recorder {
-        recorder.finish().map_err(Failure::failed)?;
+        output.insert(
+            "clusterWrites".into(),
+            serde_json::to_value(self.writes.writes()).unwrap_or(Value::Null),
+        );
+        Ok(Value::Object(output))
     }
-    if let Some(replay) = replay {
-        let misses = replay.misses();
-        if !misses.is_empty() {
-            return Err(Failure::failed(format!(
-                "the action made calls that are not in the recording:\n  {}",
-                misses.join("\n  ")
-            )));
-        }
-        let unused = replay.unused();
-        if !unused.is_empty() {
-            let total: usize = unused.iter().map(|(_, n)| n).sum();
-            let each: Vec<String> = unused.iter().map(|(c, n)| format!("{c} {n}")).collect();
-            eprintln!(
-                "velero-wasm run: warning: {total} recorded calls were not made ({})",
-                each.join(", ")
-            );
-        }
-    }
-    outcome.map_err(|e| match e {
-        CallError::UnknownAction(_) | CallError::WrongKind { .. } => {
-            Failure::bad_input(e.to_string())
-        }
-        other => Failure::failed(other.to_string()),
-    })?;
-    output.insert(
-        "clusterWrites".into(),
-        serde_json::to_value(writes.writes()).unwrap_or(Value::Null),
-    );
-    Ok(Value::Object(output))
 }
 
 /// A recording that `--replay` cannot use: bad input.

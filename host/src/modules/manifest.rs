@@ -39,33 +39,68 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
-use serde::{Deserialize, Deserializer};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use crate::action::Verb;
 use crate::capabilities::kube::resources;
 use crate::capabilities::EnvGrant;
 
 /// The largest memory cap a manifest may ask for; the engine reserves slots of this size.
 pub const MAX_MEMORY: u64 = 1 << 30;
 
-/// A module's manifest.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// A module's manifest, as typed values: read once, then never parsed again.
+#[derive(Debug, Clone, Default)]
 pub struct Manifest {
     /// Lower-case hex sha256 of the module's bytes.
-    #[serde(default)]
     pub sha256: Option<String>,
     /// One line for people.
-    #[serde(default)]
     pub description: String,
     /// Per-call limits.
-    #[serde(default)]
     pub limits: Limits,
     /// What the module may do.
-    #[serde(default)]
     pub grant: Grant,
     /// Settings the module reads through the `config` capability.
-    #[serde(default, deserialize_with = "settings")]
     pub settings: BTreeMap<String, String>,
+}
+
+/// A manifest as TOML gives it, before its kube rules are read ([`Manifest::parse`] checks and types
+/// them, with errors that name the field).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ManifestText {
+    #[serde(default)]
+    sha256: Option<String>,
+    #[serde(default)]
+    description: String,
+    #[serde(default)]
+    limits: Limits,
+    #[serde(default)]
+    grant: GrantText,
+    #[serde(default, deserialize_with = "settings")]
+    settings: BTreeMap<String, String>,
+}
+
+/// `[grant]` as TOML gives it.
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GrantText {
+    #[serde(default)]
+    kube: Vec<KubeRuleText>,
+    #[serde(default)]
+    http: Vec<String>,
+    #[serde(default)]
+    env: Vec<String>,
+    #[serde(default, rename = "env-files")]
+    env_files: Vec<String>,
+}
+
+/// One `[[grant.kube]]` as TOML gives it.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KubeRuleText {
+    resources: Vec<String>,
+    verbs: Vec<String>,
+    namespaces: Vec<String>,
 }
 
 /// Per-call limits.
@@ -142,56 +177,155 @@ fn default_output() -> u64 {
 }
 
 /// What a module may do beyond computing.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Grant {
     /// Kubernetes access rules; a call must match one.
-    #[serde(default)]
     pub kube: Vec<KubeRule>,
     /// Hosts the module may reach: HTTPS host names, `*.suffix` wildcards, or an exact
     /// `http(s)://host:port` (the only way to allow plain HTTP).
-    #[serde(default)]
     pub http: Vec<String>,
     /// Environment variables the module may read: names, or prefixes ending in `*`.
-    #[serde(default)]
     pub env: Vec<String>,
     /// Environment variables whose value names a file the module may read (at most 1 MiB).
-    #[serde(default, rename = "env-files")]
     pub env_files: Vec<String>,
 }
 
 /// One Kubernetes access rule: any of these verbs on any of these resources in any of these namespaces.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KubeRule {
     /// `resource.group` (`pods`, `datavolumes.cdi.kubevirt.io`) or `*`.
     pub resources: Vec<String>,
-    /// `get`, `list`, `create`, `update`, `patch`, `delete` or `*`.
-    pub verbs: Vec<String>,
-    /// Namespace names or globs; `*` is all namespaces and cluster scope; `@item` is the namespace of
-    /// the item being processed; `@velero` the namespace Velero runs in; "" is cluster scope: calls
-    /// that name no namespace, on cluster-scoped objects. A list that names no namespace also lists a
-    /// namespaced resource in every namespace, so "" does not go with `list` (write "*" for that).
-    pub namespaces: Vec<String>,
+    /// The verbs, or `*`.
+    pub verbs: Verbs,
+    /// Where its calls may go. A list that names no namespace also lists a namespaced resource in
+    /// every namespace, so cluster scope ("") does not go with `list` (write "*" for that).
+    pub namespaces: Vec<NamespaceRule>,
+}
+
+/// The verbs of a kube rule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verbs {
+    /// `*`: the six verbs of the `kube` capability.
+    Any,
+    /// These verbs, as the rule lists them.
+    Only(Vec<Verb>),
+}
+
+impl Verbs {
+    /// Reads a rule's `verbs` ("*" among them is every verb); an unknown verb is an error that says
+    /// what to write.
+    pub fn parse(entries: &[String]) -> Result<Verbs, String> {
+        if entries.is_empty() {
+            return Err("must name at least one verb".into());
+        }
+        let mut verbs = Vec::with_capacity(entries.len());
+        for entry in entries {
+            match entry.as_str() {
+                "*" => return Ok(Verbs::Any),
+                text => verbs.push(Verb::from_name(text).ok_or_else(|| unknown_verb(text))?),
+            }
+        }
+        Ok(Verbs::Only(verbs))
+    }
+
+    /// Whether `verb` is one of them.
+    pub fn allows(&self, verb: Verb) -> bool {
+        match self {
+            Verbs::Any => true,
+            Verbs::Only(verbs) => verbs.contains(&verb),
+        }
+    }
+
+    /// Each verb they stand for.
+    pub fn each(&self) -> Vec<Verb> {
+        match self {
+            Verbs::Any => Verb::ALL.to_vec(),
+            Verbs::Only(verbs) => verbs.clone(),
+        }
+    }
+}
+
+impl Serialize for Verbs {
+    /// As a manifest writes them: `["*"]`, or the verbs.
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Verbs::Any => ["*"].serialize(s),
+            Verbs::Only(verbs) => verbs.serialize(s),
+        }
+    }
+}
+
+impl fmt::Display for Verbs {
+    /// `*`, or the verbs separated by commas.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Verbs::Any => f.write_str("*"),
+            Verbs::Only(verbs) => {
+                let names: Vec<&str> = verbs.iter().map(|v| v.as_str()).collect();
+                f.write_str(&names.join(","))
+            }
+        }
+    }
+}
+
+/// One entry of a kube rule's `namespaces`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NamespaceRule {
+    /// `*`: every namespace, and cluster scope.
+    Any,
+    /// `@item`: the namespace of the item being processed.
+    Item,
+    /// `@velero`: the namespace Velero runs in.
+    Velero,
+    /// "": cluster scope, calls that name no namespace (on cluster-scoped objects).
+    Cluster,
+    /// A namespace name or glob.
+    Pattern(String),
+}
+
+impl NamespaceRule {
+    /// Reads one entry as written (a manifest refuses other `@` tokens before this).
+    pub fn read(entry: &str) -> NamespaceRule {
+        match entry {
+            "*" => NamespaceRule::Any,
+            "@item" => NamespaceRule::Item,
+            "@velero" => NamespaceRule::Velero,
+            "" => NamespaceRule::Cluster,
+            name => NamespaceRule::Pattern(name.to_string()),
+        }
+    }
+
+    /// The entry as a manifest writes it.
+    pub fn as_str(&self) -> &str {
+        match self {
+            NamespaceRule::Any => "*",
+            NamespaceRule::Item => "@item",
+            NamespaceRule::Velero => "@velero",
+            NamespaceRule::Cluster => "",
+            NamespaceRule::Pattern(name) => name,
+        }
+    }
+}
+
+impl Serialize for NamespaceRule {
+    /// As a manifest writes it.
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
 }
 
 impl fmt::Display for KubeRule {
     /// `get,list pods,persistentvolumeclaims in @item`; cluster scope ("") is `(cluster)`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {} ", self.verbs.join(","), self.resources.join(","))?;
-        if self.namespaces.iter().all(String::is_empty) {
+        write!(f, "{} {} ", self.verbs, self.resources.join(","))?;
+        let cluster = |n: &NamespaceRule| *n == NamespaceRule::Cluster;
+        if self.namespaces.iter().all(cluster) {
             return f.write_str("(cluster)");
         }
         let namespaces: Vec<&str> = self
             .namespaces
             .iter()
-            .map(|n| {
-                if n.is_empty() {
-                    "(cluster)"
-                } else {
-                    n.as_str()
-                }
-            })
+            .map(|n| if cluster(n) { "(cluster)" } else { n.as_str() })
             .collect();
         write!(f, "in {}", namespaces.join(","))
     }
@@ -214,139 +348,157 @@ pub enum ManifestError {
 }
 
 impl Manifest {
-    /// Parses and validates manifest text.
+    /// Parses manifest text into typed values, checking each field once.
     pub fn parse(text: &str) -> Result<Manifest, ManifestError> {
-        let manifest: Manifest = toml::from_str(text)
+        let raw: ManifestText = toml::from_str(text)
             .map_err(|e| ManifestError::Syntax(e.to_string().trim_end().to_string()))?;
-        manifest.validate()?;
-        Ok(manifest)
-    }
-
-    fn validate(&self) -> Result<(), ManifestError> {
-        let invalid = |field: String, problem: &str| ManifestError::Invalid {
-            field,
-            problem: problem.to_string(),
+        if let Some(sha) = &raw.sha256 {
+            check_sha256(sha)?;
+        }
+        check_limits(&raw.limits)?;
+        let kube = raw
+            .grant
+            .kube
+            .into_iter()
+            .enumerate()
+            .map(|(i, rule)| kube_rule(i, rule))
+            .collect::<Result<_, _>>()?;
+        let grant = Grant {
+            kube,
+            http: raw.grant.http,
+            env: raw.grant.env,
+            env_files: raw.grant.env_files,
         };
-        if let Some(sha) = &self.sha256 {
-            if sha.len() != 64
-                || !sha
-                    .bytes()
-                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-            {
-                return Err(invalid("sha256".into(), "must be 64 lower-case hex digits"));
-            }
-        }
-        if self.limits.timeout.is_zero() {
-            return Err(invalid("limits.timeout".into(), "must be more than zero"));
-        }
-        if self.limits.memory < 1 << 20 || self.limits.memory > MAX_MEMORY {
-            return Err(invalid(
-                "limits.memory".into(),
-                "must be between 1MiB and 1GiB",
-            ));
-        }
-        if self.limits.output == 0 {
-            return Err(invalid("limits.output".into(), "must be more than zero"));
-        }
-        for (i, rule) in self.grant.kube.iter().enumerate() {
-            let field = |name: &str| format!("grant.kube[{i}].{name}");
-            if rule.resources.is_empty() {
-                return Err(invalid(
-                    field("resources"),
-                    "must name at least one resource",
-                ));
-            }
-            for r in &rule.resources {
-                if r.is_empty() || r.contains(char::is_whitespace) || r.contains('/') {
-                    return Err(invalid(
-                        field("resources"),
-                        &format!("{r:?} is not `resource.group` or \"*\""),
-                    ));
-                }
-                if let Some((fix, why)) = resources::correction(r) {
-                    return Err(invalid(
-                        field("resources"),
-                        &format!("{r:?} {why}: write {fix:?}"),
-                    ));
-                }
-            }
-            if rule.verbs.is_empty() {
-                return Err(invalid(field("verbs"), "must name at least one verb"));
-            }
-            for v in &rule.verbs {
-                if !matches!(
-                    v.as_str(),
-                    "*" | "get" | "list" | "create" | "update" | "patch" | "delete"
-                ) {
-                    return Err(invalid(field("verbs"), &unknown_verb(v)));
-                }
-            }
-            if rule.namespaces.is_empty() {
-                return Err(invalid(
-                    field("namespaces"),
-                    "must name at least one namespace, \"*\", \"@item\" or \"@velero\"",
-                ));
-            }
-            let lists = rule.verbs.iter().any(|v| v == "list" || v == "*");
-            if lists && rule.namespaces.iter().any(String::is_empty) {
-                let verb = if rule.verbs.iter().any(|v| v == "list") {
-                    "list"
-                } else {
-                    "list (in \"*\")"
-                };
-                return Err(invalid(
-                    field("namespaces"),
-                    &format!(
-                        "\"\" (cluster scope) cannot go with the verb {verb}: a list that names no namespace also lists a namespaced resource in every namespace. To list across all namespaces (or a cluster-scoped resource), write \"*\"; to list in some namespaces, name them in a rule of their own and keep \"\" for the other verbs"
-                    ),
-                ));
-            }
-            for n in &rule.namespaces {
-                if n.starts_with('@') && !matches!(n.as_str(), "@item" | "@velero") {
-                    return Err(invalid(
-                        field("namespaces"),
-                        &format!(
-                            "{n:?} is not a namespace: the tokens are \"@item\" and \"@velero\""
-                        ),
-                    ));
-                }
-            }
-            if let Some(problem) = scope_mismatch(rule) {
-                return Err(invalid(field("namespaces"), &problem));
-            }
-        }
-        if self.limits.http_timeout.is_zero() {
-            return Err(invalid(
-                "limits.http-timeout".into(),
-                "must be more than zero",
-            ));
-        }
-        if self.limits.capability_calls == 0 {
-            return Err(invalid(
-                "limits.capability-calls".into(),
-                "must be more than zero",
-            ));
-        }
-        if self.limits.http_response == 0 {
-            return Err(invalid(
-                "limits.http-response".into(),
-                "must be more than zero",
-            ));
-        }
-        for (i, host) in self.grant.http.iter().enumerate() {
-            crate::capabilities::http::HostRule::parse(host)
-                .map_err(|problem| invalid(format!("grant.http[{i}]"), &problem))?;
-        }
-        for (i, name) in self.grant.env.iter().enumerate() {
-            EnvGrant::check_entry(name, true)
-                .map_err(|problem| invalid(format!("grant.env[{i}]"), &problem))?;
-        }
-        for (i, name) in self.grant.env_files.iter().enumerate() {
-            EnvGrant::check_entry(name, false)
-                .map_err(|problem| invalid(format!("grant.env-files[{i}]"), &problem))?;
-        }
-        Ok(())
+        check_entries(&grant)?;
+        Ok(Manifest {
+            sha256: raw.sha256,
+            description: raw.description,
+            limits: raw.limits,
+            grant,
+            settings: raw.settings,
+        })
     }
+}
+
+fn invalid(field: impl Into<String>, problem: impl Into<String>) -> ManifestError {
+    ManifestError::Invalid {
+        field: field.into(),
+        problem: problem.into(),
+    }
+}
+
+fn check_sha256(sha: &str) -> Result<(), ManifestError> {
+    let hex = |b: u8| b.is_ascii_digit() || (b'a'..=b'f').contains(&b);
+    if sha.len() != 64 || !sha.bytes().all(hex) {
+        return Err(invalid("sha256", "must be 64 lower-case hex digits"));
+    }
+    Ok(())
+}
+
+/// `[limits]`: within what the engine can give.
+fn check_limits(limits: &Limits) -> Result<(), ManifestError> {
+    if limits.timeout.is_zero() {
+        return Err(invalid("limits.timeout", "must be more than zero"));
+    }
+    if limits.memory < 1 << 20 || limits.memory > MAX_MEMORY {
+        return Err(invalid("limits.memory", "must be between 1MiB and 1GiB"));
+    }
+    if limits.output == 0 {
+        return Err(invalid("limits.output", "must be more than zero"));
+    }
+    if limits.http_timeout.is_zero() {
+        return Err(invalid("limits.http-timeout", "must be more than zero"));
+    }
+    if limits.capability_calls == 0 {
+        return Err(invalid("limits.capability-calls", "must be more than zero"));
+    }
+    if limits.http_response == 0 {
+        return Err(invalid("limits.http-response", "must be more than zero"));
+    }
+    Ok(())
+}
+
+/// One `[[grant.kube]]` rule, the `i`th, checked and typed.
+fn kube_rule(i: usize, raw: KubeRuleText) -> Result<KubeRule, ManifestError> {
+    let field = |name: &str| format!("grant.kube[{i}].{name}");
+    if raw.resources.is_empty() {
+        return Err(invalid(
+            field("resources"),
+            "must name at least one resource",
+        ));
+    }
+    for r in &raw.resources {
+        if r.is_empty() || r.contains(char::is_whitespace) || r.contains('/') {
+            return Err(invalid(
+                field("resources"),
+                format!("{r:?} is not `resource.group` or \"*\""),
+            ));
+        }
+        if let Some((fix, why)) = resources::correction(r) {
+            return Err(invalid(
+                field("resources"),
+                format!("{r:?} {why}: write {fix:?}"),
+            ));
+        }
+    }
+    let verbs = Verbs::parse(&raw.verbs).map_err(|problem| invalid(field("verbs"), problem))?;
+    if raw.namespaces.is_empty() {
+        return Err(invalid(
+            field("namespaces"),
+            "must name at least one namespace, \"*\", \"@item\" or \"@velero\"",
+        ));
+    }
+    if verbs.allows(Verb::List) && raw.namespaces.iter().any(String::is_empty) {
+        let verb = if raw.verbs.iter().any(|v| v == "list") {
+            "list"
+        } else {
+            "list (in \"*\")"
+        };
+        return Err(invalid(
+            field("namespaces"),
+            format!(
+                "\"\" (cluster scope) cannot go with the verb {verb}: a list that names no namespace also lists a namespaced resource in every namespace. To list across all namespaces (or a cluster-scoped resource), write \"*\"; to list in some namespaces, name them in a rule of their own and keep \"\" for the other verbs"
+            ),
+        ));
+    }
+    for n in &raw.namespaces {
+        if n.starts_with('@') && !matches!(n.as_str(), "@item" | "@velero") {
+            return Err(invalid(
+                field("namespaces"),
+                format!("{n:?} is not a namespace: the tokens are \"@item\" and \"@velero\""),
+            ));
+        }
+    }
+    let rule = KubeRule {
+        resources: raw.resources,
+        verbs,
+        namespaces: raw
+            .namespaces
+            .iter()
+            .map(|n| NamespaceRule::read(n))
+            .collect(),
+    };
+    if let Some(problem) = scope_mismatch(&rule) {
+        return Err(invalid(field("namespaces"), problem));
+    }
+    Ok(rule)
+}
+
+/// `[grant]`'s HTTP and environment entries.
+fn check_entries(grant: &Grant) -> Result<(), ManifestError> {
+    for (i, host) in grant.http.iter().enumerate() {
+        crate::capabilities::http::HostRule::parse(host)
+            .map_err(|problem| invalid(format!("grant.http[{i}]"), problem))?;
+    }
+    for (i, name) in grant.env.iter().enumerate() {
+        EnvGrant::check_entry(name, true)
+            .map_err(|problem| invalid(format!("grant.env[{i}]"), problem))?;
+    }
+    for (i, name) in grant.env_files.iter().enumerate() {
+        EnvGrant::check_entry(name, false)
+            .map_err(|problem| invalid(format!("grant.env-files[{i}]"), problem))?;
+    }
+    Ok(())
 }
 
 /// The error for a verb grants do not have, with what to write instead.
@@ -385,15 +537,16 @@ fn unknown_verb(verb: &str) -> String {
 /// the resource's scope: a cluster-scoped resource is called with no namespace, so only "" and "*"
 /// match it; a namespaced one always names one (or, to list everywhere, none: matched by "*" only).
 fn scope_mismatch(rule: &KubeRule) -> Option<String> {
-    let matches_cluster_scope = rule.namespaces.iter().any(|n| n.is_empty() || n == "*");
-    let matches_a_namespace = rule.namespaces.iter().any(|n| !n.is_empty());
+    use NamespaceRule::{Any, Cluster};
+    let matches_cluster_scope = rule.namespaces.iter().any(|n| matches!(n, Cluster | Any));
+    let matches_a_namespace = rule.namespaces.iter().any(|n| *n != Cluster);
     for r in &rule.resources {
         match resources::is_namespaced(r) {
             Some(false) if !matches_cluster_scope => {
                 let written = rule
                     .namespaces
                     .iter()
-                    .map(|n| format!("{n:?}"))
+                    .map(|n| format!("{:?}", n.as_str()))
                     .collect::<Vec<_>>()
                     .join(", ");
                 return Some(format!(

@@ -22,7 +22,10 @@ pub use directory::{
     module_from_parts, read_module, scan_directory, DirectoryScan, OverrideFile, PartError,
 };
 pub use last_good::LastGood;
-pub use manifest::{parse_byte_size, Grant, KubeRule, Limits, Manifest, ManifestError, MAX_MEMORY};
+pub use manifest::{
+    parse_byte_size, Grant, KubeRule, Limits, Manifest, ManifestError, NamespaceRule, Verbs,
+    MAX_MEMORY,
+};
 pub use signature::{ModuleSignature, TrustedKeys};
 pub use stock::{
     chosen_stock_modules, stock_modules, stock_names, StockChoice, UnknownStock, STOCK_ENV,

@@ -14,11 +14,9 @@
 
 use std::sync::Arc;
 
-use super::{Grant, KubeRule, Manifest, ModuleSource, Origin};
+use super::{Grant, KubeRule, Manifest, ModuleSource, NamespaceRule, Origin};
+use crate::action::Verb;
 use crate::capabilities::http::HostRule;
-
-/// The verbs `*` stands for in a kube rule.
-const VERBS: [&str; 6] = ["get", "list", "create", "update", "patch", "delete"];
 
 /// The stock module `stock` with the override manifest `text` (from `from`) applied, or why it is
 /// refused.
@@ -108,13 +106,9 @@ pub fn apply(stock: &ModuleSource, text: &str, from: Origin) -> Result<ModuleSou
 /// themselves.
 pub fn widening(stock: &Grant, wanted: &Grant) -> Option<String> {
     for (i, rule) in wanted.kube.iter().enumerate() {
-        let verbs: Vec<&str> = if rule.verbs.iter().any(|v| v == "*") {
-            VERBS.to_vec()
-        } else {
-            rule.verbs.iter().map(String::as_str).collect()
-        };
+        let verbs = rule.verbs.each();
         for resource in &rule.resources {
-            for verb in &verbs {
+            for &verb in &verbs {
                 for namespace in &rule.namespaces {
                     if !stock
                         .kube
@@ -123,7 +117,10 @@ pub fn widening(stock: &Grant, wanted: &Grant) -> Option<String> {
                     {
                         return Some(format!(
                             "grant.kube[{i}] allows {verb} on {resource} in {}, which no stock rule allows",
-                            if namespace.is_empty() { "cluster scope (\"\")" } else { namespace }
+                            match namespace {
+                                NamespaceRule::Cluster => "cluster scope (\"\")",
+                                other => other.as_str(),
+                            }
                         ));
                     }
                 }
@@ -173,23 +170,20 @@ fn list(entries: &[String]) -> String {
     }
 }
 
-fn kube_covers(stock: &KubeRule, resource: &str, verb: &str, namespace: &str) -> bool {
-    let resource = resource.to_ascii_lowercase();
-    let names = |list: &[String], wanted: &str| {
-        list.iter()
-            .any(|s| s == "*" || s.eq_ignore_ascii_case(wanted))
-    };
-    names(&stock.resources, &resource)
-        && names(&stock.verbs, verb)
-        && stock.namespaces.iter().any(|s| {
-            s == "*"
-                || s == namespace
-                || (!namespace.is_empty()
-                    && !namespace.starts_with('@')
-                    && !namespace.contains(['*', '?'])
-                    && !s.is_empty()
-                    && !s.starts_with('@')
-                    && crate::glob::matches(s, namespace))
+fn kube_covers(stock: &KubeRule, resource: &str, verb: Verb, namespace: &NamespaceRule) -> bool {
+    stock
+        .resources
+        .iter()
+        .any(|s| s == "*" || s.eq_ignore_ascii_case(resource))
+        && stock.verbs.allows(verb)
+        && stock.namespaces.iter().any(|s| match (s, namespace) {
+            (NamespaceRule::Any, _) => true,
+            (s, wanted) if s == wanted => true,
+            // A name (not a glob) that the stock glob matches.
+            (NamespaceRule::Pattern(glob), NamespaceRule::Pattern(name)) => {
+                !name.contains(['*', '?']) && crate::glob::matches(glob, name)
+            }
+            _ => false,
         })
 }
 

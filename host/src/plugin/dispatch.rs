@@ -2,7 +2,7 @@
 //! field names among those the service's kind can run, check the JSON documents of the request, and
 //! open the tracing span that tags every log line of the call with the action and the item.
 //!
-//! An action Velero listed that no module provides any more is *retired* ([`super::listing`]): its
+//! An action Velero listed that no module provides any more is *retired* ([`super::kept_listing`]): its
 //! AppliesTo matches nothing ([`RETIRED_RESOURCE`]), Execute returns the item unchanged, and its
 //! operations cannot be followed. A v1 service never passes on an operation a v2 action started.
 
@@ -15,7 +15,7 @@ use tonic::{Response, Status};
 use tracing::{Instrument, Span};
 
 use super::convert::resource_selector;
-use super::listing::Listed;
+use super::kept_listing::Listed;
 use super::proto::generated::ResourceSelector;
 use super::status;
 use crate::action::{
@@ -110,19 +110,20 @@ impl Dispatch {
         let item = self::item("item", item)?;
         tag(&item.id);
         let backup = document("backup", backup)?;
-        if let Found::Retired = found {
+        let Found::Action(entry) = found else {
             return Ok(BackupOutcome {
                 item: item.text,
                 additional_items: Vec::new(),
                 operation_id: None,
                 post_operation_items: Vec::new(),
             });
-        }
+        };
         let request = BackupRequest {
             item: item.text,
             backup,
         };
-        let outcome = measured(&found, name, "Execute", self.runtime.backup(name, request)).await;
+        let call = self.runtime.backup(&entry, item.id, request);
+        let outcome = measured(&entry, "Execute", call).await;
         let outcome = outcome.map_err(|e| status::call_failed(kind, e))?;
         if let (ActionKind::Backup, Some(id)) = (kind, &outcome.operation_id) {
             return Err(status::untracked_operation(kind, name, id));
@@ -145,12 +146,13 @@ impl Dispatch {
         let found = self.find(kind, name)?;
         let item = self::item("item", item)?;
         tag(&item.id);
+        let id = item.id;
         let request = RestoreRequest {
             item: item.text,
             item_from_backup: self::item("itemFromBackup", item_from_backup)?.text,
             restore: document("restore", restore)?,
         };
-        if let Found::Retired = found {
+        let Found::Action(entry) = found else {
             return Ok(RestoreOutcome {
                 item: request.item,
                 additional_items: Vec::new(),
@@ -159,8 +161,8 @@ impl Dispatch {
                 wait_for_additional_items: false,
                 additional_items_timeout: None,
             });
-        }
-        let outcome = measured(&found, name, "Execute", self.runtime.restore(name, request)).await;
+        };
+        let outcome = measured(&entry, "Execute", self.runtime.restore(&entry, id, request)).await;
         let outcome = outcome.map_err(|e| status::call_failed(kind, e))?;
         if let (ActionKind::Restore, Some(id)) = (kind, &outcome.operation_id) {
             return Err(status::untracked_operation(kind, name, id));
@@ -183,16 +185,13 @@ impl Dispatch {
         let item = self::item("item", item)?;
         tag(&item.id);
         let backup = document("backup", backup)?;
-        if let Found::Retired = found {
+        let Found::Action(entry) = found else {
             return Ok(Vec::new());
-        }
-        let related = measured(
-            &found,
-            name,
-            "GetRelatedItems",
-            self.runtime.related_items(name, item.text, backup),
-        )
-        .await;
+        };
+        let call = self
+            .runtime
+            .related_items(&entry, item.id, item.text, backup);
+        let related = measured(&entry, "GetRelatedItems", call).await;
         related.map_err(|e| status::call_failed(kind, e))
     }
 
@@ -203,16 +202,11 @@ impl Dispatch {
         let item = self::item("item", item)?;
         tag(&item.id);
         let backup = document("backup", backup)?;
-        if let Found::Retired = found {
+        let Found::Action(entry) = found else {
             return Ok(());
-        }
-        let deleted = measured(
-            &found,
-            name,
-            "Execute",
-            self.runtime.delete(name, item.text, backup),
-        )
-        .await;
+        };
+        let call = self.runtime.delete(&entry, item.id, item.text, backup);
+        let deleted = measured(&entry, "Execute", call).await;
         deleted.map_err(|e| status::call_failed(kind, e))
     }
 
@@ -227,16 +221,11 @@ impl Dispatch {
     ) -> Result<OperationProgress, Status> {
         let found = self.find(kind, name)?;
         let subject = document(field, subject)?;
-        if let Found::Retired = found {
+        let Found::Action(entry) = found else {
             return Err(status::retired_operation(name));
-        }
-        let progress = measured(
-            &found,
-            name,
-            "Progress",
-            self.runtime.progress(name, operation_id, subject),
-        )
-        .await;
+        };
+        let call = self.runtime.progress(&entry, operation_id, subject);
+        let progress = measured(&entry, "Progress", call).await;
         progress.map_err(|e| status::call_failed(kind, e))
     }
 
@@ -251,16 +240,11 @@ impl Dispatch {
     ) -> Result<(), Status> {
         let found = self.find(kind, name)?;
         let subject = document(field, subject)?;
-        if let Found::Retired = found {
+        let Found::Action(entry) = found else {
             return Err(status::retired_operation(name));
-        }
-        let cancelled = measured(
-            &found,
-            name,
-            "Cancel",
-            self.runtime.cancel(name, operation_id, subject),
-        )
-        .await;
+        };
+        let call = self.runtime.cancel(&entry, operation_id, subject);
+        let cancelled = measured(&entry, "Cancel", call).await;
         cancelled.map_err(|e| status::call_failed(kind, e))
     }
 
@@ -274,16 +258,11 @@ impl Dispatch {
         let kind = ActionKind::RestoreV2;
         let found = self.find(kind, name)?;
         let restore = document("restore", restore)?;
-        if let Found::Retired = found {
+        let Found::Action(entry) = found else {
             return Ok(true);
-        }
-        let ready = measured(
-            &found,
-            name,
-            "AreAdditionalItemsReady",
-            self.runtime.items_ready(name, items, restore),
-        )
-        .await;
+        };
+        let call = self.runtime.items_ready(&entry, items, restore);
+        let ready = measured(&entry, "AreAdditionalItemsReady", call).await;
         ready.map_err(|e| status::call_failed(kind, e))
     }
 
@@ -307,17 +286,11 @@ impl Dispatch {
 /// Runs one call of a loaded action, recorded in the metrics when they are exported (see
 /// [`crate::metrics`]).
 async fn measured<T>(
-    found: &Found,
-    action: &str,
+    entry: &ActionEntry,
     call: &'static str,
     work: impl Future<Output = Result<T, CallError>>,
 ) -> Result<T, CallError> {
-    match found {
-        Found::Action(entry) => {
-            crate::metrics::measured(&entry.module.name, action, call, work).await
-        }
-        Found::Retired => work.await,
-    }
+    crate::metrics::measured(&entry.module.name, &entry.info().name, call, work).await
 }
 
 /// Reads an item field: UTF-8 JSON of an object with a non-empty `kind`, as Velero requires of items.

@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 use tonic::{Request, Response, Status};
 
 use super::dispatch::Dispatch;
-use super::listing::{Listed, Listing};
+use super::kept_listing::{Listed, Listing};
 use super::proto::generated::plugin_lister_server::PluginLister;
 use super::proto::generated::{Empty, ListPluginsResponse, PluginIdentifier};
 use crate::action::ActionKind;

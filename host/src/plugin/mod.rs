@@ -19,8 +19,8 @@ pub mod delete;
 pub mod dispatch;
 pub mod handshake;
 pub mod item_block;
+pub mod kept_listing;
 pub mod lister;
-pub mod listing;
 pub mod loading;
 pub mod log_format;
 pub mod proto;
@@ -49,8 +49,8 @@ use crate::modules::{LastGood, StockChoice, TrustedKeys, STOCK_ENV};
 use crate::runtime::{CompileCache, ModuleConfig, Runtime};
 use dispatch::Dispatch;
 use handshake::{PluginArgs, Socket};
+use kept_listing::{Listed, Listing};
 use lister::{Advertised, Lister, KINDS_ENV};
-use listing::{Listed, Listing};
 
 /// The largest request or response message: Velero's own limit, 2^31−1 bytes (an item and its
 /// Backup can be far larger than gRPC's default 4 MiB).
@@ -229,7 +229,7 @@ async fn serve(args: PluginArgs, parent: u32) -> anyhow::Result<()> {
             .map(|e| (e.info().kind, e.info().name.clone()))
             .collect();
         let retired = retired_from
-            .map(|listed| listing::retired(listed, &provided))
+            .map(|listed| kept_listing::retired(listed, &provided))
             .unwrap_or_default();
         if !retired.is_empty() {
             tracing::debug!(retired = ?retired, "actions Velero listed that no module provides any more");

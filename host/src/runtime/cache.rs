@@ -53,6 +53,7 @@ impl CompileCache {
     }
 
     /// The cached compilation of a module, if there is a usable one. A damaged entry is deleted.
+    #[allow(unsafe_code)] // Deserializing compiled code: see the SAFETY comment below.
     pub fn load(&self, engine: &Engine, sha256: &str) -> Option<Component> {
         let path = self.path(engine, sha256);
         let started = std::time::Instant::now();

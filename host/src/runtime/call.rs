@@ -1,5 +1,6 @@
-//! One call into a component: find the action, instantiate in a fresh store under the module's memory
-//! cap and deadline, call the export, turn misbehaviour into a [`Fault`], check what came back.
+//! One call into a component: given the action its caller found and the item it read, instantiate in
+//! a fresh store under the module's memory cap and deadline, call the export, turn misbehaviour into a
+//! [`Fault`], check what came back.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -13,12 +14,12 @@ use super::module::LoadedModule;
 use super::registry::ActionEntry;
 use super::Runtime;
 use crate::action::{
-    ActionInfo, ActionKind, BackupOutcome, BackupRequest, OperationProgress, ResourceId,
+    ActionInfo, ActionKind, BackupOutcome, BackupRequest, ItemRef, OperationProgress, ResourceId,
     RestoreOutcome, RestoreRequest,
 };
 use crate::bindings::{backup_outcome, restore_outcome, wit_actions, wit_types, Plugin};
 use crate::capabilities::memory::Refusal;
-use crate::capabilities::{CallContext, CallState};
+use crate::capabilities::{CallId, CallState};
 
 /// The most additional (or related, or post-operation) items one call may return.
 pub const MAX_ITEMS: usize = 100_000;
@@ -69,47 +70,55 @@ impl Export {
     }
 }
 
+/// Refuses a call the action's kind does not have (a v1 action has no Progress): a check of the
+/// entry, not a second lookup.
+fn check_export(entry: &ActionEntry, export: Export) -> Result<(), CallError> {
+    let kind = entry.info().kind;
+    if export.allowed(kind) {
+        return Ok(());
+    }
+    Err(CallError::WrongKind {
+        action: entry.info().name.clone(),
+        kind,
+        call: export.name(),
+    })
+}
+
 impl Runtime {
     /// The action named `name`, if some module provides it.
     pub fn action(&self, name: &str) -> Option<ActionEntry> {
         self.catalog().action(name).cloned()
     }
 
-    fn resolve(&self, name: &str, export: Export) -> Result<ActionEntry, CallError> {
-        let entry = self
-            .action(name)
-            .ok_or_else(|| CallError::UnknownAction(name.to_string()))?;
-        let kind = entry.info().kind;
-        if !export.allowed(kind) {
-            return Err(CallError::WrongKind {
-                action: name.to_string(),
-                kind,
-                call: export.name(),
-            });
-        }
-        Ok(entry)
+    /// The action named `name` as a call needs it: the one lookup of a call, whose entry the call
+    /// methods below take.
+    pub fn resolve(&self, name: &str) -> Result<ActionEntry, CallError> {
+        self.action(name)
+            .ok_or_else(|| CallError::UnknownAction(name.to_string()))
     }
 
-    /// Runs a backup action (`backup`, `backup-v2`) on one item.
+    /// Runs a backup action (`backup`, `backup-v2`) on one item; `item` is the identity of
+    /// `request.item`, as the caller read it.
     pub async fn backup(
         &self,
-        action: &str,
+        entry: &ActionEntry,
+        item: ItemRef,
         request: BackupRequest,
     ) -> Result<BackupOutcome, CallError> {
-        let entry = self.resolve(action, Export::Backup)?;
-        let item: Arc<str> = Arc::from(request.item.as_str());
+        check_export(entry, Export::Backup)?;
         let wit_request = wit_actions::BackupRequest {
             item: request.item,
             backup: request.backup,
         };
-        let name = action.to_string();
-        let (response, ctx) = self
-            .invoke(&entry, Some(item.clone()), move |plugin, store| {
+        let name = entry.info().name.clone();
+        let ((response, item), ctx) = self
+            .invoke(entry, Some(item), move |plugin, store| {
                 Box::pin(async move {
-                    plugin
+                    let response = plugin
                         .velero_wasm_plugin_actions()
                         .call_backup(store, &name, &wit_request)
-                        .await
+                        .await?;
+                    Ok((response, wit_request.item))
                 })
             })
             .await?;
@@ -121,36 +130,33 @@ impl Runtime {
             response.item.as_deref(),
             &response.additional_items,
         )?;
-        check_ids(
-            module,
-            &ctx,
-            "post-operation items",
-            &response.post_operation_items,
-        )?;
-        Ok(backup_outcome(response, item.to_string()))
+        check_ids(&ctx, "post-operation items", &response.post_operation_items)?;
+        Ok(backup_outcome(response, item))
     }
 
-    /// Runs a restore action (`restore`, `restore-v2`) on one item.
+    /// Runs a restore action (`restore`, `restore-v2`) on one item; `item` is the identity of
+    /// `request.item`.
     pub async fn restore(
         &self,
-        action: &str,
+        entry: &ActionEntry,
+        item: ItemRef,
         request: RestoreRequest,
     ) -> Result<RestoreOutcome, CallError> {
-        let entry = self.resolve(action, Export::Restore)?;
-        let item: Arc<str> = Arc::from(request.item.as_str());
+        check_export(entry, Export::Restore)?;
         let wit_request = wit_actions::RestoreRequest {
             item: request.item,
             item_from_backup: request.item_from_backup,
             restore: request.restore,
         };
-        let name = action.to_string();
-        let (response, ctx) = self
-            .invoke(&entry, Some(item.clone()), move |plugin, store| {
+        let name = entry.info().name.clone();
+        let ((response, item), ctx) = self
+            .invoke(entry, Some(item), move |plugin, store| {
                 Box::pin(async move {
-                    plugin
+                    let response = plugin
                         .velero_wasm_plugin_actions()
                         .call_restore(store, &name, &wit_request)
-                        .await
+                        .await?;
+                    Ok((response, wit_request.item))
                 })
             })
             .await?;
@@ -161,21 +167,22 @@ impl Runtime {
             response.item.as_deref(),
             &response.additional_items,
         )?;
-        Ok(restore_outcome(response, item.to_string()))
+        Ok(restore_outcome(response, item))
     }
 
-    /// Runs an item-block action: the items to back up in the same block as `item`.
+    /// Runs an item-block action: the items to back up in the same block as `item` (`id` is its
+    /// identity).
     pub async fn related_items(
         &self,
-        action: &str,
+        entry: &ActionEntry,
+        id: ItemRef,
         item: String,
         backup: String,
     ) -> Result<Vec<ResourceId>, CallError> {
-        let entry = self.resolve(action, Export::RelatedItems)?;
-        let item_arc: Arc<str> = Arc::from(item.as_str());
-        let name = action.to_string();
+        check_export(entry, Export::RelatedItems)?;
+        let name = entry.info().name.clone();
         let (response, ctx) = self
-            .invoke(&entry, Some(item_arc), move |plugin, store| {
+            .invoke(entry, Some(id), move |plugin, store| {
                 Box::pin(async move {
                     plugin
                         .velero_wasm_plugin_actions()
@@ -185,22 +192,22 @@ impl Runtime {
             })
             .await?;
         let items = response.map_err(CallError::Action)?;
-        check_ids(&entry.module, &ctx, "related items", &items)?;
+        check_ids(&ctx, "related items", &items)?;
         Ok(items.into_iter().map(ResourceId::from).collect())
     }
 
-    /// Runs a delete action on one item of a backup being deleted.
+    /// Runs a delete action on one item of a backup being deleted (`id` is its identity).
     pub async fn delete(
         &self,
-        action: &str,
+        entry: &ActionEntry,
+        id: ItemRef,
         item: String,
         backup: String,
     ) -> Result<(), CallError> {
-        let entry = self.resolve(action, Export::Delete)?;
-        let item_arc: Arc<str> = Arc::from(item.as_str());
-        let name = action.to_string();
+        check_export(entry, Export::Delete)?;
+        let name = entry.info().name.clone();
         let (response, _) = self
-            .invoke(&entry, Some(item_arc), move |plugin, store| {
+            .invoke(entry, Some(id), move |plugin, store| {
                 Box::pin(async move {
                     plugin
                         .velero_wasm_plugin_actions()
@@ -215,14 +222,14 @@ impl Runtime {
     /// The progress of an operation a v2 action started. `subject` is the Backup or Restore JSON.
     pub async fn progress(
         &self,
-        action: &str,
+        entry: &ActionEntry,
         operation_id: &str,
         subject: String,
     ) -> Result<OperationProgress, CallError> {
-        let entry = self.resolve(action, Export::Progress)?;
-        let (name, id) = (action.to_string(), operation_id.to_string());
+        check_export(entry, Export::Progress)?;
+        let (name, id) = (entry.info().name.clone(), operation_id.to_string());
         let (response, _) = self
-            .invoke(&entry, None, move |plugin, store| {
+            .invoke(entry, None, move |plugin, store| {
                 Box::pin(async move {
                     plugin
                         .velero_wasm_plugin_actions()
@@ -237,14 +244,14 @@ impl Runtime {
     /// Cancels an operation a v2 action started.
     pub async fn cancel(
         &self,
-        action: &str,
+        entry: &ActionEntry,
         operation_id: &str,
         subject: String,
     ) -> Result<(), CallError> {
-        let entry = self.resolve(action, Export::Cancel)?;
-        let (name, id) = (action.to_string(), operation_id.to_string());
+        check_export(entry, Export::Cancel)?;
+        let (name, id) = (entry.info().name.clone(), operation_id.to_string());
         let (response, _) = self
-            .invoke(&entry, None, move |plugin, store| {
+            .invoke(entry, None, move |plugin, store| {
                 Box::pin(async move {
                     plugin
                         .velero_wasm_plugin_actions()
@@ -259,15 +266,15 @@ impl Runtime {
     /// Whether the additional items of a `restore-v2` action are ready.
     pub async fn items_ready(
         &self,
-        action: &str,
+        entry: &ActionEntry,
         items: Vec<ResourceId>,
         restore: String,
     ) -> Result<bool, CallError> {
-        let entry = self.resolve(action, Export::ItemsReady)?;
-        let name = action.to_string();
+        check_export(entry, Export::ItemsReady)?;
+        let name = entry.info().name.clone();
         let items: Vec<wit_types::ResourceId> = items.into_iter().map(Into::into).collect();
         let (response, _) = self
-            .invoke(&entry, None, move |plugin, store| {
+            .invoke(entry, None, move |plugin, store| {
                 Box::pin(async move {
                     plugin
                         .velero_wasm_plugin_actions()
@@ -287,10 +294,13 @@ impl Runtime {
         let Some(pre) = linked.exports.as_ref().and_then(|e| e.pre.as_ref()) else {
             return Ok(Vec::new());
         };
-        let ctx = CallContext::new(linked.caps.module.clone(), "describe", None);
-        let limits = linked.source.manifest.limits;
-        let (result, ctx) = self
-            .run_in_store(pre, linked.caps.clone(), limits, ctx, |plugin, store| {
+        let input = CallInput {
+            id: CallId::new(linked.caps.module.clone(), "describe", None),
+            caps: linked.caps.clone(),
+            limits: linked.source.manifest.limits,
+        };
+        let (result, id) = self
+            .run_in_store(pre, input, |plugin, store| {
                 Box::pin(async move {
                     plugin
                         .velero_wasm_plugin_actions()
@@ -301,80 +311,82 @@ impl Runtime {
             .await;
         match result {
             Ok(actions) => Ok(actions.into_iter().map(ActionInfo::from).collect()),
-            Err(fault) => Err(linked.error(format!("describe {fault}{}", ctx.on_item()))),
+            Err(fault) => Err(linked.error(format!("describe {fault}{}", id.on_item()))),
         }
     }
 
+    /// Runs `call` on the action of `entry`, on `item` if the call has one.
     async fn invoke<R: Send + 'static>(
         &self,
         entry: &ActionEntry,
-        item: Option<Arc<str>>,
+        item: Option<ItemRef>,
         call: impl for<'a> FnOnce(&'a Plugin, &'a mut Store<CallState>) -> GuestCall<'a, R> + Send,
-    ) -> Result<(R, CallContext), CallError> {
+    ) -> Result<(R, CallId), CallError> {
         let module = &entry.module;
-        let ctx = CallContext::new(module.name.clone(), &entry.info().name, item);
-        let exports = module.exports().await.map_err(|problem| CallError::Fault {
-            module: module.name.to_string(),
-            action: ctx.action.clone(),
-            item: ctx.on_item(),
-            fault: Fault::Instantiate(problem),
-        })?;
-        let Some(pre) = &exports.pre else {
-            return Err(CallError::Fault {
-                module: module.name.to_string(),
-                action: ctx.action.clone(),
-                item: ctx.on_item(),
-                fault: Fault::Instantiate(
-                    "the module does not export velero-wasm:plugin/actions".into(),
-                ),
-            });
+        let input = CallInput {
+            id: CallId::new(module.name.clone(), &entry.info().name, item),
+            caps: module.caps.clone(),
+            limits: module.limits,
         };
-        let (result, ctx) = self
-            .run_in_store(pre, module.caps.clone(), module.limits, ctx, call)
-            .await;
-        match result {
-            Ok(r) => Ok((r, ctx)),
-            Err(fault) => Err(CallError::Fault {
-                module: module.name.to_string(),
-                action: ctx.action.clone(),
-                item: ctx.on_item(),
-                fault,
-            }),
+        let exports = module
+            .exports()
+            .await
+            .map_err(|problem| CallError::fault(&input.id, Fault::Instantiate(problem)))?;
+        let Some(pre) = &exports.pre else {
+            let problem = "the module does not export velero-wasm:plugin/actions";
+            return Err(CallError::fault(
+                &input.id,
+                Fault::Instantiate(problem.into()),
+            ));
+        };
+        match self.run_in_store(pre, input, call).await {
+            (Ok(r), id) => Ok((r, id)),
+            (Err(fault), id) => Err(CallError::fault(&id, fault)),
         }
     }
 
+    /// Runs one call once a slot is free: a call waits for a slot at most its own deadline, then runs
+    /// under its full deadline.
     async fn run_in_store<R: Send + 'static>(
         &self,
         pre: &crate::bindings::PluginPre<CallState>,
-        caps: Arc<crate::capabilities::ModuleCaps>,
-        limits: crate::modules::Limits,
-        ctx: CallContext,
+        input: CallInput,
         call: impl for<'a> FnOnce(&'a Plugin, &'a mut Store<CallState>) -> GuestCall<'a, R> + Send,
-    ) -> (Result<R, Fault>, CallContext) {
-        // A call waits for a slot at most its own deadline; then it runs under its full deadline.
-        let _slot = match tokio::time::timeout(limits.timeout, self.slots.acquire()).await {
+    ) -> (Result<R, Fault>, CallId) {
+        let timeout = input.limits.timeout;
+        let _slot = match tokio::time::timeout(timeout, self.slots.acquire()).await {
             Ok(Ok(permit)) => permit,
             Ok(Err(_)) | Err(_) => {
                 let fault = Fault::NoSlot {
-                    timeout: limits.timeout,
+                    timeout,
                     slots: super::MAX_CONCURRENT_CALLS,
                 };
-                return (Err(fault), ctx);
+                return (Err(fault), input.id);
             }
         };
-        let signing: Arc<dyn crate::capabilities::SigningService> = self.signing.clone();
-        run_in_store(
-            &self.compiler.engine,
-            &self.services,
-            Some(signing),
-            pre,
-            caps,
-            limits,
-            ctx,
-            call,
-        )
-        .await
+        let host = Host {
+            engine: &self.compiler.engine,
+            services: &self.services,
+            signing: Some(self.signing.clone()),
+        };
+        run_in_store(host, pre, input, call).await
     }
+}
+
+/// Where a call runs: the engine, the host-wide services, and where the call's `signing` import goes
+/// (`None` where the import is not offered: inside a signing call itself).
+pub(super) struct Host<'a> {
+    pub engine: &'a wasmtime::Engine,
+    pub services: &'a Arc<crate::capabilities::Services>,
+    pub signing: Option<Arc<dyn crate::capabilities::SigningService>>,
+}
+
+/// What one call is given besides its guest function: which call it is, and the grant and limits of
+/// its module.
+pub(super) struct CallInput {
+    pub id: CallId,
+    pub caps: Arc<crate::capabilities::ModuleCaps>,
+    pub limits: crate::modules::Limits,
 }
 
 /// A module prepared for instantiation: a typed world (`PluginPre`) or a plain `InstancePre`.
@@ -400,22 +412,18 @@ impl Prepared for wasmtime::component::InstancePre<CallState> {
 }
 
 /// Runs one call in a fresh store under the module's memory cap and deadline, and turns misbehaviour
-/// into a [`Fault`]. `signing` is where the call's `signing` import goes.
-#[allow(clippy::too_many_arguments)]
+/// into a [`Fault`].
 pub(super) async fn run_in_store<P: Prepared, R: Send + 'static>(
-    engine: &wasmtime::Engine,
-    services: &Arc<crate::capabilities::Services>,
-    signing: Option<Arc<dyn crate::capabilities::SigningService>>,
+    host: Host<'_>,
     pre: &P,
-    caps: Arc<crate::capabilities::ModuleCaps>,
-    limits: crate::modules::Limits,
-    ctx: CallContext,
+    input: CallInput,
     call: impl for<'a> FnOnce(&'a P::Instance, &'a mut Store<CallState>) -> GuestCall<'a, R> + Send,
-) -> (Result<R, Fault>, CallContext) {
-    let mut state = CallState::new(ctx, caps, services.clone(), &limits);
-    state.limit = Some(services.clock.limit(limits.timeout));
-    state.signing = signing;
-    let mut store = Store::new(engine, state);
+) -> (Result<R, Fault>, CallId) {
+    let CallInput { id, caps, limits } = input;
+    let mut state = CallState::new(id, caps, host.services.clone(), &limits);
+    state.limit = Some(host.services.clock.limit(limits.timeout));
+    state.signing = host.signing;
+    let mut store = Store::new(host.engine, state);
     store.limiter(|state| &mut state.memory);
     // Yield at every tick (so the deadline can end a spinning guest), and stop a call whose host work
     // ran into a limit (`CallState::stop`).
@@ -509,23 +517,18 @@ fn log_guest_output(state: &CallState) {
 /// Checks an item an action returned, and its additional items.
 fn check_output(
     module: &LoadedModule,
-    ctx: &CallContext,
+    ctx: &CallId,
     item: Option<&str>,
     additional: &[wit_types::ResourceId],
 ) -> Result<(), CallError> {
     if let Some(item) = item {
-        check_item(item, module.limits.output).map_err(|problem| fault(module, ctx, problem))?;
+        check_item(item, module.limits.output).map_err(|problem| fault(ctx, problem))?;
     }
-    check_ids(module, ctx, "additional items", additional)
+    check_ids(ctx, "additional items", additional)
 }
 
-fn fault(module: &LoadedModule, ctx: &CallContext, problem: String) -> CallError {
-    CallError::Fault {
-        module: module.name.to_string(),
-        action: ctx.action.clone(),
-        item: ctx.on_item(),
-        fault: Fault::Output(problem),
-    }
+fn fault(ctx: &CallId, problem: String) -> CallError {
+    CallError::fault(ctx, Fault::Output(problem))
 }
 
 /// An item must be a JSON object with a non-empty `kind`, within the module's output limit.
@@ -551,15 +554,9 @@ fn check_item(item: &str, limit: u64) -> Result<(), String> {
 
 /// Identifiers must use plural lower-case resources and groups without versions (Velero looks them up
 /// by `resource.group`).
-fn check_ids(
-    module: &LoadedModule,
-    ctx: &CallContext,
-    what: &str,
-    ids: &[wit_types::ResourceId],
-) -> Result<(), CallError> {
+fn check_ids(ctx: &CallId, what: &str, ids: &[wit_types::ResourceId]) -> Result<(), CallError> {
     if ids.len() > MAX_ITEMS {
         return Err(fault(
-            module,
             ctx,
             format!("{} {what}, more than the {MAX_ITEMS} allowed", ids.len()),
         ));
@@ -573,7 +570,6 @@ fn check_ids(
         let bad_group = id.group.contains('/') || id.group.bytes().any(|b| b.is_ascii_uppercase());
         if bad_resource || bad_group {
             return Err(fault(
-                module,
                 ctx,
                 format!(
                     "{what}[{i}] with group {:?} and resource {:?}: use the API group without version and the plural lower-case resource (e.g. \"\" and \"persistentvolumeclaims\")",

@@ -42,6 +42,18 @@ pub enum CallError {
     },
 }
 
+impl CallError {
+    /// The module of call `id` misbehaved.
+    pub(super) fn fault(id: &crate::capabilities::CallId, fault: Fault) -> CallError {
+        CallError::Fault {
+            module: id.module.to_string(),
+            action: id.action.clone(),
+            item: id.on_item(),
+            fault,
+        }
+    }
+}
+
 /// How a module misbehaved.
 #[derive(Debug, thiserror::Error)]
 pub enum Fault {

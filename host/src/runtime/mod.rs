@@ -5,14 +5,14 @@
 //! state leaks between items), a memory cap and a deadline. A trap, a deadline or an exhausted cap
 //! fails that one call with a [`CallError`] naming the module, action and item.
 
+mod benchmark;
 mod cache;
 mod call;
 mod engine;
 mod error;
 mod module;
 mod registry;
-mod signing;
-mod warm;
+mod signer;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -21,13 +21,14 @@ use std::sync::Arc;
 use futures::future::join_all;
 use tokio::sync::Semaphore;
 
+#[doc(hidden)]
+pub use benchmark::WarmInstance;
 pub use cache::CompileCache;
 pub use engine::{EPOCH_TICK, MAX_CONCURRENT_CALLS};
 pub use error::{CallError, Fault, LoadError};
 pub use module::{validate_name, LoadedModule};
 pub use registry::{ActionEntry, Catalog, Registry};
-pub use signing::{types as signing_types, Signing};
-pub use warm::WarmInstance;
+pub use signer::{types as signing_types, Signing};
 
 use crate::capabilities::{self, Services};
 use crate::modules::configmaps::ConfigMapModules;

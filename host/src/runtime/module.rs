@@ -294,7 +294,7 @@ fn caps(source: &ModuleSource) -> Result<Arc<ModuleCaps>, LoadError> {
     let limits = source.manifest.limits;
     Ok(Arc::new(ModuleCaps {
         module: Arc::from(source.name.as_str()),
-        kube: KubeGrant::new(&source.manifest.grant.kube).map_err(|e| load_error(source, e))?,
+        kube: KubeGrant::new(&source.manifest.grant.kube),
         // The host never buffers an answer larger than the guest's memory could take.
         http: HttpGrant::new(
             &source.manifest.grant.http,
@@ -399,7 +399,7 @@ fn covered(grant: &Grant, need: &Need) -> bool {
     match need {
         Need::Kube { resource, verbs } => verbs.iter().all(|verb: &Verb| {
             grant.kube.iter().any(|rule| {
-                (rule.verbs.iter().any(|v| v == "*" || v == verb.as_str()))
+                rule.verbs.allows(*verb)
                     && rule
                         .resources
                         .iter()

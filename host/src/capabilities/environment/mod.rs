@@ -382,6 +382,7 @@ mod tests {
     }
 
     #[tokio::test]
+    #[allow(unsafe_code)] // mkfifo: see the SAFETY comment.
     async fn regular_files_are_read_up_to_one_mebibyte() {
         let dir = tempfile::tempdir().unwrap();
         let small = dir.path().join("token");

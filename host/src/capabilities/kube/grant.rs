@@ -3,68 +3,25 @@
 
 use crate::action::Verb;
 use crate::glob;
-use crate::modules::KubeRule;
+use crate::modules::{KubeRule, NamespaceRule};
 
-/// The Kubernetes calls a module may make.
+/// The Kubernetes calls a module may make: its manifest's rules, typed when the manifest was read.
 #[derive(Debug, Clone, Default)]
 pub struct KubeGrant {
-    rules: Vec<Rule>,
-}
-
-#[derive(Debug, Clone)]
-struct Rule {
-    resources: Vec<String>,
-    verbs: Option<Vec<Verb>>,
-    namespaces: Vec<Namespace>,
-}
-
-#[derive(Debug, Clone)]
-enum Namespace {
-    /// `*`: every namespace, and cluster scope.
-    Any,
-    /// `@item`: the namespace of the item being processed.
-    Item,
-    /// `@velero`: the namespace Velero runs in.
-    Velero,
-    /// A name or glob; "" is cluster scope: calls that name no namespace, except `list` (which would
-    /// list a namespaced resource in every namespace; manifests refuse "" with `list`).
-    Pattern(String),
+    rules: Vec<KubeRule>,
 }
 
 impl KubeGrant {
-    /// Compiles manifest rules (already validated by the manifest parser); a verb that is none of
-    /// [`Verb`]'s is an error naming its rule, never a verb silently left out.
-    pub fn new(rules: &[KubeRule]) -> Result<KubeGrant, String> {
+    /// The grant of a manifest's rules (resources compared without case).
+    pub fn new(rules: &[KubeRule]) -> KubeGrant {
         let rules = rules
             .iter()
-            .enumerate()
-            .map(|(i, r)| {
-                Ok(Rule {
-                    resources: r.resources.iter().map(|s| s.to_ascii_lowercase()).collect(),
-                    verbs: if r.verbs.iter().any(|v| v == "*") {
-                        None
-                    } else {
-                        Some(
-                            r.verbs
-                                .iter()
-                                .map(|v| verb(v).map_err(|e| format!("grant.kube[{i}].verbs: {e}")))
-                                .collect::<Result<_, _>>()?,
-                        )
-                    },
-                    namespaces: r
-                        .namespaces
-                        .iter()
-                        .map(|n| match n.as_str() {
-                            "*" => Namespace::Any,
-                            "@item" => Namespace::Item,
-                            "@velero" => Namespace::Velero,
-                            other => Namespace::Pattern(other.to_string()),
-                        })
-                        .collect(),
-                })
+            .map(|r| KubeRule {
+                resources: r.resources.iter().map(|s| s.to_ascii_lowercase()).collect(),
+                ..r.clone()
             })
-            .collect::<Result<_, String>>()?;
-        Ok(KubeGrant { rules })
+            .collect();
+        KubeGrant { rules }
     }
 
     /// Whether `verb` on `group_resource` (`resource.group`) in `namespace` ("" for cluster scope or all
@@ -80,25 +37,25 @@ impl KubeGrant {
     ) -> bool {
         let group_resource = group_resource.to_ascii_lowercase();
         self.rules.iter().any(|rule| {
-            rule.verbs
-                .as_ref()
-                .is_none_or(|verbs| verbs.contains(&verb))
+            rule.verbs.allows(verb)
                 && rule
                     .resources
                     .iter()
                     .any(|r| r == "*" || *r == group_resource)
                 && rule.namespaces.iter().any(|n| match n {
-                    Namespace::Any => true,
-                    Namespace::Item => {
+                    NamespaceRule::Any => true,
+                    NamespaceRule::Item => {
                         item_namespace.is_some_and(|item| !item.is_empty() && item == namespace)
                     }
-                    Namespace::Velero => {
+                    NamespaceRule::Velero => {
                         !velero_namespace.is_empty() && velero_namespace == namespace
                     }
-                    Namespace::Pattern(p) if p.is_empty() => {
-                        namespace.is_empty() && verb != Verb::List
+                    // A list that names no namespace would list a namespaced resource in every
+                    // namespace (manifests refuse "" with `list`).
+                    NamespaceRule::Cluster => namespace.is_empty() && verb != Verb::List,
+                    NamespaceRule::Pattern(p) => {
+                        !namespace.is_empty() && glob::matches(p, namespace)
                     }
-                    Namespace::Pattern(p) => !namespace.is_empty() && glob::matches(p, namespace),
                 })
         })
     }
@@ -135,40 +92,35 @@ pub fn rule_allowing(
     )
 }
 
-/// A verb as a manifest writes it (`get`), read as [`Verb`] reads itself.
-fn verb(text: &str) -> Result<Verb, String> {
-    use serde::de::{value::Error, IntoDeserializer};
-    use serde::Deserialize;
-    Verb::deserialize(IntoDeserializer::<Error>::into_deserializer(text)).map_err(|e| e.to_string())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::modules::{Manifest, Verbs};
 
     fn grant(resources: &[&str], verbs: &[&str], namespaces: &[&str]) -> KubeGrant {
-        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect();
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
         KubeGrant::new(&[KubeRule {
             resources: s(resources),
-            verbs: s(verbs),
-            namespaces: s(namespaces),
+            verbs: Verbs::parse(&s(verbs)).unwrap(),
+            namespaces: namespaces.iter().map(|n| NamespaceRule::read(n)).collect(),
         }])
-        .unwrap()
     }
 
     #[test]
     fn a_verb_that_is_not_one_is_an_error_naming_its_rule() {
-        let rule = |verbs: &[&str]| KubeRule {
-            resources: vec!["pods".into()],
-            verbs: verbs.iter().map(|v| v.to_string()).collect(),
-            namespaces: vec!["*".into()],
+        let rule = |verbs: &str| {
+            format!(
+                "[[grant.kube]]\nresources = [\"pods\"]\nverbs = [{verbs}]\nnamespaces = [\"*\"]\n"
+            )
         };
-        let e = KubeGrant::new(&[rule(&["get"]), rule(&["get", "watch"])]).unwrap_err();
+        let manifest = format!("{}{}", rule("\"get\""), rule("\"get\", \"watch\""));
+        let e = Manifest::parse(&manifest).unwrap_err().to_string();
         assert!(
-            e.starts_with("grant.kube[1].verbs: unknown variant `watch`, expected one of `get`"),
+            e.starts_with("grant.kube[1].verbs: \"watch\" is not a verb modules have"),
             "{e}"
         );
-        let grant = KubeGrant::new(&[rule(&["get", "patch"])]).unwrap();
+        let manifest = Manifest::parse(&rule("\"get\", \"patch\"")).unwrap();
+        let grant = KubeGrant::new(&manifest.grant.kube);
         assert!(grant.allows(Verb::Patch, "pods", "ns", None, ""));
         assert!(!grant.allows(Verb::Delete, "pods", "ns", None, ""));
     }
@@ -302,8 +254,8 @@ mod tests {
             assert_eq!(text, rule);
             // The suggestion, as a manifest, grants the call it was made for.
             let toml = text.replacen("]] ", "]]\n", 1).replace("] ", "]\n");
-            let manifest = crate::modules::Manifest::parse(&toml).unwrap();
-            let grant = KubeGrant::new(&manifest.grant.kube).unwrap();
+            let manifest = Manifest::parse(&toml).unwrap();
+            let grant = KubeGrant::new(&manifest.grant.kube);
             assert!(
                 grant.allows(verb, resource, namespace, item, velero),
                 "{toml}"

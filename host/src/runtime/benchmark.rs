@@ -1,4 +1,4 @@
-//! For benchmarks only: one instance called again and again, to measure what the fresh instance of
+//! For benchmarks only (`benches/call.rs`), hidden from the docs: one instance called again and again, to measure what the fresh instance of
 //! every served call costs. Serving never does this: state would leak from one item to the next.
 
 use wasmtime::Store;
@@ -6,7 +6,7 @@ use wasmtime::Store;
 use super::Runtime;
 use crate::action::BackupRequest;
 use crate::bindings::{wit_actions, Plugin};
-use crate::capabilities::{CallContext, CallState};
+use crate::capabilities::{CallId, CallState};
 
 /// An instantiated module kept across calls.
 pub struct WarmInstance {
@@ -23,7 +23,7 @@ impl Runtime {
             .action(action)
             .ok_or_else(|| anyhow::anyhow!("no action {action}"))?;
         let module = &entry.module;
-        let ctx = CallContext::new(module.name.clone(), action, None);
+        let ctx = CallId::new(module.name.clone(), action, None);
         let state = CallState::new(
             ctx,
             module.caps.clone(),

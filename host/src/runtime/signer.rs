@@ -11,13 +11,13 @@ use std::sync::Arc;
 use wasmtime::component::{Instance, Val};
 use wasmtime::{Engine, Store};
 
-use super::call::run_in_store;
+use super::call::{run_in_store, CallInput, Host};
 use super::error::{CallError, Fault};
 use super::registry::Registry;
 use crate::bindings::signer::wit_signing as wit;
 use crate::bindings::signer::SignerIndices;
 use crate::capabilities::signing::{Forwarded, SigningService, INTERFACE};
-use crate::capabilities::{CallContext, CallState, Services};
+use crate::capabilities::{CallId, CallState, Services};
 
 /// The WIT types of the `signing` interface, as the host sees them.
 pub use crate::bindings::signer::wit_signing as types;
@@ -51,34 +51,29 @@ impl Signing {
     ) -> Result<R, CallError> {
         let catalog = self.registry.snapshot();
         let module = catalog.signer().ok_or(CallError::NoSigner)?.clone();
-        let ctx = CallContext::new(module.name.clone(), function, None);
-        let exports = module.exports().await.map_err(|problem| CallError::Fault {
-            module: module.name.to_string(),
-            action: ctx.action.clone(),
-            item: String::new(),
-            fault: Fault::Instantiate(problem),
-        })?;
+        let input = CallInput {
+            id: CallId::new(module.name.clone(), function, None),
+            caps: module.caps.clone(),
+            limits: module.limits,
+        };
+        let exports = module
+            .exports()
+            .await
+            .map_err(|problem| CallError::fault(&input.id, Fault::Instantiate(problem)))?;
         let Some(export) = &exports.signing else {
             return Err(CallError::NoSigner);
         };
         let indices = export.indices.clone();
-        let (result, ctx) = run_in_store(
-            &self.engine,
-            &self.services,
-            None,
-            &export.pre,
-            module.caps.clone(),
-            module.limits,
-            ctx,
-            move |instance, store| call(instance, indices, store),
-        )
-        .await;
-        result.map_err(|fault| CallError::Fault {
-            module: module.name.to_string(),
-            action: ctx.action.clone(),
-            item: String::new(),
-            fault,
+        let host = Host {
+            engine: &self.engine,
+            services: &self.services,
+            signing: None,
+        };
+        let (result, id) = run_in_store(host, &export.pre, input, move |instance, store| {
+            call(instance, indices, store)
         })
+        .await;
+        result.map_err(|fault| CallError::fault(&id, fault))
     }
 
     /// A presigned S3 GET URL.
