@@ -868,7 +868,6 @@ impl TokenBucket {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     #[test]
     fn the_bucket_allows_a_burst_then_the_rate() {
