@@ -8,7 +8,7 @@ FROM scratch
 ARG BINARY=target/x86_64-unknown-linux-musl/release/velero-wasm
 # The release: the workspace version (Cargo.toml); `make image` passes it.
 ARG VERSION=0.1.0
-# Where the source is; `make image` passes the repository's remote, if it has one.
+# Where the source is; `make image` passes the workspace's `repository` (Cargo.toml).
 ARG SOURCE=
 
 LABEL org.opencontainers.image.title="velero-wasm" \

@@ -35,7 +35,7 @@ bench: ## Per-call cost of a wasm action vs native Rust, over gRPC, and a VM bac
 interop: deps build ## The real hashicorp go-plugin client against the binary (Debian's Go packages, offline)
 	tests/interop/run.sh
 
-static: interop ## The musl build is static and serves in an empty chroot (C22; the chroot part needs root)
+static: interop ## The musl build is static and serves in an empty chroot (docs/plugin-protocol.md#c22; the chroot part needs root)
 	tests/static/run.sh
 
 image: ## The plugin image for amd64 and arm64 as OCI archives in target/image/, each checked (tests/image/run.sh; root, buildah; not part of test)

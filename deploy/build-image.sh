@@ -3,12 +3,17 @@
 # as OCI archives in target/image/. Builds the static musl release binary of each architecture first,
 # then the image with buildah (no Docker daemon needed; as root, vfs storage, chroot isolation), then
 # checks each archive as a cluster would use it (tests/image/run.sh).
-# Needs: rustup's musl targets (and a linker for the foreign one: cargo-zigbuild, if installed, is
-# used), buildah.
+# Needs: rustup's musl targets, buildah, and for the architecture of another machine a linker for it:
+# cargo-zigbuild with zig (pip install cargo-zigbuild ziglang: installed here when missing), or
+# CARGO_TARGET_<TRIPLE>_LINKER set to a cross linker.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
-source_url=$(git config --get remote.origin.url 2>/dev/null || true)
+# The image's source label: the workspace's `repository` (what crates.io links), not this clone's
+# remote, which may be a fork, a local path or a URL with credentials in it.
+source_url=$(sed -n 's/^repository = "\(.*\)"/\1/p' Cargo.toml | head -1)
+[ -n "$source_url" ] || { echo "image: Cargo.toml's [workspace.package] has no repository" >&2; exit 1; }
+here=$(uname -m)
 out=target/image
 mkdir -p "$out"
 archives=()
@@ -21,10 +26,22 @@ for arch in ${ARCHES:-amd64 arm64}; do
     *) echo "image: unknown architecture $arch" >&2; exit 1 ;;
   esac
   rustup target list --installed | grep -qx "$triple" || rustup target add "$triple"
-  if [ "$arch" != amd64 ] && command -v cargo-zigbuild >/dev/null; then
-    cargo zigbuild -p velero-wasm --release --target "$triple"
-  else
+  linker_var=CARGO_TARGET_$(echo "$triple" | tr 'a-z-' 'A-Z_')_LINKER
+  if [ "${triple%%-*}" = "$here" ] || [ -n "${!linker_var:-}" ]; then
     cargo build -p velero-wasm --release --target "$triple"
+  else
+    # Another machine's binary (and ring's C parts in it) needs its linker and C compiler: zig's.
+    if ! command -v cargo-zigbuild >/dev/null; then
+      echo "image: $arch on $here needs a linker for $triple; installing cargo-zigbuild and ziglang (pip)"
+      python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore cargo-zigbuild ziglang || true
+      hash -r
+    fi
+    command -v cargo-zigbuild >/dev/null || {
+      echo "image: $arch on $here needs a linker for $triple: pip install cargo-zigbuild ziglang" \
+        "(and put cargo-zigbuild on PATH), or set $linker_var to a cross linker" >&2
+      exit 1
+    }
+    cargo zigbuild -p velero-wasm --release --target "$triple"
   fi
   started=$(date +%s)
   buildah --storage-driver vfs build --isolation chroot --arch "$arch" \

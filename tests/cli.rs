@@ -1589,6 +1589,262 @@ fn a_case_s_settings_apply_to_that_case_only() {
     );
 }
 
+/// The rows of a suite's table by case name, for asserting `ok` and `FAIL`.
+fn row<'a>(text: &'a str, name: &str) -> &'a str {
+    text.lines()
+        .find(|l| l.contains(name))
+        .unwrap_or_else(|| panic!("no row for {name}: {text}"))
+}
+
+/// The three items of the standalone VMI's backup as a suite writes them, by their short names.
+fn vmi_item(short: &str) -> String {
+    let (resource, name) = match short {
+        "pod" => ("pods", "virt-launcher-batch-worker-7-p2w8k"),
+        "pvc" => ("persistentvolumeclaims", "batch-scratch-7"),
+        "secret" => ("secrets", "batch-worker-7-userdata"),
+        _ => ("persistentvolumeclaims", short),
+    };
+    format!(
+        "        - {{group: \"\", resource: {resource}, namespace: vm-workloads, name: {name}}}\n"
+    )
+}
+
+#[test]
+fn a_case_answers_from_its_recording_without_a_cluster() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixtures = support::root().join("tests/fixtures/kubevirt");
+    let f = |p: &str| fixtures.join(p).display().to_string();
+    let recording = dir.path().join("recording.jsonl");
+    let out = velero_wasm(&[
+        "run",
+        "--stock",
+        "kubevirt",
+        "--action",
+        "kubevirt-velero-plugin/backup-virtualmachineinstance-action",
+        "--item",
+        &f("cluster/vmi-batch-worker-7.json"),
+        "--backup",
+        &f("velero/backup-nightly.json"),
+        "--cluster",
+        &f("cluster"),
+        "--record",
+        recording.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // The launcher pod and the Secret are found by lookups the recording answers.
+    let case = |name: &str, items: &[&str]| {
+        format!(
+            "  - name: {name}
+    action: kubevirt-velero-plugin/backup-virtualmachineinstance-action
+    item: {item}
+    backup: {backup}
+    replay: recording.jsonl
+    expect:
+      additionalItems:
+{list}",
+            item = f("cluster/vmi-batch-worker-7.json"),
+            backup = f("velero/backup-nightly.json"),
+            list = items.iter().map(|s| vmi_item(s)).collect::<String>(),
+        )
+    };
+    let text = format!(
+        "stock: kubevirt\ncases:\n{}{}",
+        case(
+            "the recording names the pod PVC and Secret",
+            &["pod", "pvc", "secret"]
+        ),
+        case(
+            "the recording has no such PVC",
+            &["pod", "wrong-name", "secret"]
+        )
+    );
+    let suite = write(dir.path(), "suite.yaml", &text);
+    let out = velero_wasm(&["test", suite.to_str().unwrap()]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}{}", stderr(&out));
+    assert!(
+        row(&text, "the recording names the pod PVC and Secret").contains(" ok "),
+        "{text}"
+    );
+    assert!(
+        row(&text, "the recording has no such PVC").contains(" FAIL "),
+        "{text}"
+    );
+    assert!(
+        text.contains("- #2 persistentvolumeclaims vm-workloads/wrong-name"),
+        "{text}"
+    );
+
+    // A recording of another run does not answer this one: the case fails saying so.
+    let other = text_replacing(&suite, "vmi-batch-worker-7.json", "vm-fedora-web-01.json");
+    let out = velero_wasm(&["test", other.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(!stdout(&out).contains(" ok "), "{}", stdout(&out));
+}
+
+/// A copy of a suite with `from` replaced by `to` everywhere, beside it.
+fn text_replacing(suite: &Path, from: &str, to: &str) -> std::path::PathBuf {
+    let text = std::fs::read_to_string(suite).unwrap().replace(from, to);
+    write(suite.parent().unwrap(), "replaced.yaml", &text)
+}
+
+#[test]
+fn additional_items_include_holds_for_an_ordered_subset_and_names_only_what_is_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixtures = support::root().join("tests/fixtures/kubevirt");
+    let f = |p: &str| fixtures.join(p).display().to_string();
+    let case = |name: &str, items: &[&str]| {
+        format!(
+            "  - name: {name}
+    action: kubevirt-velero-plugin/backup-virtualmachineinstance-action
+    item: {item}
+    backup: {backup}
+    cluster: {cluster}
+    expect:
+      additionalItemsInclude:
+{list}",
+            item = f("cluster/vmi-batch-worker-7.json"),
+            backup = f("velero/backup-nightly.json"),
+            cluster = f("cluster"),
+            list = items.iter().map(|s| vmi_item(s)).collect::<String>(),
+        )
+    };
+    let text = format!(
+        "stock: kubevirt\ncases:\n{}{}{}",
+        case(
+            "the pod then the Secret, the PVC between",
+            &["pod", "secret"]
+        ),
+        case("the Secret before the pod", &["secret", "pod"]),
+        case(
+            "a PVC it does not name, then its Secret",
+            &["elsewhere", "secret"]
+        ),
+    );
+    let suite = write(dir.path(), "suite.yaml", &text);
+    let out = velero_wasm(&["test", suite.to_str().unwrap()]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}{}", stderr(&out));
+    assert!(
+        row(&text, "the pod then the Secret, the PVC between").contains(" ok "),
+        "{text}"
+    );
+    assert!(
+        row(&text, "the Secret before the pod").contains(" FAIL "),
+        "{text}"
+    );
+    assert!(
+        row(&text, "a PVC it does not name, then its Secret").contains(" FAIL "),
+        "{text}"
+    );
+    let reasons: Vec<&str> = text
+        .split("additionalItemsInclude: not among the 3 additional items, in this order:\n")
+        .skip(1)
+        .map(|r| r.split("\n  ").next().unwrap_or(r))
+        .collect();
+    assert_eq!(reasons.len(), 2, "{text}");
+    // Out of order: the pod is not after the Secret.
+    assert!(
+        reasons[0].contains("pods vm-workloads/virt-launcher-batch-worker-7-p2w8k"),
+        "{text}"
+    );
+    // Missing: the PVC alone; the Secret after it is still found.
+    assert!(
+        reasons[1].contains("persistentvolumeclaims vm-workloads/elsewhere"),
+        "{text}"
+    );
+    assert!(!reasons[1].contains("secrets"), "{text}");
+    assert!(text.lines().any(|l| l == "1 passed, 2 failed"), "{text}");
+}
+
+#[test]
+fn cluster_writes_are_checked_field_by_field_in_order() {
+    let scene = Scene::new();
+    // The object `run` reports for the create, as the expectation of the right case.
+    let out = scene.run("write", &["--now", "2026-05-02T10:00:00Z"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let object = stdout_json(&out)["clusterWrites"][0]["object"].clone();
+    let mut changed = object.clone();
+    changed["data"]["k"] = json!("w");
+    let case = |name: &str, writes: &str| {
+        format!(
+            "  - name: {name}
+    action: test.velero-wasm.io/write
+    item: {item}
+    backup: {backup}
+    cluster: {cluster}
+    now: 2026-05-02T10:00:00Z
+    expect:
+      clusterWrites:
+{writes}",
+            item = scene.path("item.json"),
+            backup = scene.path("backup.json"),
+            cluster = scene.path("cluster"),
+        )
+    };
+    let patch = "        - {verb: patch, patchType: merge, patch: {metadata: {labels: {copied: \"true\"}}}}\n";
+    let right = format!(
+        "        - {{verb: create, kind: ConfigMap, namespace: shop, name: app-copy, object: {object}}}\n{patch}"
+    );
+    let wrong_object =
+        format!("        - {{verb: create, name: app-copy, object: {changed}}}\n{patch}");
+    let wrong_name = "        - {verb: create, name: app-clone}
+        - {verb: patch, patchType: merge}
+";
+    let one_only = "        - {verb: create, name: app-copy}
+";
+    let text = format!(
+        "modules: {}\nstock: none\ncases:\n{}{}{}{}",
+        scene.modules.path().display(),
+        case("creates the copy then labels it", &right),
+        case("writes other data", &wrong_object),
+        case("names the copy wrongly", wrong_name),
+        case("expects one write of two", one_only),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let suite = write(dir.path(), "suite.yaml", &text);
+    let out = velero_wasm(&["test", suite.to_str().unwrap()]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}{}", stderr(&out));
+    assert!(
+        row(&text, "creates the copy then labels it").contains(" ok "),
+        "{text}"
+    );
+    for name in [
+        "writes other data",
+        "names the copy wrongly",
+        "expects one write of two",
+    ] {
+        assert!(row(&text, name).contains(" FAIL "), "{text}");
+    }
+    assert_eq!(text.matches("clusterWrites differ:").count(), 3, "{text}");
+    // A difference deep in the object is named by its pointer, though the lines are cut alike.
+    assert!(text.contains("#1 differs at:"), "{text}");
+    assert!(text.contains("- /object/data/k: \"w\""), "{text}");
+    assert!(text.contains("+ /object/data/k: \"v\""), "{text}");
+    // The wrong write is shown against what was written; the write that matches is not.
+    assert!(
+        text.contains(r#"- #1 {"verb":"create","name":"app-clone"}"#),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"+ #1 {"verb":"create","name":"app-copy"}"#),
+        "{text}"
+    );
+    assert!(
+        !text.contains(r#"#2 {"verb":"patch","patchType":"merge"}"#),
+        "{text}"
+    );
+    // The write no case expected is listed.
+    assert!(
+        text.contains(
+            r#"+ #2 {"verb":"patch","kind":"ConfigMap","namespace":"shop","name":"app-copy"}"#
+        ),
+        "{text}"
+    );
+    assert!(text.contains("(1 expected, 2 observed)"), "{text}");
+}
+
 // `velero-wasm bench`: figures are printed, never asserted; the shape and the count of calls are.
 
 fn bench_args(extra: &[&str]) -> Vec<String> {

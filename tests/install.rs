@@ -92,7 +92,7 @@ fn every_recipe_installs_the_same_image_tagged_with_the_release() {
         script.contains("--plugins \"velero/velero-plugin-for-aws:v1.13.1,$IMAGE\""),
         "velero install --plugins names the image"
     );
-    assert!(script.contains("velero plugin add \"$IMAGE\""));
+    assert!(script.contains("velero plugin add --confirm \"$IMAGE\""));
 
     let helm = yaml("helm-values.yaml");
     let ours: Vec<&Value> = helm["initContainers"]
@@ -277,6 +277,87 @@ fn the_environment_the_recipes_set_is_read_and_accepted_by_the_binary() {
         .output()
         .unwrap();
     assert!(syntax.status.success(), "{}", stderr(&syntax));
+}
+
+/// The commands `deploy/velero-install.sh ARG` runs, with `velero` and `kubectl` replaced by
+/// stand-ins that log their arguments, one command a line; and the script's exit status.
+fn install_script_commands(arg: Option<&str>) -> (Option<i32>, Vec<String>) {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("commands.log");
+    for tool in ["velero", "kubectl"] {
+        let path = dir.path().join(tool);
+        std::fs::write(
+            &path,
+            format!("#!/bin/sh\necho \"{tool} $*\" >> '{}'\n", log.display()),
+        )
+        .unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let path = format!(
+        "{}:{}",
+        dir.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut command = Command::new("sh");
+    command
+        .arg(root().join("deploy/velero-install.sh"))
+        .args(arg)
+        .env("PATH", path)
+        .current_dir(dir.path());
+    let out = command.output().unwrap();
+    let commands = std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    (out.status.code(), commands)
+}
+
+#[test]
+fn the_install_script_adds_the_image_once_for_a_new_or_an_existing_installation() {
+    let image = image();
+    let set_env = |commands: &[String]| {
+        commands
+            .iter()
+            .filter(|c| c.starts_with("kubectl -n velero set env deployment/velero "))
+            .count()
+    };
+
+    let (code, commands) = install_script_commands(Some("new"));
+    assert_eq!(code, Some(0), "{commands:?}");
+    let adding: Vec<&String> = commands.iter().filter(|c| c.contains(&image)).collect();
+    assert_eq!(
+        adding.len(),
+        1,
+        "one init container of the image: {commands:?}"
+    );
+    assert!(adding[0].starts_with("velero install "), "{commands:?}");
+    assert!(
+        !commands.iter().any(|c| c.starts_with("velero plugin")),
+        "{commands:?}"
+    );
+    assert_eq!(set_env(&commands), 2, "{commands:?}");
+
+    let (code, commands) = install_script_commands(Some("existing"));
+    assert_eq!(code, Some(0), "{commands:?}");
+    let adding: Vec<&String> = commands.iter().filter(|c| c.contains(&image)).collect();
+    assert_eq!(
+        adding,
+        [&format!("velero plugin add --confirm {image}")],
+        "never waits on a prompt: {commands:?}"
+    );
+    assert!(
+        !commands.iter().any(|c| c.starts_with("velero install")),
+        "{commands:?}"
+    );
+    assert_eq!(set_env(&commands), 2, "{commands:?}");
+
+    for arg in [None, Some("both")] {
+        let (code, commands) = install_script_commands(arg);
+        assert_eq!(code, Some(2), "{arg:?}: a usage error");
+        assert!(commands.is_empty(), "{arg:?} runs nothing: {commands:?}");
+    }
 }
 
 #[test]

@@ -2,7 +2,8 @@
 # The plugin image, checked as a cluster would use it: `tests/image/run.sh ARCHIVE...` (make image runs
 # it on what it built). For each OCI archive: unpack it (skopeo, umoci), check that the root file
 # system holds exactly one file, /plugins/velero-wasm, that the image runs as 65532:65532 with the
-# entrypoint `/plugins/velero-wasm install-plugin /target` and carries its version label. For an image
+# entrypoint `/plugins/velero-wasm install-plugin /target` and carries its version and source labels
+# (the workspace's version and repository, Cargo.toml). For an image
 # of this machine's architecture, then run that entrypoint as the image's user in a chroot of the
 # unpacked root file system, with an empty /target as Velero's init container has, and run the README
 # demo with the binary it installed: its answer must equal the debug build's. Needs root (chroot).
@@ -20,6 +21,8 @@ for tool in skopeo umoci python3 chroot; do
   command -v "$tool" >/dev/null || { echo "image check: $tool is missing (apt-get install -y skopeo umoci)" >&2; exit 1; }
 done
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
+source_url=$(sed -n 's/^repository = "\(.*\)"/\1/p' Cargo.toml | head -1)
+[ -n "$source_url" ] || { echo "image check: Cargo.toml's [workspace.package] has no repository" >&2; exit 1; }
 here=$(uname -m)
 
 fail() { echo "image check: FAIL: $*" >&2; exit 1; }
@@ -36,16 +39,21 @@ for archive in "$@"; do
   echo "ok    one file: /plugins/velero-wasm ($(du -h "$work/bundle/rootfs/plugins/velero-wasm" | cut -f1))"
 
   config=$(skopeo inspect --config "oci:$work/layout:check")
-  read -r user entrypoint label arch < <(python3 -c '
+  # One field a line: a label may be empty or hold spaces.
+  { read -r user; read -r entrypoint; read -r label; read -r source; read -r arch; } < <(python3 -c '
 import json, sys
 c = json.load(sys.stdin)
 cfg = c["config"]
-print(cfg.get("User"), json.dumps(cfg.get("Entrypoint"), separators=(",", ":")),
-      cfg.get("Labels", {}).get("org.opencontainers.image.version"), c.get("architecture"))' <<<"$config")
+labels = cfg.get("Labels") or {}
+for value in (cfg.get("User"), json.dumps(cfg.get("Entrypoint"), separators=(",", ":")),
+              labels.get("org.opencontainers.image.version"),
+              labels.get("org.opencontainers.image.source"), c.get("architecture")):
+    print("" if value is None else value)' <<<"$config")
   [ "$user" = "65532:65532" ] || fail "user is $user, not 65532:65532"
   [ "$entrypoint" = '["/plugins/velero-wasm","install-plugin","/target"]' ] || fail "entrypoint is $entrypoint"
   [ "$label" = "$version" ] || fail "version label is $label, not $version"
-  echo "ok    user 65532:65532, entrypoint install-plugin /target, version $version, $arch"
+  [ "$source" = "$source_url" ] || fail "source label is '$source', not $source_url"
+  echo "ok    user 65532:65532, entrypoint install-plugin /target, version $version, source $source_url, $arch"
 
   case "$arch:$here" in
     amd64:x86_64 | arm64:aarch64) ;;

@@ -546,11 +546,16 @@ fn check(expect: &Expect, result: &Result<Value, Failure>, dir: &Path) -> Vec<St
     }
     if let Some(expected) = &expect.additional_items_include {
         let observed = ids(output, "additionalItems");
-        let mut rest = observed.iter();
-        let missing: Vec<&Id> = expected
-            .iter()
-            .filter(|id| !rest.any(|o| o == *id))
-            .collect();
+        // Each expected item is looked for after the last one found; one not found there is
+        // missing, and the search for the next goes on from the same place.
+        let mut from = 0;
+        let mut missing: Vec<&Id> = Vec::new();
+        for id in expected {
+            match observed[from..].iter().position(|o| o == id) {
+                Some(at) => from += at + 1,
+                None => missing.push(id),
+            }
+        }
         if !missing.is_empty() {
             let lines: Vec<String> = missing.iter().map(|id| format!("  - {id}")).collect();
             reasons.push(format!(
@@ -635,11 +640,39 @@ fn check(expect: &Expect, result: &Result<Value, Failure>, dir: &Path) -> Vec<St
             && expected.iter().zip(&observed).all(|(w, g)| matches(w, g));
         if !same {
             let want: Vec<String> = expected.iter().map(compact_map).collect();
-            let got: Vec<String> = observed.iter().map(write_summary).collect();
-            reasons.push(format!(
-                "clusterWrites differ:\n{}",
-                diff_lines(&want, &got)
-            ));
+            // A write is shown by the fields its expectation names, so one that matches shows as
+            // the same line; a write no expectation stands for, by its usual fields.
+            let got: Vec<String> = observed
+                .iter()
+                .enumerate()
+                .map(|(n, g)| match expected.get(n) {
+                    Some(w) if matches(w, g) => compact_map(w),
+                    Some(w) => compact_map(&project(g, w.keys().map(String::as_str))),
+                    None => write_summary(g),
+                })
+                .collect();
+            let mut text = diff_lines(&want, &got);
+            // Lines cut to fit can look alike though a field differs: name where it does.
+            for (n, (w, g)) in expected.iter().zip(&observed).enumerate() {
+                if matches(w, g) || got[n] != want[n] {
+                    continue;
+                }
+                let mut lines = Vec::new();
+                let got = project(g, w.keys().map(String::as_str));
+                differences(
+                    "",
+                    &Value::Object(w.clone()),
+                    &Value::Object(got),
+                    &mut lines,
+                );
+                let more = lines.len().saturating_sub(MAX_DIFF_LINES);
+                lines.truncate(MAX_DIFF_LINES);
+                if more > 0 {
+                    lines.push(format!("  … {more} more"));
+                }
+                text.push_str(&format!("\n  #{} differs at:\n{}", n + 1, lines.join("\n")));
+            }
+            reasons.push(format!("clusterWrites differ:\n{text}"));
         }
     }
     reasons
@@ -700,13 +733,14 @@ fn compact_map(map: &Map<String, Value>) -> String {
 
 /// A cluster write as one line: the fields a suite usually names.
 fn write_summary(write: &Value) -> String {
-    let mut map = Map::new();
-    for key in ["verb", "kind", "namespace", "name"] {
-        if let Some(v) = write.get(key) {
-            map.insert(key.into(), v.clone());
-        }
-    }
-    compact(&Value::Object(map))
+    compact_map(&project(write, ["verb", "kind", "namespace", "name"]))
+}
+
+/// The fields of a write named by `keys` that it has, in that order.
+fn project<'k>(write: &Value, keys: impl IntoIterator<Item = &'k str>) -> Map<String, Value> {
+    keys.into_iter()
+        .filter_map(|key| write.get(key).map(|v| (key.to_string(), v.clone())))
+        .collect()
 }
 
 /// The identifiers under `key` in a run's output.
