@@ -43,9 +43,14 @@ for arch in ${ARCHES:-amd64 arm64}; do
     }
     cargo zigbuild -p velero-wasm --release --target "$triple"
   fi
+  # The image gets the binary without its symbol table, which is most of an unstripped build's size
+  # (zig's linker strips already; the host's strip handles the host's architecture).
+  binary=$out/velero-wasm-$arch
+  cp "target/$triple/release/velero-wasm" "$binary"
+  if [ "${triple%%-*}" = "$here" ]; then strip "$binary"; fi
   started=$(date +%s)
   buildah --storage-driver vfs build --isolation chroot --arch "$arch" \
-    --build-arg "BINARY=target/$triple/release/velero-wasm" \
+    --build-arg "BINARY=$binary" \
     --build-arg "VERSION=$version" --build-arg "SOURCE=$source_url" \
     --tag "velero-wasm:$version-$arch" -f Dockerfile .
   rm -f "$out/velero-wasm-$version-$arch.tar"

@@ -3,8 +3,9 @@
 # it on what it built). For each OCI archive: unpack it (skopeo, umoci), check that the root file
 # system holds exactly one file, /plugins/velero-wasm, that the image runs as 65532:65532 with the
 # entrypoint `/plugins/velero-wasm install-plugin /target` and carries its version and source labels
-# (the workspace's version and repository, Cargo.toml). For an image
-# of this machine's architecture, then run that entrypoint as the image's user in a chroot of the
+# (the workspace's version and repository, Cargo.toml). Then (for an image of another architecture,
+# under its qemu-user-static emulator; skipped when that is not installed) run that entrypoint as the
+# image's user in a chroot of the
 # unpacked root file system, with an empty /target as Velero's init container has, and run the README
 # demo with the binary it installed: its answer must equal the debug build's. Needs root (chroot).
 set -euo pipefail
@@ -55,19 +56,30 @@ for value in (cfg.get("User"), json.dumps(cfg.get("Entrypoint"), separators=(","
   [ "$source" = "$source_url" ] || fail "source label is '$source', not $source_url"
   echo "ok    user 65532:65532, entrypoint install-plugin /target, version $version, source $source_url, $arch"
 
+  # An image of another architecture runs under its user-mode emulator (Debian's qemu-user-static),
+  # copied into the chroot beside the binary, since the image holds nothing else.
+  emulator=() inside=()
   case "$arch:$here" in
     amd64:x86_64 | arm64:aarch64) ;;
-    *) echo "skip  running the entrypoint: a $arch image on $here"; rm -rf "$work"; trap - EXIT; continue ;;
+    *)
+      case "$arch" in amd64) qemu=qemu-x86_64-static ;; arm64) qemu=qemu-aarch64-static ;; esac
+      if ! command -v "$qemu" >/dev/null; then
+        echo "skip  running the entrypoint: a $arch image on $here, and no $qemu (apt-get install -y qemu-user-static)"
+        rm -rf "$work"; trap - EXIT; continue
+      fi
+      cp "$(command -v "$qemu")" "$work/bundle/rootfs/emulator"
+      emulator=("$(command -v "$qemu")") inside=(/emulator)
+      ;;
   esac
   # Velero's init container: the plugins volume, empty, at /target; the image's user, no /proc, no shell.
   mkdir -m 0777 "$work/bundle/rootfs/target"
-  chroot --userspec=65532:65532 "$work/bundle/rootfs" /plugins/velero-wasm install-plugin /target
+  chroot --userspec=65532:65532 "$work/bundle/rootfs" "${inside[@]}" /plugins/velero-wasm install-plugin /target
   installed=$work/bundle/rootfs/target/velero-wasm
   [ -x "$installed" ] || fail "the entrypoint installed no executable at /target/velero-wasm"
   expected=$("$dynamic" "${demo[@]}")
-  actual=$("$installed" "${demo[@]}")
+  actual=$("${emulator[@]}" "$installed" "${demo[@]}")
   [ "$actual" = "$expected" ] || fail "the installed binary's demo answer differs from the debug build's"
-  echo "ok    the entrypoint installed a binary whose README demo answer equals the debug build's (${#actual} bytes)"
+  echo "ok    the entrypoint installed a binary whose README demo answer equals the debug build's (${#actual} bytes${emulator:+, under $qemu})"
   rm -rf "$work"
   trap - EXIT
 done
