@@ -107,6 +107,14 @@ impl Scene {
     }
 }
 
+/// The row of `velero-wasm test`'s table that names the case `name`.
+fn table_row(text: &str, name: &str) -> String {
+    text.lines()
+        .find(|l| l.contains(name))
+        .unwrap_or_else(|| panic!("no row for {name}: {text}"))
+        .to_string()
+}
+
 fn one_line(output: &std::process::Output) -> String {
     let text = stderr(output);
     let lines: Vec<&str> = text.lines().collect();
@@ -1301,12 +1309,7 @@ fn a_wrong_expectation_fails_with_exit_1_and_shows_what_differs() {
     let out = velero_wasm(&["test", suite.to_str().unwrap()]);
     let text = stdout(&out);
     assert_eq!(out.status.code(), Some(1), "{text}");
-    let row = |name: &str| {
-        text.lines()
-            .find(|l| l.contains(name))
-            .unwrap_or_else(|| panic!("no row for {name}: {text}"))
-            .to_string()
-    };
+    let row = |name: &str| table_row(&text, name);
     assert!(
         row("names its pod PVC and Secret").contains(" ok "),
         "{text}"
@@ -1569,12 +1572,7 @@ fn a_case_s_settings_apply_to_that_case_only() {
     let out = velero_wasm(&["test", suite.to_str().unwrap()]);
     let text = stdout(&out);
     assert_eq!(out.status.code(), Some(1), "{text}");
-    let row = |name: &str| {
-        text.lines()
-            .find(|l| l.contains(name))
-            .unwrap_or_else(|| panic!("no row for {name}: {text}"))
-            .to_string()
-    };
+    let row = |name: &str| table_row(&text, name);
     assert!(
         row("swapped by the case's setting").contains(" ok "),
         "{text}"

@@ -323,11 +323,10 @@ impl Runtime {
         call: impl for<'a> FnOnce(&'a Plugin, &'a mut Store<CallState>) -> GuestCall<'a, R> + Send,
     ) -> Result<(R, CallId), CallError> {
         let module = &entry.module;
-        let input = CallInput {
-            id: CallId::new(module.name.clone(), &entry.info().name, item),
-            caps: module.caps.clone(),
-            limits: module.limits,
-        };
+        let input = CallInput::of(
+            module,
+            CallId::new(module.name.clone(), &entry.info().name, item),
+        );
         let exports = module
             .exports()
             .await
@@ -387,6 +386,17 @@ pub(super) struct CallInput {
     pub id: CallId,
     pub caps: Arc<crate::capabilities::ModuleCaps>,
     pub limits: crate::modules::Limits,
+}
+
+impl CallInput {
+    /// The call `id` to `module`, under its grant and limits.
+    pub(super) fn of(module: &LoadedModule, id: CallId) -> CallInput {
+        CallInput {
+            id,
+            caps: module.caps.clone(),
+            limits: module.limits,
+        }
+    }
 }
 
 /// A module prepared for instantiation: a typed world (`PluginPre`) or a plain `InstancePre`.

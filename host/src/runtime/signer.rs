@@ -51,11 +51,7 @@ impl Signing {
     ) -> Result<R, CallError> {
         let catalog = self.registry.snapshot();
         let module = catalog.signer().ok_or(CallError::NoSigner)?.clone();
-        let input = CallInput {
-            id: CallId::new(module.name.clone(), function, None),
-            caps: module.caps.clone(),
-            limits: module.limits,
-        };
+        let input = CallInput::of(&module, CallId::new(module.name.clone(), function, None));
         let exports = module
             .exports()
             .await
