@@ -4,8 +4,9 @@
 # shell and no cp. The binary is built before the image (no builder stage: `make image` builds it).
 FROM scratch
 
-# The static (musl) binary to ship, relative to the build context.
-ARG BINARY=target/x86_64-unknown-linux-musl/release/velero-wasm
+# The static (musl) binary to ship, stripped, relative to the build context (`make image` puts it
+# there; .dockerignore lets nothing else in).
+ARG BINARY=target/image/velero-wasm-amd64
 # The release: the workspace version (Cargo.toml); `make image` passes it.
 ARG VERSION=0.1.0
 # Where the source is; `make image` passes the workspace's `repository` (Cargo.toml).
