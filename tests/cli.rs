@@ -107,14 +107,6 @@ impl Scene {
     }
 }
 
-/// The row of `velero-wasm test`'s table that names the case `name`.
-fn table_row(text: &str, name: &str) -> String {
-    text.lines()
-        .find(|l| l.contains(name))
-        .unwrap_or_else(|| panic!("no row for {name}: {text}"))
-        .to_string()
-}
-
 fn one_line(output: &std::process::Output) -> String {
     let text = stderr(output);
     let lines: Vec<&str> = text.lines().collect();
@@ -1309,13 +1301,12 @@ fn a_wrong_expectation_fails_with_exit_1_and_shows_what_differs() {
     let out = velero_wasm(&["test", suite.to_str().unwrap()]);
     let text = stdout(&out);
     assert_eq!(out.status.code(), Some(1), "{text}");
-    let row = |name: &str| table_row(&text, name);
     assert!(
-        row("names its pod PVC and Secret").contains(" ok "),
+        row(&text, "names its pod PVC and Secret").contains(" ok "),
         "{text}"
     );
     assert!(
-        row("names a PVC it does not have").contains(" FAIL "),
+        row(&text, "names a PVC it does not have").contains(" FAIL "),
         "{text}"
     );
     assert!(text.contains("additionalItems differ:"), "{text}");
@@ -1572,13 +1563,12 @@ fn a_case_s_settings_apply_to_that_case_only() {
     let out = velero_wasm(&["test", suite.to_str().unwrap()]);
     let text = stdout(&out);
     assert_eq!(out.status.code(), Some(1), "{text}");
-    let row = |name: &str| table_row(&text, name);
     assert!(
-        row("swapped by the case's setting").contains(" ok "),
+        row(&text, "swapped by the case's setting").contains(" ok "),
         "{text}"
     );
     assert!(
-        row("as the manifest describes it").contains("FAIL"),
+        row(&text, "as the manifest describes it").contains("FAIL"),
         "{text}"
     );
     assert!(
