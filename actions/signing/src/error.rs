@@ -1,6 +1,6 @@
 //! What can go wrong while signing, and the rule that no secret ever leaves in an error.
 
-/// Why a URL could not be signed. Messages follow the spec's texts (docs/hcp.md#s5–docs/signing.md#s6).
+/// Why a URL could not be signed. Messages follow the texts of docs/hcp.md#s5 and docs/signing.md#s6.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Error {
     /// The input is incomplete or malformed.

@@ -2,8 +2,8 @@
 //! `aws-sigv4` with query-parameter authentication ([`presign_target`]).
 //!
 //! Our own code is what the crate has no API for: the S3 address (host and path style), the S3 key
-//! encoding of the path (the crate signs the path it is given, as S3 wants) and the URL in the spec's
-//! form (all parameters sorted; the crate lists them in its own order).
+//! encoding of the path (the crate signs the path it is given, as S3 wants) and the URL in the form
+//! docs/signing.md#s6-2 gives (all parameters sorted; the crate lists them in its own order).
 
 use std::borrow::Cow;
 use std::time::{Duration, UNIX_EPOCH};
@@ -179,7 +179,7 @@ pub fn presign(request: &Presign, keys: &Keys, now: &UtcTime) -> Result<String, 
 
 /// A presigned GET of `target`: the crate's SigV4 query signing, set up as S3 presigning is (the
 /// path signed as given, neither encoded again nor normalised; `UNSIGNED-PAYLOAD`; the session token
-/// signed), then the URL with every parameter sorted, as the spec writes it.
+/// signed), then the URL with every parameter sorted, as docs/signing.md#s6-2 writes it.
 pub fn presign_target(
     target: &Target,
     region: &str,

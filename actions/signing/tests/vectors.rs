@@ -89,8 +89,8 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// S3-1's canonical request and string to sign are the spec's: the signature in the URL is the
-/// signature of the spec's string to sign, whose last line is the hash of the spec's canonical
+/// S3-1's canonical request and string to sign are those of docs/signing.md#s6-10: the signature in the
+/// URL is the signature of that string to sign, whose last line is the hash of that canonical
 /// request (the crate does not expose either text, so they are checked through the signature).
 #[test]
 fn s3_1_canonical_request_string_to_sign_and_url() {
