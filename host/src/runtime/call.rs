@@ -323,10 +323,7 @@ impl Runtime {
         call: impl for<'a> FnOnce(&'a Plugin, &'a mut Store<CallState>) -> GuestCall<'a, R> + Send,
     ) -> Result<(R, CallId), CallError> {
         let module = &entry.module;
-        let input = CallInput::of(
-            module,
-            CallId::new(module.name.clone(), &entry.info().name, item),
-        );
+        let input = CallInput::of(module, &entry.info().name, item);
         let exports = module
             .exports()
             .await
@@ -389,10 +386,10 @@ pub(super) struct CallInput {
 }
 
 impl CallInput {
-    /// The call `id` to `module`, under its grant and limits.
-    pub(super) fn of(module: &LoadedModule, id: CallId) -> CallInput {
+    /// A call of `action` (on `item`, if any) to `module`, under its grant and limits.
+    pub(super) fn of(module: &LoadedModule, action: &str, item: Option<ItemRef>) -> CallInput {
         CallInput {
-            id,
+            id: CallId::new(module.name.clone(), action, item),
             caps: module.caps.clone(),
             limits: module.limits,
         }

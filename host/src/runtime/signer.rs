@@ -17,7 +17,7 @@ use super::registry::Registry;
 use crate::bindings::signer::wit_signing as wit;
 use crate::bindings::signer::SignerIndices;
 use crate::capabilities::signing::{Forwarded, SigningService, INTERFACE};
-use crate::capabilities::{CallId, CallState, Services};
+use crate::capabilities::{CallState, Services};
 
 /// The WIT types of the `signing` interface, as the host sees them.
 pub use crate::bindings::signer::wit_signing as types;
@@ -51,7 +51,7 @@ impl Signing {
     ) -> Result<R, CallError> {
         let catalog = self.registry.snapshot();
         let module = catalog.signer().ok_or(CallError::NoSigner)?.clone();
-        let input = CallInput::of(&module, CallId::new(module.name.clone(), function, None));
+        let input = CallInput::of(&module, function, None);
         let exports = module
             .exports()
             .await
