@@ -7,10 +7,7 @@
 //! JSON on stdout; exit 0 on success, 1 when the action fails (message on stderr), 2 on bad input
 //! (one line that says what and where). `velero-wasm actions` lists what is loaded.
 
-// A test stops at what it did not expect: the workspace's unwrap lints are for the host's code.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod support;
+use crate::support;
 
 use std::path::Path;
 

@@ -5,10 +5,7 @@
 //! module sees, so each test sets variables on the child process — except in a replay, which answers
 //! from its recording.
 
-// A test stops at what it did not expect: the workspace's unwrap lints are for the host's code.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::process::{Command, Output};

@@ -10,10 +10,7 @@
 //! The restore's URLs are the spec's known-answer vectors (docs/signing.md#s6-10) for a fixed clock (`--now`); the
 //! STS and Entra ID exchanges go to loopback servers that answer like the real endpoints.
 
-// A test stops at what it did not expect: the workspace's unwrap lints are for the host's code.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::process::Output;

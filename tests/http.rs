@@ -2,10 +2,7 @@
 //! server: a module reaches exactly the origins its grant lists, within its size and time limits, and
 //! every refusal is a clear error the module can read.
 
-// A test stops at what it did not expect: the workspace's unwrap lints are for the host's code.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -4,10 +4,7 @@
 //! where `VELERO_WASM_MODULES` points; and only environment variables the binary reads, with values it
 //! accepts. The README's "Installing" section is made of these files.
 
-// A test stops at what it did not expect: the workspace's unwrap lints are for the host's code.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::process::Command;

@@ -9,16 +9,13 @@
 //! out what extended mode adds. The scenario data (`*_items` functions) is shared with any other
 //! transport that runs the same actions (the gRPC plugin path).
 
-// A test stops at what it did not expect: the workspace's unwrap lints are for the host's code.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::sync::OnceLock;
 
 use serde_json::Value;
 
-mod support;
+use crate::support;
 
 use support::run::Run;
 

@@ -6,10 +6,7 @@
 //! The module is the test component `misbehave` (`tests/components/misbehave`), driven over Velero's
 //! plugin protocol (a process started as Velero starts it) or through `velero-wasm run`.
 
-// A test stops at what it did not expect: the workspace's unwrap lints are for the host's code.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::time::{Duration, Instant};

@@ -10,10 +10,7 @@
 //! - `--kubeconfig` and `--context` select the cluster as kubectl does; without any configuration,
 //!   actions that never call the cluster still run.
 
-// A test stops at what it did not expect: the workspace's unwrap lints are for the host's code.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::process::Output;

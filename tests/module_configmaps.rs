@@ -18,10 +18,7 @@
 //! - An override changes kubevirt's `mode` without a component; one that widens the grant is refused
 //!   and the stock module serves unchanged.
 
-// A test stops at what it did not expect: the workspace's unwrap lints are for the host's code.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod support;
+use crate::support;
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};

@@ -4,10 +4,7 @@
 //! grant, a signature by another key and a missing signature are each refused with a message naming
 //! the module and the key, and a plugin keeps serving the module's last good version.
 
-// A test stops at what it did not expect: the workspace's unwrap lints are for the host's code.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod support;
+use crate::support;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};

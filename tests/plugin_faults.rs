@@ -5,9 +5,6 @@
 //!
 //! Timeouts here detect hangs ("answers within 10 s"); they are not speed targets.
 
-// A test stops at what it did not expect: the workspace's unwrap lints are for the host's code.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::future::Future;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -23,7 +20,7 @@ use tonic_health::pb::HealthCheckRequest;
 use velero_wasm::plugin::proto::generated::backup_item_action_client::BackupItemActionClient;
 use velero_wasm::plugin::proto::generated::{self as g};
 
-mod support;
+use crate::support;
 
 use support::plugin::{binary, Plugin};
 

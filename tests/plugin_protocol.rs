@@ -6,9 +6,6 @@
 //! The modules are the test components: `kinds` (one action of every kind) and `misbehave` (traps,
 //! loops, …), loaded from a directory through `VELERO_WASM_MODULES`.
 
-// A test stops at what it did not expect: the workspace's unwrap lints are for the host's code.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -33,7 +30,7 @@ use velero_wasm::plugin::proto::v2::backup_item_action_client::BackupItemActionC
 use velero_wasm::plugin::proto::v2::restore_item_action_client::RestoreItemActionClient as RiaV2;
 use velero_wasm::plugin::proto::v2::{self as v2};
 
-mod support;
+use crate::support;
 
 use support::loopback::{Loopback, Reply};
 use support::plugin::{binary, Plugin};

@@ -7,10 +7,7 @@
 //! - A `Retry-After` that would end past the call's deadline is not waited for: the module gets a clear
 //!   error at once, well before its deadline.
 
-// A test stops at what it did not expect: the workspace's unwrap lints are for the host's code.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::process::Output;

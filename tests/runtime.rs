@@ -1,10 +1,7 @@
 //! The runtime keeps serving whatever a module does: each misbehaviour fails its own call with an
 //! error that names the module, the action and the item, and the next call on the same host succeeds.
 
-// A test stops at what it did not expect: the workspace's unwrap lints are for the host's code.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod support;
+use crate::support;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

@@ -4,10 +4,7 @@
 //! servers that answer like the real endpoints, errors included; no secret reaches a log or an
 //! error; and a module importing `signing` is linked to the signing module by the host.
 
-// A test stops at what it did not expect: the workspace's unwrap lints are for the host's code.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

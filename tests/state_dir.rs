@@ -5,10 +5,7 @@
 //!   background once it serves), with a warning, and the cache repaired;
 //! * a `compiled/` or `last-good/` directory of another user, or one others can write to, is not used.
 
-// A test stops at what it did not expect: the workspace's unwrap lints are for the host's code.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
-mod support;
+use crate::support;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
