@@ -1,6 +1,10 @@
 # velero-wasm — common tasks. `make help` lists them.
 CARGO ?= cargo
 BIN := target/debug/velero-wasm
+# The tests, the go-plugin client and the empty-root check all run the static (musl) build, the binary
+# the image ships: one build of the dependency graph for all of them (tests/stages.sh).
+MUSL := $(shell uname -m)-unknown-linux-musl
+TEST_BUILD := $(CARGO) test --workspace --target $(MUSL) --no-run
 FIXTURES := tests/fixtures
 
 .PHONY: help deps build test lint run bench interop static image fuzz clean
@@ -15,10 +19,8 @@ build: ## Build the components (wasm32-wasip2), then the host binary that embeds
 	@rustup target list --installed | grep -qx wasm32-wasip2 || rustup target add wasm32-wasip2
 	$(CARGO) build -p velero-wasm
 
-test: deps build ## Run every test: unit, component, integration, the go-plugin interop, the static binary
-	$(CARGO) test --workspace
-	tests/interop/run.sh
-	tests/static/run.sh
+test: ## Run every test (unit, component, integration, go-plugin interop, static binary); a line per stage
+	@CARGO=$(CARGO) tests/stages.sh
 
 lint: ## cargo fmt --check and clippy -D warnings
 	$(CARGO) fmt --all -- --check
@@ -32,13 +34,15 @@ bench: ## Per-call cost of a wasm action vs native Rust, over gRPC, and a VM bac
 	$(CARGO) bench -p velero-wasm --bench grpc
 	$(CARGO) bench -p velero-wasm --bench online
 
-interop: deps build ## The real hashicorp go-plugin client against the binary (Debian's Go packages, offline)
+interop: deps ## The real hashicorp go-plugin client against the binary (Debian's Go packages, offline)
+	$(TEST_BUILD)
 	tests/interop/run.sh
 
 static: interop ## The musl build is static and serves in an empty chroot (docs/plugin-protocol.md#c22; the chroot part needs root)
 	tests/static/run.sh
 
 image: ## The plugin image for amd64 and arm64 as OCI archives in target/image/, each checked (tests/image/run.sh; root, buildah; not part of test)
+	@.ci/deps image
 	deploy/build-image.sh
 
 # Every fuzz target (fuzz/fuzz_targets/), each run for FUZZ_SECONDS; see README "Fuzzing".

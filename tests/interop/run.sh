@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # `make interop`: velero-wasm against the real hashicorp go-plugin client, built offline from Debian's
-# Go packages (GOPATH mode, no module proxy). Expects the host binary and the test components to be
-# built (`make build`). Everything it makes goes to target/interop/.
+# Go packages (GOPATH mode, no module proxy). Drives the binary $BINARY (default: the static one that
+# `make test` builds and tests, target/<arch>-unknown-linux-musl/debug/velero-wasm) with the test
+# components; `make interop` builds both first. Everything it makes goes to target/interop/.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
 out=$root/target/interop
 gopath=$out/gopath
-binary=$root/target/debug/velero-wasm
+binary=${BINARY:-$root/target/$(uname -m)-unknown-linux-musl/debug/velero-wasm}
 components=$root/target/wasm/wasm32-wasip2/component
 proto=$root/host/proto
 
@@ -15,7 +16,7 @@ for tool in go protoc protoc-gen-go; do
   command -v "$tool" >/dev/null || { echo "interop: $tool is missing; install: apt-get install -y golang-go golang-github-hashicorp-go-plugin-dev golang-google-grpc-dev protoc-gen-go-grpc golang-goprotobuf-dev protobuf-compiler" >&2; exit 1; }
 done
 [ -d /usr/share/gocode/src/github.com/hashicorp/go-plugin ] || { echo "interop: go-plugin is missing: apt-get install -y golang-github-hashicorp-go-plugin-dev" >&2; exit 1; }
-[ -x "$binary" ] || { echo "interop: $binary is missing: run make build" >&2; exit 1; }
+[ -x "$binary" ] || { echo "interop: $binary is missing: run make interop (it builds it)" >&2; exit 1; }
 
 echo "--- modules: the test components with their manifests"
 modules=$out/modules

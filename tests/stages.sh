@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# `make test`: every check, stage by stage, each stage's time on one line as it ends and all of them
+# in a table at the end. A stage that fails stops the run (its output above says why).
+#
+#   deps     what a fresh machine lacks (.ci/deps)
+#   build    the components, the host binary and every test binary, in one cargo invocation
+#   cargo    `cargo test --workspace`: unit, component and integration tests
+#   interop  the real hashicorp go-plugin client against the binary (tests/interop/run.sh)
+#   static   the static (musl) binary in an empty root (tests/static/run.sh)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+summary=()
+total_start=$SECONDS
+
+human() {
+  local s=$1
+  if [ "$s" -ge 60 ]; then printf '%d min %02d s' $((s / 60)) $((s % 60)); else printf '%d s' "$s"; fi
+}
+
+stage() {
+  local name=$1
+  shift
+  echo "=== $name: $*"
+  local start=$SECONDS status=0
+  "$@" || status=$?
+  local took=$((SECONDS - start))
+  local result=ok
+  [ "$status" -eq 0 ] || result="FAILED (exit $status)"
+  summary+=("$(printf '%-8s %12s  %s' "$name" "$(human "$took")" "$result")")
+  echo "=== $name: $result in $(human "$took")"
+  if [ "$status" -ne 0 ]; then
+    report
+    exit "$status"
+  fi
+}
+
+report() {
+  echo
+  echo "stage            time  result"
+  printf '%s\n' "${summary[@]}"
+  printf '%-8s %12s\n' total "$(human $((SECONDS - total_start)))"
+}
+
+# Every test runs against the static (musl) build, the binary the image ships: one build of the whole
+# dependency graph serves the tests, the go-plugin client and the empty-root check alike.
+target=$(uname -m)-unknown-linux-musl
+export BINARY=$PWD/target/$target/debug/velero-wasm
+cargo=${CARGO:-cargo}
+
+stage deps .ci/deps
+stage build "$cargo" test --workspace --target "$target" --no-run
+stage cargo "$cargo" test --workspace --target "$target"
+stage interop tests/interop/run.sh
+stage static tests/static/run.sh
+report
