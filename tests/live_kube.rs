@@ -761,3 +761,140 @@ fn without_any_cluster_configuration_actions_that_need_none_still_run() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(String::from_utf8_lossy(&out.stdout).contains("test.velero-wasm.io/kube-probe"));
 }
+
+/// A server that answers one path with `status` and a body that never ends (JSON whitespace, in
+/// chunks), and everything else as a minimal API server would (the `/api/v1` discovery of
+/// ConfigMaps, or 404). It counts the bytes of endless body it got out before the client hung up.
+struct EndlessServer {
+    addr: std::net::SocketAddr,
+    sent: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl EndlessServer {
+    fn start(endless_path: &'static str, status: &'static str) -> EndlessServer {
+        use std::io::{BufRead, BufReader, Write};
+        use std::sync::atomic::{AtomicU64, Ordering};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let sent = std::sync::Arc::new(AtomicU64::new(0));
+        let counter = sent.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else { return };
+                let counter = counter.clone();
+                std::thread::spawn(move || {
+                    let mut reader = BufReader::new(stream.try_clone().unwrap());
+                    let mut stream = stream;
+                    loop {
+                        // One request: its first line names the path; GETs have no body.
+                        let mut first = String::new();
+                        if reader.read_line(&mut first).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        let path = first.split(' ').nth(1).unwrap_or("").to_string();
+                        let mut line = String::new();
+                        while reader.read_line(&mut line).unwrap_or(0) > 2 {
+                            line.clear();
+                        }
+                        if path == endless_path {
+                            let head = format!("HTTP/1.1 {status}\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n");
+                            if stream.write_all(head.as_bytes()).is_err() {
+                                return;
+                            }
+                            let chunk = format!("10000\r\n{}\r\n", " ".repeat(0x10000));
+                            while stream.write_all(chunk.as_bytes()).is_ok() {
+                                counter.fetch_add(0x10000, Ordering::Relaxed);
+                            }
+                            return;
+                        }
+                        let (status, body) = if path == "/api/v1" {
+                            (
+                                "200 OK",
+                                r#"{"kind":"APIResourceList","groupVersion":"v1","resources":[{"name":"configmaps","namespaced":true,"kind":"ConfigMap","verbs":["get","list"]}]}"#,
+                            )
+                        } else {
+                            (
+                                "404 Not Found",
+                                r#"{"kind":"Status","apiVersion":"v1","status":"Failure","message":"not found","reason":"NotFound","code":404}"#,
+                            )
+                        };
+                        let answer = format!("HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}", body.len());
+                        if stream.write_all(answer.as_bytes()).is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        EndlessServer { addr, sent }
+    }
+
+    /// A kubeconfig in `dir` that points at this server.
+    fn kubeconfig(&self, dir: &Path) -> PathBuf {
+        let path = dir.join("kubeconfig");
+        let text = format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: endless\n\
+             clusters:\n- name: endless\n  cluster:\n    server: http://{}\n\
+             users:\n- name: tester\n  user:\n    token: test-token\n\
+             contexts:\n- name: endless\n  context:\n    cluster: endless\n    user: tester\n",
+            self.addr
+        );
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    fn sent(&self) -> u64 {
+        self.sent.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// A server that never ends an answer (an object, a group version's discovery, the body of a `500`)
+/// costs the call that asked and no more than the cap of what is read: the call fails saying so,
+/// and the server got out at most the cap plus what the loopback socket buffers hold.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endless_answer_fails_its_call_after_a_bounded_read() {
+    use velero_wasm::capabilities::kube::live::{MAX_ANSWER_BYTES, MAX_ERROR_BYTES};
+    // Loopback socket buffers (sender and receiver) hold a few MiB at most.
+    const BUFFERS: u64 = 16 << 20;
+    let object = "/api/v1/namespaces/probe/configmaps/a";
+    for (what, path, status, cap, says) in [
+        (
+            "an object",
+            object,
+            "200 OK",
+            MAX_ANSWER_BYTES,
+            "answer is longer than 16 MiB",
+        ),
+        (
+            "discovery",
+            "/api/v1",
+            "200 OK",
+            MAX_ANSWER_BYTES,
+            "answer is longer than 16 MiB",
+        ),
+        (
+            "an error body",
+            object,
+            "500 Internal Server Error",
+            MAX_ERROR_BYTES,
+            "HTTP 500",
+        ),
+    ] {
+        let server = EndlessServer::start(path, status);
+        let dir = tempfile::tempdir().unwrap();
+        let live = connect(&server.kubeconfig(dir.path())).await;
+        let answer = tokio::time::timeout(
+            std::time::Duration::from_secs(120),
+            live.get(&configmaps(), "probe", "a"),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("{what}: the host is still reading an endless answer"));
+        let error = answer.unwrap_err().to_string();
+        assert!(error.contains(says), "{what}: {error}");
+        let sent = server.sent();
+        assert!(
+            sent <= cap + BUFFERS,
+            "{what}: the server got {sent} bytes out, more than the cap of {cap} and the buffers"
+        );
+    }
+}

@@ -20,6 +20,10 @@
 //! - **Too many requests**: a `429` is sent again after its `Retry-After` (1 s when it names none), a
 //!   `503` only when it names one, as client-go does, but never past the deadline of the call the
 //!   request is made for ([`CALL_DEADLINE`]): a wait that would end too late fails at once, saying so.
+//! - **Bounded answers**: no answer is read past a cap, however long the server goes on: a list page
+//!   stops at what the guest could still take (its memory limit), any other answer (an object, a
+//!   write's result, discovery) at [`MAX_ANSWER_BYTES`], and the body of an error at
+//!   [`MAX_ERROR_BYTES`]. A longer answer fails its call and nothing else.
 //! - **Errors**: a `Status` with code 404 is `NotFound`, 409 `Conflict`, 401/403 `Forbidden`,
 //!   400/422 `Invalid`; anything else, including transport failures, is `Other`.
 
@@ -43,6 +47,14 @@ use crate::capabilities::backend::Backend;
 pub const LIST_PAGE_SIZE: u32 = 500;
 /// The most times one request is sent again after `429 Too Many Requests` (client-go's limit).
 pub const MAX_RETRIES: u32 = 10;
+/// The most bytes of one answer that is not a list page: an object, a write's result or a group
+/// version's discovery. The API server keeps objects of at most about 1.5 MiB (etcd's request limit)
+/// and the largest discovery documents are a few hundred KiB; anything longer is a broken or hostile
+/// server, and reading it whole could exhaust the process.
+pub const MAX_ANSWER_BYTES: u64 = 16 << 20;
+/// The most bytes of an error answer's body that are read: a `Status` is a few hundred bytes, and of
+/// any other text only the first KiB reaches the message.
+pub const MAX_ERROR_BYTES: u64 = 64 << 10;
 /// How long a retried request waits when the server's answer names no `Retry-After`.
 const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
 /// A retry must leave this much of the call's time, so the module can still act on the error.
@@ -239,9 +251,15 @@ impl LiveCluster {
     async fn send(&self, request: http::Request<Vec<u8>>) -> Result<Json, KubeError> {
         let (method, uri) = (request.method().clone(), request.uri().clone());
         let bytes = self
-            .send_capped(request, u64::MAX)
+            .send_capped(request, MAX_ANSWER_BYTES)
             .await?
-            .ok_or_else(|| KubeError::Other("an answer of more than 2^64 bytes".into()))?;
+            .ok_or_else(|| {
+                KubeError::Other(format!(
+                    "{method} {}{uri}: the API server's answer is longer than {} MiB; it was not read further",
+                    self.server,
+                    MAX_ANSWER_BYTES >> 20
+                ))
+            })?;
         if bytes.iter().all(u8::is_ascii_whitespace) {
             return Ok(Json::null());
         }
@@ -254,7 +272,7 @@ impl LiveCluster {
     }
 
     /// Like [`send`](Self::send), reading at most `max` bytes of the answer: `None` when it is longer.
-    /// Returns the answer as it came.
+    /// Returns the answer as it came. An error's body is read up to [`MAX_ERROR_BYTES`] at most.
     async fn send_capped(
         &self,
         request: http::Request<Vec<u8>>,
@@ -284,6 +302,12 @@ impl LiveCluster {
                 }
             }
             let (head, mut incoming) = response.into_parts();
+            let failed = head.status.is_client_error() || head.status.is_server_error();
+            let max = if failed {
+                max.min(MAX_ERROR_BYTES)
+            } else {
+                max
+            };
             // Read frame by frame, so that an answer past `max` is never held whole.
             let mut bytes = Vec::new();
             let mut complete = true;
@@ -302,7 +326,7 @@ impl LiveCluster {
                     bytes.extend_from_slice(&data);
                 }
             }
-            if head.status.is_client_error() || head.status.is_server_error() {
+            if failed {
                 return Err(answer_error(
                     method,
                     &self.server,
