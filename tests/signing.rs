@@ -255,6 +255,84 @@ fn without_now_the_clock_capability_gives_the_time() {
 }
 
 /// Runs `sign` expecting a failure; returns (exit code, stderr).
+/// A storage account name becomes the first label of the URL's host: one that is not a name Azure
+/// allows (3 to 24 lowercase letters and digits) is refused before anything is signed, with the
+/// account key and with a user delegation key alike, so no URL can point at another host.
+#[test]
+fn an_azure_account_that_is_not_an_account_name_is_refused() {
+    let delegation = tempfile::tempdir().unwrap();
+    let key_file = delegation.path().join("key.json");
+    std::fs::write(
+        &key_file,
+        r#"{"signedOid":"o","signedTid":"t","signedStart":"2026-05-08T00:00:00Z","signedExpiry":"2026-05-09T00:00:00Z","signedService":"b","signedVersion":"2024-11-04","value":"dGVzdA=="}"#,
+    )
+    .unwrap();
+    let key_file = key_file.to_str().unwrap();
+    for account in [
+        "evil.com#",
+        "x@evil.com",
+        "a/b",
+        "ab",
+        "MyAccount",
+        "a".repeat(25).as_str(),
+    ] {
+        for credentials in [
+            ["--account-key", ACCOUNT_KEY],
+            ["--delegation-key-file", key_file],
+        ] {
+            let mut args = vec![
+                "azure",
+                "--account",
+                account,
+                "--container",
+                "c",
+                "--blob",
+                "b",
+                "--permissions",
+                "r",
+                "--expires",
+                "60",
+                "--now",
+                "2026-05-08T12:00:00Z",
+            ];
+            args.extend_from_slice(&credentials);
+            let (code, err) = sign_fails(&args);
+            assert_eq!(
+                (code, err.as_str()),
+                (
+                    2,
+                    format!("velero-wasm sign: invalid storage account name {account:?}: 3 to 24 lowercase letters and digits\n").as_str()
+                ),
+                "{credentials:?}"
+            );
+        }
+    }
+    // The longest and shortest names Azure allows still sign.
+    for account in ["abc", "a1b2c3d4e5f6g7h8i9j0klmn"] {
+        let url = sign(&[
+            "azure",
+            "--account",
+            account,
+            "--container",
+            "c",
+            "--blob",
+            "b",
+            "--permissions",
+            "r",
+            "--expires",
+            "60",
+            "--now",
+            "2026-05-08T12:00:00Z",
+            "--account-key",
+            ACCOUNT_KEY,
+        ]);
+        assert!(
+            url.starts_with(&format!("https://{account}.blob.core.windows.net/c/b?")),
+            "{url}"
+        );
+    }
+}
+
 fn sign_fails(args: &[&str]) -> (i32, String) {
     let mut full = vec!["sign"];
     full.extend_from_slice(args);
@@ -303,7 +381,7 @@ fn bad_or_missing_input_exits_2_with_one_clear_line() {
     let (code, err) = sign_fails(&[
         "azure",
         "--account",
-        "a",
+        "acct",
         "--container",
         "c",
         "--blob",
@@ -324,7 +402,7 @@ fn bad_or_missing_input_exits_2_with_one_clear_line() {
     let (code, err) = sign_fails(&[
         "azure",
         "--account",
-        "a",
+        "acct",
         "--container",
         "c",
         "--blob",
@@ -360,7 +438,7 @@ fn bad_or_missing_input_exits_2_with_one_clear_line() {
     let (code, err) = sign_fails(&[
         "azure",
         "--account",
-        "a",
+        "acct",
         "--container",
         "c",
         "--blob",
@@ -801,7 +879,7 @@ fn secrets_never_appear_in_logs_or_errors() {
         "trace",
         "azure",
         "--account",
-        "a",
+        "acct",
         "--container",
         "c",
         "--blob",

@@ -89,6 +89,7 @@ fn validate(request: &Sas, now: &UtcTime) -> Result<Window, Error> {
             "account, container, and blob are required".into(),
         ));
     }
+    check_account(&request.account)?;
     if request.permissions.is_empty()
         || !request.permissions.chars().all(|c| PERMISSIONS.contains(c))
     {
@@ -265,9 +266,26 @@ fn blob_url(request: &Sas) -> Result<String, Error> {
     ))
 }
 
+/// Checks a storage account name as Azure defines it: 3 to 24 lowercase letters and digits. The name
+/// becomes the first label of the URL's host, so anything else (`evil.com#`, `x@evil.com`, `a/b`)
+/// would point the URL at another host.
+pub fn check_account(account: &str) -> Result<(), Error> {
+    if (3..=24).contains(&account.len())
+        && account
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+    {
+        return Ok(());
+    }
+    Err(Error::Invalid(format!(
+        "invalid storage account name {account:?}: 3 to 24 lowercase letters and digits"
+    )))
+}
+
 /// The Blob service's root: the endpoint (`scheme://host[:port][/path]`), or
 /// `https://<account>.blob.core.windows.net`.
 pub fn service_base(account: &str, endpoint: Option<&str>) -> Result<String, Error> {
+    check_account(account)?;
     match endpoint.filter(|e| !e.is_empty()) {
         Some(endpoint) => Ok(Endpoint::parse(endpoint)?.root()),
         None => Ok(format!("https://{account}.blob.core.windows.net")),
