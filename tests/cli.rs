@@ -1414,6 +1414,54 @@ fn update_rewrites_only_the_failing_expectation_and_the_suite_then_passes() {
     assert!(stdout(&out).lines().any(|l| l == "2 passed, 0 failed"));
 }
 
+/// `--update` rewrites an `expect.item` file only inside the suite's directory and never through a
+/// symbolic link: a case that names `../outside.json`, an absolute path or a link leaves every file
+/// as it was (the suite included) and says why.
+#[test]
+fn update_never_writes_an_item_file_outside_the_suite_directory_or_through_a_link() {
+    let root = tempfile::tempdir().unwrap();
+    let suite_dir = root.path().join("suite");
+    std::fs::create_dir(&suite_dir).unwrap();
+    let outside = write(root.path(), "outside.json", "{\"keep\": \"me\"}\n");
+    std::os::unix::fs::symlink(&outside, suite_dir.join("link.json")).unwrap();
+    std::os::unix::fs::symlink(root.path(), suite_dir.join("up")).unwrap();
+    let fixtures = support::root().join("tests/fixtures/kubevirt");
+    let f = |p: &str| fixtures.join(p).display().to_string();
+    for (named, why) in [
+        (
+            "../outside.json".to_string(),
+            "outside the suite's directory",
+        ),
+        (
+            outside.display().to_string(),
+            "outside the suite's directory",
+        ),
+        ("link.json".to_string(), "is a symbolic link"),
+        ("up/outside.json".to_string(), "is a symbolic link"),
+    ] {
+        let text = format!(
+            "stock: kubevirt\ncases:\n  - name: the VMI as stored\n    action: kubevirt-velero-plugin/backup-virtualmachineinstance-action\n    item: {item}\n    backup: {backup}\n    cluster: [{cluster}]\n    expect:\n      item: {named}\n",
+            item = f("cluster/vmi-batch-worker-7.json"),
+            backup = f("velero/backup-nightly.json"),
+            cluster = f("cluster"),
+        );
+        let suite = write(&suite_dir, "suite.yaml", &text);
+        let out = velero_wasm(&["test", "--update", suite.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(1), "{named}: {}", stdout(&out));
+        assert!(
+            stderr(&out).contains(why) && stderr(&out).contains("nothing written"),
+            "{named}: {}",
+            stderr(&out)
+        );
+        assert_eq!(
+            std::fs::read_to_string(&outside).unwrap(),
+            "{\"keep\": \"me\"}\n",
+            "{named}"
+        );
+        assert_eq!(std::fs::read_to_string(&suite).unwrap(), text, "{named}");
+    }
+}
+
 #[test]
 fn a_case_without_a_cluster_never_reaches_a_live_one() {
     let dir = tempfile::tempdir().unwrap();

@@ -272,7 +272,13 @@ pub async fn test(args: TestArgs) -> u8 {
             match update(file, text, suite, &mut outcomes) {
                 Ok(n) if n > 0 => println!("  rewrote {n} expectations in {}", file.display()),
                 Ok(_) => {}
-                Err(message) => eprintln!("velero-wasm test: --update: {message}"),
+                Err(message) => {
+                    eprintln!("velero-wasm test: --update: {message}");
+                    // Nothing was written: the cases still fail.
+                    for outcome in &mut outcomes {
+                        outcome.updated = false;
+                    }
+                }
             }
         }
         for outcome in &outcomes {
@@ -947,6 +953,10 @@ fn update(
     if count == 0 {
         return Ok(0);
     }
+    let dir = file.parent().unwrap_or(Path::new(""));
+    for (path, _) in &items {
+        expectation_file_in(dir, path)?;
+    }
     let mut new_text = lines.join("\n");
     if text.ends_with('\n') {
         new_text.push('\n');
@@ -961,10 +971,53 @@ fn update(
         .map_err(|e| format!("{}: cannot be written: {e}", file.display()))?;
     for (path, item) in items {
         let json = serde_json::to_string_pretty(&item).unwrap_or_default() + "\n";
-        std::fs::write(&path, json)
+        write_no_follow(&path, json.as_bytes())
             .map_err(|e| format!("{}: cannot be written: {e}", path.display()))?;
     }
     Ok(count)
+}
+
+/// Checks that `--update` may rewrite `path`, an `expect.item` file of a suite in `dir`: it must lie
+/// in the suite's directory or below it (no absolute path, no `..`), and neither it nor a directory
+/// on the way may be a symbolic link. Otherwise nothing of the suite is written.
+fn expectation_file_in(dir: &Path, path: &Path) -> Result<(), String> {
+    let refuse = |why: &str| {
+        Err(format!(
+            "expect.item {}: {why}; --update writes only files in the suite's directory; nothing written",
+            path.display()
+        ))
+    };
+    let Ok(inside) = path.strip_prefix(dir) else {
+        return refuse("outside the suite's directory");
+    };
+    let mut at = dir.to_path_buf();
+    for component in inside.components() {
+        let std::path::Component::Normal(name) = component else {
+            return refuse("outside the suite's directory");
+        };
+        at.push(name);
+        match std::fs::symlink_metadata(&at) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                return refuse(&format!("{} is a symbolic link", at.display()))
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Writes `bytes` to `path`, creating or truncating it, but never through a symbolic link (checked
+/// before by [`expectation_file_in`]; `O_NOFOLLOW` closes the gap between the check and the write).
+fn write_no_follow(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)?
+        .write_all(bytes)
 }
 
 /// The indentation of a line, and whether it holds anything but a comment.
