@@ -413,6 +413,77 @@ fn a_signed_manifest_alone_verifies_with_no_component() {
     );
 }
 
+/// `module verify` refuses what the host refuses to load from a module ConfigMap — a key in both
+/// `data` and `binaryData`, a key that is not the module's, more than 1 MiB decoded — with the
+/// host's reason, and a control character in a name reaches the terminal escaped.
+#[test]
+fn verify_refuses_exactly_what_the_host_refuses() {
+    let keys = tempfile::tempdir().unwrap();
+    let key = Key::new(keys.path(), "ops");
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = dir.path().join("kubevirt.toml");
+    std::fs::write(&manifest, "[settings]\nmode = \"upstream\"\n").unwrap();
+    let yaml = keys.path().join("override.yaml");
+    pack(&manifest, Some(&key), &yaml);
+    let packed: Value = serde_norway::from_str(&std::fs::read_to_string(&yaml).unwrap()).unwrap();
+    let toml = packed["data"]["kubevirt.toml"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let encoded = |bytes: &[u8]| base64::engine::general_purpose::STANDARD.encode(bytes);
+    type Change<'a> = Box<dyn Fn(&mut Value) + 'a>;
+    let cases: Vec<(&str, Change, &str)> = vec![
+        (
+            "in both",
+            Box::new(|cm: &mut Value| {
+                cm["binaryData"] = serde_json::json!({"kubevirt.toml": encoded(toml.as_bytes())})
+            }),
+            "key \"kubevirt.toml\" is in both data and binaryData",
+        ),
+        (
+            "extra key",
+            Box::new(|cm: &mut Value| cm["data"]["notes.txt"] = "hello".into()),
+            "data key \"notes.txt\" is not one of kubevirt.wasm, kubevirt.toml, kubevirt.sig",
+        ),
+        (
+            "too large",
+            Box::new(|cm: &mut Value| {
+                cm["binaryData"] =
+                    serde_json::json!({"kubevirt.wasm": encoded(&vec![0u8; 1_300_000])})
+            }),
+            "the most a module ConfigMap may hold",
+        ),
+        (
+            "escape in a name",
+            Box::new(|cm: &mut Value| {
+                cm["metadata"]["name"] = "evil\u{1b}[2J".into();
+                cm["data"]["junk"] = "x".into();
+            }),
+            "ConfigMap velero/evil\\u{1b}[2J in",
+        ),
+    ];
+    for (what, change, says) in cases {
+        let mut cm = packed.clone();
+        change(&mut cm);
+        let file = keys.path().join("changed.json");
+        std::fs::write(&file, cm.to_string()).unwrap();
+        let out = run(&[
+            "module",
+            "verify",
+            "--trusted-keys",
+            &key.public(),
+            &text(&file),
+        ]);
+        assert_ne!(out.status.code(), Some(0), "{what}: {}", stderr(&out));
+        let everything = format!("{}{}", String::from_utf8_lossy(&out.stdout), stderr(&out));
+        assert!(everything.contains(says), "{what}: {everything}");
+        assert!(
+            !everything.contains('\u{1b}'),
+            "{what}: a raw ESC reached the terminal"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plugin_with_trusted_keys_keeps_serving_the_last_good_version_of_a_module_whose_signature_fails(
 ) {

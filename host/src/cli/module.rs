@@ -13,8 +13,8 @@ use serde_json::{json, Value};
 use super::{read_trusted_keys, Failure, EXIT_FAILED, EXIT_OK};
 use crate::modules::signature::{self, PrivateKey};
 use crate::modules::{
-    module_from_parts, stock_modules, valid_module_name, Manifest, ModuleSignature, Origin,
-    TrustedKeys,
+    configmaps, module_from_parts, stock_modules, valid_module_name, Manifest, ModuleSignature,
+    Origin, TrustedKeys,
 };
 
 /// The label key the host lists module ConfigMaps by; its value is the module's name.
@@ -409,53 +409,52 @@ fn configmap(parts: &Parts, name: &str, namespace: &str) -> Value {
     object
 }
 
-/// The module of a ConfigMap (see [`configmap`]): its name is the label's value.
+/// The module of a ConfigMap (see [`configmap`]): its name is the label's value. Its keys, their
+/// encoding and its size are checked as the host checks them ([`configmaps::files_of`]).
 fn configmap_parts(object: &Value, file: &Path) -> Result<Parts, String> {
     let meta = &object["metadata"];
+    // Names as Rust escapes them: a control character in a file is not sent to the terminal.
+    let shown =
+        |value: &Value, absent: &str| value.as_str().unwrap_or(absent).escape_debug().to_string();
     let source = format!(
         "ConfigMap {}/{} in {}",
-        meta["namespace"].as_str().unwrap_or(""),
-        meta["name"].as_str().unwrap_or("?"),
+        shown(&meta["namespace"], ""),
+        shown(&meta["name"], "?"),
         file.display()
     );
     if object["kind"] != "ConfigMap" {
         return Err(format!(
             "{source}: is a {}, not a ConfigMap",
-            object["kind"].as_str().unwrap_or("?")
+            shown(&object["kind"], "?")
         ));
     }
-    let name = meta["labels"][MODULE_LABEL]
-        .as_str()
-        .ok_or_else(|| format!("{source}: has no label {MODULE_LABEL}: it is not a module"))?
-        .to_string();
-    let text = |key: &str| {
-        object["data"][key]
-            .as_str()
-            .map(str::to_string)
-            .or_else(|| {
-                let encoded = object["binaryData"][key].as_str()?;
-                let bytes = base64::engine::general_purpose::STANDARD
-                    .decode(encoded)
-                    .ok()?;
-                String::from_utf8(bytes).ok()
+    let label = meta["labels"][MODULE_LABEL].as_str();
+    if label.is_none() {
+        return Err(format!(
+            "{source}: has no label {MODULE_LABEL}: it is not a module"
+        ));
+    }
+    let files = configmaps::files_of(object, label).map_err(|e| format!("{source}: {e}"))?;
+    let name = label.unwrap_or_default().to_string();
+    let file_named = |ext: &str| {
+        files
+            .iter()
+            .find(|(key, _)| *key == format!("{name}.{ext}"))
+            .map(|(_, bytes)| bytes.clone())
+    };
+    let text = |ext: &str| -> Result<Option<String>, String> {
+        file_named(ext)
+            .map(|bytes| {
+                String::from_utf8(bytes).map_err(|_| format!("{source}: {name}.{ext} is not UTF-8"))
             })
+            .transpose()
     };
-    let manifest_text =
-        text(&format!("{name}.toml")).ok_or_else(|| format!("{source}: has no {name}.toml"))?;
-    let wasm = match &object["binaryData"][format!("{name}.wasm")] {
-        Value::Null => None,
-        Value::String(encoded) => Some(
-            base64::engine::general_purpose::STANDARD
-                .decode(encoded)
-                .map_err(|e| format!("{source}: binaryData {name}.wasm is not base64: {e}"))?,
-        ),
-        _ => return Err(format!("{source}: binaryData {name}.wasm is not a string")),
-    };
+    let manifest_text = text("toml")?.ok_or_else(|| format!("{source}: has no {name}.toml"))?;
     Ok(Parts {
-        signature_text: text(&format!("{name}.sig")),
-        name,
-        wasm,
+        signature_text: text("sig")?,
+        wasm: file_named("wasm"),
         manifest_text,
+        name,
         source,
     })
 }

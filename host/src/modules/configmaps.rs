@@ -424,8 +424,10 @@ fn name_of(item: &Value) -> &str {
 }
 
 /// The files of a module ConfigMap (`data` as text, `binaryData` decoded), checked: keys
-/// `<module>.wasm|toml|sig` only, at most [`MAX_CONFIGMAP_BYTES`] in all.
-fn files_of(item: &Value, module: Option<&str>) -> Result<Vec<(String, Vec<u8>)>, String> {
+/// `<module>.wasm|toml|sig` only, none in both sections, at most [`MAX_CONFIGMAP_BYTES`] in all.
+/// `module` is the value of its [`LABEL`]. The host and `velero-wasm module verify` both check a
+/// ConfigMap with it, so that verify passes exactly what the host would load.
+pub fn files_of(item: &Value, module: Option<&str>) -> Result<Vec<(String, Vec<u8>)>, String> {
     let module = match module {
         Some(m) if valid_module_name(m) => m,
         Some(m) => {
