@@ -58,6 +58,56 @@ impl Key {
     }
 }
 
+/// `module keygen` writes keys that OpenSSL reads as they are: the private key is PKCS#8 v1, which
+/// OpenSSL 3.0 reads (it refuses the v2 that also carries the public key), and the public key OpenSSL
+/// derives from it is the `.pub` that keygen wrote. A key in the older v2 form still signs.
+#[test]
+fn keygen_writes_keys_openssl_reads_and_a_v2_key_still_signs() {
+    let keys = tempfile::tempdir().unwrap();
+    let key = Key::new(keys.path(), "ops");
+    let derived = std::process::Command::new("openssl")
+        .args(["pkey", "-in", &key.private(), "-pubout"])
+        .output()
+        .expect("openssl (apt-get install openssl)");
+    assert!(
+        derived.status.success(),
+        "openssl cannot read the private key: {}",
+        String::from_utf8_lossy(&derived.stderr)
+    );
+    assert_eq!(
+        String::from_utf8(derived.stdout).unwrap(),
+        std::fs::read_to_string(key.public()).unwrap()
+    );
+
+    // The same key as PKCS#8 v2 (seed and public key), as earlier releases wrote it.
+    use ed25519_dalek::pkcs8::{DecodePrivateKey, EncodePrivateKey};
+    let signing =
+        ed25519_dalek::SigningKey::from_pkcs8_pem(&std::fs::read_to_string(key.private()).unwrap())
+            .unwrap();
+    let pem = signing
+        .to_pkcs8_pem(ed25519_dalek::pkcs8::spki::der::pem::LineEnding::LF)
+        .unwrap();
+    let v2 = keys.path().join("ops-v2.key");
+    std::fs::write(&v2, pem.as_bytes()).unwrap();
+    let source = support::module_dir("misbehave", "misbehave", MANIFEST);
+    let yaml = keys.path().join("cm.yaml");
+    let out = run(&[
+        "module",
+        "pack",
+        &text(source.path()),
+        "--out",
+        &text(&yaml),
+        "--sign",
+        &text(&v2),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!("signed by key {}", key.id)),
+        "{}",
+        stderr(&out)
+    );
+}
+
 /// Packs `path` (signed with `key`, if any) into `out`, checking the command succeeds.
 fn pack(path: &Path, key: Option<&Key>, out: &Path) -> String {
     let (path, out_text) = (text(path), text(out));
@@ -150,6 +200,11 @@ fn a_module_packed_with_a_new_key_verifies_and_loads_as_signed() {
         report.contains("ConfigMap velero/velero-wasm-module-misbehave: ")
             && report.contains("of the 1048576-byte limit")
             && report.contains(&format!("signed by key {}", key.id)),
+        "{report}"
+    );
+    // 214 KB of component is more than 256 KiB of base64: too large for a client-side apply.
+    assert!(
+        report.contains("apply with `kubectl apply --server-side -f`"),
         "{report}"
     );
     let packed: Value = serde_norway::from_str(&std::fs::read_to_string(&yaml).unwrap()).unwrap();
@@ -374,7 +429,11 @@ fn a_signed_manifest_alone_verifies_with_no_component() {
     let manifest = dir.path().join("kubevirt.toml");
     std::fs::write(&manifest, "[settings]\nmode = \"upstream\"\n").unwrap();
     let yaml = keys.path().join("override.yaml");
-    pack(&manifest, Some(&key), &yaml);
+    let report = pack(&manifest, Some(&key), &yaml);
+    assert!(
+        !report.contains("--server-side"),
+        "a small ConfigMap applies either way: {report}"
+    );
     let packed: Value = serde_norway::from_str(&std::fs::read_to_string(&yaml).unwrap()).unwrap();
     assert!(packed.get("binaryData").is_none(), "no component: {packed}");
 

@@ -107,12 +107,18 @@ impl PrivateKey {
         key_id(&self.key.verifying_key())
     }
 
-    /// The private key as PKCS#8 PEM (keep it secret).
+    /// The private key as PKCS#8 PEM (keep it secret), version 1: the seed alone, as OpenSSL and
+    /// every other tool read it. (Version 2, which also carries the public key and is what
+    /// ed25519-dalek writes by default, is refused by OpenSSL 3.0 as "unsupported"; [`read`](Self::read)
+    /// takes both.)
     pub fn private_pem(&self) -> Result<String, String> {
-        self.key
-            .to_pkcs8_pem(ed25519_dalek::pkcs8::spki::der::pem::LineEnding::LF)
-            .map(|pem| pem.to_string())
-            .map_err(|e| format!("cannot encode the private key: {e}"))
+        ed25519_dalek::pkcs8::KeypairBytes {
+            secret_key: self.key.to_bytes(),
+            public_key: None,
+        }
+        .to_pkcs8_pem(ed25519_dalek::pkcs8::spki::der::pem::LineEnding::LF)
+        .map(|pem| pem.to_string())
+        .map_err(|e| format!("cannot encode the private key: {e}"))
     }
 
     /// The public key as SPKI PEM, for the hosts that verify.
