@@ -23,6 +23,11 @@ pub const MODULE_LABEL: &str = "velero-wasm.io/module";
 /// The largest object Kubernetes stores (etcd's limit for a ConfigMap): 1 MiB.
 pub const MAX_OBJECT: usize = 1 << 20;
 
+/// The most all annotations of one object may hold together (Kubernetes' `TotalAnnotationSizeLimitB`).
+/// Client-side `kubectl apply` copies the whole object into its `last-applied-configuration`
+/// annotation, so a ConfigMap larger than this must be applied server-side or created.
+pub const MAX_ANNOTATIONS: usize = 256 << 10;
+
 /// The largest module file read (well over [`MAX_OBJECT`], so that an oversized one is measured).
 const MAX_MODULE_FILE: u64 = 64 << 20;
 
@@ -362,6 +367,12 @@ fn pack(args: &PackArgs) -> Result<u8, Failure> {
             args.namespace
         );
         documents.push(yaml);
+    }
+    if documents.iter().any(|yaml| yaml.len() > MAX_ANNOTATIONS) {
+        eprintln!(
+            "apply with `kubectl apply --server-side -f` (or `kubectl create -f`): a plain `kubectl apply` copies \
+             the object into an annotation, and Kubernetes refuses annotations over {MAX_ANNOTATIONS} bytes"
+        );
     }
     let text = documents.join("---\n");
     match &args.out {
