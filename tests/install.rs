@@ -537,6 +537,57 @@ fn rbac_grants_exactly_what_the_stock_grants_need() {
     assert_eq!(rbac(&["--stock", "kubevirt"]).len(), 4);
 }
 
+/// The Role in `hypershift` (hcp copies etcd credentials there) fails to apply where that
+/// namespace does not exist: each Role says which modules need it, and `--omit-namespace` leaves it
+/// and its binding out, saying what those modules lose. Velero's own namespace cannot be left out.
+#[test]
+fn rbac_says_which_modules_need_each_role_and_can_leave_a_namespace_out() {
+    let text = |args: &[&str]| {
+        let mut all = vec!["rbac"];
+        all.extend_from_slice(args);
+        let out = velero_wasm(&all);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let full = text(&[]);
+    assert!(
+        full.contains("# Needed by: hcp. The namespace hypershift must exist (or leave it out: --omit-namespace hypershift)."),
+        "{full}"
+    );
+    let scopes = |docs: &[Value]| -> Vec<String> {
+        docs.iter()
+            .filter(|d| d["kind"] == "Role" || d["kind"] == "RoleBinding")
+            .map(|d| d["metadata"]["namespace"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(
+        scopes(&rbac(&[])),
+        ["hypershift", "hypershift", "velero", "velero"]
+    );
+
+    let without = text(&["--omit-namespace", "hypershift"]);
+    assert!(
+        without.contains("# Left out (--omit-namespace hypershift): the Role in hypershift, needed by: hcp. Those calls will be refused."),
+        "{without}"
+    );
+    let docs = rbac(&["--omit-namespace", "hypershift"]);
+    assert_eq!(scopes(&docs), ["velero", "velero"]);
+    // Everything else stays.
+    let rest: std::collections::BTreeSet<_> = permissions(&rbac(&[]))
+        .into_iter()
+        .filter(|(scope, ..)| scope != "hypershift")
+        .collect();
+    assert_eq!(permissions(&docs), rest);
+
+    let out = velero_wasm(&["rbac", "--omit-namespace", "velero"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("Velero's own namespace cannot be left out"),
+        "{}",
+        stderr(&out)
+    );
+}
+
 #[test]
 fn rbac_follows_velero_s_namespace_service_account_and_module_directory() {
     let docs = rbac(&[

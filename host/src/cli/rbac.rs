@@ -2,7 +2,9 @@
 //! Velero's service account: a ClusterRole for what a grant allows in any namespace (`*`, `@item`,
 //! a glob, or cluster scope), a Role per namespace a grant names (`@velero` is Velero's), and their
 //! bindings, plus the one read the host makes itself (listing module ConfigMaps in Velero's
-//! namespace). RBAC is the outer fence; a module's grant limits each call further.
+//! namespace). RBAC is the outer fence; a module's grant limits each call further. A comment above
+//! each Role names the modules that need it; `--omit-namespace` leaves out the Role of a namespace
+//! the cluster does not have (such as `hypershift` where HyperShift is not installed).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -30,6 +32,12 @@ pub struct RbacArgs {
     /// The name of the ClusterRole, the Roles and their bindings.
     #[arg(long, default_value = "velero-wasm", value_name = "NAME")]
     name: String,
+
+    /// Leaves out the Role and binding of this namespace (repeatable): one that does not exist in the
+    /// cluster (a Role there cannot be applied). The modules' calls there are then refused by the API
+    /// server; the output says which modules lose what.
+    #[arg(long, value_name = "NS")]
+    omit_namespace: Vec<String>,
 
     #[command(flatten)]
     modules: ModuleArgs,
@@ -141,11 +149,31 @@ fn policy_rules(rules: &Rules) -> Vec<Value> {
 /// Role and binding per namespace, in name order.
 fn documents(args: &RbacArgs) -> Result<String, Failure> {
     let mut scopes: BTreeMap<Option<String>, Rules> = BTreeMap::new();
+    // The modules whose grants reach each scope, for the comment above its Role.
+    let mut needed_by: BTreeMap<Option<String>, BTreeSet<String>> = BTreeMap::new();
     let mut names = Vec::new();
     for module in modules(&args.modules)? {
         names.push(module.name.clone());
         for rule in &module.manifest.grant.kube {
-            add(rule, &args.velero_namespace, &mut scopes);
+            let mut reached = BTreeMap::new();
+            add(rule, &args.velero_namespace, &mut reached);
+            for (scope, rules) in reached {
+                needed_by
+                    .entry(scope.clone())
+                    .or_default()
+                    .insert(module.name.clone());
+                let all = scopes.entry(scope).or_default();
+                for (key, verbs) in rules {
+                    all.entry(key).or_default().extend(verbs);
+                }
+            }
+        }
+    }
+    for namespace in &args.omit_namespace {
+        if *namespace == args.velero_namespace {
+            return Err(Failure::bad_input(format!(
+                "--omit-namespace {namespace}: Velero's own namespace cannot be left out (the host lists module ConfigMaps there)"
+            )));
         }
     }
     // The host's own read: in a pod, each plugin process lists the module ConfigMaps of Velero's
@@ -162,39 +190,71 @@ fn documents(args: &RbacArgs) -> Result<String, Failure> {
         "namespace": args.velero_namespace,
     }]);
     let labels = json!({"app.kubernetes.io/name": "velero-wasm"});
-    let mut docs = Vec::new();
+    let mut docs: Vec<(String, Value)> = Vec::new();
+    let mut omitted = Vec::new();
     for (namespace, rules) in &scopes {
+        let modules = needed_by
+            .get(namespace)
+            .map(|m| m.iter().cloned().collect::<Vec<_>>().join(", "))
+            .unwrap_or_default();
+        if let Some(ns) = namespace
+            .as_ref()
+            .filter(|ns| args.omit_namespace.contains(ns))
+        {
+            omitted.push(format!(
+                "# Left out (--omit-namespace {ns}): the Role in {ns}, needed by: {modules}. Those calls will be refused.\n"
+            ));
+            continue;
+        }
+        let why = match namespace {
+            Some(ns) if *ns == args.velero_namespace && modules.is_empty() => {
+                "# The host's own list of module ConfigMaps in Velero's namespace.\n".to_string()
+            }
+            Some(ns) if *ns == args.velero_namespace => format!(
+                "# Velero's namespace: the host's list of module ConfigMaps; needed by: {modules}.\n"
+            ),
+            Some(ns) => format!(
+                "# Needed by: {modules}. The namespace {ns} must exist (or leave it out: --omit-namespace {ns}).\n"
+            ),
+            None => format!("# Needed by: {modules} (in any namespace).\n"),
+        };
         let rules = policy_rules(rules);
         match namespace {
             None => {
-                docs.push(json!({
-                    "apiVersion": "rbac.authorization.k8s.io/v1",
-                    "kind": "ClusterRole",
-                    "metadata": {"name": args.name, "labels": labels},
-                    "rules": rules,
-                }));
-                docs.push(json!({
+                docs.push((
+                    why,
+                    json!({
+                        "apiVersion": "rbac.authorization.k8s.io/v1",
+                        "kind": "ClusterRole",
+                        "metadata": {"name": args.name, "labels": labels},
+                        "rules": rules,
+                    }),
+                ));
+                docs.push((String::new(), json!({
                     "apiVersion": "rbac.authorization.k8s.io/v1",
                     "kind": "ClusterRoleBinding",
                     "metadata": {"name": args.name, "labels": labels},
                     "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": args.name},
                     "subjects": subject,
-                }));
+                })));
             }
             Some(namespace) => {
-                docs.push(json!({
-                    "apiVersion": "rbac.authorization.k8s.io/v1",
-                    "kind": "Role",
-                    "metadata": {"name": args.name, "namespace": namespace, "labels": labels},
-                    "rules": rules,
-                }));
-                docs.push(json!({
+                docs.push((
+                    why,
+                    json!({
+                        "apiVersion": "rbac.authorization.k8s.io/v1",
+                        "kind": "Role",
+                        "metadata": {"name": args.name, "namespace": namespace, "labels": labels},
+                        "rules": rules,
+                    }),
+                ));
+                docs.push((String::new(), json!({
                     "apiVersion": "rbac.authorization.k8s.io/v1",
                     "kind": "RoleBinding",
                     "metadata": {"name": args.name, "namespace": namespace, "labels": labels},
                     "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": args.name},
                     "subjects": subject,
-                }));
+                })));
             }
         }
     }
@@ -204,8 +264,12 @@ fn documents(args: &RbacArgs) -> Result<String, Failure> {
         args.velero_namespace,
         args.service_account
     );
-    for doc in docs {
+    for line in omitted {
+        out.push_str(&line);
+    }
+    for (why, doc) in docs {
         out.push_str("---\n");
+        out.push_str(&why);
         out.push_str(
             &serde_norway::to_string(&doc)
                 .map_err(|e| Failure::failed(format!("cannot write YAML: {e}")))?,
