@@ -121,6 +121,18 @@ fn pack(path: &Path, key: Option<&Key>, out: &Path) -> String {
     stderr(&output)
 }
 
+/// A kubevirt override (a manifest alone), signed with a new key `ops` made in `keys` and packed into
+/// `keys/override.yaml`: the key, the YAML's path and what pack reported.
+fn packed_override(keys: &Path) -> (Key, PathBuf, String) {
+    let key = Key::new(keys, "ops");
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = dir.path().join("kubevirt.toml");
+    std::fs::write(&manifest, "[settings]\nmode = \"upstream\"\n").unwrap();
+    let yaml = keys.join("override.yaml");
+    let report = pack(&manifest, Some(&key), &yaml);
+    (key, yaml, report)
+}
+
 /// Writes every entry of the packed ConfigMaps in `yaml` into `dir`, as the kubelet mounts one.
 fn unpack(yaml: &Path, dir: &Path) {
     use serde::Deserialize;
@@ -424,12 +436,7 @@ fn without_trusted_keys_a_signature_is_optional_but_must_be_well_formed() {
 #[test]
 fn a_signed_manifest_alone_verifies_with_no_component() {
     let keys = tempfile::tempdir().unwrap();
-    let key = Key::new(keys.path(), "ops");
-    let dir = tempfile::tempdir().unwrap();
-    let manifest = dir.path().join("kubevirt.toml");
-    std::fs::write(&manifest, "[settings]\nmode = \"upstream\"\n").unwrap();
-    let yaml = keys.path().join("override.yaml");
-    let report = pack(&manifest, Some(&key), &yaml);
+    let (key, yaml, report) = packed_override(keys.path());
     assert!(
         !report.contains("--server-side"),
         "a small ConfigMap applies either way: {report}"
@@ -478,12 +485,7 @@ fn a_signed_manifest_alone_verifies_with_no_component() {
 #[test]
 fn verify_refuses_exactly_what_the_host_refuses() {
     let keys = tempfile::tempdir().unwrap();
-    let key = Key::new(keys.path(), "ops");
-    let dir = tempfile::tempdir().unwrap();
-    let manifest = dir.path().join("kubevirt.toml");
-    std::fs::write(&manifest, "[settings]\nmode = \"upstream\"\n").unwrap();
-    let yaml = keys.path().join("override.yaml");
-    pack(&manifest, Some(&key), &yaml);
+    let (key, yaml, _) = packed_override(keys.path());
     let packed: Value = serde_norway::from_str(&std::fs::read_to_string(&yaml).unwrap()).unwrap();
     let toml = packed["data"]["kubevirt.toml"]
         .as_str()
