@@ -88,7 +88,8 @@ pub fn run_progress(
 ) -> Result<OperationProgress, String> {
     if action != catalog::BACKUP {
         return Err(format!(
-            "operation ID {operation_id} is invalid: action {action} starts no operations"
+            "operation ID {} is invalid: action {action} starts no operations",
+            etcd::operation::shown_id(operation_id)
         ));
     }
     etcd::operation::progress(&ctx, operation_id)

@@ -36,6 +36,23 @@ pub struct OperationId {
     pub secret: String,
 }
 
+/// The most of an operation ID an error repeats: Velero's ids are a few dozen bytes, and an error
+/// need not send back the kilobytes a client may have put in one.
+const SHOWN_ID: usize = 128;
+
+/// `id` as errors show it: whole when short, else its first [`SHOWN_ID`] bytes (cut at a character
+/// boundary) and its length.
+pub fn shown_id(id: &str) -> String {
+    if id.len() <= SHOWN_ID {
+        return id.to_string();
+    }
+    let mut end = SHOWN_ID;
+    while !id.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes)", &id[..end], id.len())
+}
+
 impl OperationId {
     /// The id as Velero stores it.
     pub fn encode(&self) -> String {
@@ -47,7 +64,7 @@ impl OperationId {
 
     /// Reads an id; anything else is `operation ID <id> is invalid: …`.
     pub fn parse(id: &str) -> Result<OperationId, String> {
-        let invalid = |why: &str| format!("operation ID {id} is invalid: {why}");
+        let invalid = |why: &str| format!("operation ID {} is invalid: {why}", shown_id(id));
         let fields: Vec<&str> = id.split(':').collect();
         let [prefix, cr, started, secret] = fields[..] else {
             return Err(invalid(&format!(
@@ -59,19 +76,28 @@ impl OperationId {
         }
         let pair = |text: &str, what: &str| -> Result<(String, String), String> {
             match text.split_once('/') {
-                Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => {
+                // Kubernetes' limits: a namespace is a DNS label, a name at most a DNS subdomain.
+                Some((ns, name))
+                    if (1..=63).contains(&ns.len())
+                        && (1..=253).contains(&name.len())
+                        && !name.contains('/') =>
+                {
                     Ok((ns.to_string(), name.to_string()))
                 }
                 _ => Err(invalid(&format!(
-                    "{what} {text:?} is not <namespace>/<name>"
+                    "{what} {:?} is not <namespace>/<name>",
+                    shown_id(text)
                 ))),
             }
         };
         let (namespace, name) = pair(cr, "the HCPEtcdBackup")?;
         let (secret_namespace, secret) = pair(secret, "the Secret")?;
-        let started = started
-            .parse()
-            .map_err(|_| invalid(&format!("the start {started:?} is not a number")))?;
+        let started = started.parse().map_err(|_| {
+            invalid(&format!(
+                "the start {:?} is not a number",
+                shown_id(started)
+            ))
+        })?;
         Ok(OperationId {
             namespace,
             name,

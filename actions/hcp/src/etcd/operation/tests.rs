@@ -58,6 +58,26 @@ fn ids_round_trip_and_bad_ones_are_refused() {
     }
 }
 
+/// An error repeats at most 128 bytes of a client's operation ID, cut at a character boundary, and
+/// says how long the whole was: a 16 KiB id does not come back in the error.
+#[test]
+fn an_invalid_id_is_cut_in_its_error() {
+    let long = format!("hcpetcdbackup:{}/b:1:c/d", "a".repeat(16 << 10));
+    let wide = "é".repeat(8 << 10);
+    let split = format!("hcpetcdbackup:{}:1:c/d", "x".repeat(16 << 10));
+    let start = format!("hcpetcdbackup:a/b:{}:c/d", "9x".repeat(8 << 10));
+    for id in [&long, &wide, &split, &start] {
+        let e = OperationId::parse(id).unwrap_err();
+        assert!(e.len() < 500, "{} bytes: {e}", e.len());
+        assert!(e.contains(&format!("… ({} bytes)", id.len())), "{e}");
+    }
+    assert!(shown_id(&wide).starts_with(&"é".repeat(64)));
+    assert_eq!(
+        shown_id("hcpetcdbackup:a/b:1:c/d"),
+        "hcpetcdbackup:a/b:1:c/d"
+    );
+}
+
 #[test]
 fn a_running_snapshot_is_in_progress_with_its_condition() {
     let fakes = with_backup("False", "BackupInProgress", "");
