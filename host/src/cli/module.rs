@@ -18,7 +18,7 @@ use crate::modules::{
 };
 
 /// The label key the host lists module ConfigMaps by; its value is the module's name.
-pub const MODULE_LABEL: &str = "velero-wasm.io/module";
+pub const MODULE_LABEL: &str = configmaps::LABEL;
 
 /// The largest object Kubernetes stores (etcd's limit for a ConfigMap): 1 MiB.
 pub const MAX_OBJECT: usize = 1 << 20;
@@ -439,14 +439,13 @@ fn configmap_parts(object: &Value, file: &Path) -> Result<Parts, String> {
             shown(&object["kind"], "?")
         ));
     }
-    let label = meta["labels"][MODULE_LABEL].as_str();
-    if label.is_none() {
+    let Some(name) = meta["labels"][MODULE_LABEL].as_str() else {
         return Err(format!(
             "{source}: has no label {MODULE_LABEL}: it is not a module"
         ));
-    }
-    let files = configmaps::files_of(object, label).map_err(|e| format!("{source}: {e}"))?;
-    let name = label.unwrap_or_default().to_string();
+    };
+    let files = configmaps::files_of(object, Some(name)).map_err(|e| format!("{source}: {e}"))?;
+    let name = name.to_string();
     let file_named = |ext: &str| {
         files
             .iter()

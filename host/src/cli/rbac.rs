@@ -155,17 +155,12 @@ fn documents(args: &RbacArgs) -> Result<String, Failure> {
     for module in modules(&args.modules)? {
         names.push(module.name.clone());
         for rule in &module.manifest.grant.kube {
-            let mut reached = BTreeMap::new();
-            add(rule, &args.velero_namespace, &mut reached);
-            for (scope, rules) in reached {
+            add(rule, &args.velero_namespace, &mut scopes);
+            for namespace in &rule.namespaces {
                 needed_by
-                    .entry(scope.clone())
+                    .entry(scope(namespace, &args.velero_namespace))
                     .or_default()
                     .insert(module.name.clone());
-                let all = scopes.entry(scope).or_default();
-                for (key, verbs) in rules {
-                    all.entry(key).or_default().extend(verbs);
-                }
             }
         }
     }
