@@ -5,8 +5,10 @@
 //! - `upstream`: the same component bytes from a module directory whose manifest says
 //!   `mode = "upstream"`, which is how an operator reproduces kubevirt-velero-plugin exactly.
 //!
-//! Upstream's additional items are always a prefix of extended mode's; the extended lists below spell
-//! out what extended mode adds. The scenario data (`*_items` functions) is shared with any other
+//! Upstream's additional items are a prefix of extended mode's, except the Multus
+//! NetworkAttachmentDefinitions upstream appends since kubevirt-velero-plugin #426: extended mode
+//! followed them first and keeps them among its additions. The lists below spell out upstream's items,
+//! its networks, and what extended mode adds. The scenario data (`*_items` functions) is shared with any other
 //! transport that runs the same actions (the gRPC plugin path).
 
 use std::path::{Path, PathBuf};
@@ -201,12 +203,25 @@ fn annotation<'a>(item: &'a Value, key: &str) -> Option<&'a str> {
 
 /// Upstream's list, then what extended mode adds.
 fn expected(mode: Mode, upstream: &[&str], extended_adds: &[&str]) -> Vec<String> {
-    let mut all: Vec<String> = upstream.iter().map(|s| s.to_string()).collect();
-    if mode == Mode::Extended {
-        all.extend(extended_adds.iter().map(|s| s.to_string()));
-    }
-    all
+    with_networks(mode, upstream, &[], extended_adds)
 }
+
+/// Upstream's list, then in upstream mode the NetworkAttachmentDefinitions it appends after the
+/// credentials (#426), in extended mode what extended mode adds (those definitions among them).
+fn with_networks(
+    mode: Mode,
+    upstream: &[&str],
+    networks: &[&str],
+    extended_adds: &[&str],
+) -> Vec<String> {
+    let adds = match mode {
+        Mode::Upstream => networks,
+        Mode::Extended => extended_adds,
+    };
+    upstream.iter().chain(adds).map(|s| s.to_string()).collect()
+}
+
+const FEDORA_NETWORK: &str = "network-attachment-definitions.k8s.cni.cncf.io vm-workloads/storage-vlan200";
 
 // ---------------------------------------------------------------------------------------------
 // Scenario data (fixtures README), shared by every transport
@@ -216,7 +231,7 @@ const CR_PREFERENCE: &str = "fedora-web-01-fedora-secure-a47e9c10-58b3-4d2f-8e6a
 
 /// What a backup of the running VM `fedora-web-01` returns (nightly or metadata-only backup).
 fn fedora_vm_backup_items(mode: Mode) -> Vec<String> {
-    expected(
+    with_networks(
         mode,
         &[
             "controllerrevisions.apps vm-workloads/fedora-web-01-u1.medium-b1f0c3d2-6e4a-4f87-9d15-3c8e2a7f0b91-1",
@@ -235,18 +250,19 @@ fn fedora_vm_backup_items(mode: Mode) -> Vec<String> {
             "secrets vm-workloads/fedora-web-01-ssh-authorized-keys",
             "secrets vm-workloads/fedora-web-01-guest-passwords",
         ],
+        &[FEDORA_NETWORK],
         &[
             "virtualmachineclusterinstancetypes.instancetype.kubevirt.io /u1.medium",
             "virtualmachinepreferences.instancetype.kubevirt.io vm-workloads/fedora-secure",
             "datasources.cdi.kubevirt.io kubevirt-os-images/fedora",
-            "network-attachment-definitions.k8s.cni.cncf.io vm-workloads/storage-vlan200",
+            FEDORA_NETWORK,
         ],
     )
 }
 
 /// What a backup of the VMI `fedora-web-01` returns.
 fn fedora_vmi_backup_items(mode: Mode) -> Vec<String> {
-    expected(
+    with_networks(
         mode,
         &[
             "pods vm-workloads/virt-launcher-fedora-web-01-q7m2x",
@@ -262,13 +278,14 @@ fn fedora_vmi_backup_items(mode: Mode) -> Vec<String> {
             "secrets vm-workloads/fedora-web-01-ssh-authorized-keys",
             "secrets vm-workloads/fedora-web-01-guest-passwords",
         ],
-        &["network-attachment-definitions.k8s.cni.cncf.io vm-workloads/storage-vlan200"],
+        &[FEDORA_NETWORK],
+        &[FEDORA_NETWORK],
     )
 }
 
 /// What must be restored before the VM `fedora-web-01` (either Restore).
 fn fedora_vm_restore_items(mode: Mode) -> Vec<String> {
-    expected(
+    with_networks(
         mode,
         &[
             "controllerrevisions.apps vm-workloads/fedora-web-01-u1.medium-b1f0c3d2-6e4a-4f87-9d15-3c8e2a7f0b91-1",
@@ -285,18 +302,19 @@ fn fedora_vm_restore_items(mode: Mode) -> Vec<String> {
             "secrets vm-workloads/fedora-web-01-ssh-authorized-keys",
             "secrets vm-workloads/fedora-web-01-guest-passwords",
         ],
+        &[FEDORA_NETWORK],
         // The DataSource lives in another namespace: left to Velero's normal restore pass.
         &[
             "virtualmachineclusterinstancetypes.instancetype.kubevirt.io /u1.medium",
             "virtualmachinepreferences.instancetype.kubevirt.io vm-workloads/fedora-secure",
-            "network-attachment-definitions.k8s.cni.cncf.io vm-workloads/storage-vlan200",
+            FEDORA_NETWORK,
         ],
     )
 }
 
 /// What a backup of the stopped VM `win2k22-sql` returns.
 fn win2k22_vm_backup_items(mode: Mode) -> Vec<String> {
-    expected(
+    with_networks(
         mode,
         &[
             "controllerrevisions.apps vm-workloads/win2k22-sql-sql-large-e0a3d9c5-71b4-4f2e-86d0-4b9c2f7e1a83-3",
@@ -304,6 +322,8 @@ fn win2k22_vm_backup_items(mode: Mode) -> Vec<String> {
             "persistentvolumeclaims vm-workloads/win2k22-sql-rootdisk",
             "persistentvolumeclaims vm-workloads/persistent-state-for-win2k22-sql",
         ],
+        // A network of another namespace: upstream names it too.
+        &["network-attachment-definitions.k8s.cni.cncf.io db-net/sql-backend"],
         &[
             "virtualmachineinstancetypes.instancetype.kubevirt.io vm-workloads/sql-large",
             "virtualmachineclusterpreferences.instancetype.kubevirt.io /windows.2k22.virtio",
@@ -1175,7 +1195,7 @@ fn every_fixture_vmi_is_grouped_with_its_backup_graph_in_extended_mode_only() {
 // Registration (checklist 109) and extended mode's own action
 
 #[test]
-fn upstream_mode_registers_exactly_the_eleven_upstream_actions() {
+fn upstream_mode_registers_exactly_the_twelve_upstream_actions() {
     for mode in BOTH {
         let output = velero_wasm(mode, &["actions", "--json"]);
         assert!(
@@ -1222,6 +1242,11 @@ fn upstream_mode_registers_exactly_the_eleven_upstream_actions() {
                 "backup-volumesnapshot-action",
                 "BackupItemAction",
                 vec!["VolumeSnapshot"],
+            ),
+            (
+                "restore-nad-action",
+                "RestoreItemAction",
+                vec!["network-attachment-definition"],
             ),
             ("restore-pod-action", "RestoreItemAction", vec!["Pod"]),
             (
@@ -1282,6 +1307,79 @@ fn upstream_mode_registers_exactly_the_eleven_upstream_actions() {
     }
 }
 
+// ---------------------------------------------------------------------------------------------
+// NetworkAttachmentDefinitions at restore (upstream #431)
+
+/// The `netAttachDefName` in the CNI config of a restored NetworkAttachmentDefinition (`None`: the
+/// action returned the item unchanged), and the config text.
+fn restored_nad(mode: Mode, item: &str, restore_file: &str) -> Option<(String, String)> {
+    let done = restore(mode, "restore-nad-action", &fixture(item), restore_file).done();
+    assert_eq!(done["skipRestore"], false);
+    assert_eq!(
+        without(done["item"].clone(), &["/spec/config"]),
+        without(read(&fixture(item)), &["/spec/config"]),
+        "only spec.config changes"
+    );
+    let config = done["item"]["spec"]["config"].as_str().unwrap().to_string();
+    if config == read(&fixture(item))["spec"]["config"] {
+        return None;
+    }
+    let parsed: Value = serde_json::from_str(&config).unwrap();
+    Some((parsed["netAttachDefName"].as_str().unwrap().to_string(), config))
+}
+
+#[test]
+fn a_network_definition_restored_into_a_mapped_namespace_names_itself_there() {
+    const NAD: &str = "restore-inputs/nad-storage-vlan200.restore-input.json";
+    for mode in BOTH {
+        let (name, config) = restored_nad(mode, NAD, "restore-dr-copy.json").unwrap();
+        assert_eq!(name, "vm-workloads-dr/storage-vlan200", "{mode:?}");
+        // Upstream re-encodes the config as Go does, keys sorted; extended mode keeps their order.
+        let first_keys = match mode {
+            Mode::Upstream => r#"{"cniVersion":"0.3.1","mtu":1500,"name""#,
+            Mode::Extended => r#"{"cniVersion":"0.3.1","name":"storage-vlan200","type""#,
+        };
+        assert!(config.starts_with(first_keys), "{mode:?}: {config}");
+        assert_eq!(restored_nad(mode, NAD, "restore-default.json"), None, "{mode:?}");
+    }
+}
+
+#[test]
+fn a_network_definition_without_net_attach_def_name_is_restored_unchanged() {
+    for mode in BOTH {
+        assert_eq!(
+            restored_nad(
+                mode,
+                "restore-inputs/nad-mgmt-bridge.restore-input.json",
+                "restore-dr-copy.json"
+            ),
+            None,
+            "{mode:?}"
+        );
+    }
+}
+
+#[test]
+fn a_network_definition_with_an_unreadable_config_fails_upstream_and_is_restored_as_is_extended() {
+    let scratch = tempfile::tempdir().unwrap();
+    let item = scratch.path().join("nad.json");
+    std::fs::write(
+        &item,
+        r#"{"apiVersion":"k8s.cni.cncf.io/v1","kind":"NetworkAttachmentDefinition",
+            "metadata":{"name":"broken","namespace":"vm-workloads"},
+            "spec":{"config":"{\"netAttachDefName\": \"vm-workloads/broken\""}}"#,
+    )
+    .unwrap();
+    let e = restore(Mode::Upstream, "restore-nad-action", &item, "restore-dr-copy.json").error();
+    assert!(
+        e.contains("failed to unmarshal NAD config JSON: spec.config is not JSON"),
+        "{e}"
+    );
+    let done = restore(Mode::Extended, "restore-nad-action", &item, "restore-dr-copy.json").done();
+    assert_eq!(done["skipRestore"], false);
+    assert_eq!(done["item"], read(&item));
+}
+
 #[test]
 fn the_pod_restore_selector_leaves_other_pods_alone() {
     let scratch = tempfile::tempdir().unwrap();
@@ -1327,6 +1425,39 @@ fn kubevirt_operation_requests_are_not_restored_in_extended_mode() {
     ) {
         Outcome::Failed(2, e) => assert!(e.contains("restore-operation-action"), "{e}"),
         other => panic!("upstream mode has no such action, got {other:?}"),
+    }
+}
+
+#[test]
+fn changed_block_tracking_backups_and_trackers_are_not_restored_in_extended_mode() {
+    let scratch = tempfile::tempdir().unwrap();
+    for (kind, spec) in [
+        (
+            "VirtualMachineBackup",
+            r#"{"source":{"apiGroup":"kubevirt.io","kind":"VirtualMachine","name":"fedora-web-01"},"pvcName":"backup-target"}"#,
+        ),
+        (
+            "VirtualMachineBackupTracker",
+            r#"{"source":{"apiGroup":"kubevirt.io","kind":"VirtualMachine","name":"fedora-web-01"}}"#,
+        ),
+    ] {
+        let item = scratch.path().join(format!("{kind}.json"));
+        std::fs::write(
+            &item,
+            format!(
+                r#"{{"apiVersion":"backup.kubevirt.io/v1alpha1","kind":"{kind}",
+                    "metadata":{{"name":"nightly","namespace":"vm-workloads"}},"spec":{spec}}}"#
+            ),
+        )
+        .unwrap();
+        let result = restore(
+            Mode::Extended,
+            "restore-operation-action",
+            &item,
+            "restore-default.json",
+        )
+        .done();
+        assert_eq!(result["skipRestore"], true, "{kind}");
     }
 }
 

@@ -1,5 +1,5 @@
-//! The actions this component provides: upstream's names and selectors (its ten item actions and its
-//! VM item-block action), so replacing the upstream plugin image with velero-wasm is the whole
+//! The actions this component provides: upstream's names and selectors (its eleven item actions and
+//! its VM item-block action), so replacing the upstream plugin image with velero-wasm is the whole
 //! migration, plus extended mode's own.
 
 use velero_wasm_sdk::{ActionInfo, Kind, Selector, Verb};
@@ -22,6 +22,10 @@ pub const BACKUP_VOLUMESNAPSHOT: &str = "kubevirt-velero-plugin/backup-volumesna
 pub const BLOCK_VM: &str = "kubevirt-velero-plugin/block-vm-action";
 /// Item block: a VMI with its backup graph (extended mode only).
 pub const BLOCK_VMI: &str = "kubevirt-velero-plugin/block-vmi-action";
+/// Restore: map the namespace in a NetworkAttachmentDefinition's `netAttachDefName` (upstream #431).
+pub const RESTORE_NAD: &str = "kubevirt-velero-plugin/restore-nad-action";
+/// Upstream's selector for it: the CRD's singular resource name, which Velero resolves by discovery.
+pub const NETWORK_ATTACHMENT_DEFINITION: &str = "network-attachment-definition";
 /// Restore: skip KubeVirt operation requests (extended mode only).
 pub const RESTORE_OPERATION: &str = "kubevirt-velero-plugin/restore-operation-action";
 /// Restore: skip launcher and hotplug pods.
@@ -76,6 +80,9 @@ pub fn describe(mode: Mode) -> Vec<ActionInfo> {
             .description("puts a VM's VMI, launcher pod, disks and what else it needs in its item block, so the pod's freeze hooks run around the disks' backup")
             .needs_kube("pods", LIST)
             .needs_kube("persistentvolumeclaims", LIST),
+        ActionInfo::new(RESTORE_NAD, Kind::Restore)
+            .applies_to(Selector::resources(&[NETWORK_ATTACHMENT_DEFINITION]))
+            .description("maps the namespace in a NetworkAttachmentDefinition's netAttachDefName on a restore with namespaceMapping"),
         ActionInfo::new(RESTORE_POD, Kind::Restore)
             .applies_to(Selector::resources(&["Pod"]).labels(LAUNCHER_AND_HOTPLUG_PODS))
             .description("skips virt-launcher and hotplug pods: KubeVirt recreates them"),
@@ -105,7 +112,7 @@ pub fn describe(mode: Mode) -> Vec<ActionInfo> {
         actions.push(
             ActionInfo::new(RESTORE_OPERATION, Kind::Restore)
                 .applies_to(Selector::resources(&OPERATION_RESOURCES))
-                .description("skips KubeVirt operation requests (migrations, snapshots, restores, exports, clones)"),
+                .description("skips KubeVirt operation requests (migrations, snapshots, restores, exports, clones, CBT backups and their trackers)"),
         );
     }
     actions.sort_by(|a, b| a.name.cmp(&b.name));
@@ -121,7 +128,7 @@ mod tests {
     }
 
     #[test]
-    fn checklist_109_upstream_lists_exactly_its_eleven_actions_sorted() {
+    fn checklist_109_upstream_lists_exactly_its_twelve_actions_sorted() {
         assert_eq!(
             names(Mode::Upstream),
             [
@@ -131,6 +138,7 @@ mod tests {
                 BACKUP_VIRTUALMACHINEINSTANCE,
                 BACKUP_VOLUMESNAPSHOT,
                 BLOCK_VM,
+                RESTORE_NAD,
                 RESTORE_POD,
                 RESTORE_PVC,
                 RESTORE_VM,
@@ -147,13 +155,15 @@ mod tests {
             .iter()
             .filter(|a| matches!(a.kind, Kind::Restore))
             .count();
-        assert_eq!((backups, restores), (5, 5));
+        assert_eq!((backups, restores), (5, 6));
         let block = actions.iter().find(|a| a.name == BLOCK_VM).unwrap();
         assert!(matches!(block.kind, Kind::ItemBlock));
         assert_eq!(
             block.applies_to.included_resources,
             ["virtualmachines.kubevirt.io"]
         );
+        let nad = actions.iter().find(|a| a.name == RESTORE_NAD).unwrap();
+        assert_eq!(nad.applies_to.included_resources, ["network-attachment-definition"]);
         let pod = actions.iter().find(|a| a.name == RESTORE_POD).unwrap();
         assert_eq!(pod.applies_to.included_resources, ["Pod"]);
         assert_eq!(pod.applies_to.label_selector, LAUNCHER_AND_HOTPLUG_PODS);
@@ -170,7 +180,7 @@ mod tests {
     #[test]
     fn extended_adds_the_vmi_item_block_and_the_operation_skipper() {
         let names = names(Mode::Extended);
-        assert_eq!(names.len(), 13);
+        assert_eq!(names.len(), 14);
         assert!(names.contains(&BLOCK_VMI.to_string()));
         assert!(names.contains(&RESTORE_OPERATION.to_string()));
         let mut sorted = names.clone();

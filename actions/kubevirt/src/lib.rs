@@ -9,6 +9,7 @@ pub mod backup;
 pub mod catalog;
 pub mod context;
 pub mod fields;
+pub mod go_json;
 pub mod graph;
 pub mod item_block;
 pub mod keys;
@@ -75,6 +76,7 @@ pub fn run_restore(
         catalog::RESTORE_POD => Ok(restore::pod::restore()),
         catalog::RESTORE_PVC => Ok(restore::pvc::restore(&item)),
         catalog::RESTORE_VOLUMESNAPSHOT => Ok(restore::volumesnapshot::restore(&item)),
+        catalog::RESTORE_NAD => restore::network_attachment_definition::restore(ctx.mode, &item, &restore),
         catalog::RESTORE_OPERATION if ctx.extended() => Ok(restore::operations::restore(&item)),
         other => Err(unknown(other, ctx.mode)),
     }

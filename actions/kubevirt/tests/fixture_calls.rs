@@ -240,13 +240,13 @@ fn item_blocks_read_what_the_backup_graph_reads() {
             (
                 catalog::BLOCK_VM,
                 "cluster/vm-fedora-web-01.json",
-                15,
+                16,
                 vec![A6_PODS, A7_FEDORA],
             ),
             (
                 catalog::BLOCK_VM,
                 "cluster/vm-win2k22-sql.json",
-                4,
+                5,
                 vec!["list persistentvolumeclaims vm-workloads/persistent-state-for=win2k22-sql"],
             ),
             (

@@ -5,7 +5,10 @@
 //! Velero resolves resource names through API discovery; without a cluster we accept the forms that
 //! resolution accepts and that can be derived from the item itself: plural (`pods`), singular or kind
 //! (`pod`, `Pod`), each optionally qualified by the group (`deployments.apps`). Short names (`po`) are
-//! not known without discovery and never match.
+//! not known without discovery and never match. A CRD may spell its resource names with hyphens where
+//! its kind has none (Multus: kind `NetworkAttachmentDefinition`, resource
+//! `network-attachment-definitions`, singular `network-attachment-definition`), so an entry also
+//! matches with its hyphens removed.
 
 use label_selector::{LabelSelector, ParseError};
 
@@ -127,7 +130,10 @@ impl Forms {
 
     fn matches(&self, pattern: &str) -> bool {
         let pattern = pattern.to_ascii_lowercase();
-        let name_matches = |p: &str| self.names.iter().any(|n| glob(p, n));
+        let name_matches = |p: &str| {
+            let joined = p.replace('-', "");
+            self.names.iter().any(|n| glob(p, n) || glob(&joined, n))
+        };
         if name_matches(&pattern) {
             return true;
         }
@@ -160,6 +166,23 @@ mod tests {
         let mut s = Selector::default();
         f(&mut s);
         AppliesTo::new(&s).unwrap()
+    }
+
+    #[test]
+    fn hyphenated_crd_resource_names_match_their_kind() {
+        let nad = item("k8s.cni.cncf.io/v1", "NetworkAttachmentDefinition", "ns", &[]);
+        for entry in [
+            "network-attachment-definition",
+            "network-attachment-definitions",
+            "network-attachment-definitions.k8s.cni.cncf.io",
+        ] {
+            let a = sel(|s| s.included_resources = vec![entry.into()]);
+            assert!(a.check(&nad, "ns").is_ok(), "{entry}");
+        }
+        let other = sel(|s| s.included_resources = vec!["network-attachment-definitions.other.io".into()]);
+        assert!(other.check(&nad, "ns").is_err());
+        let pods = sel(|s| s.included_resources = vec!["network-attachment-definition".into()]);
+        assert!(pods.check(&item("v1", "Pod", "ns", &[]), "ns").is_err());
     }
 
     #[test]

@@ -6,10 +6,11 @@ use serde_json::Value;
 use velero_wasm_sdk::{Object, ResourceId};
 
 use crate::fields::{list, set, text};
+use crate::graph::networks;
 use crate::keys;
 use crate::resources::{
     id, CLUSTER_INSTANCETYPES, CLUSTER_PREFERENCES, CONFIG_MAPS, DATA_SOURCES, INSTANCETYPES,
-    NETWORK_ATTACHMENT_DEFINITIONS, PERSISTENT_VOLUME_CLAIMS, PREFERENCES, SECRETS,
+    PERSISTENT_VOLUME_CLAIMS, PREFERENCES, SECRETS,
     VIRTUAL_MACHINE_INSTANCE_PRESETS, VIRTUAL_MACHINE_INSTANCE_REPLICA_SETS, VIRTUAL_MACHINE_POOLS,
     VOLUME_SNAPSHOTS,
 };
@@ -63,8 +64,8 @@ pub fn vmi_followers(vmi: &Object, spec: &Value) -> Vec<ResourceId> {
 
 /// What a VMI spec refers to beyond upstream's volume mapping, in volume order: ephemeral volumes'
 /// PVCs, sysprep ConfigMaps and Secrets, containerDisk pull Secrets; then the kernel-boot container's
-/// pull Secret; then each Multus network's NetworkAttachmentDefinition (`name` in the item's
-/// namespace, or `namespace/name`).
+/// pull Secret; then each Multus network's NetworkAttachmentDefinition ([`networks`]; upstream
+/// follows those too since #426, but after the credentials, so extended mode keeps its own place).
 pub fn spec_followers(namespace: &str, spec: &Value) -> Vec<ResourceId> {
     let mut items = Vec::new();
     for volume in volumes(spec) {
@@ -108,13 +109,7 @@ pub fn spec_followers(namespace: &str, spec: &Value) -> Vec<ResourceId> {
             ),
         ));
     }
-    for network in list(spec, "/networks") {
-        if set(network, "/multus").is_some() {
-            let name = text(network, "/multus/networkName");
-            let (nad_namespace, nad_name) = name.split_once('/').unwrap_or((namespace, name));
-            items.push(id(NETWORK_ATTACHMENT_DEFINITIONS, nad_namespace, nad_name));
-        }
-    }
+    items.extend(networks::network_items(namespace, spec));
     items
 }
 

@@ -1,12 +1,14 @@
 //! The dependency graphs (docs/kubevirt.md#s4-9): the objects Velero must back up (or restore first) together
 //! with a VM, a VMI or a DataVolume, in upstream's exact order. Extended mode then appends the
 //! [`followers`] upstream misses and drops duplicates and empty names (docs/kubevirt.md#s8-9), so upstream's list
-//! is always a prefix of the extended one.
+//! is a prefix of the extended one — except for the Multus NetworkAttachmentDefinitions, which upstream
+//! appends after the credentials and extended mode (which followed them first) keeps among its followers.
 
 pub mod backend;
 pub mod credentials;
 pub mod followers;
 pub mod launcher;
+pub mod networks;
 pub mod revisions;
 pub mod volumes;
 
@@ -195,7 +197,9 @@ pub fn vmi_restore(ctx: &Context, vmi: &Object) -> Result<Vec<ResourceId>, Strin
     Ok(finish(ctx.mode, items))
 }
 
-/// Steps 4–6 of every graph: each volume's objects, the backend PVC if needed, the credentials.
+/// Steps 4–7 of every graph: each volume's objects, the backend PVC if needed, the credentials, and
+/// (upstream mode) the Multus networks' NetworkAttachmentDefinitions. Extended mode followed those
+/// before upstream did, among its [`followers`], and keeps them there so that its lists do not change.
 fn instance_items(
     ctx: &Context,
     ns: &str,
@@ -218,6 +222,9 @@ fn instance_items(
         ns,
         list(spec, "/accessCredentials"),
     ));
+    if !ctx.extended() {
+        items.extend(networks::network_items(ns, spec));
+    }
 }
 
 /// At restore Velero can only restore additional items from the backup, under their original

@@ -2,6 +2,7 @@
 //! share.
 
 pub mod identity;
+pub mod network_attachment_definition;
 pub mod operations;
 pub mod pod;
 pub mod pvc;
