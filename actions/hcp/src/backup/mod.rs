@@ -20,7 +20,7 @@ pub enum Outcome {
     /// Stored as changed.
     Changed(Object),
     /// Left out of the backup: the item carries `velero.io/skip-from-backup`, which Velero honours
-    /// after 1.18 (earlier versions store it unchanged but for that annotation).
+    /// from 1.18.1 (earlier versions store it unchanged but for that annotation).
     Excluded(Object),
     /// An asynchronous operation started (BackupItemAction v2): the item as changed, the id, and the
     /// items Velero backs up again once the operation has ended.
