@@ -221,7 +221,8 @@ fn with_networks(
     upstream.iter().chain(adds).map(|s| s.to_string()).collect()
 }
 
-const FEDORA_NETWORK: &str = "network-attachment-definitions.k8s.cni.cncf.io vm-workloads/storage-vlan200";
+const FEDORA_NETWORK: &str =
+    "network-attachment-definitions.k8s.cni.cncf.io vm-workloads/storage-vlan200";
 
 // ---------------------------------------------------------------------------------------------
 // Scenario data (fixtures README), shared by every transport
@@ -1325,7 +1326,10 @@ fn restored_nad(mode: Mode, item: &str, restore_file: &str) -> Option<(String, S
         return None;
     }
     let parsed: Value = serde_json::from_str(&config).unwrap();
-    Some((parsed["netAttachDefName"].as_str().unwrap().to_string(), config))
+    Some((
+        parsed["netAttachDefName"].as_str().unwrap().to_string(),
+        config,
+    ))
 }
 
 #[test]
@@ -1340,7 +1344,11 @@ fn a_network_definition_restored_into_a_mapped_namespace_names_itself_there() {
             Mode::Extended => r#"{"cniVersion":"0.3.1","name":"storage-vlan200","type""#,
         };
         assert!(config.starts_with(first_keys), "{mode:?}: {config}");
-        assert_eq!(restored_nad(mode, NAD, "restore-default.json"), None, "{mode:?}");
+        assert_eq!(
+            restored_nad(mode, NAD, "restore-default.json"),
+            None,
+            "{mode:?}"
+        );
     }
 }
 
@@ -1370,12 +1378,24 @@ fn a_network_definition_with_an_unreadable_config_fails_upstream_and_is_restored
             "spec":{"config":"{\"netAttachDefName\": \"vm-workloads/broken\""}}"#,
     )
     .unwrap();
-    let e = restore(Mode::Upstream, "restore-nad-action", &item, "restore-dr-copy.json").error();
+    let e = restore(
+        Mode::Upstream,
+        "restore-nad-action",
+        &item,
+        "restore-dr-copy.json",
+    )
+    .error();
     assert!(
         e.contains("failed to unmarshal NAD config JSON: spec.config is not JSON"),
         "{e}"
     );
-    let done = restore(Mode::Extended, "restore-nad-action", &item, "restore-dr-copy.json").done();
+    let done = restore(
+        Mode::Extended,
+        "restore-nad-action",
+        &item,
+        "restore-dr-copy.json",
+    )
+    .done();
     assert_eq!(done["skipRestore"], false);
     assert_eq!(done["item"], read(&item));
 }

@@ -101,6 +101,60 @@ async fn c02_the_handshake_line_names_a_socket_that_already_accepts() {
     plugin.shutdown().await;
 }
 
+/// A go-plugin 1.6+ client that asks for broker multiplexing (`PLUGIN_MULTIPLEX_GRPC`, which Velero
+/// never sets) reads a seventh handshake field; a Go server answers `true`, we answer `false`, so
+/// such a client stops with go-plugin's own "plugin does not support the feature".
+#[tokio::test(flavor = "multi_thread")]
+async fn a_client_asking_for_broker_multiplexing_is_told_it_is_not_supported() {
+    let plugin = start(ARGS_1_15, &[("PLUGIN_MULTIPLEX_GRPC", "true")]);
+    let fields: Vec<&str> = plugin.handshake.split('|').collect();
+    assert_eq!(fields.len(), 7, "{}", plugin.handshake);
+    assert_eq!(fields[6], "false");
+    // The connection still serves a client that did not insist.
+    assert!(!plugin.list().await.is_empty());
+    let session = plugin.shutdown().await;
+    assert!(
+        session.stderr.contains("PLUGIN_MULTIPLEX_GRPC"),
+        "{}",
+        session.stderr
+    );
+}
+
+/// `PLUGIN_UNIX_SOCKET_GROUP` (go-plugin's `UnixSocketConfig.Group`): the socket belongs to that
+/// group and the group may connect, as a Go plugin's does; a group that does not exist stops the
+/// start with a message naming the variable.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_socket_group_from_the_client_owns_the_socket() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    #[allow(unsafe_code)]
+    // SAFETY: getgid has no preconditions.
+    let gid = unsafe { libc::getgid() };
+    let plugin = start(ARGS_1_15, &[("PLUGIN_UNIX_SOCKET_GROUP", &gid.to_string())]);
+    let meta = std::fs::metadata(&plugin.socket).unwrap();
+    assert_eq!(meta.gid(), gid);
+    assert_eq!(meta.permissions().mode() & 0o777, 0o660);
+    plugin.shutdown().await;
+
+    let mut command = Command::new(binary());
+    let output = support::run::hermetic(&mut command)
+        .env("VELERO_PLUGIN", "hello")
+        .env("PLUGIN_UNIX_SOCKET_GROUP", "no-such-group-velero-wasm")
+        .env("PLUGIN_UNIX_SOCKET_DIR", std::env::temp_dir())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    assert!(output.stdout.is_empty(), "no handshake line");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    // The error line is JSON (hclog), so the variable's quoted value appears escaped.
+    assert!(
+        stderr.contains("PLUGIN_UNIX_SOCKET_GROUP=")
+            && stderr.contains("no-such-group-velero-wasm")
+            && stderr.contains("no group of that name exists"),
+        "{stderr}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn c03_starts_with_velero_1_14_and_1_15_arguments() {
     for args in [ARGS_1_14, ARGS_1_15, &[][..]] {

@@ -361,7 +361,23 @@ impl RestoreResponse {
         self.additional_items.extend(items);
         self
     }
+
+    /// Restores `item` and asks Velero to restore this response's additional items even where the
+    /// restore's resource and namespace filters exclude them: the item carries
+    /// [`MUST_INCLUDE_ADDITIONAL_ITEMS`]` = "true"`, which Velero removes before creating it. Only
+    /// Velero `main` since July 2026 (velero-io/velero #10082, after v1.18.2) reads the annotation;
+    /// older releases create the item with the annotation on it and keep filtering.
+    pub fn with_item_including_additional(item: &Object) -> Self {
+        let mut item = item.clone();
+        item.set_annotation(MUST_INCLUDE_ADDITIONAL_ITEMS, "true");
+        RestoreResponse::with_item(&item)
+    }
 }
+
+/// The annotation a restore action puts on its returned item so that Velero restores the action's
+/// additional items whatever the restore's filters say (see
+/// [`RestoreResponse::with_item_including_additional`]).
+pub const MUST_INCLUDE_ADDITIONAL_ITEMS: &str = "restore.velero.io/must-include-additional-items";
 
 /// Random bytes from the host.
 pub mod random {
@@ -397,5 +413,29 @@ pub mod random {
             &hex[16..20],
             &hex[20..32]
         )
+    }
+}
+
+#[cfg(test)]
+mod response_tests {
+    use super::*;
+
+    #[test]
+    fn a_restore_response_can_exempt_its_additional_items_from_the_filters() {
+        let item = Object::parse(
+            r#"{"kind":"VirtualMachine","metadata":{"name":"vm","annotations":{"a":"b"}}}"#,
+        )
+        .unwrap();
+        let out = RestoreResponse::with_item_including_additional(&item)
+            .additional(vec![ResourceId::new("", "secrets", "ns", "s")]);
+        let returned = Object::parse(out.item.as_deref().unwrap()).unwrap();
+        assert_eq!(
+            returned.annotation(MUST_INCLUDE_ADDITIONAL_ITEMS),
+            Some("true")
+        );
+        assert_eq!(returned.annotation("a"), Some("b"));
+        assert_eq!(out.additional_items.len(), 1);
+        assert!(!out.skip_restore);
+        assert_eq!(item.annotation(MUST_INCLUDE_ADDITIONAL_ITEMS), None);
     }
 }

@@ -170,7 +170,12 @@ mod tests {
 
     #[test]
     fn hyphenated_crd_resource_names_match_their_kind() {
-        let nad = item("k8s.cni.cncf.io/v1", "NetworkAttachmentDefinition", "ns", &[]);
+        let nad = item(
+            "k8s.cni.cncf.io/v1",
+            "NetworkAttachmentDefinition",
+            "ns",
+            &[],
+        );
         for entry in [
             "network-attachment-definition",
             "network-attachment-definitions",
@@ -179,7 +184,8 @@ mod tests {
             let a = sel(|s| s.included_resources = vec![entry.into()]);
             assert!(a.check(&nad, "ns").is_ok(), "{entry}");
         }
-        let other = sel(|s| s.included_resources = vec!["network-attachment-definitions.other.io".into()]);
+        let other =
+            sel(|s| s.included_resources = vec!["network-attachment-definitions.other.io".into()]);
         assert!(other.check(&nad, "ns").is_err());
         let pods = sel(|s| s.included_resources = vec!["network-attachment-definition".into()]);
         assert!(pods.check(&item("v1", "Pod", "ns", &[]), "ns").is_err());

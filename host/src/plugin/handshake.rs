@@ -123,6 +123,14 @@ pub enum StartError {
     /// stdout is gone.
     #[error("cannot write the handshake line to stdout: {0}")]
     Stdout(#[source] std::io::Error),
+    /// `PLUGIN_UNIX_SOCKET_GROUP` names no group, or the socket cannot be handed to it.
+    #[error("PLUGIN_UNIX_SOCKET_GROUP={group:?}: {reason}")]
+    SocketGroup {
+        /// The variable's value.
+        group: String,
+        /// Why it cannot be used.
+        reason: String,
+    },
 }
 
 /// Checks the magic cookie and the environment a go-plugin client sets.
@@ -146,6 +154,67 @@ pub fn socket_dir(lookup: impl Fn(&str) -> Option<String>) -> PathBuf {
 
 /// The socket's permissions: only our user (Velero's) may connect.
 pub const SOCKET_MODE: u32 = 0o600;
+/// The socket's permissions when the client named a group (`PLUGIN_UNIX_SOCKET_GROUP`): that group
+/// may connect too, as with a Go plugin.
+pub const GROUP_SOCKET_MODE: u32 = 0o660;
+
+/// Whether the client asked for gRPC broker multiplexing (`PLUGIN_MULTIPLEX_GRPC`, any non-empty value,
+/// as a Go server reads it). Velero never does; go-plugin 1.6 and later clients may. We do not
+/// multiplex the broker (Velero's plugins never use the broker), so the handshake line says so.
+pub fn multiplex_asked(lookup: impl Fn(&str) -> Option<String>) -> bool {
+    lookup("PLUGIN_MULTIPLEX_GRPC").is_some_and(|v| !v.is_empty())
+}
+
+/// The group the socket must be handed to (`PLUGIN_UNIX_SOCKET_GROUP`, a group name or a numeric id,
+/// as go-plugin accepts), or `None` when the variable is unset or empty. Velero never sets it; a
+/// go-plugin client that runs plugins as another user of a shared group does.
+pub fn socket_group(lookup: impl Fn(&str) -> Option<String>) -> Result<Option<u32>, StartError> {
+    let Some(group) = lookup("PLUGIN_UNIX_SOCKET_GROUP").filter(|g| !g.is_empty()) else {
+        return Ok(None);
+    };
+    if let Ok(gid) = group.parse::<u32>() {
+        return Ok(Some(gid));
+    }
+    group_id(&group)
+        .map(Some)
+        .map_err(|reason| StartError::SocketGroup { group, reason })
+}
+
+/// The id of the group named `name`, from the system's group database.
+fn group_id(name: &str) -> Result<u32, String> {
+    let c_name =
+        std::ffi::CString::new(name).map_err(|_| "a group name has no NUL byte".to_string())?;
+    let mut buffer = vec![0u8; 1024];
+    loop {
+        // SAFETY: every pointer is valid for the call: `c_name` is NUL-terminated, `group` and
+        // `found` are local, and `buffer` is writable for the length passed. The strings getgrnam_r
+        // stores in `group` point into `buffer` and are not read after it.
+        #[allow(unsafe_code)]
+        let (code, found) = unsafe {
+            let mut group: libc::group = std::mem::zeroed();
+            let mut found: *mut libc::group = std::ptr::null_mut();
+            let code = libc::getgrnam_r(
+                c_name.as_ptr(),
+                &mut group,
+                buffer.as_mut_ptr().cast(),
+                buffer.len(),
+                &mut found,
+            );
+            (code, (!found.is_null()).then_some(group.gr_gid))
+        };
+        match (code, found) {
+            (libc::ERANGE, _) if buffer.len() < 1 << 20 => buffer.resize(buffer.len() * 4, 0),
+            (0, Some(gid)) => return Ok(gid),
+            (0, None) => return Err("no group of that name exists".to_string()),
+            (code, _) => {
+                return Err(format!(
+                    "the group database cannot be read: {}",
+                    std::io::Error::from_raw_os_error(code)
+                ))
+            }
+        }
+    }
+}
 
 /// The path of our Unix socket; the socket file is removed when this is dropped.
 pub struct Socket {
@@ -155,9 +224,9 @@ pub struct Socket {
 
 impl Socket {
     /// Binds a new socket at a fresh path `<dir>/plugin<random digits>`, trying other names if one is
-    /// taken, and makes it [`SOCKET_MODE`] whatever the umask. The listener accepts connections from
-    /// now on.
-    pub fn bind(dir: &Path) -> Result<(UnixListener, Socket), StartError> {
+    /// taken, and makes it [`SOCKET_MODE`] whatever the umask — or, given a `group`, hands it to that
+    /// group with [`GROUP_SOCKET_MODE`]. The listener accepts connections from now on.
+    pub fn bind(dir: &Path, group: Option<u32>) -> Result<(UnixListener, Socket), StartError> {
         use std::os::unix::fs::PermissionsExt;
         let mut last = None;
         for _ in 0..16 {
@@ -166,11 +235,21 @@ impl Socket {
                 Ok(listener) => {
                     let socket = Socket { path };
                     // Before the path is announced; the socket is removed (dropped) if this fails.
-                    std::fs::set_permissions(
-                        &socket.path,
-                        std::fs::Permissions::from_mode(SOCKET_MODE),
-                    )
-                    .map_err(|source| StartError::Listen {
+                    if let Some(gid) = group {
+                        std::os::unix::fs::chown(&socket.path, None, Some(gid)).map_err(|e| {
+                            StartError::SocketGroup {
+                                group: gid.to_string(),
+                                reason: format!("cannot hand the socket to the group: {e}"),
+                            }
+                        })?;
+                    }
+                    let mode = if group.is_some() {
+                        GROUP_SOCKET_MODE
+                    } else {
+                        SOCKET_MODE
+                    };
+                    std::fs::set_permissions(&socket.path, std::fs::Permissions::from_mode(mode))
+                        .map_err(|source| StartError::Listen {
                         dir: dir.to_path_buf(),
                         source,
                     })?;
@@ -212,17 +291,24 @@ fn random_digits() -> u64 {
 }
 
 /// The handshake line: `1|2|unix|<path>|grpc|` (the empty 6th field is the unused server certificate).
-pub fn line(socket_path: &Path) -> String {
-    format!(
+/// When the client asked for broker multiplexing ([`multiplex_asked`]) a 7th field answers it, as only
+/// such a client reads one: `false`, so a go-plugin client that requires it stops with its own
+/// "plugin does not support the feature" error instead of misreading the connection.
+pub fn line(socket_path: &Path, multiplex_asked: bool) -> String {
+    let mut line = format!(
         "{CORE_PROTOCOL_VERSION}|{APP_PROTOCOL_VERSION}|unix|{}|grpc|",
         socket_path.display()
-    )
+    );
+    if multiplex_asked {
+        line.push_str("|false");
+    }
+    line
 }
 
 /// Writes the handshake line to stdout and flushes it. Nothing else is ever written to stdout.
-pub fn announce(socket_path: &Path) -> Result<(), StartError> {
+pub fn announce(socket_path: &Path, multiplex_asked: bool) -> Result<(), StartError> {
     let mut out = std::io::stdout().lock();
-    writeln!(out, "{}", line(socket_path))
+    writeln!(out, "{}", line(socket_path, multiplex_asked))
         .and_then(|()| out.flush())
         .map_err(StartError::Stdout)
 }
@@ -354,9 +440,21 @@ mod tests {
     #[test]
     fn the_line_has_the_fields_go_plugin_expects() {
         assert_eq!(
-            line(Path::new("/tmp/plugin42")),
+            line(Path::new("/tmp/plugin42"), false),
             "1|2|unix|/tmp/plugin42|grpc|"
         );
+        assert_eq!(
+            line(Path::new("/tmp/plugin42"), true),
+            "1|2|unix|/tmp/plugin42|grpc||false"
+        );
+        let env =
+            |v: &'static str| move |k: &str| (k == "PLUGIN_MULTIPLEX_GRPC").then(|| v.to_string());
+        assert!(multiplex_asked(env("true")));
+        assert!(
+            multiplex_asked(env("false")),
+            "a Go server answers whatever the value"
+        );
+        assert!(!multiplex_asked(env("")));
         assert!(client_accepts_v2(Some("2")));
         assert!(client_accepts_v2(Some("1, 2")));
         assert!(!client_accepts_v2(Some("1")));
@@ -366,8 +464,8 @@ mod tests {
     #[tokio::test]
     async fn sockets_get_fresh_names_and_are_removed() {
         let dir = tempfile::tempdir().unwrap();
-        let (_listener_a, a) = Socket::bind(dir.path()).unwrap();
-        let (_listener_b, b) = Socket::bind(dir.path()).unwrap();
+        let (_listener_a, a) = Socket::bind(dir.path(), None).unwrap();
+        let (_listener_b, b) = Socket::bind(dir.path(), None).unwrap();
         assert_ne!(a.path, b.path);
         assert!(a
             .path
@@ -389,5 +487,36 @@ mod tests {
         );
         drop(a);
         assert!(!path.exists());
+    }
+
+    #[tokio::test]
+    async fn a_socket_group_gets_the_socket_and_group_access() {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let dir = tempfile::tempdir().unwrap();
+        #[allow(unsafe_code)]
+        // SAFETY: getgid has no preconditions.
+        let gid = unsafe { libc::getgid() };
+        let (_listener, socket) = Socket::bind(dir.path(), Some(gid)).unwrap();
+        let meta = std::fs::metadata(&socket.path).unwrap();
+        assert_eq!(meta.gid(), gid);
+        assert_eq!(meta.permissions().mode() & 0o777, GROUP_SOCKET_MODE);
+    }
+
+    #[test]
+    fn socket_groups_are_numbers_or_names() {
+        let env = |v: &'static str| {
+            move |k: &str| (k == "PLUGIN_UNIX_SOCKET_GROUP").then(|| v.to_string())
+        };
+        assert_eq!(socket_group(env("")).unwrap(), None);
+        assert_eq!(socket_group(|_| None).unwrap(), None);
+        assert_eq!(socket_group(env("1234")).unwrap(), Some(1234));
+        assert_eq!(socket_group(env("root")).unwrap(), Some(0));
+        let e = socket_group(env("no-such-group-velero-wasm"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("PLUGIN_UNIX_SOCKET_GROUP=\"no-such-group-velero-wasm\": no group"),
+            "{e}"
+        );
     }
 }

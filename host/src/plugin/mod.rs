@@ -172,7 +172,9 @@ async fn serve(args: PluginArgs, parent: u32) -> anyhow::Result<()> {
         tracing::error!("{STOCK_ENV}: {unknown}; loading only {stock}");
     }
 
-    let (listener, socket) = Socket::bind(&handshake::socket_dir(|k| std::env::var(k).ok()))?;
+    let env = |k: &str| std::env::var(k).ok();
+    let (listener, socket) =
+        Socket::bind(&handshake::socket_dir(env), handshake::socket_group(env)?)?;
     let shutdown = Arc::new(Notify::new());
     let dispatch = Dispatch::new(runtime.clone());
     let retired_from = listing.as_ref().map(Listing::load);
@@ -197,7 +199,14 @@ async fn serve(args: PluginArgs, parent: u32) -> anyhow::Result<()> {
     let mut interrupt = signal(SignalKind::interrupt())?;
     let mut hangup = signal(SignalKind::hangup())?;
     let mut parent_check = tokio::time::interval(PARENT_CHECK);
-    handshake::announce(&socket.path)?;
+    let multiplex_asked = handshake::multiplex_asked(env);
+    if multiplex_asked {
+        tracing::warn!(
+            "PLUGIN_MULTIPLEX_GRPC is set: velero-wasm does not multiplex go-plugin's broker (Velero never asks for it); \
+             the handshake line answers false"
+        );
+    }
+    handshake::announce(&socket.path, multiplex_asked)?;
     tracing::info!(
         kinds = %listed_kinds,
         stock = %stock,
