@@ -163,7 +163,10 @@ mod tests {
             ["virtualmachines.kubevirt.io"]
         );
         let nad = actions.iter().find(|a| a.name == RESTORE_NAD).unwrap();
-        assert_eq!(nad.applies_to.included_resources, ["network-attachment-definition"]);
+        assert_eq!(
+            nad.applies_to.included_resources,
+            ["network-attachment-definition"]
+        );
         let pod = actions.iter().find(|a| a.name == RESTORE_POD).unwrap();
         assert_eq!(pod.applies_to.included_resources, ["Pod"]);
         assert_eq!(pod.applies_to.label_selector, LAUNCHER_AND_HOTPLUG_PODS);

@@ -76,7 +76,9 @@ pub fn run_restore(
         catalog::RESTORE_POD => Ok(restore::pod::restore()),
         catalog::RESTORE_PVC => Ok(restore::pvc::restore(&item)),
         catalog::RESTORE_VOLUMESNAPSHOT => Ok(restore::volumesnapshot::restore(&item)),
-        catalog::RESTORE_NAD => restore::network_attachment_definition::restore(ctx.mode, &item, &restore),
+        catalog::RESTORE_NAD => {
+            restore::network_attachment_definition::restore(ctx.mode, &item, &restore)
+        }
         catalog::RESTORE_OPERATION if ctx.extended() => Ok(restore::operations::restore(&item)),
         other => Err(unknown(other, ctx.mode)),
     }

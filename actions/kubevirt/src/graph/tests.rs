@@ -248,15 +248,25 @@ fn checklist_114_upstream_appends_network_definitions_after_the_credentials() {
     let nad = "network-attachment-definitions.k8s.cni.cncf.io vm-workloads/vlan200";
     let item = vm("vm1", spec.clone(), json!({}));
     let standalone = vmi("vm1", json!({}), spec, json!({"phase": "Running"}));
-    let c_pod = FakeCluster::new().with(PODS, launcher("virt-launcher-vm1-abcde", "vm1", json!({})));
+    let c_pod =
+        FakeCluster::new().with(PODS, launcher("virt-launcher-vm1-abcde", "vm1", json!({})));
     let upstream = Context::new(&c, Mode::Upstream);
-    let want = ["persistentvolumeclaims vm-workloads/x", "secrets vm-workloads/k", nad];
+    let want = [
+        "persistentvolumeclaims vm-workloads/x",
+        "secrets vm-workloads/k",
+        nad,
+    ];
     assert_eq!(names(&vm_backup(&upstream, &item).unwrap()), want);
     assert_eq!(names(&vm_restore(&upstream, &item).unwrap()), want);
     assert_eq!(names(&vmi_restore(&upstream, &standalone).unwrap()), want);
     assert_eq!(
         names(&vmi_backup(&Context::new(&c_pod, Mode::Upstream), &standalone).unwrap()),
-        ["pods vm-workloads/virt-launcher-vm1-abcde", want[0], want[1], nad]
+        [
+            "pods vm-workloads/virt-launcher-vm1-abcde",
+            want[0],
+            want[1],
+            nad
+        ]
     );
     // Extended mode keeps the definition where it had it before upstream followed it: among its
     // followers, after the pull Secret upstream does not follow.

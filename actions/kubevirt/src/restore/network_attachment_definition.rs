@@ -221,9 +221,11 @@ mod tests {
             let out = restore(mode, &item, &r).unwrap();
             assert!(!out.skip_restore);
             let mut got = Object::parse(out.item.as_deref().unwrap()).unwrap();
-            let config: Value =
-                serde_json::from_str(got.str_at("/spec/config").unwrap()).unwrap();
-            assert_eq!(config["netAttachDefName"], "testns-restored/nad-1", "{mode:?}");
+            let config: Value = serde_json::from_str(got.str_at("/spec/config").unwrap()).unwrap();
+            assert_eq!(
+                config["netAttachDefName"], "testns-restored/nad-1",
+                "{mode:?}"
+            );
             got.set("/spec/config", json!(OVN)).unwrap();
             assert_eq!(got, item, "{mode:?}");
         }
@@ -254,10 +256,26 @@ mod tests {
             &r,
             "has no netAttachDefName",
         );
-        keep(json!(r#"{"netAttachDefName":"nad-1"}"#), &r, "not of the form namespace/name");
-        keep(json!(r#"{"netAttachDefName":"testns/a/b"}"#), &r, "not of the form");
-        keep(json!(r#"{"netAttachDefName":""}"#), &r, "not a non-empty string");
-        keep(json!(r#"{"netAttachDefName":7}"#), &r, "not a non-empty string");
+        keep(
+            json!(r#"{"netAttachDefName":"nad-1"}"#),
+            &r,
+            "not of the form namespace/name",
+        );
+        keep(
+            json!(r#"{"netAttachDefName":"testns/a/b"}"#),
+            &r,
+            "not of the form",
+        );
+        keep(
+            json!(r#"{"netAttachDefName":""}"#),
+            &r,
+            "not a non-empty string",
+        );
+        keep(
+            json!(r#"{"netAttachDefName":7}"#),
+            &r,
+            "not a non-empty string",
+        );
         keep(json!(""), &r, "empty");
         keep(json!("null"), &r, "JSON null");
         keep(Value::Null, &r, "no spec.config");
@@ -272,8 +290,14 @@ mod tests {
         let r = restore_mapping(json!({"testns": "testns-restored"}));
         for (config, why) in [
             (json!("{not json"), "spec.config is not JSON: "),
-            (json!("[1, 2]"), "spec.config holds an array in JSON, not an object"),
-            (json!({"cniVersion": "0.3.1"}), "spec.config is an object, not a string"),
+            (
+                json!("[1, 2]"),
+                "spec.config holds an array in JSON, not an object",
+            ),
+            (
+                json!({"cniVersion": "0.3.1"}),
+                "spec.config is an object, not a string",
+            ),
         ] {
             let e = restore(Mode::Upstream, &nad(config.clone()), &r).unwrap_err();
             assert!(
