@@ -6,8 +6,9 @@
 use std::path::{Path, PathBuf};
 
 use kubevirt::resources::{
-    CONFIG_MAPS, CONTROLLER_REVISIONS, DATA_VOLUMES, PERSISTENT_VOLUME_CLAIMS, PODS, SECRETS,
-    SERVICE_ACCOUNTS, VIRTUAL_MACHINES, VIRTUAL_MACHINE_INSTANCES, VOLUME_SNAPSHOTS,
+    CONFIG_MAPS, CONTROLLER_REVISIONS, DATA_VOLUMES, NETWORK_ATTACHMENT_DEFINITIONS,
+    PERSISTENT_VOLUME_CLAIMS, PODS, SECRETS, SERVICE_ACCOUNTS, VIRTUAL_MACHINES,
+    VIRTUAL_MACHINE_INSTANCES, VOLUME_SNAPSHOTS,
 };
 use kubevirt::{catalog, run_backup, run_related_items, run_restore, Context, Mode};
 use velero_wasm_sdk::{Api, FakeCluster, Object};
@@ -25,6 +26,7 @@ fn api_of(kind: &str) -> Api {
         "ConfigMap" => CONFIG_MAPS,
         "ControllerRevision" => CONTROLLER_REVISIONS,
         "DataVolume" => DATA_VOLUMES,
+        "NetworkAttachmentDefinition" => NETWORK_ATTACHMENT_DEFINITIONS,
         "PersistentVolumeClaim" => PERSISTENT_VOLUME_CLAIMS,
         "Pod" => PODS,
         "Secret" => SECRETS,
