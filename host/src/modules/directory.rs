@@ -103,8 +103,18 @@ fn scan_once(dir: &Path, trusted: Option<&TrustedKeys>) -> std::io::Result<Direc
             Err(problem) => scan.problems.push((path.clone(), problem)),
         }
     }
+    // `module pack` gzips components for ConfigMaps read through the API; mounted as files, such a
+    // ConfigMap would otherwise read as an override (its manifest without a `.wasm`).
+    let packed = |p: &Path| p.with_extension(super::compression::COMPRESSED_EXTENSION);
     for path in files.iter().filter(|p| has(p, "toml")) {
         if files.contains(&path.with_extension("wasm")) {
+            continue;
+        }
+        if files.contains(&packed(path)) {
+            scan.problems.push((
+                packed(path),
+                "a compressed component, as `velero-wasm module pack` writes for module ConfigMaps read through the API; a module directory takes the <name>.wasm itself (apply the packed ConfigMap instead of mounting it, or gunzip the file)".to_string(),
+            ));
             continue;
         }
         let Some(name) = path.file_stem().and_then(|s| s.to_str()) else {
