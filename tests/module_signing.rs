@@ -486,7 +486,8 @@ fn a_signed_manifest_alone_verifies_with_no_component() {
 }
 
 /// `module verify` refuses what the host refuses to load from a module ConfigMap — a key in both
-/// `data` and `binaryData`, a key that is not the module's, more than 1 MiB decoded — with the
+/// `data` and `binaryData`, a key that is not the module's, more than 1 MiB decoded, a compressed
+/// component that expands beyond 8 MiB — with the
 /// host's reason, and a control character in a name reaches the terminal escaped.
 #[test]
 fn verify_refuses_exactly_what_the_host_refuses() {
@@ -519,6 +520,15 @@ fn verify_refuses_exactly_what_the_host_refuses() {
                     serde_json::json!({"kubevirt.wasm": encoded(&vec![0u8; 1_300_000])})
             }),
             "the most a module ConfigMap may hold",
+        ),
+        (
+            "a decompression bomb",
+            Box::new(|cm: &mut Value| {
+                let zeros = vec![0u8; (8 << 20) + 1];
+                let bomb = velero_wasm::modules::compression::compress(&zeros).unwrap();
+                cm["binaryData"] = serde_json::json!({"kubevirt.wasm.gz": encoded(&bomb)})
+            }),
+            "kubevirt.wasm.gz: expands to more than 8388608 bytes",
         ),
         (
             "escape in a name",

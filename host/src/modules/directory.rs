@@ -293,4 +293,26 @@ mod tests {
         assert!(problems[1].contains("lonely.toml") && problems[1].contains("cannot be read"));
         assert!(problems[2].contains("no sha256") && problems[2].contains(&sha256_hex(b"abc")));
     }
+
+    #[test]
+    fn a_packed_configmap_mounted_as_a_directory_is_reported_not_read_as_an_override() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let gzip = crate::modules::compression::compress(b"abc").unwrap();
+        std::fs::write(d.join("packed.wasm.gz"), gzip).unwrap();
+        std::fs::write(
+            d.join("packed.toml"),
+            format!("sha256 = \"{}\"", sha256_hex(b"abc")),
+        )
+        .unwrap();
+        let scan = scan_directory(d, None).unwrap();
+        assert!(scan.modules.is_empty() && scan.overrides.is_empty());
+        assert_eq!(scan.problems.len(), 1, "{:?}", scan.problems);
+        assert_eq!(scan.problems[0].0, d.join("packed.wasm.gz"));
+        assert!(
+            scan.problems[0].1.starts_with("a compressed component"),
+            "{}",
+            scan.problems[0].1
+        );
+    }
 }
