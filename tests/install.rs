@@ -3,6 +3,16 @@
 //! directory at `/target`, where the image's entrypoint installs the binary; module ConfigMaps mounted
 //! where `VELERO_WASM_MODULES` points; and only environment variables the binary reads, with values it
 //! accepts. The README's "Installing" section is made of these files.
+//!
+//! - Each recipe suits the versions it names (docs/install.md): `VELERO_WASM_KINDS` exactly on Velero
+//!   1.14, the chart's `extraEnvVars` as a list from chart 9.1.3 and a map before, OADP default plugin
+//!   names its CRD accepts; the install script, run against stand-ins of `velero` and `kubectl` for
+//!   each Velero version, changes the pod template once and the velero container only.
+//! - Every packed stock module applies with `kubectl create` and `kubectl apply --server-side`, and all
+//!   but signing with a client-side `kubectl apply`, against the loopback API server enforcing
+//!   Kubernetes' annotation and ConfigMap limits.
+//! - Every object of the recipes and every object `velero-wasm` prints validates against the
+//!   Kubernetes 1.30 and 1.37 schemas, strictly.
 
 use crate::support;
 
