@@ -384,8 +384,8 @@ async fn with_trusted_keys_a_tampered_or_unsigned_configmap_is_refused_by_name_a
 
     let kinds = std::fs::read(components_dir().join("kinds.wasm")).unwrap();
     let mut component = good.clone();
-    component["binaryData"]["misbehave.wasm"] =
-        json!(base64::engine::general_purpose::STANDARD.encode(kinds));
+    component["binaryData"]["misbehave.wasm.gz"] = json!(base64::engine::general_purpose::STANDARD
+        .encode(velero_wasm::modules::compression::compress(&kinds).unwrap()));
     let mut manifest = good.clone();
     let widened = good["data"]["misbehave.toml"]
         .as_str()
@@ -919,4 +919,80 @@ async fn an_override_in_a_configmap_changes_kubevirt_s_mode_over_grpc() {
             .contains("grant.http[0] \"example.com\" is not covered by the stock grant (none)"),
         "{line:?}"
     );
+}
+
+/// `module pack` stores a component gzipped (`<name>.wasm.gz`): the host writes it out expanded, as
+/// `<name>.wasm`, whose sha256 the manifest pins. One that expands beyond 8 MiB (a decompression
+/// bomb), is not gzip, or sits beside the same component stored as it is, is reported for its
+/// ConfigMap alone; a ConfigMap from earlier releases, its component stored as it is, loads as before.
+#[test]
+fn a_compressed_component_is_expanded_and_a_bomb_or_a_corrupt_one_fails_only_its_configmap() {
+    use velero_wasm::modules::compression::{compress, MAX_COMPONENT_BYTES};
+    let state = tempfile::tempdir().unwrap();
+    let cache = Cache::new(state.path());
+    let encode = |bytes: &[u8]| json!(base64::engine::general_purpose::STANDARD.encode(bytes));
+    let named = |mut cm: Value, name: &str, uid: &str| {
+        cm["metadata"]["name"] = json!(name);
+        cm["metadata"]["uid"] = json!(uid);
+        cm["metadata"]["resourceVersion"] = json!("7");
+        cm
+    };
+    let wasm = std::fs::read(components_dir().join("misbehave.wasm")).unwrap();
+    let compressed = |module: &str| {
+        let mut cm = named(
+            module_configmap(
+                module,
+                None,
+                &format!("sha256 = \"{}\"\n", sha256_hex(&wasm)),
+            ),
+            module,
+            &format!("u-{module}"),
+        );
+        cm["binaryData"] =
+            json!({ format!("{module}.wasm.gz"): encode(&compress(&wasm).unwrap()) });
+        cm
+    };
+    let packed = compressed("packed");
+    let old = named(misbehave_configmap("old.example.io"), "old", "u-old");
+    let mut bomb = compressed("bomb");
+    let zeros = compress(&vec![0u8; MAX_COMPONENT_BYTES as usize + 1]).unwrap();
+    assert!(zeros.len() < 20_000, "{}", zeros.len());
+    bomb["binaryData"]["bomb.wasm.gz"] = encode(&zeros);
+    let mut corrupt = compressed("corrupt");
+    corrupt["binaryData"]["corrupt.wasm.gz"] = encode(&wasm);
+    let mut twice = compressed("twice");
+    twice["binaryData"]["twice.wasm"] = encode(&wasm);
+
+    let read = cache
+        .materialise(&[bomb, corrupt, old, packed, twice])
+        .unwrap();
+    let written: Vec<&str> = read
+        .configmaps
+        .iter()
+        .map(|c| c.configmap.as_str())
+        .collect();
+    assert_eq!(written, ["old", "packed"]);
+    let problems: Vec<&str> = read.problems.iter().map(|p| p.message.as_str()).collect();
+    assert_eq!(
+        problems,
+        [
+            "ConfigMap bomb: bomb.wasm.gz: expands to more than 8388608 bytes, the most a component may be (a decompression bomb?)",
+            "ConfigMap corrupt: corrupt.wasm.gz: is not gzip data, or is truncated or corrupt: invalid gzip header",
+            "ConfigMap twice: it holds twice.wasm both as it is and compressed",
+        ]
+    );
+    assert_eq!(read.problems[0].module.as_deref(), Some("bomb"));
+
+    // Written out expanded, and loaded as the component itself.
+    let dir = &read.configmaps[1].dir;
+    let mut files: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    files.sort();
+    assert_eq!(files, ["packed.toml", "packed.wasm"]);
+    assert_eq!(std::fs::read(dir.join("packed.wasm")).unwrap(), wasm);
+    let scan = scan_directory(dir, None).unwrap();
+    assert!(scan.problems.is_empty(), "{:?}", scan.problems);
+    assert_eq!(scan.modules[0].sha256, sha256_hex(&wasm));
 }

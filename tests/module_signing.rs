@@ -133,7 +133,8 @@ fn packed_override(keys: &Path) -> (Key, PathBuf, String) {
     (key, yaml, report)
 }
 
-/// Writes every entry of the packed ConfigMaps in `yaml` into `dir`, as the kubelet mounts one.
+/// Writes every entry of the packed ConfigMaps in `yaml` into `dir`, as the kubelet mounts one, the
+/// component expanded: a module directory takes `<name>.wasm`, and `pack` stores it gzipped.
 fn unpack(yaml: &Path, dir: &Path) {
     use serde::Deserialize;
     let text = std::fs::read_to_string(yaml).unwrap();
@@ -146,6 +147,7 @@ fn unpack(yaml: &Path, dir: &Path) {
             let bytes = base64::engine::general_purpose::STANDARD
                 .decode(value.as_str().unwrap())
                 .unwrap();
+            let (key, bytes) = velero_wasm::modules::compression::expanded(key, bytes).unwrap();
             std::fs::write(dir.join(key), bytes).unwrap();
         }
     }
@@ -214,9 +216,13 @@ fn a_module_packed_with_a_new_key_verifies_and_loads_as_signed() {
             && report.contains(&format!("signed by key {}", key.id)),
         "{report}"
     );
-    // 214 KB of component is more than 256 KiB of base64: too large for a client-side apply.
+    // 214 KB of component, gzipped, fits the annotation of a client-side apply.
     assert!(
-        report.contains("apply with `kubectl apply --server-side -f`"),
+        report.contains("its 214") && report.contains("-byte component gzipped to "),
+        "{report}"
+    );
+    assert!(
+        !report.contains("apply with `kubectl apply --server-side -f`"),
         "{report}"
     );
     let packed: Value = serde_norway::from_str(&std::fs::read_to_string(&yaml).unwrap()).unwrap();
@@ -225,7 +231,7 @@ fn a_module_packed_with_a_new_key_verifies_and_loads_as_signed() {
         packed["metadata"]["labels"]["velero-wasm.io/module"],
         "misbehave"
     );
-    assert!(packed["binaryData"]["misbehave.wasm"].is_string());
+    assert!(packed["binaryData"]["misbehave.wasm.gz"].is_string());
     assert!(packed["data"]["misbehave.toml"].is_string());
     let sig = packed["data"]["misbehave.sig"].as_str().unwrap();
     assert!(sig.contains(&format!("key = \"{}\"", key.id)), "{sig}");
@@ -480,7 +486,8 @@ fn a_signed_manifest_alone_verifies_with_no_component() {
 }
 
 /// `module verify` refuses what the host refuses to load from a module ConfigMap — a key in both
-/// `data` and `binaryData`, a key that is not the module's, more than 1 MiB decoded — with the
+/// `data` and `binaryData`, a key that is not the module's, more than 1 MiB decoded, a compressed
+/// component that expands beyond 8 MiB — with the
 /// host's reason, and a control character in a name reaches the terminal escaped.
 #[test]
 fn verify_refuses_exactly_what_the_host_refuses() {
@@ -504,7 +511,7 @@ fn verify_refuses_exactly_what_the_host_refuses() {
         (
             "extra key",
             Box::new(|cm: &mut Value| cm["data"]["notes.txt"] = "hello".into()),
-            "data key \"notes.txt\" is not one of kubevirt.wasm, kubevirt.toml, kubevirt.sig",
+            "data key \"notes.txt\" is not one of kubevirt.wasm, kubevirt.wasm.gz, kubevirt.toml, kubevirt.sig",
         ),
         (
             "too large",
@@ -513,6 +520,15 @@ fn verify_refuses_exactly_what_the_host_refuses() {
                     serde_json::json!({"kubevirt.wasm": encoded(&vec![0u8; 1_300_000])})
             }),
             "the most a module ConfigMap may hold",
+        ),
+        (
+            "a decompression bomb",
+            Box::new(|cm: &mut Value| {
+                let zeros = vec![0u8; (8 << 20) + 1];
+                let bomb = velero_wasm::modules::compression::compress(&zeros).unwrap();
+                cm["binaryData"] = serde_json::json!({"kubevirt.wasm.gz": encoded(&bomb)})
+            }),
+            "kubevirt.wasm.gz: expands to more than 8388608 bytes",
         ),
         (
             "escape in a name",
@@ -675,8 +691,20 @@ fn an_exported_stock_module_loads_back_as_a_directory_module_with_the_same_sha25
 #[test]
 fn pack_refuses_a_module_over_the_one_mebibyte_object_limit_and_writes_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    // Base64 makes 800 KiB of component about 1.07 MB of ConfigMap.
-    let big = vec![7u8; 800 << 10];
+    // Bytes that do not compress: gzipped, then in base64, 800 KiB of them are about 1.09 MB of
+    // ConfigMap.
+    let incompressible = |n: usize| -> Vec<u8> {
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x >> 32) as u8
+            })
+            .collect()
+    };
+    let big = incompressible(800 << 10);
     std::fs::write(dir.path().join("big.wasm"), &big).unwrap();
     std::fs::write(
         dir.path().join("big.toml"),
@@ -701,7 +729,7 @@ fn pack_refuses_a_module_over_the_one_mebibyte_object_limit_and_writes_nothing()
     assert!(!out_file.exists(), "nothing written");
 
     // 700 KiB fits, and the size reported is the size written.
-    let fits = vec![7u8; 700 << 10];
+    let fits = incompressible(700 << 10);
     std::fs::write(dir.path().join("big.wasm"), &fits).unwrap();
     std::fs::write(
         dir.path().join("big.toml"),

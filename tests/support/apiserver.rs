@@ -6,11 +6,15 @@
 //! (label and field selectors, `limit`/`continue` pages, `resourceVersion` on objects and lists; list
 //! items of built-in groups lack `apiVersion`/`kind`, as the real server's do), create (name or
 //! generateName; 409 AlreadyExists), update (409 Conflict on a stale `resourceVersion`), patch
-//! (`application/merge-patch+json`, `application/json-patch+json`), delete; errors as `Status` bodies
-//! with the real server's codes, reasons and messages (404 NotFound, 409, 403 Forbidden for resources
-//! set as forbidden, 422 Invalid, 415). Every request is logged, with the time it arrived, for
-//! assertions. Like API Priority and Fairness under load, it can refuse requests with
-//! `429 Too Many Requests` and a `Retry-After` ([`ApiServer::throttle`]).
+//! (`application/merge-patch+json`, `application/json-patch+json`, and server-side apply,
+//! `application/apply-patch+yaml`, as create-or-replace by one field manager), delete; errors as
+//! `Status` bodies with the real server's codes, reasons and messages (404 NotFound, 409, 403 Forbidden
+//! for resources set as forbidden, 422 Invalid, 415). Every write is held to two of Kubernetes' size
+//! limits, refused with 422 as the real server refuses it: all annotations of an object together
+//! ([`MAX_ANNOTATION_BYTES`]) and a ConfigMap's `data` and `binaryData` ([`MAX_CONFIGMAP_DATA_BYTES`]).
+//! Every request is logged, with the time it arrived, for assertions. Like API Priority and Fairness
+//! under load, it can refuse requests with `429 Too Many Requests` and a `Retry-After`
+//! ([`ApiServer::throttle`]).
 
 #![allow(dead_code)]
 
@@ -31,6 +35,14 @@ use velero_wasm::action::plural_of;
 use velero_wasm::capabilities::kube::fixture::FixtureCluster;
 use velero_wasm::capabilities::kube::{ApiResource, KubeError, ListOptions, Patch};
 use velero_wasm::capabilities::Clock;
+
+/// The most all annotations of one object may hold, keys and values together (Kubernetes'
+/// `TotalAnnotationSizeLimitB`).
+pub const MAX_ANNOTATION_BYTES: usize = 256 << 10;
+
+/// The most a ConfigMap's `data` values and `binaryData` values (decoded) may hold together
+/// (Kubernetes' `MaxSecretSize`, which ConfigMap validation uses).
+pub const MAX_CONFIGMAP_DATA_BYTES: usize = 1 << 20;
 
 /// A resource type the server knows.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -581,6 +593,9 @@ impl State {
             ("GET", Some(name)) => answer(&t, name, "", self.cluster.read(&api, namespace, name)),
             ("POST", None) => self.create(&t, namespace, body),
             ("PUT", Some(name)) => self.update(&t, namespace, name, body),
+            ("PATCH", Some(name)) if content_type == "application/apply-patch+yaml" => {
+                self.server_side_apply(&t, namespace, name, query, body)
+            }
             ("PATCH", Some(name)) => self.patch(&t, namespace, name, content_type, body),
             ("DELETE", Some(name)) => {
                 let found = self.cluster.read(&api, namespace, name);
@@ -696,6 +711,9 @@ impl State {
         if !namespace.is_empty() {
             object["metadata"]["namespace"] = json!(namespace);
         }
+        if let Some(invalid) = too_large(t, &object) {
+            return invalid;
+        }
         let created = self.cluster.insert(&t.api(), namespace, object);
         if let (Ok(object), Some(status)) = (&created, self.controllers.get(&t.group_resource())) {
             let name = object["metadata"]["name"].as_str().unwrap_or("");
@@ -725,6 +743,9 @@ impl State {
                 return status(StatusCode::BAD_REQUEST, "BadRequest", &message, json!({}));
             }
             Some(_) => {}
+        }
+        if let Some(invalid) = too_large(t, &object) {
+            return invalid;
         }
         let replaced = self.cluster.replace(&t.api(), namespace, object);
         answer(t, name, "Conflict", replaced)
@@ -771,9 +792,140 @@ impl State {
                 )
             }
         };
+        // The object as the patch would leave it, held to the limits before anything is stored.
+        if let Ok(mut object) = self.cluster.read(&t.api(), namespace, name) {
+            let applied = match &patch {
+                Patch::Merge(document) => {
+                    json_patch::merge(&mut object, document);
+                    true
+                }
+                Patch::Json(ops) => json_patch::patch(&mut object, &ops.0).is_ok(),
+            };
+            if let Some(invalid) = too_large(t, &object).filter(|_| applied) {
+                return invalid;
+            }
+        }
         let patched = self.cluster.apply(&t.api(), namespace, name, &patch);
         answer(t, name, "Conflict", patched)
     }
+
+    /// Server-side apply by one field manager: the applied object is the whole of what that manager
+    /// owns, so it is created, or replaces the stored object (keeping its uid). Unlike a client-side
+    /// `kubectl apply`, no annotation is added. Answers 201 when it created the object.
+    fn server_side_apply(
+        &mut self,
+        t: &ResourceType,
+        namespace: &str,
+        name: &str,
+        query: &BTreeMap<String, String>,
+        body: &[u8],
+    ) -> Answer {
+        if query.get("fieldManager").is_none_or(String::is_empty) {
+            return status(
+                StatusCode::BAD_REQUEST,
+                "BadRequest",
+                "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
+                json!({}),
+            );
+        }
+        let object: Option<Value> = serde_norway::from_slice(body).ok();
+        let Some(mut object) = object.filter(Value::is_object) else {
+            return not_an_object();
+        };
+        object["metadata"]["name"] = json!(name);
+        if !namespace.is_empty() {
+            object["metadata"]["namespace"] = json!(namespace);
+        }
+        if let Some(invalid) = too_large(t, &object) {
+            return invalid;
+        }
+        if self.cluster.read(&t.api(), namespace, name).is_ok() {
+            if let Some(metadata) = object["metadata"].as_object_mut() {
+                metadata.shift_remove("resourceVersion");
+            }
+            let replaced = self.cluster.replace(&t.api(), namespace, object);
+            answer(t, name, "Conflict", replaced)
+        } else {
+            let created = self.cluster.insert(&t.api(), namespace, object);
+            match answer(t, name, "AlreadyExists", created) {
+                ok if ok.status() == StatusCode::OK => with_status(ok, StatusCode::CREATED),
+                failed => failed,
+            }
+        }
+    }
+}
+
+/// The 422 kube-apiserver answers for an object over one of the size limits it enforces on every
+/// write: all annotations together over [`MAX_ANNOTATION_BYTES`] (keys and values), a ConfigMap's
+/// `data` and `binaryData` over [`MAX_CONFIGMAP_DATA_BYTES`] (values, binaryData decoded).
+fn too_large(t: &ResourceType, object: &Value) -> Option<Answer> {
+    let mut causes = Vec::new();
+    let annotations: usize = object
+        .pointer("/metadata/annotations")
+        .and_then(Value::as_object)
+        .map(|a| {
+            a.iter()
+                .map(|(k, v)| k.len() + v.as_str().map_or(0, str::len))
+                .sum()
+        })
+        .unwrap_or(0);
+    if annotations > MAX_ANNOTATION_BYTES {
+        causes.push(("metadata.annotations", MAX_ANNOTATION_BYTES));
+    }
+    if t.group.is_empty() && t.kind == "ConfigMap" {
+        use base64::Engine as _;
+        let values = |section: &str, binary: bool| -> usize {
+            object
+                .get(section)
+                .and_then(Value::as_object)
+                .map(|entries| {
+                    entries
+                        .values()
+                        .filter_map(Value::as_str)
+                        .map(|v| match binary {
+                            true => base64::engine::general_purpose::STANDARD
+                                .decode(v)
+                                .map_or(v.len(), |b| b.len()),
+                            false => v.len(),
+                        })
+                        .sum()
+                })
+                .unwrap_or(0)
+        };
+        if values("data", false) + values("binaryData", true) > MAX_CONFIGMAP_DATA_BYTES {
+            causes.push(("[]", MAX_CONFIGMAP_DATA_BYTES));
+        }
+    }
+    if causes.is_empty() {
+        return None;
+    }
+    let name = object
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let text =
+        |field: &str, limit: usize| format!("{field}: Too long: must have at most {limit} bytes");
+    let message = format!(
+        "{} \"{name}\" is invalid: {}",
+        t.kind,
+        causes
+            .iter()
+            .map(|(field, limit)| text(field, *limit))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let causes: Vec<Value> = causes
+        .iter()
+        .map(|(field, limit)| {
+            json!({"reason": "FieldValueTooLong", "message": format!("Too long: must have at most {limit} bytes"), "field": field})
+        })
+        .collect();
+    Some(status(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "Invalid",
+        &message,
+        json!({"name": name, "group": t.group, "kind": t.kind, "causes": causes}),
+    ))
 }
 
 /// The body as a JSON object.

@@ -11,6 +11,7 @@ use base64::Engine as _;
 use serde_json::{json, Value};
 
 use super::{read_trusted_keys, Failure, EXIT_FAILED, EXIT_OK};
+use crate::modules::compression::{self, COMPRESSED_EXTENSION};
 use crate::modules::signature::{self, PrivateKey};
 use crate::modules::{
     configmaps, module_from_parts, stock_modules, valid_module_name, Manifest, ModuleSignature,
@@ -27,6 +28,21 @@ pub const MAX_OBJECT: usize = 1 << 20;
 /// Client-side `kubectl apply` copies the whole object into its `last-applied-configuration`
 /// annotation, so a ConfigMap larger than this must be applied server-side or created.
 pub const MAX_ANNOTATIONS: usize = 256 << 10;
+
+/// The annotation in which a client-side `kubectl apply` keeps the object as it was applied.
+pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// The bytes a client-side `kubectl apply` of `object` adds to its annotations, as Kubernetes counts
+/// them (key and value): the object as compact JSON, in which Go's encoder writes `<`, `>` and `&` as
+/// six-byte escapes, and a final newline.
+fn last_applied_bytes(object: &Value) -> usize {
+    let json = object.to_string();
+    let escaped = json
+        .bytes()
+        .filter(|b| matches!(b, b'<' | b'>' | b'&'))
+        .count();
+    LAST_APPLIED.len() + json.len() + 5 * escaped + 1
+}
 
 /// The largest module file read (well over [`MAX_OBJECT`], so that an oversized one is measured).
 const MAX_MODULE_FILE: u64 = 64 << 20;
@@ -332,6 +348,7 @@ fn pack(args: &PackArgs) -> Result<u8, Failure> {
         .transpose()
         .map_err(|e| Failure::bad_input(format!("--sign {e}")))?;
     let mut documents = Vec::new();
+    let mut server_side = Vec::new();
     for parts in &mut modules {
         if key.is_some() {
             parts.signature_text = None;
@@ -347,7 +364,8 @@ fn pack(args: &PackArgs) -> Result<u8, Failure> {
             .name
             .clone()
             .unwrap_or_else(|| format!("velero-wasm-module-{}", parts.name));
-        let yaml = serde_norway::to_string(&configmap(parts, &name, &args.namespace))
+        let object = configmap(parts, &name, &args.namespace).map_err(Failure::failed)?;
+        let yaml = serde_norway::to_string(&object)
             .map_err(|e| Failure::failed(format!("cannot write YAML: {e}")))?;
         let size = yaml.len();
         let share = size * 100 / MAX_OBJECT;
@@ -362,16 +380,31 @@ fn pack(args: &PackArgs) -> Result<u8, Failure> {
             None if parts.signature_text.is_some() => ", with its signature".to_string(),
             None => ", unsigned".to_string(),
         };
+        let component = match &parts.wasm {
+            Some(wasm) => format!(
+                ", its {}-byte component gzipped to {}",
+                wasm.len(),
+                object["binaryData"][format!("{}.{COMPRESSED_EXTENSION}", parts.name)]
+                    .as_str()
+                    .map_or(0, |b64| b64.len() / 4 * 3 - b64.matches('=').count())
+            ),
+            None => String::new(),
+        };
         eprintln!(
-            "ConfigMap {}/{name}: {size} bytes ({share}% of the {MAX_OBJECT}-byte limit){signed}",
+            "ConfigMap {}/{name}: {size} bytes ({share}% of the {MAX_OBJECT}-byte limit){component}{signed}",
             args.namespace
         );
+        if last_applied_bytes(&object) > MAX_ANNOTATIONS {
+            server_side.push(name);
+        }
         documents.push(yaml);
     }
-    if documents.iter().any(|yaml| yaml.len() > MAX_ANNOTATIONS) {
+    if !server_side.is_empty() {
         eprintln!(
             "apply with `kubectl apply --server-side -f` (or `kubectl create -f`): a plain `kubectl apply` copies \
-             the object into an annotation, and Kubernetes refuses annotations over {MAX_ANNOTATIONS} bytes"
+             the object into an annotation, and Kubernetes refuses annotations over {MAX_ANNOTATIONS} bytes \
+             ({} would be refused)",
+            server_side.join(", ")
         );
     }
     let text = documents.join("---\n");
@@ -389,8 +422,9 @@ fn pack(args: &PackArgs) -> Result<u8, Failure> {
     Ok(EXIT_OK)
 }
 
-/// The ConfigMap of one module: component under `binaryData`, manifest and signature under `data`.
-fn configmap(parts: &Parts, name: &str, namespace: &str) -> Value {
+/// The ConfigMap of one module: the component gzipped under `binaryData` (`<name>.wasm.gz`, see
+/// [`compression`]), manifest and signature under `data`.
+fn configmap(parts: &Parts, name: &str, namespace: &str) -> Result<Value, String> {
     let mut data = serde_json::Map::new();
     data.insert(
         format!("{}.toml", parts.name),
@@ -412,12 +446,14 @@ fn configmap(parts: &Parts, name: &str, namespace: &str) -> Value {
         },
     });
     if let Some(wasm) = &parts.wasm {
+        let gzip = compression::compress(wasm)
+            .map_err(|e| format!("cannot compress {}: {e}", parts.source))?;
         object["binaryData"] = json!({
-            format!("{}.wasm", parts.name): base64::engine::general_purpose::STANDARD.encode(wasm),
+            format!("{}.{COMPRESSED_EXTENSION}", parts.name): base64::engine::general_purpose::STANDARD.encode(gzip),
         });
     }
     object["data"] = Value::Object(data);
-    object
+    Ok(object)
 }
 
 /// The module of a ConfigMap (see [`configmap`]): its name is the label's value. Its keys, their
@@ -636,8 +672,15 @@ mod tests {
             signature_text: Some("key = \"0011223344556677\"\n".into()),
             source: "m.wasm".into(),
         };
-        let object = configmap(&parts, "velero-wasm-module-m", "velero");
+        let object = configmap(&parts, "velero-wasm-module-m", "velero").unwrap();
         assert_eq!(object["metadata"]["labels"][MODULE_LABEL], "m");
+        // The component is stored gzipped; it reads back as it was.
+        let stored = object["binaryData"]["m.wasm.gz"].as_str().unwrap();
+        let gzip = base64::engine::general_purpose::STANDARD
+            .decode(stored)
+            .unwrap();
+        assert_eq!(&gzip[..2], [0x1f, 0x8b]);
+        assert!(object["binaryData"].get("m.wasm").is_none());
         let yaml = serde_norway::to_string(&object).unwrap();
         let back: Value = serde_norway::from_str(&yaml).unwrap();
         let read = configmap_parts(&back, Path::new("m.yaml")).unwrap();

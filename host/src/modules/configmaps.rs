@@ -5,8 +5,9 @@
 //! Deployment change and no kubelet delay: the next plugin process Velero starts serves the new
 //! version.
 //!
-//! - **Layout**: `binaryData` (or `data`) holds `<name>.wasm`, `<name>.toml` and optionally
-//!   `<name>.sig`; the label's value is `<name>`. A manifest without a component is a stock override.
+//! - **Layout**: `binaryData` (or `data`) holds `<name>.wasm` (or `<name>.wasm.gz`, see
+//!   [`compression`]), `<name>.toml` and optionally `<name>.sig`; the label's value is `<name>`. A
+//!   manifest without a component is a stock override.
 //! - **Cache**: a directory is written once per uid and resourceVersion (to a temporary name, then
 //!   renamed, so one that exists is complete); a later process with the same ConfigMap reuses it.
 //! - **Bounds**: the list is read within [`LIST_TIMEOUT`] and at most [`MAX_LIST_BYTES`]; a ConfigMap
@@ -25,6 +26,7 @@ use std::time::{Duration, SystemTime};
 use base64::Engine as _;
 use serde_json::Value;
 
+use super::compression::{self, COMPRESSED_EXTENSION};
 use super::{valid_module_name, LastGood, Origin};
 use crate::capabilities::kube::live::LazyCluster;
 use crate::capabilities::kube::{ApiResource, KubeApi, KubeCall, KubeError, ListOptions};
@@ -424,7 +426,8 @@ fn name_of(item: &Value) -> &str {
 }
 
 /// The files of a module ConfigMap (`data` as text, `binaryData` decoded), checked: keys
-/// `<module>.wasm|toml|sig` only, none in both sections, at most [`MAX_CONFIGMAP_BYTES`] in all.
+/// `<module>.wasm|toml|sig` only, none in both sections, at most [`MAX_CONFIGMAP_BYTES`] in all as
+/// stored; a component stored compressed (`<module>.wasm.gz`) comes out expanded, as `<module>.wasm`.
 /// `module` is the value of its [`LABEL`]. The host and `velero-wasm module verify` both check a
 /// ConfigMap with it, so that verify passes exactly what the host would load.
 pub fn files_of(item: &Value, module: Option<&str>) -> Result<Vec<(String, Vec<u8>)>, String> {
@@ -438,22 +441,25 @@ pub fn files_of(item: &Value, module: Option<&str>) -> Result<Vec<(String, Vec<u
         None => return Err(format!("label {LABEL} does not name a module")),
     };
     let mut files: Vec<(String, Vec<u8>)> = Vec::new();
+    let mut keys: Vec<&String> = Vec::new();
     let mut total: u64 = 0;
     for (section, binary) in [("data", false), ("binaryData", true)] {
         let Some(entries) = item.get(section).and_then(Value::as_object) else {
             continue;
         };
         for (key, value) in entries {
-            let allowed = ["wasm", "toml", "sig"].map(|ext| format!("{module}.{ext}"));
+            let allowed =
+                ["wasm", COMPRESSED_EXTENSION, "toml", "sig"].map(|ext| format!("{module}.{ext}"));
             if !allowed.contains(key) {
                 return Err(format!(
                     "{section} key {key:?} is not one of {}",
                     allowed.join(", ")
                 ));
             }
-            if files.iter().any(|(k, _)| k == key) {
+            if keys.contains(&key) {
                 return Err(format!("key {key:?} is in both data and binaryData"));
             }
+            keys.push(key);
             let text = value.as_str().unwrap_or("");
             let bytes = if binary {
                 base64::engine::general_purpose::STANDARD
@@ -469,7 +475,11 @@ pub fn files_of(item: &Value, module: Option<&str>) -> Result<Vec<(String, Vec<u
                     MAX_CONFIGMAP_BYTES
                 ));
             }
-            files.push((key.clone(), bytes));
+            let (key, bytes) = compression::expanded(key, bytes)?;
+            if files.iter().any(|(k, _)| *k == key) {
+                return Err(format!("it holds {key} both as it is and compressed"));
+            }
+            files.push((key, bytes));
         }
     }
     if !files.iter().any(|(k, _)| k.ends_with(".toml")) {

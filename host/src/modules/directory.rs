@@ -103,8 +103,18 @@ fn scan_once(dir: &Path, trusted: Option<&TrustedKeys>) -> std::io::Result<Direc
             Err(problem) => scan.problems.push((path.clone(), problem)),
         }
     }
+    // `module pack` gzips components for ConfigMaps read through the API; mounted as files, such a
+    // ConfigMap would otherwise read as an override (its manifest without a `.wasm`).
+    let packed = |p: &Path| p.with_extension(super::compression::COMPRESSED_EXTENSION);
     for path in files.iter().filter(|p| has(p, "toml")) {
         if files.contains(&path.with_extension("wasm")) {
+            continue;
+        }
+        if files.contains(&packed(path)) {
+            scan.problems.push((
+                packed(path),
+                "a compressed component, as `velero-wasm module pack` writes for module ConfigMaps read through the API; a module directory takes the <name>.wasm itself (apply the packed ConfigMap instead of mounting it, or gunzip the file)".to_string(),
+            ));
             continue;
         }
         let Some(name) = path.file_stem().and_then(|s| s.to_str()) else {
@@ -282,5 +292,27 @@ mod tests {
         assert!(problems[0].contains("changed.wasm") && problems[0].contains("mismatch"));
         assert!(problems[1].contains("lonely.toml") && problems[1].contains("cannot be read"));
         assert!(problems[2].contains("no sha256") && problems[2].contains(&sha256_hex(b"abc")));
+    }
+
+    #[test]
+    fn a_packed_configmap_mounted_as_a_directory_is_reported_not_read_as_an_override() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let gzip = crate::modules::compression::compress(b"abc").unwrap();
+        std::fs::write(d.join("packed.wasm.gz"), gzip).unwrap();
+        std::fs::write(
+            d.join("packed.toml"),
+            format!("sha256 = \"{}\"", sha256_hex(b"abc")),
+        )
+        .unwrap();
+        let scan = scan_directory(d, None).unwrap();
+        assert!(scan.modules.is_empty() && scan.overrides.is_empty());
+        assert_eq!(scan.problems.len(), 1, "{:?}", scan.problems);
+        assert_eq!(scan.problems[0].0, d.join("packed.wasm.gz"));
+        assert!(
+            scan.problems[0].1.starts_with("a compressed component"),
+            "{}",
+            scan.problems[0].1
+        );
     }
 }

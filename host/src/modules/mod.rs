@@ -5,6 +5,7 @@
 //! [signature](signature) (`<name>.sig`); a manifest alone, named after a stock module, overrides that
 //! module's settings and limits and may narrow its grant ([`stock_override`]).
 
+pub mod compression;
 pub mod configmaps;
 mod directory;
 mod last_good;
