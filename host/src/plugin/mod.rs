@@ -45,7 +45,7 @@ use crate::capabilities::kube::live::{ClusterOptions, LazyCluster};
 use crate::capabilities::{Backend, Clock, Environment, KubeCall, Services};
 use crate::modules::configmaps::{self, ConfigMapModules};
 use crate::modules::signature::TRUSTED_KEYS_ENV;
-use crate::modules::{LastGood, StockChoice, TrustedKeys, STOCK_ENV};
+use crate::modules::{LastGood, StockChoice, TrustedKeys, VersionFloor, STOCK_ENV};
 use crate::runtime::{CompileCache, ModuleConfig, Runtime};
 use dispatch::Dispatch;
 use handshake::{PluginArgs, Socket};
@@ -151,7 +151,8 @@ async fn serve(args: PluginArgs, parent: u32) -> anyhow::Result<()> {
             state
                 .as_ref()
                 .and_then(|d| CompileCache::open(d.join("compiled"))),
-        ),
+        )
+        .with_version_floor(state.as_deref().map(VersionFloor::at)),
     );
     let directory = std::env::var_os(MODULES_ENV)
         .filter(|d| !d.is_empty())

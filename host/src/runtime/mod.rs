@@ -31,10 +31,10 @@ pub use registry::{ActionEntry, Catalog, Registry};
 pub use signer::{types as signing_types, Signing};
 
 use crate::capabilities::{self, Services};
-use crate::modules::configmaps::ConfigMapModules;
+use crate::modules::configmaps::{Cached, ConfigMapModules};
 use crate::modules::{
     chosen_stock_modules, scan_directory, stock_override, DirectoryScan, LastGood, ModuleSource,
-    Origin, OverrideFile, StockChoice, TrustedKeys,
+    Origin, OverrideFile, StockChoice, TrustedKeys, VersionFloor,
 };
 
 /// The runtime: modules, and the services their capabilities use.
@@ -45,6 +45,7 @@ pub struct Runtime {
     services: Arc<Services>,
     slots: Semaphore,
     signing: Arc<Signing>,
+    floor: Option<VersionFloor>,
 }
 
 /// Where a host's modules come from, beyond the stock ones.
@@ -136,12 +137,20 @@ impl Runtime {
             services,
             slots: Semaphore::new(MAX_CONCURRENT_CALLS as usize),
             signing,
+            floor: None,
         })
     }
 
     /// Keeps compiled modules in `cache`, and loads them from there.
     pub fn with_compile_cache(mut self, cache: Option<CompileCache>) -> Runtime {
         self.compiler.cache = cache;
+        self
+    }
+
+    /// Refuses a module signed by a trusted key below the version `floor` has seen served, and
+    /// raises the floor with each one that serves (rollback protection, [`VersionFloor`]).
+    pub fn with_version_floor(mut self, floor: Option<VersionFloor>) -> Runtime {
+        self.floor = floor;
         self
     }
 
@@ -155,6 +164,20 @@ impl Runtime {
     /// description and compiled on first use; any other is compiled, linked and described now. On
     /// failure the registry is unchanged.
     pub async fn load(&self, source: ModuleSource) -> Result<Loaded, LoadError> {
+        // Only a verified signature says which version this is; without one there is nothing to hold
+        // it to (and no trusted keys to protect).
+        let floor = self
+            .floor
+            .as_ref()
+            .filter(|_| source.signature.as_ref().is_some_and(|s| s.verified));
+        if let Some(floor) = floor {
+            floor.check(&source).map_err(|why| LoadError {
+                module: source.name.clone(),
+                origin: source.origin.to_string(),
+                problem: why.to_string(),
+            })?;
+        }
+        let kept_source = floor.map(|_| source.clone());
         let compiler = self.compiler.clone();
         let store = self.compiler.cache.as_ref();
         let key = store.map(|_| cache::description_key(&source));
@@ -205,10 +228,15 @@ impl Runtime {
             "module loaded (compiled now, or from its kept description)"
         );
         self.registry.install(loaded).map_err(|problem| LoadError {
-            module,
+            module: module.clone(),
             origin,
             problem,
         })?;
+        if let (Some(floor), Some(source)) = (floor, kept_source) {
+            if let Err(e) = floor.raise(&source) {
+                tracing::warn!(module = %module, "cannot record the version served: {e}");
+            }
+        }
         Ok(report)
     }
 
@@ -281,13 +309,18 @@ impl Runtime {
         }
         if let Some(configmaps) = &config.configmaps {
             let last_good = self.open_last_good(configmaps.last_good.as_ref(), &mut problems);
-            let mut broken: Vec<(String, String)> = Vec::new();
+            let mut broken: Vec<Broken> = Vec::new();
             for problem in &configmaps.problems {
                 match &problem.module {
-                    Some(name) => broken.push((name.clone(), problem.message.clone())),
+                    Some(name) => broken.push(Broken {
+                        module: name.clone(),
+                        message: problem.message.clone(),
+                        configmap: Some(problem.uid.clone().unwrap_or_default()),
+                    }),
                     None => problems.push(LoadProblem::not_served(problem.message.clone())),
                 }
             }
+            let mut scanned = Vec::new();
             for cached in &configmaps.configmaps {
                 let origin = cached.origin();
                 let mut scan = match scan_directory(&cached.dir, trusted) {
@@ -308,17 +341,23 @@ impl Runtime {
                     *problem = format!("{origin}: {}: {problem}", file.display());
                     *path = file;
                 }
-                let from = origin.clone();
-                broken.extend(
-                    self.load_scan(
+                scanned.push((cached, scan));
+            }
+            for (cached, scan) in one_per_module(scanned, trusted.is_some(), &mut problems) {
+                let from = cached.origin();
+                let loaded = self
+                    .load_scan(
                         scan,
                         last_good,
                         &stock,
                         &|_: &OverrideFile| from.clone(),
                         &mut problems,
                     )
-                    .await,
-                );
+                    .await;
+                broken.extend(loaded.into_iter().map(|b| Broken {
+                    configmap: Some(cached.uid.clone()),
+                    ..b
+                }));
             }
             self.fall_back(broken, last_good, trusted, &mut problems)
                 .await;
@@ -353,8 +392,8 @@ impl Runtime {
         stock: &BTreeMap<String, ModuleSource>,
         override_origin: &(dyn Fn(&OverrideFile) -> Origin + Sync),
         problems: &mut Vec<LoadProblem>,
-    ) -> Vec<(String, String)> {
-        let mut broken: Vec<(String, String)> = scan
+    ) -> Vec<Broken> {
+        let mut broken: Vec<Broken> = scan
             .problems
             .into_iter()
             .map(|(path, problem)| {
@@ -368,7 +407,11 @@ impl Runtime {
                 } else {
                     format!("{shown}: {problem}")
                 };
-                (name, message)
+                Broken {
+                    module: name,
+                    message,
+                    configmap: None,
+                }
             })
             .collect();
         let kept: Vec<ModuleSource> = scan.modules.clone();
@@ -387,7 +430,11 @@ impl Runtime {
                         }
                     }
                 }
-                Err(e) => broken.push((kept.name.clone(), e.to_string())),
+                Err(e) => broken.push(Broken {
+                    module: kept.name.clone(),
+                    message: e.to_string(),
+                    configmap: None,
+                }),
             }
         }
         for file in scan.overrides {
@@ -405,7 +452,13 @@ impl Runtime {
                 continue;
             };
             let refused = match stock_override::apply(base, &file.text, from.clone()) {
-                Ok(source) => match self.load(source).await {
+                Ok(mut source) => match self
+                    .load({
+                        source.signature = file.signature.clone();
+                        source
+                    })
+                    .await
+                {
                     Ok(loaded) => {
                         problems.extend(loaded.warnings.into_iter().map(LoadProblem::warning));
                         continue;
@@ -430,13 +483,29 @@ impl Runtime {
     /// Puts the last good version of each broken module in service, or says what serves instead.
     async fn fall_back(
         &self,
-        broken: Vec<(String, String)>,
+        broken: Vec<Broken>,
         last_good: Option<&LastGood>,
         trusted: Option<&TrustedKeys>,
         problems: &mut Vec<LoadProblem>,
     ) {
-        for (name, problem) in broken {
+        for Broken {
+            module: name,
+            message: problem,
+            configmap,
+        } in broken
+        {
+            // With trusted keys, a remembered version stands in for a broken update of the ConfigMap
+            // it came from, never for another: a signed module whose ConfigMap was deleted stays
+            // deleted, whatever junk is labelled with its name afterwards.
+            let other_object = match (trusted, &configmap, last_good) {
+                (Some(_), Some(uid), Some(store)) => store.came_from(&name).as_ref() != Some(uid),
+                _ => false,
+            };
             let (served, fallback) = match last_good {
+                Some(_) if other_object => self.stock_fallback(
+                    &name,
+                    "its last good version came from another ConfigMap (deleted since), so it does not stand in for this one",
+                ),
                 Some(store) => match store.recall(&name, trusted) {
                     Ok(previous) => {
                         let sha = previous.sha256.clone();
@@ -488,4 +557,72 @@ impl Runtime {
     pub fn catalog(&self) -> Arc<Catalog> {
         self.registry.snapshot()
     }
+}
+
+/// A module that could not be used, for [`Runtime::fall_back`].
+struct Broken {
+    module: String,
+    /// Why, naming where it came from.
+    message: String,
+    /// The uid of the ConfigMap it came from, if it came from one.
+    configmap: Option<String>,
+}
+
+/// One ConfigMap for each module its label names, the others reported as left out. Without trusted
+/// keys the first by name serves; with them, the ConfigMaps whose module verified come first, the
+/// highest `version` among them, so that an unsigned ConfigMap (or an older signed one) cannot keep a
+/// signed module out by sorting before it.
+fn one_per_module<'a>(
+    scanned: Vec<(&'a Cached, DirectoryScan)>,
+    trusted: bool,
+    problems: &mut Vec<LoadProblem>,
+) -> Vec<(&'a Cached, DirectoryScan)> {
+    type Rank = (bool, Option<semver::Version>);
+    let rank = |scan: &DirectoryScan| -> Rank {
+        let usable =
+            scan.problems.is_empty() && !(scan.modules.is_empty() && scan.overrides.is_empty());
+        let version = scan
+            .modules
+            .first()
+            .and_then(|m| m.manifest.version.clone())
+            .or_else(|| {
+                let text = &scan.overrides.first()?.text;
+                crate::modules::Manifest::parse(text).ok()?.version
+            });
+        (usable, version)
+    };
+    let mut chosen: Vec<(&'a Cached, DirectoryScan)> = Vec::new();
+    let mut left_out: Vec<(&'a Cached, Option<String>)> = Vec::new();
+    for (cached, scan) in scanned {
+        let same = chosen
+            .iter()
+            .position(|(c, _)| !c.module.is_empty() && c.module == cached.module);
+        let Some(at) = same else {
+            chosen.push((cached, scan));
+            continue;
+        };
+        if trusted && rank(&scan) > rank(&chosen[at].1) {
+            let (first, first_scan) = std::mem::replace(&mut chosen[at], (cached, scan));
+            left_out.push((first, first_scan.problems.first().map(|(_, p)| p.clone())));
+        } else {
+            left_out.push((cached, scan.problems.first().map(|(_, p)| p.clone())));
+        }
+    }
+    for (cached, why) in left_out {
+        let serving = chosen
+            .iter()
+            .find(|(c, _)| c.module == cached.module)
+            .map(|(c, _)| c.configmap.as_str())
+            .unwrap_or_default();
+        let why = why.map(|w| format!(" ({w})")).unwrap_or_default();
+        problems.push(LoadProblem {
+            message: format!(
+                "ConfigMap {}: module {} is already in ConfigMap {serving}; this one is left out{why}",
+                cached.configmap, cached.module
+            ),
+            broken: true,
+            served: true,
+        });
+    }
+    chosen
 }
