@@ -83,6 +83,10 @@ impl Scene {
     }
 
     fn start(&self, extra: &[(&str, &str)]) -> Plugin {
+        self.start_logging("info", extra)
+    }
+
+    fn start_logging(&self, level: &str, extra: &[(&str, &str)]) -> Plugin {
         let (kubeconfig, state) = (self.path("kubeconfig"), self.path("state"));
         let mut env = vec![
             ("KUBECONFIG", kubeconfig.to_str().unwrap()),
@@ -96,7 +100,7 @@ impl Scene {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         let pairs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-        Plugin::start_with(binary(), &["--log-level", "info"], &pairs, |c| {
+        Plugin::start_with(binary(), &["--log-level", level], &pairs, |c| {
             c.env_remove("KUBERNETES_SERVICE_HOST");
         })
     }
@@ -692,6 +696,119 @@ async fn a_listing_made_too_large_or_slow_never_serves_a_module_deleted_since() 
             .iter()
             .any(|n| n.starts_with("kubevirt-velero-plugin/")),
         "{listed:?}"
+    );
+}
+
+/// `component` with a custom section appended: the same code, other bytes, so it compiles anew.
+fn distinct(component: &[u8], tag: &str) -> Vec<u8> {
+    fn leb(mut n: usize, out: &mut Vec<u8>) {
+        loop {
+            let byte = (n & 0x7f) as u8;
+            n >>= 7;
+            if n == 0 {
+                out.push(byte);
+                return;
+            }
+            out.push(byte | 0x80);
+        }
+    }
+    let mut body = Vec::new();
+    leb(tag.len(), &mut body);
+    body.extend_from_slice(tag.as_bytes());
+    let mut out = component.to_vec();
+    out.push(0); // a custom section
+    leb(body.len(), &mut out);
+    out.extend_from_slice(&body);
+    out
+}
+
+/// When a call answered, in the log's clock.
+fn now_utc() -> String {
+    humantime::format_rfc3339_micros(std::time::SystemTime::now()).to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn while_new_configmap_modules_compile_calls_to_other_modules_are_served_and_a_waited_for_one_compiles_next(
+) {
+    use velero_wasm::plugin::proto::generated::BackupItemActionAppliesToRequest as AppliesToRequest;
+    let scene = Scene::new(&[]);
+    let wasm = std::fs::read(components_dir().join("misbehave.wasm")).unwrap();
+    // Four modules never compiled on this host.
+    for i in 1..=4 {
+        let component = distinct(&wasm, &format!("m{i}"));
+        let manifest = format!(
+            "sha256 = \"{}\"\n[settings]\ndomain = \"m{i}.example.io\"\n",
+            sha256_hex(&component)
+        );
+        scene.server.apply(module_configmap(
+            &format!("m{i}"),
+            Some(&component),
+            &manifest,
+        ));
+    }
+    // And an override of the stock kubevirt module whose ConfigMap sorts after them.
+    let mut kubevirt = module_configmap("kubevirt", None, "[settings]\nmode = \"upstream\"\n");
+    kubevirt["metadata"]["name"] = json!("zz-kubevirt");
+    scene.server.apply(kubevirt);
+
+    let plugin = scene.start_logging("debug", &[]);
+    let channel = plugin.channel().await;
+    let applies_to = |name: &'static str| {
+        let channel = channel.clone();
+        tokio::spawn(async move {
+            let answer = BackupItemActionClient::new(channel)
+                .applies_to(AppliesToRequest {
+                    plugin: name.into(),
+                })
+                .await;
+            (answer.map(|_| ()), now_utc())
+        })
+    };
+    let hcp = applies_to("hypershift-oadp-plugin/backup-item-action");
+    let kubevirt = applies_to("kubevirt-velero-plugin/backup-virtualmachine-action");
+    let last = applies_to("m4.example.io/echo");
+    let (hcp, kubevirt, last) = (
+        hcp.await.unwrap(),
+        kubevirt.await.unwrap(),
+        last.await.unwrap(),
+    );
+    let session = plugin.shutdown().await;
+    let log = session.log_lines();
+    let at = |message: &str| -> String {
+        log.iter()
+            .find(|l| l["@message"] == message)
+            .and_then(|l| l["@timestamp"].as_str())
+            .unwrap_or_else(|| panic!("no {message:?} line:\n{}", session.stderr))
+            .to_string()
+    };
+    let loaded = at("modules in service");
+    for (name, (answer, when)) in [("hcp", &hcp), ("kubevirt", &kubevirt), ("m4", &last)] {
+        assert!(answer.is_ok(), "{name}: {answer:?}");
+        println!("{name} answered at {when}; all modules loaded at {loaded}");
+    }
+    // A stock module nothing replaces answers while the new modules compile; the replaced kubevirt
+    // is loaded ahead of the modules before it, as soon as a call waits for it; an action no module
+    // in service provides waits until all are loaded.
+    assert!(hcp.1 < loaded, "hcp waited for the others");
+    assert!(kubevirt.1 < loaded, "kubevirt waited for the others");
+    assert!(
+        last.1 >= loaded,
+        "m4's action answered before it could be known"
+    );
+    let order: Vec<&str> = log
+        .iter()
+        .filter(|l| {
+            l["@message"] == "module loaded (compiled now, or from its kept description)"
+                && l["origin"].as_str().unwrap_or("").contains("ConfigMap")
+        })
+        .filter_map(|l| l["module"].as_str())
+        .collect();
+    println!("load order: {order:?}");
+    let place = |m: &str| order.iter().position(|o| *o == m).unwrap();
+    assert_eq!(order.len(), 5, "{order:?}");
+    assert!(
+        place("kubevirt") < place("m3"),
+        "kubevirt, waited for, was not loaded ahead of the modules before it: {order:?}"
     );
 }
 

@@ -10,11 +10,12 @@ mod cache;
 mod call;
 mod engine;
 mod error;
+mod loading;
 mod module;
 mod registry;
 mod signer;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -26,6 +27,7 @@ pub use benchmark::WarmInstance;
 pub use cache::CompileCache;
 pub use engine::{EPOCH_TICK, MAX_CONCURRENT_CALLS};
 pub use error::{CallError, Fault, LoadError};
+pub use loading::Loading;
 pub use module::{validate_name, LoadedModule};
 pub use registry::{ActionEntry, Catalog, Registry};
 pub use signer::{types as signing_types, Signing};
@@ -46,6 +48,7 @@ pub struct Runtime {
     slots: Semaphore,
     signing: Arc<Signing>,
     floor: Option<VersionFloor>,
+    loading: Loading,
 }
 
 /// Where a host's modules come from, beyond the stock ones.
@@ -138,6 +141,7 @@ impl Runtime {
             slots: Semaphore::new(MAX_CONCURRENT_CALLS as usize),
             signing,
             floor: None,
+            loading: Loading::default(),
         })
     }
 
@@ -268,6 +272,10 @@ impl Runtime {
     /// one was remembered, else to what already serves under its name (a stock module, or the
     /// directory's). A manifest without a component overrides the stock module of its name. Returns
     /// what is worth reporting; fails only when the directory itself cannot be read.
+    ///
+    /// Every source is read before any module beyond the stock ones compiles, and [`Self::loading`]
+    /// then knows which modules are still to come: a call to another module need not wait for them,
+    /// and the ConfigMap module a call waits for compiles next.
     pub async fn load_modules(
         &self,
         config: &ModuleConfig,
@@ -292,34 +300,15 @@ impl Runtime {
                 Err(e) => problems.push(LoadProblem::not_served(e.to_string())),
             }
         }
-        if let Some(dir) = &config.directory {
-            let scan = scan_directory(dir, trusted)?;
-            let last_good = self.open_last_good(config.last_good.as_ref(), &mut problems);
-            let broken = self
-                .load_scan(
-                    scan,
-                    last_good,
-                    &stock,
-                    &|o: &OverrideFile| Origin::File(o.path.clone()),
-                    &mut problems,
-                )
-                .await;
-            self.fall_back(broken, last_good, trusted, &mut problems)
-                .await;
-        }
+
+        // Read every source first: which modules are still to come.
+        let directory = match &config.directory {
+            Some(dir) => Some(scan_directory(dir, trusted)?),
+            None => None,
+        };
+        let mut early_broken: Vec<Broken> = Vec::new();
+        let mut chosen = Vec::new();
         if let Some(configmaps) = &config.configmaps {
-            let last_good = self.open_last_good(configmaps.last_good.as_ref(), &mut problems);
-            let mut broken: Vec<Broken> = Vec::new();
-            for problem in &configmaps.problems {
-                match &problem.module {
-                    Some(name) => broken.push(Broken {
-                        module: name.clone(),
-                        message: problem.message.clone(),
-                        configmap: Some(problem.uid.clone().unwrap_or_default()),
-                    }),
-                    None => problems.push(LoadProblem::not_served(problem.message.clone())),
-                }
-            }
             let mut scanned = Vec::new();
             for cached in &configmaps.configmaps {
                 let origin = cached.origin();
@@ -343,9 +332,70 @@ impl Runtime {
                 }
                 scanned.push((cached, scan));
             }
-            for (cached, scan) in one_per_module(scanned, trusted.is_some(), &mut problems) {
+            chosen = one_per_module(scanned, trusted.is_some(), &mut problems);
+            for problem in &configmaps.problems {
+                let chosen_instead = problem
+                    .module
+                    .as_ref()
+                    .and_then(|m| chosen.iter().find(|(c, _)| c.module == *m));
+                match (&problem.module, chosen_instead) {
+                    (Some(_), Some((instead, _))) => problems.push(LoadProblem {
+                        message: format!(
+                            "{}; ConfigMap {} holds the module instead",
+                            problem.message, instead.configmap
+                        ),
+                        broken: true,
+                        served: true,
+                    }),
+                    (Some(name), None) => early_broken.push(Broken {
+                        module: name.clone(),
+                        message: problem.message.clone(),
+                        configmap: Some(problem.uid.clone().unwrap_or_default()),
+                    }),
+                    (None, _) => problems.push(LoadProblem::not_served(problem.message.clone())),
+                }
+            }
+        }
+        let from_configmaps: BTreeSet<String> = chosen
+            .iter()
+            .map(|(cached, _)| cached.module.clone())
+            .chain(early_broken.iter().map(|b| b.module.clone()))
+            .collect();
+        let from_directory: BTreeSet<String> =
+            directory.as_ref().map(scan_names).unwrap_or_default();
+        self.loading
+            .known(from_directory.union(&from_configmaps).cloned().collect());
+
+        if let (Some(scan), Some(_)) = (directory, &config.directory) {
+            let last_good = self.open_last_good(config.last_good.as_ref(), &mut problems);
+            let broken = self
+                .load_scan(
+                    scan,
+                    last_good,
+                    &stock,
+                    &|o: &OverrideFile| Origin::File(o.path.clone()),
+                    &mut problems,
+                )
+                .await;
+            self.fall_back(broken, last_good, trusted, &mut problems)
+                .await;
+            for name in from_directory.difference(&from_configmaps) {
+                self.loading.settled(name);
+            }
+        }
+        if let Some(configmaps) = &config.configmaps {
+            let last_good = self.open_last_good(configmaps.last_good.as_ref(), &mut problems);
+            for broken in early_broken {
+                let name = broken.module.clone();
+                self.fall_back(vec![broken], last_good, trusted, &mut problems)
+                    .await;
+                self.loading.settled(&name);
+            }
+            while !chosen.is_empty() {
+                let names: Vec<&str> = chosen.iter().map(|(c, _)| c.module.as_str()).collect();
+                let (cached, scan) = chosen.remove(self.loading.next(&names));
                 let from = cached.origin();
-                let loaded = self
+                let broken: Vec<Broken> = self
                     .load_scan(
                         scan,
                         last_good,
@@ -353,16 +403,24 @@ impl Runtime {
                         &|_: &OverrideFile| from.clone(),
                         &mut problems,
                     )
+                    .await
+                    .into_iter()
+                    .map(|b| Broken {
+                        configmap: Some(cached.uid.clone()),
+                        ..b
+                    })
+                    .collect();
+                self.fall_back(broken, last_good, trusted, &mut problems)
                     .await;
-                broken.extend(loaded.into_iter().map(|b| Broken {
-                    configmap: Some(cached.uid.clone()),
-                    ..b
-                }));
+                self.loading.settled(&cached.module);
             }
-            self.fall_back(broken, last_good, trusted, &mut problems)
-                .await;
         }
         Ok(problems)
+    }
+
+    /// How far loading is: a plugin's calls wait on it (see [`Loading`]).
+    pub fn loading(&self) -> &Loading {
+        &self.loading
     }
 
     /// The last good store, if it can be trusted (a store that cannot is reported, then not used).
@@ -625,4 +683,18 @@ fn one_per_module<'a>(
         });
     }
     chosen
+}
+
+/// The module names a directory scan stands for: its modules, overrides and refused files.
+fn scan_names(scan: &DirectoryScan) -> BTreeSet<String> {
+    scan.modules
+        .iter()
+        .map(|m| m.name.clone())
+        .chain(scan.overrides.iter().map(|o| o.name.clone()))
+        .chain(
+            scan.problems
+                .iter()
+                .filter_map(|(path, _)| Some(path.file_stem()?.to_string_lossy().into_owned())),
+        )
+        .collect()
 }
