@@ -83,6 +83,10 @@ impl Scene {
     }
 
     fn start(&self, extra: &[(&str, &str)]) -> Plugin {
+        self.start_logging("info", extra)
+    }
+
+    fn start_logging(&self, level: &str, extra: &[(&str, &str)]) -> Plugin {
         let (kubeconfig, state) = (self.path("kubeconfig"), self.path("state"));
         let mut env = vec![
             ("KUBECONFIG", kubeconfig.to_str().unwrap()),
@@ -96,7 +100,7 @@ impl Scene {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         let pairs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-        Plugin::start_with(binary(), &["--log-level", "info"], &pairs, |c| {
+        Plugin::start_with(binary(), &["--log-level", level], &pairs, |c| {
             c.env_remove("KUBERNETES_SERVICE_HOST");
         })
     }
@@ -337,12 +341,20 @@ fn keygen(dir: &Path, name: &str) -> (PathBuf, String) {
 
 /// The misbehave module (its actions under `domain`) as `module pack --sign` writes its ConfigMap.
 fn signed_configmap(domain: &str, key: &Path) -> Value {
+    signed_version(domain, key, None)
+}
+
+/// Like [`signed_configmap`], with `version = "…"` in the manifest when given.
+fn signed_version(domain: &str, key: &Path, version: Option<&str>) -> Value {
     use serde::Deserialize;
     let dir = tempfile::tempdir().unwrap();
     let wasm = std::fs::read(components_dir().join("misbehave.wasm")).unwrap();
     std::fs::write(dir.path().join("misbehave.wasm"), &wasm).unwrap();
+    let version = version
+        .map(|v| format!("version = \"{v}\"\n"))
+        .unwrap_or_default();
     let manifest = format!(
-        "sha256 = \"{}\"\n[settings]\ndomain = \"{domain}\"\n",
+        "sha256 = \"{}\"\n{version}[settings]\ndomain = \"{domain}\"\n",
         sha256_hex(&wasm)
     );
     std::fs::write(dir.path().join("misbehave.toml"), manifest).unwrap();
@@ -440,6 +452,364 @@ async fn with_trusted_keys_a_tampered_or_unsigned_configmap_is_refused_by_name_a
             "{case}: the key id {key} in {refusal:?}"
         );
     }
+}
+
+/// The messages of a session's log lines.
+fn messages(session: &Session) -> Vec<String> {
+    session
+        .log_lines()
+        .into_iter()
+        .filter_map(|l| l["@message"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// A scene whose plugins trust one key (from `module keygen`), with no stock module.
+struct Trusting {
+    scene: Scene,
+    key: PathBuf,
+    public: String,
+    _keys: tempfile::TempDir,
+}
+
+impl Trusting {
+    fn new() -> Trusting {
+        let keys = tempfile::tempdir().unwrap();
+        let (key, _) = keygen(keys.path(), "trusted");
+        Trusting {
+            scene: Scene::new(&[]),
+            public: format!("{}.pub", key.display()),
+            key,
+            _keys: keys,
+        }
+    }
+
+    fn start(&self) -> Plugin {
+        self.scene.start(&[
+            ("VELERO_WASM_TRUSTED_KEYS", self.public.as_str()),
+            ("VELERO_WASM_STOCK", "none"),
+        ])
+    }
+
+    /// The actions a fresh plugin lists, and its log's messages.
+    async fn serves(&self) -> (Vec<String>, Vec<String>) {
+        let plugin = self.start();
+        let listed = names(&plugin).await;
+        let session = plugin.shutdown().await;
+        (listed, messages(&session))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_trusted_keys_an_older_signed_version_or_other_content_under_a_served_version_is_refused(
+) {
+    let t = Trusting::new();
+    t.scene
+        .server
+        .apply(signed_version("v2.example.io", &t.key, Some("1.2.0")));
+    assert!(t
+        .serves()
+        .await
+        .0
+        .contains(&"v2.example.io/echo".to_string()));
+
+    // Signed, and older: someone re-applies a version the operator has moved past.
+    t.scene
+        .server
+        .apply(signed_version("v1.example.io", &t.key, Some("1.1.9")));
+    let (listed, log) = t.serves().await;
+    assert!(
+        listed.contains(&"v2.example.io/echo".to_string())
+            && !listed.iter().any(|n| n.starts_with("v1.example.io/")),
+        "the served version stays: {listed:?}"
+    );
+    assert!(
+        log.iter()
+            .any(|m| m.contains("version 1.1.9 is older than version 1.2.0")
+                && m.contains("rollback refused")
+                && m.contains("serving its last good version")),
+        "{log:#?}"
+    );
+
+    // Signed, the same version, other content.
+    t.scene
+        .server
+        .apply(signed_version("other.example.io", &t.key, Some("1.2.0")));
+    let (listed, log) = t.serves().await;
+    assert!(!listed.iter().any(|n| n.starts_with("other.example.io/")));
+    assert!(
+        log.iter()
+            .any(|m| m.contains("version 1.2.0 was served with other content")),
+        "{log:#?}"
+    );
+
+    // Signed without a version, once a version was served.
+    t.scene
+        .server
+        .apply(signed_version("none.example.io", &t.key, None));
+    let (listed, log) = t.serves().await;
+    assert!(!listed.iter().any(|n| n.starts_with("none.example.io/")));
+    assert!(
+        log.iter().any(|m| m.contains("it has no version")),
+        "{log:#?}"
+    );
+
+    // A higher version moves the floor up.
+    t.scene
+        .server
+        .apply(signed_version("v3.example.io", &t.key, Some("1.10.0")));
+    let (listed, _) = t.serves().await;
+    assert!(
+        listed.contains(&"v3.example.io/echo".to_string()),
+        "{listed:?}"
+    );
+    t.scene
+        .server
+        .apply(signed_version("v2.example.io", &t.key, Some("1.2.0")));
+    let (listed, _) = t.serves().await;
+    assert!(
+        listed.contains(&"v3.example.io/echo".to_string()),
+        "1.2.0 is now below the floor: {listed:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_trusted_keys_a_deleted_signed_module_is_not_resurrected_by_junk_with_its_label() {
+    let t = Trusting::new();
+    t.scene
+        .server
+        .apply(signed_version("a.example.io", &t.key, Some("1.0.0")));
+    assert!(t
+        .serves()
+        .await
+        .0
+        .contains(&"a.example.io/echo".to_string()));
+
+    // The operator deletes the module; someone adds an unsigned ConfigMap with its label.
+    assert!(t
+        .scene
+        .server
+        .delete("configmaps", "velero", "velero-wasm-module-misbehave"));
+    let mut junk = module_configmap("misbehave", Some(b"junk"), "sha256 = \"x\"");
+    junk["metadata"]["name"] = json!("junk");
+    t.scene.server.apply(junk);
+    let (listed, log) = t.serves().await;
+    assert!(
+        !listed.iter().any(|n| n.starts_with("a.example.io/")),
+        "the deleted module serves again: {listed:?}"
+    );
+    assert!(
+        log.iter().any(|m| m.contains("ConfigMap junk")
+            && m.contains("came from another ConfigMap (deleted since)")
+            && m.contains("module misbehave is not served")),
+        "{log:#?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_trusted_keys_an_unsigned_configmap_sorting_first_does_not_keep_the_signed_module_out()
+{
+    let t = Trusting::new();
+    t.scene
+        .server
+        .apply(signed_version("a.example.io", &t.key, Some("1.0.0")));
+    let mut squatter = misbehave_configmap("squat.example.io");
+    squatter["metadata"]["name"] = json!("aaa-squatter");
+    t.scene.server.apply(squatter);
+    let (listed, log) = t.serves().await;
+    assert!(
+        listed.contains(&"a.example.io/echo".to_string())
+            && !listed.iter().any(|n| n.starts_with("squat.example.io/")),
+        "{listed:?}"
+    );
+    assert!(
+        log.iter().any(|m| m.contains(
+            "ConfigMap aaa-squatter: module misbehave is already in ConfigMap velero-wasm-module-misbehave; this one is left out"
+        ) && m.contains("not signed")),
+        "{log:#?}"
+    );
+
+    // Without trusted keys the first by name serves, as before, and the other is reported.
+    let plugin = t.scene.start(&[("VELERO_WASM_STOCK", "none")]);
+    let listed = names(&plugin).await;
+    let log = messages(&plugin.shutdown().await);
+    assert!(
+        listed.contains(&"squat.example.io/echo".to_string()),
+        "{listed:?}"
+    );
+    assert!(
+        log.iter().any(|m| m.contains(
+            "ConfigMap velero-wasm-module-misbehave: module misbehave is already in ConfigMap aaa-squatter"
+        )),
+        "{log:#?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listing_made_too_large_or_slow_never_serves_a_module_deleted_since() {
+    let scene = Scene::new(&[]);
+    scene.server.apply(misbehave_configmap("a.example.io"));
+    let plugin = scene.start(&[]);
+    assert!(names(&plugin)
+        .await
+        .contains(&"a.example.io/echo".to_string()));
+    plugin.shutdown().await;
+
+    // Junk labelled as modules takes the list past 64 MiB, and the module is deleted.
+    for i in 0..50 {
+        let mut junk = module_configmap(&format!("junk{i}"), Some(&vec![7u8; 1 << 20]), "");
+        junk["metadata"]["name"] = json!(format!("junk-{i}"));
+        scene.server.apply(junk);
+    }
+    assert!(scene
+        .server
+        .delete("configmaps", "velero", "velero-wasm-module-misbehave"));
+    let plugin = scene.start(&[]);
+    let listed = names(&plugin).await;
+    let session = plugin.shutdown().await;
+    assert!(
+        !listed.iter().any(|n| n.starts_with("a.example.io/")),
+        "a deleted module serves from the last listing: {listed:?}\n{}",
+        session.stderr
+    );
+    // Too large, or too slow to read whole (the loopback server may take longer than the 5 s
+    // allowed for 70 MB): either way the last list is checked name by name.
+    let log = messages(&session);
+    assert!(
+        log.iter().any(
+            |m| (m.contains("the module ConfigMaps take more than 64 MiB")
+                || m.contains("no answer within 5 s"))
+                && m.contains("last successful list")
+        ),
+        "{log:#?}"
+    );
+    // Read by name, it is gone (or, with the server still busy with the list, not confirmed).
+    assert!(
+        log.iter().any(|m| m
+            .starts_with("ConfigMap velero-wasm-module-misbehave (module misbehave): ")
+            && (m.contains("deleted since the last list") || m.contains("cannot be read"))
+            && m.ends_with("not served")),
+        "{log:#?}"
+    );
+    // The stock modules still serve.
+    assert!(
+        listed
+            .iter()
+            .any(|n| n.starts_with("kubevirt-velero-plugin/")),
+        "{listed:?}"
+    );
+}
+
+/// `component` with a custom section appended: the same code, other bytes, so it compiles anew.
+fn distinct(component: &[u8], tag: &str) -> Vec<u8> {
+    fn leb(mut n: usize, out: &mut Vec<u8>) {
+        loop {
+            let byte = (n & 0x7f) as u8;
+            n >>= 7;
+            if n == 0 {
+                out.push(byte);
+                return;
+            }
+            out.push(byte | 0x80);
+        }
+    }
+    let mut body = Vec::new();
+    leb(tag.len(), &mut body);
+    body.extend_from_slice(tag.as_bytes());
+    let mut out = component.to_vec();
+    out.push(0); // a custom section
+    leb(body.len(), &mut out);
+    out.extend_from_slice(&body);
+    out
+}
+
+/// When a call answered, in the log's clock.
+fn now_utc() -> String {
+    humantime::format_rfc3339_micros(std::time::SystemTime::now()).to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn while_new_configmap_modules_compile_calls_to_other_modules_are_served_and_a_waited_for_one_compiles_next(
+) {
+    use velero_wasm::plugin::proto::generated::BackupItemActionAppliesToRequest as AppliesToRequest;
+    let scene = Scene::new(&[]);
+    let wasm = std::fs::read(components_dir().join("misbehave.wasm")).unwrap();
+    // Four modules never compiled on this host.
+    for i in 1..=4 {
+        let component = distinct(&wasm, &format!("m{i}"));
+        let manifest = format!(
+            "sha256 = \"{}\"\n[settings]\ndomain = \"m{i}.example.io\"\n",
+            sha256_hex(&component)
+        );
+        scene.server.apply(module_configmap(
+            &format!("m{i}"),
+            Some(&component),
+            &manifest,
+        ));
+    }
+    // And an override of the stock kubevirt module whose ConfigMap sorts after them.
+    let mut kubevirt = module_configmap("kubevirt", None, "[settings]\nmode = \"upstream\"\n");
+    kubevirt["metadata"]["name"] = json!("zz-kubevirt");
+    scene.server.apply(kubevirt);
+
+    let plugin = scene.start_logging("debug", &[]);
+    let channel = plugin.channel().await;
+    let applies_to = |name: &'static str| {
+        let channel = channel.clone();
+        tokio::spawn(async move {
+            let answer = BackupItemActionClient::new(channel)
+                .applies_to(AppliesToRequest {
+                    plugin: name.into(),
+                })
+                .await;
+            (answer.map(|_| ()), now_utc())
+        })
+    };
+    let hcp = applies_to("hypershift-oadp-plugin/backup-item-action");
+    let kubevirt = applies_to("kubevirt-velero-plugin/backup-virtualmachine-action");
+    let last = applies_to("m4.example.io/echo");
+    let (hcp, kubevirt, last) = (
+        hcp.await.unwrap(),
+        kubevirt.await.unwrap(),
+        last.await.unwrap(),
+    );
+    let session = plugin.shutdown().await;
+    let log = session.log_lines();
+    let at = |message: &str| -> String {
+        log.iter()
+            .find(|l| l["@message"] == message)
+            .and_then(|l| l["@timestamp"].as_str())
+            .unwrap_or_else(|| panic!("no {message:?} line:\n{}", session.stderr))
+            .to_string()
+    };
+    let loaded = at("modules in service");
+    for (name, (answer, when)) in [("hcp", &hcp), ("kubevirt", &kubevirt), ("m4", &last)] {
+        assert!(answer.is_ok(), "{name}: {answer:?}");
+        println!("{name} answered at {when}; all modules loaded at {loaded}");
+    }
+    // A stock module nothing replaces answers while the new modules compile; the replaced kubevirt
+    // is loaded ahead of the modules before it, as soon as a call waits for it; an action no module
+    // in service provides waits until all are loaded.
+    assert!(hcp.1 < loaded, "hcp waited for the others");
+    assert!(kubevirt.1 < loaded, "kubevirt waited for the others");
+    assert!(
+        last.1 >= loaded,
+        "m4's action answered before it could be known"
+    );
+    let order: Vec<&str> = log
+        .iter()
+        .filter(|l| {
+            l["@message"] == "module loaded (compiled now, or from its kept description)"
+                && l["origin"].as_str().unwrap_or("").contains("ConfigMap")
+        })
+        .filter_map(|l| l["module"].as_str())
+        .collect();
+    println!("load order: {order:?}");
+    let place = |m: &str| order.iter().position(|o| *o == m).unwrap();
+    assert_eq!(order.len(), 5, "{order:?}");
+    assert!(
+        place("kubevirt") < place("m3"),
+        "kubevirt, waited for, was not loaded ahead of the modules before it: {order:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -756,3 +756,76 @@ fn keygen_never_overwrites_a_key() {
     assert!(stderr(&out).contains("exists"), "{}", stderr(&out));
     assert_eq!(std::fs::read(key.private()).unwrap(), before);
 }
+
+#[test]
+fn pack_signs_an_expiry_verify_enforces_it_and_a_past_one_is_refused() {
+    let keys = tempfile::tempdir().unwrap();
+    let key = Key::new(keys.path(), "ops");
+    let source = support::module_dir("misbehave", "misbehave", MANIFEST);
+    let yaml = keys.path().join("cm.yaml");
+    let source_text = text(source.path());
+    let (yaml_text, private) = (text(&yaml), key.private());
+    let pack = |expires: &str| {
+        run(&[
+            "module",
+            "pack",
+            &source_text,
+            "--out",
+            &yaml_text,
+            "--sign",
+            &private,
+            "--expires",
+            expires,
+        ])
+    };
+    let out = pack("30d");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("its manifest has no version"),
+        "pack warns that rollback protection cannot cover it: {}",
+        stderr(&out)
+    );
+    let packed: Value = serde_norway::from_str(&std::fs::read_to_string(&yaml).unwrap()).unwrap();
+    let signature = packed["data"]["misbehave.sig"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(signature.contains("expires = \"20"), "{signature}");
+    let verified = run(&[
+        "module",
+        "verify",
+        "--trusted-keys",
+        &key.public(),
+        &yaml_text,
+    ]);
+    assert_eq!(verified.status.code(), Some(0), "{}", stderr(&verified));
+
+    // Moved by hand, the expiry no longer matches the signature.
+    let moved = std::fs::read_to_string(&yaml)
+        .unwrap()
+        .replace("expires = \"20", "expires = \"21");
+    std::fs::write(&yaml, moved).unwrap();
+    let refused = run(&[
+        "module",
+        "verify",
+        "--trusted-keys",
+        &key.public(),
+        &yaml_text,
+    ]);
+    assert_eq!(refused.status.code(), Some(1), "{}", stderr(&refused));
+    assert!(
+        stderr(&refused).contains("does not match"),
+        "{}",
+        stderr(&refused)
+    );
+
+    for bad in ["2001-01-01T00:00:00Z", "tomorrow"] {
+        let out = pack(bad);
+        assert_eq!(out.status.code(), Some(2), "{bad}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("--expires"),
+            "{bad}: {}",
+            stderr(&out)
+        );
+    }
+}

@@ -213,9 +213,15 @@ async fn load_runtime_with(
     services: Services,
     configmaps: Option<ConfigMapModules>,
 ) -> Result<(Runtime, Vec<LoadProblem>), Failure> {
+    // Reading the cluster's modules as the plugin does, the plugin's rollback protection too.
+    let floor = configmaps
+        .as_ref()
+        .and(crate::state::default_dir())
+        .map(|state| crate::modules::VersionFloor::at(&state));
     let runtime = Runtime::new(services)
         .map_err(|e| Failure::failed(format!("{e:#}")))?
-        .with_compile_cache(compile_cache());
+        .with_compile_cache(compile_cache())
+        .with_version_floor(floor);
     let config = ModuleConfig {
         directory: args.modules.clone(),
         last_good: None,

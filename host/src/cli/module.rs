@@ -91,6 +91,11 @@ pub struct PackArgs {
     #[arg(long, value_name = "KEYFILE")]
     sign: Option<PathBuf>,
 
+    /// With --sign: hosts refuse the signature after this long (`90d`, `12h`) or this time (RFC 3339,
+    /// `2027-06-30T00:00:00Z`), so that nobody can replay this version for longer (docs/modules.md).
+    #[arg(long, value_name = "DURATION|TIME", requires = "sign")]
+    expires: Option<String>,
+
     /// Write the YAML to this file instead of stdout.
     #[arg(long, value_name = "FILE")]
     out: Option<PathBuf>,
@@ -208,6 +213,8 @@ struct Parts {
 struct Checked {
     /// The component's sha256; none for a manifest alone.
     sha256: Option<String>,
+    /// The manifest's version.
+    version: Option<semver::Version>,
     signature: Option<ModuleSignature>,
 }
 
@@ -235,6 +242,7 @@ impl Parts {
                 .map_err(|e| e.to_string())?;
                 Ok(Checked {
                     sha256: Some(module.sha256),
+                    version: module.manifest.version,
                     signature: module.signature,
                 })
             }
@@ -247,9 +255,11 @@ impl Parts {
                     trusted,
                 )
                 .map_err(|e| e.to_string())?;
-                Manifest::parse(&self.manifest_text).map_err(|e| format!("manifest: {e}"))?;
+                let manifest =
+                    Manifest::parse(&self.manifest_text).map_err(|e| format!("manifest: {e}"))?;
                 Ok(Checked {
                     sha256: None,
+                    version: manifest.version,
                     signature,
                 })
             }
@@ -347,6 +357,7 @@ fn pack(args: &PackArgs) -> Result<u8, Failure> {
         .map(PrivateKey::read)
         .transpose()
         .map_err(|e| Failure::bad_input(format!("--sign {e}")))?;
+    let expires = args.expires.as_deref().map(expiry).transpose()?;
     let mut documents = Vec::new();
     let mut server_side = Vec::new();
     for parts in &mut modules {
@@ -357,8 +368,20 @@ fn pack(args: &PackArgs) -> Result<u8, Failure> {
             .check(None)
             .map_err(|e| Failure::bad_input(format!("{}: {e}", parts.source)))?;
         if let Some(key) = &key {
-            let signature = key.sign(&parts.name, checked.sha256.as_deref(), &parts.manifest_text);
+            let signature = key.sign_until(
+                &parts.name,
+                checked.sha256.as_deref(),
+                &parts.manifest_text,
+                expires,
+            );
             parts.signature_text = Some(signature.to_text());
+            if checked.version.is_none() {
+                eprintln!(
+                    "module {}: its manifest has no version, so hosts cannot refuse an older signed copy \
+                     in its place: add version = \"1.0.0\" (and raise it with each change)",
+                    parts.name
+                );
+            }
         }
         let name = args
             .name
@@ -420,6 +443,25 @@ fn pack(args: &PackArgs) -> Result<u8, Failure> {
         }
     }
     Ok(EXIT_OK)
+}
+
+/// When a signature made now stops being accepted: `now + DURATION`, or a time, which must be ahead.
+fn expiry(text: &str) -> Result<std::time::SystemTime, Failure> {
+    let now = std::time::SystemTime::now();
+    let at = match humantime::parse_duration(text) {
+        Ok(after) => now + after,
+        Err(_) => humantime::parse_rfc3339_weak(text).map_err(|e| {
+            Failure::bad_input(format!(
+                "--expires {text:?}: neither a duration (90d, 12h) nor a time (2027-06-30T00:00:00Z): {e}"
+            ))
+        })?,
+    };
+    if at <= now {
+        return Err(Failure::bad_input(format!(
+            "--expires {text:?}: that time has passed"
+        )));
+    }
+    Ok(at)
 }
 
 /// The ConfigMap of one module: the component gzipped under `binaryData` (`<name>.wasm.gz`, see

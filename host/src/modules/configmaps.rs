@@ -14,12 +14,16 @@
 //!   holding more than [`MAX_CONFIGMAP_BYTES`], or a key that is not `<name>.wasm|toml|sig`, is a
 //!   problem reported for that ConfigMap, never a failure of the others.
 //! - **Fallback**: the ConfigMaps of the last successful list are recorded ([`LISTING`]); when the API
-//!   server cannot be reached or refuses the list, those are loaded, with a warning.
+//!   server cannot be reached or refuses the list, those are loaded, with a warning. When it answers
+//!   but the list is larger than [`MAX_LIST_BYTES`] or slower than [`LIST_TIMEOUT`] (junk labelled
+//!   as modules can do both), each ConfigMap of the last list is read by name first, and one deleted
+//!   or changed since is not served: a deleted module must not stay in service for as long as
+//!   someone keeps the list large.
 //! - **Pruning**: a directory that is in neither the current list and has not been used for
 //!   [`PRUNE_AFTER`] is removed (a process that started just before an update may still be reading
 //!   the one it listed).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -110,21 +114,38 @@ pub async fn read(
         return None;
     };
     let cache = Cache::new(state);
-    let listed = tokio::time::timeout(LIST_TIMEOUT, async {
-        let namespace = match velero_namespace {
-            "" => cluster.default_namespace().await?,
-            namespace => namespace.to_string(),
-        };
-        let items = list(cluster, &namespace).await?;
-        Ok::<_, KubeError>((namespace, items))
-    })
-    .await;
-    let why = match listed {
-        Ok(Ok((namespace, items))) => {
+    let namespace = tokio::time::timeout(LIST_TIMEOUT, async {
+        match velero_namespace {
+            "" => cluster.default_namespace().await,
+            namespace => Ok(namespace.to_string()),
+        }
+    });
+    let namespace = match namespace.await {
+        Ok(Ok(namespace)) => Some(namespace),
+        _ => None,
+    };
+    let listed = match &namespace {
+        Some(namespace) => tokio::time::timeout(LIST_TIMEOUT, list(cluster, namespace))
+            .await
+            .map_err(|_| {
+                format!(
+                    "cannot list the module ConfigMaps: no answer within {} s",
+                    LIST_TIMEOUT.as_secs()
+                )
+            }),
+        None => Err(format!(
+            "cannot list the module ConfigMaps: no cluster to ask within {} s",
+            LIST_TIMEOUT.as_secs()
+        )),
+    };
+    // Whether the API server answers but the list could not be had whole: then someone may be
+    // keeping it large or slow, and the last list may name modules deleted since.
+    let (why, answering) = match listed {
+        Ok(Ok(items)) => {
             return match cache.materialise(&items) {
                 Ok(modules) => {
                     tracing::debug!(
-                        namespace = %namespace,
+                        namespace = namespace.as_deref().unwrap_or_default(),
                         configmaps = modules.configmaps.len(),
                         written = modules.written,
                         cached = modules.cached,
@@ -139,30 +160,88 @@ pub async fn read(
                 }
             };
         }
-        Ok(Err(e)) => format!("cannot list the module ConfigMaps: {e}"),
-        Err(_) => format!(
-            "cannot list the module ConfigMaps: no answer within {} s",
-            LIST_TIMEOUT.as_secs()
+        Ok(Err(KubeError::TooLarge(_))) => (
+            format!(
+                "the module ConfigMaps take more than {} MiB, the most read at start (remove the ConfigMaps labelled {LABEL} that are not modules)",
+                MAX_LIST_BYTES >> 20
+            ),
+            true,
         ),
+        Ok(Err(e)) => (format!("cannot list the module ConfigMaps: {e}"), false),
+        Err(why) => (why, true),
     };
-    match cache.last_listing() {
-        Ok(last) => {
-            tracing::warn!(
-                configmaps = last.len(),
-                "{why}; serving the module ConfigMaps of the last successful list instead"
-            );
-            Some(ConfigMapModules {
-                configmaps: last,
-                last_good: Some(cache.last_good()),
-                fallback: Some(why),
-                ..ConfigMapModules::default()
-            })
-        }
+    let last = match cache.last_listing() {
+        Ok(last) => last,
         Err(e) => {
             tracing::error!("{why}; the cached ones cannot be used either: {e}");
-            None
+            return None;
+        }
+    };
+    let (last, problems) = match (&namespace, answering) {
+        (Some(namespace), true) => still_listed(cluster, namespace, last).await,
+        _ => (last, Vec::new()),
+    };
+    tracing::warn!(
+        configmaps = last.len(),
+        "{why}; serving the module ConfigMaps of the last successful list instead"
+    );
+    Some(ConfigMapModules {
+        configmaps: last,
+        problems,
+        last_good: Some(cache.last_good()),
+        fallback: Some(why),
+        ..ConfigMapModules::default()
+    })
+}
+
+/// The ConfigMaps of the last list that are still there, unchanged (each read by name: one object,
+/// bounded like any answer), and a problem for each deleted or changed since, or that cannot be read
+/// within [`LIST_TIMEOUT`]: the API server answers, so a ConfigMap it does not confirm is not served.
+async fn still_listed(
+    cluster: &LazyCluster,
+    namespace: &str,
+    last: Vec<Cached>,
+) -> (Vec<Cached>, Vec<Problem>) {
+    let api = ApiResource::new("", "v1", "configmaps");
+    let mut kept = Vec::new();
+    let mut problems = Vec::new();
+    let deadline = tokio::time::Instant::now() + LIST_TIMEOUT;
+    for cached in last {
+        let read =
+            tokio::time::timeout_at(deadline, cluster.get(&api, namespace, &cached.configmap));
+        let gone = match read.await {
+            Ok(Ok(now)) => {
+                let field = |name: &str| {
+                    now.pointer(&format!("/metadata/{name}"))
+                        .and_then(Value::as_str)
+                };
+                let same = field("resourceVersion") == Some(cached.resource_version.as_str())
+                    && (cached.uid.is_empty() || field("uid") == Some(cached.uid.as_str()));
+                (!same).then(|| "changed since".to_string())
+            }
+            Ok(Err(KubeError::NotFound(_))) => Some("deleted since".to_string()),
+            Ok(Err(e)) => Some(format!(
+                "cannot be read ({e}), so not known to be unchanged since"
+            )),
+            Err(_) => Some(format!(
+                "cannot be read within {} s, so not known to be unchanged since",
+                LIST_TIMEOUT.as_secs()
+            )),
+        };
+        match gone {
+            None => kept.push(cached),
+            // No module named: a last good version must not stand in for it either.
+            Some(how) => problems.push(Problem {
+                module: None,
+                uid: Some(cached.uid.clone()),
+                message: format!(
+                    "ConfigMap {} (module {}): {how} the last list that could be read; not served",
+                    cached.configmap, cached.module
+                ),
+            }),
         }
     }
+    (kept, problems)
 }
 
 /// Lists the module ConfigMaps of `namespace` (bounded by [`MAX_LIST_BYTES`]; the caller bounds the
@@ -187,6 +266,12 @@ pub async fn list(
 pub struct Cached {
     /// The ConfigMap's name.
     pub configmap: String,
+    /// The module its label names (empty in a listing written by an earlier version).
+    #[serde(default)]
+    pub module: String,
+    /// Its uid (empty in a listing written by an earlier version).
+    #[serde(default)]
+    pub uid: String,
     /// Its resourceVersion.
     #[serde(rename = "resourceVersion")]
     pub resource_version: String,
@@ -199,6 +284,7 @@ impl Cached {
     pub fn origin(&self) -> Origin {
         Origin::ConfigMap {
             name: self.configmap.clone(),
+            uid: self.uid.clone(),
             resource_version: self.resource_version.clone(),
         }
     }
@@ -209,6 +295,9 @@ impl Cached {
 pub struct Problem {
     /// The module it was meant to hold, when its label says.
     pub module: Option<String>,
+    /// The ConfigMap's uid, when it has one (a module's last good version stands in for a broken
+    /// ConfigMap only if it came from the same object, see `Runtime::load_modules`).
+    pub uid: Option<String>,
     /// What is wrong, naming the ConfigMap.
     pub message: String,
 }
@@ -268,7 +357,6 @@ impl Cache {
         };
         let mut sorted: Vec<&Value> = items.iter().collect();
         sorted.sort_by_key(|cm| name_of(cm).to_string());
-        let mut modules: BTreeMap<String, String> = BTreeMap::new();
         for item in sorted {
             let configmap = name_of(item).to_string();
             let module = item
@@ -278,6 +366,10 @@ impl Cache {
                 .map(str::to_string);
             let problem = |message: String| Problem {
                 module: module.clone(),
+                uid: item
+                    .pointer("/metadata/uid")
+                    .and_then(Value::as_str)
+                    .map(str::to_string),
                 message: format!("ConfigMap {configmap}: {message}"),
             };
             let files = match files_of(item, module.as_deref()) {
@@ -287,16 +379,7 @@ impl Cache {
                     continue;
                 }
             };
-            if let Some(name) = &module {
-                if let Some(first) = modules.get(name) {
-                    out.problems.push(problem(format!(
-                        "module {name} is already in ConfigMap {first}; this one is left out"
-                    )));
-                    continue;
-                }
-                modules.insert(name.clone(), configmap.clone());
-            }
-            match self.write(item, &files) {
+            match self.write(item, module.as_deref().unwrap_or(""), &files) {
                 Ok((cached, written)) => {
                     if written {
                         out.written += 1;
@@ -334,7 +417,12 @@ impl Cache {
 
     /// Writes one ConfigMap's files, unless a complete directory for its uid and resourceVersion is
     /// there already. Returns it and whether it was written now.
-    fn write(&self, item: &Value, files: &[(String, Vec<u8>)]) -> Result<(Cached, bool), String> {
+    fn write(
+        &self,
+        item: &Value,
+        module: &str,
+        files: &[(String, Vec<u8>)],
+    ) -> Result<(Cached, bool), String> {
         let field = |name: &str| {
             let value = item
                 .pointer(&format!("/metadata/{name}"))
@@ -357,6 +445,8 @@ impl Cache {
         let dir = self.dir.join(format!("{uid}-{version}"));
         let cached = Cached {
             configmap: name_of(item).to_string(),
+            module: module.to_string(),
+            uid: uid.clone(),
             resource_version: version,
             dir: dir.clone(),
         };

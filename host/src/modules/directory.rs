@@ -43,6 +43,8 @@ pub struct OverrideFile {
     pub path: PathBuf,
     /// The manifest as written.
     pub text: String,
+    /// Its signature, as checked when it was read.
+    pub signature: Option<super::ModuleSignature>,
 }
 
 /// Reads every module in `dir` (one whole version of a kubelet-mounted directory), checking signatures
@@ -136,10 +138,11 @@ fn scan_once(dir: &Path, trusted: Option<&TrustedKeys>) -> std::io::Result<Direc
                 .map_err(|e| format!("{}: {e}", signature_path.display()))
         });
         match signed {
-            Ok(_) => scan.overrides.push(OverrideFile {
+            Ok(signature) => scan.overrides.push(OverrideFile {
                 name: name.to_string(),
                 path: path.clone(),
                 text,
+                signature,
             }),
             Err(problem) => scan.problems.push((path.clone(), problem)),
         }

@@ -8,7 +8,7 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-use super::{read_module, ModuleSource, TrustedKeys};
+use super::{read_module, ModuleSource, Origin, TrustedKeys};
 
 /// A directory of modules that loaded successfully, by name.
 #[derive(Debug, Clone)]
@@ -65,12 +65,25 @@ impl LastGood {
         )?;
         let signature = self.dir.join(format!("{}.sig", module.name));
         match &module.signature {
-            Some(s) => write_atomically(&signature, s.text.as_bytes()),
-            None => match std::fs::remove_file(&signature) {
-                Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
-                _ => Ok(()),
-            },
+            Some(s) => write_atomically(&signature, s.text.as_bytes())?,
+            None => remove(&signature)?,
         }
+        let from = self.dir.join(format!("{}.from", module.name));
+        match &module.origin {
+            Origin::ConfigMap { uid, .. } if !uid.is_empty() => {
+                write_atomically(&from, uid.as_bytes())
+            }
+            _ => remove(&from),
+        }
+    }
+
+    /// The uid of the ConfigMap the remembered version of a module came from, if it came from one:
+    /// with trusted keys, a last good version stands in only for a broken update of that same
+    /// object, never for a ConfigMap created after it was deleted.
+    pub fn came_from(&self, name: &str) -> Option<String> {
+        let path = self.dir.join(format!("{name}.from"));
+        let bytes = crate::regular_file::read(&path, 256).ok()?;
+        String::from_utf8(bytes).ok()
     }
 
     /// The remembered version of a module, if there is one, it is intact and its signature satisfies
@@ -90,6 +103,13 @@ impl LastGood {
         }
         read_module(&path, trusted)
             .map_err(|why| format!("its last good version cannot be used: {why}"))
+    }
+}
+
+fn remove(path: &Path) -> io::Result<()> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
     }
 }
 

@@ -3,6 +3,8 @@
 //!
 //! ```toml
 //! sha256 = "9f2c…"                     # of <name>.wasm; required for modules outside the binary
+//! version = "1.4.0"                    # semver; with trusted keys, a host never serves a lower
+//!                                      # version of a module than it has served (docs/modules.md)
 //! description = "KubeVirt VM backup and restore"
 //!
 //! [limits]
@@ -53,6 +55,8 @@ pub const MAX_MEMORY: u64 = 1 << 30;
 pub struct Manifest {
     /// Lower-case hex sha256 of the module's bytes.
     pub sha256: Option<String>,
+    /// The module's version, which rollback protection compares (see `modules::version_floor`).
+    pub version: Option<semver::Version>,
     /// One line for people.
     pub description: String,
     /// Per-call limits.
@@ -70,6 +74,8 @@ pub struct Manifest {
 struct ManifestText {
     #[serde(default)]
     sha256: Option<String>,
+    #[serde(default)]
+    version: Option<String>,
     #[serde(default)]
     description: String,
     #[serde(default)]
@@ -355,6 +361,18 @@ impl Manifest {
         if let Some(sha) = &raw.sha256 {
             check_sha256(sha)?;
         }
+        let version = raw
+            .version
+            .as_deref()
+            .map(|v| {
+                semver::Version::parse(v).map_err(|e| {
+                    invalid(
+                        "version",
+                        format!("{v:?} is not a semantic version (like \"1.4.0\"): {e}"),
+                    )
+                })
+            })
+            .transpose()?;
         check_limits(&raw.limits)?;
         let kube = raw
             .grant
@@ -372,6 +390,7 @@ impl Manifest {
         check_entries(&grant)?;
         Ok(Manifest {
             sha256: raw.sha256,
+            version,
             description: raw.description,
             limits: raw.limits,
             grant,

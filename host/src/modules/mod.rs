@@ -13,6 +13,7 @@ mod manifest;
 pub mod signature;
 mod stock;
 pub mod stock_override;
+pub mod version_floor;
 
 use bytes::Bytes;
 use std::fmt;
@@ -31,6 +32,7 @@ pub use signature::{ModuleSignature, TrustedKeys};
 pub use stock::{
     chosen_stock_modules, stock_modules, stock_names, StockChoice, UnknownStock, STOCK_ENV,
 };
+pub use version_floor::{Rollback, VersionFloor};
 
 /// A module as found, before compilation.
 #[derive(Clone)]
@@ -95,6 +97,8 @@ pub enum Origin {
     ConfigMap {
         /// The ConfigMap's name.
         name: String,
+        /// Its uid: the object, whatever its name (not shown).
+        uid: String,
         /// Its `resourceVersion` when it was read.
         resource_version: String,
     },
@@ -117,6 +121,7 @@ impl fmt::Display for Origin {
             Origin::ConfigMap {
                 name,
                 resource_version,
+                ..
             } => write!(f, "ConfigMap {name}@{resource_version}"),
             Origin::Override(from) => write!(f, "stock + override {from}"),
         }

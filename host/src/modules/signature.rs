@@ -9,6 +9,7 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use base64::Engine as _;
 use ed25519_dalek::pkcs8::{DecodePrivateKey, DecodePublicKey, EncodePrivateKey, EncodePublicKey};
@@ -23,13 +24,24 @@ pub const TRUSTED_KEYS_ENV: &str = "VELERO_WASM_TRUSTED_KEYS";
 /// The largest key or signature file read (a PEM key is a few hundred bytes).
 const MAX_KEY_FILE: u64 = 16 << 10;
 
-/// The text that is signed: a version line, the module's name, the sha256 of its component (`-` when
-/// it has none: a manifest that overrides a stock module) and the sha256 of its manifest.
-pub fn signed_message(name: &str, component_sha256: Option<&str>, manifest_sha256: &str) -> String {
-    format!(
-        "velero-wasm module v1\n{name}\n{}\n{manifest_sha256}\n",
-        component_sha256.unwrap_or("-")
-    )
+/// The text that is signed: a format line, the module's name, the sha256 of its component (`-` when
+/// it has none: a manifest that overrides a stock module) and the sha256 of its manifest (which binds
+/// the manifest's `version`, and so rollback protection, see [`VersionFloor`](super::VersionFloor)).
+/// A signature with an expiry signs format 2, which adds `expires <RFC 3339 time>`; one without
+/// signs format 1, which every earlier host verifies.
+pub fn signed_message(
+    name: &str,
+    component_sha256: Option<&str>,
+    manifest_sha256: &str,
+    expires: Option<&str>,
+) -> String {
+    let component = component_sha256.unwrap_or("-");
+    match expires {
+        None => format!("velero-wasm module v1\n{name}\n{component}\n{manifest_sha256}\n"),
+        Some(at) => {
+            format!("velero-wasm module v2\n{name}\n{component}\n{manifest_sha256}\nexpires {at}\n")
+        }
+    }
 }
 
 /// A key's id: the first 8 bytes of the sha256 of its raw 32-byte public key, in lower-case hex.
@@ -129,22 +141,38 @@ impl PrivateKey {
             .map_err(|e| format!("cannot encode the public key: {e}"))
     }
 
-    /// The signature file (`<name>.sig`) of a module.
+    /// The signature file (`<name>.sig`) of a module, valid for as long as the key is trusted.
     pub fn sign(
         &self,
         name: &str,
         component_sha256: Option<&str>,
         manifest_text: &str,
     ) -> SignatureFile {
+        self.sign_until(name, component_sha256, manifest_text, None)
+    }
+
+    /// The signature file of a module, refused by hosts after `expires` (when given): an old version
+    /// cannot be replayed for longer than that, even to a host that has forgotten it served a newer
+    /// one.
+    pub fn sign_until(
+        &self,
+        name: &str,
+        component_sha256: Option<&str>,
+        manifest_text: &str,
+        expires: Option<SystemTime>,
+    ) -> SignatureFile {
+        let expires = expires.map(|at| humantime::format_rfc3339_seconds(at).to_string());
         let message = signed_message(
             name,
             component_sha256,
             &sha256_hex(manifest_text.as_bytes()),
+            expires.as_deref(),
         );
         let signature = self.key.sign(message.as_bytes());
         SignatureFile {
             key: self.key_id(),
             signature: base64::engine::general_purpose::STANDARD.encode(signature.to_bytes()),
+            expires,
         }
     }
 }
@@ -257,6 +285,9 @@ pub struct SignatureFile {
     pub key: String,
     /// The ed25519 signature of [`signed_message`], base64 (standard alphabet, padded).
     pub signature: String,
+    /// When hosts stop accepting it (RFC 3339, UTC), if ever; part of the signed message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires: Option<String>,
 }
 
 impl SignatureFile {
@@ -280,15 +311,23 @@ impl SignatureFile {
             .map_err(|e| format!("signature is not base64: {e}"))?;
         let signature = ed25519_dalek::Signature::from_slice(&bytes)
             .map_err(|_| format!("signature has {} bytes, not 64", bytes.len()))?;
+        if let Some(at) = &file.expires {
+            humantime::parse_rfc3339(at)
+                .map_err(|e| format!("expires {at:?} is not an RFC 3339 time in UTC: {e}"))?;
+        }
         Ok((file, signature))
     }
 
     /// The file's text.
     pub fn to_text(&self) -> String {
-        format!(
+        let mut text = format!(
             "key = \"{}\"\nsignature = \"{}\"\n",
             self.key, self.signature
-        )
+        );
+        if let Some(at) = &self.expires {
+            text.push_str(&format!("expires = \"{at}\"\n"));
+        }
+        text
     }
 }
 
@@ -355,6 +394,16 @@ pub enum SignatureError {
         module: String,
         /// The key id.
         key: String,
+    },
+    /// The signature verifies, but its expiry has passed.
+    #[error("module {module}: its signature by key {key} expired at {at}: sign it again")]
+    Expired {
+        /// The module.
+        module: String,
+        /// The key id.
+        key: String,
+        /// When it expired.
+        at: String,
     },
     /// Trusted keys are configured but cannot be read.
     #[error("module {module} cannot be verified: the trusted keys {keys} cannot be used: {why}")]
@@ -423,13 +472,24 @@ pub fn verify(
         name,
         component_sha256,
         &sha256_hex(manifest_text.as_bytes()),
+        file.expires.as_deref(),
     );
     key.key
         .verify_strict(message.as_bytes(), &signature)
         .map_err(|_| SignatureError::Mismatch {
-            module,
+            module: module.clone(),
             key: file.key.clone(),
         })?;
+    if let Some(at) = &file.expires {
+        let expired = humantime::parse_rfc3339(at).map_or(true, |t| t <= SystemTime::now());
+        if expired {
+            return Err(SignatureError::Expired {
+                module,
+                key: file.key,
+                at: at.clone(),
+            });
+        }
+    }
     Ok(Some(ModuleSignature {
         key: file.key,
         verified: true,
@@ -483,9 +543,57 @@ mod tests {
     }
 
     #[test]
+    fn an_expiry_is_signed_and_enforced() {
+        use std::time::Duration;
+        let dir = tempfile::tempdir().unwrap();
+        let key = PrivateKey::generate().unwrap();
+        let trusted = keys_of(dir.path(), &[&key]);
+        let day = Duration::from_secs(86_400);
+        let ahead = key.sign_until("m", Some("aa"), "", Some(SystemTime::now() + day));
+        assert!(
+            ahead.to_text().contains("expires = \""),
+            "{}",
+            ahead.to_text()
+        );
+        assert!(verify("m", Some("aa"), "", Some(&ahead.to_text()), Some(&trusted)).is_ok());
+
+        // Moving the expiry breaks the signature; an expiry passed refuses it.
+        let mut moved = ahead.clone();
+        moved.expires = Some("2099-01-01T00:00:00Z".into());
+        let error =
+            verify("m", Some("aa"), "", Some(&moved.to_text()), Some(&trusted)).unwrap_err();
+        assert!(matches!(error, SignatureError::Mismatch { .. }), "{error}");
+        let mut stripped = ahead.clone();
+        stripped.expires = None;
+        let error = verify(
+            "m",
+            Some("aa"),
+            "",
+            Some(&stripped.to_text()),
+            Some(&trusted),
+        )
+        .unwrap_err();
+        assert!(matches!(error, SignatureError::Mismatch { .. }), "{error}");
+        let past = key.sign_until("m", Some("aa"), "", Some(SystemTime::now() - day));
+        let error = verify("m", Some("aa"), "", Some(&past.to_text()), Some(&trusted))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("expired at") && error.contains("sign it again"),
+            "{error}"
+        );
+        let error = SignatureFile::parse(&format!(
+            "{}expires = \"soon\"\n",
+            key.sign("m", None, "").to_text()
+        ))
+        .unwrap_err();
+        assert!(error.contains("not an RFC 3339 time"), "{error}");
+    }
+
+    #[test]
     fn a_manifest_alone_is_signed_with_a_dash_for_the_component() {
         assert_eq!(
-            signed_message("kubevirt", None, "ff"),
+            signed_message("kubevirt", None, "ff", None),
             "velero-wasm module v1\nkubevirt\n-\nff\n"
         );
         let dir = tempfile::tempdir().unwrap();

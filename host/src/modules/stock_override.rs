@@ -80,6 +80,7 @@ pub fn apply(stock: &ModuleSource, text: &str, from: Origin) -> Result<ModuleSou
     if !manifest.description.is_empty() {
         merged.description = manifest.description.clone();
     }
+    merged.version = manifest.version.clone();
     Ok(ModuleSource {
         name: stock.name.clone(),
         wasm: stock.wasm.clone(),

@@ -22,7 +22,7 @@ impl BackupItemAction for BackupV1 {
         &self,
         request: Request<BackupItemActionAppliesToRequest>,
     ) -> Result<Response<BackupItemActionAppliesToResponse>, Status> {
-        let selector = self.0.applies_to(KIND, &request.get_ref().plugin)?;
+        let selector = self.0.applies_to(KIND, &request.get_ref().plugin).await?;
         Ok(Response::new(BackupItemActionAppliesToResponse {
             resource_selector: Some(selector),
         }))

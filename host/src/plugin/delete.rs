@@ -21,7 +21,7 @@ impl DeleteItemAction for Delete {
         &self,
         request: Request<DeleteItemActionAppliesToRequest>,
     ) -> Result<Response<DeleteItemActionAppliesToResponse>, Status> {
-        let selector = self.0.applies_to(KIND, &request.get_ref().plugin)?;
+        let selector = self.0.applies_to(KIND, &request.get_ref().plugin).await?;
         Ok(Response::new(DeleteItemActionAppliesToResponse {
             resource_selector: Some(selector),
         }))

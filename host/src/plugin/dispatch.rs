@@ -72,8 +72,16 @@ impl Dispatch {
     }
 
     /// The action named `name`, if Velero's service for `kind` can run it, or a retired action of that
-    /// kind and name; otherwise Velero's "not found" status.
-    pub fn find(&self, kind: ActionKind, name: &str) -> Result<Found, Status> {
+    /// kind and name; otherwise Velero's "not found" status. While modules load, waits for the module
+    /// that provides it (for all of them, when none in service does yet).
+    pub async fn find(&self, kind: ActionKind, name: &str) -> Result<Found, Status> {
+        let runtime = &self.runtime;
+        runtime
+            .loading()
+            .ready_for(name, |action| {
+                runtime.action(action).map(|e| e.module.name.to_string())
+            })
+            .await;
         let Some(entry) = self.runtime.action(name) else {
             let listed = (kind, name.to_string());
             if self.retired.get().is_some_and(|r| r.contains(&listed)) {
@@ -106,7 +114,7 @@ impl Dispatch {
         item: Vec<u8>,
         backup: Vec<u8>,
     ) -> Result<BackupOutcome, Status> {
-        let found = self.find(kind, name)?;
+        let found = self.find(kind, name).await?;
         let item = self::item("item", item)?;
         tag(&item.id);
         let backup = document("backup", backup)?;
@@ -143,7 +151,7 @@ impl Dispatch {
         item_from_backup: Vec<u8>,
         restore: Vec<u8>,
     ) -> Result<RestoreOutcome, Status> {
-        let found = self.find(kind, name)?;
+        let found = self.find(kind, name).await?;
         let item = self::item("item", item)?;
         tag(&item.id);
         let id = item.id;
@@ -181,7 +189,7 @@ impl Dispatch {
         backup: Vec<u8>,
     ) -> Result<Vec<ResourceId>, Status> {
         let kind = ActionKind::ItemBlock;
-        let found = self.find(kind, name)?;
+        let found = self.find(kind, name).await?;
         let item = self::item("item", item)?;
         tag(&item.id);
         let backup = document("backup", backup)?;
@@ -198,7 +206,7 @@ impl Dispatch {
     /// DeleteItemAction Execute.
     pub async fn delete(&self, name: &str, item: Vec<u8>, backup: Vec<u8>) -> Result<(), Status> {
         let kind = ActionKind::Delete;
-        let found = self.find(kind, name)?;
+        let found = self.find(kind, name).await?;
         let item = self::item("item", item)?;
         tag(&item.id);
         let backup = document("backup", backup)?;
@@ -219,7 +227,7 @@ impl Dispatch {
         field: &str,
         subject: Vec<u8>,
     ) -> Result<OperationProgress, Status> {
-        let found = self.find(kind, name)?;
+        let found = self.find(kind, name).await?;
         let subject = document(field, subject)?;
         let Found::Action(entry) = found else {
             return Err(status::retired_operation(name));
@@ -238,7 +246,7 @@ impl Dispatch {
         field: &str,
         subject: Vec<u8>,
     ) -> Result<(), Status> {
-        let found = self.find(kind, name)?;
+        let found = self.find(kind, name).await?;
         let subject = document(field, subject)?;
         let Found::Action(entry) = found else {
             return Err(status::retired_operation(name));
@@ -256,7 +264,7 @@ impl Dispatch {
         restore: Vec<u8>,
     ) -> Result<bool, Status> {
         let kind = ActionKind::RestoreV2;
-        let found = self.find(kind, name)?;
+        let found = self.find(kind, name).await?;
         let restore = document("restore", restore)?;
         let Found::Action(entry) = found else {
             return Ok(true);
@@ -267,12 +275,19 @@ impl Dispatch {
     }
 
     /// The AppliesTo answer for the action `name` of `kind`: its selector, always set.
-    pub fn applies_to(&self, kind: ActionKind, name: &str) -> Result<ResourceSelector, Status> {
+    pub async fn applies_to(
+        &self,
+        kind: ActionKind,
+        name: &str,
+    ) -> Result<ResourceSelector, Status> {
         let span = call_span(kind, "AppliesTo", name);
-        let _entered = span.enter();
         let found = self
             .find(kind, name)
-            .inspect_err(|s| tracing::debug!("AppliesTo failed: {}", s.message()))?;
+            .instrument(span.clone())
+            .await
+            .inspect_err(|s| {
+                span.in_scope(|| tracing::debug!("AppliesTo failed: {}", s.message()))
+            })?;
         Ok(match found {
             Found::Action(entry) => resource_selector(&entry.info().applies_to),
             Found::Retired => ResourceSelector {

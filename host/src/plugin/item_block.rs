@@ -22,7 +22,7 @@ impl ItemBlockAction for ItemBlock {
         &self,
         request: Request<ItemBlockActionAppliesToRequest>,
     ) -> Result<Response<ItemBlockActionAppliesToResponse>, Status> {
-        let selector = self.0.applies_to(KIND, &request.get_ref().plugin)?;
+        let selector = self.0.applies_to(KIND, &request.get_ref().plugin).await?;
         Ok(Response::new(ItemBlockActionAppliesToResponse {
             resource_selector: Some(selector),
         }))

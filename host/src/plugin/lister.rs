@@ -114,6 +114,8 @@ impl PluginLister for Lister {
         &self,
         _request: Request<Empty>,
     ) -> Result<Response<ListPluginsResponse>, Status> {
+        // The whole list: every module, not only those in service so far.
+        self.dispatch.runtime().loading().all_done().await;
         let plugins = self.plugins();
         tracing::debug!(plugins = plugins.len(), "ListPlugins");
         if let Some(listing) = &self.listing {

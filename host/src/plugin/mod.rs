@@ -45,7 +45,7 @@ use crate::capabilities::kube::live::{ClusterOptions, LazyCluster};
 use crate::capabilities::{Backend, Clock, Environment, KubeCall, Services};
 use crate::modules::configmaps::{self, ConfigMapModules};
 use crate::modules::signature::TRUSTED_KEYS_ENV;
-use crate::modules::{LastGood, StockChoice, TrustedKeys, STOCK_ENV};
+use crate::modules::{LastGood, StockChoice, TrustedKeys, VersionFloor, STOCK_ENV};
 use crate::runtime::{CompileCache, ModuleConfig, Runtime};
 use dispatch::Dispatch;
 use handshake::{PluginArgs, Socket};
@@ -151,7 +151,8 @@ async fn serve(args: PluginArgs, parent: u32) -> anyhow::Result<()> {
             state
                 .as_ref()
                 .and_then(|d| CompileCache::open(d.join("compiled"))),
-        ),
+        )
+        .with_version_floor(state.as_deref().map(VersionFloor::at)),
     );
     let directory = std::env::var_os(MODULES_ENV)
         .filter(|d| !d.is_empty())
@@ -218,8 +219,18 @@ async fn serve(args: PluginArgs, parent: u32) -> anyhow::Result<()> {
         "serving Velero's plugin protocol"
     );
 
-    // The modules, now that Velero has its socket; its calls wait until they are in service.
+    // The modules, now that Velero has its socket. Its calls wait until every source has been read,
+    // then each for the module it needs (runtime::Loading): a module that compiles holds up only the
+    // calls to it.
+    runtime.loading().begin();
+    let known = runtime.clone();
     tokio::spawn(async move {
+        known.loading().sources_known().await;
+        let _ = loaded.send(true);
+    });
+    tokio::spawn(async move {
+        // However this task ends, calls stop waiting for it.
+        let _finish = FinishLoading(runtime.clone());
         let velero_namespace = runtime
             .services()
             .environment
@@ -246,7 +257,7 @@ async fn serve(args: PluginArgs, parent: u32) -> anyhow::Result<()> {
             tracing::debug!(retired = ?retired, "actions Velero listed that no module provides any more");
         }
         dispatch.set_retired(retired);
-        let _ = loaded.send(true);
+        runtime.loading().finish();
         tracing::debug!(
             actions = provided.len(),
             loaded_ms = started.elapsed().as_millis() as u64,
@@ -306,6 +317,15 @@ async fn serve(args: PluginArgs, parent: u32) -> anyhow::Result<()> {
         server.abort();
     }
     Ok(())
+}
+
+/// Ends loading when dropped, so that a loading task that fails never leaves calls waiting.
+struct FinishLoading(Arc<Runtime>);
+
+impl Drop for FinishLoading {
+    fn drop(&mut self) {
+        self.0.loading().finish();
+    }
 }
 
 /// Loads the chosen stock modules, those of `$VELERO_WASM_MODULES` and the module ConfigMaps, keeping

@@ -26,7 +26,7 @@ impl RestoreItemAction for RestoreV2 {
         &self,
         request: Request<RestoreItemActionAppliesToRequest>,
     ) -> Result<Response<RestoreItemActionAppliesToResponse>, Status> {
-        let selector = self.0.applies_to(KIND, &request.get_ref().plugin)?;
+        let selector = self.0.applies_to(KIND, &request.get_ref().plugin).await?;
         Ok(Response::new(RestoreItemActionAppliesToResponse {
             resource_selector: Some(selector),
         }))

@@ -10,11 +10,12 @@ mod cache;
 mod call;
 mod engine;
 mod error;
+mod loading;
 mod module;
 mod registry;
 mod signer;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -26,15 +27,16 @@ pub use benchmark::WarmInstance;
 pub use cache::CompileCache;
 pub use engine::{EPOCH_TICK, MAX_CONCURRENT_CALLS};
 pub use error::{CallError, Fault, LoadError};
+pub use loading::Loading;
 pub use module::{validate_name, LoadedModule};
 pub use registry::{ActionEntry, Catalog, Registry};
 pub use signer::{types as signing_types, Signing};
 
 use crate::capabilities::{self, Services};
-use crate::modules::configmaps::ConfigMapModules;
+use crate::modules::configmaps::{Cached, ConfigMapModules};
 use crate::modules::{
     chosen_stock_modules, scan_directory, stock_override, DirectoryScan, LastGood, ModuleSource,
-    Origin, OverrideFile, StockChoice, TrustedKeys,
+    Origin, OverrideFile, StockChoice, TrustedKeys, VersionFloor,
 };
 
 /// The runtime: modules, and the services their capabilities use.
@@ -45,6 +47,8 @@ pub struct Runtime {
     services: Arc<Services>,
     slots: Semaphore,
     signing: Arc<Signing>,
+    floor: Option<VersionFloor>,
+    loading: Loading,
 }
 
 /// Where a host's modules come from, beyond the stock ones.
@@ -136,12 +140,21 @@ impl Runtime {
             services,
             slots: Semaphore::new(MAX_CONCURRENT_CALLS as usize),
             signing,
+            floor: None,
+            loading: Loading::default(),
         })
     }
 
     /// Keeps compiled modules in `cache`, and loads them from there.
     pub fn with_compile_cache(mut self, cache: Option<CompileCache>) -> Runtime {
         self.compiler.cache = cache;
+        self
+    }
+
+    /// Refuses a module signed by a trusted key below the version `floor` has seen served, and
+    /// raises the floor with each one that serves (rollback protection, [`VersionFloor`]).
+    pub fn with_version_floor(mut self, floor: Option<VersionFloor>) -> Runtime {
+        self.floor = floor;
         self
     }
 
@@ -155,6 +168,20 @@ impl Runtime {
     /// description and compiled on first use; any other is compiled, linked and described now. On
     /// failure the registry is unchanged.
     pub async fn load(&self, source: ModuleSource) -> Result<Loaded, LoadError> {
+        // Only a verified signature says which version this is; without one there is nothing to hold
+        // it to (and no trusted keys to protect).
+        let floor = self
+            .floor
+            .as_ref()
+            .filter(|_| source.signature.as_ref().is_some_and(|s| s.verified));
+        if let Some(floor) = floor {
+            floor.check(&source).map_err(|why| LoadError {
+                module: source.name.clone(),
+                origin: source.origin.to_string(),
+                problem: why.to_string(),
+            })?;
+        }
+        let kept_source = floor.map(|_| source.clone());
         let compiler = self.compiler.clone();
         let store = self.compiler.cache.as_ref();
         let key = store.map(|_| cache::description_key(&source));
@@ -205,10 +232,15 @@ impl Runtime {
             "module loaded (compiled now, or from its kept description)"
         );
         self.registry.install(loaded).map_err(|problem| LoadError {
-            module,
+            module: module.clone(),
             origin,
             problem,
         })?;
+        if let (Some(floor), Some(source)) = (floor, kept_source) {
+            if let Err(e) = floor.raise(&source) {
+                tracing::warn!(module = %module, "cannot record the version served: {e}");
+            }
+        }
         Ok(report)
     }
 
@@ -240,6 +272,10 @@ impl Runtime {
     /// one was remembered, else to what already serves under its name (a stock module, or the
     /// directory's). A manifest without a component overrides the stock module of its name. Returns
     /// what is worth reporting; fails only when the directory itself cannot be read.
+    ///
+    /// Every source is read before any module beyond the stock ones compiles, and [`Self::loading`]
+    /// then knows which modules are still to come: a call to another module need not wait for them,
+    /// and the ConfigMap module a call waits for compiles next.
     pub async fn load_modules(
         &self,
         config: &ModuleConfig,
@@ -264,30 +300,16 @@ impl Runtime {
                 Err(e) => problems.push(LoadProblem::not_served(e.to_string())),
             }
         }
-        if let Some(dir) = &config.directory {
-            let scan = scan_directory(dir, trusted)?;
-            let last_good = self.open_last_good(config.last_good.as_ref(), &mut problems);
-            let broken = self
-                .load_scan(
-                    scan,
-                    last_good,
-                    &stock,
-                    &|o: &OverrideFile| Origin::File(o.path.clone()),
-                    &mut problems,
-                )
-                .await;
-            self.fall_back(broken, last_good, trusted, &mut problems)
-                .await;
-        }
+
+        // Read every source first: which modules are still to come.
+        let directory = match &config.directory {
+            Some(dir) => Some(scan_directory(dir, trusted)?),
+            None => None,
+        };
+        let mut early_broken: Vec<Broken> = Vec::new();
+        let mut chosen = Vec::new();
         if let Some(configmaps) = &config.configmaps {
-            let last_good = self.open_last_good(configmaps.last_good.as_ref(), &mut problems);
-            let mut broken: Vec<(String, String)> = Vec::new();
-            for problem in &configmaps.problems {
-                match &problem.module {
-                    Some(name) => broken.push((name.clone(), problem.message.clone())),
-                    None => problems.push(LoadProblem::not_served(problem.message.clone())),
-                }
-            }
+            let mut scanned = Vec::new();
             for cached in &configmaps.configmaps {
                 let origin = cached.origin();
                 let mut scan = match scan_directory(&cached.dir, trusted) {
@@ -308,22 +330,97 @@ impl Runtime {
                     *problem = format!("{origin}: {}: {problem}", file.display());
                     *path = file;
                 }
-                let from = origin.clone();
-                broken.extend(
-                    self.load_scan(
+                scanned.push((cached, scan));
+            }
+            chosen = one_per_module(scanned, trusted.is_some(), &mut problems);
+            for problem in &configmaps.problems {
+                let chosen_instead = problem
+                    .module
+                    .as_ref()
+                    .and_then(|m| chosen.iter().find(|(c, _)| c.module == *m));
+                match (&problem.module, chosen_instead) {
+                    (Some(_), Some((instead, _))) => problems.push(LoadProblem {
+                        message: format!(
+                            "{}; ConfigMap {} holds the module instead",
+                            problem.message, instead.configmap
+                        ),
+                        broken: true,
+                        served: true,
+                    }),
+                    (Some(name), None) => early_broken.push(Broken {
+                        module: name.clone(),
+                        message: problem.message.clone(),
+                        configmap: Some(problem.uid.clone().unwrap_or_default()),
+                    }),
+                    (None, _) => problems.push(LoadProblem::not_served(problem.message.clone())),
+                }
+            }
+        }
+        let from_configmaps: BTreeSet<String> = chosen
+            .iter()
+            .map(|(cached, _)| cached.module.clone())
+            .chain(early_broken.iter().map(|b| b.module.clone()))
+            .collect();
+        let from_directory: BTreeSet<String> =
+            directory.as_ref().map(scan_names).unwrap_or_default();
+        self.loading
+            .known(from_directory.union(&from_configmaps).cloned().collect());
+
+        if let (Some(scan), Some(_)) = (directory, &config.directory) {
+            let last_good = self.open_last_good(config.last_good.as_ref(), &mut problems);
+            let broken = self
+                .load_scan(
+                    scan,
+                    last_good,
+                    &stock,
+                    &|o: &OverrideFile| Origin::File(o.path.clone()),
+                    &mut problems,
+                )
+                .await;
+            self.fall_back(broken, last_good, trusted, &mut problems)
+                .await;
+            for name in from_directory.difference(&from_configmaps) {
+                self.loading.settled(name);
+            }
+        }
+        if let Some(configmaps) = &config.configmaps {
+            let last_good = self.open_last_good(configmaps.last_good.as_ref(), &mut problems);
+            for broken in early_broken {
+                let name = broken.module.clone();
+                self.fall_back(vec![broken], last_good, trusted, &mut problems)
+                    .await;
+                self.loading.settled(&name);
+            }
+            while !chosen.is_empty() {
+                let names: Vec<&str> = chosen.iter().map(|(c, _)| c.module.as_str()).collect();
+                let (cached, scan) = chosen.remove(self.loading.next(&names));
+                let from = cached.origin();
+                let broken: Vec<Broken> = self
+                    .load_scan(
                         scan,
                         last_good,
                         &stock,
                         &|_: &OverrideFile| from.clone(),
                         &mut problems,
                     )
-                    .await,
-                );
+                    .await
+                    .into_iter()
+                    .map(|b| Broken {
+                        configmap: Some(cached.uid.clone()),
+                        ..b
+                    })
+                    .collect();
+                self.fall_back(broken, last_good, trusted, &mut problems)
+                    .await;
+                self.loading.settled(&cached.module);
             }
-            self.fall_back(broken, last_good, trusted, &mut problems)
-                .await;
         }
         Ok(problems)
+    }
+
+    /// How far loading is: a plugin's calls wait on it (see [`Loading`]).
+    pub fn loading(&self) -> &Loading {
+        &self.loading
     }
 
     /// The last good store, if it can be trusted (a store that cannot is reported, then not used).
@@ -353,8 +450,8 @@ impl Runtime {
         stock: &BTreeMap<String, ModuleSource>,
         override_origin: &(dyn Fn(&OverrideFile) -> Origin + Sync),
         problems: &mut Vec<LoadProblem>,
-    ) -> Vec<(String, String)> {
-        let mut broken: Vec<(String, String)> = scan
+    ) -> Vec<Broken> {
+        let mut broken: Vec<Broken> = scan
             .problems
             .into_iter()
             .map(|(path, problem)| {
@@ -368,7 +465,11 @@ impl Runtime {
                 } else {
                     format!("{shown}: {problem}")
                 };
-                (name, message)
+                Broken {
+                    module: name,
+                    message,
+                    configmap: None,
+                }
             })
             .collect();
         let kept: Vec<ModuleSource> = scan.modules.clone();
@@ -387,7 +488,11 @@ impl Runtime {
                         }
                     }
                 }
-                Err(e) => broken.push((kept.name.clone(), e.to_string())),
+                Err(e) => broken.push(Broken {
+                    module: kept.name.clone(),
+                    message: e.to_string(),
+                    configmap: None,
+                }),
             }
         }
         for file in scan.overrides {
@@ -405,7 +510,13 @@ impl Runtime {
                 continue;
             };
             let refused = match stock_override::apply(base, &file.text, from.clone()) {
-                Ok(source) => match self.load(source).await {
+                Ok(mut source) => match self
+                    .load({
+                        source.signature = file.signature.clone();
+                        source
+                    })
+                    .await
+                {
                     Ok(loaded) => {
                         problems.extend(loaded.warnings.into_iter().map(LoadProblem::warning));
                         continue;
@@ -430,13 +541,29 @@ impl Runtime {
     /// Puts the last good version of each broken module in service, or says what serves instead.
     async fn fall_back(
         &self,
-        broken: Vec<(String, String)>,
+        broken: Vec<Broken>,
         last_good: Option<&LastGood>,
         trusted: Option<&TrustedKeys>,
         problems: &mut Vec<LoadProblem>,
     ) {
-        for (name, problem) in broken {
+        for Broken {
+            module: name,
+            message: problem,
+            configmap,
+        } in broken
+        {
+            // With trusted keys, a remembered version stands in for a broken update of the ConfigMap
+            // it came from, never for another: a signed module whose ConfigMap was deleted stays
+            // deleted, whatever junk is labelled with its name afterwards.
+            let other_object = match (trusted, &configmap, last_good) {
+                (Some(_), Some(uid), Some(store)) => store.came_from(&name).as_ref() != Some(uid),
+                _ => false,
+            };
             let (served, fallback) = match last_good {
+                Some(_) if other_object => self.stock_fallback(
+                    &name,
+                    "its last good version came from another ConfigMap (deleted since), so it does not stand in for this one",
+                ),
                 Some(store) => match store.recall(&name, trusted) {
                     Ok(previous) => {
                         let sha = previous.sha256.clone();
@@ -488,4 +615,86 @@ impl Runtime {
     pub fn catalog(&self) -> Arc<Catalog> {
         self.registry.snapshot()
     }
+}
+
+/// A module that could not be used, for [`Runtime::fall_back`].
+struct Broken {
+    module: String,
+    /// Why, naming where it came from.
+    message: String,
+    /// The uid of the ConfigMap it came from, if it came from one.
+    configmap: Option<String>,
+}
+
+/// One ConfigMap for each module its label names, the others reported as left out. Without trusted
+/// keys the first by name serves; with them, the ConfigMaps whose module verified come first, the
+/// highest `version` among them, so that an unsigned ConfigMap (or an older signed one) cannot keep a
+/// signed module out by sorting before it.
+fn one_per_module<'a>(
+    scanned: Vec<(&'a Cached, DirectoryScan)>,
+    trusted: bool,
+    problems: &mut Vec<LoadProblem>,
+) -> Vec<(&'a Cached, DirectoryScan)> {
+    type Rank = (bool, Option<semver::Version>);
+    let rank = |scan: &DirectoryScan| -> Rank {
+        let usable =
+            scan.problems.is_empty() && !(scan.modules.is_empty() && scan.overrides.is_empty());
+        let version = scan
+            .modules
+            .first()
+            .and_then(|m| m.manifest.version.clone())
+            .or_else(|| {
+                let text = &scan.overrides.first()?.text;
+                crate::modules::Manifest::parse(text).ok()?.version
+            });
+        (usable, version)
+    };
+    let mut chosen: Vec<(&'a Cached, DirectoryScan)> = Vec::new();
+    let mut left_out: Vec<(&'a Cached, Option<String>)> = Vec::new();
+    for (cached, scan) in scanned {
+        let same = chosen
+            .iter()
+            .position(|(c, _)| !c.module.is_empty() && c.module == cached.module);
+        let Some(at) = same else {
+            chosen.push((cached, scan));
+            continue;
+        };
+        if trusted && rank(&scan) > rank(&chosen[at].1) {
+            let (first, first_scan) = std::mem::replace(&mut chosen[at], (cached, scan));
+            left_out.push((first, first_scan.problems.first().map(|(_, p)| p.clone())));
+        } else {
+            left_out.push((cached, scan.problems.first().map(|(_, p)| p.clone())));
+        }
+    }
+    for (cached, why) in left_out {
+        let serving = chosen
+            .iter()
+            .find(|(c, _)| c.module == cached.module)
+            .map(|(c, _)| c.configmap.as_str())
+            .unwrap_or_default();
+        let why = why.map(|w| format!(" ({w})")).unwrap_or_default();
+        problems.push(LoadProblem {
+            message: format!(
+                "ConfigMap {}: module {} is already in ConfigMap {serving}; this one is left out{why}",
+                cached.configmap, cached.module
+            ),
+            broken: true,
+            served: true,
+        });
+    }
+    chosen
+}
+
+/// The module names a directory scan stands for: its modules, overrides and refused files.
+fn scan_names(scan: &DirectoryScan) -> BTreeSet<String> {
+    scan.modules
+        .iter()
+        .map(|m| m.name.clone())
+        .chain(scan.overrides.iter().map(|o| o.name.clone()))
+        .chain(
+            scan.problems
+                .iter()
+                .filter_map(|(path, _)| Some(path.file_stem()?.to_string_lossy().into_owned())),
+        )
+        .collect()
 }

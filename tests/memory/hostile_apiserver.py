@@ -1,0 +1,58 @@
+#!/usr/bin/env python3
+"""A hostile Kubernetes API server for `make memory` (tests/memory/run.sh): answers discovery for the core group
+and kubevirt.io/v1, then answers everything else (or discovery itself) with a body that never ends."""
+import http.server, json, sys, socketserver
+
+MODE = sys.argv[1]          # get | error | discovery
+PORT = int(sys.argv[2])
+CHUNK = b"x" * 65536
+
+CORE = {"kind": "APIResourceList", "groupVersion": "v1", "resources": [
+    {"name": "pods", "singularName": "pod", "namespaced": True, "kind": "Pod", "verbs": ["get", "list"]},
+    {"name": "persistentvolumeclaims", "singularName": "persistentvolumeclaim", "namespaced": True, "kind": "PersistentVolumeClaim", "verbs": ["get", "list"]},
+    {"name": "configmaps", "singularName": "configmap", "namespaced": True, "kind": "ConfigMap", "verbs": ["get", "list"]},
+]}
+KUBEVIRT = {"kind": "APIResourceList", "groupVersion": "kubevirt.io/v1", "resources": [
+    {"name": "virtualmachineinstances", "singularName": "virtualmachineinstance", "namespaced": True, "kind": "VirtualMachineInstance", "verbs": ["get", "list"]},
+    {"name": "virtualmachines", "singularName": "virtualmachine", "namespaced": True, "kind": "VirtualMachine", "verbs": ["get", "list"]},
+]}
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *a):
+        pass
+    def endless(self, status):
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        try:
+            self.wfile.write(b"%x\r\n%s\r\n" % (1, b'{'))
+            self.wfile.write(b"%x\r\n%s\r\n" % (9, b'"a":"xxxx'))
+            while True:
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(CHUNK), CHUNK))
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+    def answer(self, doc):
+        body = json.dumps(doc).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def do_GET(self):
+        path = self.path.split("?")[0]
+        if path == "/api/v1":
+            return self.endless(200) if MODE == "discovery" else self.answer(CORE)
+        if path == "/apis/kubevirt.io/v1":
+            return self.answer(KUBEVIRT)
+        if path == "/api":
+            return self.answer({"kind": "APIVersions", "versions": ["v1"]})
+        if path == "/apis":
+            return self.answer({"kind": "APIGroupList", "groups": []})
+        return self.endless(500 if MODE == "error" else 200)
+
+class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    daemon_threads = True
+
+Server(("127.0.0.1", PORT), Handler).serve_forever()

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# `make memory`: the host against an API server whose answers never end, inside a 1 GiB memory
+# cgroup (v1 or v2; needs root), one row per attack: exit status, peak memory of the cgroup, time,
+# and the last line the command printed. Every answer the host reads is bounded (docs/modules.md §2),
+# so each row must end with a clear error well under the limit, never an OOM kill (exit 137).
+#
+#   get        a granted GET answered with an endless 200 body (kubevirt's VM backup, `run`)
+#   error      the same GET answered with an endless 500 body
+#   discovery  an endless /api/v1 while module ConfigMaps are listed at start (`actions`)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BINARY=${BINARY:-$PWD/target/$(uname -m)-unknown-linux-musl/debug/velero-wasm}
+FIX=$PWD/tests/fixtures/kubevirt
+LIMIT=$((1 << 30))
+[ -x "$BINARY" ] || { echo "memory: no binary at $BINARY (make interop builds it)"; exit 2; }
+
+if [ -d /sys/fs/cgroup/memory ]; then
+  CG=/sys/fs/cgroup/memory/velero-wasm-memory-$$
+  mkdir "$CG"; echo $LIMIT > "$CG/memory.limit_in_bytes"
+  peak() { echo $(( $(cat "$CG/memory.max_usage_in_bytes") >> 20 )); }
+  reset() { echo 0 > "$CG/memory.max_usage_in_bytes"; }
+else
+  CG=/sys/fs/cgroup/velero-wasm-memory-$$
+  mkdir "$CG"; echo $LIMIT > "$CG/memory.max"
+  peak() { echo $(( $(cat "$CG/memory.peak") >> 20 )); }
+  reset() { :; }
+fi
+work=$(mktemp -d)
+trap 'kill $server 2>/dev/null; rmdir "$CG" 2>/dev/null; rm -rf "$work"' EXIT
+server=
+port=$((20000 + RANDOM % 20000))
+
+echo "machine: $(nproc) cores, $(uname -m); binary: $BINARY; cgroup limit 1 GiB"
+printf '| attack | exit | peak memory | time | last line |\n|---|---|---|---|---|\n'
+for mode in get error discovery; do
+  python3 tests/memory/hostile_apiserver.py "$mode" "$port" & server=$!
+  for _ in $(seq 50); do (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.1; done
+  cat > "$work/kubeconfig" <<K
+apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "http://127.0.0.1:$port"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: c, context: {cluster: c, user: u, namespace: velero}}]
+current-context: c
+K
+  if [ "$mode" = discovery ]; then
+    mkdir -p -m 700 "$work/state"
+    cmd="VELERO_WASM_CONFIGMAPS=on VELERO_WASM_STATE_DIR=$work/state VELERO_NAMESPACE= $BINARY actions --json"
+  else
+    cmd="$BINARY run --action kubevirt-velero-plugin/backup-virtualmachine-action --item $FIX/cluster/vm-fedora-web-01.json --backup $FIX/velero/backup-nightly.json"
+  fi
+  reset
+  start=$(date +%s%N)
+  status=0
+  out=$(sh -c "echo \$\$ > $CG/cgroup.procs; exec env KUBECONFIG=$work/kubeconfig $cmd" 2>&1 >/dev/null) || status=$?
+  took=$(( ($(date +%s%N) - start) / 1000000 ))
+  said=$(printf '%s\n' "$out" | grep -v '^\s*$' | tail -1 | cut -c1-140 | tr '|' '/')
+  printf '| %s | %s | %s MiB | %d ms | %s |\n' "$mode" "$status" "$(peak)" "$took" "$said"
+  kill $server; wait $server 2>/dev/null || true
+  [ "$status" -ne 137 ] || { echo "memory: $mode: the host was killed at the memory limit"; exit 1; }
+done
