@@ -9,7 +9,7 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::mem::MaybeUninit;
 
-use unsafe_libyaml_norway as sys;
+use unsafe_libyaml_norway as unsafe_yaml;
 
 /// A place in the text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,7 +23,7 @@ pub(crate) struct Mark {
 }
 
 impl Mark {
-    fn of(mark: sys::yaml_mark_t) -> Mark {
+    fn of(mark: unsafe_yaml::yaml_mark_t) -> Mark {
         Mark {
             offset: mark.index as usize,
             line: mark.line + 1,
@@ -80,7 +80,7 @@ pub(crate) struct SyntaxError {
 
 /// The events of a text, in order, ending with [`Kind::StreamEnd`] or the first syntax error.
 pub(crate) struct Events<'text> {
-    parser: Box<MaybeUninit<sys::yaml_parser_t>>,
+    parser: Box<MaybeUninit<unsafe_yaml::yaml_parser_t>>,
     /// Whether the parser was initialized (and must be deleted).
     ready: bool,
     done: bool,
@@ -91,15 +91,18 @@ pub(crate) struct Events<'text> {
 impl<'text> Events<'text> {
     #[allow(unsafe_code)] // libyaml's parser: see the SAFETY comments.
     pub fn new(text: &'text str) -> Events<'text> {
-        let mut parser = Box::new(MaybeUninit::<sys::yaml_parser_t>::uninit());
+        let mut parser = Box::new(MaybeUninit::<unsafe_yaml::yaml_parser_t>::uninit());
         // SAFETY: `yaml_parser_initialize` fills the (boxed, so never moved) parser. It fails only
         // when it cannot allocate, and then has allocated nothing; the events end at once.
-        let ready = !unsafe { sys::yaml_parser_initialize(parser.as_mut_ptr()) }.fail;
+        let ready = !unsafe { unsafe_yaml::yaml_parser_initialize(parser.as_mut_ptr()) }.fail;
         if ready {
             // SAFETY: an initialized parser; it reads `text`, which outlives it ('text).
             unsafe {
-                sys::yaml_parser_set_encoding(parser.as_mut_ptr(), sys::YAML_UTF8_ENCODING);
-                sys::yaml_parser_set_input_string(
+                unsafe_yaml::yaml_parser_set_encoding(
+                    parser.as_mut_ptr(),
+                    unsafe_yaml::YAML_UTF8_ENCODING,
+                );
+                unsafe_yaml::yaml_parser_set_input_string(
                     parser.as_mut_ptr(),
                     text.as_ptr(),
                     text.len() as u64,
@@ -120,7 +123,7 @@ impl Drop for Events<'_> {
     fn drop(&mut self) {
         if self.ready {
             // SAFETY: initialized in `new` (`ready`), deleted once, here.
-            unsafe { sys::yaml_parser_delete(self.parser.as_mut_ptr()) }
+            unsafe { unsafe_yaml::yaml_parser_delete(self.parser.as_mut_ptr()) }
         }
     }
 }
@@ -134,15 +137,18 @@ impl Iterator for Events<'_> {
             return None;
         }
         let sys_parser = self.parser.as_mut_ptr();
-        let mut event = MaybeUninit::<sys::yaml_event_t>::uninit();
+        let mut event = MaybeUninit::<unsafe_yaml::yaml_event_t>::uninit();
         // SAFETY: an initialized parser (`done` is set when it is not) and room for one event.
-        if unsafe { sys::yaml_parser_parse(sys_parser, event.as_mut_ptr()) }.fail {
+        if unsafe { unsafe_yaml::yaml_parser_parse(sys_parser, event.as_mut_ptr()) }.fail {
             self.done = true;
             // SAFETY: after a failed parse the prefix holds the error; its strings are static C
             // strings of libyaml (or null).
             let parser = unsafe { &*sys_parser };
             let text = |s: *const std::ffi::c_char| {
-                (!s.is_null()).then(|| unsafe { CStr::from_ptr(s) }.to_string_lossy().into_owned())
+                (!s.is_null()).then(|| {
+                    // SAFETY: a non-null static, NUL-terminated C string of libyaml.
+                    unsafe { CStr::from_ptr(s) }.to_string_lossy().into_owned()
+                })
             };
             return Some(Err(SyntaxError {
                 problem: text(parser.problem).unwrap_or_else(|| "a syntax error".to_string()),
@@ -155,22 +161,23 @@ impl Iterator for Events<'_> {
         let seen = unsafe {
             let event = event.as_mut_ptr();
             let kind = match (*event).type_ {
-                sys::YAML_STREAM_START_EVENT => Kind::StreamStart,
-                sys::YAML_STREAM_END_EVENT => Kind::StreamEnd,
-                sys::YAML_DOCUMENT_START_EVENT => Kind::DocumentStart,
-                sys::YAML_DOCUMENT_END_EVENT => Kind::DocumentEnd,
-                sys::YAML_ALIAS_EVENT => Kind::Alias,
-                sys::YAML_SCALAR_EVENT => {
+                unsafe_yaml::YAML_STREAM_START_EVENT => Kind::StreamStart,
+                unsafe_yaml::YAML_STREAM_END_EVENT => Kind::StreamEnd,
+                unsafe_yaml::YAML_DOCUMENT_START_EVENT => Kind::DocumentStart,
+                unsafe_yaml::YAML_DOCUMENT_END_EVENT => Kind::DocumentEnd,
+                unsafe_yaml::YAML_ALIAS_EVENT => Kind::Alias,
+                unsafe_yaml::YAML_SCALAR_EVENT => {
                     let scalar = (*event).data.scalar;
                     let bytes = std::slice::from_raw_parts(scalar.value, scalar.length as usize);
                     Kind::Scalar(String::from_utf8_lossy(bytes).into_owned())
                 }
-                sys::YAML_SEQUENCE_START_EVENT => Kind::SequenceStart {
-                    flow: (*event).data.sequence_start.style == sys::YAML_FLOW_SEQUENCE_STYLE,
+                unsafe_yaml::YAML_SEQUENCE_START_EVENT => Kind::SequenceStart {
+                    flow: (*event).data.sequence_start.style
+                        == unsafe_yaml::YAML_FLOW_SEQUENCE_STYLE,
                 },
-                sys::YAML_SEQUENCE_END_EVENT => Kind::SequenceEnd,
-                sys::YAML_MAPPING_START_EVENT => Kind::MappingStart {
-                    flow: (*event).data.mapping_start.style == sys::YAML_FLOW_MAPPING_STYLE,
+                unsafe_yaml::YAML_SEQUENCE_END_EVENT => Kind::SequenceEnd,
+                unsafe_yaml::YAML_MAPPING_START_EVENT => Kind::MappingStart {
+                    flow: (*event).data.mapping_start.style == unsafe_yaml::YAML_FLOW_MAPPING_STYLE,
                 },
                 _ => Kind::MappingEnd,
             };
@@ -179,7 +186,7 @@ impl Iterator for Events<'_> {
                 start: Mark::of((*event).start_mark),
                 end: Mark::of((*event).end_mark),
             };
-            sys::yaml_event_delete(event);
+            unsafe_yaml::yaml_event_delete(event);
             seen
         };
         if seen.kind == Kind::StreamEnd {
