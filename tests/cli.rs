@@ -1414,6 +1414,78 @@ fn update_rewrites_only_the_failing_expectation_and_the_suite_then_passes() {
     assert!(stdout(&out).lines().any(|l| l == "2 passed, 0 failed"));
 }
 
+/// `--update` finds the case to rewrite by parsing the suite: a block scalar of the passing case that
+/// holds the text of the failing case's `- name:` and `expect:` stays byte for byte, and the failing
+/// case itself is the one rewritten.
+#[test]
+fn update_rewrites_the_case_not_a_block_scalar_that_looks_like_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let suite = two_case_suite(dir.path());
+    let decoy = "    settings:
+      note: |
+        - name: names a PVC it does not have
+          expect:
+            additionalItems: []
+";
+    let text = std::fs::read_to_string(&suite).unwrap().replacen(
+        "    expect:\n",
+        &format!("{decoy}    expect:\n"),
+        1,
+    );
+    std::fs::write(&suite, &text).unwrap();
+    let (first_before, _) = text.split_once("\n\n").unwrap();
+    assert!(first_before.contains(decoy));
+
+    let out = velero_wasm(&["test", "--update", suite.to_str().unwrap()]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    let after = std::fs::read_to_string(&suite).unwrap();
+    let (first_after, second_after) = after.split_once("\n\n").unwrap();
+    assert_eq!(first_after, first_before, "the passing case is as written");
+    assert!(
+        !second_after.contains("wrong-name") && second_after.contains("name: batch-scratch-7}"),
+        "{after}"
+    );
+    let out = velero_wasm(&["test", suite.to_str().unwrap()]);
+    assert!(
+        stdout(&out).lines().any(|l| l == "2 passed, 0 failed"),
+        "{}",
+        stdout(&out)
+    );
+}
+
+/// A file a case names may be any readable file (a file of secrets named by mistake or by a hostile
+/// suite): a YAML error in it gives its path and the place, never its text.
+#[test]
+fn a_yaml_error_in_a_file_a_case_names_never_quotes_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixtures = support::root().join("tests/fixtures/kubevirt");
+    let f = |p: &str| fixtures.join(p).display().to_string();
+    for (name, content) in [
+        ("tagged.yaml", "password: !!int hunter2-secret\n"),
+        ("syntax.yaml", "password: hunter2-secret\n  bad: [\n"),
+        ("key.yaml", "? [hunter2-secret]\n: 1\n"),
+    ] {
+        let secret = write(dir.path(), name, content);
+        let text = format!(
+            "stock: kubevirt\ncases:\n  - name: reads a file of secrets\n    action: kubevirt-velero-plugin/backup-virtualmachineinstance-action\n    item: {item}\n    backup: {backup}\n",
+            item = secret.display(),
+            backup = f("velero/backup-nightly.json"),
+        );
+        let suite = write(dir.path(), "suite.yaml", &text);
+        let out = velero_wasm(&["test", suite.to_str().unwrap()]);
+        let all = format!("{}{}", stdout(&out), stderr(&out));
+        assert_eq!(out.status.code(), Some(1), "{all}");
+        assert!(all.contains(name) && all.contains("line "), "{all}");
+        assert!(!all.contains("hunter2"), "the file's text is shown: {all}");
+    }
+}
+
 /// `--update` rewrites an `expect.item` file only inside the suite's directory and never through a
 /// symbolic link: a case that names `../outside.json`, an absolute path or a link leaves every file
 /// as it was (the suite included) and says why.

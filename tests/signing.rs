@@ -321,6 +321,128 @@ fn an_azure_account_that_is_not_an_account_name_is_refused() {
     }
 }
 
+/// A bucket or region that is not a name botocore allows is refused before anything is signed or
+/// any STS call is made, with the rule it breaks: the region becomes a label of the URL's host, and
+/// a bucket that is not one lowercase DNS label goes into its path, so none can name another host.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_s3_bucket_or_region_that_is_not_a_name_aws_allows_is_refused() {
+    let sts = Loopback::start(|_| Reply::new(200, sts_ok())).await;
+    let origin = sts.origin();
+    let modules = signing_modules(&origin);
+    let token = modules.path().join("token");
+    std::fs::write(&token, WEB_TOKEN).unwrap();
+    let (modules_dir, token) = (
+        modules.path().display().to_string(),
+        token.display().to_string(),
+    );
+    let long_bucket = "a".repeat(256);
+    let long_region = "a".repeat(64);
+    let mut refused = Vec::new();
+    for bucket in [
+        "evil.com#",
+        "x@evil.com",
+        "a/b",
+        "a b",
+        "bücket",
+        &long_bucket,
+        "arn:aws:s3:us-east-1:123456789012:accesspoint/ap",
+    ] {
+        refused.push((bucket, "us-east-1", "invalid bucket name"));
+    }
+    for region in [
+        "us-east-1.evil.com",
+        "evil.com#",
+        "x@evil.com",
+        "a/b",
+        "us_east_1",
+        "123",
+        "-us-east-1",
+        &long_region,
+    ] {
+        refused.push(("my-bucket", region, "invalid region"));
+    }
+    for (bucket, region, rule) in refused {
+        let static_keys = ["--access-key-id", AKID, "--secret-access-key", SECRET];
+        let web_identity = [
+            "--role-arn",
+            "arn:aws:iam::123456789012:role/velero",
+            "--web-identity-token-file",
+            &token,
+            "--sts-endpoint",
+            &origin,
+            "--modules",
+            &modules_dir,
+        ];
+        for credentials in [&static_keys[..], &web_identity[..]] {
+            // `--name=value`: a value may start with `-`.
+            let (bucket_arg, region_arg) =
+                (format!("--bucket={bucket}"), format!("--region={region}"));
+            let mut args = vec![
+                "s3",
+                &bucket_arg,
+                "--key",
+                "k",
+                &region_arg,
+                "--expires",
+                "60",
+                "--now",
+                "2026-04-08T12:00:00Z",
+            ];
+            args.extend_from_slice(credentials);
+            let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+            let (code, err) = tokio::task::spawn_blocking(move || {
+                let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+                sign_fails(&refs)
+            })
+            .await
+            .unwrap();
+            let shown = if rule == "invalid region" {
+                region
+            } else {
+                bucket
+            };
+            assert_eq!(code, 2, "{bucket} {region}: {err}");
+            assert!(
+                err.starts_with(&format!("velero-wasm sign: {rule} {shown:?}: "))
+                    && err.lines().count() == 1,
+                "{bucket} {region}: {err}"
+            );
+        }
+    }
+    assert!(sts.received().is_empty(), "no STS call for a bad name");
+    // Legacy names botocore still signs (path style) and the longest region label still sign.
+    let with = |bucket: &str, region: &str| {
+        sign(&[
+            "s3",
+            "--bucket",
+            bucket,
+            "--key",
+            "k",
+            "--region",
+            region,
+            "--access-key-id",
+            AKID,
+            "--secret-access-key",
+            SECRET,
+            "--expires",
+            "60",
+            "--now",
+            "2026-04-08T12:00:00Z",
+        ])
+    };
+    let url = with("a_b", "us-east-1");
+    assert!(
+        url.starts_with("https://s3.us-east-1.amazonaws.com/a_b/k?"),
+        "{url}"
+    );
+    let region = "a".repeat(63);
+    let url = with("my-bucket", &region);
+    assert!(
+        url.starts_with(&format!("https://my-bucket.s3.{region}.amazonaws.com/k?")),
+        "{url}"
+    );
+}
+
 fn sign_fails(args: &[&str]) -> (i32, String) {
     let mut full = vec!["sign"];
     full.extend_from_slice(args);
@@ -1050,6 +1172,138 @@ fn bucket(rng: &mut Random, i: usize) -> String {
     }
 }
 
+/// The bucket and region names `sign s3` refuses are exactly those botocore refuses (its
+/// `validate_bucket_name` and `validate_region_name`), attacks on the host included; the names both
+/// take give the same scheme, host and path. Access point ARNs, which botocore takes, are refused.
+#[tokio::test]
+async fn s3_names_are_refused_exactly_when_botocore_refuses_them() {
+    if !oracles_available() {
+        return;
+    }
+    let long = |n: usize| "a".repeat(n);
+    let mut names: Vec<(String, String)> = [
+        "my-bucket",
+        "evil.com#",
+        "x@evil.com",
+        "a/b",
+        "a?b",
+        "a b",
+        "bücket",
+        "a",
+        "ab",
+        "Velero-Backups",
+        "a_b",
+        "1.2.3.4",
+        "my..bucket",
+        "-ab",
+        "ab-",
+        "my.bucket",
+    ]
+    .iter()
+    .map(|b| (b.to_string(), "us-east-1".to_string()))
+    .collect();
+    names.extend([long(63), long(64), long(255), long(256)].map(|b| (b, "eu-west-1".into())));
+    names.extend(
+        [
+            "us-east-1.evil.com",
+            "evil.com#",
+            "x@y",
+            "a/b",
+            "a",
+            "123",
+            "1a",
+            "-a",
+            "a-",
+            "US-EAST-1",
+            "us_east_1",
+            "a..b",
+            "eu-isoe-west-1",
+            "us-gov-west-1",
+            "cn-north-1",
+        ]
+        .iter()
+        .map(|r| ("my-bucket".to_string(), r.to_string()))
+        .chain([long(63), long(64)].map(|r| ("my-bucket".into(), r))),
+    );
+    let runtime = runtime_with(vec![], true).await;
+    let mut cases = Vec::new();
+    let mut ours = Vec::new();
+    for (bucket, region) in &names {
+        let request = wit::S3Request {
+            bucket: bucket.clone(),
+            key: "k".into(),
+            region: region.clone(),
+            endpoint: None,
+            force_path_style: false,
+            expires_seconds: 60,
+            now: Some(wit::Timestamp {
+                seconds: 1_775_649_600,
+                nanoseconds: 0,
+            }),
+        };
+        let keys = wit::AwsKeys {
+            access_key_id: AKID.into(),
+            secret_access_key: SECRET.into(),
+            session_token: None,
+        };
+        let signed = runtime
+            .signing()
+            .presign_s3(request, wit::AwsCredentials::Keys(keys))
+            .await
+            .unwrap();
+        ours.push(signed.map_err(|e| format!("{e:?}")));
+        cases.push(json!({
+            "bucket": bucket, "key": "k", "region": region, "access_key_id": AKID,
+            "secret_access_key": SECRET, "path_style": false, "expires": 60, "now": 1_775_649_600,
+        }));
+    }
+    let theirs = oracle(json!({"names": cases}));
+    for ((name, ours), theirs) in names
+        .iter()
+        .zip(&ours)
+        .zip(theirs["names"].as_array().unwrap())
+    {
+        let theirs = theirs.as_str().unwrap();
+        match (ours, theirs.strip_prefix("refused: ")) {
+            (Ok(url), None) => assert_eq!(
+                url.split_once('?').unwrap().0,
+                theirs.split_once('?').unwrap().0,
+                "{name:?}"
+            ),
+            (Err(e), Some(_)) => assert!(e.contains("invalid"), "{name:?}: {e}"),
+            (ours, _) => panic!("{name:?}: ours {ours:?}, botocore {theirs}"),
+        }
+    }
+}
+
+/// Runs the SDK oracle (tests/oracles/sign.py) on `input`; returns its answer.
+fn oracle(input: Value) -> Value {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/oracles/sign.py");
+    let mut child = Command::new("python3")
+        .arg(&script)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.to_string().as_bytes())
+            .unwrap();
+    }
+    let output = child.wait_with_output().unwrap();
+    assert!(
+        output.status.success(),
+        "the oracle failed: {}",
+        stderr(&output)
+    );
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
 /// Whether the oracles can run: Python with botocore and azure-storage-blob. In CI they must.
 fn oracles_available() -> bool {
     let found = Command::new("python3")
@@ -1206,31 +1460,7 @@ async fn random_inputs_sign_exactly_as_the_official_sdks_do() {
         azure_cases.push(case);
     }
 
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/oracles/sign.py");
-    let mut child = Command::new("python3")
-        .arg(&script)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    {
-        use std::io::Write;
-        let input = json!({"s3": s3_cases, "azure": azure_cases}).to_string();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(input.as_bytes())
-            .unwrap();
-    }
-    let output = child.wait_with_output().unwrap();
-    assert!(
-        output.status.success(),
-        "the oracle failed: {}",
-        stderr(&output)
-    );
-    let theirs: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let theirs = oracle(json!({"s3": s3_cases, "azure": azure_cases}));
 
     for (i, (ours, theirs)) in ours_s3
         .iter()

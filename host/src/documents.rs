@@ -158,78 +158,28 @@ fn read_values(path: &Path) -> Result<Vec<Value>, DocumentError> {
         })?;
         return Ok(vec![value]);
     }
-    if let Some(line) = nested_deeper_than(&text, MAX_YAML_DEPTH) {
-        return Err(error(
-            path,
-            format!("invalid YAML: nested deeper than {MAX_YAML_DEPTH} levels at line {line}"),
-        ));
-    }
+    // Syntax and nesting first: libyaml's messages name the place without quoting the file.
+    crate::yaml_events::check(&text, MAX_YAML_DEPTH)
+        .map_err(|e| error(path, format!("invalid YAML{e}")))?;
     use serde::Deserialize;
     let mut values = Vec::new();
     for doc in serde_norway::Deserializer::from_str(&text) {
-        let value =
-            Value::deserialize(doc).map_err(|e| error(path, format!("invalid YAML: {e}")))?;
+        let value = Value::deserialize(doc)
+            .map_err(|e| error(path, format!("invalid YAML{}", value_error(&e))))?;
         values.push(value);
     }
     Ok(values)
 }
 
-/// The line (1-based) where collections in `text` first nest deeper than `limit`, if they do. Reads
-/// YAML events only up to there; syntax errors are left to the parse that follows.
-#[allow(unsafe_code)] // libyaml's event parser: see the SAFETY comment at each call.
-pub(crate) fn nested_deeper_than(text: &str, limit: usize) -> Option<u64> {
-    use std::mem::MaybeUninit;
-    use unsafe_libyaml_norway as unsafe_yaml;
-
-    /// Frees the parser on every way out.
-    struct Parser(Box<MaybeUninit<unsafe_yaml::yaml_parser_t>>);
-    impl Drop for Parser {
-        fn drop(&mut self) {
-            // SAFETY: initialized in `nested_deeper_than` before this value exists.
-            unsafe { unsafe_yaml::yaml_parser_delete(self.0.as_mut_ptr()) }
-        }
-    }
-
-    let mut boxed = Box::new(MaybeUninit::<unsafe_yaml::yaml_parser_t>::uninit());
-    // SAFETY: `yaml_parser_initialize` fills the (boxed, so never moved) parser; on failure nothing
-    // was allocated and it is not used.
-    if unsafe { unsafe_yaml::yaml_parser_initialize(boxed.as_mut_ptr()) }.fail {
-        return None;
-    }
-    let mut parser = Parser(boxed);
-    let sys = parser.0.as_mut_ptr();
-    // SAFETY: the parser reads `text`, which outlives it (it is dropped at the end of this function).
-    unsafe {
-        unsafe_yaml::yaml_parser_set_encoding(sys, unsafe_yaml::YAML_UTF8_ENCODING);
-        unsafe_yaml::yaml_parser_set_input_string(sys, text.as_ptr(), text.len() as u64);
-    }
-    let mut depth = 0usize;
-    loop {
-        let mut event = MaybeUninit::<unsafe_yaml::yaml_event_t>::uninit();
-        // SAFETY: an initialized parser and room for one event, which is read only when the parse
-        // succeeded and deleted right after.
-        let (kind, line) = unsafe {
-            if unsafe_yaml::yaml_parser_parse(sys, event.as_mut_ptr()).fail {
-                return None;
-            }
-            let event = event.as_mut_ptr();
-            let seen = ((*event).type_, (*event).start_mark.line + 1);
-            unsafe_yaml::yaml_event_delete(event);
-            seen
-        };
-        match kind {
-            unsafe_yaml::YAML_SEQUENCE_START_EVENT | unsafe_yaml::YAML_MAPPING_START_EVENT => {
-                depth += 1;
-                if depth > limit {
-                    return Some(line);
-                }
-            }
-            unsafe_yaml::YAML_SEQUENCE_END_EVENT | unsafe_yaml::YAML_MAPPING_END_EVENT => {
-                depth = depth.saturating_sub(1)
-            }
-            unsafe_yaml::YAML_STREAM_END_EVENT => return None,
-            _ => {}
-        }
+/// The message of a serde_norway error in a file whose syntax is valid (checked before), shown after
+/// "invalid YAML": a value that cannot become JSON, and where. Its position only: serde's own message quotes the value (`invalid value:
+/// string "…"`), and the file may be anything readable, such as a file of secrets named by mistake.
+fn value_error(e: &serde_norway::Error) -> String {
+    let what = "a value JSON cannot hold (a tag, an unknown alias, a key that is not a string, a \
+                number out of range or too many aliases)";
+    match e.location() {
+        Some(at) => format!(" at line {} column {}: {what}", at.line(), at.column()),
+        None => format!(": {what}"),
     }
 }
 
@@ -264,13 +214,22 @@ mod tests {
 
     #[test]
     fn yaml_nesting_is_limited_before_it_is_parsed() {
+        use crate::yaml_events::{check, Refused};
         let nested = |depth: usize| format!("a: {}{}\n", "[".repeat(depth), "]".repeat(depth));
-        assert_eq!(nested_deeper_than(&nested(127), MAX_YAML_DEPTH), None);
-        assert_eq!(nested_deeper_than(&nested(128), MAX_YAML_DEPTH), Some(1));
+        assert!(check(&nested(127), MAX_YAML_DEPTH).is_ok());
+        assert!(matches!(
+            check(&nested(128), MAX_YAML_DEPTH),
+            Err(Refused::TooDeep { line: 1, .. })
+        ));
         let blocks = format!("a:\n{}", "- ".repeat(200));
-        assert_eq!(nested_deeper_than(&blocks, MAX_YAML_DEPTH), Some(2));
-        // A syntax error is the parse's to report.
-        assert_eq!(nested_deeper_than("a: [", MAX_YAML_DEPTH), None);
+        assert!(matches!(
+            check(&blocks, MAX_YAML_DEPTH),
+            Err(Refused::TooDeep { line: 2, .. })
+        ));
+        assert!(matches!(
+            check("a: [", MAX_YAML_DEPTH),
+            Err(Refused::Syntax(_))
+        ));
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("deep.yaml");
         std::fs::write(&p, format!("kind: X\ndata: {}", "[".repeat(100_000))).unwrap();
@@ -294,6 +253,19 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("invalid YAML"));
+        for (name, content) in [
+            ("tag.yaml", "kind: !!int topsecret-first-line\n"),
+            ("syntax.yaml", "topsecret: first line\n  broken: [\n"),
+            ("key.yaml", "? [topsecret]\n: 1\n"),
+        ] {
+            let p = dir.path().join(name);
+            std::fs::write(&p, content).unwrap();
+            let e = read_object(&p).unwrap_err().to_string();
+            assert!(
+                e.contains(name) && e.contains("line") && !e.contains("topsecret"),
+                "the path and the place, never the file's text: {e}"
+            );
+        }
         assert!(read_object(&dir.path().join("missing.json"))
             .unwrap_err()
             .to_string()

@@ -20,6 +20,7 @@ pub mod plugin;
 mod regular_file;
 pub mod runtime;
 pub mod state;
+mod yaml_events;
 
 /// Where the build put the test components (`tests/components/*`), for the tests, benchmarks and fuzz
 /// targets that load them.

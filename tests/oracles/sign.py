@@ -1,8 +1,9 @@
 """Signs with the official SDKs, as oracles for velero-wasm's signing component.
 
-Reads {"s3": [case, ...], "azure": [case, ...]} as JSON on stdin and writes {"s3": [url, ...],
-"azure": [sas_token, ...]} on stdout. S3 URLs come from botocore's generate_presigned_url, Azure SAS
-tokens from azure-storage-blob's generate_blob_sas, each with the clock fixed to the case's `now`.
+Reads {"s3": [case, ...], "azure": [case, ...], "names": [s3 case, ...]} as JSON on stdin and
+writes {"s3": [url, ...], "azure": [sas_token, ...], "names": [url or "refused: <error>", ...]} on
+stdout. S3 URLs come from botocore's generate_presigned_url, Azure SAS tokens from
+azure-storage-blob's generate_blob_sas, each with the clock fixed to the case's `now`.
 
 S3 addressing: without an endpoint or forced path style, botocore is told "virtual" and so follows the
 SDKs' endpoint rules (a bucket that is not a lower-case DNS label goes path style), on the regional
@@ -86,5 +87,21 @@ def sas(case):
     return generate_blob_sas(user_delegation_key=delegation, **common)
 
 
+def name_check(case):
+    """The URL botocore presigns for a bucket and region, or the name of the error it refuses them with
+    (its own checks of the names: validate_bucket_name, validate_region_name)."""
+    try:
+        return presign(case)
+    except Exception as refused:
+        return f"refused: {type(refused).__name__}"
+
+
 cases = json.load(sys.stdin)
-json.dump({"s3": [presign(c) for c in cases["s3"]], "azure": [sas(c) for c in cases["azure"]]}, sys.stdout)
+json.dump(
+    {
+        "s3": [presign(c) for c in cases.get("s3", [])],
+        "azure": [sas(c) for c in cases.get("azure", [])],
+        "names": [name_check(c) for c in cases.get("names", [])],
+    },
+    sys.stdout,
+)

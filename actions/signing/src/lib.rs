@@ -54,6 +54,8 @@ pub fn presign_s3(
     credentials: &AwsCredentials,
     now: &UtcTime,
 ) -> Result<String, Error> {
+    // Bad names are refused before any call to STS.
+    s3::check(request)?;
     let keys = match credentials {
         AwsCredentials::Keys(keys) => keys.clone(),
         AwsCredentials::WebIdentity(identity) => sts::assume_role(transport, identity)

@@ -79,10 +79,70 @@ pub struct Target {
     pub path: String,
 }
 
+/// Checks the names of a request that reach the URL: the bucket, the region and the endpoint, as
+/// botocore checks them before it presigns (so every request botocore signs is signed here too, and
+/// no other). A bucket goes into the host only when it is also [`virtual_hostable`], else into the
+/// path; the region is always part of the host on AWS and of the credential scope.
+pub fn check(request: &Presign) -> Result<(), Error> {
+    if request.bucket.is_empty() || request.key.is_empty() || request.region.is_empty() {
+        return Err(Error::Invalid(
+            "bucket, key, and region are required".into(),
+        ));
+    }
+    check_bucket(&request.bucket)?;
+    check_region(&request.region)?;
+    if let Some(endpoint) = &request.endpoint {
+        Endpoint::parse(endpoint)?;
+    }
+    Ok(())
+}
+
+/// A bucket name as botocore's `validate_bucket_name` allows it (its `VALID_BUCKET`): 1 to 255
+/// ASCII letters, digits, `.`, `-` and `_`. Names outside S3's current rules (upper case, `_`, an IP
+/// address) are legacy names botocore still addresses, path style; S3 access point ARNs, which
+/// botocore also takes, need a host of their own and are not supported.
+pub fn check_bucket(bucket: &str) -> Result<(), Error> {
+    let allowed = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_');
+    if (1..=255).contains(&bucket.len()) && bucket.bytes().all(allowed) {
+        return Ok(());
+    }
+    let arn = if bucket.starts_with("arn:") {
+        " (access point ARNs are not supported)"
+    } else {
+        ""
+    };
+    Err(Error::Invalid(format!(
+        "invalid bucket name {bucket:?}: 1 to 255 letters, digits, '.', '-' and '_'{arn}"
+    )))
+}
+
+/// A region as botocore's `validate_region_name` allows it: one DNS label (up to 63 letters,
+/// digits and hyphens, neither starting nor ending with a hyphen) that is not only digits. It
+/// becomes a label of the host `s3.<region>.<suffix>`, so a dot, `@`, `/` or `#` would point the
+/// URL at another host.
+pub fn check_region(region: &str) -> Result<(), Error> {
+    let bytes = region.as_bytes();
+    if (1..=63).contains(&bytes.len())
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || *b == b'-')
+        && !bytes.starts_with(b"-")
+        && !bytes.ends_with(b"-")
+        && !bytes.iter().all(u8::is_ascii_digit)
+    {
+        return Ok(());
+    }
+    Err(Error::Invalid(format!(
+        "invalid region {region:?}: one DNS label of up to 63 letters, digits and hyphens, not \
+         only digits, neither starting nor ending with a hyphen (such as us-east-1)"
+    )))
+}
+
 /// Scheme, host and encoded path for a request (docs/signing.md#s6-2 step 3, with the SDKs' choice of style):
 /// a custom endpoint is addressed path style; on AWS the bucket goes into the host only when it is
 /// [`virtual_hostable`] and path style is not forced.
 pub fn target(request: &Presign) -> Result<Target, Error> {
+    check(request)?;
     let path_style = format!("/{}/{}", request.bucket, request.key);
     let (scheme, host, path) = match &request.endpoint {
         Some(endpoint) => {
@@ -90,7 +150,7 @@ pub fn target(request: &Presign) -> Result<Target, Error> {
             (endpoint.scheme, endpoint.authority, path_style)
         }
         None => {
-            let service = service_host(&request.region)?;
+            let service = service_host(&request.region);
             if request.force_path_style || !virtual_hostable(&request.bucket) {
                 ("https".to_string(), service, path_style)
             } else {
@@ -122,22 +182,10 @@ pub fn virtual_hostable(bucket: &str) -> bool {
         && bytes.iter().all(|b| end(b) || *b == b'-')
 }
 
-/// `s3.<region>.<suffix>`, the regional S3 host (never the global one, docs/signing.md#s6-2 step 3). The region
-/// must be a DNS name, as the SDKs require, since it becomes part of the host.
-fn service_host(region: &str) -> Result<String, Error> {
-    let label = |l: &str| {
-        !l.is_empty()
-            && l.len() <= 63
-            && !l.starts_with('-')
-            && !l.ends_with('-')
-            && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
-    };
-    if !region.split('.').all(label) {
-        return Err(Error::Invalid(format!(
-            "invalid region {region:?}: not a valid DNS name"
-        )));
-    }
-    Ok(format!("s3.{region}.{}", dns_suffix(region)))
+/// `s3.<region>.<suffix>`, the regional S3 host (never the global one, docs/signing.md#s6-2 step 3),
+/// of a region [`check_region`] allows.
+fn service_host(region: &str) -> String {
+    format!("s3.{region}.{}", dns_suffix(region))
 }
 
 /// The DNS suffix of the region's partition, from the SDKs' partition table: China, the isolated
@@ -159,11 +207,7 @@ pub fn dns_suffix(region: &str) -> &'static str {
 
 /// A presigned GET URL (docs/signing.md#s6-2).
 pub fn presign(request: &Presign, keys: &Keys, now: &UtcTime) -> Result<String, Error> {
-    if request.bucket.is_empty() || request.key.is_empty() || request.region.is_empty() {
-        return Err(Error::Invalid(
-            "bucket, key, and region are required".into(),
-        ));
-    }
+    check(request)?;
     if keys.access_key_id.is_empty() || keys.secret_access_key.is_empty() {
         return Err(Error::Invalid(
             "access key ID and secret access key are required".into(),
@@ -229,4 +273,69 @@ pub fn presign_target(
         .map(|(name, value): &(&str, Cow<'_, str>)| (*name, value.as_ref()))
         .collect();
     Ok(format!("{base}?{}", encode::sorted_query(&query)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_checked_as_botocore_checks_them() {
+        for bucket in [
+            "my-bucket",
+            "a",
+            "Velero-Backups",
+            "a_b",
+            "1.2.3.4",
+            &"a".repeat(255),
+        ] {
+            assert!(check_bucket(bucket).is_ok(), "{bucket}");
+        }
+        for bucket in [
+            "",
+            "evil.com#",
+            "x@evil.com",
+            "a/b",
+            "a b",
+            "é",
+            &"a".repeat(256),
+        ] {
+            assert!(check_bucket(bucket).is_err(), "{bucket}");
+        }
+        for region in ["us-east-1", "a", "1a", "US-EAST-1", &"a".repeat(63)] {
+            assert!(check_region(region).is_ok(), "{region}");
+        }
+        for region in [
+            "",
+            "us-east-1.evil.com",
+            "x@y",
+            "a/b",
+            "123",
+            "-a",
+            "a-",
+            "a_b",
+            &"a".repeat(64),
+        ] {
+            assert!(check_region(region).is_err(), "{region}");
+        }
+    }
+
+    #[test]
+    fn only_a_lowercase_dns_label_goes_into_the_host() {
+        let request = |bucket: &str| Presign {
+            bucket: bucket.into(),
+            key: "k".into(),
+            region: "eu-west-1".into(),
+            ..Presign::default()
+        };
+        assert_eq!(
+            target(&request("my-bucket")).unwrap().host,
+            "my-bucket.s3.eu-west-1.amazonaws.com"
+        );
+        for legacy in ["My-Bucket", "a.b.c", "a_b", "ab", "1.2.3.4"] {
+            let t = target(&request(legacy)).unwrap();
+            assert_eq!(t.host, "s3.eu-west-1.amazonaws.com", "{legacy}");
+        }
+        assert!(target(&request("evil.com#")).is_err());
+    }
 }

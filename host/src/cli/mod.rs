@@ -15,6 +15,7 @@ mod new;
 mod rbac;
 mod run;
 mod sign;
+mod suite_layout;
 mod test;
 
 use std::path::PathBuf;

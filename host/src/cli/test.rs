@@ -14,6 +14,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::run::{self, RunArgs};
+use super::suite_layout;
 use super::{Failure, ModuleArgs, EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK};
 use crate::modules::{stock_modules, stock_override, ModuleSource, Origin, StockChoice};
 use crate::runtime::Runtime;
@@ -48,7 +49,7 @@ pub struct TestArgs {
 }
 
 /// A suite file.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Suite {
     /// A module directory, as `run --modules`.
@@ -59,7 +60,7 @@ struct Suite {
 }
 
 /// One case: the inputs of one `run`, and what must hold of its output.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct Case {
     name: String,
@@ -81,7 +82,7 @@ struct Case {
 }
 
 /// A setting's value: YAML's scalars, passed to the module as text (as a manifest's are).
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(untagged)]
 enum Setting {
     Text(String),
@@ -102,7 +103,7 @@ impl Setting {
 }
 
 /// One path or a list of them.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(untagged)]
 enum Paths {
     #[default]
@@ -122,7 +123,7 @@ impl Paths {
 }
 
 /// What must hold of a case's output; every key is optional, all given must hold.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct Expect {
     /// The run fails and its message contains this.
@@ -325,14 +326,8 @@ fn load(path: &Path) -> Result<(Suite, String), String> {
     let bytes = crate::regular_file::read(path, MAX_SUITE).map_err(|e| format!("{at}: {e}"))?;
     let text = String::from_utf8(bytes)
         .map_err(|e| format!("{at}: cannot be read: it is not UTF-8 text ({e})"))?;
-    if let Some(line) =
-        crate::documents::nested_deeper_than(&text, crate::documents::MAX_YAML_DEPTH)
-    {
-        return Err(format!(
-            "{at}: invalid YAML: nested deeper than {} levels at line {line}",
-            crate::documents::MAX_YAML_DEPTH
-        ));
-    }
+    crate::yaml_events::check(&text, crate::documents::MAX_YAML_DEPTH)
+        .map_err(|e| format!("{at}: invalid YAML{e}"))?;
     let suite = parse(&text).map_err(|e| format!("{at}: {e}"))?;
     Ok((suite, text))
 }
@@ -343,15 +338,13 @@ fn parse(text: &str) -> Result<Suite, String> {
     if let Some(stock) = &suite.stock {
         StockChoice::parse(stock).map_err(|e| format!("stock: {e}"))?;
     }
+    // Each case's line, found in one pass over the file (the suite parsed, so its syntax is valid).
+    let layout = suite_layout::cases(text).unwrap_or_default();
     let mut names = HashSet::new();
     for (n, case) in suite.cases.iter().enumerate() {
-        let earlier = suite.cases[..n]
-            .iter()
-            .filter(|c| c.name == case.name)
-            .count();
-        let line = case_lines(text, &case.name)
-            .get(earlier)
-            .map(|l| format!("line {l}: "))
+        let line = layout
+            .get(n)
+            .map(|c| format!("line {}: ", c.line))
             .unwrap_or_default();
         let which = format!("{line}case {} ({:?})", n + 1, case.name);
         if case.name.trim().is_empty() {
@@ -923,32 +916,37 @@ fn yaml_value(value: &Value) -> String {
 }
 
 /// Rewrites the expectations of the failing cases of one suite file (`--update`); returns how many.
-/// The rest of the file stays as written. The new text must parse as a suite before it is written.
+/// Only the bytes of those cases' `expect:` change (found by parsing, see [`suite_layout`]); the new
+/// text must read back as the same suite but for those expectations before anything is written.
 fn update(
     file: &Path,
     text: &str,
     suite: &Suite,
     outcomes: &mut [Outcome],
 ) -> Result<usize, String> {
-    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    let observed: Vec<(usize, String)> = outcomes
+        .iter()
+        .enumerate()
+        .filter_map(|(n, o)| o.observed.clone().map(|block| (n, block)))
+        .collect();
+    let blocks: Vec<(usize, &str)> = observed.iter().map(|(n, b)| (*n, b.as_str())).collect();
+    let (new_text, unwritable) =
+        rewrite(text, &blocks).map_err(|e| format!("{}: {e}", file.display()))?;
     let mut count = 0;
     let mut items = Vec::new();
-    for (case, outcome) in suite.cases.iter().zip(outcomes.iter_mut()) {
-        let Some(block) = &outcome.observed else {
-            continue;
-        };
-        match replace_expect(&lines, &case.name, block) {
-            Some(new) => {
-                lines = new;
-                outcome.updated = true;
-                count += 1;
-                items.extend(outcome.item_file.clone());
-            }
-            None => outcome.reasons.push(
-                "--update: cannot find this case's expect: block in block style; update it by hand"
+    for &(n, _) in &blocks {
+        let outcome = &mut outcomes[n];
+        if unwritable.contains(&n) {
+            outcome.reasons.push(
+                "--update: this case is not written as `key: value` lines (it is a flow mapping or \
+                 an alias); update its expect: by hand"
                     .to_string(),
-            ),
+            );
+            continue;
         }
+        outcome.updated = true;
+        count += 1;
+        items.extend(outcome.item_file.clone());
     }
     if count == 0 {
         return Ok(0);
@@ -957,16 +955,19 @@ fn update(
     for (path, _) in &items {
         expectation_file_in(dir, path)?;
     }
-    let mut new_text = lines.join("\n");
-    if text.ends_with('\n') {
-        new_text.push('\n');
-    }
-    parse(&new_text).map_err(|e| {
+    let not_written = |why: String| {
         format!(
-            "{}: the rewritten suite would not read back ({e}); nothing written",
+            "{}: the rewritten suite would not read back {why}; nothing written",
             file.display()
         )
-    })?;
+    };
+    let reread = parse(&new_text).map_err(|e| not_written(format!("({e})")))?;
+    if let Some(n) = changed_beyond_expectations(suite, &reread, &blocks, &unwritable) {
+        return Err(not_written(format!(
+            "as the same suite (case {} would change beyond its expect:)",
+            n + 1
+        )));
+    }
     std::fs::write(file, new_text)
         .map_err(|e| format!("{}: cannot be written: {e}", file.display()))?;
     for (path, item) in items {
@@ -975,6 +976,65 @@ fn update(
             .map_err(|e| format!("{}: cannot be written: {e}", path.display()))?;
     }
     Ok(count)
+}
+
+/// `text` with the `expect:` of the cases given (by their index) replaced by their new blocks, and
+/// the indexes of the cases it cannot rewrite (not written as block mappings).
+fn rewrite(text: &str, blocks: &[(usize, &str)]) -> Result<(String, Vec<usize>), String> {
+    let layout = suite_layout::cases(text).map_err(|e| format!("invalid YAML {e}"))?;
+    let mut edits = Vec::new();
+    let mut unwritable = Vec::new();
+    for &(n, block) in blocks {
+        match layout.get(n).and_then(|case| case.block.as_ref()) {
+            Some(case) => edits.push(case.edit(text, block)),
+            None => unwritable.push(n),
+        }
+    }
+    // From the last to the first, so the places of those before stay as they were found.
+    edits.sort_by_key(|(range, _)| std::cmp::Reverse(range.start));
+    let mut new_text = text.to_string();
+    for (range, replacement) in edits {
+        new_text.replace_range(range, &replacement);
+    }
+    Ok((new_text, unwritable))
+}
+
+/// The first case of `before` that `after` (the rewritten suite) changes in more than the expectation
+/// `--update` wrote for it, if any; the suite's other keys count as case 0.
+fn changed_beyond_expectations(
+    before: &Suite,
+    after: &Suite,
+    blocks: &[(usize, &str)],
+    unwritable: &[usize],
+) -> Option<usize> {
+    if (&before.modules, &before.stock) != (&after.modules, &after.stock)
+        || before.cases.len() != after.cases.len()
+    {
+        return Some(0);
+    }
+    let written = |n: usize| {
+        blocks
+            .iter()
+            .find(|(m, _)| *m == n && !unwritable.contains(&n))
+            .map(|(_, block)| serde_norway::from_str::<Option<Expect>>(block))
+    };
+    before
+        .cases
+        .iter()
+        .zip(&after.cases)
+        .enumerate()
+        .find_map(|(n, (was, is))| {
+            let expect = match written(n) {
+                None => was.expect.clone(),
+                Some(Ok(expect)) => expect.unwrap_or_default(),
+                Some(Err(_)) => return Some(n),
+            };
+            let same = Case {
+                expect,
+                ..was.clone()
+            };
+            (&same != is).then_some(n)
+        })
 }
 
 /// Checks that `--update` may rewrite `path`, an `expect.item` file of a suite in `dir`: it must lie
@@ -1018,117 +1078,6 @@ fn write_no_follow(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         .custom_flags(libc::O_NOFOLLOW)
         .open(path)?
         .write_all(bytes)
-}
-
-/// The indentation of a line, and whether it holds anything but a comment.
-fn indent(line: &str) -> (usize, bool) {
-    let content = line.trim_start();
-    (
-        line.len() - content.len(),
-        !(content.is_empty() || content.starts_with('#')),
-    )
-}
-
-/// The 1-based lines of the `name:` of the cases called `name` (block style only).
-fn case_lines(text: &str, name: &str) -> Vec<usize> {
-    let lines: Vec<String> = text.lines().map(str::to_string).collect();
-    let mut found = Vec::new();
-    let mut from = 0;
-    while let Some((_, line, _)) = find_case_from(&lines, name, from) {
-        found.push(line + 1);
-        from = line + 1;
-    }
-    found
-}
-
-/// Where a case is: the line of its `- `, the line of its `name:`, and the column of its keys.
-fn find_case(lines: &[String], name: &str) -> Option<(usize, usize, usize)> {
-    find_case_from(lines, name, 0)
-}
-
-fn find_case_from(lines: &[String], name: &str, from: usize) -> Option<(usize, usize, usize)> {
-    for (n, line) in lines.iter().enumerate().skip(from) {
-        let content = line.trim_start();
-        let (lead, after_dash) = match content.strip_prefix("- ") {
-            Some(rest) => (line.len() - rest.trim_start().len(), rest.trim_start()),
-            None => (line.len() - content.len(), content),
-        };
-        let Some(value) = after_dash.strip_prefix("name:") else {
-            continue;
-        };
-        let value = value.split(" #").next().unwrap_or("").trim();
-        if serde_norway::from_str::<String>(value).ok().as_deref() != Some(name) {
-            continue;
-        }
-        let column = lead;
-        // The case's `- ` is on this line or above it, two columns left of its keys.
-        let dash = column.checked_sub(2)?;
-        let start = (0..=n).rev().find(|&k| {
-            let l = &lines[k];
-            l.get(..dash).is_some_and(|b| b.trim().is_empty())
-                && l.get(dash..).is_some_and(|a| a.starts_with("- "))
-        })?;
-        return Some((start, n, column));
-    }
-    None
-}
-
-/// `lines` with the `expect:` block of case `name` replaced by `block` (or added when it has none).
-fn replace_expect(lines: &[String], name: &str, block: &str) -> Option<Vec<String>> {
-    let (start, _, column) = find_case(lines, name)?;
-    // The case ends before the first line (not blank, not a comment) indented less than its keys.
-    let end = (start + 1..lines.len())
-        .find(|&k| {
-            let (i, content) = indent(&lines[k]);
-            content && i < column
-        })
-        .unwrap_or(lines.len());
-    let key_at = |k: usize, key: &str| {
-        let l = &lines[k];
-        l.get(column..).is_some_and(|a| a.starts_with(key))
-            && l.get(..column).is_some_and(|before| {
-                before.trim().is_empty() || (k == start && before.trim() == "-")
-            })
-    };
-    let new_block: Vec<String> = std::iter::once(format!("{}expect:", " ".repeat(column)))
-        .chain(
-            block
-                .lines()
-                .map(|l| format!("{}{l}", " ".repeat(column + 2))),
-        )
-        .collect();
-    let mut out = lines.to_vec();
-    match (start..end).find(|&k| key_at(k, "expect:")) {
-        Some(at) => {
-            // The block: lines indented more than the keys, up to the last that holds something.
-            let mut last = at;
-            for (k, line) in lines.iter().enumerate().take(end).skip(at + 1) {
-                let (i, content) = indent(line);
-                if content && i <= column {
-                    break;
-                }
-                if content {
-                    last = k;
-                }
-            }
-            if at == start {
-                // `- expect:` opens the case: keep the dash.
-                let mut first = new_block.clone();
-                first[0] = format!("{}- expect:", " ".repeat(column - 2));
-                out.splice(at..=last, first);
-            } else {
-                out.splice(at..=last, new_block);
-            }
-        }
-        None => {
-            let last = (start..end)
-                .rev()
-                .find(|&k| indent(&lines[k]).1)
-                .unwrap_or(start);
-            out.splice(last + 1..last + 1, new_block);
-        }
-    }
-    Some(out)
 }
 
 /// One row of the table: the case, its result, its time; then why it failed.
@@ -1223,10 +1172,10 @@ cases:
 
     #[test]
     fn update_replaces_only_the_expect_block_of_the_case() {
-        let lines: Vec<String> = SUITE.lines().map(str::to_string).collect();
         let block =
             "additionalItems:\n  - {group: \"\", resource: pods, namespace: ns, name: new}\n";
-        let out = replace_expect(&lines, "first", block).unwrap().join("\n");
+        let (out, unwritable) = rewrite(SUITE, &[(0, block)]).unwrap();
+        assert!(unwritable.is_empty());
         assert!(
             out.contains("name: new}") && !out.contains("name: old}"),
             "{out}"
@@ -1234,15 +1183,90 @@ cases:
         assert!(
             out.contains("# a comment that stays") && out.contains("# a comment after the case")
         );
-        let added = replace_expect(&lines, "second", "skipRestore: true\n")
-            .unwrap()
-            .join("\n");
+        let (added, _) = rewrite(SUITE, &[(1, "skipRestore: true\n")]).unwrap();
         assert!(
-            added.ends_with("    expect:\n      skipRestore: true"),
+            added.ends_with("    expect:\n      skipRestore: true\n"),
             "{added}"
         );
         let suite = parse(&added).unwrap();
         assert_eq!(suite.cases[1].expect.skip_restore, Some(true));
+        let (both, _) = rewrite(SUITE, &[(0, block), (1, "skipRestore: true\n")]).unwrap();
+        assert_eq!(
+            parse(&both).unwrap(),
+            parse(&added.replace("name: old}", "name: new}")).unwrap()
+        );
+    }
+
+    /// The attack of issue 26: a block scalar of the first case holds the text of a `- name:` and an
+    /// `expect:` of the second. `--update` of the second must change the second, and leave the
+    /// first case's text byte for byte.
+    #[test]
+    fn update_finds_the_case_by_parsing_not_by_text_inside_a_block_scalar() {
+        let decoy = concat!(
+            "  - name: first\n",
+            "    action: a\n",
+            "    item: i.json\n",
+            "    backup: b.json\n",
+            "    settings:\n",
+            "      note: |\n",
+            "        - name: second\n",
+            "          action: a\n",
+            "          expect:\n",
+            "            skipRestore: false\n",
+        );
+        let text = format!(
+            "cases:\n{decoy}  - name: second\n    action: a\n    item: i.json\n    backup: b.json\n    expect:\n      skipRestore: false\n"
+        );
+        let suite = parse(&text).unwrap();
+        let (out, unwritable) = rewrite(&text, &[(1, "skipRestore: true\n")]).unwrap();
+        assert!(unwritable.is_empty());
+        assert!(
+            out.starts_with(&format!("cases:\n{decoy}")),
+            "the first case is as written: {out}"
+        );
+        let after = parse(&out).unwrap();
+        assert_eq!(after.cases[1].expect.skip_restore, Some(true), "{out}");
+        assert_eq!(
+            changed_beyond_expectations(&suite, &after, &[(1, "skipRestore: true\n")], &[]),
+            None
+        );
+        // What a search of the text would have written is refused before it is written.
+        let wrong = text.replacen("skipRestore: false", "skipRestore: true", 1);
+        assert_eq!(
+            changed_beyond_expectations(
+                &suite,
+                &parse(&wrong).unwrap(),
+                &[(1, "skipRestore: true\n")],
+                &[]
+            ),
+            Some(0)
+        );
+    }
+
+    #[test]
+    fn a_flow_style_case_is_left_to_be_updated_by_hand() {
+        let text = "cases:\n  - {name: a, action: a, item: i.json, backup: b.json}\n";
+        let (out, unwritable) = rewrite(text, &[(0, "skipRestore: true\n")]).unwrap();
+        assert_eq!((out.as_str(), unwritable), (text, vec![0]));
+    }
+
+    #[test]
+    fn parsing_a_suite_reads_its_text_a_bounded_number_of_times() {
+        // Lines are found in one pass: 16,000 cases parse in the time of a unit test (they took
+        // over five minutes when each case's line was searched for from the top).
+        let mut text = String::from("cases:\n");
+        for n in 0..16_000 {
+            text.push_str(&format!(
+                "  - name: case {n}\n    action: a\n    item: i.json\n    backup: b.json\n    expect:\n      skipRestore: false\n"
+            ));
+        }
+        let suite = parse(&text).unwrap();
+        assert_eq!(suite.cases.len(), 16_000);
+        let duplicate = format!(
+            "{text}  - name: case 7\n    action: a\n    item: i.json\n    backup: b.json\n"
+        );
+        let e = parse(&duplicate).unwrap_err();
+        assert!(e.starts_with("line 96002: case 16001"), "{e}");
     }
 
     #[test]
