@@ -139,11 +139,21 @@ fn china_and_the_isolated_partitions_have_their_own_dns_suffix() {
 
 #[test]
 fn a_region_that_is_not_a_dns_name_is_refused() {
-    for region in ["us-east-1/evil", "evil.com#", "eu west 1", "-us-east-1"] {
+    // botocore's rule: one DNS label (a dot would put another host into the URL).
+    for region in [
+        "us-east-1/evil",
+        "evil.com#",
+        "eu west 1",
+        "-us-east-1",
+        "us-east-1.evil.com",
+    ] {
         let e = presign(&request("my-bucket", region), "").unwrap_err();
         assert_eq!(
             e.to_string(),
-            format!("invalid region {region:?}: not a valid DNS name")
+            format!(
+                "invalid region {region:?}: one DNS label of up to 63 letters, digits and hyphens, \
+                 not only digits, neither starting nor ending with a hyphen (such as us-east-1)"
+            )
         );
     }
 }
