@@ -156,6 +156,97 @@ async fn an_upload_that_stalls_fails_with_deadline_exceeded_and_serving_goes_on(
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn six_clients_each_sending_150_mib_of_a_message_hold_at_most_the_process_budget() {
+    use velero_wasm::plugin::upload::MAX_HELD;
+    let mut plugin = start();
+    let pid = plugin.child.0.id();
+    let before = rss_kib(pid);
+    // Six connections, each announcing a 2 GiB message and sending 150 MiB of it (with flow control:
+    // each send waits for the window the server opens as it reads), then stopping.
+    let mut uploads = Vec::new();
+    for _ in 0..6 {
+        let (mut client, connection) = raw_connection(&plugin.socket).await;
+        let (response, mut upload) = client
+            .send_request(grpc_request("/generated.BackupItemAction/Execute"), false)
+            .unwrap();
+        let sender = tokio::spawn(async move {
+            let mut start = vec![0u8];
+            start.extend_from_slice(&(i32::MAX as u32).to_be_bytes());
+            let _ = upload.send_data(Bytes::from(start), false);
+            let chunk = Bytes::from(vec![b' '; 1 << 20]);
+            for _ in 0..150 {
+                upload.reserve_capacity(chunk.len());
+                let mut sent = 0;
+                while sent < chunk.len() {
+                    match std::future::poll_fn(|cx| upload.poll_capacity(cx)).await {
+                        Some(Ok(n)) if n > 0 => {
+                            let n = n.min(chunk.len() - sent);
+                            if upload
+                                .send_data(chunk.slice(sent..sent + n), false)
+                                .is_err()
+                            {
+                                return upload;
+                            }
+                            sent += n;
+                        }
+                        Some(Ok(_)) => {}
+                        _ => return upload,
+                    }
+                }
+            }
+            upload
+        });
+        let status = tokio::spawn(grpc_status(response));
+        uploads.push((status, sender, client, connection));
+    }
+    // Every sender ends: it sent its 150 MiB, or its stream was refused.
+    for (_, sender, _, _) in &mut uploads {
+        within(Duration::from_secs(120), "an upload ends", sender)
+            .await
+            .unwrap();
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let mut refused = 0;
+    let mut statuses = Vec::new();
+    for (status, _, _, _) in &mut uploads {
+        if status.is_finished() {
+            let (code, message) = status.await.unwrap();
+            if code == Code::ResourceExhausted as i32 {
+                refused += 1;
+            }
+            statuses.push(message);
+        }
+    }
+    let held = rss_kib(pid);
+    println!(
+        "RSS with six 150 MiB partial messages: {} MiB (before: {} MiB; budget {} MiB); {refused} refused: {statuses:?}",
+        held / 1024,
+        before / 1024,
+        MAX_HELD >> 20
+    );
+    assert!(refused >= 4, "{refused} of 6 refused: {statuses:?}");
+    assert!(
+        statuses
+            .iter()
+            .any(|m| m.contains("the most it holds across all calls")),
+        "{statuses:?}"
+    );
+    // Without the budget all 900 MiB would be held; with it, what is held plus what the allocator
+    // keeps of the refused streams' memory.
+    assert!(
+        held.saturating_sub(before) < ((MAX_HELD as u64) >> 10) + (256 << 10),
+        "the six uploads hold {} MiB",
+        (held - before) / 1024
+    );
+    answers_health_and_execute(&plugin).await;
+    for (status, _, _, _) in &uploads {
+        status.abort();
+    }
+    drop(uploads);
+    stop_with(&mut plugin, "-TERM");
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn out_of_file_descriptors_the_plugin_waits_without_spinning_and_serves_again() {
     // The child may open few files: a few dozen connections exhaust them. At debug level, so that
     // the end of the background compile can be seen.

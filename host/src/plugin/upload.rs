@@ -3,11 +3,14 @@
 //! message's announced length as soon as it reads the 5-byte prefix). A request that stops arriving
 //! fails its call with `DEADLINE_EXCEEDED` after [`STALL_TIMEOUT`] without data, which frees what it
 //! held: a unary request until its body ends, a client stream (the broker's) within a message only,
-//! since it may rest between messages. Messages of any size up to the services' limit are accepted.
+//! since it may rest between messages. Messages of any size up to the services' limit are accepted,
+//! as long as all the requests of the process together hold at most [`MAX_HELD`] bytes of messages
+//! not yet whole: a request that would take more fails with `RESOURCE_EXHAUSTED`, and the others go on.
 
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -21,6 +24,19 @@ use tonic::Status;
 /// writes a message it already holds in memory to a local socket: a pause this long means the client
 /// is stuck or gone.
 pub const STALL_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// The most that the requests of this process may hold, all together, of messages still arriving.
+/// Velero sends one item (and its Backup or Restore) per message, far below this; without a bound
+/// across connections, a few clients stalling large messages would take the process's memory.
+pub const MAX_HELD: usize = 256 << 20;
+
+/// Bytes held by every [`WholeMessages`] of the process.
+static HELD: AtomicUsize = AtomicUsize::new(0);
+
+/// Bytes held now by the requests of this process (for tests and metrics).
+pub fn held() -> usize {
+    HELD.load(Ordering::Relaxed)
+}
 
 /// The length prefix of a gRPC message: a compression flag and a big-endian u32 length.
 const PREFIX: usize = 5;
@@ -110,8 +126,19 @@ impl WholeMessages {
         }
     }
 
-    /// Adds received data and moves `complete` past every message now whole.
-    fn push(&mut self, data: Bytes) {
+    /// Adds received data and moves `complete` past every message now whole; fails when the
+    /// process would hold more than [`MAX_HELD`].
+    fn push(&mut self, data: Bytes) -> Result<(), Status> {
+        let before = HELD.fetch_add(data.len(), Ordering::Relaxed);
+        if before + data.len() > MAX_HELD {
+            HELD.fetch_sub(data.len(), Ordering::Relaxed);
+            return Err(Status::resource_exhausted(format!(
+                "the plugin already holds {} MiB of requests still arriving, the most it holds across all calls; \
+                 this request ({} bytes received) is refused",
+                before >> 20,
+                self.held_len + data.len()
+            )));
+        }
         self.held_len += data.len();
         self.held.push_back(data);
         loop {
@@ -125,10 +152,10 @@ impl WholeMessages {
                     self.current = Some(total);
                     total
                 }
-                None => return,
+                None => return Ok(()),
             };
             if pending < total {
-                return;
+                return Ok(());
             }
             self.complete += total;
             self.current = None;
@@ -163,8 +190,24 @@ impl WholeMessages {
             self.held.push_front(rest);
         }
         self.complete -= chunk.len();
-        self.held_len -= chunk.len();
+        self.release(chunk.len());
         Some(chunk)
+    }
+
+    /// Gives back `n` held bytes.
+    fn release(&mut self, n: usize) {
+        self.held_len -= n;
+        HELD.fetch_sub(n, Ordering::Relaxed);
+    }
+
+    /// Drops everything held: the body has failed.
+    fn fail(&mut self) {
+        self.failed = true;
+        self.held.clear();
+        let held = self.held_len;
+        self.release(held);
+        self.complete = 0;
+        self.current = None;
     }
 
     /// Whether the stall timer has fired; arms it for `cx` otherwise.
@@ -219,7 +262,10 @@ impl http_body::Body for WholeMessages {
                         Ok(data) => {
                             if !data.is_empty() {
                                 this.last_progress = Instant::now();
-                                this.push(data);
+                                if let Err(status) = this.push(data) {
+                                    this.fail();
+                                    return Poll::Ready(Some(Err(status)));
+                                }
                             }
                         }
                         Err(frame) => {
@@ -241,7 +287,6 @@ impl http_body::Body for WholeMessages {
                     if !this.stalled(cx) {
                         return Poll::Pending;
                     }
-                    this.failed = true;
                     let received = this.held_len - this.complete;
                     let message = match this.current {
                         Some(total) => format!(
@@ -253,9 +298,7 @@ impl http_body::Body for WholeMessages {
                             humantime::format_duration(this.stall_after)
                         ),
                     };
-                    this.held.clear();
-                    this.held_len = 0;
-                    this.complete = 0;
+                    this.fail();
                     return Poll::Ready(Some(Err(Status::deadline_exceeded(message))));
                 }
             }
@@ -264,6 +307,13 @@ impl http_body::Body for WholeMessages {
 
     fn is_end_stream(&self) -> bool {
         self.failed || (self.inner_done && self.held_len == 0 && self.trailers.is_none())
+    }
+}
+
+impl Drop for WholeMessages {
+    /// A request that goes away (its client closed, its call ended) gives back what it held.
+    fn drop(&mut self) {
+        HELD.fetch_sub(self.held_len, Ordering::Relaxed);
     }
 }
 
