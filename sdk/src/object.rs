@@ -220,7 +220,8 @@ fn unescape(part: &str) -> String {
     part.replace("~1", "/").replace("~0", "~")
 }
 
-fn type_name(value: &Value) -> &'static str {
+/// What kind of JSON value `value` is, for error messages: `a string`, `an object`, `null`, ….
+pub fn type_name(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",

@@ -13,6 +13,7 @@
 //! keeps the config's key order and numbers as written.
 
 use serde_json::{Map, Value};
+use velero_wasm_sdk::object::type_name;
 use velero_wasm_sdk::{log, Object, RestoreResponse};
 
 use crate::go_json;
@@ -142,17 +143,6 @@ pub fn restore(mode: Mode, nad: &Object, restore: &Object) -> Result<RestoreResp
                 Ok(RestoreResponse::unchanged())
             }
         },
-    }
-}
-
-fn type_name(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }
 
