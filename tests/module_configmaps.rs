@@ -871,6 +871,39 @@ async fn with_the_list_forbidden_or_the_api_server_down_the_last_listed_configma
         .as_str()
         .unwrap()
         .contains("misbehave: ConfigMap velero-wasm-module-misbehave@"));
+
+    // `actions`, the operator's pre-flight check, shows the same and fails: what it shows may not
+    // be what the cluster holds.
+    let (kubeconfig, state) = (scene.path("kubeconfig"), scene.path("state"));
+    let out = support::run::Run::cli(["actions", "--json"])
+        .envs(&[
+            ("KUBECONFIG", kubeconfig.to_str().unwrap()),
+            ("VELERO_WASM_STATE_DIR", state.to_str().unwrap()),
+            ("VELERO_WASM_CONFIGMAPS", "on"),
+            ("VELERO_NAMESPACE", "velero"),
+        ])
+        .output();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let json = stdout_json(&out);
+    assert!(
+        json["actions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a["name"] == "v1.example.io/echo"),
+        "{json}"
+    );
+    assert!(
+        json["problems"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["message"]
+                .as_str()
+                .unwrap()
+                .contains("the module ConfigMaps shown are those of the last successful list")),
+        "{json}"
+    );
 }
 
 #[test]

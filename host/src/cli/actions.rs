@@ -14,6 +14,7 @@ use crate::capabilities::kube::live::{ClusterOptions, LazyCluster};
 use crate::capabilities::kube::NoCluster;
 use crate::capabilities::{Clock, Environment, Services};
 use crate::modules::configmaps;
+use crate::runtime::LoadProblem;
 use crate::runtime::LoadedModule;
 
 /// Arguments of `actions`.
@@ -50,13 +51,26 @@ pub async fn actions(args: ActionsArgs) -> u8 {
     let velero_namespace = services.environment.velero_namespace().to_string();
     let state = crate::state::default_dir();
     let configmaps = configmaps::read(&cluster, &velero_namespace, state.as_deref()).await;
-    let (runtime, problems) = match load_runtime_with(&args.modules, services, configmaps).await {
+    // What the plugin would serve if it started now, and a failed pre-flight when that is not what
+    // the cluster holds (the list could not be read: the ConfigMaps shown are an earlier list's).
+    let fallback = configmaps.as_ref().and_then(|c| c.fallback.clone());
+    let (runtime, mut problems) = match load_runtime_with(&args.modules, services, configmaps).await
+    {
         Ok(loaded) => loaded,
         Err(failure) => {
             eprintln!("velero-wasm actions: {}", failure.message);
             return failure.code;
         }
     };
+    if let Some(why) = fallback {
+        problems.push(LoadProblem {
+            message: format!(
+                "{why}: the module ConfigMaps shown are those of the last successful list, which may not be what the cluster holds"
+            ),
+            broken: false,
+            served: true,
+        });
+    }
     let catalog = runtime.catalog();
     let module = match &args.module {
         None => None,
