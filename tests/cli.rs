@@ -1319,6 +1319,39 @@ fn a_wrong_expectation_fails_with_exit_1_and_shows_what_differs() {
 }
 
 #[test]
+fn a_long_reason_is_wrapped_to_the_terminal_not_cut_and_junit_says_what_differs() {
+    let dir = tempfile::tempdir().unwrap();
+    let suite = two_case_suite(dir.path());
+    let long = "the rule to add is at the very end of this reason, which is longer than a terminal is wide: grant.kube get secrets";
+    let text = std::fs::read_to_string(&suite).unwrap().replacen(
+        "      # the launcher pod",
+        &format!("      error: \"{long}\"\n      # the launcher pod"),
+        1,
+    );
+    std::fs::write(&suite, text).unwrap();
+    let junit = dir.path().join("junit.xml");
+    let out = velero_wasm(&[
+        "test",
+        suite.to_str().unwrap(),
+        "--junit",
+        junit.to_str().unwrap(),
+    ]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
+    assert!(!text.contains('…'), "a reason was cut: {text}");
+    let joined: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(joined.contains(long), "{text}");
+
+    // The second case's diff: JUnit's one-line message names the item, not just the heading.
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(
+        xml.contains("additionalItems differ: - #2 persistentvolumeclaims vm-workloads/wrong-name"),
+        "{xml}"
+    );
+}
+
+#[test]
 fn an_error_expected_of_a_run_that_succeeds_fails_the_case() {
     let dir = tempfile::tempdir().unwrap();
     let suite = two_case_suite(dir.path());

@@ -27,6 +27,8 @@ const MAX_SUITE: u64 = 4 << 20;
 
 /// The width of the table: a terminal's, with room to spare.
 const WIDTH: usize = 100;
+/// The longest JUnit failure message (CI systems show it on one line; the description has it all).
+const MAX_JUNIT_MESSAGE: usize = 500;
 
 /// At most this many differing lines are shown per expectation.
 const MAX_DIFF_LINES: usize = 12;
@@ -1096,9 +1098,17 @@ fn print_row(outcome: &Outcome) {
     if outcome.updated {
         return;
     }
+    // Wrapped, never cut: the end of a reason is often the rule to add.
+    let options = textwrap::Options::new(WIDTH - 6).subsequent_indent("  ");
     for reason in &outcome.reasons {
         for line in reason.lines() {
-            println!("      {}", cut(line, WIDTH - 6));
+            if line.chars().count() <= WIDTH - 6 {
+                println!("      {line}");
+                continue;
+            }
+            for piece in textwrap::wrap(line, &options) {
+                println!("      {piece}");
+            }
         }
     }
 }
@@ -1123,8 +1133,10 @@ fn junit_suite(file: &Path, outcomes: &[Outcome]) -> quick_junit::TestSuite {
             TestCaseStatus::success()
         } else {
             let mut status = TestCaseStatus::non_success(NonSuccessKind::Failure);
-            let first = outcome.reasons[0].lines().next().unwrap_or("");
-            status.set_message(first.to_string());
+            // The first reason on one line (a diff's heading alone says little), the rest in the
+            // description.
+            let first: Vec<&str> = outcome.reasons[0].lines().map(str::trim).collect();
+            status.set_message(cut(&first.join(" "), MAX_JUNIT_MESSAGE));
             status.set_description(outcome.reasons.join("\n"));
             status
         };
