@@ -71,6 +71,8 @@ pub mod bindings {
         pub_export_macro: true,
         export_macro_name: "export_bindings",
         default_bindings_module: "velero_wasm_sdk::bindings",
+        // Actions and their tests compare what they return (`ResourceId`s above all).
+        additional_derives: [PartialEq, Eq],
     });
 }
 
@@ -434,7 +436,11 @@ mod response_tests {
             Some("true")
         );
         assert_eq!(returned.annotation("a"), Some("b"));
-        assert_eq!(out.additional_items.len(), 1);
+        assert_eq!(
+            out.additional_items,
+            [ResourceId::new("", "secrets", "ns", "s")],
+            "what an action returns compares whole"
+        );
         assert!(!out.skip_restore);
         assert_eq!(item.annotation(MUST_INCLUDE_ADDITIONAL_ITEMS), None);
     }
