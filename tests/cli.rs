@@ -1220,8 +1220,19 @@ fn new_refuses_a_bad_name_and_a_directory_that_is_not_empty() {
         cargo.contains("velero-wasm-sdk = { git = \"https://example.com/v.git\" }"),
         "{cargo}"
     );
+    assert!(!stderr(&out).contains("warning"), "{}", stderr(&out));
     let lib = std::fs::read_to_string(dir.path().join("count-pvcs/src/lib.rs")).unwrap();
     assert!(lib.contains("Kind::RestoreV2"));
+
+    // Without --sdk the crate asks crates.io, where the SDK is not yet: `new` says so, and how.
+    let out = velero_wasm(&["new", &path("no-sdk")]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("warning: without --sdk")
+            && stderr(&out).contains("https://github.com/velero-wasm/velero-wasm.git"),
+        "{}",
+        stderr(&out)
+    );
     assert!(dir
         .path()
         .join("count-pvcs/tests/fixtures/restore.json")

@@ -116,6 +116,15 @@ pub fn new(args: NewArgs) -> u8 {
 fn create(args: &NewArgs) -> Result<(), Failure> {
     let name = crate_name(&args.path)?;
     let dependency = sdk_dependency(args.sdk.as_deref())?;
+    if args.sdk.is_none() {
+        eprintln!(
+            "velero-wasm new: warning: without --sdk, Cargo.toml asks crates.io for velero-wasm-sdk {}, which \
+             is not published yet, so the crate will not build: give --sdk, the sdk/ directory of a \
+             velero-wasm checkout or {}.git",
+            env!("CARGO_PKG_VERSION"),
+            env!("CARGO_PKG_REPOSITORY")
+        );
+    }
     let files = render(&name, args.kind, &dependency);
     ensure_empty_or_absent(&args.path)?;
     for (relative, text) in &files {
