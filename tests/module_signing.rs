@@ -829,3 +829,51 @@ fn pack_signs_an_expiry_verify_enforces_it_and_a_past_one_is_refused() {
         );
     }
 }
+
+#[test]
+fn a_packed_configmap_file_loads_as_modules_with_no_cluster_as_the_host_would_load_it() {
+    let keys = tempfile::tempdir().unwrap();
+    let key = Key::new(keys.path(), "ops");
+    let source = support::module_dir("misbehave", "misbehave", MANIFEST);
+    let yaml = keys.path().join("cm.yaml");
+    pack(source.path(), Some(&key), &yaml);
+
+    // What will be applied, listed (and its signature checked) before it is applied.
+    let out = actions(&yaml, Some(&key.public()));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let json = stdout_json(&out);
+    assert!(lists_echo(&json), "{json}");
+    let echo = json["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["name"] == ECHO)
+        .unwrap();
+    assert_eq!(echo["signature"]["key"], key.id.as_str(), "{echo}");
+
+    // A changed grant in the file is refused, naming the ConfigMap, as the host refuses it.
+    let text = std::fs::read_to_string(&yaml).unwrap();
+    std::fs::write(&yaml, text.replacen("configmaps", "secrets", 1)).unwrap();
+    let out = actions(&yaml, Some(&key.public()));
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let json = stdout_json(&out);
+    assert!(!lists_echo(&json), "{json}");
+    let problems = json["problems"].to_string();
+    assert!(
+        problems.contains("document 1 (ConfigMap velero-wasm-module-misbehave)")
+            && problems.contains("does not match"),
+        "{problems}"
+    );
+    // A file that holds no ConfigMap is a clear problem too.
+    let junk = keys.path().join("junk.yaml");
+    std::fs::write(&junk, "apiVersion: v1\nkind: Secret\nmetadata: {name: s}\n").unwrap();
+    let out = actions(&junk, None);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stdout_json(&out)["problems"]
+            .to_string()
+            .contains("document 1 (Secret s): is not a ConfigMap"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}

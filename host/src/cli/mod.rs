@@ -80,9 +80,9 @@ enum Command {
 /// Which stock modules load, and where modules beyond them come from.
 #[derive(Debug, clap::Args)]
 pub struct ModuleArgs {
-    /// A directory of modules (<name>.wasm with <name>.toml beside it) that add to or replace the
-    /// stock modules by name.
-    #[arg(long, env = "VELERO_WASM_MODULES", value_name = "DIR")]
+    /// A directory of modules (<name>.wasm with <name>.toml beside it), or a file of module
+    /// ConfigMaps as `module pack` writes them, that add to or replace the stock modules by name.
+    #[arg(long, env = "VELERO_WASM_MODULES", value_name = "DIR|FILE")]
     modules: Option<PathBuf>,
 
     /// The stock modules to load: `all`, `none`, or names separated by commas (hcp brings signing).

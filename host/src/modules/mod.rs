@@ -6,6 +6,7 @@
 //! module's settings and limits and may narrow its grant ([`stock_override`]).
 
 pub mod compression;
+mod configmap_file;
 pub mod configmaps;
 mod directory;
 mod last_good;
