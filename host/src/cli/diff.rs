@@ -21,7 +21,7 @@ use serde_json::{json, Value};
 
 use super::diff_archive;
 use super::{read_trusted_keys, Failure, EXIT_FAILED, EXIT_OK};
-use crate::action::{ActionKind, BackupRequest, ItemRef};
+use crate::action::{ActionKind, BackupRequest, ItemRef, ResourceId};
 use crate::capabilities::kube::fixture::FixtureCluster;
 use crate::capabilities::{Clock, Environment, Services};
 use crate::documents::{read_object, read_objects};
@@ -112,7 +112,8 @@ async fn execute(args: &DiffArgs) -> Result<Report, Failure> {
     let mut items = Vec::with_capacity(source.items.len());
     for (from, value) in &source.items {
         let text = value.to_string();
-        let identity = ItemRef::parse(&text).map_err(|e| Failure::bad_input(format!("{from}: {e}")))?;
+        let identity =
+            ItemRef::parse(&text).map_err(|e| Failure::bad_input(format!("{from}: {e}")))?;
         if identity.kind.is_empty() || identity.name.is_empty() {
             return Err(Failure::bad_input(format!(
                 "{from}: the object has no kind or no name: not an item"
@@ -127,7 +128,8 @@ async fn execute(args: &DiffArgs) -> Result<Report, Failure> {
         .map_err(|e| Failure::failed(format!("cannot make a temporary directory: {e}")))?;
     let cluster_paths = if source.archive {
         let dir = scratch.path().join("cluster");
-        std::fs::create_dir(&dir).map_err(|e| Failure::failed(format!("{}: {e}", dir.display())))?;
+        std::fs::create_dir(&dir)
+            .map_err(|e| Failure::failed(format!("{}: {e}", dir.display())))?;
         diff_archive::write_cluster(&source.items, &dir).map_err(Failure::failed)?
     } else {
         vec![args.source.clone()]
@@ -337,16 +339,32 @@ async fn outcome(
                 let mut value = json!({
                     "item": serde_json::from_str::<Value>(&o.item)
                         .unwrap_or_else(|_| Value::String(o.item.clone())),
-                    "additionalItems": o.additional_items,
+                    "additionalItems": id_set(&o.additional_items),
                 });
                 if entry.info().kind == ActionKind::BackupV2 {
-                    value["postOperationItems"] = json!(o.post_operation_items);
+                    value["postOperationItems"] = id_set(&o.post_operation_items);
                 }
                 value
             }
             Err(e) => json!({"error": e.to_string()}),
         },
     )
+}
+
+/// Resource ids as compared: an object keyed by Velero's notation (`resource.group ns/name`), so that
+/// a difference names the item added or removed rather than a position in a list (order is not
+/// compared: Velero backs additional items up whatever their order).
+fn id_set(ids: &[ResourceId]) -> Value {
+    let sorted: std::collections::BTreeMap<String, Value> = ids
+        .iter()
+        .map(|id| (id.to_string(), Value::Bool(true)))
+        .collect();
+    Value::Object(sorted.into_iter().collect())
+}
+
+/// A JSON pointer as people read it: `~1` and `~0` unescaped (a key may hold `/`).
+fn readable_pointer(pointer: &str) -> String {
+    pointer.replace("~1", "/").replace("~0", "~")
 }
 
 /// Items done out of the total, on stderr when it is a terminal.
@@ -446,10 +464,7 @@ impl Report {
     fn text(&self) -> String {
         let mut out = format!(
             "{} items of {}; --old {} against --new {}\n\n",
-            self.items,
-            self.source,
-            self.old,
-            self.new
+            self.items, self.source, self.old, self.new
         );
         out.push_str(&format!(
             "{:<60} {:>8} {:>8}  {}\n",
@@ -475,11 +490,13 @@ impl Report {
             for d in &a.differing {
                 out.push_str(&format!("  {}\n", cut(&d.item.to_string(), WIDTH - 2)));
                 for op in d.patch.as_array().into_iter().flatten() {
+                    // A set member's value (`true`) says nothing: only its key is shown.
+                    let value = op.get("value").filter(|v| **v != Value::Bool(true));
                     let line = format!(
                         "    {:<7} {} {}",
                         op["op"].as_str().unwrap_or(""),
-                        op["path"].as_str().unwrap_or(""),
-                        op.get("value").map(Value::to_string).unwrap_or_default()
+                        readable_pointer(op["path"].as_str().unwrap_or("")),
+                        value.map(Value::to_string).unwrap_or_default()
                     );
                     out.push_str(&cut(line.trim_end(), WIDTH));
                     out.push('\n');
@@ -515,5 +532,26 @@ mod tests {
     fn long_lines_are_cut_to_the_width() {
         assert_eq!(cut("abcdef", 4), "abc…");
         assert_eq!(cut("abc", 4), "abc");
+    }
+
+    #[test]
+    fn additional_items_differ_by_name_not_by_position() {
+        let id = |name: &str| ResourceId {
+            group: String::new(),
+            resource: "persistentvolumeclaims".into(),
+            namespace: "ns".into(),
+            name: name.into(),
+        };
+        let (old, new) = (id_set(&[id("a"), id("b")]), id_set(&[id("b")]));
+        let patch = serde_json::to_value(json_patch::diff(&old, &new)).unwrap_or_default();
+        assert_eq!(
+            patch,
+            json!([{"op": "remove", "path": "/persistentvolumeclaims ns~1a"}])
+        );
+        assert_eq!(
+            readable_pointer("/persistentvolumeclaims ns~1a"),
+            "/persistentvolumeclaims ns/a"
+        );
+        assert_eq!(id_set(&[id("b"), id("a")]), old);
     }
 }

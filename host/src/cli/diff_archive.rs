@@ -32,7 +32,8 @@ pub fn read(path: &Path) -> Result<BackupItems, String> {
     if !meta.is_dir() && is_gzip(path)? {
         return read_archive(path);
     }
-    let objects = crate::documents::read_objects(&[path.to_path_buf()]).map_err(|e| e.to_string())?;
+    let objects =
+        crate::documents::read_objects(&[path.to_path_buf()]).map_err(|e| e.to_string())?;
     Ok(BackupItems {
         items: objects
             .into_iter()
