@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
+use futures::StreamExt;
 use serde_json::{json, Value};
 
 use super::diff_archive;
@@ -155,7 +156,7 @@ async fn execute(args: &DiffArgs) -> Result<Report, Failure> {
             runtime,
         });
     }
-    let (old, new) = (&sides[0], &sides[1]);
+    let (old_name, new_name) = (sides[0].name.clone(), sides[1].name.clone());
 
     // Every backup action of either set, by name.
     let names: BTreeSet<String> = sides
@@ -175,43 +176,91 @@ async fn execute(args: &DiffArgs) -> Result<Report, Failure> {
         .iter()
         .map(|name| ActionReport {
             name: name.clone(),
-            in_old: old.runtime.action(name).is_some(),
-            in_new: new.runtime.action(name).is_some(),
+            in_old: sides[0].runtime.action(name).is_some(),
+            in_new: sides[1].runtime.action(name).is_some(),
             applied: 0,
             differing: Vec::new(),
         })
         .collect();
-    for (done, (identity, text)) in items.iter().enumerate() {
-        for report in &mut actions {
-            let (a, b) = tokio::join!(
-                outcome(old, &report.name, identity, text, &backup_text),
-                outcome(new, &report.name, identity, text, &backup_text),
-            );
-            if a.is_none() && b.is_none() {
-                continue;
-            }
-            report.applied += 1;
-            let (a, b) = (a.unwrap_or(Value::Null), b.unwrap_or(Value::Null));
-            if a != b {
-                let patch = json_patch::diff(&a, &b);
-                report.differing.push(Difference {
-                    item: identity.clone(),
-                    patch: serde_json::to_value(&patch).unwrap_or(Value::Null),
-                });
+    // Items run in parallel, a few per core, each on its own task; results are taken in item order.
+    let (sides, names) = (
+        Arc::new(sides),
+        Arc::new(names.into_iter().collect::<Vec<_>>()),
+    );
+    let backup_text: Arc<str> = backup_text.into();
+    let parallel = std::thread::available_parallelism().map_or(2, |n| n.get() * 2);
+    let mut results = futures::stream::iter(items.iter().cloned())
+        .map(|(identity, text)| {
+            let (sides, names, backup) = (sides.clone(), names.clone(), backup_text.clone());
+            tokio::spawn(
+                async move { compare_item(&sides, &names, identity, &text, &backup).await },
+            )
+        })
+        .buffered(parallel);
+    let mut done = 0;
+    while let Some(result) = results.next().await {
+        let compared =
+            result.map_err(|e| Failure::failed(format!("a comparison task failed: {e}")))?;
+        for (report, compared) in actions.iter_mut().zip(compared) {
+            match compared {
+                Compared::NotApplied => {}
+                Compared::Same => report.applied += 1,
+                Compared::Different(difference) => {
+                    report.applied += 1;
+                    report.differing.push(difference);
+                }
             }
         }
-        progress.show(done + 1);
+        done += 1;
+        progress.show(done);
     }
     progress.finish();
     Ok(Report {
-        old: old.name.clone(),
-        new: new.name.clone(),
+        old: old_name,
+        new: new_name,
         source: args.source.display().to_string(),
         format_version: source.format_version,
         items: items.len(),
         actions,
         seconds: started.elapsed().as_secs_f64(),
     })
+}
+
+/// What one action made of one item in the two sets.
+enum Compared {
+    /// The action does not apply to the item in either set (or neither set has it).
+    NotApplied,
+    Same,
+    Different(Difference),
+}
+
+/// Runs every action of `names` of both sets on one item: one [`Compared`] per name, in order.
+async fn compare_item(
+    sides: &[Side],
+    names: &[String],
+    identity: ItemRef,
+    item: &str,
+    backup: &str,
+) -> Vec<Compared> {
+    let mut out = Vec::with_capacity(names.len());
+    for name in names {
+        let (a, b) = tokio::join!(
+            outcome(&sides[0], name, &identity, item, backup),
+            outcome(&sides[1], name, &identity, item, backup),
+        );
+        out.push(match (a, b) {
+            (None, None) => Compared::NotApplied,
+            (a, b) if a == b => Compared::Same,
+            (a, b) => {
+                let (a, b) = (a.unwrap_or(Value::Null), b.unwrap_or(Value::Null));
+                Compared::Different(Difference {
+                    item: identity.clone(),
+                    patch: serde_json::to_value(json_patch::diff(&a, &b)).unwrap_or(Value::Null),
+                })
+            }
+        });
+    }
+    out
 }
 
 /// The Backup the actions see when `--backup` is not given.
