@@ -15,6 +15,10 @@ pub const MAX_ITEM_BYTES: u64 = 8 << 20;
 /// Most bytes of items kept from one archive, in all.
 pub const MAX_TOTAL_BYTES: u64 = 1 << 30;
 
+/// Most bytes read from an archive once uncompressed, skipped entries included: a gzip stream of
+/// zeros would otherwise keep `diff` decompressing for as long as it likes.
+pub const MAX_ARCHIVE_BYTES: u64 = 8 << 30;
+
 /// The items of a backup, each with where it was read from (an archive entry or a file).
 pub struct BackupItems {
     /// Items, in the order read.
@@ -92,7 +96,10 @@ fn classify(name: &str) -> Entry {
 fn read_archive(path: &Path) -> Result<BackupItems, String> {
     let at = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
     let file = std::fs::File::open(path).map_err(|e| at(&e))?;
-    let mut archive = tar::Archive::new(GzDecoder::new(std::io::BufReader::new(file)));
+    let mut archive = tar::Archive::new(Bounded {
+        inner: GzDecoder::new(std::io::BufReader::new(file)),
+        left: MAX_ARCHIVE_BYTES,
+    });
     let mut items = Vec::new();
     let mut format_version = None;
     let mut total: u64 = 0;
@@ -162,6 +169,28 @@ fn read_archive(path: &Path) -> Result<BackupItems, String> {
     })
 }
 
+/// A reader that fails, saying why, once it has given [`MAX_ARCHIVE_BYTES`].
+struct Bounded<R> {
+    inner: R,
+    left: u64,
+}
+
+impl<R: Read> Read for Bounded<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.left == 0 {
+            return Err(std::io::Error::other(format!(
+                "over {MAX_ARCHIVE_BYTES} bytes uncompressed: not read further"
+            )));
+        }
+        let want = buf
+            .len()
+            .min(usize::try_from(self.left).unwrap_or(usize::MAX));
+        let n = self.inner.read(&mut buf[..want])?;
+        self.left -= n as u64;
+        Ok(n)
+    }
+}
+
 /// Writes the items as JSON files in `dir` (one each, numbered), so that the fixture cluster reads
 /// them as it reads `--cluster` directories.
 pub fn write_cluster(items: &[(String, Value)], dir: &Path) -> Result<Vec<PathBuf>, String> {
@@ -200,5 +229,18 @@ mod tests {
             assert_eq!(classify(other), Entry::Other, "{other}");
         }
         assert_eq!(classify("metadata/version"), Entry::Version);
+    }
+
+    #[test]
+    fn reading_stops_with_a_reason_at_the_bound() {
+        let mut bounded = Bounded {
+            inner: std::io::repeat(0),
+            left: 10,
+        };
+        let mut buf = [0u8; 8];
+        assert_eq!(bounded.read(&mut buf).ok(), Some(8));
+        assert_eq!(bounded.read(&mut buf).ok(), Some(2));
+        let err = bounded.read(&mut buf).err().map(|e| e.to_string());
+        assert!(err.is_some_and(|e| e.contains("bytes uncompressed")));
     }
 }
