@@ -11,6 +11,7 @@
 mod support;
 
 mod cli;
+mod diff;
 mod environment;
 mod hcp;
 #[path = "http.rs"]

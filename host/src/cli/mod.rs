@@ -2,13 +2,15 @@
 //! fixture cluster), `actions` (what is loaded, and what each module may do), `sign` (a signed
 //! object-store URL from the signing component), `module` (the operator's keys, packing and checking
 //! of modules), `new` (a module's crate to start from), `build` (a module's crate to a pinned
-//! component), `test` (suites of cases as data), `bench` (one action's cost), `install-plugin` (the
+//! component), `test` (suites of cases as data), `bench` (one action's cost), `diff` (two module sets compared on a backup), `install-plugin` (the
 //! plugin image's init container: the binary copies itself into Velero's plugin directory) and `rbac`
 //! (the RBAC the modules' grants need).
 
 mod actions;
 mod bench;
 mod build;
+mod diff;
+mod diff_archive;
 mod install;
 mod module;
 mod new;
@@ -75,6 +77,9 @@ enum Command {
     Test(test::TestArgs),
     /// Measure one action on one item: warm-up, then N calls; median, p90, p99 and what they hold.
     Bench(Box<bench::BenchArgs>),
+    /// Compare two module sets on a backup: every backup action of each over every item of a Velero
+    /// backup archive (or a directory of manifests); exit 1 when a result differs.
+    Diff(Box<diff::DiffArgs>),
 }
 
 /// Which stock modules load, and where modules beyond them come from.
@@ -144,6 +149,7 @@ pub fn main() -> ExitCode {
             Command::New(args) => new::new(args),
             Command::Test(args) => test::test(args).await,
             Command::Bench(args) => bench::bench(*args).await,
+            Command::Diff(args) => diff::diff(*args).await,
         }
     });
     ExitCode::from(code)

@@ -1,0 +1,606 @@
+//! `velero-wasm diff`: what a change of modules does to a real backup, before it serves one. Every
+//! backup action of two module sets (`--old`, `--new`) runs over every item of a backup (a Velero
+//! backup archive or a directory of manifests), with the backup's items as the cluster; the items whose
+//! output or additional items differ are reported per action, with JSON-pointer differences.
+//!
+//! ```text
+//! velero-wasm diff BACKUP [--old SET] --new SET [--backup FILE] [--trusted-keys FILE|DIR] [--json]
+//! ```
+//!
+//! A SET is `stock`, a module directory (as `--modules` takes), or a YAML file of module ConfigMaps as
+//! `module pack` writes them; either adds to or replaces the stock modules by name. Exit 0 when every
+//! result is the same, 1 when one differs, 2 on bad input.
+
+use std::collections::BTreeSet;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
+
+use futures::StreamExt;
+use serde_json::{json, Value};
+
+use super::diff_archive;
+use super::{read_trusted_keys, Failure, EXIT_FAILED, EXIT_OK};
+use crate::action::{ActionKind, BackupRequest, ItemRef, ResourceId};
+use crate::capabilities::kube::fixture::FixtureCluster;
+use crate::capabilities::{Clock, Environment, Services};
+use crate::documents::{read_object, read_objects};
+use crate::modules::configmaps::{Cache, ConfigMapModules};
+use crate::modules::{StockChoice, TrustedKeys};
+use crate::runtime::{ActionEntry, ModuleConfig, Runtime};
+
+/// Arguments of `diff`.
+#[derive(Debug, clap::Args)]
+pub struct DiffArgs {
+    /// The backup: a Velero backup archive (the backup's .tar.gz from object storage), or a file or
+    /// directory of manifests (JSON or YAML, as `run --cluster` reads them).
+    #[arg(value_name = "BACKUP")]
+    source: PathBuf,
+
+    /// The module set results are compared against: `stock`, a module directory, or a YAML file of
+    /// module ConfigMaps (`module pack`). Directory and ConfigMap modules add to or replace the stock
+    /// modules by name.
+    #[arg(long, value_name = "SET", default_value = "stock")]
+    old: String,
+
+    /// The candidate module set, given as --old is.
+    #[arg(long, value_name = "SET")]
+    new: String,
+
+    /// The velero.io/v1 Backup the actions see (default: one named velero-wasm-diff in namespace
+    /// velero, with an empty spec).
+    #[arg(long, value_name = "FILE")]
+    backup: Option<PathBuf>,
+
+    /// Public keys (a .pub file or a directory of them): every module beyond the stock ones, in both
+    /// sets, must be signed by one of them.
+    #[arg(long, value_name = "FILE|DIR")]
+    trusted_keys: Option<PathBuf>,
+
+    /// Print the report as JSON on stdout instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs the command; returns the exit status.
+pub async fn diff(args: DiffArgs) -> u8 {
+    match execute(&args).await {
+        Ok(report) => {
+            if args.json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&report.json()).unwrap_or_default()
+                );
+            } else {
+                print!("{}", report.text());
+            }
+            if report.differences() > 0 {
+                EXIT_FAILED
+            } else {
+                EXIT_OK
+            }
+        }
+        Err(failure) => {
+            eprintln!("velero-wasm diff: {}", failure.message);
+            failure.code
+        }
+    }
+}
+
+/// One side of the comparison: the set as named, and its loaded runtime.
+struct Side {
+    name: String,
+    runtime: Runtime,
+}
+
+/// Reads the inputs, loads both sets, runs every applicable action of each over every item.
+async fn execute(args: &DiffArgs) -> Result<Report, Failure> {
+    let started = Instant::now();
+    let trusted = read_trusted_keys(args.trusted_keys.as_deref())?;
+    let source = diff_archive::read(&args.source).map_err(Failure::bad_input)?;
+    let backup = match &args.backup {
+        Some(path) => read_object(path).map_err(|e| Failure::bad_input(format!("--backup {e}")))?,
+        None => synthetic_backup(),
+    };
+    if backup["kind"] != "Backup" {
+        return Err(Failure::bad_input(format!(
+            "--backup: is a {}, not a velero.io/v1 Backup",
+            backup["kind"]
+        )));
+    }
+    // The items in a stable order, each with its identity; objects without a kind are not items.
+    let mut items = Vec::with_capacity(source.items.len());
+    for (from, value) in &source.items {
+        let text = value.to_string();
+        let identity =
+            ItemRef::parse(&text).map_err(|e| Failure::bad_input(format!("{from}: {e}")))?;
+        if identity.kind.is_empty() || identity.name.is_empty() {
+            return Err(Failure::bad_input(format!(
+                "{from}: the object has no kind or no name: not an item"
+            )));
+        }
+        items.push((identity, text));
+    }
+    items.sort_by_key(|(id, _)| (id.group_resource(), id.namespace.clone(), id.name.clone()));
+
+    // The fixture cluster reads files: an archive's items are written out for it.
+    let scratch = tempfile::tempdir()
+        .map_err(|e| Failure::failed(format!("cannot make a temporary directory: {e}")))?;
+    let cluster_paths = if source.archive {
+        let dir = scratch.path().join("cluster");
+        std::fs::create_dir(&dir)
+            .map_err(|e| Failure::failed(format!("{}: {e}", dir.display())))?;
+        diff_archive::write_cluster(&source.items, &dir).map_err(Failure::failed)?
+    } else {
+        vec![args.source.clone()]
+    };
+    let namespace = backup
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty())
+        .unwrap_or("velero")
+        .to_string();
+    let start = SystemTime::now();
+    let mut sides = Vec::new();
+    for (flag, set) in [("old", &args.old), ("new", &args.new)] {
+        let state = scratch.path().join(flag);
+        let clock = Clock::fixed(start);
+        let cluster = FixtureCluster::load(&cluster_paths, clock.clone())
+            .map_err(|e| Failure::bad_input(format!("{}: {e}", args.source.display())))?;
+        let environment = Environment::from_process().with_velero_namespace(&namespace);
+        let services = Services::new(Arc::new(cluster), clock, environment);
+        let runtime = load_set(flag, set, &state, trusted.clone(), services).await?;
+        sides.push(Side {
+            name: set.clone(),
+            runtime,
+        });
+    }
+    let (old_name, new_name) = (sides[0].name.clone(), sides[1].name.clone());
+
+    // Every backup action of either set, by name.
+    let names: BTreeSet<String> = sides
+        .iter()
+        .flat_map(|s| {
+            s.runtime
+                .catalog()
+                .actions()
+                .filter(|a| matches!(a.info().kind, ActionKind::Backup | ActionKind::BackupV2))
+                .map(|a| a.info().name.clone())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let backup_text = backup.to_string();
+    let progress = Progress::new(items.len());
+    let mut actions: Vec<ActionReport> = names
+        .iter()
+        .map(|name| ActionReport {
+            name: name.clone(),
+            in_old: sides[0].runtime.action(name).is_some(),
+            in_new: sides[1].runtime.action(name).is_some(),
+            applied: 0,
+            differing: Vec::new(),
+        })
+        .collect();
+    // Items run in parallel, a few per core, each on its own task; results are taken in item order.
+    let (sides, names) = (
+        Arc::new(sides),
+        Arc::new(names.into_iter().collect::<Vec<_>>()),
+    );
+    let backup_text: Arc<str> = backup_text.into();
+    let parallel = std::thread::available_parallelism().map_or(2, |n| n.get() * 2);
+    let mut results = futures::stream::iter(items.iter().cloned())
+        .map(|(identity, text)| {
+            let (sides, names, backup) = (sides.clone(), names.clone(), backup_text.clone());
+            tokio::spawn(
+                async move { compare_item(&sides, &names, identity, &text, &backup).await },
+            )
+        })
+        .buffered(parallel);
+    let mut done = 0;
+    while let Some(result) = results.next().await {
+        let compared =
+            result.map_err(|e| Failure::failed(format!("a comparison task failed: {e}")))?;
+        for (report, compared) in actions.iter_mut().zip(compared) {
+            match compared {
+                Compared::NotApplied => {}
+                Compared::Same => report.applied += 1,
+                Compared::Different(difference) => {
+                    report.applied += 1;
+                    report.differing.push(difference);
+                }
+            }
+        }
+        done += 1;
+        progress.show(done);
+    }
+    progress.finish();
+    Ok(Report {
+        old: old_name,
+        new: new_name,
+        source: args.source.display().to_string(),
+        format_version: source.format_version,
+        items: items.len(),
+        actions,
+        seconds: started.elapsed().as_secs_f64(),
+    })
+}
+
+/// What one action made of one item in the two sets.
+enum Compared {
+    /// The action does not apply to the item in either set (or neither set has it).
+    NotApplied,
+    Same,
+    Different(Difference),
+}
+
+/// Runs every action of `names` of both sets on one item: one [`Compared`] per name, in order.
+async fn compare_item(
+    sides: &[Side],
+    names: &[String],
+    identity: ItemRef,
+    item: &str,
+    backup: &str,
+) -> Vec<Compared> {
+    let mut out = Vec::with_capacity(names.len());
+    for name in names {
+        let (a, b) = tokio::join!(
+            outcome(&sides[0], name, &identity, item, backup),
+            outcome(&sides[1], name, &identity, item, backup),
+        );
+        out.push(match (a, b) {
+            (None, None) => Compared::NotApplied,
+            (a, b) if a == b => Compared::Same,
+            (a, b) => {
+                let (a, b) = (a.unwrap_or(Value::Null), b.unwrap_or(Value::Null));
+                Compared::Different(Difference {
+                    item: identity.clone(),
+                    patch: serde_json::to_value(json_patch::diff(&a, &b)).unwrap_or(Value::Null),
+                })
+            }
+        });
+    }
+    out
+}
+
+/// The Backup the actions see when `--backup` is not given.
+fn synthetic_backup() -> Value {
+    json!({
+        "apiVersion": "velero.io/v1",
+        "kind": "Backup",
+        "metadata": {"name": "velero-wasm-diff", "namespace": "velero"},
+        "spec": {}
+    })
+}
+
+/// Loads one module set: the stock modules, with a directory's or a ConfigMap file's modules over
+/// them. A module of the set that cannot be used is bad input: the comparison would be of something
+/// else than what was asked.
+async fn load_set(
+    flag: &str,
+    set: &str,
+    state: &Path,
+    trusted_keys: Option<TrustedKeys>,
+    services: Services,
+) -> Result<Runtime, Failure> {
+    let bad = |message: String| Failure::bad_input(format!("--{flag} {set}: {message}"));
+    let (directory, configmaps) = if set == "stock" {
+        (None, None)
+    } else {
+        let path = Path::new(set);
+        let meta = std::fs::metadata(path).map_err(|e| {
+            bad(format!(
+                "cannot be read ({e}); give `stock`, a module directory or a module ConfigMap YAML file"
+            ))
+        })?;
+        if meta.is_dir() {
+            (Some(path.to_path_buf()), None)
+        } else {
+            (None, Some(configmap_modules(path, state).map_err(bad)?))
+        }
+    };
+    let runtime = Runtime::new(services)
+        .map_err(|e| Failure::failed(format!("{e:#}")))?
+        .with_compile_cache(super::compile_cache());
+    let config = ModuleConfig {
+        directory,
+        last_good: None,
+        stock: StockChoice::parse("all").map_err(|e| Failure::failed(e.to_string()))?,
+        trusted_keys,
+        configmaps,
+    };
+    let problems = runtime
+        .load_modules(&config)
+        .await
+        .map_err(|e| bad(format!("cannot be read: {e}")))?;
+    let broken: Vec<String> = problems
+        .iter()
+        .filter(|p| p.broken)
+        .map(|p| p.message.clone())
+        .collect();
+    if !broken.is_empty() {
+        return Err(bad(format!(
+            "does not load as given:\n  {}",
+            broken.join("\n  ")
+        )));
+    }
+    for warning in problems {
+        eprintln!("velero-wasm diff: --{flag}: warning: {warning}");
+    }
+    Ok(runtime)
+}
+
+/// The modules of a ConfigMap YAML file (`module pack`), written out under `state` as the host writes
+/// the ConfigMaps it lists. Packed ConfigMaps have no uid or resourceVersion yet: they get stand-ins.
+fn configmap_modules(path: &Path, state: &Path) -> Result<ConfigMapModules, String> {
+    let objects = read_objects(&[path.to_path_buf()]).map_err(|e| e.to_string())?;
+    let mut items = Vec::new();
+    for (i, (_, mut object)) in objects.into_iter().enumerate() {
+        if object["kind"] != "ConfigMap" {
+            return Err(format!(
+                "holds a {}, not only ConfigMaps: give a module directory or a file `module pack` wrote",
+                object["kind"]
+            ));
+        }
+        if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+            metadata
+                .entry("uid")
+                .or_insert_with(|| json!(format!("diff-{i}")));
+            metadata
+                .entry("resourceVersion")
+                .or_insert_with(|| json!("1"));
+        }
+        items.push(object);
+    }
+    if items.is_empty() {
+        return Err("holds no ConfigMap".into());
+    }
+    let modules = Cache::new(state).materialise(&items)?;
+    if let Some(problem) = modules.problems.first() {
+        return Err(problem.message.clone());
+    }
+    Ok(modules)
+}
+
+/// What one action of one set makes of an item, as compared: `None` when the set has no such action
+/// or it does not apply to the item; otherwise the output item and additional items (and the
+/// operation's post-operation items for backup-v2), or the error.
+async fn outcome(
+    side: &Side,
+    name: &str,
+    identity: &ItemRef,
+    item: &str,
+    backup: &str,
+) -> Option<Value> {
+    let entry: ActionEntry = side.runtime.action(name)?;
+    entry
+        .module
+        .applies_to(entry.index)
+        .check(identity, &identity.namespace)
+        .ok()?;
+    let request = BackupRequest {
+        item: item.to_string(),
+        backup: backup.to_string(),
+    };
+    Some(
+        match side.runtime.backup(&entry, identity.clone(), request).await {
+            Ok(o) => {
+                let mut value = json!({
+                    "item": serde_json::from_str::<Value>(&o.item)
+                        .unwrap_or_else(|_| Value::String(o.item.clone())),
+                    "additionalItems": id_set(&o.additional_items),
+                });
+                if entry.info().kind == ActionKind::BackupV2 {
+                    value["postOperationItems"] = id_set(&o.post_operation_items);
+                }
+                value
+            }
+            Err(e) => json!({"error": e.to_string()}),
+        },
+    )
+}
+
+/// Resource ids as compared: an object keyed by Velero's notation (`resource.group ns/name`), so that
+/// a difference names the item added or removed rather than a position in a list (order is not
+/// compared: Velero backs additional items up whatever their order).
+fn id_set(ids: &[ResourceId]) -> Value {
+    let sorted: std::collections::BTreeMap<String, Value> = ids
+        .iter()
+        .map(|id| (id.to_string(), Value::Bool(true)))
+        .collect();
+    Value::Object(sorted.into_iter().collect())
+}
+
+/// A JSON pointer as people read it: `~1` and `~0` unescaped (a key may hold `/`).
+fn readable_pointer(pointer: &str) -> String {
+    pointer.replace("~1", "/").replace("~0", "~")
+}
+
+/// Items done out of the total, on stderr when it is a terminal.
+struct Progress {
+    total: usize,
+    shown: bool,
+}
+
+impl Progress {
+    fn new(total: usize) -> Progress {
+        Progress {
+            total,
+            shown: std::io::stderr().is_terminal(),
+        }
+    }
+
+    fn show(&self, done: usize) {
+        if self.shown {
+            eprint!("\rvelero-wasm diff: {done}/{} items", self.total);
+        }
+    }
+
+    fn finish(&self) {
+        if self.shown {
+            eprintln!();
+        }
+    }
+}
+
+/// One item whose results differ.
+struct Difference {
+    item: ItemRef,
+    /// The JSON Patch (RFC 6902) from the old result to the new.
+    patch: Value,
+}
+
+/// What one action did over the backup.
+struct ActionReport {
+    name: String,
+    in_old: bool,
+    in_new: bool,
+    /// Items it applied to, in either set.
+    applied: usize,
+    differing: Vec<Difference>,
+}
+
+/// The whole comparison.
+struct Report {
+    old: String,
+    new: String,
+    source: String,
+    format_version: Option<String>,
+    items: usize,
+    actions: Vec<ActionReport>,
+    seconds: f64,
+}
+
+/// Widest line of the table (and of the lists under it).
+const WIDTH: usize = 100;
+
+impl Report {
+    fn differences(&self) -> usize {
+        self.actions.iter().map(|a| a.differing.len()).sum()
+    }
+
+    fn json(&self) -> Value {
+        let actions: Vec<Value> = self
+            .actions
+            .iter()
+            .map(|a| {
+                json!({
+                    "action": a.name,
+                    "inOld": a.in_old,
+                    "inNew": a.in_new,
+                    "items": a.applied,
+                    "differing": a.differing.iter().map(|d| json!({
+                        "groupResource": d.item.group_resource(),
+                        "namespace": d.item.namespace,
+                        "name": d.item.name,
+                        "patch": d.patch,
+                    })).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        json!({
+            "backup": self.source,
+            "formatVersion": self.format_version,
+            "old": self.old,
+            "new": self.new,
+            "items": self.items,
+            "differences": self.differences(),
+            "seconds": (self.seconds * 1000.0).round() / 1000.0,
+            "actions": actions,
+        })
+    }
+
+    fn text(&self) -> String {
+        let mut out = format!(
+            "{} items of {}; --old {} against --new {}\n\n",
+            self.items, self.source, self.old, self.new
+        );
+        out.push_str(&format!(
+            "{:<60} {:>8} {:>8}  {}\n",
+            "ACTION", "ITEMS", "DIFFER", "IN"
+        ));
+        for a in &self.actions {
+            let sets = match (a.in_old, a.in_new) {
+                (true, true) => "both",
+                (true, false) => "old only",
+                (false, true) => "new only",
+                (false, false) => "",
+            };
+            out.push_str(&format!(
+                "{:<60} {:>8} {:>8}  {}\n",
+                cut(&a.name, 60),
+                a.applied,
+                a.differing.len(),
+                sets
+            ));
+        }
+        for a in self.actions.iter().filter(|a| !a.differing.is_empty()) {
+            out.push_str(&format!("\n{}:\n", a.name));
+            for d in &a.differing {
+                out.push_str(&format!("  {}\n", cut(&d.item.to_string(), WIDTH - 2)));
+                for op in d.patch.as_array().into_iter().flatten() {
+                    // A set member's value (`true`) says nothing: only its key is shown.
+                    let value = op.get("value").filter(|v| **v != Value::Bool(true));
+                    let line = format!(
+                        "    {:<7} {} {}",
+                        op["op"].as_str().unwrap_or(""),
+                        readable_pointer(op["path"].as_str().unwrap_or("")),
+                        value.map(Value::to_string).unwrap_or_default()
+                    );
+                    out.push_str(&cut(line.trim_end(), WIDTH));
+                    out.push('\n');
+                }
+            }
+        }
+        let total = self.differences();
+        out.push_str(&format!(
+            "\n{}: {total} differing result{} in {:.2}s\n",
+            if total == 0 { "identical" } else { "different" },
+            if total == 1 { "" } else { "s" },
+            self.seconds
+        ));
+        out
+    }
+}
+
+/// `text` cut to `width` characters, with an ellipsis when cut.
+fn cut(text: &str, width: usize) -> String {
+    if text.chars().count() <= width {
+        return text.to_string();
+    }
+    let mut cut: String = text.chars().take(width.saturating_sub(1)).collect();
+    cut.push('…');
+    cut
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_lines_are_cut_to_the_width() {
+        assert_eq!(cut("abcdef", 4), "abc…");
+        assert_eq!(cut("abc", 4), "abc");
+    }
+
+    #[test]
+    fn additional_items_differ_by_name_not_by_position() {
+        let id = |name: &str| ResourceId {
+            group: String::new(),
+            resource: "persistentvolumeclaims".into(),
+            namespace: "ns".into(),
+            name: name.into(),
+        };
+        let (old, new) = (id_set(&[id("a"), id("b")]), id_set(&[id("b")]));
+        let patch = serde_json::to_value(json_patch::diff(&old, &new)).unwrap_or_default();
+        assert_eq!(
+            patch,
+            json!([{"op": "remove", "path": "/persistentvolumeclaims ns~1a"}])
+        );
+        assert_eq!(
+            readable_pointer("/persistentvolumeclaims ns~1a"),
+            "/persistentvolumeclaims ns/a"
+        );
+        assert_eq!(id_set(&[id("b"), id("a")]), old);
+    }
+}

@@ -1,0 +1,246 @@
+//! The items of a backup for `diff`: read from a Velero backup archive (the `.tar.gz` Velero writes to
+//! object storage, layout in docs/backup-archive.md) or from a directory of manifests, with bounds on
+//! what an archive may make us read.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use flate2::read::GzDecoder;
+use serde_json::Value;
+
+/// Most entries read from an archive (files, directories and anything else in the tar).
+pub const MAX_ENTRIES: usize = 500_000;
+/// Largest item file read: Kubernetes stores nothing near this big (etcd's limit is about 1.5 MiB).
+pub const MAX_ITEM_BYTES: u64 = 8 << 20;
+/// Most bytes of items kept from one archive, in all.
+pub const MAX_TOTAL_BYTES: u64 = 1 << 30;
+
+/// Most bytes read from an archive once uncompressed, skipped entries included: a gzip stream of
+/// zeros would otherwise keep `diff` decompressing for as long as it likes.
+pub const MAX_ARCHIVE_BYTES: u64 = 8 << 30;
+
+/// The items of a backup, each with where it was read from (an archive entry or a file).
+pub struct BackupItems {
+    /// Items, in the order read.
+    pub items: Vec<(String, Value)>,
+    /// The backup format version of `metadata/version`, when the source is an archive that has one.
+    pub format_version: Option<String>,
+    /// Whether they come from an archive (rather than from files the fixture cluster can read).
+    pub archive: bool,
+}
+
+/// Reads the items of `path`: a directory (or file) of manifests as `run --cluster` reads them, or
+/// a Velero backup archive (gzipped tar).
+pub fn read(path: &Path) -> Result<BackupItems, String> {
+    let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    if !meta.is_dir() && is_gzip(path)? {
+        return read_archive(path);
+    }
+    let objects =
+        crate::documents::read_objects(&[path.to_path_buf()]).map_err(|e| e.to_string())?;
+    Ok(BackupItems {
+        items: objects
+            .into_iter()
+            .map(|(file, value)| (file.display().to_string(), value))
+            .collect(),
+        format_version: None,
+        archive: false,
+    })
+}
+
+/// Whether the file starts as a gzip stream does.
+fn is_gzip(path: &Path) -> Result<bool, String> {
+    let mut magic = [0u8; 2];
+    let mut file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    match file.read_exact(&mut magic) {
+        Ok(()) => Ok(magic == [0x1f, 0x8b]),
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(false),
+        Err(e) => Err(format!("{}: {e}", path.display())),
+    }
+}
+
+/// Where an archive entry sits in Velero's layout.
+#[derive(Debug, PartialEq, Eq)]
+enum Entry {
+    /// `resources/<group-resource>/namespaces/<ns>/<name>.json` or
+    /// `resources/<group-resource>/cluster/<name>.json`: an item in its preferred version.
+    Item,
+    /// `metadata/version`.
+    Version,
+    /// Anything else: the same items again under a version directory
+    /// (`resources/<gr>/<version>[-preferredversion]/…`), directories, other metadata.
+    Other,
+}
+
+/// Classifies an entry's path (a leading `./` allowed, as `tar -C dir .` writes).
+fn classify(name: &str) -> Entry {
+    let name = name.strip_prefix("./").unwrap_or(name);
+    if name == "metadata/version" {
+        return Entry::Version;
+    }
+    let parts: Vec<&str> = name.split('/').collect();
+    let json = |file: &str| file.len() > ".json".len() && file.ends_with(".json");
+    match parts.as_slice() {
+        ["resources", gr, "namespaces", ns, file]
+            if !gr.is_empty() && !ns.is_empty() && json(file) =>
+        {
+            Entry::Item
+        }
+        ["resources", gr, "cluster", file] if !gr.is_empty() && json(file) => Entry::Item,
+        _ => Entry::Other,
+    }
+}
+
+/// Reads the items of a Velero backup archive, within [`MAX_ENTRIES`], [`MAX_ITEM_BYTES`] and
+/// [`MAX_TOTAL_BYTES`].
+fn read_archive(path: &Path) -> Result<BackupItems, String> {
+    let at = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
+    let file = std::fs::File::open(path).map_err(|e| at(&e))?;
+    let mut archive = tar::Archive::new(Bounded {
+        inner: GzDecoder::new(std::io::BufReader::new(file)),
+        left: MAX_ARCHIVE_BYTES,
+    });
+    let mut items = Vec::new();
+    let mut format_version = None;
+    let mut total: u64 = 0;
+    let entries = archive
+        .entries()
+        .map_err(|e| at(&format!("not a tar archive: {e}")))?;
+    for (count, entry) in entries.enumerate() {
+        if count >= MAX_ENTRIES {
+            return Err(at(&format!(
+                "holds more than {MAX_ENTRIES} entries: not read further"
+            )));
+        }
+        let entry = entry.map_err(|e| at(&format!("not a readable tar.gz archive: {e}")))?;
+        if !entry.header().entry_type().is_file() {
+            continue;
+        }
+        let name = entry
+            .path()
+            .map_err(|e| at(&format!("an entry's name cannot be read: {e}")))?
+            .to_string_lossy()
+            .into_owned();
+        let kind = classify(&name);
+        if kind == Entry::Other {
+            continue;
+        }
+        let size = entry.header().size().unwrap_or(u64::MAX);
+        if size > MAX_ITEM_BYTES {
+            return Err(at(&format!(
+                "{name}: {size} bytes, over the {MAX_ITEM_BYTES}-byte limit of one item"
+            )));
+        }
+        total += size;
+        if total > MAX_TOTAL_BYTES {
+            return Err(at(&format!(
+                "its items are over {MAX_TOTAL_BYTES} bytes in all: not read further"
+            )));
+        }
+        let mut bytes = Vec::with_capacity(size as usize);
+        entry
+            .take(MAX_ITEM_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|e| at(&format!("{name}: {e}")))?;
+        match kind {
+            Entry::Version => {
+                format_version = Some(String::from_utf8_lossy(&bytes).trim().to_string());
+            }
+            Entry::Item => {
+                let value: Value = serde_json::from_slice(&bytes)
+                    .map_err(|e| at(&format!("{name}: not a JSON object: {e}")))?;
+                if !value.is_object() {
+                    return Err(at(&format!("{name}: not a JSON object")));
+                }
+                items.push((name, value));
+            }
+            Entry::Other => {}
+        }
+    }
+    if items.is_empty() && format_version.is_none() {
+        return Err(at(
+            &"holds neither resources/…/<name>.json items nor metadata/version: not a Velero backup archive",
+        ));
+    }
+    Ok(BackupItems {
+        items,
+        format_version,
+        archive: true,
+    })
+}
+
+/// A reader that fails, saying why, once it has given [`MAX_ARCHIVE_BYTES`].
+struct Bounded<R> {
+    inner: R,
+    left: u64,
+}
+
+impl<R: Read> Read for Bounded<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.left == 0 {
+            return Err(std::io::Error::other(format!(
+                "over {MAX_ARCHIVE_BYTES} bytes uncompressed: not read further"
+            )));
+        }
+        let want = buf
+            .len()
+            .min(usize::try_from(self.left).unwrap_or(usize::MAX));
+        let n = self.inner.read(&mut buf[..want])?;
+        self.left -= n as u64;
+        Ok(n)
+    }
+}
+
+/// Writes the items as JSON files in `dir` (one each, numbered), so that the fixture cluster reads
+/// them as it reads `--cluster` directories.
+pub fn write_cluster(items: &[(String, Value)], dir: &Path) -> Result<Vec<PathBuf>, String> {
+    let mut paths = Vec::with_capacity(items.len());
+    for (i, (_, item)) in items.iter().enumerate() {
+        let path = dir.join(format!("{i:07}.json"));
+        let bytes = serde_json::to_vec(item).map_err(|e| e.to_string())?;
+        std::fs::write(&path, bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+        paths.push(path);
+    }
+    Ok(paths)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn items_are_read_from_the_unversioned_directories_only() {
+        for item in [
+            "resources/pods/namespaces/ns/p.json",
+            "./resources/virtualmachines.kubevirt.io/namespaces/ns/vm.json",
+            "resources/persistentvolumes/cluster/pv-1.json",
+        ] {
+            assert_eq!(classify(item), Entry::Item, "{item}");
+        }
+        for other in [
+            "resources/pods/v1-preferredversion/namespaces/ns/p.json",
+            "resources/pods/v1/namespaces/ns/p.json",
+            "resources/persistentvolumes/v1-preferredversion/cluster/pv-1.json",
+            "resources/pods/namespaces/ns/notes.txt",
+            "resources/pods/namespaces/ns/.json",
+            "metadata/other",
+            "velero-backup.json",
+        ] {
+            assert_eq!(classify(other), Entry::Other, "{other}");
+        }
+        assert_eq!(classify("metadata/version"), Entry::Version);
+    }
+
+    #[test]
+    fn reading_stops_with_a_reason_at_the_bound() {
+        let mut bounded = Bounded {
+            inner: std::io::repeat(0),
+            left: 10,
+        };
+        let mut buf = [0u8; 8];
+        assert_eq!(bounded.read(&mut buf).ok(), Some(8));
+        assert_eq!(bounded.read(&mut buf).ok(), Some(2));
+        let err = bounded.read(&mut buf).err().map(|e| e.to_string());
+        assert!(err.is_some_and(|e| e.contains("bytes uncompressed")));
+    }
+}

@@ -1,0 +1,336 @@
+//! `velero-wasm diff`: two module sets compared on a backup before the new one serves.
+//!
+//! - The kubevirt fixture cluster, packed as Velero packs a backup (items under their resource and
+//!   namespace, again under `<version>-preferredversion/`, and `metadata/version`), is the backup.
+//! - The stock set against itself: every result is the same, exit 0.
+//! - The stock set against a kubevirt override with `mode = "upstream"` (a manifest alone): exit 1,
+//!   naming exactly the items whose results differ, per action; `--json` says the same for machines.
+//! - A module ConfigMap file from `module pack` is a set as a directory is.
+//! - Bad input (no such backup, a file that is not an archive, a set that does not load, an archive
+//!   that is not Velero's): exit 2 with a message saying what is wrong.
+
+use crate::support;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+use support::{root, stderr, stdout_json, velero_wasm};
+use velero_wasm::action::ItemRef;
+
+/// The fixture cluster's objects.
+fn fixture_objects() -> Vec<Value> {
+    let dir = root().join("tests/fixtures/kubevirt/cluster");
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    paths.sort();
+    paths
+        .iter()
+        .map(|p| serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap())
+        .collect()
+}
+
+/// Writes `objects` as a Velero backup archive: each item at
+/// `resources/<resource.group>/(namespaces/<ns>|cluster)/<name>.json` and again under
+/// `<version>-preferredversion/`, with `metadata/version`.
+fn velero_archive(objects: &[Value], path: &Path) {
+    let file = std::fs::File::create(path).unwrap();
+    let gz = flate2::write::GzEncoder::new(file, flate2::Compression::fast());
+    let mut tar = tar::Builder::new(gz);
+    let mut add = |name: &str, bytes: &[u8]| {
+        let mut header = tar::Header::new_gnu();
+        header.set_size(bytes.len() as u64);
+        header.set_mode(0o755);
+        header.set_cksum();
+        tar.append_data(&mut header, name, bytes).unwrap();
+    };
+    add("metadata/version", b"1.1.0\n");
+    for object in objects {
+        let id = ItemRef::parse(&object.to_string()).unwrap();
+        let version = id.api_version.rsplit('/').next().unwrap().to_string();
+        let place = if id.namespace.is_empty() {
+            format!("cluster/{}.json", id.name)
+        } else {
+            format!("namespaces/{}/{}.json", id.namespace, id.name)
+        };
+        let bytes = serde_json::to_vec(object).unwrap();
+        let gr = id.group_resource();
+        add(&format!("resources/{gr}/{place}"), &bytes);
+        add(
+            &format!("resources/{gr}/{version}-preferredversion/{place}"),
+            &bytes,
+        );
+    }
+    tar.into_inner().unwrap().finish().unwrap();
+}
+
+/// A temporary directory with the fixture archive in it.
+fn fixture_archive() -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("nightly.tar.gz");
+    velero_archive(&fixture_objects(), &path);
+    (dir, path.display().to_string())
+}
+
+/// A directory with kubevirt's stock override: `mode = "upstream"`, no component.
+fn upstream_override(dir: &Path) -> String {
+    let modules = dir.join("upstream");
+    std::fs::create_dir(&modules).unwrap();
+    std::fs::write(
+        modules.join("kubevirt.toml"),
+        "[settings]\nmode = \"upstream\"\n",
+    )
+    .unwrap();
+    modules.display().to_string()
+}
+
+/// (action, item) of every differing result of a `--json` report.
+fn differing(report: &Value) -> BTreeSet<(String, String)> {
+    report["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|a| {
+            a["differing"].as_array().unwrap().iter().map(|d| {
+                (
+                    a["action"].as_str().unwrap().to_string(),
+                    format!(
+                        "{} {}/{}",
+                        d["groupResource"].as_str().unwrap(),
+                        d["namespace"].as_str().unwrap(),
+                        d["name"].as_str().unwrap()
+                    ),
+                )
+            })
+        })
+        .collect()
+}
+
+const VM: &str = "kubevirt-velero-plugin/backup-virtualmachine-action";
+const VMI: &str = "kubevirt-velero-plugin/backup-virtualmachineinstance-action";
+const DV: &str = "kubevirt-velero-plugin/backup-datavolume-action";
+
+#[test]
+fn the_stock_set_against_itself_is_identical_and_exits_0() {
+    let (_dir, archive) = fixture_archive();
+    let out = velero_wasm(&["diff", &archive, "--new", "stock"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.starts_with(&format!("29 items of {archive}")),
+        "{text}"
+    );
+    assert!(text.contains("identical: 0 differing results"), "{text}");
+    assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
+}
+
+#[test]
+fn an_upstream_mode_override_differs_in_exactly_the_items_whose_results_change() {
+    let (dir, archive) = fixture_archive();
+    let modules = upstream_override(dir.path());
+    let out = velero_wasm(&["diff", &archive, "--new", &modules, "--json"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let report = stdout_json(&out);
+    assert_eq!(report["items"], 29);
+    assert_eq!(report["formatVersion"], "1.1.0");
+    let expected: BTreeSet<(String, String)> = [
+        (
+            DV,
+            "datavolumes.cdi.kubevirt.io vm-workloads/fedora-web-01-rootdisk",
+        ),
+        (
+            DV,
+            "datavolumes.cdi.kubevirt.io vm-workloads/scratch-import",
+        ),
+        (VM, "virtualmachines.kubevirt.io vm-workloads/fedora-web-01"),
+        (
+            VM,
+            "virtualmachines.kubevirt.io vm-workloads/rhel9-cache-02",
+        ),
+        (VM, "virtualmachines.kubevirt.io vm-workloads/win2k22-sql"),
+        (
+            VMI,
+            "virtualmachineinstances.kubevirt.io vm-workloads/web-replica-8kq2f",
+        ),
+    ]
+    .into_iter()
+    .map(|(a, i)| (a.to_string(), i.to_string()))
+    .collect();
+    assert_eq!(differing(&report), expected);
+    assert_eq!(report["differences"], 6);
+
+    // The differences are JSON pointers into the result: additional items by name, never by position.
+    let dv = report["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["action"] == DV)
+        .unwrap();
+    let scratch = dv["differing"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["name"] == "scratch-import")
+        .unwrap();
+    let paths: Vec<&str> = scratch["patch"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|op| {
+            assert_eq!(op["op"], "remove");
+            op["path"].as_str().unwrap()
+        })
+        .collect();
+    assert_eq!(
+        paths,
+        [
+            "/additionalItems/configmaps vm-workloads~1image-mirror-ca",
+            "/additionalItems/secrets vm-workloads~1image-mirror-credentials"
+        ]
+    );
+
+    // The table says the same for people.
+    let out = velero_wasm(&["diff", &archive, "--new", &modules]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
+    assert!(
+        text.contains("    remove  /additionalItems/configmaps vm-workloads/image-mirror-ca"),
+        "{text}"
+    );
+    assert!(text.contains("different: 6 differing results"), "{text}");
+}
+
+#[test]
+fn a_packed_configmap_is_a_module_set_as_its_directory_is() {
+    let (dir, archive) = fixture_archive();
+    let modules = upstream_override(dir.path());
+    let packed = dir.path().join("kubevirt.yaml");
+    let out = velero_wasm(&[
+        "module",
+        "pack",
+        &modules,
+        "--out",
+        &packed.display().to_string(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let from_file = velero_wasm(&[
+        "diff",
+        &archive,
+        "--new",
+        &packed.display().to_string(),
+        "--json",
+    ]);
+    assert_eq!(from_file.status.code(), Some(1), "{}", stderr(&from_file));
+    let from_dir = velero_wasm(&["diff", &archive, "--new", &modules, "--json"]);
+    assert_eq!(
+        differing(&stdout_json(&from_file)),
+        differing(&stdout_json(&from_dir))
+    );
+    // The old set can be the candidate too: the same items differ.
+    let reversed = velero_wasm(&[
+        "diff", &archive, "--old", &modules, "--new", "stock", "--json",
+    ]);
+    assert_eq!(reversed.status.code(), Some(1), "{}", stderr(&reversed));
+    assert_eq!(
+        differing(&stdout_json(&reversed)),
+        differing(&stdout_json(&from_dir))
+    );
+}
+
+#[test]
+fn a_directory_of_manifests_is_a_backup_too() {
+    let cluster = root().join("tests/fixtures/kubevirt/cluster");
+    let out = velero_wasm(&[
+        "diff",
+        &cluster.display().to_string(),
+        "--new",
+        "stock",
+        "--json",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout_json(&out)["items"], 29);
+}
+
+#[test]
+fn bad_input_exits_2_saying_what_is_wrong() {
+    let (dir, archive) = fixture_archive();
+    let expect = |args: &[&str], message: &str| {
+        let out = velero_wasm(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(message), "{args:?}: {}", stderr(&out));
+        assert!(out.stdout.is_empty(), "{args:?}");
+    };
+    let missing = dir.path().join("missing.tar.gz").display().to_string();
+    expect(&["diff", &missing, "--new", "stock"], "missing.tar.gz");
+
+    // Gzip, but not a tar of Velero's layout.
+    let other = dir.path().join("other.tar.gz");
+    {
+        let gz = flate2::write::GzEncoder::new(
+            std::fs::File::create(&other).unwrap(),
+            flate2::Compression::fast(),
+        );
+        let mut tar = tar::Builder::new(gz);
+        let mut header = tar::Header::new_gnu();
+        header.set_size(2);
+        header.set_cksum();
+        tar.append_data(&mut header, "notes/a.json", &b"{}"[..])
+            .unwrap();
+        tar.into_inner().unwrap().finish().unwrap();
+    }
+    let other = other.display().to_string();
+    expect(
+        &["diff", &other, "--new", "stock"],
+        "not a Velero backup archive",
+    );
+
+    // Gzip of something that is not a tar at all.
+    let garbage = dir.path().join("garbage.tar.gz");
+    {
+        use std::io::Write;
+        let mut gz = flate2::write::GzEncoder::new(
+            std::fs::File::create(&garbage).unwrap(),
+            flate2::Compression::fast(),
+        );
+        gz.write_all(&[0x55; 1024]).unwrap();
+        gz.finish().unwrap();
+    }
+    expect(
+        &["diff", &garbage.display().to_string(), "--new", "stock"],
+        "garbage.tar.gz",
+    );
+
+    expect(
+        &["diff", &archive, "--new", "/no/such/set"],
+        "--new /no/such/set: cannot be read",
+    );
+
+    // A set whose module does not load: compared, it would be something else than what was asked.
+    let broken = dir.path().join("broken");
+    std::fs::create_dir(&broken).unwrap();
+    std::fs::write(broken.join("kubevirt.toml"), "[settings\n").unwrap();
+    let broken = broken.display().to_string();
+    expect(
+        &["diff", &archive, "--new", &broken],
+        &format!("--new {broken}: does not load as given"),
+    );
+
+    // A file that is neither `stock`, a directory nor ConfigMaps.
+    let pod = root().join("tests/fixtures/kubevirt/cluster/pod-virt-launcher-fedora-web-01.json");
+    expect(
+        &[
+            "diff",
+            &archive,
+            "--old",
+            &pod.display().to_string(),
+            "--new",
+            "stock",
+        ],
+        "not only ConfigMaps",
+    );
+    expect(&["diff", &archive], "--new");
+}
