@@ -330,7 +330,7 @@ fn bad_input_exits_2_saying_what_is_wrong() {
             "--new",
             "stock",
         ],
-        "not only ConfigMaps",
+        "document 1 (Pod virt-launcher-fedora-web-01-q7m2x): is not a ConfigMap",
     );
     expect(&["diff", &archive], "--new");
 }

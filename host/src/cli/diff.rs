@@ -25,8 +25,7 @@ use super::{read_trusted_keys, Failure, EXIT_FAILED, EXIT_OK};
 use crate::action::{ActionKind, BackupRequest, ItemRef, ResourceId};
 use crate::capabilities::kube::fixture::FixtureCluster;
 use crate::capabilities::{Clock, Environment, Services};
-use crate::documents::{read_object, read_objects};
-use crate::modules::configmaps::{Cache, ConfigMapModules};
+use crate::documents::read_object;
 use crate::modules::{StockChoice, TrustedKeys};
 use crate::runtime::{ActionEntry, ModuleConfig, Runtime};
 
@@ -144,13 +143,12 @@ async fn execute(args: &DiffArgs) -> Result<Report, Failure> {
     let start = SystemTime::now();
     let mut sides = Vec::new();
     for (flag, set) in [("old", &args.old), ("new", &args.new)] {
-        let state = scratch.path().join(flag);
         let clock = Clock::fixed(start);
         let cluster = FixtureCluster::load(&cluster_paths, clock.clone())
             .map_err(|e| Failure::bad_input(format!("{}: {e}", args.source.display())))?;
         let environment = Environment::from_process().with_velero_namespace(&namespace);
         let services = Services::new(Arc::new(cluster), clock, environment);
-        let runtime = load_set(flag, set, &state, trusted.clone(), services).await?;
+        let runtime = load_set(flag, set, trusted.clone(), services).await?;
         sides.push(Side {
             name: set.clone(),
             runtime,
@@ -279,25 +277,21 @@ fn synthetic_backup() -> Value {
 async fn load_set(
     flag: &str,
     set: &str,
-    state: &Path,
     trusted_keys: Option<TrustedKeys>,
     services: Services,
 ) -> Result<Runtime, Failure> {
     let bad = |message: String| Failure::bad_input(format!("--{flag} {set}: {message}"));
-    let (directory, configmaps) = if set == "stock" {
-        (None, None)
+    // A directory and a ConfigMap file load alike, as `--modules` loads them.
+    let directory = if set == "stock" {
+        None
     } else {
         let path = Path::new(set);
-        let meta = std::fs::metadata(path).map_err(|e| {
+        std::fs::metadata(path).map_err(|e| {
             bad(format!(
                 "cannot be read ({e}); give `stock`, a module directory or a module ConfigMap YAML file"
             ))
         })?;
-        if meta.is_dir() {
-            (Some(path.to_path_buf()), None)
-        } else {
-            (None, Some(configmap_modules(path, state).map_err(bad)?))
-        }
+        Some(path.to_path_buf())
     };
     let runtime = Runtime::new(services)
         .map_err(|e| Failure::failed(format!("{e:#}")))?
@@ -307,7 +301,7 @@ async fn load_set(
         last_good: None,
         stock: StockChoice::parse("all").map_err(|e| Failure::failed(e.to_string()))?,
         trusted_keys,
-        configmaps,
+        configmaps: None,
     };
     let problems = runtime
         .load_modules(&config)
@@ -328,38 +322,6 @@ async fn load_set(
         eprintln!("velero-wasm diff: --{flag}: warning: {warning}");
     }
     Ok(runtime)
-}
-
-/// The modules of a ConfigMap YAML file (`module pack`), written out under `state` as the host writes
-/// the ConfigMaps it lists. Packed ConfigMaps have no uid or resourceVersion yet: they get stand-ins.
-fn configmap_modules(path: &Path, state: &Path) -> Result<ConfigMapModules, String> {
-    let objects = read_objects(&[path.to_path_buf()]).map_err(|e| e.to_string())?;
-    let mut items = Vec::new();
-    for (i, (_, mut object)) in objects.into_iter().enumerate() {
-        if object["kind"] != "ConfigMap" {
-            return Err(format!(
-                "holds a {}, not only ConfigMaps: give a module directory or a file `module pack` wrote",
-                object["kind"]
-            ));
-        }
-        if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
-            metadata
-                .entry("uid")
-                .or_insert_with(|| json!(format!("diff-{i}")));
-            metadata
-                .entry("resourceVersion")
-                .or_insert_with(|| json!("1"));
-        }
-        items.push(object);
-    }
-    if items.is_empty() {
-        return Err("holds no ConfigMap".into());
-    }
-    let modules = Cache::new(state).materialise(&items)?;
-    if let Some(problem) = modules.problems.first() {
-        return Err(problem.message.clone());
-    }
-    Ok(modules)
 }
 
 /// What one action of one set makes of an item, as compared: `None` when the set has no such action

@@ -29,7 +29,11 @@ pub fn scan(file: &Path, trusted: Option<&TrustedKeys>) -> DirectoryScan {
             .and_then(|l| l.get(LABEL))
             .and_then(Value::as_str);
         let name = label.unwrap_or("");
-        let shown = file.join(format!("{name}.wasm"));
+        // Named as a directory's file would be, so that the module's name is its stem.
+        let shown = match name {
+            "" => file.to_path_buf(),
+            name => file.join(format!("{name}.wasm")),
+        };
         let what = format!(
             "document {} ({} {})",
             index + 1,
