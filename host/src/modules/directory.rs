@@ -110,18 +110,17 @@ fn scan_once(dir: &Path, trusted: Option<&TrustedKeys>) -> std::io::Result<Direc
             Err(problem) => scan.problems.push((path.clone(), problem)),
         }
     }
-    // `module pack` gzips components for ConfigMaps read through the API; mounted as files, such a
-    // ConfigMap would otherwise read as an override (its manifest without a `.wasm`).
+    // `module pack` gzips components: a packed ConfigMap mounted as files holds `<name>.wasm.gz`.
     let packed = |p: &Path| p.with_extension(super::compression::COMPRESSED_EXTENSION);
     for path in files.iter().filter(|p| has(p, "toml")) {
         if files.contains(&path.with_extension("wasm")) {
             continue;
         }
         if files.contains(&packed(path)) {
-            scan.problems.push((
-                packed(path),
-                "a compressed component, as `velero-wasm module pack` writes for module ConfigMaps read through the API; a module directory takes the <name>.wasm itself (apply the packed ConfigMap instead of mounting it, or gunzip the file)".to_string(),
-            ));
+            match read_module(&packed(path), trusted) {
+                Ok(module) => scan.modules.push(module),
+                Err(problem) => scan.problems.push((packed(path), problem)),
+            }
             continue;
         }
         let Some(name) = path.file_stem().and_then(|s| s.to_str()) else {
@@ -162,26 +161,40 @@ pub fn read_module(
     wasm_path: &Path,
     trusted: Option<&TrustedKeys>,
 ) -> Result<ModuleSource, String> {
-    let name = wasm_path
-        .file_stem()
+    let file_name = wasm_path
+        .file_name()
         .and_then(|s| s.to_str())
-        .ok_or("the file name is not UTF-8")?
+        .ok_or("the file name is not UTF-8")?;
+    // `<name>.wasm`, or `<name>.wasm.gz` as `module pack` writes a component (a packed ConfigMap
+    // mounted as files).
+    let packed_suffix = format!(".{}", super::compression::COMPRESSED_EXTENSION);
+    let packed = file_name.ends_with(&packed_suffix);
+    let name = file_name
+        .strip_suffix(&packed_suffix)
+        .or_else(|| file_name.strip_suffix(".wasm"))
+        .unwrap_or(file_name)
         .to_string();
     if !valid_module_name(&name) {
         return Err(format!(
             "module name {name:?} must be lower-case letters, digits and '-', starting with a letter"
         ));
     }
-    let manifest_path = wasm_path.with_extension("toml");
+    let beside = |ext: &str| wasm_path.with_file_name(format!("{name}.{ext}"));
+    let manifest_path = beside("toml");
     let manifest_text = std::fs::read_to_string(&manifest_path).map_err(|e| {
         format!(
             "its manifest {} cannot be read: {e}",
             manifest_path.display()
         )
     })?;
-    let signature_path = wasm_path.with_extension("sig");
+    let signature_path = beside("sig");
     let signature = read_signature_file(&signature_path)?;
     let wasm = std::fs::read(wasm_path).map_err(|e| format!("cannot be read: {e}"))?;
+    let wasm = if packed {
+        super::compression::expanded(file_name, wasm)?.1
+    } else {
+        wasm
+    };
     module_from_parts(
         &name,
         wasm,
@@ -303,7 +316,7 @@ mod tests {
     }
 
     #[test]
-    fn a_packed_configmap_mounted_as_a_directory_is_reported_not_read_as_an_override() {
+    fn a_packed_configmap_mounted_as_a_directory_loads_its_expanded_component() {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
         let gzip = crate::modules::compression::compress(b"abc").unwrap();
@@ -314,13 +327,16 @@ mod tests {
         )
         .unwrap();
         let scan = scan_directory(d, None).unwrap();
+        assert!(scan.problems.is_empty(), "{:?}", scan.problems);
+        assert!(scan.overrides.is_empty(), "not read as an override");
+        assert_eq!(scan.modules.len(), 1);
+        assert_eq!(scan.modules[0].name, "packed");
+        assert_eq!(&*scan.modules[0].wasm, b"abc");
+
+        // Damaged: a problem naming the file, and nothing loaded.
+        std::fs::write(d.join("packed.wasm.gz"), b"not gzip").unwrap();
+        let scan = scan_directory(d, None).unwrap();
         assert!(scan.modules.is_empty() && scan.overrides.is_empty());
-        assert_eq!(scan.problems.len(), 1, "{:?}", scan.problems);
         assert_eq!(scan.problems[0].0, d.join("packed.wasm.gz"));
-        assert!(
-            scan.problems[0].1.starts_with("a compressed component"),
-            "{}",
-            scan.problems[0].1
-        );
     }
 }
