@@ -46,6 +46,15 @@ pub fn private_dir(root: &Path, dir: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// Replaces the file at `path` with `bytes` atomically: written beside it under a name of this
+/// process, then renamed over it, so a reader (another plugin process) sees the old file or the new
+/// one, never a part.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    std::fs::write(&tmp, bytes)?;
+    std::fs::rename(&tmp, path)
+}
+
 /// The effective user id of this process.
 #[allow(unsafe_code)] // A libc call: see the SAFETY comment.
 pub fn euid() -> u32 {

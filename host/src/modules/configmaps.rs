@@ -392,7 +392,7 @@ impl Cache {
             }
         }
         let listing = serde_json::to_vec_pretty(&out.configmaps).unwrap_or_default();
-        write_atomically(&self.dir.join(LISTING), &listing)
+        crate::state::write_atomically(&self.dir.join(LISTING), &listing)
             .map_err(|e| format!("cannot record the list in {}: {e}", self.dir.display()))?;
         out.pruned = self.prune(&out.configmaps);
         Ok(out)
@@ -576,10 +576,4 @@ pub fn files_of(item: &Value, module: Option<&str>) -> Result<Vec<(String, Vec<u
         return Err(format!("it has no {module}.toml"));
     }
     Ok(files)
-}
-
-fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    std::fs::write(&tmp, bytes)?;
-    std::fs::rename(&tmp, path)
 }

@@ -55,23 +55,23 @@ impl LastGood {
     /// when it is recalled). Each file is replaced atomically.
     pub fn remember(&self, module: &ModuleSource) -> io::Result<()> {
         self.open().map_err(io::Error::other)?;
-        write_atomically(
+        write_if_changed(
             &self.dir.join(format!("{}.toml", module.name)),
             module.manifest_text.as_bytes(),
         )?;
-        write_atomically(
+        write_if_changed(
             &self.dir.join(format!("{}.wasm", module.name)),
             &module.wasm,
         )?;
         let signature = self.dir.join(format!("{}.sig", module.name));
         match &module.signature {
-            Some(s) => write_atomically(&signature, s.text.as_bytes())?,
+            Some(s) => write_if_changed(&signature, s.text.as_bytes())?,
             None => remove(&signature)?,
         }
         let from = self.dir.join(format!("{}.from", module.name));
         match &module.origin {
             Origin::ConfigMap { uid, .. } if !uid.is_empty() => {
-                write_atomically(&from, uid.as_bytes())
+                write_if_changed(&from, uid.as_bytes())
             }
             _ => remove(&from),
         }
@@ -115,15 +115,13 @@ fn remove(path: &Path) -> io::Result<()> {
 
 /// Replaces the file at `path` with `bytes` unless it holds them already (a plugin remembers every
 /// module at every start; reading back a copy costs less than writing it again).
-fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
+fn write_if_changed(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let unchanged = std::fs::metadata(path).is_ok_and(|m| m.len() == bytes.len() as u64)
         && std::fs::read(path).is_ok_and(|kept| kept == bytes);
     if unchanged {
         return Ok(());
     }
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    std::fs::write(&tmp, bytes)?;
-    std::fs::rename(&tmp, path)
+    crate::state::write_atomically(path, bytes)
 }
 
 #[cfg(test)]

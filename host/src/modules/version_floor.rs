@@ -113,10 +113,7 @@ impl VersionFloor {
             content: content(module),
         };
         let text = serde_json::to_vec(&served).map_err(io::Error::other)?;
-        let path = self.path(&module.name);
-        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-        std::fs::write(&tmp, text)?;
-        std::fs::rename(&tmp, &path)
+        crate::state::write_atomically(&self.path(&module.name), &text)
     }
 
     fn path(&self, module: &str) -> PathBuf {

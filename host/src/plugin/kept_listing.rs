@@ -84,11 +84,7 @@ impl Listing {
         };
         let dir = self.path.parent().unwrap_or(Path::new("."));
         crate::state::private_dir(&self.state_dir, dir).map_err(io::Error::other)?;
-        let tmp = self
-            .path
-            .with_extension(format!("tmp{}", std::process::id()));
-        std::fs::write(&tmp, serde_json::to_vec_pretty(&file)?)?;
-        std::fs::rename(&tmp, &self.path)
+        crate::state::write_atomically(&self.path, &serde_json::to_vec_pretty(&file)?)
     }
 
     /// What was last listed to Velero; nothing when no listing was kept. A listing that cannot be read

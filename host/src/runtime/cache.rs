@@ -12,7 +12,7 @@
 //!   deleted with a warning and the module compiled again.
 
 use std::hash::{Hash, Hasher};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use sha2::{Digest, Sha256};
 use wasmtime::component::Component;
@@ -116,7 +116,9 @@ impl CompileCache {
         let written = component
             .serialize()
             .map_err(|e| e.to_string())
-            .and_then(|bytes| write_atomically(&path, &sealed(bytes)).map_err(|e| e.to_string()));
+            .and_then(|bytes| {
+                crate::state::write_atomically(&path, &sealed(bytes)).map_err(|e| e.to_string())
+            });
         if let Err(e) = written {
             tracing::debug!("cannot cache compiled module in {}: {e}", path.display());
         }
@@ -142,7 +144,9 @@ impl CompileCache {
         let path = self.dir.join(format!("{key}.described"));
         let written = serde_json::to_vec(description)
             .map_err(|e| e.to_string())
-            .and_then(|bytes| write_atomically(&path, &sealed(bytes)).map_err(|e| e.to_string()));
+            .and_then(|bytes| {
+                crate::state::write_atomically(&path, &sealed(bytes)).map_err(|e| e.to_string())
+            });
         if let Err(e) = written {
             tracing::debug!(
                 "cannot keep the description of a module in {}: {e}",
@@ -190,12 +194,6 @@ fn verified(entry: &[u8]) -> Option<&[u8]> {
     let split = body.len().checked_sub(DIGEST)?;
     let (artifact, digest) = body.split_at(split);
     (Sha256::digest(artifact).as_slice() == digest).then_some(artifact)
-}
-
-fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    std::fs::write(&tmp, bytes)?;
-    std::fs::rename(&tmp, path)
 }
 
 #[cfg(test)]
