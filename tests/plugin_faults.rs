@@ -247,6 +247,109 @@ async fn six_clients_each_sending_150_mib_of_a_message_hold_at_most_the_process_
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn forty_clients_that_never_read_8_mib_answers_hold_at_most_the_process_budget_until_dropped()
+{
+    use prost::Message;
+    use velero_wasm::plugin::upload::{MAX_HELD, STALL_TIMEOUT};
+    let mut plugin = start();
+    let pid = plugin.child.0.id();
+    // An Execute of an 8 MiB item, which the `kinds` action answers unchanged.
+    let padding = "x".repeat(8 << 20);
+    let item = format!(
+        r#"{{"kind":"ConfigMap","metadata":{{"name":"big","namespace":"ns"}},"data":{{"pad":"{padding}"}}}}"#
+    );
+    let request = grpc_frame(
+        &g::ExecuteRequest {
+            plugin: "test.velero-wasm.io/backup-v1".into(),
+            item: item.into_bytes(),
+            backup: backup(),
+        }
+        .encode_to_vec(),
+    );
+    let execute = |socket: PathBuf, request: Bytes| async move {
+        let (mut client, connection) = raw_connection(&socket).await;
+        let (response, mut upload) = client
+            .send_request(grpc_request("/generated.BackupItemAction/Execute"), false)
+            .unwrap();
+        upload.send_data(request, true).unwrap();
+        (response, (upload, client, connection))
+    };
+    // Four calls read whole, so that what a call itself takes is in the baseline.
+    for _ in 0..4 {
+        let (response, _held) = execute(plugin.socket.clone(), request.clone()).await;
+        let (code, message) = within(ANSWER, "a large Execute", grpc_status(response)).await;
+        assert_eq!(code, 0, "{message}");
+    }
+    let before = rss_kib(pid);
+
+    // Forty clients, one after the other: each sends its Execute whole, reads the answer's headers
+    // and its first data, and never takes another byte. Without a bound each answer stays in memory.
+    let (mut refused, mut held_open, mut messages) = (0, Vec::new(), Vec::new());
+    for _ in 0..40 {
+        let (response, connection) = execute(plugin.socket.clone(), request.clone()).await;
+        let response = within(ANSWER, "an answer's headers", response)
+            .await
+            .expect("a response");
+        let (parts, mut body) = response.into_parts();
+        match within(ANSWER, "an answer's first data", body.data()).await {
+            Some(first) => {
+                first.expect("the answer's data");
+                held_open.push((body, connection));
+            }
+            None => {
+                // Refused while arriving (a trailers-only answer) or as an answer (in its trailers).
+                let trailers = match parts.headers.contains_key("grpc-status") {
+                    true => parts.headers,
+                    false => body.trailers().await.unwrap().unwrap_or_default(),
+                };
+                let code = trailers.get("grpc-status").and_then(|c| c.to_str().ok());
+                assert_eq!(code, Some("8"), "RESOURCE_EXHAUSTED: {trailers:?}");
+                messages.push(percent_decode(
+                    trailers.get("grpc-message").unwrap().to_str().unwrap(),
+                ));
+                refused += 1;
+            }
+        }
+    }
+    let held = rss_kib(pid);
+    println!(
+        "RSS with 40 unread 8 MiB answers: {} MiB (before: {} MiB; budget {} MiB); {refused} refused, {} held open: {:?}",
+        held / 1024,
+        before / 1024,
+        MAX_HELD >> 20,
+        held_open.len(),
+        messages.first()
+    );
+    assert!(
+        held_open.len() <= MAX_HELD / (8 << 20),
+        "{} unread answers held",
+        held_open.len()
+    );
+    assert!(refused >= 8, "{refused} of 40 refused");
+    assert!(
+        messages
+            .iter()
+            .all(|m| m.contains("the most it holds across all calls")),
+        "{messages:?}"
+    );
+    assert!(
+        held.saturating_sub(before) < ((MAX_HELD as u64) >> 10) + (192 << 10),
+        "the unread answers hold {} MiB",
+        (held - before) / 1024
+    );
+    answers_health_and_execute(&plugin).await;
+
+    // Past the stall timeout the unread answers are dropped, with their clients still connected: a
+    // large call fits in the budget again.
+    tokio::time::sleep(STALL_TIMEOUT + Duration::from_secs(2)).await;
+    let (response, _connection) = execute(plugin.socket.clone(), request.clone()).await;
+    let (code, message) = within(ANSWER, "a large Execute", grpc_status(response)).await;
+    assert_eq!(code, 0, "{message}");
+    drop(held_open);
+    stop_with(&mut plugin, "-TERM");
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn out_of_file_descriptors_the_plugin_waits_without_spinning_and_serves_again() {
     // The child may open few files: a few dozen connections exhaust them. At debug level, so that
     // the end of the background compile can be seen.

@@ -10,6 +10,7 @@
 //! VolumeSnapshotter are not served.
 
 pub mod accept;
+pub mod answer;
 pub mod backup_v1;
 pub mod backup_v2;
 pub mod broker;
@@ -410,7 +411,8 @@ fn trusted_keys() -> Option<TrustedKeys> {
 }
 
 /// Every service, on one router with the plugin's connection settings; Velero's calls wait at the
-/// gate until the modules are loaded, and every message reaches a service whole ([`upload`]).
+/// gate until the modules are loaded, every message reaches a service whole ([`upload`]), and large
+/// answers go out as their clients take them ([`answer`]).
 async fn router(
     dispatch: Dispatch,
     lister: Lister,
@@ -419,7 +421,10 @@ async fn router(
 ) -> tonic::transport::server::Router<
     tower::layer::util::Stack<
         loading::GateLayer,
-        tower::layer::util::Stack<upload::WholeMessagesLayer, tower::layer::util::Identity>,
+        tower::layer::util::Stack<
+            answer::AnswersLayer,
+            tower::layer::util::Stack<upload::WholeMessagesLayer, tower::layer::util::Identity>,
+        >,
     >,
 > {
     Server::builder()
@@ -432,6 +437,7 @@ async fn router(
         // hyper's own default, which tonic turns off unless it is given.
         .http2_max_local_error_reset_streams(Some(1024))
         .layer(upload::WholeMessagesLayer)
+        .layer(answer::AnswersLayer)
         .layer(loading::GateLayer::new(loaded))
         .add_routes(services(dispatch, lister, shutdown).await)
 }

@@ -6,6 +6,7 @@
 //! since it may rest between messages. Messages of any size up to the services' limit are accepted,
 //! as long as all the requests of the process together hold at most [`MAX_HELD`] bytes of messages
 //! not yet whole: a request that would take more fails with `RESOURCE_EXHAUSTED`, and the others go on.
+//! Answers their clients have not read count against the same budget ([`super::answer`]).
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -25,7 +26,8 @@ use tonic::Status;
 /// is stuck or gone.
 pub const STALL_TIMEOUT: Duration = Duration::from_secs(15);
 
-/// The most that the requests of this process may hold, all together, of messages still arriving.
+/// The most that the calls of this process may hold, all together, of messages still arriving and of
+/// answers not yet taken by their clients.
 /// Velero sends one item (and its Backup or Restore) per message, far below this; without a bound
 /// across connections, a few clients stalling large messages would take the process's memory.
 pub const MAX_HELD: usize = 256 << 20;
@@ -36,6 +38,21 @@ static HELD: AtomicUsize = AtomicUsize::new(0);
 /// Bytes held now by the requests of this process (for tests and metrics).
 pub fn held() -> usize {
     HELD.load(Ordering::Relaxed)
+}
+
+/// Takes `n` bytes of the process budget, or answers what is held already when they do not fit.
+pub(super) fn reserve(n: usize) -> Result<(), usize> {
+    let before = HELD.fetch_add(n, Ordering::Relaxed);
+    if before + n > MAX_HELD {
+        HELD.fetch_sub(n, Ordering::Relaxed);
+        return Err(before);
+    }
+    Ok(())
+}
+
+/// Gives `n` bytes back to the process budget.
+pub(super) fn give_back(n: usize) {
+    HELD.fetch_sub(n, Ordering::Relaxed);
 }
 
 /// The length prefix of a gRPC message: a compression flag and a big-endian u32 length.
@@ -129,9 +146,7 @@ impl WholeMessages {
     /// Adds received data and moves `complete` past every message now whole; fails when the
     /// process would hold more than [`MAX_HELD`].
     fn push(&mut self, data: Bytes) -> Result<(), Status> {
-        let before = HELD.fetch_add(data.len(), Ordering::Relaxed);
-        if before + data.len() > MAX_HELD {
-            HELD.fetch_sub(data.len(), Ordering::Relaxed);
+        if let Err(before) = reserve(data.len()) {
             return Err(Status::resource_exhausted(format!(
                 "the plugin already holds {} MiB of requests still arriving, the most it holds across all calls; \
                  this request ({} bytes received) is refused",
@@ -197,7 +212,7 @@ impl WholeMessages {
     /// Gives back `n` held bytes.
     fn release(&mut self, n: usize) {
         self.held_len -= n;
-        HELD.fetch_sub(n, Ordering::Relaxed);
+        give_back(n);
     }
 
     /// Drops everything held: the body has failed.
@@ -313,7 +328,7 @@ impl http_body::Body for WholeMessages {
 impl Drop for WholeMessages {
     /// A request that goes away (its client closed, its call ended) gives back what it held.
     fn drop(&mut self) {
-        HELD.fetch_sub(self.held_len, Ordering::Relaxed);
+        give_back(self.held_len);
     }
 }
 
