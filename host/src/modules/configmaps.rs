@@ -583,7 +583,12 @@ pub async fn pull_artifacts(
             continue;
         }
         let reference = String::from_utf8_lossy(&files[0].1).trim().to_string();
-        wanted.push((dir, module.to_string(), reference, name_of(item).to_string()));
+        wanted.push((
+            dir,
+            module.to_string(),
+            reference,
+            name_of(item).to_string(),
+        ));
     }
     let mut pulls = Pulls::new();
     if wanted.is_empty() {
@@ -596,14 +601,16 @@ pub async fn pull_artifacts(
         Err(why) => secret_problem = Some(why),
     }
     let store = BlobStore::new(&cache.root);
-    let all = futures::future::join_all(wanted.iter().map(|(_, module, reference, _)| {
-        oci::pull(module, reference, &store, &settings)
-    }));
+    let all = futures::future::join_all(
+        wanted
+            .iter()
+            .map(|(_, module, reference, _)| oci::pull(module, reference, &store, &settings)),
+    );
     let outcomes: Vec<Option<Result<oci::Pulled, String>>> =
         match tokio::time::timeout(oci::PULL_TIMEOUT, all).await {
-        Ok(outcomes) => outcomes.into_iter().map(Some).collect(),
-        Err(_) => wanted.iter().map(|_| None).collect(),
-    };
+            Ok(outcomes) => outcomes.into_iter().map(Some).collect(),
+            Err(_) => wanted.iter().map(|_| None).collect(),
+        };
     for ((dir, module, reference, configmap), outcome) in wanted.into_iter().zip(outcomes) {
         let outcome = match outcome {
             Some(Ok(pulled)) => {

@@ -79,12 +79,20 @@ mod tests {
             "127.0.0.1:5000": {"username": "u", "password": "p"},
         }});
         let config = config.to_string();
-        let hub = for_registry(config.as_bytes(), "docker.io").unwrap().unwrap();
-        assert_eq!((hub.username.as_str(), hub.password.as_str()), ("robot", "s3cret"));
+        let hub = for_registry(config.as_bytes(), "docker.io")
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (hub.username.as_str(), hub.password.as_str()),
+            ("robot", "s3cret")
+        );
         let local = for_registry(config.as_bytes(), "127.0.0.1:5000")
             .unwrap()
             .unwrap();
-        assert_eq!((local.username.as_str(), local.password.as_str()), ("u", "p"));
+        assert_eq!(
+            (local.username.as_str(), local.password.as_str()),
+            ("u", "p")
+        );
         assert_eq!(for_registry(config.as_bytes(), "ghcr.io").unwrap(), None);
         // The older .dockercfg: the map itself.
         let old = serde_json::json!({"r.io": {"auth": auth}}).to_string();

@@ -170,7 +170,10 @@ pub fn read(bytes: &[u8]) -> Result<ModuleLayout, String> {
             manifest.config.media_type
         ));
     }
-    let mut wasm = manifest.layers.iter().filter(|l| l.media_type == WASM_LAYER);
+    let mut wasm = manifest
+        .layers
+        .iter()
+        .filter(|l| l.media_type == WASM_LAYER);
     let component = match (wasm.next(), wasm.next()) {
         (Some(layer), None) => layer.clone(),
         (None, _) => return Err(format!("it has no {WASM_LAYER} layer")),
@@ -207,14 +210,29 @@ mod tests {
 
     #[test]
     fn a_laid_out_module_reads_back_and_lays_out_the_same_again() {
-        let one = artifact("m", b"\0asm", "sha256 = \"x\"\n", Some("sig"), Some("1.0.0"));
-        let two = artifact("m", b"\0asm", "sha256 = \"x\"\n", Some("sig"), Some("1.0.0"));
+        let one = artifact(
+            "m",
+            b"\0asm",
+            "sha256 = \"x\"\n",
+            Some("sig"),
+            Some("1.0.0"),
+        );
+        let two = artifact(
+            "m",
+            b"\0asm",
+            "sha256 = \"x\"\n",
+            Some("sig"),
+            Some("1.0.0"),
+        );
         assert_eq!(one.manifest, two.manifest);
         let read = read(&one.manifest).unwrap();
         assert_eq!(read.name.as_deref(), Some("m"));
         assert_eq!(read.manifest_text, "sha256 = \"x\"\n");
         assert_eq!(read.signature_text.as_deref(), Some("sig"));
-        assert_eq!(read.component, Descriptor::of(WASM_LAYER, b"\0asm").tap_title("m"));
+        assert_eq!(
+            read.component,
+            Descriptor::of(WASM_LAYER, b"\0asm").tap_title("m")
+        );
         let json: serde_json::Value = serde_json::from_slice(&one.manifest).unwrap();
         assert_eq!(json["config"]["mediaType"], WASM_CONFIG);
         assert_eq!(json["layers"][0]["mediaType"], WASM_LAYER);

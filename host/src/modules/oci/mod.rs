@@ -290,7 +290,11 @@ pub async fn push(
     let tag = reference.tag.as_deref().unwrap_or("latest");
     let mut uploaded = Vec::new();
     let blobs = [
-        ("config", &artifact.parsed.config, Bytes::from(artifact.config.clone())),
+        (
+            "config",
+            &artifact.parsed.config,
+            Bytes::from(artifact.config.clone()),
+        ),
         ("component", &artifact.parsed.layers[0], component),
     ];
     for (what, descriptor, bytes) in blobs {
@@ -311,7 +315,11 @@ pub async fn push(
     let digest = format!("sha256:{}", super::sha256_hex(&artifact.manifest));
     progress(&format!("writing the manifest {digest} as tag {tag}"));
     let answered = registry
-        .put_manifest(tag, layout::OCI_MANIFEST, Bytes::from(artifact.manifest.clone()))
+        .put_manifest(
+            tag,
+            layout::OCI_MANIFEST,
+            Bytes::from(artifact.manifest.clone()),
+        )
         .await?;
     if let Some(answered) = answered {
         if answered != digest {

@@ -29,7 +29,9 @@ impl Reference {
         let (rest, digest) = match bare.split_once('@') {
             Some((rest, digest)) => {
                 if !is_digest(digest) {
-                    return Err(bad("the digest is not sha256: and 64 lower-case hex digits"));
+                    return Err(bad(
+                        "the digest is not sha256: and 64 lower-case hex digits",
+                    ));
                 }
                 (rest, Some(digest.to_string()))
             }
@@ -52,9 +54,8 @@ impl Reference {
         };
         let component_ok = |c: &str| {
             !c.is_empty()
-                && c.bytes().all(|b| {
-                    b.is_ascii_lowercase() || b.is_ascii_digit() || b"._-".contains(&b)
-                })
+                && c.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"._-".contains(&b))
                 && c.starts_with(|c: char| c.is_ascii_alphanumeric())
         };
         if repository.len() > 255 || !repository.split('/').all(component_ok) {
@@ -145,7 +146,10 @@ mod tests {
         assert_eq!(r.tag.as_deref(), Some("1.2"));
         assert_eq!(r.digest.as_deref(), Some(D));
         assert_eq!(r.manifest_ref(), D);
-        assert_eq!(r.to_string(), format!("127.0.0.1:5000/mods/kubevirt:1.2@{D}"));
+        assert_eq!(
+            r.to_string(),
+            format!("127.0.0.1:5000/mods/kubevirt:1.2@{D}")
+        );
         let r = Reference::parse("ghcr.io/acme/m:latest").unwrap();
         assert_eq!((r.tag.as_deref(), r.digest), (Some("latest"), None));
         let r = Reference::parse(&format!("docker.io/acme/m@{D}")).unwrap();

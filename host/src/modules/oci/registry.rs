@@ -174,7 +174,11 @@ impl Registry {
                 MAX_ERROR_ANSWER,
             )
             .await?;
-        expect(&answer, &[201], &format!("PUT {}", self.url("blobs/uploads/…")))
+        expect(
+            &answer,
+            &[201],
+            &format!("PUT {}", self.url("blobs/uploads/…")),
+        )
     }
 
     /// Puts a manifest under `tag`; returns the digest the registry gives it, if it says.
@@ -318,9 +322,8 @@ impl Registry {
                     answer.status
                 )));
             }
-            let token: serde_json::Value = serde_json::from_slice(&answer.body).map_err(|e| {
-                refused(format!("the token service {realm} answered no JSON: {e}"))
-            })?;
+            let token: serde_json::Value = serde_json::from_slice(&answer.body)
+                .map_err(|e| refused(format!("the token service {realm} answered no JSON: {e}")))?;
             let token = token
                 .get("token")
                 .or_else(|| token.get("access_token"))
@@ -375,7 +378,10 @@ impl Registry {
         }
         if !body.is_empty() || matches!(method, "PUT" | "POST") {
             builder = builder.header(CONTENT_LENGTH, body.len());
-            if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("content-type")) {
+            if !headers
+                .iter()
+                .any(|(n, _)| n.eq_ignore_ascii_case("content-type"))
+            {
                 builder = builder.header(CONTENT_TYPE, "application/octet-stream");
             }
         }
@@ -417,7 +423,9 @@ impl Registry {
                 .collect()
                 .await
                 .map_err(|e| {
-                    if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() {
+                    if e.downcast_ref::<http_body_util::LengthLimitError>()
+                        .is_some()
+                    {
                         too_large()
                     } else {
                         RegistryError::Unreachable(format!("{what}: reading the answer: {e}"))
