@@ -7,7 +7,7 @@ MUSL := $(shell uname -m)-unknown-linux-musl
 TEST_BUILD := $(CARGO) test --workspace --target $(MUSL) --no-run
 FIXTURES := tests/fixtures
 
-.PHONY: help deps build test test-oci-large lint run bench interop static memory image fuzz clean
+.PHONY: help deps build test lint run bench interop static memory image fuzz clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -21,9 +21,6 @@ build: ## Build the components (wasm32-wasip2), then the host binary that embeds
 
 test: ## Run every test (unit, component, integration, go-plugin interop, static binary); a line per stage
 	@CARGO=$(CARGO) tests/stages.sh
-
-test-oci-large: ## A 30 MB component pushed to and pulled from the loopback registry (tests/oci.rs; not part of test)
-	$(CARGO) test -p velero-wasm --target $(MUSL) --test integration oci:: -- --ignored
 
 lint: ## cargo fmt --check and clippy -D warnings
 	$(CARGO) fmt --all -- --check

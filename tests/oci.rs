@@ -6,10 +6,10 @@
 //! - A pushed module is served from its pinned reference; an update whose pull fails (registry down,
 //!   wrong digest, tampered blob, unsigned under trusted keys) leaves the last good version serving,
 //!   with a message naming the reason.
-//! - Over TLS with basic auth: pushed with a docker config, pulled with a docker-config Secret;
-//!   without credentials the pull is refused.
+//! - Over TLS with basic auth: pushed with a docker config, pulled with a docker-config Secret
+//!   through the environment's HTTPS proxy; without credentials the pull is refused.
 //! - A registry that answers without end is refused within its cap.
-//! - A 30 MB component is pulled and served (ignored by default: `make test-oci-large`).
+//! - A 30 MB component is pulled and served (about 6 s).
 
 use crate::support;
 
@@ -22,6 +22,7 @@ use serde_json::{json, Value};
 use support::apiserver::ApiServer;
 use support::loopback::test_ca;
 use support::plugin::{binary, Plugin, Session};
+use support::proxy::ConnectProxy;
 use support::{components_dir, stderr, stdout_json, velero_wasm};
 use velero_wasm::modules::configmaps::LABEL;
 use velero_wasm::modules::sha256_hex;
@@ -501,7 +502,10 @@ async fn over_tls_with_basic_auth_credentials_come_from_a_docker_config_secret()
         session.stderr
     );
 
-    // With the docker-config Secret named: served.
+    // With the docker-config Secret named: served, pulled through the environment's HTTPS proxy.
+    let port: u16 = registry.host.rsplit_once(':').unwrap().1.parse().unwrap();
+    let proxy = ConnectProxy::start(([127, 0, 0, 1], port).into(), None).await;
+    let proxy_url = proxy.url();
     scene.server.apply(json!({
         "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/dockerconfigjson",
         "metadata": {"name": "registry-pull", "namespace": "velero"},
@@ -511,9 +515,12 @@ async fn over_tls_with_basic_auth_credentials_come_from_a_docker_config_secret()
         .serves(&[
             ("SSL_CERT_FILE", ca),
             ("VELERO_WASM_OCI_PULL_SECRETS", "registry-pull"),
+            ("HTTPS_PROXY", proxy_url.as_str()),
         ])
         .await;
     assert_serves(&listed, &session, "tls.example.io", Some("module pulled"));
+    let connects: Vec<String> = proxy.connects().into_iter().map(|c| c.authority).collect();
+    assert!(connects.contains(&registry.host), "{connects:?}");
 }
 
 /// A registry whose manifests never end: a chunked answer of zeros, forever.
@@ -611,7 +618,6 @@ fn padded_component(size: usize) -> Vec<u8> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "pushes and pulls 30 MB: make test-oci-large"]
 async fn a_30_mb_component_is_pulled_and_served() {
     let registry = Registry::start(false, None);
     let scene = Scene::new();

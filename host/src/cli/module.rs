@@ -528,6 +528,11 @@ fn configmap_parts(object: &Value, file: &Path) -> Result<Parts, String> {
         ));
     };
     let files = configmaps::files_of(object, Some(name)).map_err(|e| format!("{source}: {e}"))?;
+    if files.iter().any(|(key, _)| key.ends_with(".oci")) {
+        return Err(format!(
+            "{source}: names an OCI artifact ({name}.oci), which only the plugin pulls: check the module directory it was pushed from"
+        ));
+    }
     let name = name.to_string();
     let file_named = |ext: &str| {
         files

@@ -153,7 +153,10 @@ mod tests {
         let r = Reference::parse("ghcr.io/acme/m:latest").unwrap();
         assert_eq!((r.tag.as_deref(), r.digest), (Some("latest"), None));
         let r = Reference::parse(&format!("docker.io/acme/m@{D}")).unwrap();
-        assert_eq!((r.tag, r.api_host()), (None, "registry-1.docker.io"));
+        assert_eq!(
+            (r.tag.as_deref(), r.api_host()),
+            (None, "registry-1.docker.io")
+        );
     }
 
     #[test]
