@@ -167,7 +167,7 @@ mod tests {
             ("r.io/m@sha256:abc", "the digest"),
             ("r.io/Mods:1", "the repository"),
             ("r.io/m:-x", "the tag"),
-            ("r/o\"x/m:1", "the registry"),
+            ("r\"x/m:1", "the registry"),
         ] {
             let error = Reference::parse(text).unwrap_err();
             assert!(error.contains(why), "{text}: {error}");
