@@ -22,6 +22,7 @@ mod limits;
 mod live_kube;
 mod module_configmaps;
 mod module_signing;
+mod oci;
 mod plugin_faults;
 mod plugin_protocol;
 mod rate_limit;

@@ -14,6 +14,7 @@ mod diff_archive;
 mod install;
 mod module;
 mod new;
+mod push;
 mod rbac;
 mod run;
 mod sign;
@@ -65,7 +66,7 @@ enum Command {
     InstallPlugin(install::InstallArgs),
     /// Print the RBAC (ClusterRole, Roles, bindings) that the loaded modules' grants need, as YAML.
     Rbac(rbac::RbacArgs),
-    /// Make, sign, pack and check modules: keygen, pack, export, verify.
+    /// Make, sign, pack, check and push modules: keygen, pack, export, verify, push.
     #[command(subcommand)]
     Module(module::ModuleCommand),
     /// Build a module's crate as a component, pin its sha256 in its manifest, check its grant, and
@@ -144,7 +145,7 @@ pub fn main() -> ExitCode {
             Command::Sign(args) => sign::sign(*args).await,
             Command::InstallPlugin(args) => install::install_plugin(args),
             Command::Rbac(args) => rbac::rbac(args),
-            Command::Module(command) => module::module(command),
+            Command::Module(command) => module::module(command).await,
             Command::Build(args) => build::build(args).await,
             Command::New(args) => new::new(args),
             Command::Test(args) => test::test(args).await,

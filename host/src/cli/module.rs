@@ -1,7 +1,8 @@
 //! `velero-wasm module …`: what an operator does with modules before they reach a cluster. `keygen`
 //! makes a signing key pair, `pack` writes a module (signed or not) as the ConfigMap the host reads,
 //! `export` writes a stock module's files to start an override or a variant from, and `verify` checks
-//! a module directory or a packed ConfigMap as the host will: sha256 pin and signature.
+//! a module directory or a packed ConfigMap as the host will: sha256 pin and signature. `push` writes a
+//! module to an OCI registry ([`super::push`]).
 
 use std::io::Write as _;
 use std::os::unix::fs::OpenOptionsExt;
@@ -61,6 +62,9 @@ pub enum ModuleCommand {
     /// Check the modules of a directory or of a packed ConfigMap YAML file as the host will: name,
     /// sha256 pin and signature. Exits 1 when any is refused.
     Verify(VerifyArgs),
+    /// Push a module (component, manifest and signature) to an OCI registry as a wasm artifact, and
+    /// print its reference pinned by digest: what a module ConfigMap's <name>.oci names.
+    Push(super::push::PushArgs),
 }
 
 /// Arguments of `module keygen`.
@@ -128,12 +132,13 @@ pub struct VerifyArgs {
 }
 
 /// Runs a `module` subcommand; returns the exit status.
-pub fn module(command: ModuleCommand) -> u8 {
+pub async fn module(command: ModuleCommand) -> u8 {
     let (verb, result) = match command {
         ModuleCommand::Keygen(args) => ("keygen", keygen(&args)),
         ModuleCommand::Pack(args) => ("pack", pack(&args)),
         ModuleCommand::Export(args) => ("export", export(&args)),
         ModuleCommand::Verify(args) => ("verify", verify(&args)),
+        ModuleCommand::Push(args) => ("push", super::push::push(&args).await),
     };
     match result {
         Ok(code) => code,
@@ -199,29 +204,29 @@ fn create_new(path: &Path, bytes: &[u8], mode: u32) -> Result<(), Failure> {
 }
 
 /// A module as files (from a directory or a ConfigMap), before it is checked.
-struct Parts {
-    name: String,
+pub(super) struct Parts {
+    pub(super) name: String,
     /// The component; none for a manifest alone.
-    wasm: Option<Vec<u8>>,
-    manifest_text: String,
-    signature_text: Option<String>,
+    pub(super) wasm: Option<Vec<u8>>,
+    pub(super) manifest_text: String,
+    pub(super) signature_text: Option<String>,
     /// Where it came from, for messages: a file, or a ConfigMap.
-    source: String,
+    pub(super) source: String,
 }
 
 /// What checking a module found.
-struct Checked {
+pub(super) struct Checked {
     /// The component's sha256; none for a manifest alone.
-    sha256: Option<String>,
+    pub(super) sha256: Option<String>,
     /// The manifest's version.
-    version: Option<semver::Version>,
-    signature: Option<ModuleSignature>,
+    pub(super) version: Option<semver::Version>,
+    pub(super) signature: Option<ModuleSignature>,
 }
 
 impl Parts {
     /// Checks the module as the host's directory loader does (name, manifest, sha256 pin, signature);
     /// a manifest alone is checked for form and signature.
-    fn check(&self, trusted: Option<&TrustedKeys>) -> Result<Checked, String> {
+    pub(super) fn check(&self, trusted: Option<&TrustedKeys>) -> Result<Checked, String> {
         if !valid_module_name(&self.name) {
             return Err(format!(
                 "module name {:?} must be lower-case letters, digits and '-', starting with a letter",
@@ -277,7 +282,7 @@ fn read_text(path: &Path) -> Result<String, String> {
 }
 
 /// The module whose component or manifest is `path` (`<name>.wasm` or `<name>.toml`).
-fn read_parts(path: &Path) -> Result<Parts, String> {
+pub(super) fn read_parts(path: &Path) -> Result<Parts, String> {
     let name = path
         .file_stem()
         .and_then(|s| s.to_str())
@@ -304,7 +309,7 @@ fn read_parts(path: &Path) -> Result<Parts, String> {
 /// Every module of a directory: each `<name>.wasm`, and each `<name>.toml` without a component (a
 /// manifest alone), in name order; dotfiles (a mounted ConfigMap's `..data`) are skipped. A module
 /// that cannot be read is an `Err` in its place.
-fn read_directory(dir: &Path) -> Result<Vec<Result<Parts, String>>, Failure> {
+pub(super) fn read_directory(dir: &Path) -> Result<Vec<Result<Parts, String>>, Failure> {
     let unreadable =
         |e: std::io::Error| Failure::bad_input(format!("{}: cannot be read: {e}", dir.display()));
     let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
@@ -446,7 +451,7 @@ fn pack(args: &PackArgs) -> Result<u8, Failure> {
 }
 
 /// When a signature made now stops being accepted: `now + DURATION`, or a time, which must be ahead.
-fn expiry(text: &str) -> Result<std::time::SystemTime, Failure> {
+pub(super) fn expiry(text: &str) -> Result<std::time::SystemTime, Failure> {
     let now = std::time::SystemTime::now();
     let at = match humantime::parse_duration(text) {
         Ok(after) => now + after,
@@ -523,6 +528,11 @@ fn configmap_parts(object: &Value, file: &Path) -> Result<Parts, String> {
         ));
     };
     let files = configmaps::files_of(object, Some(name)).map_err(|e| format!("{source}: {e}"))?;
+    if files.iter().any(|(key, _)| key.ends_with(".oci")) {
+        return Err(format!(
+            "{source}: names an OCI artifact ({name}.oci), which only the plugin pulls: check the module directory it was pushed from"
+        ));
+    }
     let name = name.to_string();
     let file_named = |ext: &str| {
         files

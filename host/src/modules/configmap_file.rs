@@ -58,6 +58,16 @@ pub fn scan(file: &Path, trusted: Option<&TrustedKeys>) -> DirectoryScan {
                 continue;
             }
         };
+        if files
+            .iter()
+            .any(|(key, _)| key.ends_with(&format!(".{}", super::oci::EXTENSION)))
+        {
+            scan.problems.push((
+                shown,
+                format!("{what}: names an OCI artifact ({name}.oci), which only the plugin pulls: run or check the module from its directory instead"),
+            ));
+            continue;
+        }
         let file_named = |ext: &str| {
             files
                 .iter()

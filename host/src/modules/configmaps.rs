@@ -7,7 +7,9 @@
 //!
 //! - **Layout**: `binaryData` (or `data`) holds `<name>.wasm` (or `<name>.wasm.gz`, see
 //!   [`compression`]), `<name>.toml` and optionally `<name>.sig`; the label's value is `<name>`. A
-//!   manifest without a component is a stock override.
+//!   manifest without a component is a stock override. Or `data` holds one key, `<name>.oci`, naming
+//!   an OCI artifact (`registry/repo:tag@sha256:…`): it is pulled ([`oci`](super::oci)) when its
+//!   directory is first written, and the module's files come from it.
 //! - **Cache**: a directory is written once per uid and resourceVersion (to a temporary name, then
 //!   renamed, so one that exists is complete); a later process with the same ConfigMap reuses it.
 //! - **Bounds**: the list is read within [`LIST_TIMEOUT`] and at most [`MAX_LIST_BYTES`]; a ConfigMap
@@ -23,7 +25,7 @@
 //!   [`PRUNE_AFTER`] is removed (a process that started just before an update may still be reading
 //!   the one it listed).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -31,6 +33,7 @@ use base64::Engine as _;
 use serde_json::Value;
 
 use super::compression::{self, COMPRESSED_EXTENSION};
+use super::oci::{self, BlobStore, PullSettings};
 use super::{valid_module_name, LastGood, Origin};
 use crate::capabilities::kube::live::LazyCluster;
 use crate::capabilities::kube::{ApiResource, KubeApi, KubeCall, KubeError, ListOptions};
@@ -142,10 +145,12 @@ pub async fn read(
     // keeping it large or slow, and the last list may name modules deleted since.
     let (why, answering) = match listed {
         Ok(Ok(items)) => {
-            return match cache.materialise(&items) {
+            let namespace = namespace.as_deref().unwrap_or_default();
+            let pulled = pull_artifacts(&cache, &items, cluster, namespace).await;
+            return match cache.materialise_pulled(&items, &pulled) {
                 Ok(modules) => {
                     tracing::debug!(
-                        namespace = namespace.as_deref().unwrap_or_default(),
+                        namespace,
                         configmaps = modules.configmaps.len(),
                         written = modules.written,
                         cached = modules.cached,
@@ -350,6 +355,16 @@ impl Cache {
     /// Writes out the ConfigMaps of a list (those not already written), records the list, and prunes
     /// old directories. Fails only when the cache directory cannot be used.
     pub fn materialise(&self, items: &[Value]) -> Result<ConfigMapModules, String> {
+        self.materialise_pulled(items, &Pulls::new())
+    }
+
+    /// [`Cache::materialise`], with the artifacts pulled for the ConfigMaps that name one (by the
+    /// directory they are written to; see [`pull_artifacts`]).
+    pub fn materialise_pulled(
+        &self,
+        items: &[Value],
+        pulled: &Pulls,
+    ) -> Result<ConfigMapModules, String> {
         crate::state::private_dir(&self.root, &self.dir)?;
         let mut out = ConfigMapModules {
             last_good: Some(self.last_good()),
@@ -379,7 +394,7 @@ impl Cache {
                     continue;
                 }
             };
-            match self.write(item, module.as_deref().unwrap_or(""), &files) {
+            match self.write(item, module.as_deref().unwrap_or(""), &files, pulled) {
                 Ok((cached, written)) => {
                     if written {
                         out.written += 1;
@@ -422,27 +437,10 @@ impl Cache {
         item: &Value,
         module: &str,
         files: &[(String, Vec<u8>)],
+        pulled: &Pulls,
     ) -> Result<(Cached, bool), String> {
-        let field = |name: &str| {
-            let value = item
-                .pointer(&format!("/metadata/{name}"))
-                .and_then(Value::as_str)
-                .unwrap_or("");
-            if value.is_empty()
-                || value.len() > 128
-                || !value
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
-            {
-                Err(format!(
-                    "metadata.{name} {value:?} is not usable as a directory name"
-                ))
-            } else {
-                Ok(value.to_string())
-            }
-        };
-        let (uid, version) = (field("uid")?, field("resourceVersion")?);
-        let dir = self.dir.join(format!("{uid}-{version}"));
+        let dir = self.dir_of(item)?;
+        let (uid, version) = (field_of(item, "uid"), field_of(item, "resourceVersion"));
         let cached = Cached {
             configmap: name_of(item).to_string(),
             module: module.to_string(),
@@ -457,6 +455,16 @@ impl Cache {
             }
             return Ok((cached, false));
         }
+        // A ConfigMap naming an artifact is written with the artifact's files.
+        let files = if is_artifact(files) {
+            match pulled.get(&dir) {
+                Some(Ok(files)) => files.as_slice(),
+                Some(Err(why)) => return Err(why.clone()),
+                None => return Err("its OCI artifact was not pulled".to_string()),
+            }
+        } else {
+            files
+        };
         let tmp = self.dir.join(format!(
             ".{uid}-{}.tmp{}",
             cached.resource_version,
@@ -485,6 +493,30 @@ impl Cache {
         }
     }
 
+    /// The directory a ConfigMap is written to: `<uid>-<resourceVersion>`, or why it has none.
+    fn dir_of(&self, item: &Value) -> Result<PathBuf, String> {
+        let field = |name: &str| {
+            let value = item
+                .pointer(&format!("/metadata/{name}"))
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            if value.is_empty()
+                || value.len() > 128
+                || !value
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+            {
+                Err(format!(
+                    "metadata.{name} {value:?} is not usable as a directory name"
+                ))
+            } else {
+                Ok(value.to_string())
+            }
+        };
+        let (uid, version) = (field("uid")?, field("resourceVersion")?);
+        Ok(self.dir.join(format!("{uid}-{version}")))
+    }
+
     /// Removes directories not in `keep` that have not been used for [`PRUNE_AFTER`].
     fn prune(&self, keep: &[Cached]) -> usize {
         let keep: BTreeSet<&Path> = keep.iter().map(|c| c.dir.as_path()).collect();
@@ -507,6 +539,126 @@ impl Cache {
         }
         pruned
     }
+}
+
+/// A `metadata` field of a ConfigMap, empty when it has none.
+fn field_of(item: &Value, name: &str) -> String {
+    item.pointer(&format!("/metadata/{name}"))
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string()
+}
+
+/// Whether a ConfigMap's files name an OCI artifact (`<name>.oci`) instead of holding the module.
+fn is_artifact(files: &[(String, Vec<u8>)]) -> bool {
+    files
+        .iter()
+        .any(|(key, _)| key.ends_with(&format!(".{}", oci::EXTENSION)))
+}
+
+/// The files pulled for ConfigMaps that name an artifact, by the directory each is written to (or
+/// why its pull failed).
+pub type Pulls = BTreeMap<PathBuf, Result<Vec<(String, Vec<u8>)>, String>>;
+
+/// Pulls the artifacts the listed ConfigMaps name (those whose directory is not written yet), all
+/// within [`oci::PULL_TIMEOUT`], with the credentials of the Secrets [`oci::PULL_SECRETS_ENV`] names.
+pub async fn pull_artifacts(
+    cache: &Cache,
+    items: &[Value],
+    cluster: &LazyCluster,
+    namespace: &str,
+) -> Pulls {
+    let mut wanted = Vec::new();
+    for item in items {
+        let module = item
+            .pointer("/metadata/labels")
+            .and_then(|l| l.get(LABEL))
+            .and_then(Value::as_str);
+        let (Ok(files), Some(module), Ok(dir)) =
+            (files_of(item, module), module, cache.dir_of(item))
+        else {
+            continue;
+        };
+        if dir.is_dir() || !is_artifact(&files) {
+            continue;
+        }
+        let reference = String::from_utf8_lossy(&files[0].1).trim().to_string();
+        wanted.push((
+            dir,
+            module.to_string(),
+            reference,
+            name_of(item).to_string(),
+        ));
+    }
+    let mut pulls = Pulls::new();
+    if wanted.is_empty() {
+        return pulls;
+    }
+    let mut settings = PullSettings::from_env();
+    let mut secret_problem = None;
+    match pull_secrets(cluster, namespace).await {
+        Ok(configs) => settings.docker_configs = configs,
+        Err(why) => secret_problem = Some(why),
+    }
+    let store = BlobStore::new(&cache.root);
+    let all = futures::future::join_all(
+        wanted
+            .iter()
+            .map(|(_, module, reference, _)| oci::pull(module, reference, &store, &settings)),
+    );
+    let outcomes: Vec<Option<Result<oci::Pulled, String>>> =
+        match tokio::time::timeout(oci::PULL_TIMEOUT, all).await {
+            Ok(outcomes) => outcomes.into_iter().map(Some).collect(),
+            Err(_) => wanted.iter().map(|_| None).collect(),
+        };
+    for ((dir, module, reference, configmap), outcome) in wanted.into_iter().zip(outcomes) {
+        let outcome = match outcome {
+            Some(Ok(pulled)) => {
+                tracing::info!(
+                    configmap,
+                    module,
+                    reference = %pulled.pinned,
+                    fetched = pulled.fetched,
+                    "module pulled"
+                );
+                Ok(pulled.files)
+            }
+            Some(Err(why)) => Err(match &secret_problem {
+                Some(secret) => format!("cannot pull {reference}: {why} ({secret})"),
+                None => format!("cannot pull {reference}: {why}"),
+            }),
+            None => Err(format!(
+                "cannot pull {reference}: the pulls took longer than {} s",
+                oci::PULL_TIMEOUT.as_secs()
+            )),
+        };
+        pulls.insert(dir, outcome);
+    }
+    pulls
+}
+
+/// The docker configs of the Secrets [`oci::PULL_SECRETS_ENV`] names, in Velero's namespace.
+async fn pull_secrets(cluster: &LazyCluster, namespace: &str) -> Result<Vec<Vec<u8>>, String> {
+    let names = std::env::var(oci::PULL_SECRETS_ENV).unwrap_or_default();
+    let api = ApiResource::new("", "v1", "secrets");
+    let mut configs = Vec::new();
+    for name in names.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        let what = format!("pull Secret {namespace}/{name}");
+        let secret = tokio::time::timeout(LIST_TIMEOUT, cluster.get(&api, namespace, name))
+            .await
+            .map_err(|_| format!("{what}: no answer within {} s", LIST_TIMEOUT.as_secs()))?
+            .map_err(|e| format!("{what} cannot be read: {e}"))?;
+        let data = [".dockerconfigjson", ".dockercfg"]
+            .iter()
+            .find_map(|key| secret.get("data")?.get(*key))
+            .and_then(Value::as_str)
+            .ok_or_else(|| format!("{what} holds no .dockerconfigjson"))?;
+        let config = base64::engine::general_purpose::STANDARD
+            .decode(data)
+            .map_err(|e| format!("{what}: .dockerconfigjson is not base64: {e}"))?;
+        configs.push(config);
+    }
+    Ok(configs)
 }
 
 fn name_of(item: &Value) -> &str {
@@ -538,8 +690,8 @@ pub fn files_of(item: &Value, module: Option<&str>) -> Result<Vec<(String, Vec<u
             continue;
         };
         for (key, value) in entries {
-            let allowed =
-                ["wasm", COMPRESSED_EXTENSION, "toml", "sig"].map(|ext| format!("{module}.{ext}"));
+            let allowed = ["wasm", COMPRESSED_EXTENSION, "toml", "sig", oci::EXTENSION]
+                .map(|ext| format!("{module}.{ext}"));
             if !allowed.contains(key) {
                 return Err(format!(
                     "{section} key {key:?} is not one of {}",
@@ -571,6 +723,19 @@ pub fn files_of(item: &Value, module: Option<&str>) -> Result<Vec<(String, Vec<u
             }
             files.push((key, bytes));
         }
+    }
+    if is_artifact(&files) {
+        if files.len() > 1 {
+            return Err(format!(
+                "it names an OCI artifact ({module}.{}) and holds files as well: the component, manifest and signature come from the artifact, so it must hold {module}.{} alone",
+                oci::EXTENSION,
+                oci::EXTENSION
+            ));
+        }
+        if let Err(why) = oci::Reference::parse(&String::from_utf8_lossy(&files[0].1)) {
+            return Err(format!("{module}.{}: {why}", oci::EXTENSION));
+        }
+        return Ok(files);
     }
     if !files.iter().any(|(k, _)| k.ends_with(".toml")) {
         return Err(format!("it has no {module}.toml"));

@@ -3,7 +3,8 @@
 //! ([`configmaps`]), each adding modules or replacing earlier ones by name. Each module is a
 //! component (`<name>.wasm`), its [`Manifest`] (`<name>.toml`) and, optionally, a
 //! [signature](signature) (`<name>.sig`); a manifest alone, named after a stock module, overrides that
-//! module's settings and limits and may narrow its grant ([`stock_override`]).
+//! module's settings and limits and may narrow its grant ([`stock_override`]). A module ConfigMap may
+//! name an OCI artifact instead of holding the files ([`oci`]).
 
 pub mod compression;
 mod configmap_file;
@@ -11,6 +12,7 @@ pub mod configmaps;
 mod directory;
 mod last_good;
 mod manifest;
+pub mod oci;
 pub mod signature;
 mod stock;
 pub mod stock_override;

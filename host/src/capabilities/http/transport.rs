@@ -217,6 +217,16 @@ impl Network {
     }
 }
 
+/// Sends one request the way the `http` capability's are sent (the same TLS roots, the environment's
+/// proxy for HTTPS): the OCI registry client ([`crate::modules::oci`]) uses it, so that registries are
+/// reached exactly as modules reach their hosts. The caller bounds the time and the answer.
+pub(crate) async fn send(
+    request: hyper::Request<Full<Bytes>>,
+    what: &str,
+) -> Result<hyper::Response<hyper::body::Incoming>, ExchangeError> {
+    network().send(request, what).await
+}
+
 /// The error of an answer over `limit` bytes.
 pub(super) fn too_large(origin: &str, limit: u64) -> ExchangeError {
     ExchangeError::TooLarge(format!("the answer of {origin} is over the module's limit of {limit} bytes (manifest [limits] http-response)"))

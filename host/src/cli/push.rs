@@ -1,0 +1,221 @@
+//! `velero-wasm module push DIR oci://registry/repo:tag`: a module (component, manifest and, if
+//! signed, its signature) written to a registry in the wasm artifact layout
+//! ([`crate::modules::oci::layout`]), checked first as the host will check it. Prints the reference
+//! pinned by digest, which is what a module ConfigMap names.
+
+use std::io::IsTerminal as _;
+use std::path::PathBuf;
+
+use bytes::Bytes;
+use serde_json::json;
+
+use super::module::{expiry, read_directory, read_parts, Parts};
+use super::{Failure, EXIT_OK};
+use crate::modules::oci::{self, layout, Reference, Registry};
+use crate::modules::signature::PrivateKey;
+
+/// How long one exchange with the registry may take while pushing (a large component, a slow link).
+const PUSH_EXCHANGE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// Arguments of `module push`.
+#[derive(Debug, clap::Args)]
+pub struct PushArgs {
+    /// A module directory holding one module (or name it with --module), or one module's component
+    /// (<name>.wasm, with <name>.toml and optionally <name>.sig beside it).
+    #[arg(value_name = "DIR|MODULE.wasm")]
+    path: PathBuf,
+
+    /// Where to: oci://registry/repository:tag (the tag is required; the digest is printed).
+    #[arg(value_name = "oci://REGISTRY/REPO:TAG")]
+    target: String,
+
+    /// The module of DIR to push, when it holds several.
+    #[arg(long, value_name = "NAME")]
+    module: Option<String>,
+
+    /// Sign the module with this private key (from `module keygen`), replacing any signature beside it.
+    #[arg(long, value_name = "KEYFILE")]
+    sign: Option<PathBuf>,
+
+    /// With --sign: hosts refuse the signature after this long (`90d`) or this time (RFC 3339).
+    #[arg(long, value_name = "DURATION|TIME", requires = "sign")]
+    expires: Option<String>,
+
+    /// A docker config holding the registry's credentials (`docker login` writes one); default:
+    /// $DOCKER_CONFIG/config.json, else ~/.docker/config.json, when there is one.
+    #[arg(long, value_name = "FILE")]
+    credentials: Option<PathBuf>,
+
+    /// Reach the registry over plain HTTP (a registry on loopback or in a test), not HTTPS.
+    #[arg(long)]
+    plain_http: bool,
+
+    /// Print the result as JSON (reference, digest, module, blobs uploaded).
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs `module push`.
+pub async fn push(args: &PushArgs) -> Result<u8, Failure> {
+    let reference = Reference::parse(&args.target)
+        .map_err(|e| Failure::bad_input(format!("the target {e}")))?;
+    if reference.digest.is_some() || reference.tag.is_none() {
+        return Err(Failure::bad_input(format!(
+            "the target {} must name a tag and no digest (the digest is what the push makes)",
+            args.target
+        )));
+    }
+    let mut parts = module_parts(args)?;
+    let key = args
+        .sign
+        .as_deref()
+        .map(PrivateKey::read)
+        .transpose()
+        .map_err(|e| Failure::bad_input(format!("--sign {e}")))?;
+    if key.is_some() {
+        parts.signature_text = None;
+    }
+    let checked = parts
+        .check(None)
+        .map_err(|e| Failure::bad_input(format!("{}: {e}", parts.source)))?;
+    let Some(component) = parts.wasm.take() else {
+        return Err(Failure::bad_input(format!(
+            "{}: is a manifest alone (a stock override); push modules with a component, and keep overrides in ConfigMaps",
+            parts.source
+        )));
+    };
+    if let Some(key) = &key {
+        let expires = args.expires.as_deref().map(expiry).transpose()?;
+        let signature = key.sign_until(
+            &parts.name,
+            checked.sha256.as_deref(),
+            &parts.manifest_text,
+            expires,
+        );
+        parts.signature_text = Some(signature.to_text());
+    }
+    let version = checked.version.as_ref().map(ToString::to_string);
+    let artifact = layout::artifact(
+        &parts.name,
+        &component,
+        &parts.manifest_text,
+        parts.signature_text.as_deref(),
+        version.as_deref(),
+    );
+    let credentials = read_credentials(args.credentials.as_ref(), &reference.registry)?;
+    let registry = Registry::new(
+        &reference,
+        args.plain_http,
+        credentials,
+        PUSH_EXCHANGE_TIMEOUT,
+        true,
+    );
+    let terminal = std::io::stderr().is_terminal();
+    let progress = |step: &str| {
+        if terminal {
+            eprintln!("{step}…");
+        } else {
+            tracing::debug!("{step}");
+        }
+    };
+    let pushed = oci::push(
+        &registry,
+        &reference,
+        &artifact,
+        Bytes::from(component.clone()),
+        &progress,
+    )
+    .await
+    .map_err(|e| Failure::failed(format!("{}: {e}", reference)))?;
+    let signed = match (&key, &parts.signature_text) {
+        (Some(key), _) => format!("signed by key {}", key.key_id()),
+        (None, Some(_)) => "with its signature".to_string(),
+        (None, None) => "unsigned".to_string(),
+    };
+    if args.json {
+        let out = json!({
+            "reference": pushed.pinned.to_string(),
+            "digest": pushed.pinned.digest,
+            "module": parts.name,
+            "component": {"digest": artifact.parsed.layers[0].digest, "size": component.len()},
+            "signed": parts.signature_text.is_some(),
+            "uploaded": pushed.uploaded,
+        });
+        println!("{out}");
+    } else {
+        eprintln!(
+            "pushed module {} ({} bytes, {signed}) to {}; name it in a module ConfigMap as {}.oci:",
+            parts.name,
+            component.len(),
+            reference,
+            parts.name
+        );
+        println!("{}", pushed.pinned);
+    }
+    Ok(EXIT_OK)
+}
+
+/// The one module `args` names.
+fn module_parts(args: &PushArgs) -> Result<Parts, Failure> {
+    let meta = std::fs::metadata(&args.path)
+        .map_err(|e| Failure::bad_input(format!("{}: cannot be read: {e}", args.path.display())))?;
+    if !meta.is_dir() {
+        return read_parts(&args.path).map_err(Failure::bad_input);
+    }
+    let modules: Vec<Parts> = read_directory(&args.path)?
+        .into_iter()
+        .collect::<Result<_, _>>()
+        .map_err(Failure::bad_input)?;
+    let names: Vec<String> = modules.iter().map(|p| p.name.clone()).collect();
+    let wanted = match (&args.module, names.as_slice()) {
+        (Some(name), _) => name.clone(),
+        (None, [one]) => one.clone(),
+        (None, []) => {
+            return Err(Failure::bad_input(format!(
+                "{}: holds no module (<name>.wasm with <name>.toml)",
+                args.path.display()
+            )))
+        }
+        (None, many) => {
+            return Err(Failure::bad_input(format!(
+                "{} holds {} modules ({}): name one with --module",
+                args.path.display(),
+                many.len(),
+                many.join(", ")
+            )))
+        }
+    };
+    modules
+        .into_iter()
+        .find(|p| p.name == wanted)
+        .ok_or_else(|| {
+            Failure::bad_input(format!(
+                "{} holds no module {wanted} (it holds {})",
+                args.path.display(),
+                names.join(", ")
+            ))
+        })
+}
+
+/// The credentials for `registry` from the docker config named or found.
+fn read_credentials(
+    named: Option<&PathBuf>,
+    registry: &str,
+) -> Result<Option<oci::Credentials>, Failure> {
+    let path = match named {
+        Some(path) => path.clone(),
+        None => {
+            let dir = std::env::var_os("DOCKER_CONFIG")
+                .map(PathBuf::from)
+                .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".docker")));
+            match dir.map(|d| d.join("config.json")).filter(|p| p.is_file()) {
+                Some(path) => path,
+                None => return Ok(None),
+            }
+        }
+    };
+    let bytes = crate::regular_file::read(&path, 1 << 20)
+        .map_err(|e| Failure::bad_input(format!("{}: {e}", path.display())))?;
+    oci::credentials::for_registry(&bytes, registry)
+        .map_err(|e| Failure::bad_input(format!("{}: {e}", path.display())))
+}

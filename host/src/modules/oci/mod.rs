@@ -1,0 +1,335 @@
+//! Modules from OCI registries. A module ConfigMap may hold, instead of the module's files, one key
+//! `<name>.oci` naming an artifact — `registry/repository:tag@sha256:<digest>` — that `velero-wasm
+//! module push` wrote ([`layout`]). The plugin pulls it when it first sees that ConfigMap version and
+//! writes the module's files into the ConfigMap's cache directory, so from there on it is loaded,
+//! verified (sha256 pin, trusted keys, version floor) and remembered as any ConfigMap module is.
+//!
+//! - **Pinned**: the digest is required; a tag alone only with [`TAGS_ENV`]`=resolve`, resolved once
+//!   per ConfigMap version and logged. The manifest's sha256 must be the pinned digest and each blob's
+//!   sha256 its descriptor's digest, or the pull is refused.
+//! - **Kept**: manifests and blobs are kept by digest in `<state>/oci/sha256/` ([`BlobStore`]); a
+//!   digest already kept is not asked for again, so a restart or another ConfigMap naming the same
+//!   artifact needs no registry. A pull that fails (registry down, refused) leaves the module to its
+//!   last good version, as a broken ConfigMap does.
+//! - **Bounded**: every answer is read with a cap ([`layout::MAX_MANIFEST`], the descriptor's size)
+//!   and every exchange within [`EXCHANGE_TIMEOUT`]; all pulls of a start within [`PULL_TIMEOUT`].
+//! - **Reached** like any host the plugin talks to: `HTTPS_PROXY`/`NO_PROXY`, the system's roots
+//!   (`SSL_CERT_FILE` for a private CA); plain HTTP only for the registries [`PLAIN_HTTP_ENV`] lists.
+//!   Credentials come from the docker-config Secrets [`PULL_SECRETS_ENV`] names.
+
+pub mod credentials;
+pub mod layout;
+pub mod reference;
+pub mod registry;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use bytes::Bytes;
+
+pub use reference::Reference;
+pub use registry::{Credentials, Registry, RegistryError};
+
+/// Names the `kubernetes.io/dockerconfigjson` Secrets (comma-separated, in Velero's namespace) whose
+/// credentials registries are pulled from with.
+pub const PULL_SECRETS_ENV: &str = "VELERO_WASM_OCI_PULL_SECRETS";
+/// Lists the registries (`host:port`, comma-separated) reached over plain HTTP instead of HTTPS.
+pub const PLAIN_HTTP_ENV: &str = "VELERO_WASM_OCI_PLAIN_HTTP";
+/// `resolve` lets a reference name a tag without a digest (resolved once per ConfigMap version).
+pub const TAGS_ENV: &str = "VELERO_WASM_OCI_TAGS";
+/// How long one exchange with a registry may take.
+pub const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long all the pulls of one plugin start may take together.
+pub const PULL_TIMEOUT: Duration = Duration::from_secs(60);
+/// The key suffix of a module ConfigMap that names an artifact: `<name>.oci`.
+pub const EXTENSION: &str = "oci";
+
+/// Manifests and blobs kept by digest under the state directory (`<state>/oci/sha256/<hex>`).
+#[derive(Debug, Clone)]
+pub struct BlobStore {
+    root: PathBuf,
+    dir: PathBuf,
+}
+
+impl BlobStore {
+    /// The store of a state directory.
+    pub fn new(state: &Path) -> BlobStore {
+        BlobStore {
+            root: state.to_path_buf(),
+            dir: state.join("oci").join("sha256"),
+        }
+    }
+
+    fn path(&self, digest: &str) -> Option<PathBuf> {
+        reference::is_digest(digest).then(|| self.dir.join(&digest["sha256:".len()..]))
+    }
+
+    /// A kept blob, if it is there, at most `limit` bytes and still has its digest (one that does
+    /// not is removed: it is fetched again).
+    pub fn get(&self, digest: &str, limit: u64) -> Option<Vec<u8>> {
+        let path = self.path(digest)?;
+        crate::state::private_dir(&self.root, &self.dir).ok()?;
+        let bytes = crate::regular_file::read(&path, limit).ok()?;
+        if format!("sha256:{}", super::sha256_hex(&bytes)) == digest {
+            Some(bytes)
+        } else {
+            tracing::warn!(
+                path = %path.display(),
+                "a kept OCI blob no longer has its digest; removed, to be fetched again"
+            );
+            let _ = std::fs::remove_file(&path);
+            None
+        }
+    }
+
+    /// Keeps a blob whose digest has been checked.
+    pub fn put(&self, digest: &str, bytes: &[u8]) -> Result<(), String> {
+        let path = self
+            .path(digest)
+            .ok_or_else(|| format!("{digest:?} is not a sha256 digest"))?;
+        crate::state::private_dir(&self.root, &self.dir)?;
+        crate::state::write_atomically(&path, bytes)
+            .map_err(|e| format!("cannot keep {digest} in {}: {e}", self.dir.display()))
+    }
+}
+
+/// How pulls are made: which registries are plain HTTP, whether tags may stand alone, and the
+/// docker configs credentials come from.
+#[derive(Debug, Clone, Default)]
+pub struct PullSettings {
+    /// Registries reached over plain HTTP.
+    pub plain_http: Vec<String>,
+    /// Whether a reference may name a tag without a digest.
+    pub allow_tags: bool,
+    /// Docker configs (`.dockerconfigjson` contents), searched in order.
+    pub docker_configs: Vec<Vec<u8>>,
+}
+
+impl PullSettings {
+    /// The settings of this process's environment (without credentials: those are Secrets).
+    pub fn from_env() -> PullSettings {
+        PullSettings {
+            plain_http: std::env::var(PLAIN_HTTP_ENV)
+                .unwrap_or_default()
+                .split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+                .collect(),
+            allow_tags: std::env::var(TAGS_ENV).is_ok_and(|v| v.trim() == "resolve"),
+            docker_configs: Vec::new(),
+        }
+    }
+
+    /// Whether `registry` is reached over plain HTTP.
+    pub fn is_plain_http(&self, registry: &str) -> bool {
+        self.plain_http.iter().any(|r| r == registry)
+    }
+
+    /// The credentials for `registry`: the first docker config that has some.
+    pub fn credentials(&self, registry: &str) -> Result<Option<Credentials>, String> {
+        for config in &self.docker_configs {
+            if let Some(found) = credentials::for_registry(config, registry)? {
+                return Ok(Some(found));
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// A pulled module: its files as a module directory holds them, and the reference pinned.
+#[derive(Debug)]
+pub struct Pulled {
+    /// `<name>.wasm`, `<name>.toml`, `<name>.sig` (if signed) and `<name>.oci` (the pinned reference).
+    pub files: Vec<(String, Vec<u8>)>,
+    /// The reference with its digest.
+    pub pinned: Reference,
+    /// How many blobs (manifest included) came from the registry rather than the store.
+    pub fetched: usize,
+}
+
+/// Pulls module `module` from `reference` (kept blobs first), checking every digest; the files it
+/// gives are checked further (sha256 pin, signature) when the module is loaded.
+pub async fn pull(
+    module: &str,
+    reference: &str,
+    store: &BlobStore,
+    settings: &PullSettings,
+) -> Result<Pulled, String> {
+    let reference = Reference::parse(reference)?;
+    if reference.digest.is_none() && !settings.allow_tags {
+        return Err(format!(
+            "{reference} names a tag without a digest: pin it (`velero-wasm module push` prints {reference}@sha256:…), or set {TAGS_ENV}=resolve to resolve tags"
+        ));
+    }
+    let registry = std::sync::OnceLock::new();
+    let connect = || connect(&registry, &reference, settings);
+    let mut fetched = 0;
+    let kept = reference
+        .digest
+        .as_deref()
+        .and_then(|digest| store.get(digest, layout::MAX_MANIFEST));
+    let (manifest, digest) = match kept {
+        Some(bytes) => (bytes, reference.digest.clone().unwrap_or_default()),
+        None => {
+            let bytes = connect()?
+                .manifest(reference.manifest_ref(), layout::MAX_MANIFEST)
+                .await
+                .map_err(|e| e.to_string())?;
+            fetched += 1;
+            let actual = format!("sha256:{}", super::sha256_hex(&bytes));
+            match &reference.digest {
+                Some(pinned) if *pinned != actual => {
+                    return Err(format!(
+                        "digest mismatch: the registry's manifest for {reference} has digest {actual}, not the pinned {pinned}; refused"
+                    ))
+                }
+                Some(_) => {}
+                None => tracing::warn!(
+                    reference = %reference,
+                    digest = actual,
+                    "resolved the tag to a digest ({TAGS_ENV}=resolve); pin it in the ConfigMap to stop following the tag"
+                ),
+            }
+            store.put(&actual, &bytes)?;
+            (bytes.to_vec(), actual)
+        }
+    };
+    let pinned = reference.pinned(&digest);
+    let module_layout = layout::read(&manifest).map_err(|e| format!("{pinned}: {e}"))?;
+    if let Some(name) = &module_layout.name {
+        if name != module {
+            return Err(format!(
+                "{pinned} holds module {name}, not {module} (the ConfigMap's label)"
+            ));
+        }
+    }
+    let component = &module_layout.component;
+    let wasm = match store.get(&component.digest, component.size) {
+        Some(bytes) if bytes.len() as u64 == component.size => bytes,
+        _ => {
+            let bytes = connect()?
+                .blob(&component.digest, component.size)
+                .await
+                .map_err(|e| format!("{pinned}: its component: {e}"))?;
+            fetched += 1;
+            let actual = format!("sha256:{}", super::sha256_hex(&bytes));
+            if actual != component.digest || bytes.len() as u64 != component.size {
+                return Err(format!(
+                    "{pinned}: the registry's component blob {} is {} bytes with digest {actual}, not the {} bytes the manifest describes: tampered or corrupt; refused",
+                    component.digest,
+                    bytes.len(),
+                    component.size
+                ));
+            }
+            store.put(&component.digest, &bytes)?;
+            bytes.to_vec()
+        }
+    };
+    let mut files = vec![
+        (format!("{module}.wasm"), wasm),
+        (
+            format!("{module}.toml"),
+            module_layout.manifest_text.into_bytes(),
+        ),
+        (
+            format!("{module}.{EXTENSION}"),
+            format!("{pinned}\n").into_bytes(),
+        ),
+    ];
+    if let Some(signature) = module_layout.signature_text {
+        files.push((format!("{module}.sig"), signature.into_bytes()));
+    }
+    Ok(Pulled {
+        files,
+        pinned,
+        fetched,
+    })
+}
+
+/// The registry of `reference`, made when first needed (a pull served from the store makes none).
+fn connect<'a>(
+    cell: &'a std::sync::OnceLock<Registry>,
+    reference: &Reference,
+    settings: &PullSettings,
+) -> Result<&'a Registry, String> {
+    if let Some(registry) = cell.get() {
+        return Ok(registry);
+    }
+    let credentials = settings
+        .credentials(&reference.registry)
+        .map_err(|e| format!("the credentials for {}: {e}", reference.registry))?;
+    Ok(cell.get_or_init(|| {
+        Registry::new(
+            reference,
+            settings.is_plain_http(&reference.registry),
+            credentials,
+            EXCHANGE_TIMEOUT,
+            false,
+        )
+    }))
+}
+
+/// What a push did.
+#[derive(Debug)]
+pub struct Pushed {
+    /// The reference pushed to, pinned to the manifest's digest: what a ConfigMap names.
+    pub pinned: Reference,
+    /// The blobs uploaded, by digest (a blob the registry had already is not uploaded again).
+    pub uploaded: Vec<String>,
+}
+
+/// Pushes a laid-out module to `reference` (which names a tag); `progress` is told each step.
+pub async fn push(
+    registry: &Registry,
+    reference: &Reference,
+    artifact: &layout::Artifact,
+    component: Bytes,
+    progress: &dyn Fn(&str),
+) -> Result<Pushed, RegistryError> {
+    let tag = reference.tag.as_deref().unwrap_or("latest");
+    let mut uploaded = Vec::new();
+    let blobs = [
+        (
+            "config",
+            &artifact.parsed.config,
+            Bytes::from(artifact.config.clone()),
+        ),
+        ("component", &artifact.parsed.layers[0], component),
+    ];
+    for (what, descriptor, bytes) in blobs {
+        if registry.has_blob(&descriptor.digest).await? {
+            progress(&format!(
+                "{what} {} ({} bytes): already there",
+                descriptor.digest, descriptor.size
+            ));
+            continue;
+        }
+        progress(&format!(
+            "uploading the {what} {} ({} bytes)",
+            descriptor.digest, descriptor.size
+        ));
+        registry.upload_blob(&descriptor.digest, bytes).await?;
+        uploaded.push(descriptor.digest.clone());
+    }
+    let digest = format!("sha256:{}", super::sha256_hex(&artifact.manifest));
+    progress(&format!("writing the manifest {digest} as tag {tag}"));
+    let answered = registry
+        .put_manifest(
+            tag,
+            layout::OCI_MANIFEST,
+            Bytes::from(artifact.manifest.clone()),
+        )
+        .await?;
+    if let Some(answered) = answered {
+        if answered != digest {
+            return Err(RegistryError::Refused(format!(
+                "the registry stored the manifest as {answered}, not {digest}: it changed it; refused"
+            )));
+        }
+    }
+    Ok(Pushed {
+        pinned: reference.pinned(&digest),
+        uploaded,
+    })
+}
