@@ -25,6 +25,7 @@ mod module_signing;
 mod plugin_faults;
 mod plugin_protocol;
 mod rate_limit;
+mod read_views;
 mod runtime;
 mod signing;
 mod state_dir;

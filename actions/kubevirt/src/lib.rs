@@ -15,6 +15,7 @@ pub mod item_block;
 pub mod keys;
 pub mod messages;
 pub mod mode;
+pub mod read_ahead;
 pub mod resources;
 pub mod restore;
 pub mod restore_possible;
@@ -52,7 +53,11 @@ pub fn run_backup(
             backup::volumesnapshot::backup(ctx, &mut PvcUids::new(), &item)
         }
         catalog::BACKUP_VIRTUALMACHINE => {
-            backup::virtualmachine::backup(ctx, &item, &parse_backup(backup)?)
+            let backup = parse_backup(backup)?;
+            // The reads that do not depend on each other go out together (docs/read-views.md#s2).
+            let reads = read_ahead::vm_backup_reads(ctx.mode, &item, &backup);
+            let ahead = read_ahead::ReadAhead::new(ctx.cluster, reads);
+            backup::virtualmachine::backup(&Context::new(&ahead, ctx.mode), &item, &backup)
         }
         catalog::BACKUP_VIRTUALMACHINEINSTANCE => {
             backup::virtualmachineinstance::backup(ctx, &item, &parse_backup(backup)?)
