@@ -256,6 +256,8 @@ fn generate(fixtures: &Path, dir: &Path, vms: usize, namespaces: usize) -> Vec<(
     let mut templates = Vec::new();
     let mut uids = Vec::new();
     let mut shared = Vec::new();
+    // Names of the template's objects that do not carry the VM's name: each copy gets a suffix.
+    let mut renamed: Vec<String> = SHARED_PVCS.iter().map(|s| s.to_string()).collect();
     for entry in std::fs::read_dir(fixtures).unwrap() {
         let path = entry.unwrap().path();
         let file = path.file_name().unwrap().to_string_lossy().to_string();
@@ -271,6 +273,9 @@ fn generate(fixtures: &Path, dir: &Path, vms: usize, namespaces: usize) -> Vec<(
         let name = object["metadata"]["name"].as_str().unwrap_or("");
         let mine = text.contains(TEMPLATE_VM) || SHARED_PVCS.contains(&name);
         if mine && object["kind"] != "VolumeSnapshot" {
+            if !name.contains(TEMPLATE_VM) && !renamed.iter().any(|r| r == name) {
+                renamed.push(name.to_string());
+            }
             if let Some(uid) = object.pointer("/metadata/uid").and_then(Value::as_str) {
                 uids.push(uid.to_string());
             }
@@ -298,8 +303,8 @@ fn generate(fixtures: &Path, dir: &Path, vms: usize, namespaces: usize) -> Vec<(
             let mut text = text
                 .replace(TEMPLATE_VM, &vm)
                 .replace(TEMPLATE_NAMESPACE, &ns);
-            for pvc in SHARED_PVCS {
-                text = text.replace(&format!("\"{pvc}\""), &format!("\"{pvc}-{i:05}\""));
+            for own in &renamed {
+                text = text.replace(&format!("\"{own}\""), &format!("\"{own}-{i:05}\""));
             }
             for (k, uid) in uids.iter().enumerate() {
                 text = text.replace(uid, &format!("{}{i:08x}{k:04x}", &uid[..24]));
