@@ -26,6 +26,7 @@ mod oci;
 mod plugin_faults;
 mod plugin_protocol;
 mod rate_limit;
+mod read_views;
 mod runtime;
 mod signing;
 mod state_dir;

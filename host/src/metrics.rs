@@ -3,7 +3,9 @@
 //! nothing is set up (no exporter, no thread) and a call costs one check of an empty `OnceLock`.
 //!
 //! Per module, action and Velero call: `velero_wasm.action.calls`, `velero_wasm.action.failures` (by
-//! `kind`) and `velero_wasm.action.duration` (seconds). Every plugin process exports its own
+//! `kind`) and `velero_wasm.action.duration` (seconds). For the read views (docs/read-views.md):
+//! `velero_wasm.read_view.reads` (by `result`, `hit` or `miss`) and `velero_wasm.read_view.bytes`
+//! (bytes held). Every plugin process exports its own
 //! cumulative series under its own `service.instance.id`, and [`shutdown`] sends the last figures
 //! before the process exits (Velero starts and stops plugin processes around each backup).
 
@@ -17,7 +19,7 @@ use http_body_util::{BodyExt, Full, Limited};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use opentelemetry::metrics::{Counter, Histogram, MeterProvider as _};
+use opentelemetry::metrics::{Counter, Histogram, MeterProvider as _, UpDownCounter};
 use opentelemetry::KeyValue;
 use opentelemetry_http::{HttpClient, HttpError, Request, Response};
 use opentelemetry_otlp::WithHttpConfig;
@@ -54,6 +56,8 @@ struct Metrics {
     calls: Counter<u64>,
     failures: Counter<u64>,
     duration: Histogram<f64>,
+    view_reads: Counter<u64>,
+    view_bytes: UpDownCounter<i64>,
 }
 
 static METRICS: OnceLock<Metrics> = OnceLock::new();
@@ -118,6 +122,16 @@ fn build(runtime: &Handle) -> Result<Metrics, opentelemetry_otlp::ExporterBuildE
             .with_unit("s")
             .with_description("Time from the call's arrival at the runtime to its result")
             .with_boundaries(BOUNDARIES.to_vec())
+            .build(),
+        view_reads: meter
+            .u64_counter("velero_wasm.read_view.reads")
+            .with_unit("{read}")
+            .with_description("Reads a backup's read view could serve, by `result`: hit (answered from the view) or miss (sent to the API server)")
+            .build(),
+        view_bytes: meter
+            .i64_up_down_counter("velero_wasm.read_view.bytes")
+            .with_unit("By")
+            .with_description("Bytes the read views of all backups hold")
             .build(),
         provider,
     })
@@ -189,6 +203,23 @@ pub async fn measured<T>(
 /// with an error, the failure counts as `denied`. Outside a measured call, nothing.
 pub fn note_denied() {
     let _ = DENIED.try_with(|denied| denied.set(true));
+}
+
+/// Counts one read a read view could serve: answered from it (`hit`) or sent to the API server.
+pub fn note_view_read(hit: bool) {
+    if let Some(metrics) = METRICS.get() {
+        let result = if hit { "hit" } else { "miss" };
+        metrics
+            .view_reads
+            .add(1, &[KeyValue::new("result", result)]);
+    }
+}
+
+/// Notes bytes the read views took (positive) or gave back (negative).
+pub fn note_view_bytes(delta: i64) {
+    if let Some(metrics) = METRICS.get() {
+        metrics.view_bytes.add(delta, &[]);
+    }
 }
 
 /// The `kind` attribute of a failed call: `action` (the action returned an error), `denied` (it did

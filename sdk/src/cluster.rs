@@ -70,6 +70,41 @@ impl KubeError {
     }
 }
 
+/// One read of a batch ([`Cluster::read_all`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Read {
+    /// [`Cluster::get`] of `name` in `namespace`.
+    Get {
+        /// The resource type.
+        api: Api,
+        /// The namespace ("" for cluster-scoped resources).
+        namespace: String,
+        /// The object's name.
+        name: String,
+    },
+    /// [`Cluster::list`] in `namespace` with a label selector.
+    List {
+        /// The resource type.
+        api: Api,
+        /// The namespace ("" for all, or cluster-scoped).
+        namespace: String,
+        /// The label selector ("" for all).
+        label_selector: String,
+    },
+}
+
+/// The answer to one read of a batch.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ReadAnswer {
+    /// The object a [`Read::Get`] read.
+    Object(Object),
+    /// The objects a [`Read::List`] listed.
+    Objects(Vec<Object>),
+}
+
+/// The most reads the host takes in one batch; [`HostCluster::read_all`] sends longer ones in parts.
+pub const MAX_BATCH: usize = 64;
+
 /// The Kubernetes operations an action uses. Objects are [`Object`]s; errors keep "not found" distinct.
 pub trait Cluster {
     /// Reads one object.
@@ -95,6 +130,29 @@ pub trait Cluster {
     ) -> Result<Object, KubeError>;
     /// Deletes an object.
     fn delete(&self, api: Api, namespace: &str, name: &str) -> Result<(), KubeError>;
+
+    /// Several reads that do not depend on each other, answered in order. The host sends them at once
+    /// (one round trip instead of one per read, WIT 0.1.1 `kube.read-all`); this default makes them
+    /// one after another, as [`FakeCluster`] does.
+    fn read_all(&self, reads: &[Read]) -> Vec<Result<ReadAnswer, KubeError>> {
+        reads
+            .iter()
+            .map(|read| match read {
+                Read::Get {
+                    api,
+                    namespace,
+                    name,
+                } => self.get(*api, namespace, name).map(ReadAnswer::Object),
+                Read::List {
+                    api,
+                    namespace,
+                    label_selector,
+                } => self
+                    .list(*api, namespace, label_selector)
+                    .map(ReadAnswer::Objects),
+            })
+            .collect()
+    }
 }
 
 /// The host's `kube` capability.
@@ -154,6 +212,49 @@ impl Cluster for HostCluster {
 
     fn delete(&self, api: Api, namespace: &str, name: &str) -> Result<(), KubeError> {
         kube::delete(&api.to_wit(), namespace, name)
+    }
+
+    fn read_all(&self, reads: &[Read]) -> Vec<Result<ReadAnswer, KubeError>> {
+        let mut answers = Vec::with_capacity(reads.len());
+        for part in reads.chunks(MAX_BATCH) {
+            let wit_reads: Vec<kube::Read> = part
+                .iter()
+                .map(|read| match read {
+                    Read::Get {
+                        api,
+                        namespace,
+                        name,
+                    } => kube::Read::Get(kube::GetRead {
+                        api: api.to_wit(),
+                        namespace: namespace.clone(),
+                        name: name.clone(),
+                    }),
+                    Read::List {
+                        api,
+                        namespace,
+                        label_selector,
+                    } => kube::Read::List(kube::ListRead {
+                        api: api.to_wit(),
+                        namespace: namespace.clone(),
+                        options: kube::ListOptions {
+                            label_selector: label_selector.clone(),
+                            field_selector: String::new(),
+                        },
+                    }),
+                })
+                .collect();
+            answers.extend(kube::read_all(&wit_reads).into_iter().map(|answer| {
+                match answer? {
+                    kube::ReadAnswer::Object(json) => parse_answer(json).map(ReadAnswer::Object),
+                    kube::ReadAnswer::Objects(texts) => texts
+                        .into_iter()
+                        .map(parse_answer)
+                        .collect::<Result<_, _>>()
+                        .map(ReadAnswer::Objects),
+                }
+            }));
+        }
+        answers
     }
 }
 
@@ -441,6 +542,34 @@ mod tests {
         assert_eq!(listed.len(), 1);
         assert_eq!(c.calls().len(), 3);
         assert_eq!(c.calls()[2].target, "app=web");
+    }
+
+    #[test]
+    fn a_batch_on_the_fake_cluster_is_its_reads_in_order() {
+        let c = FakeCluster::new().with(PODS, pod("a", serde_json::json!({"app": "web"})));
+        let reads = [
+            Read::List {
+                api: PODS,
+                namespace: "ns".into(),
+                label_selector: "app=web".into(),
+            },
+            Read::Get {
+                api: PODS,
+                namespace: "ns".into(),
+                name: "zz".into(),
+            },
+            Read::Get {
+                api: PODS,
+                namespace: "ns".into(),
+                name: "a".into(),
+            },
+        ];
+        let answers = c.read_all(&reads);
+        assert!(matches!(&answers[0], Ok(ReadAnswer::Objects(o)) if o.len() == 1));
+        assert!(answers[1].as_ref().unwrap_err().is_not_found());
+        assert!(matches!(&answers[2], Ok(ReadAnswer::Object(o)) if o.name() == "a"));
+        let verbs: Vec<_> = c.calls().iter().map(|c| c.verb).collect();
+        assert_eq!(verbs, ["list", "get", "get"]);
     }
 
     #[test]

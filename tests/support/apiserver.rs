@@ -14,7 +14,8 @@
 //! ([`MAX_ANNOTATION_BYTES`]) and a ConfigMap's `data` and `binaryData` ([`MAX_CONFIGMAP_DATA_BYTES`]).
 //! Every request is logged, with the time it arrived, for assertions. Like API Priority and Fairness
 //! under load, it can refuse requests with `429 Too Many Requests` and a `Retry-After`
-//! ([`ApiServer::throttle`]).
+//! ([`ApiServer::throttle`]), and it can delay every answer as a distant server would
+//! ([`ApiServer::set_latency`]).
 
 #![allow(dead_code)]
 
@@ -123,6 +124,8 @@ struct State {
     log: Vec<Logged>,
     /// Requests still to refuse with 429, and the `Retry-After` (seconds) to send with each.
     throttle: Option<(usize, u64)>,
+    /// How long every answer waits before it is sent (concurrent requests wait side by side).
+    latency: std::time::Duration,
 }
 
 /// A running server; stops when dropped.
@@ -198,6 +201,7 @@ impl ApiServer {
             controllers: BTreeMap::new(),
             log: Vec::new(),
             throttle: None,
+            latency: std::time::Duration::ZERO,
         }));
         let (stop, stopped) = tokio::sync::oneshot::channel();
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
@@ -253,6 +257,12 @@ impl ApiServer {
     /// <retry_after_secs>`, as API Priority and Fairness does when a priority level is full.
     pub fn throttle(&self, requests: usize, retry_after_secs: u64) {
         self.lock().throttle = Some((requests, retry_after_secs)).filter(|(n, _)| *n > 0);
+    }
+
+    /// Delays every answer by `latency`, as a real API server's answers take a few milliseconds;
+    /// requests in flight together wait side by side.
+    pub fn set_latency(&self, latency: std::time::Duration) {
+        self.lock().latency = latency;
     }
 
     /// Stores `object` as `kubectl apply` would: created with a new uid, or replacing the object of
@@ -423,37 +433,43 @@ async fn handle(state: &Mutex<State>, request: Request<Incoming>) -> Answer {
         Err(_) => Bytes::new(),
     };
     let at = std::time::Instant::now();
-    let mut state = state.lock().unwrap_or_else(|e| e.into_inner());
-    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
-    let throttled = state.throttle.map(|(left, retry_after)| {
-        state.throttle = Some((left - 1, retry_after)).filter(|(n, _)| *n > 0);
-        retry_after
-    });
-    let answer = match segments.as_slice() {
-        _ if throttled.is_some() => too_many_requests(throttled.unwrap_or(1)),
-        ["api"] => respond(
-            StatusCode::OK,
-            &json!({"kind": "APIVersions", "versions": ["v1"],
+    let (answer, latency) = {
+        let mut state = state.lock().unwrap_or_else(|e| e.into_inner());
+        let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+        let throttled = state.throttle.map(|(left, retry_after)| {
+            state.throttle = Some((left - 1, retry_after)).filter(|(n, _)| *n > 0);
+            retry_after
+        });
+        let answer = match segments.as_slice() {
+            _ if throttled.is_some() => too_many_requests(throttled.unwrap_or(1)),
+            ["api"] => respond(
+                StatusCode::OK,
+                &json!({"kind": "APIVersions", "versions": ["v1"],
             "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1:6443"}]}),
-        ),
-        ["apis"] => respond(StatusCode::OK, &state.group_list()),
-        ["api", version] => state.resource_list("", version),
-        ["apis", group, version] => state.resource_list(group, version),
-        ["api", version, rest @ ..] => {
-            state.object_request(&method, "", version, rest, &query, &content_type, &body)
-        }
-        ["apis", group, version, rest @ ..] => {
-            state.object_request(&method, group, version, rest, &query, &content_type, &body)
-        }
-        _ => no_route(),
+            ),
+            ["apis"] => respond(StatusCode::OK, &state.group_list()),
+            ["api", version] => state.resource_list("", version),
+            ["apis", group, version] => state.resource_list(group, version),
+            ["api", version, rest @ ..] => {
+                state.object_request(&method, "", version, rest, &query, &content_type, &body)
+            }
+            ["apis", group, version, rest @ ..] => {
+                state.object_request(&method, group, version, rest, &query, &content_type, &body)
+            }
+            _ => no_route(),
+        };
+        state.log.push(Logged {
+            method: method.to_string(),
+            path,
+            query,
+            status: answer.status().as_u16(),
+            at,
+        });
+        (answer, state.latency)
     };
-    state.log.push(Logged {
-        method: method.to_string(),
-        path,
-        query,
-        status: answer.status().as_u16(),
-        at,
-    });
+    if !latency.is_zero() {
+        tokio::time::sleep(latency).await;
+    }
     answer
 }
 

@@ -15,6 +15,7 @@ pub mod item_block;
 pub mod keys;
 pub mod messages;
 pub mod mode;
+pub mod read_ahead;
 pub mod resources;
 pub mod restore;
 pub mod restore_possible;
@@ -59,6 +60,28 @@ pub fn run_backup(
         }
         other => Err(unknown(other, ctx.mode)),
     }
+}
+
+/// [`run_backup`] as the component runs it on the host: the VM backup action first sends the reads it
+/// will make as one batch ([`read_ahead`], docs/read-views.md#s2), then runs against their answers.
+/// The logic and its answers are the same; a VM that a check refuses after its VMI was read may have
+/// had its other objects read in vain (reads only), which is why the native tests, which assert
+/// upstream's exact calls, run [`run_backup`].
+pub fn run_backup_reading_ahead(
+    cluster: &dyn velero_wasm_sdk::Cluster,
+    mode: Mode,
+    action: &str,
+    item: &str,
+    backup: &str,
+) -> Result<BackupResponse, String> {
+    let reads = match (action, parse_item(item), parse_backup(backup)) {
+        (catalog::BACKUP_VIRTUALMACHINE, Ok(vm), Ok(backup)) => {
+            read_ahead::vm_backup_reads(mode, &vm, &backup)
+        }
+        _ => Vec::new(),
+    };
+    let ahead = read_ahead::ReadAhead::new(cluster, reads);
+    run_backup(&Context::new(&ahead, mode), action, item, backup)
 }
 
 /// Runs the restore action named `action` on `item` (JSON, as Velero hands it over) for `restore` (JSON).
@@ -109,7 +132,7 @@ mod component {
     };
     use velero_wasm_sdk::{BackupResponse, ResourceId, RestoreResponse};
 
-    use crate::{catalog, run_backup, run_related_items, run_restore, Context, Mode};
+    use crate::{catalog, run_backup_reading_ahead, run_related_items, run_restore, Context, Mode};
 
     struct KubeVirt;
 
@@ -124,8 +147,9 @@ mod component {
         }
 
         fn backup(action: &str, request: BackupRequest) -> Result<BackupResponse, String> {
-            run_backup(
-                &Context::new(&HostCluster, mode()?),
+            run_backup_reading_ahead(
+                &HostCluster,
+                mode()?,
                 action,
                 &request.item,
                 &request.backup,

@@ -49,6 +49,9 @@ pub struct Services {
     pub http: Arc<dyn Backend<http::Exchange>>,
     /// Where random bytes come from: the system's generator, a recording of it, or a replay.
     pub random: Arc<dyn Backend<RandomCall>>,
+    /// The read views of the backups being served (docs/read-views.md); `None`: every read goes to
+    /// the backend (as in `run`, replays and tests, whose calls must stay as recorded).
+    pub views: Option<Arc<kube::view::ReadViews>>,
 }
 
 impl Services {
@@ -65,6 +68,7 @@ impl Services {
             environment,
             http: Arc::new(http::NetworkTransport),
             random: Arc::new(random::SystemRandom),
+            views: None,
         }
     }
 }
@@ -82,6 +86,8 @@ pub struct ModuleCaps {
     pub env: EnvGrant,
     /// Settings from the manifest.
     pub settings: BTreeMap<String, String>,
+    /// Whether the module's reads may be answered from a backup's read view (manifest `read-views`).
+    pub read_views: bool,
 }
 
 /// Which call this is: module, action, and the item the call is on; it names the call in logs and
@@ -92,6 +98,7 @@ pub struct CallId {
     /// Action name.
     pub action: String,
     item: Option<ItemRef>,
+    backup: Option<Arc<str>>,
 }
 
 impl CallId {
@@ -102,7 +109,20 @@ impl CallId {
             module,
             action: action.to_string(),
             item,
+            backup: None,
         }
+    }
+
+    /// The call, made for the Backup or Restore whose `metadata.uid` is `uid`: its reads may be
+    /// answered from that backup's read view.
+    pub fn for_backup(mut self, uid: Option<Arc<str>>) -> CallId {
+        self.backup = uid;
+        self
+    }
+
+    /// The `metadata.uid` of the Backup or Restore the call is made for, if known.
+    pub fn backup(&self) -> Option<&str> {
+        self.backup.as_deref()
     }
 
     /// The item's identity; `None` for a call without an item.

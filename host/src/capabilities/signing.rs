@@ -15,7 +15,7 @@ use wasmtime::component::{Linker, Val};
 use super::CallState;
 
 /// The interface, as imported and exported.
-pub const INTERFACE: &str = "velero-wasm:plugin/signing@0.1.0";
+pub const INTERFACE: &str = "velero-wasm:plugin/signing@0.1.1";
 
 /// Its functions. Every one returns `result<_, signing-error>`.
 pub const FUNCTIONS: &[&str] = &[

@@ -6,6 +6,8 @@
 //! version = "1.4.0"                    # semver; with trusted keys, a host never serves a lower
 //!                                      # version of a module than it has served (docs/modules.md)
 //! description = "KubeVirt VM backup and restore"
+//! read-views = false                   # never answer this module's reads from a backup's read view
+//!                                      # (default true; docs/read-views.md)
 //!
 //! [limits]
 //! timeout = "30s"                      # per call (default 30s)
@@ -65,6 +67,8 @@ pub struct Manifest {
     pub grant: Grant,
     /// Settings the module reads through the `config` capability.
     pub settings: BTreeMap<String, String>,
+    /// `read-views = false`: the module's reads always go to the API server (docs/read-views.md).
+    pub no_read_views: bool,
 }
 
 /// A manifest as TOML gives it, before its kube rules are read ([`Manifest::parse`] checks and types
@@ -84,6 +88,13 @@ struct ManifestText {
     grant: GrantText,
     #[serde(default, deserialize_with = "settings")]
     settings: BTreeMap<String, String>,
+    #[serde(default = "read_views_default", rename = "read-views")]
+    read_views: bool,
+}
+
+/// Reads may be answered from read views unless a manifest says otherwise.
+fn read_views_default() -> bool {
+    true
 }
 
 /// `[grant]` as TOML gives it.
@@ -395,6 +406,7 @@ impl Manifest {
             limits: raw.limits,
             grant,
             settings: raw.settings,
+            no_read_views: !raw.read_views,
         })
     }
 }

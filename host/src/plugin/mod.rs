@@ -43,6 +43,7 @@ use tonic::service::Routes;
 use tonic::transport::Server;
 
 use crate::capabilities::kube::live::{ClusterOptions, LazyCluster};
+use crate::capabilities::kube::view::ReadViews;
 use crate::capabilities::{Backend, Clock, Environment, KubeCall, Services};
 use crate::modules::configmaps::{self, ConfigMapModules};
 use crate::modules::signature::TRUSTED_KEYS_ENV;
@@ -142,18 +143,21 @@ async fn serve(args: PluginArgs, parent: u32) -> anyhow::Result<()> {
     let started = Instant::now();
     let state = crate::state::default_dir();
     let cluster = kube_backend(&args);
+    let mut services = Services::new(
+        cluster.clone() as Arc<dyn Backend<KubeCall>>,
+        Clock::System,
+        Environment::from_process(),
+    );
+    // Reads of one backup may be answered from what the host read for it (docs/read-views.md).
+    services.views = ReadViews::from_env();
     let runtime = Arc::new(
-        Runtime::new(Services::new(
-            cluster.clone() as Arc<dyn Backend<KubeCall>>,
-            Clock::System,
-            Environment::from_process(),
-        ))?
-        .with_compile_cache(
-            state
-                .as_ref()
-                .and_then(|d| CompileCache::open(d.join("compiled"))),
-        )
-        .with_version_floor(state.as_deref().map(VersionFloor::at)),
+        Runtime::new(services)?
+            .with_compile_cache(
+                state
+                    .as_ref()
+                    .and_then(|d| CompileCache::open(d.join("compiled"))),
+            )
+            .with_version_floor(state.as_deref().map(VersionFloor::at)),
     );
     let directory = std::env::var_os(MODULES_ENV)
         .filter(|d| !d.is_empty())

@@ -106,13 +106,14 @@ impl Runtime {
         request: BackupRequest,
     ) -> Result<BackupOutcome, CallError> {
         check_export(entry, Export::Backup)?;
+        let uid = uid_of(&request.backup);
         let wit_request = wit_actions::BackupRequest {
             item: request.item,
             backup: request.backup,
         };
         let name = entry.info().name.clone();
         let ((response, item), ctx) = self
-            .invoke(entry, Some(item), move |plugin, store| {
+            .invoke(entry, Some(item), uid, move |plugin, store| {
                 Box::pin(async move {
                     let response = plugin
                         .velero_wasm_plugin_actions()
@@ -143,6 +144,7 @@ impl Runtime {
         request: RestoreRequest,
     ) -> Result<RestoreOutcome, CallError> {
         check_export(entry, Export::Restore)?;
+        let uid = uid_of(&request.restore);
         let wit_request = wit_actions::RestoreRequest {
             item: request.item,
             item_from_backup: request.item_from_backup,
@@ -150,7 +152,7 @@ impl Runtime {
         };
         let name = entry.info().name.clone();
         let ((response, item), ctx) = self
-            .invoke(entry, Some(item), move |plugin, store| {
+            .invoke(entry, Some(item), uid, move |plugin, store| {
                 Box::pin(async move {
                     let response = plugin
                         .velero_wasm_plugin_actions()
@@ -181,8 +183,9 @@ impl Runtime {
     ) -> Result<Vec<ResourceId>, CallError> {
         check_export(entry, Export::RelatedItems)?;
         let name = entry.info().name.clone();
+        let uid = uid_of(&backup);
         let (response, ctx) = self
-            .invoke(entry, Some(id), move |plugin, store| {
+            .invoke(entry, Some(id), uid, move |plugin, store| {
                 Box::pin(async move {
                     plugin
                         .velero_wasm_plugin_actions()
@@ -207,7 +210,7 @@ impl Runtime {
         check_export(entry, Export::Delete)?;
         let name = entry.info().name.clone();
         let (response, _) = self
-            .invoke(entry, Some(id), move |plugin, store| {
+            .invoke(entry, Some(id), None, move |plugin, store| {
                 Box::pin(async move {
                     plugin
                         .velero_wasm_plugin_actions()
@@ -229,7 +232,7 @@ impl Runtime {
         check_export(entry, Export::Progress)?;
         let (name, id) = (entry.info().name.clone(), operation_id.to_string());
         let (response, _) = self
-            .invoke(entry, None, move |plugin, store| {
+            .invoke(entry, None, None, move |plugin, store| {
                 Box::pin(async move {
                     plugin
                         .velero_wasm_plugin_actions()
@@ -251,7 +254,7 @@ impl Runtime {
         check_export(entry, Export::Cancel)?;
         let (name, id) = (entry.info().name.clone(), operation_id.to_string());
         let (response, _) = self
-            .invoke(entry, None, move |plugin, store| {
+            .invoke(entry, None, None, move |plugin, store| {
                 Box::pin(async move {
                     plugin
                         .velero_wasm_plugin_actions()
@@ -274,7 +277,7 @@ impl Runtime {
         let name = entry.info().name.clone();
         let items: Vec<wit_types::ResourceId> = items.into_iter().map(Into::into).collect();
         let (response, _) = self
-            .invoke(entry, None, move |plugin, store| {
+            .invoke(entry, None, None, move |plugin, store| {
                 Box::pin(async move {
                     plugin
                         .velero_wasm_plugin_actions()
@@ -315,15 +318,18 @@ impl Runtime {
         }
     }
 
-    /// Runs `call` on the action of `entry`, on `item` if the call has one.
+    /// Runs `call` on the action of `entry`, on `item` if the call has one, for the Backup or Restore
+    /// whose uid is `backup` (its reads may come from that backup's read view).
     async fn invoke<R: Send + 'static>(
         &self,
         entry: &ActionEntry,
         item: Option<ItemRef>,
+        backup: Option<Arc<str>>,
         call: impl for<'a> FnOnce(&'a Plugin, &'a mut Store<CallState>) -> GuestCall<'a, R> + Send,
     ) -> Result<(R, CallId), CallError> {
         let module = &entry.module;
-        let input = CallInput::of(module, &entry.info().name, item);
+        let mut input = CallInput::of(module, &entry.info().name, item);
+        input.id = input.id.for_backup(backup);
         let exports = module
             .exports()
             .await
@@ -375,6 +381,24 @@ pub(super) struct Host<'a> {
     pub engine: &'a wasmtime::Engine,
     pub services: &'a Arc<crate::capabilities::Services>,
     pub signing: Option<Arc<dyn crate::capabilities::SigningService>>,
+}
+
+/// The `metadata.uid` of a Backup or Restore as Velero sends it (JSON); `None` when it has none or
+/// is not JSON (the action then gets the text as it is, and its reads go to the API server).
+fn uid_of(subject: &str) -> Option<Arc<str>> {
+    #[derive(Deserialize)]
+    struct Subject {
+        metadata: Metadata,
+    }
+    #[derive(Deserialize)]
+    struct Metadata {
+        #[serde(default)]
+        uid: String,
+    }
+    let subject: Subject = serde_json::from_str(subject).ok()?;
+    Some(subject.metadata.uid)
+        .filter(|uid| !uid.is_empty())
+        .map(Arc::from)
 }
 
 /// What one call is given besides its guest function: which call it is, and the grant and limits of

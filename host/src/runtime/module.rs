@@ -179,8 +179,10 @@ pub(super) fn load_error(source: &ModuleSource, problem: impl Into<String>) -> L
     }
 }
 
-/// The export that makes a module a provider of actions.
-const ACTIONS: &str = "velero-wasm:plugin/actions@0.1.0";
+/// The export that makes a module a provider of actions. Export names are looked up
+/// semver-compatibly: a component built against 0.1.0 exports `actions@0.1.0`, which this finds
+/// (docs/wit-versioning.md).
+const ACTIONS: &str = "velero-wasm:plugin/actions@0.1.1";
 
 /// Compiles (or finds in the cache) and links a module (CPU-bound: run it off the async threads).
 pub(super) fn link(compiler: &Compiler, source: ModuleSource) -> Result<Linked, LoadError> {
@@ -303,6 +305,7 @@ fn caps(source: &ModuleSource) -> Result<Arc<ModuleCaps>, LoadError> {
         ),
         env: EnvGrant::new(&source.manifest.grant.env, &source.manifest.grant.env_files),
         settings: source.manifest.settings.clone(),
+        read_views: !source.manifest.no_read_views,
     }))
 }
 

@@ -21,6 +21,7 @@ mod grant;
 pub mod json;
 pub mod live;
 pub mod resources;
+pub mod view;
 pub mod writes;
 
 use std::fmt;
@@ -132,6 +133,9 @@ impl From<KubeError> for wit::Error {
         }
     }
 }
+
+/// The most reads one `read-all` may hold.
+pub const MAX_BATCH: usize = 64;
 
 /// The most terms a field selector may have.
 pub const MAX_FIELD_SELECTOR_TERMS: usize = 100;
@@ -760,12 +764,68 @@ impl CallState {
 }
 
 impl CallState {
-    /// Sends an authorized, checked call to the backend, under the deadline of the module call.
+    /// Sends an authorized, checked call to the backend, under the deadline of the module call. A
+    /// write drops what read views hold of its resource and namespace, whether it succeeds or not.
     fn kube(
         &self,
         call: KubeCall,
     ) -> impl std::future::Future<Output = Result<KubeAnswer, KubeError>> + Send + '_ {
+        if !matches!(call, KubeCall::Get { .. } | KubeCall::List { .. }) {
+            if let Some(views) = &self.services.views {
+                let (api, namespace) = call.target();
+                views.invalidate(api, namespace);
+            }
+        }
         within(self.deadline(), self.services.kube.call(call))
+    }
+
+    /// Sends an authorized, checked read: answered from the backup's read view when one may answer it
+    /// (docs/read-views.md), else by the backend. The future holds no borrow of the call's state, so
+    /// that the reads of a batch run side by side.
+    fn read(
+        &self,
+        call: KubeCall,
+    ) -> impl std::future::Future<Output = Result<KubeAnswer, KubeError>> + Send + 'static {
+        let view = match (&self.services.views, &self.call.backup) {
+            (Some(views), Some(backup)) if self.viewable(&call) => {
+                Some((views.clone(), backup.clone()))
+            }
+            _ => None,
+        };
+        let (services, deadline) = (self.services.clone(), self.deadline());
+        async move {
+            let kube = &services.kube;
+            if let Some((views, backup)) = view {
+                let fetch = |list| within(deadline, kube.call(list));
+                if let Some(answer) = views.answer(&backup, &call, fetch).await {
+                    return answer;
+                }
+            }
+            within(deadline, kube.call(call)).await
+        }
+    }
+
+    /// Whether a read may come from a view: the module has not opted out, and its grant cannot write
+    /// the resource in the namespace (what it could write, it could change under its own view).
+    fn viewable(&self, call: &KubeCall) -> bool {
+        if !self.caps.read_views {
+            return false;
+        }
+        let (api, namespace) = call.target();
+        let item_namespace = self.call.item().map(|i| i.namespace.as_str());
+        let velero_namespace = self.services.environment.velero_namespace();
+        let group_resource = api.group_resource();
+        ![Verb::Create, Verb::Update, Verb::Patch, Verb::Delete]
+            .into_iter()
+            .any(|verb| {
+                self.caps.kube.allows(
+                    verb,
+                    &group_resource,
+                    namespace,
+                    item_namespace,
+                    velero_namespace,
+                )
+            })
     }
 }
 
@@ -784,7 +844,7 @@ impl Host for CallState {
             namespace,
             name,
         };
-        Ok(self.kube(call).await?.object()?.into_string())
+        Ok(self.read(call).await?.object()?.into_string())
     }
 
     async fn list(
@@ -804,7 +864,7 @@ impl Host for CallState {
             namespace,
             options,
         };
-        let objects = match self.kube(call).await.and_then(KubeAnswer::objects) {
+        let objects = match self.read(call).await.and_then(KubeAnswer::objects) {
             Err(KubeError::TooLarge(message)) => {
                 self.stop(message.clone());
                 return Err(wit::Error::Other(message));
@@ -825,6 +885,89 @@ impl Host for CallState {
             texts.push(text);
         }
         Ok(texts)
+    }
+
+    async fn read_all(
+        &mut self,
+        reads: Vec<wit::Read>,
+    ) -> Vec<Result<wit::ReadAnswer, wit::Error>> {
+        if reads.len() > MAX_BATCH {
+            let message = format!(
+                "read-all takes at most {MAX_BATCH} reads, not {}",
+                reads.len()
+            );
+            return vec![Err(wit::Error::Invalid(message)); reads.len()];
+        }
+        // Each read is checked and counted as the single call would be, in order; then all are sent.
+        let limit = self.memory.limit();
+        let mut sent = Vec::with_capacity(reads.len());
+        for read in reads {
+            let call = match read {
+                wit::Read::Get(r) => {
+                    let api = ApiResource::from(r.api);
+                    self.authorize(Verb::Get, &api, &r.namespace)
+                        .and_then(|()| check_name(&r.name))
+                        .map(|()| KubeCall::Get {
+                            api,
+                            namespace: r.namespace,
+                            name: r.name,
+                        })
+                }
+                wit::Read::List(r) => {
+                    let api = ApiResource::from(r.api);
+                    self.authorize(Verb::List, &api, &r.namespace)
+                        .and_then(|()| {
+                            ListOptions::parse(&r.options.label_selector, &r.options.field_selector)
+                        })
+                        .map(|mut options| {
+                            options.max_bytes = Some(limit);
+                            KubeCall::List {
+                                api,
+                                namespace: r.namespace,
+                                options,
+                            }
+                        })
+                }
+            };
+            sent.push(call.map(|call| {
+                let api = call.target().0.clone();
+                (api, self.read(call))
+            }));
+        }
+        let answers = futures::future::join_all(sent.into_iter().map(|call| async move {
+            match call {
+                Ok((api, read)) => (Some(api), read.await),
+                Err(e) => (None, Err(e)),
+            }
+        }))
+        .await;
+        // What reaches the guest at once must fit its memory, as one list must.
+        let mut total: u64 = 0;
+        let mut out = Vec::with_capacity(answers.len());
+        for (api, answer) in answers {
+            let answer = match answer {
+                Ok(KubeAnswer::Objects(objects)) => {
+                    let texts: Vec<String> = objects.into_iter().map(Json::into_string).collect();
+                    total += texts.iter().map(|t| t.len() as u64 + 8).sum::<u64>();
+                    Ok(wit::ReadAnswer::Objects(texts))
+                }
+                Ok(other) => other.object().map(|object| {
+                    let text = object.into_string();
+                    total += text.len() as u64 + 8;
+                    wit::ReadAnswer::Object(text)
+                }),
+                Err(e) => Err(e),
+            };
+            if total > limit || matches!(answer, Err(KubeError::TooLarge(_))) {
+                let api = api.unwrap_or_else(|| ApiResource::new("", "", "reads"));
+                let message = KubeError::list_too_large(&api, limit).to_string();
+                self.stop(message.clone());
+                out.push(Err(wit::Error::Other(message)));
+                continue;
+            }
+            out.push(answer.map_err(wit::Error::from));
+        }
+        out
     }
 
     async fn create(

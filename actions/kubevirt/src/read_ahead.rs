@@ -1,0 +1,289 @@
+//! Reading ahead: the reads an action will make that do not depend on each other, sent together as one
+//! batch (`Cluster::read_all`, which the host sends at once), and a cluster that answers the action's
+//! reads from that batch. The action's logic is unchanged: it reads, in upstream's order, and gets the
+//! answer the batch brought back; a read the batch did not hold goes to the cluster as before.
+
+use std::cell::RefCell;
+
+use velero_wasm_sdk::{Api, Cluster, KubeError, Object, Read, ReadAnswer};
+
+use crate::fields::{set, text};
+use crate::keys;
+use crate::mode::Mode;
+use crate::resources::{DATA_VOLUMES, PERSISTENT_VOLUME_CLAIMS, PODS, VIRTUAL_MACHINE_INSTANCES};
+use crate::scope::{self, Scope};
+use crate::workload::{vm_instance_spec, vm_running, volumes};
+
+/// A cluster whose reads are first looked up among the answers of a batch read ahead; each answer
+/// serves one read, as the read it stands for would have.
+pub struct ReadAhead<'a> {
+    cluster: &'a dyn Cluster,
+    answers: RefCell<Vec<(Read, Result<ReadAnswer, KubeError>)>>,
+}
+
+impl<'a> ReadAhead<'a> {
+    /// Sends `reads` to `cluster` as one batch and keeps the answers.
+    pub fn new(cluster: &'a dyn Cluster, reads: Vec<Read>) -> ReadAhead<'a> {
+        let answers = if reads.is_empty() {
+            Vec::new()
+        } else {
+            let answers = cluster.read_all(&reads);
+            reads.into_iter().zip(answers).collect()
+        };
+        ReadAhead {
+            cluster,
+            answers: RefCell::new(answers),
+        }
+    }
+
+    fn take(&self, read: &Read) -> Option<Result<ReadAnswer, KubeError>> {
+        let mut answers = self.answers.borrow_mut();
+        let at = answers.iter().position(|(r, _)| r == read)?;
+        Some(answers.remove(at).1)
+    }
+
+    /// The reads read ahead that no read asked for (for tests).
+    pub fn unused(&self) -> Vec<Read> {
+        self.answers
+            .borrow()
+            .iter()
+            .map(|(r, _)| r.clone())
+            .collect()
+    }
+}
+
+fn unexpected() -> KubeError {
+    KubeError::Other("the host answered a read of the batch with the wrong kind of answer".into())
+}
+
+impl Cluster for ReadAhead<'_> {
+    fn get(&self, api: Api, namespace: &str, name: &str) -> Result<Object, KubeError> {
+        let read = Read::Get {
+            api,
+            namespace: namespace.into(),
+            name: name.into(),
+        };
+        match self.take(&read) {
+            Some(answer) => match answer? {
+                ReadAnswer::Object(object) => Ok(object),
+                ReadAnswer::Objects(_) => Err(unexpected()),
+            },
+            None => self.cluster.get(api, namespace, name),
+        }
+    }
+
+    fn list(
+        &self,
+        api: Api,
+        namespace: &str,
+        label_selector: &str,
+    ) -> Result<Vec<Object>, KubeError> {
+        let read = Read::List {
+            api,
+            namespace: namespace.into(),
+            label_selector: label_selector.into(),
+        };
+        match self.take(&read) {
+            Some(answer) => match answer? {
+                ReadAnswer::Objects(objects) => Ok(objects),
+                ReadAnswer::Object(_) => Err(unexpected()),
+            },
+            None => self.cluster.list(api, namespace, label_selector),
+        }
+    }
+
+    fn create(&self, api: Api, namespace: &str, object: &Object) -> Result<Object, KubeError> {
+        self.cluster.create(api, namespace, object)
+    }
+
+    fn update(&self, api: Api, namespace: &str, object: &Object) -> Result<Object, KubeError> {
+        self.cluster.update(api, namespace, object)
+    }
+
+    fn merge_patch(
+        &self,
+        api: Api,
+        namespace: &str,
+        name: &str,
+        patch: &serde_json::Value,
+    ) -> Result<Object, KubeError> {
+        self.cluster.merge_patch(api, namespace, name, patch)
+    }
+
+    fn delete(&self, api: Api, namespace: &str, name: &str) -> Result<(), KubeError> {
+        self.cluster.delete(api, namespace, name)
+    }
+}
+
+/// The reads the VM backup action makes on its way to a successful answer, in its order: the VMI of a
+/// running VM (when VMIs are in the backup), each volume's DataVolume (not from the VM's own
+/// templates) and PVC (when PVCs are in the backup) unless the backup only keeps metadata, the
+/// launcher pods of a created VM, and the backend-storage PVCs of a VM that needs them. The checks
+/// that decide without reading are made here too, so that a VM they refuse reads nothing ahead past
+/// them; a read that a failing check makes unnecessary is the only read ahead that is not used.
+pub fn vm_backup_reads(mode: Mode, vm: &Object, backup: &Object) -> Vec<Read> {
+    let Ok(spec) = vm_instance_spec(vm) else {
+        return Vec::new();
+    };
+    let scope = Scope::of(backup, mode);
+    let (ns, name) = (vm.namespace(), vm.name());
+    let get = |api: Api, name: &str| Read::Get {
+        api,
+        namespace: ns.into(),
+        name: name.into(),
+    };
+    let list = |api: Api, label_selector: String| Read::List {
+        api,
+        namespace: ns.into(),
+        label_selector,
+    };
+    let mut reads = Vec::new();
+    if vm_running(vm, mode.extended()) {
+        if !scope.in_backup(&scope::VIRTUAL_MACHINE_INSTANCES) {
+            return reads;
+        }
+        reads.push(get(VIRTUAL_MACHINE_INSTANCES, name));
+        if !scope.in_backup(&scope::PODS) && scope.in_backup(&scope::PERSISTENT_VOLUME_CLAIMS) {
+            return reads;
+        }
+    }
+    if !scope.metadata_backup() {
+        let templates: Vec<&str> = vm
+            .array_at("/spec/dataVolumeTemplates")
+            .iter()
+            .map(|t| text(t, "/metadata/name"))
+            .collect();
+        for volume in volumes(spec) {
+            if set(volume, "/dataVolume").is_some()
+                && !templates.contains(&text(volume, "/dataVolume/name"))
+            {
+                reads.push(get(DATA_VOLUMES, text(volume, "/dataVolume/name")));
+            }
+            if set(volume, "/persistentVolumeClaim").is_some() {
+                if !scope.in_backup(&scope::PERSISTENT_VOLUME_CLAIMS) {
+                    return reads;
+                }
+                reads.push(get(
+                    PERSISTENT_VOLUME_CLAIMS,
+                    text(volume, "/persistentVolumeClaim/claimName"),
+                ));
+            }
+        }
+    }
+    if vm.bool_at("/status/created") {
+        reads.push(list(
+            PODS,
+            format!("{}=virt-launcher", keys::KUBEVIRT_POD_ROLE),
+        ));
+    }
+    if crate::graph::backend::needs_backend(spec) {
+        reads.push(list(
+            PERSISTENT_VOLUME_CLAIMS,
+            format!("{}={name}", keys::PERSISTENT_STATE_FOR),
+        ));
+    }
+    reads
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backup::virtualmachine;
+    use crate::context::Context;
+    use crate::test_objects;
+    use serde_json::json;
+    use velero_wasm_sdk::FakeCluster;
+
+    fn obj(v: serde_json::Value) -> Object {
+        Object::from_value(v).unwrap()
+    }
+
+    fn running_vm() -> Object {
+        obj(json!({
+            "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+            "metadata": {"name": "vm1", "namespace": "ns"},
+            "spec": {"template": {"spec": {
+                "domain": {"devices": {"tpm": {"persistent": true}}},
+                "volumes": [
+                    {"name": "root", "persistentVolumeClaim": {"claimName": "root-pvc"}},
+                    {"name": "data", "dataVolume": {"name": "data-dv"}}
+                ]}}},
+            "status": {"printableStatus": "Running", "created": true}
+        }))
+    }
+
+    fn cluster() -> FakeCluster {
+        FakeCluster::new()
+            .with(
+                VIRTUAL_MACHINE_INSTANCES,
+                obj(
+                    json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+                    "metadata": {"name": "vm1", "namespace": "ns"}}),
+                ),
+            )
+            .with(
+                PERSISTENT_VOLUME_CLAIMS,
+                obj(json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                    "metadata": {"name": "root-pvc", "namespace": "ns"}})),
+            )
+            .with(
+                DATA_VOLUMES,
+                obj(
+                    json!({"apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataVolume",
+                    "metadata": {"name": "data-dv", "namespace": "ns"}}),
+                ),
+            )
+            .with(
+                PODS,
+                obj(json!({"apiVersion": "v1", "kind": "Pod",
+                    "metadata": {"name": "virt-launcher-vm1-x", "namespace": "ns",
+                        "labels": {"kubevirt.io": "virt-launcher"},
+                        "annotations": {"kubevirt.io/domain": "vm1"}}})),
+            )
+    }
+
+    #[test]
+    fn the_vm_backup_reads_everything_ahead_and_answers_as_without() {
+        let backup = test_objects::backup_spec(json!({}));
+        for mode in [Mode::Upstream, Mode::Extended] {
+            let vm = running_vm();
+            let direct = cluster();
+            let expected = virtualmachine::backup(&Context::new(&direct, mode), &vm, &backup);
+
+            let batched = cluster();
+            let reads = vm_backup_reads(mode, &vm, &backup);
+            assert_eq!(reads.len(), 5, "{reads:?}");
+            let ahead = ReadAhead::new(&batched, reads);
+            let answered = virtualmachine::backup(&Context::new(&ahead, mode), &vm, &backup);
+            assert_eq!(answered, expected);
+            // Every read was read ahead and used: the same calls, in the same order, as without.
+            assert!(ahead.unused().is_empty(), "{:?}", ahead.unused());
+            assert_eq!(batched.calls(), direct.calls());
+        }
+    }
+
+    #[test]
+    fn a_read_not_read_ahead_goes_to_the_cluster_and_failures_come_back_as_they_were() {
+        let c = FakeCluster::new().failing_list(PODS);
+        let ahead = ReadAhead::new(
+            &c,
+            vec![Read::List {
+                api: PODS,
+                namespace: "ns".into(),
+                label_selector: "a=b".into(),
+            }],
+        );
+        assert!(ahead.list(PODS, "ns", "a=b").is_err());
+        // Answered once: the same read again is sent.
+        assert!(ahead.get(PODS, "ns", "p").unwrap_err().is_not_found());
+        assert_eq!(c.calls().len(), 2);
+    }
+
+    #[test]
+    fn a_vm_refused_before_any_read_reads_nothing_ahead() {
+        // VMIs left out of the backup: the running VM is refused before its VMI is read.
+        let backup =
+            test_objects::backup_spec(json!({"excludedResources": ["virtualmachineinstances"]}));
+        assert!(vm_backup_reads(Mode::Extended, &running_vm(), &backup).is_empty());
+    }
+}

@@ -1,0 +1,242 @@
+//! Read views and `kube.read-all` (docs/read-views.md) through the runtime, with the stock kubevirt
+//! component on the KubeVirt fixture cluster: answers are the same with and without them, a second VM
+//! of the same backup reads nothing more, the reads of one call are in flight together, a module that
+//! opts out is never served from a view, and a component built against WIT 0.1.0 still runs.
+
+use crate::support;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::Value;
+use velero_wasm::action::{BackupOutcome, BackupRequest, ItemRef};
+use velero_wasm::capabilities::kube::fixture::FixtureCluster;
+use velero_wasm::capabilities::kube::view::{Bounds, ReadViews};
+use velero_wasm::capabilities::kube::{KubeAnswer, KubeCall, KubeError};
+use velero_wasm::capabilities::{Backend, Clock, Environment, Services};
+use velero_wasm::modules::scan_directory;
+use velero_wasm::runtime::Runtime;
+
+const ACTION: &str = "kubevirt-velero-plugin/backup-virtualmachine-action";
+
+/// The fixture cluster, counting the calls that reach it and the most that were in flight at once
+/// (each call takes a few milliseconds, as a request to an API server does).
+struct Counting {
+    inner: FixtureCluster,
+    calls: AtomicUsize,
+    in_flight: AtomicUsize,
+    most_in_flight: AtomicUsize,
+}
+
+#[async_trait]
+impl Backend<KubeCall> for Counting {
+    async fn call(&self, call: KubeCall) -> Result<KubeAnswer, KubeError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        self.most_in_flight.fetch_max(now, Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        self.inner.call(call).await
+    }
+}
+
+fn fixtures() -> std::path::PathBuf {
+    support::root().join("tests/fixtures/kubevirt")
+}
+
+/// A runtime with the kubevirt component (stock manifest, `extra` appended), views on or off.
+async fn host(views: bool, extra: &str) -> (Runtime, Arc<Counting>, tempfile::TempDir) {
+    let manifest =
+        std::fs::read_to_string(support::root().join("actions/kubevirt/kubevirt.toml")).unwrap();
+    let manifest = format!("{extra}\n{manifest}");
+    let modules = support::module_dir("kubevirt", "kubevirt", &manifest);
+    let backend = Arc::new(Counting {
+        inner: FixtureCluster::load(&[fixtures().join("cluster")], Clock::System).unwrap(),
+        calls: AtomicUsize::new(0),
+        in_flight: AtomicUsize::new(0),
+        most_in_flight: AtomicUsize::new(0),
+    });
+    let mut services = Services::new(backend.clone(), Clock::System, Environment::from_process());
+    if views {
+        services.views = Some(ReadViews::new(Bounds::default()));
+    }
+    let runtime = Runtime::new(services).unwrap();
+    let scan = scan_directory(modules.path(), None).unwrap();
+    assert!(scan.problems.is_empty(), "{:?}", scan.problems);
+    assert!(runtime.load_all(scan.modules).await.is_empty());
+    (runtime, backend, modules)
+}
+
+fn file(path: &str) -> String {
+    std::fs::read_to_string(fixtures().join(path)).unwrap()
+}
+
+/// The nightly backup with `uid`.
+fn backup(uid: &str) -> String {
+    let mut backup: Value = serde_json::from_str(&file("velero/backup-nightly.json")).unwrap();
+    backup["metadata"]["uid"] = Value::from(uid);
+    backup.to_string()
+}
+
+async fn execute(runtime: &Runtime, vm: &str, backup: &str) -> BackupOutcome {
+    attempt(runtime, vm, backup).await.unwrap()
+}
+
+/// An Execute of the VM backup action on fixture `vm`: the item and additional items, or the error.
+async fn attempt(
+    runtime: &Runtime,
+    vm: &str,
+    backup: &str,
+) -> Result<BackupOutcome, velero_wasm::runtime::CallError> {
+    let item = file(&format!("cluster/{vm}.json"));
+    let entry = runtime.resolve(ACTION).unwrap();
+    let id = ItemRef::parse(&item).unwrap();
+    let request = BackupRequest {
+        item,
+        backup: backup.to_string(),
+    };
+    runtime.backup(&entry, id, request).await
+}
+
+fn described(outcome: &BackupOutcome) -> (String, Vec<String>) {
+    (
+        outcome.item.clone(),
+        outcome
+            .additional_items
+            .iter()
+            .map(ToString::to_string)
+            .collect(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backup_reads_each_resource_of_a_namespace_once_and_answers_as_without_views() {
+    let (plain, plain_calls, _m1) = host(false, "").await;
+    let (viewed, viewed_calls, _m2) = host(true, "").await;
+    let nightly = backup("b-1");
+    // The last VM reports that it runs but has no VMI: the error is the same too.
+    for vm in ["vm-fedora-web-01", "vm-win2k22-sql", "vm-rhel9-cache-02"] {
+        let shown =
+            |r: Result<BackupOutcome, _>| r.as_ref().map(described).map_err(ToString::to_string);
+        let expected = shown(attempt(&plain, vm, &nightly).await);
+        assert_eq!(
+            shown(attempt(&viewed, vm, &nightly).await),
+            expected,
+            "{vm}"
+        );
+    }
+    let plain_reads = plain_calls.calls.load(Ordering::SeqCst);
+    let viewed_reads = viewed_calls.calls.load(Ordering::SeqCst);
+    assert!(plain_reads >= 6, "{plain_reads}");
+    // One list per resource read in the namespace (VMIs, PVCs, DataVolumes, pods), whatever the VMs.
+    assert!(
+        viewed_reads <= 4,
+        "{viewed_reads} calls with views, {plain_reads} without"
+    );
+    let stats = viewed.services().views.as_ref().unwrap().stats();
+    assert_eq!(stats.misses as usize, viewed_reads);
+    assert!(stats.hits > 0 && stats.bytes > 0, "{stats:?}");
+
+    // The same VM again: nothing more is read for this backup; another backup reads afresh.
+    execute(&viewed, "vm-fedora-web-01", &nightly).await;
+    assert_eq!(viewed_calls.calls.load(Ordering::SeqCst), viewed_reads);
+    execute(&viewed, "vm-fedora-web-01", &backup("b-2")).await;
+    assert!(viewed_calls.calls.load(Ordering::SeqCst) > viewed_reads);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reads_of_one_vm_are_in_flight_together() {
+    let (plain, calls, _m) = host(false, "").await;
+    let outcome = execute(&plain, "vm-fedora-web-01", &backup("b-1")).await;
+    assert!(!outcome.additional_items.is_empty());
+    // The VMI, two PVCs, the launcher pods and the backend PVCs: sent as one batch.
+    assert!(calls.calls.load(Ordering::SeqCst) >= 5);
+    assert_eq!(
+        calls.most_in_flight.load(Ordering::SeqCst),
+        calls.calls.load(Ordering::SeqCst)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_module_that_opts_out_is_never_served_from_a_view() {
+    let (plain, plain_calls, _m1) = host(false, "").await;
+    let (opted_out, calls, _m2) = host(true, "read-views = false").await;
+    let nightly = backup("b-1");
+    for _ in 0..2 {
+        execute(&plain, "vm-fedora-web-01", &nightly).await;
+        execute(&opted_out, "vm-fedora-web-01", &nightly).await;
+    }
+    assert_eq!(
+        calls.calls.load(Ordering::SeqCst),
+        plain_calls.calls.load(Ordering::SeqCst)
+    );
+    let stats = opted_out.services().views.as_ref().unwrap().stats();
+    assert_eq!((stats.hits, stats.misses, stats.views), (0, 0, 0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_component_built_against_wit_0_1_0_still_runs() {
+    // The names a component built against 0.1.0 imports and exports: the same text, one digit less.
+    let dir = support::module_dir("misbehave", "misbehave", "");
+    let path = dir.path().join("misbehave.wasm");
+    let wasm = std::fs::read(&path).unwrap();
+    let (new, old) = (b"velero-wasm:plugin/", b"@0.1.1");
+    let mut rewritten = wasm.clone();
+    let mut renamed = 0;
+    let mut at = 0;
+    while let Some(found) = rewritten[at..]
+        .windows(new.len())
+        .position(|w| w == new)
+        .map(|p| p + at)
+    {
+        let end = (found + 64).min(rewritten.len());
+        if let Some(v) = rewritten[found..end]
+            .windows(old.len())
+            .position(|w| w == old)
+        {
+            rewritten[found + v + old.len() - 1] = b'0';
+            renamed += 1;
+        }
+        at = found + new.len();
+    }
+    assert!(renamed > 2, "{renamed}");
+    let sha: String = {
+        use sha2::Digest;
+        sha2::Sha256::digest(&rewritten)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    };
+    std::fs::write(&path, &rewritten).unwrap();
+    std::fs::write(
+        dir.path().join("misbehave.toml"),
+        format!("sha256 = \"{sha}\"\n[[grant.kube]]\nresources = [\"configmaps\"]\nverbs = [\"get\"]\nnamespaces = [\"@item\"]\n"),
+    )
+    .unwrap();
+    let runtime = Runtime::new(Services::new(
+        Arc::new(FixtureCluster::empty(Clock::System)),
+        Clock::System,
+        Environment::from_process(),
+    ))
+    .unwrap();
+    let scan = scan_directory(dir.path(), None).unwrap();
+    assert!(scan.problems.is_empty(), "{:?}", scan.problems);
+    assert!(runtime.load_all(scan.modules).await.is_empty());
+    let item =
+        r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"app","namespace":"shop"}}"#;
+    let entry = runtime.resolve("test.velero-wasm.io/echo").unwrap();
+    let outcome = runtime
+        .backup(
+            &entry,
+            ItemRef::parse(item).unwrap(),
+            BackupRequest {
+                item: item.to_string(),
+                backup: "{}".to_string(),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(outcome.item, item);
+}
