@@ -83,7 +83,8 @@ struct Case {
     expect: Expect,
 }
 
-/// A setting's value: YAML's scalars, passed to the module as text (as a manifest's are).
+/// A setting's value: YAML's scalars, passed to the module as text, and lists and maps, passed as
+/// JSON (as a manifest's are).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(untagged)]
 enum Setting {
@@ -91,6 +92,7 @@ enum Setting {
     Flag(bool),
     Integer(i64),
     Number(f64),
+    Structured(serde_json::Value),
 }
 
 impl Setting {
@@ -100,6 +102,7 @@ impl Setting {
             Setting::Flag(b) => b.to_string(),
             Setting::Integer(n) => n.to_string(),
             Setting::Number(x) => x.to_string(),
+            Setting::Structured(value) => value.to_string(),
         }
     }
 }

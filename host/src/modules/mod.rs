@@ -11,6 +11,7 @@ pub mod configmaps;
 mod directory;
 mod last_good;
 mod manifest;
+pub mod settings_schema;
 pub mod signature;
 mod stock;
 pub mod stock_override;
