@@ -12,6 +12,7 @@ mod engine;
 mod error;
 mod loading;
 mod module;
+mod needs;
 mod registry;
 mod signer;
 
