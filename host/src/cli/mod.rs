@@ -19,6 +19,7 @@ mod run;
 mod sign;
 mod suite_layout;
 mod test;
+mod vendored_sdk;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

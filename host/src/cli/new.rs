@@ -2,18 +2,22 @@
 //! asked for) with its unit tests on the SDK's `FakeCluster`, its manifest with the least grant it
 //! needs, fixtures, a test suite, and `.cargo/config.toml` with the stack size of the stock
 //! components. The files are the templates in `new/`, embedded in the binary, with the crate's name,
-//! the action's kind and the SDK dependency filled in.
+//! the action's kind and the SDK dependency filled in. The SDK comes with them: its source and WIT,
+//! carried in the binary, go to `vendor/velero-wasm-sdk/` ([`vendored_sdk`]), unless `--sdk` names
+//! another.
 
 use std::path::{Path, PathBuf};
 
+use super::vendored_sdk::{self, VENDOR_DIR};
 use super::{Failure, EXIT_OK};
 use crate::modules::valid_module_name;
 
 /// Arguments of `new`.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "The SDK (velero-wasm-sdk) is not yet published on crates.io: until it is, \
-    give --sdk, the sdk/ directory of a velero-wasm checkout or the repository's git URL."
+    after_help = "The SDK (velero-wasm-sdk, source and WIT) of this binary's version is written into \
+    the crate, at vendor/velero-wasm-sdk, and Cargo.toml depends on it by path: the crate builds with \
+    this binary and Cargo alone. --sdk uses another copy instead."
 )]
 pub struct NewArgs {
     /// The directory to create (or an empty one); its last component names the crate, the module and
@@ -25,9 +29,9 @@ pub struct NewArgs {
     #[arg(long, value_enum, default_value_t = ActionKind::Backup)]
     kind: ActionKind,
 
-    /// Where the SDK comes from: a directory (its sdk/, or a velero-wasm checkout), written as an
-    /// absolute path dependency, or a git URL. Default: velero-wasm-sdk of this binary's version, from
-    /// crates.io.
+    /// Where the SDK comes from instead of the copy this binary writes into the crate: a directory
+    /// (its sdk/, or a velero-wasm checkout), written as an absolute path dependency, or a git URL
+    /// (e.g. https://github.com/velero-wasm/velero-wasm.git).
     #[arg(long, value_name = "PATH|GIT-URL")]
     sdk: Option<String>,
 }
@@ -116,16 +120,10 @@ pub fn new(args: NewArgs) -> u8 {
 fn create(args: &NewArgs) -> Result<(), Failure> {
     let name = crate_name(&args.path)?;
     let dependency = sdk_dependency(args.sdk.as_deref())?;
+    let mut files = render(&name, args.kind, &dependency);
     if args.sdk.is_none() {
-        eprintln!(
-            "velero-wasm new: warning: without --sdk, Cargo.toml asks crates.io for velero-wasm-sdk {}, which \
-             is not published yet, so the crate will not build: give --sdk, the sdk/ directory of a \
-             velero-wasm checkout or {}.git",
-            env!("CARGO_PKG_VERSION"),
-            env!("CARGO_PKG_REPOSITORY")
-        );
+        files.extend(vendored_sdk::files().map_err(Failure::failed)?);
     }
-    let files = render(&name, args.kind, &dependency);
     ensure_empty_or_absent(&args.path)?;
     for (relative, text) in &files {
         let path = args.path.join(relative);
@@ -139,6 +137,13 @@ fn create(args: &NewArgs) -> Result<(), Failure> {
     let (_, kind) = args.kind.names();
     let dir = args.path.display();
     println!("created {dir}: the {kind} action example.io/{name}, its manifest {name}.toml, fixtures and tests/suite.yaml");
+    match &args.sdk {
+        None => println!(
+            "the SDK: velero-wasm-sdk {} (source and WIT, from this binary) in {dir}/{VENDOR_DIR}, a path dependency of Cargo.toml",
+            env!("CARGO_PKG_VERSION")
+        ),
+        Some(sdk) => println!("the SDK: {dependency} (from --sdk {sdk})"),
+    }
     println!("next: (cd {dir} && cargo test) && velero-wasm build {dir} && velero-wasm test {dir}/tests/suite.yaml");
     Ok(())
 }
@@ -170,13 +175,12 @@ fn crate_name(path: &Path) -> Result<String, Failure> {
 }
 
 /// The `velero-wasm-sdk = …` line of Cargo.toml for `--sdk` (a git URL, or a directory made
-/// absolute), or the registry's version of this binary's SDK without it.
+/// absolute), or the copy `new` writes into the crate without it.
 fn sdk_dependency(sdk: Option<&str>) -> Result<String, Failure> {
     let Some(sdk) = sdk else {
-        // The SDK is versioned with this binary (one workspace version).
         return Ok(format!(
-            "velero-wasm-sdk = {}",
-            toml_string(env!("CARGO_PKG_VERSION"))
+            "velero-wasm-sdk = {{ path = {} }}",
+            toml_string(VENDOR_DIR)
         ));
     };
     if is_git_url(sdk) {
@@ -409,7 +413,7 @@ mod tests {
     }
 
     #[test]
-    fn the_sdk_comes_from_a_git_url_a_directory_made_absolute_or_the_registry() {
+    fn the_sdk_comes_from_a_git_url_a_directory_made_absolute_or_the_copy_in_the_crate() {
         assert_eq!(
             sdk_dependency(Some("https://github.com/example/velero-wasm.git")).ok(),
             Some(
@@ -417,11 +421,8 @@ mod tests {
             )
         );
         assert_eq!(
-            sdk_dependency(None).ok(),
-            Some(format!(
-                "velero-wasm-sdk = \"{}\"",
-                env!("CARGO_PKG_VERSION")
-            ))
+            sdk_dependency(None).ok().as_deref(),
+            Some("velero-wasm-sdk = { path = \"vendor/velero-wasm-sdk\" }")
         );
         let sdk = Path::new(env!("CARGO_MANIFEST_DIR")).join("../sdk");
         let absolute = std::fs::canonicalize(&sdk).unwrap();
