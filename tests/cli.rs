@@ -1087,8 +1087,8 @@ fn assert_guide_output(step: &GuideStep, out: &std::process::Output) {
     }
 }
 
-/// docs/authoring.md, run as written in a directory outside this repository: `velero-wasm new` with
-/// the SDK of this checkout, the crate's native `cargo test`, `velero-wasm build`, `actions`, `run`,
+/// docs/authoring.md, run as written in a directory outside this repository: `velero-wasm new` (the
+/// SDK from the binary, no path into this checkout), the crate's native `cargo test`, `velero-wasm build`, `actions`, `run`,
 /// `--record` and `--replay`, `module pack` and `module verify`; each must succeed and print what the
 /// guide shows.
 #[test]
@@ -1097,16 +1097,11 @@ fn the_authoring_guide_runs_as_written() {
     let doc = std::fs::read_to_string(repo.join("docs/authoring.md")).unwrap();
     let steps = guide_steps(&doc);
     assert!(steps.len() >= 8, "too few commands found in the guide");
-    let sdk = repo.join("sdk").canonicalize().unwrap();
     let scratch = tempfile::tempdir().unwrap();
     let mut cwd = scratch.path().to_path_buf();
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     for step in &steps {
-        let args: Vec<String> = step
-            .command
-            .iter()
-            .map(|a| a.replace("~/src/velero-wasm/sdk", sdk.to_str().unwrap()))
-            .collect();
+        let args: Vec<String> = step.command.clone();
         let mut command = match args[0].as_str() {
             "cd" => {
                 cwd = cwd.join(&args[1]);
@@ -1138,6 +1133,15 @@ fn the_authoring_guide_runs_as_written() {
         );
         assert_guide_output(step, &out);
         if args[..2] == ["velero-wasm", "new"] {
+            // Nothing of the crate points into this checkout: the SDK is the binary's copy.
+            let cargo_toml =
+                std::fs::read_to_string(cwd.join(&args[2]).join("Cargo.toml")).unwrap();
+            let checkout = repo.canonicalize().unwrap();
+            assert!(
+                !cargo_toml.contains(checkout.to_str().unwrap())
+                    && cargo_toml.contains("path = \"vendor/velero-wasm-sdk\""),
+                "{cargo_toml}"
+            );
             // The workspace's lock: the same dependency versions, all in the local cache (no network).
             std::fs::copy(
                 repo.join("Cargo.lock"),
@@ -1224,14 +1228,28 @@ fn new_refuses_a_bad_name_and_a_directory_that_is_not_empty() {
     let lib = std::fs::read_to_string(dir.path().join("count-pvcs/src/lib.rs")).unwrap();
     assert!(lib.contains("Kind::RestoreV2"));
 
-    // Without --sdk the crate asks crates.io, where the SDK is not yet: `new` says so, and how.
+    // Without --sdk the crate gets the binary's SDK, and `new` says where it put it.
     let out = velero_wasm(&["new", &path("no-sdk")]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(
-        stderr(&out).contains("warning: without --sdk")
-            && stderr(&out).contains("https://github.com/velero-wasm/velero-wasm.git"),
+        stdout(&out).contains("the SDK: velero-wasm-sdk")
+            && stdout(&out).contains("no-sdk/vendor/velero-wasm-sdk"),
         "{}",
-        stderr(&out)
+        stdout(&out)
+    );
+    let vendored = dir.path().join("no-sdk/vendor/velero-wasm-sdk");
+    for file in [
+        "Cargo.toml",
+        "src/lib.rs",
+        "wit/actions.wit",
+        "label-selector/src/lib.rs",
+    ] {
+        assert!(vendored.join(file).is_file(), "{file} was not written");
+    }
+    assert_eq!(
+        std::fs::read_to_string(vendored.join("wit/actions.wit")).unwrap(),
+        std::fs::read_to_string(support::root().join("wit/actions.wit")).unwrap(),
+        "the WIT written is the contract's"
     );
     assert!(dir
         .path()

@@ -1,9 +1,9 @@
 //! `velero-wasm build [DIR]`: builds the crate in DIR as a component (`cargo build --target
 //! wasm32-wasip2 --release`), writes the component's sha256 into the manifest beside it
 //! (`<package>.toml` in DIR) without touching the rest of the file, then loads it as `run` would and
-//! checks what its actions say they need against the manifest's grant. The component and its manifest
-//! are then laid out as a module directory, `DIR/module/` (what `run --modules`, `test` and
-//! `module pack` take).
+//! checks what its actions say they need against the manifest's grant. When the grant covers them, the
+//! component and its manifest are laid out as a module directory, `DIR/module/` (what `run --modules`,
+//! `test` and `module pack` take); when not, `build` exits 1 and leaves `module/` as it was.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -46,18 +46,10 @@ async fn build_and_check(dir: &Path) -> Result<u8, Failure> {
         .map_err(|e| Failure::failed(format!("{}: {e}", wasm_path.display())))?;
     let sha256 = sha256_hex(&wasm);
     let manifest_text = pin_sha256(&manifest_path, &sha256)?;
-    let module_dir = write_module_dir(dir, &package, &wasm, &manifest_text)?;
-    eprintln!(
-        "velero-wasm build: {} ({} bytes), sha256 {sha256} in {}, module in {}",
-        wasm_path.display(),
-        wasm.len(),
-        manifest_path.display(),
-        module_dir.display()
-    );
 
     let source = ModuleSource::new(
         &package,
-        wasm,
+        wasm.clone(),
         &manifest_text,
         Origin::File(wasm_path.clone()),
     )
@@ -75,6 +67,25 @@ async fn build_and_check(dir: &Path) -> Result<u8, Failure> {
     for warning in &loaded.warnings {
         eprintln!("velero-wasm build: {warning}");
     }
+    // module/ is what `test`, `run` and `module pack` take: it gets only a module whose grant covers
+    // what its actions need.
+    let placed = match loaded.warnings.is_empty() {
+        true => {
+            let module_dir = write_module_dir(dir, &package, &wasm, &manifest_text)?;
+            format!("module in {}", module_dir.display())
+        }
+        false => format!(
+            "{} left as it was: fix the grant in {} (or the action's needs) and build again",
+            dir.join("module").display(),
+            manifest_path.display()
+        ),
+    };
+    eprintln!(
+        "velero-wasm build: {} ({} bytes), sha256 {sha256} in {}, {placed}",
+        wasm_path.display(),
+        wasm.len(),
+        manifest_path.display(),
+    );
     let catalog = runtime.catalog();
     for entry in catalog.actions() {
         println!("{}  {}", entry.info().name, entry.info().kind);
