@@ -29,11 +29,23 @@ pub struct NewArgs {
     #[arg(long, value_enum, default_value_t = ActionKind::Backup)]
     kind: ActionKind,
 
+    /// The language of the module: rust (the SDK's crate), or python (componentize-py, a backup
+    /// action; `velero-wasm build` needs componentize-py on PATH).
+    #[arg(long, value_enum, default_value_t = Lang::Rust)]
+    lang: Lang,
+
     /// Where the SDK comes from instead of the copy this binary writes into the crate: a directory
     /// (its sdk/, or a velero-wasm checkout), written as an absolute path dependency, or a git URL
     /// (e.g. https://github.com/velero-wasm/velero-wasm.git).
     #[arg(long, value_name = "PATH|GIT-URL")]
     sdk: Option<String>,
+}
+
+/// The languages `new` writes a module in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Lang {
+    Rust,
+    Python,
 }
 
 /// The kinds of action the WIT contract offers, as `new --kind` names them.
@@ -119,21 +131,15 @@ pub fn new(args: NewArgs) -> u8 {
 
 fn create(args: &NewArgs) -> Result<(), Failure> {
     let name = crate_name(&args.path)?;
+    if args.lang == Lang::Python {
+        return create_python(args, &name);
+    }
     let dependency = sdk_dependency(args.sdk.as_deref())?;
     let mut files = render(&name, args.kind, &dependency);
     if args.sdk.is_none() {
         files.extend(vendored_sdk::files().map_err(Failure::failed)?);
     }
-    ensure_empty_or_absent(&args.path)?;
-    for (relative, text) in &files {
-        let path = args.path.join(relative);
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)
-                .map_err(|e| Failure::failed(format!("{}: {e}", parent.display())))?;
-        }
-        std::fs::write(&path, text)
-            .map_err(|e| Failure::failed(format!("{}: {e}", path.display())))?;
-    }
+    write_files(&args.path, &files)?;
     let (_, kind) = args.kind.names();
     let dir = args.path.display();
     println!("created {dir}: the {kind} action example.io/{name}, its manifest {name}.toml, fixtures and tests/suite.yaml");
@@ -146,6 +152,78 @@ fn create(args: &NewArgs) -> Result<(), Failure> {
     }
     println!("next: (cd {dir} && cargo test) && velero-wasm build {dir} && velero-wasm test {dir}/tests/suite.yaml");
     Ok(())
+}
+
+/// Writes `files` under `dir`, which must be absent or empty.
+fn write_files(dir: &Path, files: &[(String, String)]) -> Result<(), Failure> {
+    ensure_empty_or_absent(dir)?;
+    for (relative, text) in files {
+        let path = dir.join(relative);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)
+                .map_err(|e| Failure::failed(format!("{}: {e}", parent.display())))?;
+        }
+        std::fs::write(&path, text)
+            .map_err(|e| Failure::failed(format!("{}: {e}", path.display())))?;
+    }
+    Ok(())
+}
+
+/// `new --lang python`: the backup example in Python (`app.py`), its unit tests, the WIT it is built
+/// against, and the same manifest, fixtures and suite as the Rust backup example.
+fn create_python(args: &NewArgs, name: &str) -> Result<(), Failure> {
+    if args.kind != ActionKind::Backup {
+        return Err(Failure::bad_input(format!(
+            "--lang python writes a backup action only (not {}): start from it and change the kind, \
+             the WIT in wit/ has every kind",
+            args.kind.names().1
+        )));
+    }
+    if args.sdk.is_some() {
+        return Err(Failure::bad_input(
+            "--sdk is the Rust SDK's: a Python module is built against the WIT, which new writes into wit/",
+        ));
+    }
+    let files = render_python(name)?;
+    write_files(&args.path, &files)?;
+    let dir = args.path.display();
+    println!("created {dir}: the backup action example.io/{name} in Python (app.py), its manifest {name}.toml, fixtures and tests/suite.yaml");
+    println!("the WIT: {dir}/wit, from this binary; `velero-wasm build` runs componentize-py (pip install componentize-py==0.25.1)");
+    println!("next: (cd {dir} && python3 -m unittest) && velero-wasm build {dir} && velero-wasm test {dir}/tests/suite.yaml");
+    Ok(())
+}
+
+/// The Python module's files: relative path and text.
+fn render_python(name: &str) -> Result<Vec<(String, String)>, Failure> {
+    let own = ActionKind::Backup.templates();
+    let fill = |template: &str| template.replace("__NAME__", name);
+    let mut files: Vec<(String, String)> = [
+        ("app.py".to_string(), include_str!("new/python/app.py")),
+        ("test_app.py".into(), include_str!("new/python/test_app.py")),
+        (".gitignore".into(), include_str!("new/python/gitignore")),
+        ("README.md".into(), include_str!("new/python/README.md")),
+        (format!("{name}.toml"), own.manifest),
+        ("tests/suite.yaml".into(), own.suite),
+        (
+            "tests/fixtures/item.json".into(),
+            include_str!("new/common/item.json"),
+        ),
+        (
+            "tests/fixtures/backup.json".into(),
+            include_str!("new/common/backup.json"),
+        ),
+        ("tests/fixtures/cluster/objects.yaml".into(), own.cluster),
+    ]
+    .into_iter()
+    .map(|(path, template)| (path, fill(template)))
+    .collect();
+    let wit = format!("{VENDOR_DIR}/wit/");
+    for (path, text) in vendored_sdk::files().map_err(Failure::failed)? {
+        if let Some(file) = path.strip_prefix(&wit) {
+            files.push((format!("wit/{file}"), text));
+        }
+    }
+    Ok(files)
 }
 
 /// The crate's name: the last component of `path`, which must also be a valid module name (the
@@ -396,6 +474,35 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn the_python_module_has_the_rust_examples_suite_and_the_wit() {
+        let python = render_python("count-pvcs").unwrap();
+        let rust = render(
+            "count-pvcs",
+            ActionKind::Backup,
+            "velero-wasm-sdk = \"0.1.0\"",
+        );
+        let file = |files: &[(String, String)], p: &str| {
+            files
+                .iter()
+                .find(|(path, _)| path == p)
+                .map(|(_, t)| t.clone())
+        };
+        for same in [
+            "tests/suite.yaml",
+            "count-pvcs.toml",
+            "tests/fixtures/item.json",
+            "tests/fixtures/cluster/objects.yaml",
+        ] {
+            assert_eq!(file(&python, same), file(&rust, same), "{same}");
+        }
+        let app = file(&python, "app.py").unwrap();
+        assert!(app.contains("ACTION = \"example.io/count-pvcs\"") && !app.contains("__"));
+        assert!(file(&python, "wit/world.wit")
+            .unwrap()
+            .contains("world plugin"));
     }
 
     #[test]
