@@ -45,7 +45,7 @@ memory: ## Endless answers from a hostile API server, the host inside a 1 GiB me
 	$(TEST_BUILD)
 	tests/memory/run.sh
 
-python: ## A Python module (componentize-py from PyPI) passes the Rust example's suite; bench and size of both (~5 min; not part of test)
+python: ## A Python module (componentize-py from PyPI) passes the Rust example's suite; bench and size of both (5-12 min; not part of test)
 	tests/python/run.sh
 
 image: ## The plugin image for amd64 and arm64 as OCI archives in target/image/, each checked (tests/image/run.sh; root, buildah; not part of test)

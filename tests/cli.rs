@@ -2134,3 +2134,67 @@ fn readme_demo(binary: &Path) -> std::process::Command {
         .cluster(&["cluster"])
         .command()
 }
+
+/// A misspelt setting is reported, with the key it probably meant, wherever it is written: a stock
+/// override (`actions` exits 1 and the stock settings serve) and a suite case (`test` fails the case).
+#[test]
+fn a_misspelt_setting_is_named_with_the_nearest_declared_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let modules = dir.path().join("modules");
+    std::fs::create_dir(&modules).unwrap();
+    write(
+        &modules,
+        "kubevirt.toml",
+        "[settings]\nmdoe = \"upstream\"\n",
+    );
+    let out = velero_wasm(&[
+        "actions",
+        "--wide",
+        "--stock",
+        "kubevirt",
+        "--modules",
+        modules.to_str().unwrap(),
+    ]);
+    let text = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("settings.mdoe: this module has no setting \"mdoe\"; did you mean \"mode\"?"),
+        "{text}"
+    );
+    // The stock module serves with its declared default, shown by --wide.
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("mode=extended"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+
+    let fixtures = support::root().join("tests/fixtures/kubevirt");
+    let suite = write(
+        dir.path(),
+        "suite.yaml",
+        &format!(
+            "stock: kubevirt
+cases:
+  - name: a typo in the case's settings
+    action: kubevirt-velero-plugin/backup-virtualmachine-action
+    item: {}
+    backup: {}
+    settings:
+      mode: upstrem
+    expect:
+      additionalItems: []
+",
+            fixtures.join("cluster/vm-fedora-web-01.json").display(),
+            fixtures.join("velero/backup-nightly.json").display()
+        ),
+    );
+    let out = velero_wasm(&["test", suite.to_str().unwrap()]);
+    let all = format!("{}{}", stdout(&out), stderr(&out));
+    assert_eq!(out.status.code(), Some(1), "{all}");
+    // (The reason is wrapped to the terminal: each part on a line of its own.)
+    assert!(
+        all.contains("settings.mode: \"upstrem\" is not one of extended, upstream;")
+            && all.contains("did you mean \"upstream\"?"),
+        "{all}"
+    );
+}
