@@ -508,7 +508,7 @@ impl Plugin for LabelPvcs {
     fn describe() -> Vec<ActionInfo> {
         vec![ActionInfo::new("example.io/label-pvcs", Kind::Backup)
             .applies_to(Selector::resources(&["persistentvolumeclaims"]))
-            .needs_kube("persistentvolumeclaims", &[Verb::List])]
+            .needs_kube_in("persistentvolumeclaims", &[Verb::List], &["@item"])]
     }
 
     fn backup(_action: &str, request: BackupRequest) -> Result<BackupResponse, String> {
@@ -591,6 +591,30 @@ fn build_makes_the_component_pins_its_sha256_in_the_manifest_and_checks_the_gran
         "{}",
         stderr(&out)
     );
+    let pinned_narrow = std::fs::read_to_string(dir.path().join("label-pvcs.toml")).unwrap();
+    // module/ keeps the module that built and passed.
+    let module_manifest = dir.path().join("module/label-pvcs.toml");
+    assert_eq!(
+        std::fs::read_to_string(&module_manifest).unwrap(),
+        written,
+        "a failed build left module/ alone"
+    );
+    assert!(stderr(&out).contains("left as it was"), "{}", stderr(&out));
+
+    // The verb granted, but in a namespace the item's is not: the need says where, and build says
+    // what to add.
+    let elsewhere = manifest.replace("namespaces = [\"@item\"]", "namespaces = [\"kube-system\"]");
+    write(dir.path(), "label-pvcs.toml", &elsewhere);
+    let out = build_module(dir.path());
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("needs list persistentvolumeclaims in @item, which the manifest does not grant (list on persistentvolumeclaims is granted only in \"kube-system\"")
+            && stderr(&out).contains("add \"@item\" to the namespaces of the rule that grants it"),
+        "{}",
+        stderr(&out)
+    );
+    write(dir.path(), "label-pvcs.toml", &pinned_narrow);
+
     // `actions` says the same of a module directory holding it, and exits 1.
     std::fs::copy(
         dir.path().join("label-pvcs.toml"),

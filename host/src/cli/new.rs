@@ -478,7 +478,7 @@ mod tests {
 
     #[test]
     fn the_python_module_has_the_rust_examples_suite_and_the_wit() {
-        let python = render_python("count-pvcs").unwrap();
+        let python = render_python("count-pvcs").map_err(|f| f.message).unwrap();
         let rust = render(
             "count-pvcs",
             ActionKind::Backup,
