@@ -7,7 +7,7 @@ MUSL := $(shell uname -m)-unknown-linux-musl
 TEST_BUILD := $(CARGO) test --workspace --target $(MUSL) --no-run
 FIXTURES := tests/fixtures
 
-.PHONY: help deps build test lint run bench interop static memory image fuzz clean
+.PHONY: help deps build test lint run bench interop static memory image python fuzz clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -45,6 +45,9 @@ static: interop ## The musl build is static and serves in an empty chroot (docs/
 memory: ## Endless answers from a hostile API server, the host inside a 1 GiB memory cgroup: peak memory per attack (root; not part of test)
 	$(TEST_BUILD)
 	tests/memory/run.sh
+
+python: ## A Python module (componentize-py from PyPI) passes the Rust example's suite; bench and size of both (5-12 min; not part of test)
+	tests/python/run.sh
 
 image: ## The plugin image for amd64 and arm64 as OCI archives in target/image/, each checked (tests/image/run.sh; root, buildah; not part of test)
 	@.ci/deps image

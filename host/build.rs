@@ -6,6 +6,9 @@
 //! - every crate under `tests/components/` is built for the host's tests
 //!   (`VELERO_WASM_TEST_COMPONENTS` names the directory).
 //!
+//! It lists the SDK's source (`sdk/`: its crate, its WIT, label-selector) for `velero-wasm new` to write
+//! into a new crate (`OUT_DIR/sdk_files.rs`), so that a module builds with only the binary.
+//!
 //! It reads the WIT package's version from `wit/` (`VELERO_WASM_WIT_PACKAGE`, for `--version`), and
 //! compiles the Velero plugin protocol's `.proto` files (`host/proto/`) into tonic servers and
 //! clients, with `protox` (no system `protoc` needed); see [`compile_protos`].
@@ -95,7 +98,53 @@ fn main() {
         wit_package(&root.join("wit"))
     );
 
+    fs::write(out_dir.join("sdk_files.rs"), sdk_files(&root.join("sdk")))
+        .expect("write sdk_files.rs");
+
     compile_protos(&manifest_dir.join("proto"));
+}
+
+/// `const SDK_FILES: &[(&str, &str)]`: each file of the SDK that its package includes (Cargo.toml,
+/// README.md, src/, wit/, and label-selector's Cargo.toml and src/), by path under `sdk/`, with its text.
+fn sdk_files(sdk: &Path) -> String {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        let mut entries: Vec<PathBuf> = fs::read_dir(dir)
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .collect();
+        entries.sort();
+        for path in entries {
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|x| x == "rs" || x == "wit") {
+                out.push(path);
+            }
+        }
+    }
+    let mut files = vec![
+        sdk.join("Cargo.toml"),
+        sdk.join("README.md"),
+        sdk.join("label-selector/Cargo.toml"),
+    ];
+    for dir in ["src", "wit", "label-selector/src"] {
+        walk(&sdk.join(dir), &mut files);
+    }
+    let mut code = String::from("const SDK_FILES: &[(&str, &str)] = &[\n");
+    for file in files {
+        let relative = file
+            .strip_prefix(sdk)
+            .expect("under sdk/")
+            .display()
+            .to_string();
+        writeln!(
+            code,
+            "    ({relative:?}, include_str!({:?})),",
+            file.display().to_string()
+        )
+        .unwrap();
+    }
+    code.push_str("];\n");
+    code
 }
 
 /// The `package` every `.wit` file of `dir` declares (`velero-wasm:plugin@0.1.0`); the files must

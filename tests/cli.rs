@@ -508,7 +508,7 @@ impl Plugin for LabelPvcs {
     fn describe() -> Vec<ActionInfo> {
         vec![ActionInfo::new("example.io/label-pvcs", Kind::Backup)
             .applies_to(Selector::resources(&["persistentvolumeclaims"]))
-            .needs_kube("persistentvolumeclaims", &[Verb::List])]
+            .needs_kube_in("persistentvolumeclaims", &[Verb::List], &["@item"])]
     }
 
     fn backup(_action: &str, request: BackupRequest) -> Result<BackupResponse, String> {
@@ -591,6 +591,30 @@ fn build_makes_the_component_pins_its_sha256_in_the_manifest_and_checks_the_gran
         "{}",
         stderr(&out)
     );
+    let pinned_narrow = std::fs::read_to_string(dir.path().join("label-pvcs.toml")).unwrap();
+    // module/ keeps the module that built and passed.
+    let module_manifest = dir.path().join("module/label-pvcs.toml");
+    assert_eq!(
+        std::fs::read_to_string(&module_manifest).unwrap(),
+        written,
+        "a failed build left module/ alone"
+    );
+    assert!(stderr(&out).contains("left as it was"), "{}", stderr(&out));
+
+    // The verb granted, but in a namespace the item's is not: the need says where, and build says
+    // what to add.
+    let elsewhere = manifest.replace("namespaces = [\"@item\"]", "namespaces = [\"kube-system\"]");
+    write(dir.path(), "label-pvcs.toml", &elsewhere);
+    let out = build_module(dir.path());
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("needs list persistentvolumeclaims in @item, which the manifest does not grant (list on persistentvolumeclaims is granted only in \"kube-system\"")
+            && stderr(&out).contains("add \"@item\" to the namespaces of the rule that grants it"),
+        "{}",
+        stderr(&out)
+    );
+    write(dir.path(), "label-pvcs.toml", &pinned_narrow);
+
     // `actions` says the same of a module directory holding it, and exits 1.
     std::fs::copy(
         dir.path().join("label-pvcs.toml"),
@@ -1087,8 +1111,8 @@ fn assert_guide_output(step: &GuideStep, out: &std::process::Output) {
     }
 }
 
-/// docs/authoring.md, run as written in a directory outside this repository: `velero-wasm new` with
-/// the SDK of this checkout, the crate's native `cargo test`, `velero-wasm build`, `actions`, `run`,
+/// docs/authoring.md, run as written in a directory outside this repository: `velero-wasm new` (the
+/// SDK from the binary, no path into this checkout), the crate's native `cargo test`, `velero-wasm build`, `actions`, `run`,
 /// `--record` and `--replay`, `module pack` and `module verify`; each must succeed and print what the
 /// guide shows.
 #[test]
@@ -1097,16 +1121,11 @@ fn the_authoring_guide_runs_as_written() {
     let doc = std::fs::read_to_string(repo.join("docs/authoring.md")).unwrap();
     let steps = guide_steps(&doc);
     assert!(steps.len() >= 8, "too few commands found in the guide");
-    let sdk = repo.join("sdk").canonicalize().unwrap();
     let scratch = tempfile::tempdir().unwrap();
     let mut cwd = scratch.path().to_path_buf();
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     for step in &steps {
-        let args: Vec<String> = step
-            .command
-            .iter()
-            .map(|a| a.replace("~/src/velero-wasm/sdk", sdk.to_str().unwrap()))
-            .collect();
+        let args: Vec<String> = step.command.clone();
         let mut command = match args[0].as_str() {
             "cd" => {
                 cwd = cwd.join(&args[1]);
@@ -1138,6 +1157,15 @@ fn the_authoring_guide_runs_as_written() {
         );
         assert_guide_output(step, &out);
         if args[..2] == ["velero-wasm", "new"] {
+            // Nothing of the crate points into this checkout: the SDK is the binary's copy.
+            let cargo_toml =
+                std::fs::read_to_string(cwd.join(&args[2]).join("Cargo.toml")).unwrap();
+            let checkout = repo.canonicalize().unwrap();
+            assert!(
+                !cargo_toml.contains(checkout.to_str().unwrap())
+                    && cargo_toml.contains("path = \"vendor/velero-wasm-sdk\""),
+                "{cargo_toml}"
+            );
             // The workspace's lock: the same dependency versions, all in the local cache (no network).
             std::fs::copy(
                 repo.join("Cargo.lock"),
@@ -1224,14 +1252,28 @@ fn new_refuses_a_bad_name_and_a_directory_that_is_not_empty() {
     let lib = std::fs::read_to_string(dir.path().join("count-pvcs/src/lib.rs")).unwrap();
     assert!(lib.contains("Kind::RestoreV2"));
 
-    // Without --sdk the crate asks crates.io, where the SDK is not yet: `new` says so, and how.
+    // Without --sdk the crate gets the binary's SDK, and `new` says where it put it.
     let out = velero_wasm(&["new", &path("no-sdk")]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(
-        stderr(&out).contains("warning: without --sdk")
-            && stderr(&out).contains("https://github.com/velero-wasm/velero-wasm.git"),
+        stdout(&out).contains("the SDK: velero-wasm-sdk")
+            && stdout(&out).contains("no-sdk/vendor/velero-wasm-sdk"),
         "{}",
-        stderr(&out)
+        stdout(&out)
+    );
+    let vendored = dir.path().join("no-sdk/vendor/velero-wasm-sdk");
+    for file in [
+        "Cargo.toml",
+        "src/lib.rs",
+        "wit/actions.wit",
+        "label-selector/src/lib.rs",
+    ] {
+        assert!(vendored.join(file).is_file(), "{file} was not written");
+    }
+    assert_eq!(
+        std::fs::read_to_string(vendored.join("wit/actions.wit")).unwrap(),
+        std::fs::read_to_string(support::root().join("wit/actions.wit")).unwrap(),
+        "the WIT written is the contract's"
     );
     assert!(dir
         .path()
@@ -2115,4 +2157,68 @@ fn readme_demo(binary: &Path) -> std::process::Command {
         .path("--backup", "velero/backup-nightly.json")
         .cluster(&["cluster"])
         .command()
+}
+
+/// A misspelt setting is reported, with the key it probably meant, wherever it is written: a stock
+/// override (`actions` exits 1 and the stock settings serve) and a suite case (`test` fails the case).
+#[test]
+fn a_misspelt_setting_is_named_with_the_nearest_declared_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let modules = dir.path().join("modules");
+    std::fs::create_dir(&modules).unwrap();
+    write(
+        &modules,
+        "kubevirt.toml",
+        "[settings]\nmdoe = \"upstream\"\n",
+    );
+    let out = velero_wasm(&[
+        "actions",
+        "--wide",
+        "--stock",
+        "kubevirt",
+        "--modules",
+        modules.to_str().unwrap(),
+    ]);
+    let text = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("settings.mdoe: this module has no setting \"mdoe\"; did you mean \"mode\"?"),
+        "{text}"
+    );
+    // The stock module serves with its declared default, shown by --wide.
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("mode=extended"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+
+    let fixtures = support::root().join("tests/fixtures/kubevirt");
+    let suite = write(
+        dir.path(),
+        "suite.yaml",
+        &format!(
+            "stock: kubevirt
+cases:
+  - name: a typo in the case's settings
+    action: kubevirt-velero-plugin/backup-virtualmachine-action
+    item: {}
+    backup: {}
+    settings:
+      mode: upstrem
+    expect:
+      additionalItems: []
+",
+            fixtures.join("cluster/vm-fedora-web-01.json").display(),
+            fixtures.join("velero/backup-nightly.json").display()
+        ),
+    );
+    let out = velero_wasm(&["test", suite.to_str().unwrap()]);
+    let all = format!("{}{}", stdout(&out), stderr(&out));
+    assert_eq!(out.status.code(), Some(1), "{all}");
+    // (The reason is wrapped to the terminal: each part on a line of its own.)
+    assert!(
+        all.contains("settings.mode: \"upstrem\" is not one of extended, upstream;")
+            && all.contains("did you mean \"upstream\"?"),
+        "{all}"
+    );
 }

@@ -89,10 +89,9 @@ impl From<wit_actions::ActionInfo> for ActionInfo {
                 .needs
                 .into_iter()
                 .map(|n| match n {
-                    wit_actions::Need::Kube((resource, verbs)) => Need::Kube {
-                        resource,
-                        verbs: verbs.into_iter().map(Verb::from).collect(),
-                    },
+                    wit_actions::Need::Kube((resource, verbs)) => {
+                        Need::kube(&resource, verbs.into_iter().map(Verb::from).collect())
+                    }
                     wit_actions::Need::Http(host) => Need::Http(host),
                 })
                 .collect(),

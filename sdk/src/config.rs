@@ -21,9 +21,37 @@
 //! assert_eq!(config.reads(), ["retries"]);
 //! assert!(retries(&FakeConfig::new().with("retries", "many")).is_err());
 //! ```
+//!
+//! Typed: declare the settings once in the manifest (`[settings-schema.<key>]`, docs/authoring.md),
+//! where the host checks them and fills in defaults, and read them all into a struct with [`read`]:
+//!
+//! ```
+//! use std::collections::BTreeMap;
+//! use velero_wasm_sdk::config::{self, FakeConfig};
+//!
+//! #[derive(serde::Deserialize, Default)]
+//! #[serde(default, rename_all = "kebab-case")]
+//! struct Settings {
+//!     storage_classes: BTreeMap<String, String>,
+//!     retries: Option<u32>,
+//!     dry_run: bool,
+//! }
+//!
+//! let config = FakeConfig::new()
+//!     .with("storage-classes", r#"{"gp2": "gp3"}"#)
+//!     .with("retries", "5");
+//! let settings: Settings = config::read(&config).unwrap();
+//! assert_eq!(settings.storage_classes["gp2"], "gp3");
+//! assert_eq!(settings.retries, Some(5));
+//! assert!(!settings.dry_run);
+//! let e = config::read::<Settings>(&FakeConfig::new().with("retries", "many")).err().unwrap();
+//! assert!(e.starts_with("settings.retries: "), "{e}");
+//! ```
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
+
+use serde::de::{self, value, DeserializeOwned, IntoDeserializer, Visitor};
 
 /// The `config` capability, so that logic reading settings runs against a [`FakeConfig`] in native
 /// unit tests.
@@ -103,4 +131,275 @@ pub fn all() -> Vec<(String, String)> {
     return crate::bindings::velero_wasm::plugin::config::all();
     #[cfg(not(target_arch = "wasm32"))]
     Vec::new()
+}
+
+/// Every setting, read into `T` (a struct deriving `serde::Deserialize`; settings keys are usually
+/// kebab-case, so `#[serde(rename_all = "kebab-case")]`). Each value is read as the host passes it:
+/// text for strings, numbers and booleans, JSON for lists and maps (a manifest's arrays and tables).
+/// An error names the setting: `settings.retries: invalid type: string "many", expected u32`.
+pub fn read<T: DeserializeOwned>(config: &dyn Config) -> Result<T, String> {
+    let all = config.all();
+    let entries = all.iter().map(|(key, text)| {
+        (
+            key.as_str(),
+            Text {
+                key: key.as_str(),
+                text: text.as_str(),
+            },
+        )
+    });
+    T::deserialize(value::MapDeserializer::<_, value::Error>::new(entries))
+        .map_err(|e| e.to_string())
+}
+
+/// One setting's text, read as whatever type the struct's field asks for.
+struct Text<'a> {
+    key: &'a str,
+    text: &'a str,
+}
+
+impl<'a> Text<'a> {
+    /// An error that names the setting (once: errors from nested values already do).
+    fn error(&self, e: impl std::fmt::Display) -> value::Error {
+        let e = e.to_string();
+        if e.starts_with("settings.") {
+            de::Error::custom(e)
+        } else {
+            de::Error::custom(format!("settings.{}: {e}", self.key))
+        }
+    }
+
+    /// The text as JSON, for types text cannot be (numbers, booleans, lists, maps).
+    fn json(&self) -> Option<serde_json::Value> {
+        serde_json::from_str(self.text.trim()).ok()
+    }
+}
+
+impl<'a> IntoDeserializer<'a, value::Error> for Text<'a> {
+    type Deserializer = Self;
+    fn into_deserializer(self) -> Self {
+        self
+    }
+}
+
+/// `deserialize_*` methods that read the text as JSON, or offer it as a string when it is not JSON
+/// (so that the error says what the text was and what was expected).
+macro_rules! as_json {
+    ($($method:ident),*) => {$(
+        fn $method<V: Visitor<'a>>(self, visitor: V) -> Result<V::Value, value::Error> {
+            match self.json() {
+                Some(json) => json.$method(visitor).map_err(|e| self.error(e)),
+                None => visitor.visit_borrowed_str::<value::Error>(self.text).map_err(|e| self.error(e)),
+            }
+        }
+    )*};
+}
+
+impl<'a> de::Deserializer<'a> for Text<'a> {
+    type Error = value::Error;
+
+    fn deserialize_any<V: Visitor<'a>>(self, visitor: V) -> Result<V::Value, value::Error> {
+        match self.json() {
+            Some(json) if !json.is_string() => {
+                json.deserialize_any(visitor).map_err(|e| self.error(e))
+            }
+            _ => visitor
+                .visit_borrowed_str::<value::Error>(self.text)
+                .map_err(|e| self.error(e)),
+        }
+    }
+
+    fn deserialize_str<V: Visitor<'a>>(self, visitor: V) -> Result<V::Value, value::Error> {
+        visitor
+            .visit_borrowed_str::<value::Error>(self.text)
+            .map_err(|e| self.error(e))
+    }
+
+    fn deserialize_string<V: Visitor<'a>>(self, visitor: V) -> Result<V::Value, value::Error> {
+        self.deserialize_str(visitor)
+    }
+
+    fn deserialize_char<V: Visitor<'a>>(self, visitor: V) -> Result<V::Value, value::Error> {
+        self.deserialize_str(visitor)
+    }
+
+    fn deserialize_identifier<V: Visitor<'a>>(self, visitor: V) -> Result<V::Value, value::Error> {
+        self.deserialize_str(visitor)
+    }
+
+    fn deserialize_option<V: Visitor<'a>>(self, visitor: V) -> Result<V::Value, value::Error> {
+        visitor.visit_some(self)
+    }
+
+    fn deserialize_newtype_struct<V: Visitor<'a>>(
+        self,
+        _name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value, value::Error> {
+        visitor.visit_newtype_struct(self)
+    }
+
+    fn deserialize_enum<V: Visitor<'a>>(
+        self,
+        name: &'static str,
+        variants: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, value::Error> {
+        match self.json() {
+            Some(json @ serde_json::Value::Object(_)) => json
+                .deserialize_enum(name, variants, visitor)
+                .map_err(|e| self.error(e)),
+            _ => {
+                let text: value::StrDeserializer<'_, value::Error> = self.text.into_deserializer();
+                visitor.visit_enum(text).map_err(|e| self.error(e))
+            }
+        }
+    }
+
+    fn deserialize_struct<V: Visitor<'a>>(
+        self,
+        name: &'static str,
+        fields: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, value::Error> {
+        match self.json() {
+            Some(json) => json
+                .deserialize_struct(name, fields, visitor)
+                .map_err(|e| self.error(e)),
+            None => visitor
+                .visit_borrowed_str::<value::Error>(self.text)
+                .map_err(|e| self.error(e)),
+        }
+    }
+
+    fn deserialize_unit_struct<V: Visitor<'a>>(
+        self,
+        _name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value, value::Error> {
+        self.deserialize_unit(visitor)
+    }
+
+    fn deserialize_tuple<V: Visitor<'a>>(
+        self,
+        _len: usize,
+        visitor: V,
+    ) -> Result<V::Value, value::Error> {
+        self.deserialize_seq(visitor)
+    }
+
+    fn deserialize_tuple_struct<V: Visitor<'a>>(
+        self,
+        _name: &'static str,
+        _len: usize,
+        visitor: V,
+    ) -> Result<V::Value, value::Error> {
+        self.deserialize_seq(visitor)
+    }
+
+    fn deserialize_ignored_any<V: Visitor<'a>>(self, visitor: V) -> Result<V::Value, value::Error> {
+        visitor.visit_unit()
+    }
+
+    fn deserialize_bytes<V: Visitor<'a>>(self, visitor: V) -> Result<V::Value, value::Error> {
+        visitor
+            .visit_borrowed_bytes::<value::Error>(self.text.as_bytes())
+            .map_err(|e| self.error(e))
+    }
+
+    fn deserialize_byte_buf<V: Visitor<'a>>(self, visitor: V) -> Result<V::Value, value::Error> {
+        self.deserialize_bytes(visitor)
+    }
+
+    as_json!(
+        deserialize_bool,
+        deserialize_i8,
+        deserialize_i16,
+        deserialize_i32,
+        deserialize_i64,
+        deserialize_i128,
+        deserialize_u8,
+        deserialize_u16,
+        deserialize_u32,
+        deserialize_u64,
+        deserialize_u128,
+        deserialize_f32,
+        deserialize_f64,
+        deserialize_unit,
+        deserialize_seq,
+        deserialize_map
+    );
+}
+
+#[cfg(test)]
+mod typed_tests {
+    use super::*;
+
+    #[derive(Debug, serde::Deserialize, PartialEq)]
+    #[serde(rename_all = "lowercase")]
+    enum Mode {
+        Upstream,
+        Extended,
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(rename_all = "kebab-case", deny_unknown_fields)]
+    struct Settings {
+        mode: Mode,
+        #[serde(default)]
+        zones: Vec<String>,
+        name: String,
+        limit: f64,
+        #[serde(default)]
+        dry_run: Option<bool>,
+    }
+
+    #[test]
+    fn each_field_reads_its_type_from_text() {
+        let config = FakeConfig::new()
+            .with("mode", "upstream")
+            .with("zones", r#"["a", "b"]"#)
+            .with("name", "123")
+            .with("limit", "2.5")
+            .with("dry-run", "true");
+        let s: Settings = read(&config).unwrap();
+        assert_eq!(s.mode, Mode::Upstream);
+        assert_eq!(s.zones, ["a", "b"]);
+        assert_eq!(
+            s.name, "123",
+            "a string field takes text that looks like a number"
+        );
+        assert_eq!(s.limit, 2.5);
+        assert_eq!(s.dry_run, Some(true));
+    }
+
+    #[test]
+    fn errors_name_the_setting() {
+        let base = || FakeConfig::new().with("name", "n").with("limit", "1");
+        for (key, value, says) in [
+            (
+                "mode",
+                "sideways",
+                "settings.mode: unknown variant `sideways`",
+            ),
+            (
+                "zones",
+                "a,b",
+                "settings.zones: invalid type: string \"a,b\"",
+            ),
+            (
+                "limit",
+                "lots",
+                "settings.limit: invalid type: string \"lots\"",
+            ),
+        ] {
+            let config = base().with("mode", "extended").with(key, value);
+            let e = read::<Settings>(&config).unwrap_err();
+            assert!(e.starts_with(says), "{key}={value}: {e}");
+        }
+        let e = read::<Settings>(&base()).unwrap_err();
+        assert!(e.contains("missing field `mode`"), "{e}");
+        let e = read::<Settings>(&base().with("mode", "upstream").with("colour", "x")).unwrap_err();
+        assert!(e.contains("unknown field `colour`"), "{e}");
+    }
 }

@@ -235,10 +235,29 @@ impl ActionInfo {
     }
 
     /// Declares Kubernetes access the action uses: a resource (`pods`, `datavolumes.cdi.kubevirt.io`)
-    /// and verbs.
+    /// and verbs, wherever the calls go ([`ActionInfo::needs_kube_in`] says where, and gets the grant's
+    /// namespaces checked too).
     pub fn needs_kube(mut self, resource: &str, verbs: &[Verb]) -> Self {
         self.needs
             .push(Need::Kube((resource.to_string(), verbs.to_vec())));
+        self
+    }
+
+    /// Declares Kubernetes access the action uses, and where its calls go, as a grant writes it:
+    /// `"@item"` (the item's namespace), `"@velero"`, a namespace name, `""` (cluster scope) or `"*"`
+    /// (listing in every namespace). The host then checks the grant namespace by namespace: a grant
+    /// for `kube-system` only does not cover `"@item"` of an action that applies to every namespace,
+    /// and `velero-wasm build` says so. (On the wire the resource reads `pods in @item`.)
+    pub fn needs_kube_in(mut self, resource: &str, verbs: &[Verb], namespaces: &[&str]) -> Self {
+        let namespaces: Vec<&str> = namespaces
+            .iter()
+            .map(|n| if n.is_empty() { "(cluster)" } else { n })
+            .collect();
+        let resource = match namespaces.is_empty() {
+            true => resource.to_string(),
+            false => format!("{resource} in {}", namespaces.join(",")),
+        };
+        self.needs.push(Need::Kube((resource, verbs.to_vec())));
         self
     }
 

@@ -45,6 +45,8 @@ pub const LAUNCHER_AND_HOTPLUG_PODS: &str = "kubevirt.io in (virt-launcher, hotp
 const GET: &[Verb] = &[Verb::Get];
 const LIST: &[Verb] = &[Verb::List];
 const GET_LIST: &[Verb] = &[Verb::Get, Verb::List];
+/// Every read is in the namespace of the item being processed (the grant's `@item`).
+const ITEM: &[&str] = &["@item"];
 
 /// Every action, sorted by name as upstream's plugin server lists them. Extended mode adds
 /// [`BLOCK_VMI`] and [`RESTORE_OPERATION`].
@@ -53,33 +55,33 @@ pub fn describe(mode: Mode) -> Vec<ActionInfo> {
         ActionInfo::new(BACKUP_DATAVOLUME, Kind::Backup)
             .applies_to(Selector::resources(&["PersistentVolumeClaim", "DataVolume"]))
             .description("marks DataVolumes and their PVCs as populated or still importing, for CDI after a restore")
-            .needs_kube("datavolumes.cdi.kubevirt.io", GET),
+            .needs_kube_in("datavolumes.cdi.kubevirt.io", GET, ITEM),
         ActionInfo::new(BACKUP_PVC, Kind::Backup)
             .applies_to(Selector::resources(&["PersistentVolumeClaim"]))
             .description("labels each PVC with its UID (velero.kubevirt.io/pvc-uid) for selective restores"),
         ActionInfo::new(BACKUP_VIRTUALMACHINE, Kind::Backup)
             .applies_to(Selector::resources(&["VirtualMachine"]))
             .description("checks a VM can be backed up safely and restored, and backs up everything it needs")
-            .needs_kube("virtualmachineinstances.kubevirt.io", GET)
-            .needs_kube("datavolumes.cdi.kubevirt.io", GET)
-            .needs_kube("persistentvolumeclaims", GET_LIST)
-            .needs_kube("pods", LIST),
+            .needs_kube_in("virtualmachineinstances.kubevirt.io", GET, ITEM)
+            .needs_kube_in("datavolumes.cdi.kubevirt.io", GET, ITEM)
+            .needs_kube_in("persistentvolumeclaims", GET_LIST, ITEM)
+            .needs_kube_in("pods", LIST, ITEM),
         ActionInfo::new(BACKUP_VIRTUALMACHINEINSTANCE, Kind::Backup)
             .applies_to(Selector::resources(&["VirtualMachineInstance"]))
             .description("marks owned VMIs to be skipped at restore, checks the launcher pod, backs up what a VMI needs")
-            .needs_kube("virtualmachines.kubevirt.io", GET)
-            .needs_kube("datavolumes.cdi.kubevirt.io", GET)
-            .needs_kube("persistentvolumeclaims", GET_LIST)
-            .needs_kube("pods", LIST),
+            .needs_kube_in("virtualmachines.kubevirt.io", GET, ITEM)
+            .needs_kube_in("datavolumes.cdi.kubevirt.io", GET, ITEM)
+            .needs_kube_in("persistentvolumeclaims", GET_LIST, ITEM)
+            .needs_kube_in("pods", LIST, ITEM),
         ActionInfo::new(BACKUP_VOLUMESNAPSHOT, Kind::Backup)
             .applies_to(Selector::resources(&["VolumeSnapshot"]))
             .description("labels each VolumeSnapshot with the UID of its source PVC")
-            .needs_kube("persistentvolumeclaims", LIST),
+            .needs_kube_in("persistentvolumeclaims", LIST, ITEM),
         ActionInfo::new(BLOCK_VM, Kind::ItemBlock)
             .applies_to(Selector::resources(&["virtualmachines.kubevirt.io"]))
             .description("puts a VM's VMI, launcher pod, disks and what else it needs in its item block, so the pod's freeze hooks run around the disks' backup")
-            .needs_kube("pods", LIST)
-            .needs_kube("persistentvolumeclaims", LIST),
+            .needs_kube_in("pods", LIST, ITEM)
+            .needs_kube_in("persistentvolumeclaims", LIST, ITEM),
         ActionInfo::new(RESTORE_NAD, Kind::Restore)
             .applies_to(Selector::resources(&[NETWORK_ATTACHMENT_DEFINITION]))
             .description("maps the namespace in a NetworkAttachmentDefinition's netAttachDefName on a restore with namespaceMapping"),
@@ -92,11 +94,11 @@ pub fn describe(mode: Mode) -> Vec<ActionInfo> {
         ActionInfo::new(RESTORE_VM, Kind::Restore)
             .applies_to(Selector::resources(&["VirtualMachine"]))
             .description("applies the Restore's run-strategy, MAC and firmware-UUID labels; restores what a VM needs first")
-            .needs_kube("persistentvolumeclaims", LIST),
+            .needs_kube_in("persistentvolumeclaims", LIST, ITEM),
         ActionInfo::new(RESTORE_VMI, Kind::Restore)
             .applies_to(Selector::resources(&["VirtualMachineInstance"]))
             .description("skips owned VMIs, removes KubeVirt's reserved labels, restores what a standalone VMI needs first")
-            .needs_kube("persistentvolumeclaims", LIST),
+            .needs_kube_in("persistentvolumeclaims", LIST, ITEM),
         ActionInfo::new(RESTORE_VOLUMESNAPSHOT, Kind::Restore)
             .applies_to(Selector::resources(&["VolumeSnapshot"]))
             .description("restores the user's pvc-uid label of a VolumeSnapshot"),
@@ -106,8 +108,8 @@ pub fn describe(mode: Mode) -> Vec<ActionInfo> {
             ActionInfo::new(BLOCK_VMI, Kind::ItemBlock)
                 .applies_to(Selector::resources(&["virtualmachineinstances.kubevirt.io"]))
                 .description("puts a VMI's launcher pod, disks and what else it needs in its item block, so the pod's freeze hooks run around the disks' backup")
-                .needs_kube("pods", LIST)
-                .needs_kube("persistentvolumeclaims", LIST),
+                .needs_kube_in("pods", LIST, ITEM)
+                .needs_kube_in("persistentvolumeclaims", LIST, ITEM),
         );
         actions.push(
             ActionInfo::new(RESTORE_OPERATION, Kind::Restore)

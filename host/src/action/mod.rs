@@ -197,6 +197,10 @@ impl fmt::Display for Verb {
 }
 
 /// A capability an action says it uses.
+///
+/// A kube need's WIT form is `(resource, verbs)`; a component that says where its calls go writes the
+/// resource as `pods in @item` or `secrets in @velero,kube-system` (`(cluster)` for cluster scope),
+/// which [`Need::kube`] reads.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum Need {
@@ -206,17 +210,57 @@ pub enum Need {
         resource: String,
         /// Verbs used.
         verbs: Vec<Verb>,
+        /// Where the calls go, as a grant writes it (`@item`, `@velero`, a name, `*`, "" for cluster
+        /// scope); empty when the action does not say (then only the resource and verbs are checked).
+        /// Components state it as `resource in ns,ns` in the WIT need's resource string.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        namespaces: Vec<String>,
     },
     /// Outbound HTTPS to a host.
     Http(String),
 }
 
+impl Need {
+    /// A kube need from its WIT form: `resource` may end in ` in ns,ns` (see [`Need`]).
+    pub fn kube(resource: &str, verbs: Vec<Verb>) -> Need {
+        let (resource, namespaces) = match resource.split_once(" in ") {
+            Some((resource, namespaces)) => (
+                resource.trim(),
+                namespaces
+                    .split(',')
+                    .map(str::trim)
+                    .map(|n| if n == "(cluster)" { "" } else { n })
+                    .map(str::to_string)
+                    .collect(),
+            ),
+            None => (resource.trim(), Vec::new()),
+        };
+        Need::Kube {
+            resource: resource.to_string(),
+            verbs,
+            namespaces,
+        }
+    }
+}
+
 impl fmt::Display for Need {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Need::Kube { resource, verbs } => {
+            Need::Kube {
+                resource,
+                verbs,
+                namespaces,
+            } => {
                 let verbs: Vec<&str> = verbs.iter().map(|v| v.as_str()).collect();
-                write!(f, "{} {}", verbs.join(","), resource)
+                write!(f, "{} {}", verbs.join(","), resource)?;
+                if !namespaces.is_empty() {
+                    let shown: Vec<&str> = namespaces
+                        .iter()
+                        .map(|n| if n.is_empty() { "(cluster)" } else { n })
+                        .collect();
+                    write!(f, " in {}", shown.join(","))?;
+                }
+                Ok(())
             }
             Need::Http(host) => write!(f, "https {host}"),
         }

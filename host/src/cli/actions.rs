@@ -1,5 +1,5 @@
 //! `velero-wasm actions`: every loaded action with its kind, its module and what it applies to, one
-//! line each; `--wide` adds each module's grant, `--module NAME` shows one module in full (origin,
+//! line each; `--wide` adds each module's grant and settings, `--module NAME` shows one module in full (origin,
 //! sha256, limits, grant one rule a line, actions), `--json` everything. Exits 1 when a module could not
 //! be loaded or an action declares a need its module's grant does not cover (after listing the rest),
 //! so it doubles as a check of a module directory.
@@ -24,11 +24,12 @@ pub struct ActionsArgs {
     #[arg(long)]
     json: bool,
 
-    /// Add each module's grant to the table, and do not shorten lines to the terminal width.
+    /// Add each module's grant and settings to the table, and do not shorten lines to the terminal width.
     #[arg(long)]
     wide: bool,
 
-    /// Show one module in full: origin, sha256, limits, grant (one rule a line) and actions.
+    /// Show one module in full: origin, sha256, limits, grant (one rule a line), settings (with their
+    /// types, defaults and descriptions) and actions.
     #[arg(long, value_name = "NAME")]
     module: Option<String>,
 
@@ -128,7 +129,7 @@ pub async fn actions(args: ActionsArgs) -> u8 {
             .collect();
         let modules: Vec<_> = catalog
             .modules()
-            .map(|m| json!({"name": &*m.name, "source": m.origin.to_string(), "settings": m.settings()}))
+            .map(|m| json!({"name": &*m.name, "source": m.origin.to_string(), "settings": m.settings(), "settingsSchema": m.settings_schema.entries}))
             .collect();
         let out = json!({ "actions": actions, "modules": modules, "problems": problems });
         println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
@@ -144,6 +145,7 @@ pub async fn actions(args: ActionsArgs) -> u8 {
         ]];
         if args.wide {
             rows[0].push("GRANT".to_string());
+            rows[0].push("SETTINGS".to_string());
         }
         for entry in &entries {
             let info = entry.info();
@@ -159,6 +161,7 @@ pub async fn actions(args: ActionsArgs) -> u8 {
             ];
             if args.wide {
                 row.push(entry.module.grant.to_string());
+                row.push(settings(&entry.module));
             }
             rows.push(row);
         }
@@ -228,11 +231,44 @@ fn detail(module: &LoadedModule) -> String {
     for (i, rule) in rules.into_iter().enumerate() {
         fields.push((if i == 0 { "grant" } else { "" }, rule));
     }
+    // Each setting it declares, with its value in effect; then any it does not declare.
+    let mut lines: Vec<String> = module
+        .settings_schema
+        .entries
+        .iter()
+        .map(|(key, spec)| match module.settings().get(key) {
+            Some(value) => format!("{key} = {value}  ({spec})"),
+            None => format!("{key} unset  ({spec})"),
+        })
+        .collect();
+    for (key, value) in module.settings() {
+        if !module.settings_schema.entries.contains_key(key) {
+            lines.push(format!("{key} = {value}  (not declared: unchecked)"));
+        }
+    }
+    for (i, line) in lines.into_iter().enumerate() {
+        fields.push((if i == 0 { "settings" } else { "" }, line));
+    }
     let width = fields.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
     fields
         .iter()
         .map(|(k, v)| format!("{k:<width$}  {v}\n"))
         .collect()
+}
+
+/// The settings in effect, `key=value` separated by spaces (`-` for none): `--module NAME` shows each
+/// one's type, default and description.
+fn settings(module: &LoadedModule) -> String {
+    let pairs: Vec<String> = module
+        .settings()
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    if pairs.is_empty() {
+        "-".to_string()
+    } else {
+        pairs.join(" ")
+    }
 }
 
 /// `256MiB`, `64MiB`, `1000B`: the units a manifest is written in.

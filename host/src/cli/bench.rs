@@ -79,6 +79,13 @@ impl Spread {
     }
 }
 
+/// How this binary was built, since a debug host makes every figure larger.
+const HOST_BUILD: &str = if cfg!(debug_assertions) {
+    "debug"
+} else {
+    "release"
+};
+
 fn micros(d: Duration) -> f64 {
     (d.as_secs_f64() * 1e7).round() / 10.0
 }
@@ -158,6 +165,7 @@ async fn measure(args: BenchArgs) -> Result<(), Failure> {
             "calls": args.calls,
             "warmup": args.warmup,
             "machine": {"cpu": cpu, "cores": cores},
+            "hostBuild": HOST_BUILD,
             "perCall": served.json(),
             "instantiate": instantiate.json(),
             "callMedianUs": micros(call),
@@ -177,6 +185,11 @@ async fn measure(args: BenchArgs) -> Result<(), Failure> {
         args.calls, args.warmup
     );
     println!("machine: {cpu}, {cores} cores");
+    if cfg!(debug_assertions) {
+        println!(
+            "host: a debug build: the host's side of each call (capabilities, JSON, instantiation) is slower than in a release build (`cargo build --release`, the binary Velero runs); compare figures of release builds"
+        );
+    }
     println!();
     println!("{:<44} {:>12} {:>12} {:>12}", "", "median", "p90", "p99");
     for (name, s) in [

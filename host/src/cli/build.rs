@@ -1,9 +1,9 @@
 //! `velero-wasm build [DIR]`: builds the crate in DIR as a component (`cargo build --target
-//! wasm32-wasip2 --release`), writes the component's sha256 into the manifest beside it
+//! wasm32-wasip2 --release`; a Python module, app.py without Cargo.toml, with componentize-py), writes the component's sha256 into the manifest beside it
 //! (`<package>.toml` in DIR) without touching the rest of the file, then loads it as `run` would and
-//! checks what its actions say they need against the manifest's grant. The component and its manifest
-//! are then laid out as a module directory, `DIR/module/` (what `run --modules`, `test` and
-//! `module pack` take).
+//! checks what its actions say they need against the manifest's grant. When the grant covers them, the
+//! component and its manifest are laid out as a module directory, `DIR/module/` (what `run --modules`,
+//! `test` and `module pack` take); when not, `build` exits 1 and leaves `module/` as it was.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -39,25 +39,25 @@ pub async fn build(args: BuildArgs) -> u8 {
 }
 
 async fn build_and_check(dir: &Path) -> Result<u8, Failure> {
-    let package = package_name(dir)?;
+    // A Python module (`new --lang python`): app.py and no Cargo.toml.
+    let python = !dir.join("Cargo.toml").exists() && dir.join("app.py").exists();
+    let package = match python {
+        true => python_module_name(dir)?,
+        false => package_name(dir)?,
+    };
     let manifest_path = dir.join(format!("{package}.toml"));
-    let wasm_path = cargo_build(dir)?;
+    let wasm_path = match python {
+        true => componentize_py(dir, &package)?,
+        false => cargo_build(dir)?,
+    };
     let wasm = std::fs::read(&wasm_path)
         .map_err(|e| Failure::failed(format!("{}: {e}", wasm_path.display())))?;
     let sha256 = sha256_hex(&wasm);
     let manifest_text = pin_sha256(&manifest_path, &sha256)?;
-    let module_dir = write_module_dir(dir, &package, &wasm, &manifest_text)?;
-    eprintln!(
-        "velero-wasm build: {} ({} bytes), sha256 {sha256} in {}, module in {}",
-        wasm_path.display(),
-        wasm.len(),
-        manifest_path.display(),
-        module_dir.display()
-    );
 
     let source = ModuleSource::new(
         &package,
-        wasm,
+        wasm.clone(),
         &manifest_text,
         Origin::File(wasm_path.clone()),
     )
@@ -75,6 +75,25 @@ async fn build_and_check(dir: &Path) -> Result<u8, Failure> {
     for warning in &loaded.warnings {
         eprintln!("velero-wasm build: {warning}");
     }
+    // module/ is what `test`, `run` and `module pack` take: it gets only a module whose grant covers
+    // what its actions need.
+    let placed = match loaded.warnings.is_empty() {
+        true => {
+            let module_dir = write_module_dir(dir, &package, &wasm, &manifest_text)?;
+            format!("module in {}", module_dir.display())
+        }
+        false => format!(
+            "{} left as it was: fix the grant in {} (or the action's needs) and build again",
+            dir.join("module").display(),
+            manifest_path.display()
+        ),
+    };
+    eprintln!(
+        "velero-wasm build: {} ({} bytes), sha256 {sha256} in {}, {placed}",
+        wasm_path.display(),
+        wasm.len(),
+        manifest_path.display(),
+    );
     let catalog = runtime.catalog();
     for entry in catalog.actions() {
         println!("{}  {}", entry.info().name, entry.info().kind);
@@ -100,6 +119,55 @@ fn package_name(dir: &Path) -> Result<String, Failure> {
         .and_then(|n| n.as_str())
         .map(str::to_string)
         .ok_or_else(|| Failure::bad_input(format!("{}: no [package] name", path.display())))
+}
+
+/// A Python module's name: its directory's (as `new --lang python` named it), which its manifest
+/// `<name>.toml` beside app.py confirms.
+fn python_module_name(dir: &Path) -> Result<String, Failure> {
+    let absolute = std::fs::canonicalize(dir)
+        .map_err(|e| Failure::bad_input(format!("{}: {e}", dir.display())))?;
+    let name = absolute
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default()
+        .to_string();
+    if !dir.join(format!("{name}.toml")).exists() {
+        return Err(Failure::bad_input(format!(
+            "{}: a Python module's manifest is <directory name>.toml beside app.py, and there is no {name}.toml",
+            dir.display()
+        )));
+    }
+    Ok(name)
+}
+
+/// Builds the Python module in `dir` (app.py, against the WIT in `dir/wit`) with componentize-py
+/// (`COMPONENTIZE_PY`, or on PATH) into `dir/target/<name>.wasm`, and returns that path.
+fn componentize_py(dir: &Path, name: &str) -> Result<PathBuf, Failure> {
+    let tool = std::env::var_os("COMPONENTIZE_PY").unwrap_or_else(|| "componentize-py".into());
+    let out = dir.join("target").join(format!("{name}.wasm"));
+    std::fs::create_dir_all(dir.join("target"))
+        .map_err(|e| Failure::failed(format!("{}: {e}", dir.join("target").display())))?;
+    eprintln!("velero-wasm build: componentize-py: app.py against wit/ (a minute or so: it snapshots an interpreter)");
+    let status = Command::new(&tool)
+        .current_dir(dir)
+        .args(["-d", "wit", "-w", "plugin", "componentize", "app", "-o"])
+        .arg(format!("target/{name}.wasm"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .status()
+        .map_err(|e| {
+            Failure::failed(format!(
+                "cannot run {}: {e}; install it with `pip install componentize-py==0.25.1` (or name it with COMPONENTIZE_PY)",
+                Path::new(&tool).display()
+            ))
+        })?;
+    if !status.success() {
+        return Err(Failure::failed(format!(
+            "componentize-py failed ({status}): its messages are above"
+        )));
+    }
+    Ok(out)
 }
 
 /// Builds the crate in `dir` for [`TARGET`] (release) and returns the path of its component. Cargo's

@@ -20,6 +20,7 @@ mod run;
 mod sign;
 mod suite_layout;
 mod test;
+mod vendored_sdk;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -243,7 +244,15 @@ async fn load_runtime_with(
             .as_deref()
             .unwrap_or(std::path::Path::new(""))
             .display();
-        Failure::bad_input(format!("--modules {dir}: cannot be read: {e}"))
+        // A crate's suite names its `module/`, which only `velero-wasm build` makes.
+        let hint = match args.modules.as_deref() {
+            Some(path) if !path.exists() && path.file_name().is_some_and(|n| n == "module") => {
+                "; a crate's module/ is made by `velero-wasm build` in the crate's directory: build first"
+                    .to_string()
+            }
+            _ => String::new(),
+        };
+        Failure::bad_input(format!("--modules {dir}: cannot be read: {e}{hint}"))
     })?;
     Ok((runtime, problems))
 }

@@ -2,18 +2,22 @@
 //! asked for) with its unit tests on the SDK's `FakeCluster`, its manifest with the least grant it
 //! needs, fixtures, a test suite, and `.cargo/config.toml` with the stack size of the stock
 //! components. The files are the templates in `new/`, embedded in the binary, with the crate's name,
-//! the action's kind and the SDK dependency filled in.
+//! the action's kind and the SDK dependency filled in. The SDK comes with them: its source and WIT,
+//! carried in the binary, go to `vendor/velero-wasm-sdk/` ([`vendored_sdk`]), unless `--sdk` names
+//! another.
 
 use std::path::{Path, PathBuf};
 
+use super::vendored_sdk::{self, VENDOR_DIR};
 use super::{Failure, EXIT_OK};
 use crate::modules::valid_module_name;
 
 /// Arguments of `new`.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "The SDK (velero-wasm-sdk) is not yet published on crates.io: until it is, \
-    give --sdk, the sdk/ directory of a velero-wasm checkout or the repository's git URL."
+    after_help = "The SDK (velero-wasm-sdk, source and WIT) of this binary's version is written into \
+    the crate, at vendor/velero-wasm-sdk, and Cargo.toml depends on it by path: the crate builds with \
+    this binary and Cargo alone. --sdk uses another copy instead."
 )]
 pub struct NewArgs {
     /// The directory to create (or an empty one); its last component names the crate, the module and
@@ -25,11 +29,23 @@ pub struct NewArgs {
     #[arg(long, value_enum, default_value_t = ActionKind::Backup)]
     kind: ActionKind,
 
-    /// Where the SDK comes from: a directory (its sdk/, or a velero-wasm checkout), written as an
-    /// absolute path dependency, or a git URL. Default: velero-wasm-sdk of this binary's version, from
-    /// crates.io.
+    /// The language of the module: rust (the SDK's crate), or python (componentize-py, a backup
+    /// action; `velero-wasm build` needs componentize-py on PATH).
+    #[arg(long, value_enum, default_value_t = Lang::Rust)]
+    lang: Lang,
+
+    /// Where the SDK comes from instead of the copy this binary writes into the crate: a directory
+    /// (its sdk/, or a velero-wasm checkout), written as an absolute path dependency, or a git URL
+    /// (e.g. https://github.com/velero-wasm/velero-wasm.git).
     #[arg(long, value_name = "PATH|GIT-URL")]
     sdk: Option<String>,
+}
+
+/// The languages `new` writes a module in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Lang {
+    Rust,
+    Python,
 }
 
 /// The kinds of action the WIT contract offers, as `new --kind` names them.
@@ -115,20 +131,34 @@ pub fn new(args: NewArgs) -> u8 {
 
 fn create(args: &NewArgs) -> Result<(), Failure> {
     let name = crate_name(&args.path)?;
-    let dependency = sdk_dependency(args.sdk.as_deref())?;
-    if args.sdk.is_none() {
-        eprintln!(
-            "velero-wasm new: warning: without --sdk, Cargo.toml asks crates.io for velero-wasm-sdk {}, which \
-             is not published yet, so the crate will not build: give --sdk, the sdk/ directory of a \
-             velero-wasm checkout or {}.git",
-            env!("CARGO_PKG_VERSION"),
-            env!("CARGO_PKG_REPOSITORY")
-        );
+    if args.lang == Lang::Python {
+        return create_python(args, &name);
     }
-    let files = render(&name, args.kind, &dependency);
-    ensure_empty_or_absent(&args.path)?;
-    for (relative, text) in &files {
-        let path = args.path.join(relative);
+    let dependency = sdk_dependency(args.sdk.as_deref())?;
+    let mut files = render(&name, args.kind, &dependency);
+    if args.sdk.is_none() {
+        files.extend(vendored_sdk::files().map_err(Failure::failed)?);
+    }
+    write_files(&args.path, &files)?;
+    let (_, kind) = args.kind.names();
+    let dir = args.path.display();
+    println!("created {dir}: the {kind} action example.io/{name}, its manifest {name}.toml, fixtures and tests/suite.yaml");
+    match &args.sdk {
+        None => println!(
+            "the SDK: velero-wasm-sdk {} (source and WIT, from this binary) in {dir}/{VENDOR_DIR}, a path dependency of Cargo.toml",
+            env!("CARGO_PKG_VERSION")
+        ),
+        Some(sdk) => println!("the SDK: {dependency} (from --sdk {sdk})"),
+    }
+    println!("next: (cd {dir} && cargo test) && velero-wasm build {dir} && velero-wasm test {dir}/tests/suite.yaml");
+    Ok(())
+}
+
+/// Writes `files` under `dir`, which must be absent or empty.
+fn write_files(dir: &Path, files: &[(String, String)]) -> Result<(), Failure> {
+    ensure_empty_or_absent(dir)?;
+    for (relative, text) in files {
+        let path = dir.join(relative);
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent)
                 .map_err(|e| Failure::failed(format!("{}: {e}", parent.display())))?;
@@ -136,11 +166,64 @@ fn create(args: &NewArgs) -> Result<(), Failure> {
         std::fs::write(&path, text)
             .map_err(|e| Failure::failed(format!("{}: {e}", path.display())))?;
     }
-    let (_, kind) = args.kind.names();
-    let dir = args.path.display();
-    println!("created {dir}: the {kind} action example.io/{name}, its manifest {name}.toml, fixtures and tests/suite.yaml");
-    println!("next: (cd {dir} && cargo test) && velero-wasm build {dir} && velero-wasm test {dir}/tests/suite.yaml");
     Ok(())
+}
+
+/// `new --lang python`: the backup example in Python (`app.py`), its unit tests, the WIT it is built
+/// against, and the same manifest, fixtures and suite as the Rust backup example.
+fn create_python(args: &NewArgs, name: &str) -> Result<(), Failure> {
+    if args.kind != ActionKind::Backup {
+        return Err(Failure::bad_input(format!(
+            "--lang python writes a backup action only (not {}): start from it and change the kind, \
+             the WIT in wit/ has every kind",
+            args.kind.names().1
+        )));
+    }
+    if args.sdk.is_some() {
+        return Err(Failure::bad_input(
+            "--sdk is the Rust SDK's: a Python module is built against the WIT, which new writes into wit/",
+        ));
+    }
+    let files = render_python(name)?;
+    write_files(&args.path, &files)?;
+    let dir = args.path.display();
+    println!("created {dir}: the backup action example.io/{name} in Python (app.py), its manifest {name}.toml, fixtures and tests/suite.yaml");
+    println!("the WIT: {dir}/wit, from this binary; `velero-wasm build` runs componentize-py (pip install componentize-py==0.25.1)");
+    println!("next: (cd {dir} && python3 -m unittest) && velero-wasm build {dir} && velero-wasm test {dir}/tests/suite.yaml");
+    Ok(())
+}
+
+/// The Python module's files: relative path and text.
+fn render_python(name: &str) -> Result<Vec<(String, String)>, Failure> {
+    let own = ActionKind::Backup.templates();
+    let fill = |template: &str| template.replace("__NAME__", name);
+    let mut files: Vec<(String, String)> = [
+        ("app.py".to_string(), include_str!("new/python/app.py")),
+        ("test_app.py".into(), include_str!("new/python/test_app.py")),
+        (".gitignore".into(), include_str!("new/python/gitignore")),
+        ("README.md".into(), include_str!("new/python/README.md")),
+        (format!("{name}.toml"), own.manifest),
+        ("tests/suite.yaml".into(), own.suite),
+        (
+            "tests/fixtures/item.json".into(),
+            include_str!("new/common/item.json"),
+        ),
+        (
+            "tests/fixtures/backup.json".into(),
+            include_str!("new/common/backup.json"),
+        ),
+        ("tests/fixtures/cluster/objects.yaml".into(), own.cluster),
+    ]
+    .into_iter()
+    .map(|(path, template)| (path, fill(template)))
+    .collect();
+    let wit = format!("{VENDOR_DIR}/wit/");
+    for (path, text) in vendored_sdk::files().map_err(Failure::failed)? {
+        if let Some(file) = path.strip_prefix(&wit) {
+            files.push((format!("wit/{file}"), text));
+        }
+    }
+    Ok(files)
 }
 
 /// The crate's name: the last component of `path`, which must also be a valid module name (the
@@ -170,13 +253,12 @@ fn crate_name(path: &Path) -> Result<String, Failure> {
 }
 
 /// The `velero-wasm-sdk = …` line of Cargo.toml for `--sdk` (a git URL, or a directory made
-/// absolute), or the registry's version of this binary's SDK without it.
+/// absolute), or the copy `new` writes into the crate without it.
 fn sdk_dependency(sdk: Option<&str>) -> Result<String, Failure> {
     let Some(sdk) = sdk else {
-        // The SDK is versioned with this binary (one workspace version).
         return Ok(format!(
-            "velero-wasm-sdk = {}",
-            toml_string(env!("CARGO_PKG_VERSION"))
+            "velero-wasm-sdk = {{ path = {} }}",
+            toml_string(VENDOR_DIR)
         ));
     };
     if is_git_url(sdk) {
@@ -395,6 +477,35 @@ mod tests {
     }
 
     #[test]
+    fn the_python_module_has_the_rust_examples_suite_and_the_wit() {
+        let python = render_python("count-pvcs").map_err(|f| f.message).unwrap();
+        let rust = render(
+            "count-pvcs",
+            ActionKind::Backup,
+            "velero-wasm-sdk = \"0.1.0\"",
+        );
+        let file = |files: &[(String, String)], p: &str| {
+            files
+                .iter()
+                .find(|(path, _)| path == p)
+                .map(|(_, t)| t.clone())
+        };
+        for same in [
+            "tests/suite.yaml",
+            "count-pvcs.toml",
+            "tests/fixtures/item.json",
+            "tests/fixtures/cluster/objects.yaml",
+        ] {
+            assert_eq!(file(&python, same), file(&rust, same), "{same}");
+        }
+        let app = file(&python, "app.py").unwrap();
+        assert!(app.contains("ACTION = \"example.io/count-pvcs\"") && !app.contains("__"));
+        assert!(file(&python, "wit/world.wit")
+            .unwrap()
+            .contains("world plugin"));
+    }
+
+    #[test]
     fn names_that_cannot_name_a_module_are_refused_with_the_rule() {
         for bad in ["Label", "label_pvcs", "9lives", "label-", "test", "a b", ""] {
             let failure = crate_name(Path::new(bad)).err();
@@ -409,7 +520,7 @@ mod tests {
     }
 
     #[test]
-    fn the_sdk_comes_from_a_git_url_a_directory_made_absolute_or_the_registry() {
+    fn the_sdk_comes_from_a_git_url_a_directory_made_absolute_or_the_copy_in_the_crate() {
         assert_eq!(
             sdk_dependency(Some("https://github.com/example/velero-wasm.git")).ok(),
             Some(
@@ -417,11 +528,8 @@ mod tests {
             )
         );
         assert_eq!(
-            sdk_dependency(None).ok(),
-            Some(format!(
-                "velero-wasm-sdk = \"{}\"",
-                env!("CARGO_PKG_VERSION")
-            ))
+            sdk_dependency(None).ok().as_deref(),
+            Some("velero-wasm-sdk = { path = \"vendor/velero-wasm-sdk\" }")
         );
         let sdk = Path::new(env!("CARGO_MANIFEST_DIR")).join("../sdk");
         let absolute = std::fs::canonicalize(&sdk).unwrap();

@@ -83,7 +83,8 @@ struct Case {
     expect: Expect,
 }
 
-/// A setting's value: YAML's scalars, passed to the module as text (as a manifest's are).
+/// A setting's value: YAML's scalars, passed to the module as text, and lists and maps, passed as
+/// JSON (as a manifest's are).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(untagged)]
 enum Setting {
@@ -91,6 +92,7 @@ enum Setting {
     Flag(bool),
     Integer(i64),
     Number(f64),
+    Structured(serde_json::Value),
 }
 
 impl Setting {
@@ -100,6 +102,7 @@ impl Setting {
             Setting::Flag(b) => b.to_string(),
             Setting::Integer(n) => n.to_string(),
             Setting::Number(x) => x.to_string(),
+            Setting::Structured(value) => value.to_string(),
         }
     }
 }
@@ -254,7 +257,9 @@ pub async fn test(args: TestArgs) -> u8 {
         match load(file) {
             Ok((suite, text)) => suites.push((file, suite, text)),
             Err(message) => {
-                let hint = if args.suites.is_empty() {
+                // Only when the default suite is not there: a suite that is there but wrong is
+                // what the message is about.
+                let hint = if args.suites.is_empty() && !file.exists() {
                     " (name the suite files to run)"
                 } else {
                     ""
@@ -334,9 +339,26 @@ fn load(path: &Path) -> Result<(Suite, String), String> {
     Ok((suite, text))
 }
 
+/// For serde's "unknown field `x`, expected one of `a`, `b`": the nearest key, if one is near, and
+/// where the format is written down.
+fn unknown_key_hint(error: &str) -> String {
+    let Some(rest) = error.split("unknown field `").nth(1) else {
+        return String::new();
+    };
+    let Some((key, expected)) = rest.split_once('`') else {
+        return String::new();
+    };
+    let keys: Vec<&str> = expected.split('`').skip(1).step_by(2).collect();
+    match crate::modules::settings_schema::nearest(key, &keys) {
+        Some(near) => format!(" (did you mean `{near}`? the suite format: docs/suites.md)"),
+        None => " (the suite format: docs/suites.md)".to_string(),
+    }
+}
+
 /// Parses a suite and checks what serde cannot: unique names, one of backup and restore.
 fn parse(text: &str) -> Result<Suite, String> {
-    let suite: Suite = serde_norway::from_str(text).map_err(|e| format!("invalid suite: {e}"))?;
+    let suite: Suite = serde_norway::from_str(text)
+        .map_err(|e| format!("invalid suite: {e}{}", unknown_key_hint(&e.to_string())))?;
     if let Some(stock) = &suite.stock {
         StockChoice::parse(stock).map_err(|e| format!("stock: {e}"))?;
     }
@@ -1153,6 +1175,18 @@ fn junit_suite(file: &Path, outcomes: &[Outcome]) -> quick_junit::TestSuite {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unknown_key_is_named_with_the_nearest_one() {
+        let e = parse("cases:\n  - name: a\n    action: x/y\n    item: i.json\n    setting: {}\n")
+            .unwrap_err();
+        assert!(
+            e.contains("unknown field `setting`") && e.contains("did you mean `settings`?"),
+            "{e}"
+        );
+        let e = parse("cases: []\nmodlues: m\n").unwrap_err();
+        assert!(e.contains("did you mean `modules`?"), "{e}");
+    }
 
     const SUITE: &str = "\
 # a comment that stays

@@ -36,7 +36,11 @@
 //!                                      # variables whose file (≤ 1 MiB) the module may read
 //!
 //! [settings]
-//! mode = "extended"
+//! mode = "extended"                    # scalars, arrays and tables (see settings_schema)
+//!
+//! [settings-schema.mode]               # the settings the module reads, declared once:
+//! values = ["upstream", "extended"]    # checked at load (modules::settings_schema)
+//! description = "which upstream behaviour to follow"
 //! ```
 
 use std::collections::BTreeMap;
@@ -48,6 +52,8 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use crate::action::Verb;
 use crate::capabilities::kube::resources;
 use crate::capabilities::EnvGrant;
+
+use super::settings_schema::{self, SettingsSchema, SpecText};
 
 /// The largest memory cap a manifest may ask for; the engine reserves slots of this size.
 pub const MAX_MEMORY: u64 = 1 << 30;
@@ -65,8 +71,10 @@ pub struct Manifest {
     pub limits: Limits,
     /// What the module may do.
     pub grant: Grant,
-    /// Settings the module reads through the `config` capability.
+    /// Settings the module reads through the `config` capability, as it reads them (text).
     pub settings: BTreeMap<String, String>,
+    /// The settings the module declares (`[settings-schema]`); empty: not checked.
+    pub settings_schema: SettingsSchema,
     /// `read-views = false`: the module's reads always go to the API server (docs/read-views.md).
     pub no_read_views: bool,
 }
@@ -88,6 +96,8 @@ struct ManifestText {
     grant: GrantText,
     #[serde(default, deserialize_with = "settings")]
     settings: BTreeMap<String, String>,
+    #[serde(default, rename = "settings-schema")]
+    settings_schema: BTreeMap<String, SpecText>,
     #[serde(default = "read_views_default", rename = "read-views")]
     read_views: bool,
 }
@@ -399,6 +409,11 @@ impl Manifest {
             env_files: raw.grant.env_files,
         };
         check_entries(&grant)?;
+        let settings_schema = SettingsSchema::from_text(raw.settings_schema)
+            .map_err(|e| invalid(format!("settings-schema.{}", e.key), e.problem))?;
+        settings_schema
+            .check(&raw.settings)
+            .map_err(|e| invalid(format!("settings.{}", e.key), e.problem))?;
         Ok(Manifest {
             sha256: raw.sha256,
             version,
@@ -406,6 +421,7 @@ impl Manifest {
             limits: raw.limits,
             grant,
             settings: raw.settings,
+            settings_schema,
             no_read_views: !raw.read_views,
         })
     }
@@ -663,23 +679,10 @@ pub fn parse_byte_size(text: &str) -> Option<u64> {
 
 fn settings<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, String>, D::Error> {
     let raw = BTreeMap::<String, toml::Value>::deserialize(d)?;
-    raw.into_iter()
-        .map(|(k, v)| {
-            let text = match v {
-                toml::Value::String(s) => s,
-                toml::Value::Integer(i) => i.to_string(),
-                toml::Value::Float(f) => f.to_string(),
-                toml::Value::Boolean(b) => b.to_string(),
-                other => {
-                    return Err(serde::de::Error::custom(format!(
-                        "settings.{k}: must be a string, number or boolean, not a {}",
-                        other.type_str()
-                    )))
-                }
-            };
-            Ok((k, text))
-        })
-        .collect()
+    Ok(raw
+        .into_iter()
+        .map(|(k, v)| (k, settings_schema::toml_to_text(v)))
+        .collect())
 }
 
 #[cfg(test)]
@@ -792,10 +795,20 @@ mod tests {
                 "{e}"
             );
         }
-        let e = Manifest::parse("[settings]\nx = [1]")
+        let e = Manifest::parse(
+            "[settings]\nstorage-class = {}\n[settings-schema.storage-classes]\ntype = \"map\"",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.starts_with("settings.storage-class: ")
+                && e.contains("did you mean \"storage-classes\""),
+            "{e}"
+        );
+        let e = Manifest::parse("[settings-schema.x]\ntype = \"integer\"\ndefault = \"y\"")
             .unwrap_err()
             .to_string();
-        assert!(e.contains("settings.x"), "{e}");
+        assert!(e.starts_with("settings-schema.x: "), "{e}");
     }
 
     fn kube_rule_error(resources: &str, verbs: &str, namespaces: &str) -> String {

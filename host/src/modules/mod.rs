@@ -12,6 +12,7 @@ pub mod configmaps;
 mod directory;
 mod last_good;
 mod manifest;
+pub mod settings_schema;
 pub mod oci;
 pub mod signature;
 mod stock;

@@ -39,6 +39,12 @@ pub fn apply(stock: &ModuleSource, text: &str, from: Origin) -> Result<ModuleSou
     for (key, value) in &manifest.settings {
         merged.settings.insert(key.clone(), value.clone());
     }
+    // Checked against what the stock module declares, so that a misspelt key is refused here and
+    // not silently ignored.
+    merged
+        .settings_schema
+        .check(&merged.settings)
+        .map_err(|e| e.to_string())?;
     let (ours, theirs) = (&mut merged.limits, &manifest.limits);
     if given("limits", "timeout") {
         ours.timeout = theirs.timeout;

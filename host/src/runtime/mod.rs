@@ -12,6 +12,7 @@ mod engine;
 mod error;
 mod loading;
 mod module;
+mod needs;
 mod registry;
 mod signer;
 
@@ -580,7 +581,10 @@ impl Runtime {
                     }
                     Err(why) => self.stock_fallback(&name, &why),
                 },
-                None => self.stock_fallback(&name, "no last good versions are kept"),
+                None => self.stock_fallback(
+                    &name,
+                    "no earlier copy that loaded is kept to fall back on (the plugin keeps one in its state directory)",
+                ),
             };
             problems.push(LoadProblem {
                 message: format!("{problem}; {fallback}"),

@@ -13,7 +13,7 @@ use wasmtime::Engine;
 
 use super::cache::CompileCache;
 use super::error::LoadError;
-use crate::action::{ActionInfo, AppliesTo, Need, Verb};
+use crate::action::{ActionInfo, AppliesTo};
 use crate::bindings::signer::SignerIndices;
 use crate::bindings::PluginPre;
 use crate::capabilities::{signing, CallState, EnvGrant, HttpGrant, KubeGrant, ModuleCaps};
@@ -35,6 +35,8 @@ pub struct LoadedModule {
     pub grant: Grant,
     /// One line for people, from the manifest.
     pub description: String,
+    /// The settings it declares (`[settings-schema]`), for `actions` to show.
+    pub settings_schema: crate::modules::settings_schema::SettingsSchema,
     /// Its actions, as it describes them.
     pub actions: Vec<ActionInfo>,
     pub(super) applies_to: Vec<AppliesTo>,
@@ -293,6 +295,13 @@ fn compile(
 
 /// What the module's manifest grants it, as the capabilities check it.
 fn caps(source: &ModuleSource) -> Result<Arc<ModuleCaps>, LoadError> {
+    // The settings it loads with (an override's or a suite case's over the manifest's) against the
+    // settings it declares.
+    source
+        .manifest
+        .settings_schema
+        .check(&source.manifest.settings)
+        .map_err(|e| load_error(source, e.to_string()))?;
     let limits = source.manifest.limits;
     Ok(Arc::new(ModuleCaps {
         module: Arc::from(source.name.as_str()),
@@ -304,7 +313,10 @@ fn caps(source: &ModuleSource) -> Result<Arc<ModuleCaps>, LoadError> {
             limits.http_timeout,
         ),
         env: EnvGrant::new(&source.manifest.grant.env, &source.manifest.grant.env_files),
-        settings: source.manifest.settings.clone(),
+        settings: source
+            .manifest
+            .settings_schema
+            .with_defaults(&source.manifest.settings),
         read_views: !source.manifest.no_read_views,
     }))
 }
@@ -332,9 +344,10 @@ pub(super) fn finish(
                 .map_err(|e| linked.error(format!("action {}: {e}", action.name)))?,
         );
         for need in &action.needs {
-            if !covered(&linked.source.manifest.grant, need) {
+            let grant = &linked.source.manifest.grant;
+            if let Some(why) = super::needs::uncovered(grant, need, &action.applies_to) {
                 warnings.push(format!(
-                    "module {}: action {} needs {need}, which the manifest does not grant; those calls will be denied",
+                    "module {}: action {} needs {need}, which the manifest does not grant ({why}); those calls will be denied",
                     linked.source.name, action.name
                 ));
             }
@@ -360,6 +373,7 @@ pub(super) fn finish(
             limits: source.manifest.limits,
             grant: source.manifest.grant,
             description: source.manifest.description,
+            settings_schema: source.manifest.settings_schema,
             actions,
             applies_to,
             caps: linked.caps,
@@ -396,24 +410,6 @@ pub fn validate_name(name: &str) -> Result<(), String> {
         );
     }
     Ok(())
-}
-
-fn covered(grant: &Grant, need: &Need) -> bool {
-    match need {
-        Need::Kube { resource, verbs } => verbs.iter().all(|verb: &Verb| {
-            grant.kube.iter().any(|rule| {
-                rule.verbs.allows(*verb)
-                    && rule
-                        .resources
-                        .iter()
-                        .any(|r| r == "*" || r.eq_ignore_ascii_case(resource))
-            })
-        }),
-        Need::Http(host) => {
-            let http = HttpGrant::new(&grant.http, 0, std::time::Duration::ZERO);
-            grant.http.iter().any(|h| h == host) || http.allows("https", host, 443)
-        }
-    }
 }
 
 #[cfg(test)]

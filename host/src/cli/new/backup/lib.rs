@@ -22,8 +22,9 @@ impl Plugin for Module {
         vec![ActionInfo::new(ACTION, Kind::__KIND__)
             .applies_to(Selector::resources(&["persistentvolumeclaims"]))
             .description("labels each PVC with the number of PVCs in its namespace")
-            // What it calls; `velero-wasm build` checks the manifest's grant covers it.
-            .needs_kube("persistentvolumeclaims", &[Verb::List])]
+            // What it calls, and where (the item's namespace): `velero-wasm build` checks that the
+            // manifest's grant covers it.
+            .needs_kube_in("persistentvolumeclaims", &[Verb::List], &["@item"])]
     }
 
     fn backup(_action: &str, request: BackupRequest) -> Result<BackupResponse, String> {

@@ -20,8 +20,9 @@ impl Plugin for Module {
         vec![ActionInfo::new(ACTION, Kind::__KIND__)
             .applies_to(Selector::resources(&["persistentvolumeclaims"]))
             .description("deletes the notes ConfigMap of each PVC of a deleted backup")
-            // What it calls; `velero-wasm build` checks the manifest's grant covers it.
-            .needs_kube("configmaps", &[Verb::Delete])]
+            // What it calls, and where (the item's namespace): `velero-wasm build` checks that the
+            // manifest's grant covers it.
+            .needs_kube_in("configmaps", &[Verb::Delete], &["@item"])]
     }
 
     fn delete(_action: &str, item: &str, backup: &str) -> Result<(), String> {

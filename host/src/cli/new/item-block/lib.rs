@@ -19,8 +19,9 @@ impl Plugin for Module {
         vec![ActionInfo::new(ACTION, Kind::__KIND__)
             .applies_to(Selector::resources(&["persistentvolumeclaims"]))
             .description("puts each PVC in one item block with the pods that mount it")
-            // What it calls; `velero-wasm build` checks the manifest's grant covers it.
-            .needs_kube("pods", &[Verb::List])]
+            // What it calls, and where (the item's namespace): `velero-wasm build` checks that the
+            // manifest's grant covers it.
+            .needs_kube_in("pods", &[Verb::List], &["@item"])]
     }
 
     fn related_items(_action: &str, item: &str, _backup: &str) -> Result<Vec<ResourceId>, String> {

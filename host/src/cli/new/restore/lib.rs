@@ -22,8 +22,9 @@ impl Plugin for Module {
         vec![ActionInfo::new(ACTION, Kind::__KIND__)
             .applies_to(Selector::resources(&["persistentvolumeclaims"]))
             .description("labels each restored PVC with its restore; skips PVCs that exist")
-            // What it calls; `velero-wasm build` checks the manifest's grant covers it.
-            .needs_kube("persistentvolumeclaims", &[Verb::Get])]
+            // What it calls, and where (the item's namespace): `velero-wasm build` checks that the
+            // manifest's grant covers it.
+            .needs_kube_in("persistentvolumeclaims", &[Verb::Get], &["@item"])]
     }
 
     fn restore(_action: &str, request: RestoreRequest) -> Result<RestoreResponse, String> {

@@ -1,0 +1,83 @@
+"""__NAME__: a Velero backup action, run by velero-wasm as a WebAssembly component.
+
+It labels each PersistentVolumeClaim it backs up with the number of PVCs in its namespace: the same
+action as the Rust scaffold of `velero-wasm new`, written in Python against the same WIT
+(`wit/`, written by `velero-wasm new`; `componentize-py -d wit -w plugin bindings .` writes the
+Python bindings it imports, for an editor). `velero-wasm build` turns it into a component with
+componentize-py. The logic is in `label`, given the function that lists PVCs: the host's in the
+component, a fake in `test_app.py` (`python3 -m unittest`, no wasm needed).
+"""
+
+import json
+
+from componentize_py_types import Err
+from wit_world import exports
+from wit_world.exports import actions
+from wit_world.imports import kube, types
+
+ACTION = "example.io/__NAME__"
+LABEL = "example.io/pvcs-in-namespace"
+PVCS = kube.ApiResource(group="", version="v1", resource="persistentvolumeclaims")
+
+
+def label(item_json: str, list_pvcs) -> actions.BackupResponse:
+    """Labels the PVC `item_json` with the number of PVCs `list_pvcs(namespace)` returns."""
+    item = json.loads(item_json)
+    namespace = item.get("metadata", {}).get("namespace", "")
+    pvcs = list_pvcs(namespace)
+    item.setdefault("metadata", {}).setdefault("labels", {})[LABEL] = str(len(pvcs))
+    return actions.BackupResponse(
+        item=json.dumps(item, separators=(",", ":")),
+        additional_items=[],
+        operation_id=None,
+        post_operation_items=[],
+    )
+
+
+def host_list(namespace: str):
+    try:
+        return kube.list(PVCS, namespace, kube.ListOptions(label_selector="", field_selector=""))
+    except Err as e:
+        raise Err(f"listing the PVCs of {namespace}: {e.value}")
+
+
+class Actions(exports.Actions):
+    def describe(self):
+        return [
+            actions.ActionInfo(
+                name=ACTION,
+                kind=actions.Kind.BACKUP,
+                applies_to=actions.Selector(
+                    included_namespaces=[],
+                    excluded_namespaces=[],
+                    included_resources=["persistentvolumeclaims"],
+                    excluded_resources=[],
+                    label_selector="",
+                ),
+                description="labels each PVC with the number of PVCs in its namespace",
+                # What it calls, and where (the item's namespace): `velero-wasm build` checks that
+                # the manifest's grant covers it.
+                needs=[actions.Need_Kube(("persistentvolumeclaims in @item", [types.Verb.LIST]))],
+            )
+        ]
+
+    def backup(self, action, request):
+        return label(request.item, host_list)
+
+    def restore(self, action, request):
+        raise Err(f"action {action} does not implement restore")
+
+    def related_items(self, action, item, backup):
+        raise Err(f"action {action} does not implement related-items")
+
+    def delete(self, action, item, backup):
+        raise Err(f"action {action} does not implement delete")
+
+    def progress(self, action, operation_id, subject):
+        raise Err(f"action {action} does not implement progress")
+
+    def cancel(self, action, operation_id, subject):
+        raise Err(f"action {action} does not implement cancel")
+
+    def items_ready(self, action, items, restore):
+        raise Err(f"action {action} does not implement items-ready")

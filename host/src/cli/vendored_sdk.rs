@@ -1,0 +1,194 @@
+//! The SDK's source carried in the binary, for `velero-wasm new` to write into a new crate
+//! (`vendor/velero-wasm-sdk/`, a path dependency): a module builds with only this binary and Cargo,
+//! no checkout and no registry copy of the SDK. Its Cargo.toml files inherit from the workspace
+//! (`version.workspace = true`); the copies written have those values filled in, so that they stand
+//! alone.
+
+/// Where `new` writes the SDK, relative to the new crate.
+pub const VENDOR_DIR: &str = "vendor/velero-wasm-sdk";
+
+// `SDK_FILES`: each file of sdk/ and its text (host/build.rs).
+include!(concat!(env!("OUT_DIR"), "/sdk_files.rs"));
+
+/// The workspace manifest the SDK's Cargo.toml files inherit from.
+const WORKSPACE: &str = include_str!("../../../Cargo.toml");
+
+/// The SDK's files as `new` writes them: path under the new crate, text.
+pub fn files() -> Result<Vec<(String, String)>, String> {
+    let workspace: toml::Table = WORKSPACE
+        .parse()
+        .map_err(|e| format!("the workspace Cargo.toml carried in the binary: {e}"))?;
+    SDK_FILES
+        .iter()
+        .map(|(path, text)| {
+            let text = match path.ends_with("Cargo.toml") {
+                true => standalone(text, &workspace).map_err(|e| format!("sdk/{path}: {e}"))?,
+                false => text.to_string(),
+            };
+            Ok((format!("{VENDOR_DIR}/{path}"), text))
+        })
+        .collect()
+}
+
+/// `manifest` with every `workspace = true` replaced by the workspace's value: `[package]` fields from
+/// `[workspace.package]`, dependencies from `[workspace.dependencies]` (their own keys, such as
+/// `features`, kept).
+fn standalone(manifest: &str, workspace: &toml::Table) -> Result<String, String> {
+    let mut doc: toml_edit::DocumentMut = manifest.parse().map_err(|e| format!("{e}"))?;
+    let ws = workspace
+        .get("workspace")
+        .and_then(toml::Value::as_table)
+        .ok_or("no [workspace]")?;
+    let empty = toml::Table::new();
+    let package = ws
+        .get("package")
+        .and_then(toml::Value::as_table)
+        .unwrap_or(&empty);
+    let dependencies = ws
+        .get("dependencies")
+        .and_then(toml::Value::as_table)
+        .unwrap_or(&empty);
+    let inherits = |item: &toml_edit::Item| {
+        item.get("workspace")
+            .and_then(toml_edit::Item::as_bool)
+            .unwrap_or(false)
+    };
+    if let Some(fields) = doc
+        .get_mut("package")
+        .and_then(toml_edit::Item::as_table_like_mut)
+    {
+        for (key, item) in fields.iter_mut() {
+            if inherits(item) {
+                let value = package
+                    .get(key.get())
+                    .ok_or_else(|| format!("workspace.package.{} is not set", key.get()))?;
+                *item = toml_edit::value(edit_value(value)?);
+            }
+        }
+    }
+    let mut tables: Vec<&mut toml_edit::Item> = Vec::new();
+    let (root, targets) = {
+        let table = doc.as_table_mut();
+        let mut root = None;
+        let mut targets = None;
+        for (key, item) in table.iter_mut() {
+            match key.get() {
+                "dependencies" => root = Some(item),
+                "target" => targets = Some(item),
+                _ => {}
+            }
+        }
+        (root, targets)
+    };
+    tables.extend(root);
+    if let Some(targets) = targets.and_then(toml_edit::Item::as_table_like_mut) {
+        for (_, target) in targets.iter_mut() {
+            if let Some(deps) = target
+                .as_table_like_mut()
+                .and_then(|t| t.get_mut("dependencies"))
+            {
+                tables.push(deps);
+            }
+        }
+    }
+    for deps in tables {
+        let Some(deps) = deps.as_table_like_mut() else {
+            continue;
+        };
+        for (name, item) in deps.iter_mut() {
+            if !inherits(item) {
+                continue;
+            }
+            let inherited = dependencies
+                .get(name.get())
+                .ok_or_else(|| format!("workspace.dependencies.{} is not set", name.get()))?;
+            let mut merged = toml_edit::InlineTable::new();
+            match inherited {
+                toml::Value::String(version) => {
+                    merged.insert("version", version.as_str().into());
+                }
+                toml::Value::Table(table) => {
+                    for (k, v) in table {
+                        merged.insert(k, edit_value(v)?);
+                    }
+                }
+                other => return Err(format!("workspace.dependencies.{name}: {other}")),
+            }
+            if let Some(own) = item.as_table_like() {
+                for (k, v) in own.iter() {
+                    if k == "workspace" {
+                        continue;
+                    }
+                    let Some(v) = v.as_value() else { continue };
+                    if k == "features" {
+                        // The member's features add to the workspace's.
+                        let mut all = merged
+                            .get("features")
+                            .and_then(toml_edit::Value::as_array)
+                            .cloned()
+                            .unwrap_or_default();
+                        for f in v.as_array().into_iter().flatten() {
+                            all.push(f.clone());
+                        }
+                        merged.insert("features", all.into());
+                    } else {
+                        merged.insert(k, v.clone());
+                    }
+                }
+            }
+            *item = toml_edit::value(merged);
+        }
+    }
+    Ok(doc.to_string())
+}
+
+/// A `toml` value as a `toml_edit` one.
+fn edit_value(value: &toml::Value) -> Result<toml_edit::Value, String> {
+    let text = format!("v = {value}");
+    let doc: toml_edit::DocumentMut = text.parse().map_err(|e| format!("{e}"))?;
+    doc.get("v")
+        .and_then(toml_edit::Item::as_value)
+        .cloned()
+        .ok_or_else(|| format!("{value} is not a TOML value"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_sdk_manifests_stand_alone() {
+        let files = files().unwrap();
+        for (path, text) in &files {
+            if !path.ends_with("Cargo.toml") {
+                continue;
+            }
+            assert!(!text.contains("workspace = true"), "{path}:\n{text}");
+            let cargo: toml::Table = text.parse().unwrap();
+            assert_eq!(
+                cargo["package"]["version"].as_str(),
+                Some(env!("CARGO_PKG_VERSION")),
+                "{path}"
+            );
+        }
+        let sdk = &files
+            .iter()
+            .find(|(p, _)| p == "vendor/velero-wasm-sdk/Cargo.toml")
+            .unwrap()
+            .1;
+        let cargo: toml::Table = sdk.parse().unwrap();
+        let json = &cargo["dependencies"]["serde_json"];
+        assert_eq!(json["version"].as_str(), Some("1"));
+        assert_eq!(json["features"][0].as_str(), Some("preserve_order"));
+        assert_eq!(
+            cargo["dependencies"]["serde"]["features"][0].as_str(),
+            Some("derive")
+        );
+        assert!(files
+            .iter()
+            .any(|(p, _)| p == "vendor/velero-wasm-sdk/wit/actions.wit"));
+        assert!(files
+            .iter()
+            .any(|(p, _)| p == "vendor/velero-wasm-sdk/label-selector/src/lib.rs"));
+    }
+}

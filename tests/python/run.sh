@@ -1,0 +1,55 @@
+#!/bin/sh
+# `make python`: the second language. `velero-wasm new --lang python count-pvcs` and
+# `velero-wasm new count-pvcs` (Rust) in a scratch directory; the Python module's unit tests; both
+# built with `velero-wasm build`; the one suite both generate (the same file) passes on each; then
+# `velero-wasm bench` of each and their sizes. Not part of `make test`: componentize-py snapshots an
+# interpreter (about a minute) and a debug host compiles the 18 MB component for a minute or two.
+#
+# componentize-py comes from PyPI into target/python-venv (COMPONENTIZE_PY names another); the Rust
+# twin builds offline from Cargo's cache, with the workspace's Cargo.lock.
+set -eu
+root=$(cd "$(dirname "$0")/../.." && pwd)
+target=${CARGO_BUILD_TARGET:-$(uname -m)-unknown-linux-musl}
+cargo build -q -p velero-wasm --target "$target"
+bin=$root/target/$target/debug/velero-wasm
+
+if [ -z "${COMPONENTIZE_PY:-}" ]; then
+    venv=$root/target/python-venv
+    if [ ! -x "$venv/bin/componentize-py" ]; then
+        python3 -m venv "$venv"
+        "$venv/bin/pip" install -q componentize-py==0.25.1
+    fi
+    COMPONENTIZE_PY=$venv/bin/componentize-py
+fi
+export COMPONENTIZE_PY
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+py=$work/python/count-pvcs
+rust=$work/rust/count-pvcs
+
+"$bin" new --lang python "$py"
+"$bin" new "$rust"
+cp "$root/Cargo.lock" "$rust/"
+cmp "$py/tests/suite.yaml" "$rust/tests/suite.yaml"
+echo "== one suite for both: $(grep -c '^  - name:' "$py/tests/suite.yaml") case(s)"
+
+(cd "$py" && python3 -m unittest -q)
+start=$(date +%s)
+"$bin" build "$py"
+echo "== the Python build took $(($(date +%s) - start)) s"
+(cd "$rust" && CARGO_NET_OFFLINE=true CARGO_TARGET_DIR=$root/target/author-crate "$bin" build)
+
+for dir in "$py" "$rust"; do
+    echo "== $dir"
+    start=$(date +%s)
+    "$bin" test "$dir/tests/suite.yaml"
+    echo "   (test took $(($(date +%s) - start)) s, loading and compiling the component included)"
+done
+
+for dir in "$py" "$rust"; do
+    wasm=$dir/module/count-pvcs.wasm
+    echo "== $(basename "$(dirname "$dir")"): component $(wc -c < "$wasm") bytes, gzipped $(gzip -9 -c "$wasm" | wc -c)"
+    (cd "$dir" && "$bin" bench --modules module --stock none --action example.io/count-pvcs \
+        --item tests/fixtures/item.json --backup tests/fixtures/backup.json --cluster tests/fixtures/cluster -n 50)
+done
