@@ -403,7 +403,9 @@ fn merge(target: &mut serde_json::Value, patch: &serde_json::Value) {
             if !target.is_object() {
                 *target = Value::Object(Default::default());
             }
-            let map = target.as_object_mut().expect("made an object above");
+            let Some(map) = target.as_object_mut() else {
+                return;
+            };
             for (k, v) in fields {
                 if v.is_null() {
                     map.remove(k);

@@ -64,6 +64,8 @@ pub mod signing;
 
 /// The raw bindings generated from the WIT package. The world is `plugin-with-signing` (`plugin` plus
 /// the `signing` import); an import a component never calls is left out of the built component.
+/// Generated code: its documentation is the WIT's.
+#[allow(missing_docs)]
 pub mod bindings {
     wit_bindgen::generate!({
         path: "wit",
