@@ -162,7 +162,7 @@ impl CallState {
         call: CallId,
         caps: Arc<ModuleCaps>,
         services: Arc<Services>,
-        limits: &crate::modules::Limits,
+        limits: &velero_wasm_grant::Limits,
     ) -> CallState {
         let (stdout, stderr) = (GuestOutput::default(), GuestOutput::default());
         let mut wasi = WasiCtx::builder();
