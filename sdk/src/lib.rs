@@ -84,7 +84,7 @@ pub use bindings::exports::velero_wasm::plugin::actions::{
 };
 pub use bindings::velero_wasm::plugin::types::{ResourceId, Timestamp, Verb};
 pub use clock::{Clock, FakeClock, HostClock};
-pub use cluster::{Api, Call, Cluster, FakeCluster, HostCluster, KubeError};
+pub use cluster::{Api, Call, Cluster, FakeCluster, HostCluster, KubeAnswer, KubeCall, KubeError};
 pub use config::{Config, FakeConfig, HostConfig};
 pub use environment::{Environment, FakeEnvironment, HostEnvironment};
 pub use http::{FakeHttp, HostHttp, Http};
