@@ -16,6 +16,7 @@ mod module;
 mod new;
 mod rbac;
 mod run;
+mod settings;
 mod sign;
 mod suite_layout;
 mod test;
