@@ -135,12 +135,8 @@ pub struct CallState {
     pub stdout: GuestOutput,
     /// The guest's stderr (quoted in errors: a Rust panic message lands there).
     pub stderr: GuestOutput,
-    /// Lines the guest has logged in this call.
-    pub log_lines: u32,
-    /// Bytes (messages and fields) the guest has logged in this call.
-    pub log_bytes: usize,
-    /// Whether the guest's log budget ran out in this call (said once, then lines are dropped).
-    pub log_dropped: bool,
+    /// What the guest has logged in this call (the `log` capability's own part).
+    log: log::LogState,
     /// Calls of capabilities that do work for the guest (kube, http, environment, random, signing).
     pub capability_calls: u32,
     /// The most such calls the module may make in one call (manifest `[limits] capability-calls`).
@@ -181,9 +177,7 @@ impl CallState {
             services,
             stdout,
             stderr,
-            log_lines: 0,
-            log_bytes: 0,
-            log_dropped: false,
+            log: log::LogState::default(),
             capability_calls: 0,
             max_capability_calls: limits.capability_calls,
             exceeded: None,
