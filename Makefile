@@ -53,7 +53,7 @@ image: ## The plugin image for amd64 and arm64 as OCI archives in target/image/,
 	@.ci/deps image
 	deploy/build-image.sh
 
-# Every fuzz target (fuzz/fuzz_targets/), each run for FUZZ_SECONDS; see README "Fuzzing".
+# Every fuzz target (fuzz/fuzz_targets/), each run for FUZZ_SECONDS; see fuzz/README.md.
 FUZZ_SECONDS ?= 600
 FUZZ_TARGETS ?= grpc documents manifest selectors kube_calls guest_capabilities
 FUZZ := nice -n 19 $(CARGO) +nightly fuzz

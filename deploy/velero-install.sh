@@ -70,7 +70,7 @@ fi
 # The variables of the velero container, set by one `kubectl set env`: the stock modules to load
 # (default: all; beside upstream's kubevirt-velero-plugin, for instance, load only HyperShift's, as
 # here: docs/migration.md says which names clash), and the kinds on Velero 1.14.
-# Optional: export call metrics to an OpenTelemetry collector (OTLP/HTTP; README "Metrics") by
+# Optional: export call metrics to an OpenTelemetry collector (OTLP/HTTP; docs/operation.md, "Metrics") by
 # adding OTEL_EXPORTER_OTLP_ENDPOINT=http://otel-collector.observability:4318 to the list.
 vars=VELERO_WASM_STOCK=hcp,agent
 if [ "$server_minor" -eq 14 ]; then

@@ -2,7 +2,7 @@
 //! binary: one image reference, tagged with the release; init containers that mount Velero's plugin
 //! directory at `/target`, where the image's entrypoint installs the binary; module ConfigMaps mounted
 //! where `VELERO_WASM_MODULES` points; and only environment variables the binary reads, with values it
-//! accepts. The README's "Installing" section is made of these files.
+//! accepts. The "Installing" section of docs/operation.md is made of these files.
 //!
 //! - Each recipe suits the versions it names (docs/install.md): `VELERO_WASM_KINDS` exactly on Velero
 //!   1.14, the chart's `extraEnvVars` as a list from chart 9.1.3 and a map before, OADP default plugin

@@ -11,7 +11,7 @@ mod bindings;
 pub mod capabilities;
 pub mod cli;
 pub mod documents;
-mod glob;
+use velero_wasm_grant::glob;
 mod guest_output;
 pub mod logging;
 pub mod metrics;

@@ -27,8 +27,6 @@ use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider};
 use opentelemetry_sdk::Resource;
 use tokio::runtime::Handle;
 
-use crate::runtime::{CallError, Fault};
-
 /// The standard variable for the collector's base URL (`/v1/metrics` is appended).
 pub const ENDPOINT_ENV: &str = "OTEL_EXPORTER_OTLP_ENDPOINT";
 /// The standard variable for the full URL metrics are posted to (wins over [`ENDPOINT_ENV`]).
@@ -166,12 +164,12 @@ fn instance_id() -> String {
 
 /// Runs one `call` (Velero's name: `Execute`, `Progress`, …) of `action` in `module` and records it
 /// when metrics are exported; otherwise just runs it.
-pub async fn measured<T>(
+pub async fn measured<T, E: FailureKind>(
     module: &str,
     action: &str,
     call: &'static str,
-    work: impl Future<Output = Result<T, CallError>>,
-) -> Result<T, CallError> {
+    work: impl Future<Output = Result<T, E>>,
+) -> Result<T, E> {
     let Some(metrics) = METRICS.get() else {
         return work.await;
     };
@@ -193,7 +191,7 @@ pub async fn measured<T>(
         .record(started.elapsed().as_secs_f64(), &attributes);
     if let Err(error) = &result {
         let [module, action, call] = attributes;
-        let kind = KeyValue::new("kind", failure_kind(error, denied));
+        let kind = KeyValue::new("kind", error.failure_kind(denied));
         metrics.failures.add(1, &[module, action, call, kind]);
     }
     result
@@ -222,24 +220,13 @@ pub fn note_view_bytes(delta: i64) {
     }
 }
 
-/// The `kind` attribute of a failed call: `action` (the action returned an error), `denied` (it did
-/// after a refused capability call), `trap`, `deadline`, `memory`, `limit` (host work for the guest
-/// ran past a limit), `output` (an answer Velero cannot use), `unavailable`.
-pub fn failure_kind(error: &CallError, denied: bool) -> &'static str {
-    match error {
-        CallError::Action(_) if denied => "denied",
-        CallError::Action(_) => "action",
-        CallError::Fault { fault, .. } => match fault {
-            Fault::Trap(_) | Fault::Exit(_) | Fault::Instantiate(_) => "trap",
-            Fault::Timeout(_) | Fault::NoSlot { .. } => "deadline",
-            Fault::Memory { .. } | Fault::MemoryBudget { .. } => "memory",
-            Fault::Limit(_) => "limit",
-            Fault::Output(_) => "output",
-        },
-        CallError::UnknownAction(_) | CallError::WrongKind { .. } | CallError::NoSigner => {
-            "unavailable"
-        }
-    }
+/// An error a measured call can end with, as the metrics count it.
+pub trait FailureKind {
+    /// The `kind` attribute of the failed call: `action` (the action returned an error), `denied` (it
+    /// did after a refused capability call: `denied` says whether there was one), `trap`, `deadline`,
+    /// `memory`, `limit` (host work for the guest ran past a limit), `output` (an answer Velero cannot
+    /// use), `unavailable`.
+    fn failure_kind(&self, denied: bool) -> &'static str;
 }
 
 /// Sends the last figures and stops the exporter, waiting at most [`FLUSH_LIMIT`]. Called on every
@@ -352,33 +339,6 @@ mod tests {
     }
 
     #[test]
-    fn failures_are_counted_by_kind() {
-        let fault = |fault| CallError::Fault {
-            module: "m".into(),
-            action: "a".into(),
-            item: String::new(),
-            fault,
-        };
-        let cases = [
-            (CallError::Action("no".into()), false, "action"),
-            (CallError::Action("no".into()), true, "denied"),
-            (fault(Fault::Trap("panic".into())), true, "trap"),
-            (fault(Fault::Exit(1)), false, "trap"),
-            (
-                fault(Fault::Timeout(Duration::from_secs(2))),
-                false,
-                "deadline",
-            ),
-            (fault(Fault::Memory { limit_mib: 64 }), false, "memory"),
-            (fault(Fault::Limit("calls".into())), false, "limit"),
-            (fault(Fault::Output("junk".into())), false, "output"),
-        ];
-        for (error, denied, kind) in cases {
-            assert_eq!(failure_kind(&error, denied), kind, "{error}");
-        }
-    }
-
-    #[test]
     fn instance_ids_are_version_4_uuids_and_differ() {
         let (a, b) = (instance_id(), instance_id());
         assert_ne!(a, b);
@@ -391,7 +351,14 @@ mod tests {
     async fn without_an_exporter_a_call_is_only_run() {
         // No endpoint in the test's environment: nothing was set up, the result passes through.
         assert!(METRICS.get().is_none());
-        let result = measured("m", "a", "Execute", async { Ok::<_, CallError>(7) }).await;
+        #[derive(Debug)]
+        struct Refused;
+        impl FailureKind for Refused {
+            fn failure_kind(&self, _: bool) -> &'static str {
+                "action"
+            }
+        }
+        let result = measured("m", "a", "Execute", async { Ok::<_, Refused>(7) }).await;
         assert_eq!(result.unwrap(), 7);
         note_denied();
     }

@@ -53,7 +53,7 @@ pub fn gate(cluster: &dyn Cluster, backup: &Object) -> Gate {
 #[cfg(test)]
 mod tests {
     use serde_json::json;
-    use velero_wasm_sdk::{FakeCluster, KubeError};
+    use velero_wasm_sdk::{FakeCluster, KubeAnswer, KubeError};
 
     use super::*;
 
@@ -118,44 +118,8 @@ mod tests {
 
     struct Unreadable;
     impl Cluster for Unreadable {
-        fn get(&self, _: velero_wasm_sdk::Api, _: &str, _: &str) -> Result<Object, KubeError> {
+        fn call(&self, _: velero_wasm_sdk::KubeCall<'_>) -> Result<KubeAnswer, KubeError> {
             Err(KubeError::Forbidden("crds is forbidden".into()))
-        }
-        fn list(
-            &self,
-            _: velero_wasm_sdk::Api,
-            _: &str,
-            _: &str,
-        ) -> Result<Vec<Object>, KubeError> {
-            unreachable!()
-        }
-        fn create(
-            &self,
-            _: velero_wasm_sdk::Api,
-            _: &str,
-            _: &Object,
-        ) -> Result<Object, KubeError> {
-            unreachable!()
-        }
-        fn update(
-            &self,
-            _: velero_wasm_sdk::Api,
-            _: &str,
-            _: &Object,
-        ) -> Result<Object, KubeError> {
-            unreachable!()
-        }
-        fn merge_patch(
-            &self,
-            _: velero_wasm_sdk::Api,
-            _: &str,
-            _: &str,
-            _: &serde_json::Value,
-        ) -> Result<Object, KubeError> {
-            unreachable!()
-        }
-        fn delete(&self, _: velero_wasm_sdk::Api, _: &str, _: &str) -> Result<(), KubeError> {
-            unreachable!()
         }
     }
 

@@ -105,21 +105,184 @@ pub enum ReadAnswer {
 /// The most reads the host takes in one batch; [`HostCluster::read_all`] sends longer ones in parts.
 pub const MAX_BATCH: usize = 64;
 
-/// The Kubernetes operations an action uses. Objects are [`Object`]s; errors keep "not found" distinct.
+/// One Kubernetes call, in the shape of the host's `kube` capability: what a [`Cluster`] answers.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum KubeCall<'a> {
+    /// Read one object.
+    Get {
+        /// The resource type.
+        api: Api,
+        /// The namespace ("" for a cluster-scoped object).
+        namespace: &'a str,
+        /// The object's name.
+        name: &'a str,
+    },
+    /// List objects in a namespace ("" for all, or cluster-scoped) matching a label selector ("" for
+    /// all).
+    List {
+        /// The resource type.
+        api: Api,
+        /// The namespace.
+        namespace: &'a str,
+        /// The label selector.
+        label_selector: &'a str,
+    },
+    /// Create an object; answers it as stored.
+    Create {
+        /// The resource type.
+        api: Api,
+        /// The namespace.
+        namespace: &'a str,
+        /// The object.
+        object: &'a Object,
+    },
+    /// Replace an object; answers it as stored.
+    Update {
+        /// The resource type.
+        api: Api,
+        /// The namespace.
+        namespace: &'a str,
+        /// The object.
+        object: &'a Object,
+    },
+    /// Apply a JSON merge patch; answers the object as stored.
+    MergePatch {
+        /// The resource type.
+        api: Api,
+        /// The namespace.
+        namespace: &'a str,
+        /// The object's name.
+        name: &'a str,
+        /// The patch.
+        patch: &'a serde_json::Value,
+    },
+    /// Delete an object.
+    Delete {
+        /// The resource type.
+        api: Api,
+        /// The namespace.
+        namespace: &'a str,
+        /// The object's name.
+        name: &'a str,
+    },
+}
+
+impl KubeCall<'_> {
+    /// The resource type the call is on.
+    pub fn api(&self) -> Api {
+        match *self {
+            KubeCall::Get { api, .. }
+            | KubeCall::List { api, .. }
+            | KubeCall::Create { api, .. }
+            | KubeCall::Update { api, .. }
+            | KubeCall::MergePatch { api, .. }
+            | KubeCall::Delete { api, .. } => api,
+        }
+    }
+
+    /// The verb a grant must allow for it: `get`, `list`, `create`, `update`, `patch` or `delete`.
+    pub fn verb(&self) -> &'static str {
+        match self {
+            KubeCall::Get { .. } => "get",
+            KubeCall::List { .. } => "list",
+            KubeCall::Create { .. } => "create",
+            KubeCall::Update { .. } => "update",
+            KubeCall::MergePatch { .. } => "patch",
+            KubeCall::Delete { .. } => "delete",
+        }
+    }
+}
+
+/// What a [`KubeCall`] answers: the object read or stored, a list's objects, or nothing for a delete.
+#[derive(Debug, Clone, PartialEq)]
+pub enum KubeAnswer {
+    /// The object read or stored.
+    Object(Object),
+    /// A list's objects.
+    Objects(Vec<Object>),
+    /// A delete's answer.
+    Deleted,
+}
+
+impl KubeAnswer {
+    /// The object, for a get, create, update or patch.
+    pub fn into_object(self) -> Result<Object, KubeError> {
+        match self {
+            KubeAnswer::Object(object) => Ok(object),
+            other => Err(other.unexpected("an object")),
+        }
+    }
+
+    /// The objects, for a list.
+    pub fn into_objects(self) -> Result<Vec<Object>, KubeError> {
+        match self {
+            KubeAnswer::Objects(objects) => Ok(objects),
+            other => Err(other.unexpected("a list of objects")),
+        }
+    }
+
+    fn unexpected(&self, wanted: &str) -> KubeError {
+        let got = match self {
+            KubeAnswer::Object(_) => "an object",
+            KubeAnswer::Objects(_) => "a list of objects",
+            KubeAnswer::Deleted => "nothing",
+        };
+        KubeError::Other(format!("the cluster answered {got} where {wanted} was due"))
+    }
+}
+
+/// The Kubernetes operations an action uses: one method, [`Cluster::call`], in the shape of the host's
+/// capability (a test double implements it alone), and typed helpers over it. Objects are
+/// [`Object`]s; errors keep "not found" distinct.
 pub trait Cluster {
+    /// Answers one call.
+    fn call(&self, call: KubeCall<'_>) -> Result<KubeAnswer, KubeError>;
+
     /// Reads one object.
-    fn get(&self, api: Api, namespace: &str, name: &str) -> Result<Object, KubeError>;
+    fn get(&self, api: Api, namespace: &str, name: &str) -> Result<Object, KubeError> {
+        self.call(KubeCall::Get {
+            api,
+            namespace,
+            name,
+        })?
+        .into_object()
+    }
+
     /// Lists objects in a namespace ("" for all, or cluster-scoped) matching a label selector ("" for all).
     fn list(
         &self,
         api: Api,
         namespace: &str,
         label_selector: &str,
-    ) -> Result<Vec<Object>, KubeError>;
+    ) -> Result<Vec<Object>, KubeError> {
+        self.call(KubeCall::List {
+            api,
+            namespace,
+            label_selector,
+        })?
+        .into_objects()
+    }
+
     /// Creates an object and returns it as stored.
-    fn create(&self, api: Api, namespace: &str, object: &Object) -> Result<Object, KubeError>;
+    fn create(&self, api: Api, namespace: &str, object: &Object) -> Result<Object, KubeError> {
+        self.call(KubeCall::Create {
+            api,
+            namespace,
+            object,
+        })?
+        .into_object()
+    }
+
     /// Replaces an object and returns it as stored.
-    fn update(&self, api: Api, namespace: &str, object: &Object) -> Result<Object, KubeError>;
+    fn update(&self, api: Api, namespace: &str, object: &Object) -> Result<Object, KubeError> {
+        self.call(KubeCall::Update {
+            api,
+            namespace,
+            object,
+        })?
+        .into_object()
+    }
+
     /// Applies a JSON merge patch and returns the object as stored.
     fn merge_patch(
         &self,
@@ -127,9 +290,25 @@ pub trait Cluster {
         namespace: &str,
         name: &str,
         patch: &serde_json::Value,
-    ) -> Result<Object, KubeError>;
+    ) -> Result<Object, KubeError> {
+        self.call(KubeCall::MergePatch {
+            api,
+            namespace,
+            name,
+            patch,
+        })?
+        .into_object()
+    }
+
     /// Deletes an object.
-    fn delete(&self, api: Api, namespace: &str, name: &str) -> Result<(), KubeError>;
+    fn delete(&self, api: Api, namespace: &str, name: &str) -> Result<(), KubeError> {
+        self.call(KubeCall::Delete {
+            api,
+            namespace,
+            name,
+        })
+        .map(|_| ())
+    }
 
     /// Several reads that do not depend on each other, answered in order. The host sends them at once
     /// (one round trip instead of one per read, WIT 0.1.1 `kube.read-all`); this default makes them
@@ -165,53 +344,54 @@ fn parse_answer(json: String) -> Result<Object, KubeError> {
 }
 
 impl Cluster for HostCluster {
-    fn get(&self, api: Api, namespace: &str, name: &str) -> Result<Object, KubeError> {
-        parse_answer(kube::get(&api.to_wit(), namespace, name)?)
-    }
-
-    fn list(
-        &self,
-        api: Api,
-        namespace: &str,
-        label_selector: &str,
-    ) -> Result<Vec<Object>, KubeError> {
-        let options = kube::ListOptions {
-            label_selector: label_selector.to_string(),
-            field_selector: String::new(),
-        };
-        kube::list(&api.to_wit(), namespace, &options)?
-            .into_iter()
-            .map(parse_answer)
-            .collect()
-    }
-
-    fn create(&self, api: Api, namespace: &str, object: &Object) -> Result<Object, KubeError> {
-        parse_answer(kube::create(&api.to_wit(), namespace, &object.to_json())?)
-    }
-
-    fn update(&self, api: Api, namespace: &str, object: &Object) -> Result<Object, KubeError> {
-        parse_answer(kube::update(&api.to_wit(), namespace, &object.to_json())?)
-    }
-
-    fn merge_patch(
-        &self,
-        api: Api,
-        namespace: &str,
-        name: &str,
-        patch: &serde_json::Value,
-    ) -> Result<Object, KubeError> {
-        let patch = patch.to_string();
-        parse_answer(kube::patch(
-            &api.to_wit(),
-            namespace,
-            name,
-            kube::PatchType::Merge,
-            &patch,
-        )?)
-    }
-
-    fn delete(&self, api: Api, namespace: &str, name: &str) -> Result<(), KubeError> {
-        kube::delete(&api.to_wit(), namespace, name)
+    fn call(&self, call: KubeCall<'_>) -> Result<KubeAnswer, KubeError> {
+        let api = call.api().to_wit();
+        let object = |json| parse_answer(json).map(KubeAnswer::Object);
+        match call {
+            KubeCall::Get {
+                namespace, name, ..
+            } => object(kube::get(&api, namespace, name)?),
+            KubeCall::List {
+                namespace,
+                label_selector,
+                ..
+            } => {
+                let options = kube::ListOptions {
+                    label_selector: label_selector.to_string(),
+                    field_selector: String::new(),
+                };
+                kube::list(&api, namespace, &options)?
+                    .into_iter()
+                    .map(parse_answer)
+                    .collect::<Result<_, _>>()
+                    .map(KubeAnswer::Objects)
+            }
+            KubeCall::Create {
+                namespace,
+                object: o,
+                ..
+            } => object(kube::create(&api, namespace, &o.to_json())?),
+            KubeCall::Update {
+                namespace,
+                object: o,
+                ..
+            } => object(kube::update(&api, namespace, &o.to_json())?),
+            KubeCall::MergePatch {
+                namespace,
+                name,
+                patch,
+                ..
+            } => object(kube::patch(
+                &api,
+                namespace,
+                name,
+                kube::PatchType::Merge,
+                &patch.to_string(),
+            )?),
+            KubeCall::Delete {
+                namespace, name, ..
+            } => kube::delete(&api, namespace, name).map(|()| KubeAnswer::Deleted),
+        }
     }
 
     fn read_all(&self, reads: &[Read]) -> Vec<Result<ReadAnswer, KubeError>> {
@@ -412,7 +592,51 @@ impl FakeCluster {
 }
 
 impl Cluster for FakeCluster {
-    fn get(&self, api: Api, namespace: &str, name: &str) -> Result<Object, KubeError> {
+    fn call(&self, call: KubeCall<'_>) -> Result<KubeAnswer, KubeError> {
+        match call {
+            KubeCall::Get {
+                api,
+                namespace,
+                name,
+            } => self.read(api, namespace, name).map(KubeAnswer::Object),
+            KubeCall::List {
+                api,
+                namespace,
+                label_selector,
+            } => self
+                .list_objects(api, namespace, label_selector)
+                .map(KubeAnswer::Objects),
+            KubeCall::Create {
+                api,
+                namespace,
+                object,
+            } => self.insert(api, namespace, object).map(KubeAnswer::Object),
+            KubeCall::Update {
+                api,
+                namespace,
+                object,
+            } => self.replace(api, namespace, object).map(KubeAnswer::Object),
+            KubeCall::MergePatch {
+                api,
+                namespace,
+                name,
+                patch,
+            } => self
+                .patch(api, namespace, name, patch)
+                .map(KubeAnswer::Object),
+            KubeCall::Delete {
+                api,
+                namespace,
+                name,
+            } => self
+                .remove(api, namespace, name)
+                .map(|()| KubeAnswer::Deleted),
+        }
+    }
+}
+
+impl FakeCluster {
+    fn read(&self, api: Api, namespace: &str, name: &str) -> Result<Object, KubeError> {
         self.record("get", api, namespace, name)?;
         let at = self
             .position(api, namespace, name)
@@ -420,7 +644,7 @@ impl Cluster for FakeCluster {
         Ok(self.objects.borrow()[at].1.clone())
     }
 
-    fn list(
+    fn list_objects(
         &self,
         api: Api,
         namespace: &str,
@@ -443,7 +667,7 @@ impl Cluster for FakeCluster {
             .collect())
     }
 
-    fn create(&self, api: Api, namespace: &str, object: &Object) -> Result<Object, KubeError> {
+    fn insert(&self, api: Api, namespace: &str, object: &Object) -> Result<Object, KubeError> {
         self.record("create", api, namespace, object.name())?;
         if self.position(api, namespace, object.name()).is_some() {
             return Err(KubeError::Conflict(format!(
@@ -458,7 +682,7 @@ impl Cluster for FakeCluster {
         Ok(object.clone())
     }
 
-    fn update(&self, api: Api, namespace: &str, object: &Object) -> Result<Object, KubeError> {
+    fn replace(&self, api: Api, namespace: &str, object: &Object) -> Result<Object, KubeError> {
         self.record("update", api, namespace, object.name())?;
         let at = self
             .position(api, namespace, object.name())
@@ -467,7 +691,7 @@ impl Cluster for FakeCluster {
         Ok(object.clone())
     }
 
-    fn merge_patch(
+    fn patch(
         &self,
         api: Api,
         namespace: &str,
@@ -486,7 +710,7 @@ impl Cluster for FakeCluster {
         Ok(patched)
     }
 
-    fn delete(&self, api: Api, namespace: &str, name: &str) -> Result<(), KubeError> {
+    fn remove(&self, api: Api, namespace: &str, name: &str) -> Result<(), KubeError> {
         self.record("delete", api, namespace, name)?;
         let at = self
             .position(api, namespace, name)
@@ -504,7 +728,9 @@ fn merge(target: &mut serde_json::Value, patch: &serde_json::Value) {
             if !target.is_object() {
                 *target = Value::Object(Default::default());
             }
-            let map = target.as_object_mut().expect("made an object above");
+            let Some(map) = target.as_object_mut() else {
+                return;
+            };
             for (k, v) in fields {
                 if v.is_null() {
                     map.remove(k);

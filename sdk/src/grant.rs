@@ -1,30 +1,22 @@
 //! A module's Kubernetes grant as the host applies it, for [`FakeCluster`](crate::FakeCluster): a call
 //! is allowed when one `[[grant.kube]]` rule of the manifest covers its verb, its resource and its
-//! namespace; a refused call gets the error the host gives the guest, word for word.
+//! namespace; a refused call gets the error the host gives the guest, word for word. Rules are read,
+//! matched and refused by `velero-wasm-grant`, the crate the host uses for the same.
+
+use velero_wasm_grant::Verb;
 
 /// The Kubernetes calls a module may make: the `[[grant.kube]]` rules of its manifest.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct KubeGrant {
     module: String,
-    rules: Vec<Rule>,
+    grant: velero_wasm_grant::KubeGrant,
 }
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Rule {
-    resources: Vec<String>,
-    /// `None`: every verb (`"*"`).
-    verbs: Option<Vec<String>>,
-    namespaces: Vec<String>,
-}
-
-/// The verbs a grant may name (checked when a manifest is read, in native builds only).
-#[cfg(not(target_arch = "wasm32"))]
-const VERBS: [&str; 6] = ["get", "list", "create", "update", "patch", "delete"];
 
 impl KubeGrant {
     /// The grant of the manifest `text` of module `module` (the name its denials give). Fails, saying
-    /// where, when the manifest is not TOML or a `[[grant.kube]]` rule is malformed; the host checks
-    /// the rest of the manifest when it loads the module (`velero-wasm actions --modules DIR`).
+    /// where, when the manifest is not TOML or a `[[grant.kube]]` rule is malformed, as the host would;
+    /// the host checks the rest of the manifest when it loads the module
+    /// (`velero-wasm actions --modules DIR`).
     #[cfg(not(target_arch = "wasm32"))]
     pub fn from_manifest(module: &str, text: &str) -> Result<KubeGrant, String> {
         let manifest: toml::Table = text
@@ -58,26 +50,18 @@ impl KubeGrant {
                         })
                         .collect()
                 };
-                let resources = list("resources")?;
-                let verbs = list("verbs")?;
-                if let Some(v) = verbs.iter().find(|v| *v != "*" && !VERBS.contains(&v.as_str())) {
-                    return Err(format!(
-                        "manifest of module {module}: grant.kube[{i}].verbs: {v:?} is not one of get, list, create, update, patch, delete or \"*\""
-                    ));
-                }
-                Ok(Rule {
-                    resources: resources
-                        .iter()
-                        .map(|r| r.to_ascii_lowercase())
-                        .collect(),
-                    verbs: (!verbs.iter().any(|v| v == "*")).then_some(verbs),
+                let text = velero_wasm_grant::KubeRuleText {
+                    resources: list("resources")?,
+                    verbs: list("verbs")?,
                     namespaces: list("namespaces")?,
-                })
+                };
+                velero_wasm_grant::KubeRule::read(i, text)
+                    .map_err(|e| format!("manifest of module {module}: {e}"))
             })
-            .collect::<Result<Vec<Rule>, String>>()?;
+            .collect::<Result<Vec<_>, String>>()?;
         Ok(KubeGrant {
             module: module.to_string(),
-            rules,
+            grant: velero_wasm_grant::KubeGrant::new(&rules),
         })
     }
 
@@ -92,22 +76,14 @@ impl KubeGrant {
         item_namespace: Option<&str>,
         velero_namespace: &str,
     ) -> bool {
-        let group_resource = group_resource.to_ascii_lowercase();
-        self.rules.iter().any(|rule| {
-            rule.verbs
-                .as_ref()
-                .is_none_or(|verbs| verbs.iter().any(|v| v == verb))
-                && rule
-                    .resources
-                    .iter()
-                    .any(|r| r == "*" || *r == group_resource)
-                && rule.namespaces.iter().any(|n| match n.as_str() {
-                    "*" => true,
-                    "@item" => item_namespace.is_some_and(|i| !i.is_empty() && i == namespace),
-                    "@velero" => !velero_namespace.is_empty() && velero_namespace == namespace,
-                    "" => namespace.is_empty() && verb != "list",
-                    pattern => !namespace.is_empty() && glob(pattern, namespace),
-                })
+        Verb::from_name(verb).is_some_and(|verb| {
+            self.grant.allows(
+                verb,
+                group_resource,
+                namespace,
+                item_namespace,
+                velero_namespace,
+            )
         })
     }
 
@@ -121,53 +97,21 @@ impl KubeGrant {
         item_namespace: Option<&str>,
         velero_namespace: &str,
     ) -> String {
-        let scope = if namespace.is_empty() {
-            "cluster-wide".to_string()
-        } else {
-            format!("in namespace {namespace}")
-        };
-        let rule_namespace = if namespace.is_empty() {
-            if verb == "list" {
-                "*"
-            } else {
-                ""
-            }
-        } else if item_namespace == Some(namespace) {
-            "@item"
-        } else if velero_namespace == namespace {
-            "@velero"
-        } else {
-            namespace
-        };
-        format!(
-            "permission denied: module {} is not granted {verb} on {group_resource} {scope}; the manifest rule that allows it: [[grant.kube]] resources = [{:?}] verbs = [{verb:?}] namespaces = [{rule_namespace:?}]",
-            self.module,
-            group_resource.to_ascii_lowercase()
-        )
-    }
-}
-
-/// Wildcard matching with `*` (any run of characters) and `?` (one character), as grants use it.
-fn glob(pattern: &str, text: &str) -> bool {
-    let (p, t): (Vec<char>, Vec<char>) = (pattern.chars().collect(), text.chars().collect());
-    let (mut pi, mut ti) = (0, 0);
-    let mut star: Option<(usize, usize)> = None;
-    while ti < t.len() {
-        if pi < p.len() && (p[pi] == '?' || p[pi] == t[ti]) {
-            pi += 1;
-            ti += 1;
-        } else if pi < p.len() && p[pi] == '*' {
-            star = Some((pi, ti));
-            pi += 1;
-        } else if let Some((sp, st)) = star {
-            pi = sp + 1;
-            ti = st + 1;
-            star = Some((sp, st + 1));
-        } else {
-            return false;
+        match Verb::from_name(verb) {
+            Some(verb) => velero_wasm_grant::denial(
+                &self.module,
+                verb,
+                group_resource,
+                namespace,
+                item_namespace,
+                velero_namespace,
+            ),
+            None => format!(
+                "permission denied: module {} has no verb {verb:?}",
+                self.module
+            ),
         }
     }
-    p[pi..].iter().all(|&c| c == '*')
 }
 
 #[cfg(test)]
@@ -177,7 +121,7 @@ mod tests {
     const MANIFEST: &str = r#"
         sha256 = "0000000000000000000000000000000000000000000000000000000000000000"
         [[grant.kube]]
-        resources = ["persistentvolumeclaims", "DataVolumes.cdi.kubevirt.io"]
+        resources = ["persistentvolumeclaims", "datavolumes.cdi.kubevirt.io"]
         verbs = ["get", "list"]
         namespaces = ["@item"]
         [[grant.kube]]
@@ -261,16 +205,8 @@ mod tests {
             KubeGrant::from_manifest("m", "").unwrap(),
             KubeGrant {
                 module: "m".into(),
-                rules: vec![]
+                grant: Default::default()
             }
         );
-    }
-
-    #[test]
-    fn wildcards() {
-        assert!(glob("clusters-*", "clusters-prod"));
-        assert!(glob("a?c", "abc"));
-        assert!(!glob("a?c", "ac"));
-        assert!(!glob("abc", "abcd"));
     }
 }

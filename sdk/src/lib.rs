@@ -64,6 +64,8 @@ pub mod signing;
 
 /// The raw bindings generated from the WIT package. The world is `plugin-with-signing` (`plugin` plus
 /// the `signing` import); an import a component never calls is left out of the built component.
+/// Generated code: its documentation is the WIT's.
+#[allow(missing_docs)]
 pub mod bindings {
     wit_bindgen::generate!({
         path: "wit",
@@ -82,7 +84,9 @@ pub use bindings::exports::velero_wasm::plugin::actions::{
 };
 pub use bindings::velero_wasm::plugin::types::{ResourceId, Timestamp, Verb};
 pub use clock::{Clock, FakeClock, HostClock};
-pub use cluster::{Api, Call, Cluster, FakeCluster, HostCluster, KubeError, Read, ReadAnswer};
+pub use cluster::{
+    Api, Call, Cluster, FakeCluster, HostCluster, KubeAnswer, KubeCall, KubeError, Read, ReadAnswer,
+};
 pub use config::{Config, FakeConfig, HostConfig};
 pub use environment::{Environment, FakeEnvironment, HostEnvironment};
 pub use http::{FakeHttp, HostHttp, Http};

@@ -27,7 +27,8 @@ impl Object {
 
     /// The object as compact JSON text.
     pub fn to_json(&self) -> String {
-        serde_json::to_string(&self.0).expect("a JSON map always serializes")
+        // A map of JSON values has nothing serde_json could refuse to write.
+        serde_json::to_string(&self.0).unwrap_or_default()
     }
 
     /// The object as a JSON value.
@@ -189,20 +190,15 @@ impl Object {
             .0
             .entry("metadata")
             .or_insert_with(|| Value::Object(Map::new()));
-        if !metadata.is_object() {
-            *metadata = Value::Object(Map::new());
-        }
-        let map = metadata.as_object_mut().expect("made an object above");
+        let Some(map) = made_object(metadata) else {
+            return;
+        };
         let entries = map
             .entry(field)
             .or_insert_with(|| Value::Object(Map::new()));
-        if !entries.is_object() {
-            *entries = Value::Object(Map::new());
+        if let Some(entries) = made_object(entries) {
+            entries.insert(key.to_string(), Value::String(value.to_string()));
         }
-        entries
-            .as_object_mut()
-            .expect("made an object above")
-            .insert(key.to_string(), Value::String(value.to_string()));
     }
 
     fn remove_meta_entry(&mut self, field: &str, key: &str) -> Option<String> {
@@ -214,6 +210,14 @@ impl Object {
         let old = entries.remove(key)?;
         Some(old.as_str().unwrap_or_default().to_string())
     }
+}
+
+/// `value` as an object, replacing whatever else it held with an empty one (so always `Some`).
+fn made_object(value: &mut Value) -> Option<&mut Map<String, Value>> {
+    if !value.is_object() {
+        *value = Value::Object(Map::new());
+    }
+    value.as_object_mut()
 }
 
 fn unescape(part: &str) -> String {

@@ -4,7 +4,7 @@
 use std::cell::Cell;
 
 use velero_wasm_sdk::{
-    Api, Cluster, FakeClock, FakeCluster, FakeEnvironment, FakeSigner, KubeError, Object,
+    Cluster, FakeClock, FakeCluster, FakeEnvironment, FakeSigner, KubeAnswer, KubeCall, KubeError,
 };
 
 use crate::context::Context;
@@ -163,8 +163,12 @@ impl Reconciling {
 }
 
 impl Cluster for Reconciling {
-    fn get(&self, api: Api, namespace: &str, name: &str) -> Result<Object, KubeError> {
-        let mut object = self.inner.get(api, namespace, name)?;
+    fn call(&self, call: KubeCall<'_>) -> Result<KubeAnswer, KubeError> {
+        let answer = self.inner.call(call)?;
+        let (KubeCall::Get { api, .. }, KubeAnswer::Object(mut object)) = (call, answer.clone())
+        else {
+            return Ok(answer);
+        };
         if api.resource == "hcpetcdbackups" && !self.script.is_empty() {
             let n = self.reads.get();
             self.reads.set(n + 1);
@@ -177,27 +181,6 @@ impl Cluster for Reconciling {
                 )
                 .unwrap();
         }
-        Ok(object)
-    }
-    fn list(&self, api: Api, namespace: &str, selector: &str) -> Result<Vec<Object>, KubeError> {
-        self.inner.list(api, namespace, selector)
-    }
-    fn create(&self, api: Api, namespace: &str, object: &Object) -> Result<Object, KubeError> {
-        self.inner.create(api, namespace, object)
-    }
-    fn update(&self, api: Api, namespace: &str, object: &Object) -> Result<Object, KubeError> {
-        self.inner.update(api, namespace, object)
-    }
-    fn merge_patch(
-        &self,
-        api: Api,
-        namespace: &str,
-        name: &str,
-        patch: &serde_json::Value,
-    ) -> Result<Object, KubeError> {
-        self.inner.merge_patch(api, namespace, name, patch)
-    }
-    fn delete(&self, api: Api, namespace: &str, name: &str) -> Result<(), KubeError> {
-        self.inner.delete(api, namespace, name)
+        Ok(KubeAnswer::Object(object))
     }
 }

@@ -5,7 +5,7 @@
 
 use std::cell::RefCell;
 
-use velero_wasm_sdk::{Api, Cluster, KubeError, Object, Read, ReadAnswer};
+use velero_wasm_sdk::{Api, Cluster, KubeAnswer, KubeCall, KubeError, Object, Read, ReadAnswer};
 
 use crate::fields::{set, text};
 use crate::keys;
@@ -57,61 +57,40 @@ fn unexpected() -> KubeError {
 }
 
 impl Cluster for ReadAhead<'_> {
-    fn get(&self, api: Api, namespace: &str, name: &str) -> Result<Object, KubeError> {
-        let read = Read::Get {
-            api,
-            namespace: namespace.into(),
-            name: name.into(),
+    fn call(&self, call: KubeCall<'_>) -> Result<KubeAnswer, KubeError> {
+        let read = match call {
+            KubeCall::Get {
+                api,
+                namespace,
+                name,
+            } => Read::Get {
+                api,
+                namespace: namespace.into(),
+                name: name.into(),
+            },
+            KubeCall::List {
+                api,
+                namespace,
+                label_selector,
+            } => Read::List {
+                api,
+                namespace: namespace.into(),
+                label_selector: label_selector.into(),
+            },
+            // Writes are never read ahead.
+            _ => return self.cluster.call(call),
         };
-        match self.take(&read) {
-            Some(answer) => match answer? {
-                ReadAnswer::Object(object) => Ok(object),
+        match (self.take(&read), &read) {
+            (Some(answer), Read::Get { .. }) => match answer? {
+                ReadAnswer::Object(object) => Ok(KubeAnswer::Object(object)),
                 ReadAnswer::Objects(_) => Err(unexpected()),
             },
-            None => self.cluster.get(api, namespace, name),
-        }
-    }
-
-    fn list(
-        &self,
-        api: Api,
-        namespace: &str,
-        label_selector: &str,
-    ) -> Result<Vec<Object>, KubeError> {
-        let read = Read::List {
-            api,
-            namespace: namespace.into(),
-            label_selector: label_selector.into(),
-        };
-        match self.take(&read) {
-            Some(answer) => match answer? {
-                ReadAnswer::Objects(objects) => Ok(objects),
+            (Some(answer), Read::List { .. }) => match answer? {
+                ReadAnswer::Objects(objects) => Ok(KubeAnswer::Objects(objects)),
                 ReadAnswer::Object(_) => Err(unexpected()),
             },
-            None => self.cluster.list(api, namespace, label_selector),
+            (None, _) => self.cluster.call(call),
         }
-    }
-
-    fn create(&self, api: Api, namespace: &str, object: &Object) -> Result<Object, KubeError> {
-        self.cluster.create(api, namespace, object)
-    }
-
-    fn update(&self, api: Api, namespace: &str, object: &Object) -> Result<Object, KubeError> {
-        self.cluster.update(api, namespace, object)
-    }
-
-    fn merge_patch(
-        &self,
-        api: Api,
-        namespace: &str,
-        name: &str,
-        patch: &serde_json::Value,
-    ) -> Result<Object, KubeError> {
-        self.cluster.merge_patch(api, namespace, name, patch)
-    }
-
-    fn delete(&self, api: Api, namespace: &str, name: &str) -> Result<(), KubeError> {
-        self.cluster.delete(api, namespace, name)
     }
 }
 

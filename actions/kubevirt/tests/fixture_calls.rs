@@ -2,6 +2,8 @@
 //! numbering), run natively against a fake cluster holding the fixture cluster's objects. The CLI
 //! tests (`tests/kubevirt.rs`) check the same scenarios' results through the host; these check that
 //! the component reads exactly what the README says, in both modes.
+// Helpers of these tests may unwrap too: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
 

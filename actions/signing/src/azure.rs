@@ -179,10 +179,12 @@ pub fn delegation_string_to_sign(
 }
 
 /// base64(HMAC-SHA256(key, string to sign)).
-pub fn sign(key: &[u8], string_to_sign: &str) -> String {
-    let mut mac = Hmac::<Sha256>::new_from_slice(key).expect("HMAC takes keys of any length");
+pub fn sign(key: &[u8], string_to_sign: &str) -> Result<String, Error> {
+    // HMAC takes keys of any length: this error is never made.
+    let mut mac = Hmac::<Sha256>::new_from_slice(key)
+        .map_err(|e| Error::Invalid(format!("HMAC key: {e}")))?;
     mac.update(string_to_sign.as_bytes());
-    STANDARD.encode(mac.finalize().into_bytes())
+    Ok(STANDARD.encode(mac.finalize().into_bytes()))
 }
 
 /// A service SAS URL signed with the account key (base64).
@@ -200,7 +202,7 @@ pub fn service_sas(request: &Sas, account_key: &str, now: &UtcTime) -> Result<St
         &window.expiry,
         &window.resource,
     );
-    let sig = sign(&key, &to_sign);
+    let sig = sign(&key, &to_sign)?;
     let params = [
         ("se", window.expiry.as_str()),
         ("sig", sig.as_str()),
@@ -233,7 +235,7 @@ pub fn delegation_sas(request: &Sas, key: &DelegationKey, now: &UtcTime) -> Resu
         &window.resource,
         key,
     );
-    let sig = sign(&secret, &to_sign);
+    let sig = sign(&secret, &to_sign)?;
     let params = [
         ("se", window.expiry.as_str()),
         ("sig", sig.as_str()),

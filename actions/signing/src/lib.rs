@@ -12,6 +12,9 @@
 pub mod aad;
 pub mod azure;
 #[cfg(target_arch = "wasm32")]
+// SAFETY: the only unsafe code here is the export glue `bindings::export!` generates (`export_name`,
+// `link_section`, the canonical ABI's raw pointers); component.rs itself has none.
+#[allow(unsafe_code)]
 mod component;
 pub mod credentials;
 pub mod delegation;

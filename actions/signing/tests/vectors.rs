@@ -1,4 +1,6 @@
 //! The known-answer vectors of docs/signing.md#s6-10, on the signing core and on whole URLs.
+// Helpers of these tests may unwrap too: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 

@@ -102,30 +102,8 @@ impl fmt::Display for ItemRef {
     }
 }
 
-/// The plural resource name Kubernetes gives a kind (`NetworkPolicy` → `networkpolicies`), by the
-/// English rules the API machinery uses, with its few irregular kinds.
-pub fn plural_of(kind: &str) -> String {
-    let word = kind.to_ascii_lowercase();
-    match word.as_str() {
-        "endpoints" | "endpointslices" => return word,
-        "" => return word,
-        _ => {}
-    }
-    if word.ends_with('s')
-        || word.ends_with('x')
-        || word.ends_with('z')
-        || word.ends_with("ch")
-        || word.ends_with("sh")
-    {
-        return format!("{word}es");
-    }
-    if let Some(stem) = word.strip_suffix('y') {
-        if !stem.ends_with(['a', 'e', 'i', 'o', 'u']) {
-            return format!("{stem}ies");
-        }
-    }
-    format!("{word}s")
-}
+/// The plural resource name Kubernetes gives a kind (`NetworkPolicy` → `networkpolicies`).
+pub use velero_wasm_grant::resources::plural_of;
 
 #[cfg(test)]
 mod tests {

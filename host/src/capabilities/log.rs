@@ -34,13 +34,24 @@ const MAX_VALUE: usize = 4 << 10;
 /// Longest field key kept.
 const MAX_KEY: usize = 256;
 
+/// What one call has logged so far: the part of the call's state only this capability reads.
+#[derive(Debug, Default)]
+pub(super) struct LogState {
+    /// Lines the guest has logged in this call.
+    lines: u32,
+    /// Bytes (messages and fields) the guest has logged in this call.
+    bytes: usize,
+    /// Whether the guest's log budget ran out in this call (said once, then lines are dropped).
+    dropped: bool,
+}
+
 impl Host for CallState {
     fn log(&mut self, level: Level, message: String, fields: Vec<(String, String)>) {
-        if self.log_dropped {
+        if self.log.dropped {
             return;
         }
-        if self.log_lines == MAX_LINES_PER_CALL {
-            self.log_dropped = true;
+        if self.log.lines == MAX_LINES_PER_CALL {
+            self.log.dropped = true;
             let warning = format!(
                 "the module logged more than {MAX_LINES_PER_CALL} lines in one call; dropping the rest"
             );
@@ -50,8 +61,8 @@ impl Host for CallState {
         let message = truncate(message, MAX_MESSAGE);
         let (fields, dropped) = bounded_fields(fields);
         let size = json_len(&message) + fields.len();
-        if self.log_bytes + size > MAX_LOG_BYTES_PER_CALL {
-            self.log_dropped = true;
+        if self.log.bytes + size > MAX_LOG_BYTES_PER_CALL {
+            self.log.dropped = true;
             let warning = format!(
                 "the module logged more than {} KiB in one call; dropping the rest",
                 MAX_LOG_BYTES_PER_CALL >> 10
@@ -59,8 +70,8 @@ impl Host for CallState {
             emit(self, Level::Warn, &warning, "{}", 0);
             return;
         }
-        self.log_lines += 1;
-        self.log_bytes += size;
+        self.log.lines += 1;
+        self.log.bytes += size;
         emit(self, level, &message, &fields, dropped);
     }
 }

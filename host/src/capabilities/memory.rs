@@ -40,7 +40,7 @@ impl MemoryBudget {
     pub fn process() -> &'static MemoryBudget {
         PROCESS.get_or_init(|| {
             let limit = match std::env::var(BUDGET_VARIABLE) {
-                Ok(text) => match crate::modules::parse_byte_size(&text) {
+                Ok(text) => match velero_wasm_grant::parse_byte_size(&text) {
                     Some(bytes) => Some(bytes),
                     None => {
                         tracing::warn!(

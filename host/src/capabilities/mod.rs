@@ -155,12 +155,8 @@ pub struct CallState {
     pub stdout: GuestOutput,
     /// The guest's stderr (quoted in errors: a Rust panic message lands there).
     pub stderr: GuestOutput,
-    /// Lines the guest has logged in this call.
-    pub log_lines: u32,
-    /// Bytes (messages and fields) the guest has logged in this call.
-    pub log_bytes: usize,
-    /// Whether the guest's log budget ran out in this call (said once, then lines are dropped).
-    pub log_dropped: bool,
+    /// What the guest has logged in this call (the `log` capability's own part).
+    log: log::LogState,
     /// Calls of capabilities that do work for the guest (kube, http, environment, random, signing).
     pub capability_calls: u32,
     /// The most such calls the module may make in one call (manifest `[limits] capability-calls`).
@@ -182,7 +178,7 @@ impl CallState {
         call: CallId,
         caps: Arc<ModuleCaps>,
         services: Arc<Services>,
-        limits: &crate::modules::Limits,
+        limits: &velero_wasm_grant::Limits,
     ) -> CallState {
         let (stdout, stderr) = (GuestOutput::default(), GuestOutput::default());
         let mut wasi = WasiCtx::builder();
@@ -201,9 +197,7 @@ impl CallState {
             services,
             stdout,
             stderr,
-            log_lines: 0,
-            log_bytes: 0,
-            log_dropped: false,
+            log: log::LogState::default(),
             capability_calls: 0,
             max_capability_calls: limits.capability_calls,
             exceeded: None,

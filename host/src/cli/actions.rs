@@ -8,14 +8,14 @@ use std::sync::Arc;
 
 use serde_json::json;
 
-use super::{load_runtime_with, ModuleArgs, EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK};
+use super::{load_runtime_with, Failure, ModuleArgs, EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK};
 use crate::action::Selector;
 use crate::capabilities::kube::live::{ClusterOptions, LazyCluster};
 use crate::capabilities::kube::NoCluster;
 use crate::capabilities::{Clock, Environment, Services};
 use crate::modules::configmaps;
 use crate::runtime::LoadProblem;
-use crate::runtime::LoadedModule;
+use crate::runtime::{ActionEntry, Catalog, LoadedModule, Runtime};
 
 /// Arguments of `actions`.
 #[derive(Debug, clap::Args)]
@@ -42,36 +42,13 @@ const WIDTH: usize = 100;
 
 /// Runs the command; returns the exit status.
 pub async fn actions(args: ActionsArgs) -> u8 {
-    let services = Services::new(
-        Arc::new(NoCluster::default()),
-        Clock::System,
-        Environment::from_process(),
-    );
-    // With VELERO_WASM_CONFIGMAPS=on (or in a pod), the module ConfigMaps too, as the plugin reads them.
-    let cluster = LazyCluster::new(ClusterOptions::default(), None);
-    let velero_namespace = services.environment.velero_namespace().to_string();
-    let state = crate::state::default_dir();
-    let configmaps = configmaps::read(&cluster, &velero_namespace, state.as_deref()).await;
-    // What the plugin would serve if it started now, and a failed pre-flight when that is not what
-    // the cluster holds (the list could not be read: the ConfigMaps shown are an earlier list's).
-    let fallback = configmaps.as_ref().and_then(|c| c.fallback.clone());
-    let (runtime, mut problems) = match load_runtime_with(&args.modules, services, configmaps).await
-    {
+    let (runtime, problems) = match load(&args).await {
         Ok(loaded) => loaded,
         Err(failure) => {
             eprintln!("velero-wasm actions: {}", failure.message);
             return failure.code;
         }
     };
-    if let Some(why) = fallback {
-        problems.push(LoadProblem {
-            message: format!(
-                "{why}: the module ConfigMaps shown are those of the last successful list, which may not be what the cluster holds"
-            ),
-            broken: false,
-            served: true,
-        });
-    }
     let catalog = runtime.catalog();
     let module = match &args.module {
         None => None,
@@ -92,95 +69,9 @@ pub async fn actions(args: ActionsArgs) -> u8 {
         .filter(|e| module.as_ref().is_none_or(|m| Arc::ptr_eq(m, &e.module)))
         .collect();
     if args.json {
-        let actions: Vec<_> = entries
-            .iter()
-            .map(|entry| {
-                let module = &entry.module;
-                json!({
-                    "name": entry.info().name,
-                    "kind": entry.info().kind,
-                    "veleroKind": entry.info().kind.velero_kind(),
-                    "appliesTo": entry.info().applies_to,
-                    "description": entry.info().description,
-                    "needs": entry.info().needs,
-                    "module": &*module.name,
-                    "origin": module.origin.to_string(),
-                    "sha256": module.sha256,
-                    "signature": module.signature.as_ref().map(|s| json!({"key": s.key, "verified": s.verified})),
-                    "grant": {
-                        "kube": module.grant.kube.iter().map(|r| json!({
-                            "resources": r.resources, "verbs": r.verbs, "namespaces": r.namespaces,
-                        })).collect::<Vec<_>>(),
-                        "http": module.grant.http,
-                        "env": module.grant.env,
-                        "env-files": module.grant.env_files,
-                    },
-                    "limits": {
-                        "timeout": humantime::format_duration(module.limits.timeout).to_string(),
-                        "memoryBytes": module.limits.memory,
-                        "outputBytes": module.limits.output,
-                    },
-                })
-            })
-            .collect();
-        let problems: Vec<_> = problems
-            .iter()
-            .map(|p| json!({"message": p.message, "broken": p.broken, "served": p.served}))
-            .collect();
-        let modules: Vec<_> = catalog
-            .modules()
-            .map(|m| json!({"name": &*m.name, "source": m.origin.to_string(), "settings": m.settings(), "settingsSchema": m.settings_schema.entries}))
-            .collect();
-        let out = json!({ "actions": actions, "modules": modules, "problems": problems });
-        println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
+        print_json(&entries, &catalog, &problems);
     } else {
-        if let Some(module) = &module {
-            println!("{}", detail(module));
-        }
-        let mut rows = vec![vec![
-            "NAME".to_string(),
-            "KIND".to_string(),
-            "MODULE".to_string(),
-            "APPLIES TO".to_string(),
-        ]];
-        if args.wide {
-            rows[0].push("GRANT".to_string());
-            rows[0].push("SETTINGS".to_string());
-        }
-        for entry in &entries {
-            let info = entry.info();
-            let mut row = vec![
-                info.name.clone(),
-                info.kind.to_string(),
-                match &entry.module.signature {
-                    Some(s) if s.verified => format!("{} (signed {})", entry.module.name, s.key),
-                    Some(s) => format!("{} (signed {}, unverified)", entry.module.name, s.key),
-                    None => entry.module.name.to_string(),
-                },
-                applies_to(&info.applies_to),
-            ];
-            if args.wide {
-                row.push(entry.module.grant.to_string());
-                row.push(settings(&entry.module));
-            }
-            rows.push(row);
-        }
-        let width = if args.wide { usize::MAX } else { WIDTH };
-        print!("{}", table(&rows, width));
-        // Where each module comes from (stock, a directory, a ConfigMap, an override).
-        let mut sources = vec![vec!["MODULE".to_string(), "SOURCE".to_string()]];
-        for m in catalog.modules() {
-            sources.push(vec![m.name.to_string(), m.origin.to_string()]);
-        }
-        print!("\n{}", table(&sources, width));
-        for problem in &problems {
-            let what = if problem.broken {
-                "module left out"
-            } else {
-                "warning"
-            };
-            eprintln!("velero-wasm actions: {what}: {problem}");
-        }
+        print_table(&args, module.as_deref(), &entries, &catalog, &problems);
     }
     // A module left out, or an action that needs more than its module's grant allows (the warnings
     // here): the directory is not ready to go into a ConfigMap.
@@ -188,6 +79,140 @@ pub async fn actions(args: ActionsArgs) -> u8 {
         EXIT_OK
     } else {
         EXIT_FAILED
+    }
+}
+
+/// The modules as the plugin would load them if it started now, and what went wrong: a failed
+/// pre-flight too when that is not what the cluster holds.
+async fn load(args: &ActionsArgs) -> Result<(Runtime, Vec<LoadProblem>), Failure> {
+    let services = Services::new(
+        Arc::new(NoCluster::default()),
+        Clock::System,
+        Environment::from_process(),
+    );
+    // With VELERO_WASM_CONFIGMAPS=on (or in a pod), the module ConfigMaps too, as the plugin reads them.
+    let cluster = LazyCluster::new(ClusterOptions::default(), None);
+    let velero_namespace = services.environment.velero_namespace().to_string();
+    let state = crate::state::default_dir();
+    let configmaps = configmaps::read(&cluster, &velero_namespace, state.as_deref()).await;
+    // What the plugin would serve if it started now, and a failed pre-flight when that is not what
+    // the cluster holds (the list could not be read: the ConfigMaps shown are an earlier list's).
+    let fallback = configmaps.as_ref().and_then(|c| c.fallback.clone());
+    let (runtime, mut problems) = load_runtime_with(&args.modules, services, configmaps).await?;
+    if let Some(why) = fallback {
+        problems.push(LoadProblem {
+            message: format!(
+                "{why}: the module ConfigMaps shown are those of the last successful list, which may not be what the cluster holds"
+            ),
+            broken: false,
+            served: true,
+        });
+    }
+    Ok((runtime, problems))
+}
+
+/// `--json`: every action with its module's origin, grant and limits, the modules, the problems.
+fn print_json(entries: &[&ActionEntry], catalog: &Catalog, problems: &[LoadProblem]) {
+    let actions: Vec<_> = entries
+        .iter()
+        .map(|entry| {
+            let module = &entry.module;
+            json!({
+                "name": entry.info().name,
+                "kind": entry.info().kind,
+                "veleroKind": entry.info().kind.velero_kind(),
+                "appliesTo": entry.info().applies_to,
+                "description": entry.info().description,
+                "needs": entry.info().needs,
+                "module": &*module.name,
+                "origin": module.origin.to_string(),
+                "sha256": module.sha256,
+                "signature": module.signature.as_ref().map(|s| json!({"key": s.key, "verified": s.verified})),
+                "grant": {
+                    "kube": module.grant.kube.iter().map(|r| json!({
+                        "resources": r.resources, "verbs": r.verbs, "namespaces": r.namespaces,
+                    })).collect::<Vec<_>>(),
+                    "http": module.grant.http,
+                    "env": module.grant.env,
+                    "env-files": module.grant.env_files,
+                },
+                "limits": {
+                    "timeout": humantime::format_duration(module.limits.timeout).to_string(),
+                    "memoryBytes": module.limits.memory,
+                    "outputBytes": module.limits.output,
+                },
+            })
+        })
+        .collect();
+    let problems: Vec<_> = problems
+        .iter()
+        .map(|p| json!({"message": p.message, "broken": p.broken, "served": p.served}))
+        .collect();
+    let modules: Vec<_> = catalog
+        .modules()
+        .map(
+            |m| json!({"name": &*m.name, "source": m.origin.to_string(), "settings": m.settings(), "settingsSchema": m.settings_schema.entries}),
+        )
+        .collect();
+    let out = json!({ "actions": actions, "modules": modules, "problems": problems });
+    println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
+}
+
+/// The table of actions (after one module in full with `--module`), the modules' sources, and the
+/// problems on stderr.
+fn print_table(
+    args: &ActionsArgs,
+    module: Option<&LoadedModule>,
+    entries: &[&ActionEntry],
+    catalog: &Catalog,
+    problems: &[LoadProblem],
+) {
+    if let Some(module) = &module {
+        println!("{}", detail(module));
+    }
+    let mut rows = vec![vec![
+        "NAME".to_string(),
+        "KIND".to_string(),
+        "MODULE".to_string(),
+        "APPLIES TO".to_string(),
+    ]];
+    if args.wide {
+        rows[0].push("GRANT".to_string());
+        rows[0].push("SETTINGS".to_string());
+    }
+    for entry in entries {
+        let info = entry.info();
+        let mut row = vec![
+            info.name.clone(),
+            info.kind.to_string(),
+            match &entry.module.signature {
+                Some(s) if s.verified => format!("{} (signed {})", entry.module.name, s.key),
+                Some(s) => format!("{} (signed {}, unverified)", entry.module.name, s.key),
+                None => entry.module.name.to_string(),
+            },
+            applies_to(&info.applies_to),
+        ];
+        if args.wide {
+            row.push(entry.module.grant.to_string());
+            row.push(settings(&entry.module));
+        }
+        rows.push(row);
+    }
+    let width = if args.wide { usize::MAX } else { WIDTH };
+    print!("{}", table(&rows, width));
+    // Where each module comes from (stock, a directory, a ConfigMap, an override).
+    let mut sources = vec![vec!["MODULE".to_string(), "SOURCE".to_string()]];
+    for m in catalog.modules() {
+        sources.push(vec![m.name.to_string(), m.origin.to_string()]);
+    }
+    print!("\n{}", table(&sources, width));
+    for problem in problems {
+        let what = if problem.broken {
+            "module left out"
+        } else {
+            "warning"
+        };
+        eprintln!("velero-wasm actions: {what}: {problem}");
     }
 }
 

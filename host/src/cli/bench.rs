@@ -96,21 +96,7 @@ async fn measure(args: BenchArgs) -> Result<(), Failure> {
             "bench measures against a fixture (--cluster) or a live cluster; --record and --replay are for run",
         ));
     }
-    let item = args
-        .run
-        .item
-        .as_ref()
-        .map(|p| {
-            p.file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_else(|| p.display().to_string())
-        })
-        .unwrap_or_else(|| {
-            format!(
-                "operation {}",
-                args.run.operation_id.as_deref().unwrap_or("")
-            )
-        });
+    let item = item_label(&args.run);
     let action = args.run.action.clone();
     let counter = Arc::new(AtomicU64::new(0));
     let wrap = {
@@ -118,16 +104,54 @@ async fn measure(args: BenchArgs) -> Result<(), Failure> {
         move |services: Services| counted(services, &counter)
     };
     let prepared = run::prepare(args.run, wrap).await?;
+    let (served, per_call) = time_calls(&prepared, &counter, args.warmup, args.calls).await?;
+    let instantiate = time_instantiation(&prepared, &action, args.calls).await?;
+    let figures = Figures {
+        action,
+        item,
+        calls: args.calls,
+        warmup: args.warmup,
+        served: Spread::of(served),
+        instantiate: Spread::of(instantiate),
+        per_call,
+    };
+    if args.json {
+        figures.print_json();
+    } else {
+        figures.print_table();
+    }
+    Ok(())
+}
 
-    for n in 0..args.warmup {
+/// What the table calls the item: its file's name, or the operation asked about.
+fn item_label(run: &RunArgs) -> String {
+    run.item
+        .as_ref()
+        .map(|p| {
+            p.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_else(|| p.display().to_string())
+        })
+        .unwrap_or_else(|| format!("operation {}", run.operation_id.as_deref().unwrap_or("")))
+}
+
+/// `warmup` calls, then `calls` timed ones as served: the time of each and the capability calls each
+/// made (counted by `counter`).
+async fn time_calls(
+    prepared: &run::Prepared,
+    counter: &AtomicU64,
+    warmup: u32,
+    calls: u32,
+) -> Result<(Vec<Duration>, Vec<u64>), Failure> {
+    for n in 0..warmup {
         prepared
             .call()
             .await
             .map_err(|f| f.prefixed(&format!("warm-up call {} failed: ", n + 1)))?;
     }
-    let mut served = Vec::with_capacity(args.calls as usize);
-    let mut per_call = Vec::with_capacity(args.calls as usize);
-    for n in 0..args.calls {
+    let mut served = Vec::with_capacity(calls as usize);
+    let mut per_call = Vec::with_capacity(calls as usize);
+    for n in 0..calls {
         let before = counter.load(Ordering::Relaxed);
         let start = Instant::now();
         let result = prepared.call().await;
@@ -135,40 +159,67 @@ async fn measure(args: BenchArgs) -> Result<(), Failure> {
         result.map_err(|f| f.prefixed(&format!("call {} failed: ", n + 1)))?;
         per_call.push(counter.load(Ordering::Relaxed) - before);
     }
-    // Instantiation alone: a fresh store and instance of the action's module, as every call makes.
-    let mut instantiate = Vec::with_capacity(args.calls as usize);
-    for _ in 0..args.calls {
+    Ok((served, per_call))
+}
+
+/// Instantiation alone: a fresh store and instance of the action's module, as every call makes.
+async fn time_instantiation(
+    prepared: &run::Prepared,
+    action: &str,
+    calls: u32,
+) -> Result<Vec<Duration>, Failure> {
+    let mut instantiate = Vec::with_capacity(calls as usize);
+    for _ in 0..calls {
         let start = Instant::now();
         let instance = prepared
             .runtime()
-            .warm_instance(&action)
+            .warm_instance(action)
             .await
             .map_err(|e| Failure::failed(format!("cannot instantiate the module: {e:#}")))?;
         instantiate.push(start.elapsed());
         drop(instance);
     }
+    Ok(instantiate)
+}
 
-    let served = Spread::of(served);
-    let instantiate = Spread::of(instantiate);
-    let call = served.median.saturating_sub(instantiate.median);
-    let total: u64 = per_call.iter().sum();
-    let (fewest, most) = (
-        per_call.iter().copied().min().unwrap_or(0),
-        per_call.iter().copied().max().unwrap_or(0),
-    );
-    let (cpu, cores) = machine();
+/// What one `bench` measured.
+struct Figures {
+    action: String,
+    item: String,
+    calls: u32,
+    warmup: u32,
+    served: Spread,
+    instantiate: Spread,
+    per_call: Vec<u64>,
+}
 
-    if args.json {
+impl Figures {
+    /// The call alone: per call as served − instantiation, medians.
+    fn call(&self) -> Duration {
+        self.served.median.saturating_sub(self.instantiate.median)
+    }
+
+    /// Capability calls: in all, and the fewest and most of one call.
+    fn capability_calls(&self) -> (u64, u64, u64) {
+        let total: u64 = self.per_call.iter().sum();
+        let fewest = self.per_call.iter().copied().min().unwrap_or(0);
+        let most = self.per_call.iter().copied().max().unwrap_or(0);
+        (total, fewest, most)
+    }
+
+    fn print_json(&self) {
+        let (cpu, cores) = machine();
+        let (total, fewest, most) = self.capability_calls();
         let figures = json!({
-            "action": action,
-            "item": item,
-            "calls": args.calls,
-            "warmup": args.warmup,
+            "action": self.action,
+            "item": self.item,
+            "calls": self.calls,
+            "warmup": self.warmup,
             "machine": {"cpu": cpu, "cores": cores},
             "hostBuild": HOST_BUILD,
-            "perCall": served.json(),
-            "instantiate": instantiate.json(),
-            "callMedianUs": micros(call),
+            "perCall": self.served.json(),
+            "instantiate": self.instantiate.json(),
+            "callMedianUs": micros(self.call()),
             "capabilityCalls": {"total": total, "perCallMin": fewest, "perCallMax": most},
         });
         println!(
@@ -176,49 +227,52 @@ async fn measure(args: BenchArgs) -> Result<(), Failure> {
             serde_json::to_string_pretty(&figures)
                 .unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
         );
-        return Ok(());
     }
-    let us = |d: Duration| format!("{:.1} µs", d.as_secs_f64() * 1e6);
-    println!("{action}");
-    println!(
-        "on {item}: {} calls after {} warm-up calls",
-        args.calls, args.warmup
-    );
-    println!("machine: {cpu}, {cores} cores");
-    if cfg!(debug_assertions) {
+
+    fn print_table(&self) {
+        let (cpu, cores) = machine();
+        let us = |d: Duration| format!("{:.1} µs", d.as_secs_f64() * 1e6);
+        println!("{}", self.action);
         println!(
-            "host: a debug build: the host's side of each call (capabilities, JSON, instantiation) is slower than in a release build (`cargo build --release`, the binary Velero runs); compare figures of release builds"
+            "on {}: {} calls after {} warm-up calls",
+            self.item, self.calls, self.warmup
+        );
+        println!("machine: {cpu}, {cores} cores");
+        if cfg!(debug_assertions) {
+            println!(
+                "host: a debug build: the host's side of each call (capabilities, JSON, instantiation) is slower than in a release build (`cargo build --release`, the binary Velero runs); compare figures of release builds"
+            );
+        }
+        println!();
+        println!("{:<44} {:>12} {:>12} {:>12}", "", "median", "p90", "p99");
+        for (name, s) in [
+            ("per call (instantiate + call, as served)", &self.served),
+            ("instantiate (fresh store and instance)", &self.instantiate),
+        ] {
+            println!(
+                "{name:<44} {:>12} {:>12} {:>12}",
+                us(s.median),
+                us(s.p90),
+                us(s.p99)
+            );
+        }
+        println!(
+            "{:<44} {:>12}",
+            "call (per call − instantiate, medians)",
+            us(self.call())
+        );
+        println!();
+        let (total, fewest, most) = self.capability_calls();
+        let each = if fewest == most {
+            format!("{fewest}")
+        } else {
+            format!("{fewest} to {most}")
+        };
+        println!(
+            "capability calls per call: {each} ({total} in {} calls; kube, http, environment, random)",
+            self.calls
         );
     }
-    println!();
-    println!("{:<44} {:>12} {:>12} {:>12}", "", "median", "p90", "p99");
-    for (name, s) in [
-        ("per call (instantiate + call, as served)", &served),
-        ("instantiate (fresh store and instance)", &instantiate),
-    ] {
-        println!(
-            "{name:<44} {:>12} {:>12} {:>12}",
-            us(s.median),
-            us(s.p90),
-            us(s.p99)
-        );
-    }
-    println!(
-        "{:<44} {:>12}",
-        "call (per call − instantiate, medians)",
-        us(call)
-    );
-    println!();
-    let each = if fewest == most {
-        format!("{fewest}")
-    } else {
-        format!("{fewest} to {most}")
-    };
-    println!(
-        "capability calls per call: {each} ({total} in {} calls; kube, http, environment, random)",
-        args.calls
-    );
-    Ok(())
 }
 
 /// The CPU model and the number of cores this process may use.

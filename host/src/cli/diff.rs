@@ -98,31 +98,8 @@ async fn execute(args: &DiffArgs) -> Result<Report, Failure> {
     let started = Instant::now();
     let trusted = read_trusted_keys(args.trusted_keys.as_deref())?;
     let source = diff_archive::read(&args.source).map_err(Failure::bad_input)?;
-    let backup = match &args.backup {
-        Some(path) => read_object(path).map_err(|e| Failure::bad_input(format!("--backup {e}")))?,
-        None => synthetic_backup(),
-    };
-    if backup["kind"] != "Backup" {
-        return Err(Failure::bad_input(format!(
-            "--backup: is a {}, not a velero.io/v1 Backup",
-            backup["kind"]
-        )));
-    }
-    // The items in a stable order, each with its identity; objects without a kind are not items.
-    let mut items = Vec::with_capacity(source.items.len());
-    for (from, value) in &source.items {
-        let text = value.to_string();
-        let identity =
-            ItemRef::parse(&text).map_err(|e| Failure::bad_input(format!("{from}: {e}")))?;
-        if identity.kind.is_empty() || identity.name.is_empty() {
-            return Err(Failure::bad_input(format!(
-                "{from}: the object has no kind or no name: not an item"
-            )));
-        }
-        items.push((identity, text));
-    }
-    items.sort_by_key(|(id, _)| (id.group_resource(), id.namespace.clone(), id.name.clone()));
-
+    let backup = read_backup(args)?;
+    let items = items_of(&source)?;
     // The fixture cluster reads files: an archive's items are written out for it.
     let scratch = tempfile::tempdir()
         .map_err(|e| Failure::failed(format!("cannot make a temporary directory: {e}")))?;
@@ -134,26 +111,7 @@ async fn execute(args: &DiffArgs) -> Result<Report, Failure> {
     } else {
         vec![args.source.clone()]
     };
-    let namespace = backup
-        .pointer("/metadata/namespace")
-        .and_then(Value::as_str)
-        .filter(|n| !n.is_empty())
-        .unwrap_or("velero")
-        .to_string();
-    let start = SystemTime::now();
-    let mut sides = Vec::new();
-    for (flag, set) in [("old", &args.old), ("new", &args.new)] {
-        let clock = Clock::fixed(start);
-        let cluster = FixtureCluster::load(&cluster_paths, clock.clone())
-            .map_err(|e| Failure::bad_input(format!("{}: {e}", args.source.display())))?;
-        let environment = Environment::from_process().with_velero_namespace(&namespace);
-        let services = Services::new(Arc::new(cluster), clock, environment);
-        let runtime = load_set(flag, set, trusted.clone(), services).await?;
-        sides.push(Side {
-            name: set.clone(),
-            runtime,
-        });
-    }
+    let sides = load_sides(args, trusted, &cluster_paths, &backup).await?;
     let (old_name, new_name) = (sides[0].name.clone(), sides[1].name.clone());
 
     // Every backup action of either set, by name.
@@ -222,6 +180,71 @@ async fn execute(args: &DiffArgs) -> Result<Report, Failure> {
         actions,
         seconds: started.elapsed().as_secs_f64(),
     })
+}
+
+/// `--backup`, or a Backup made up for the run; it must be a Backup.
+fn read_backup(args: &DiffArgs) -> Result<Value, Failure> {
+    let backup = match &args.backup {
+        Some(path) => read_object(path).map_err(|e| Failure::bad_input(format!("--backup {e}")))?,
+        None => synthetic_backup(),
+    };
+    if backup["kind"] != "Backup" {
+        return Err(Failure::bad_input(format!(
+            "--backup: is a {}, not a velero.io/v1 Backup",
+            backup["kind"]
+        )));
+    }
+    Ok(backup)
+}
+
+/// The items in a stable order, each with its identity and its JSON text; an object without a kind
+/// or a name is no item, and an error.
+fn items_of(source: &diff_archive::BackupItems) -> Result<Vec<(ItemRef, String)>, Failure> {
+    let mut items = Vec::with_capacity(source.items.len());
+    for (from, value) in &source.items {
+        let text = value.to_string();
+        let identity =
+            ItemRef::parse(&text).map_err(|e| Failure::bad_input(format!("{from}: {e}")))?;
+        if identity.kind.is_empty() || identity.name.is_empty() {
+            return Err(Failure::bad_input(format!(
+                "{from}: the object has no kind or no name: not an item"
+            )));
+        }
+        items.push((identity, text));
+    }
+    items.sort_by_key(|(id, _)| (id.group_resource(), id.namespace.clone(), id.name.clone()));
+    Ok(items)
+}
+
+/// The old and the new module set, each loaded over its own fixture cluster of `cluster_paths`, with
+/// one fixed clock and Velero in the backup's namespace.
+async fn load_sides(
+    args: &DiffArgs,
+    trusted: Option<TrustedKeys>,
+    cluster_paths: &[PathBuf],
+    backup: &Value,
+) -> Result<Vec<Side>, Failure> {
+    let namespace = backup
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty())
+        .unwrap_or("velero")
+        .to_string();
+    let start = SystemTime::now();
+    let mut sides = Vec::new();
+    for (flag, set) in [("old", &args.old), ("new", &args.new)] {
+        let clock = Clock::fixed(start);
+        let cluster = FixtureCluster::load(cluster_paths, clock.clone())
+            .map_err(|e| Failure::bad_input(format!("{}: {e}", args.source.display())))?;
+        let environment = Environment::from_process().with_velero_namespace(&namespace);
+        let services = Services::new(Arc::new(cluster), clock, environment);
+        let runtime = load_set(flag, set, trusted.clone(), services).await?;
+        sides.push(Side {
+            name: set.clone(),
+            runtime,
+        });
+    }
+    Ok(sides)
 }
 
 /// What one action made of one item in the two sets.

@@ -17,6 +17,7 @@ mod new;
 mod push;
 mod rbac;
 mod run;
+mod settings;
 mod sign;
 mod suite_layout;
 mod test;

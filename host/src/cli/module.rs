@@ -332,6 +332,42 @@ pub(super) fn read_directory(dir: &Path) -> Result<Vec<Result<Parts, String>>, F
 }
 
 fn pack(args: &PackArgs) -> Result<u8, Failure> {
+    let mut modules = modules_to_pack(args)?;
+    let key = args
+        .sign
+        .as_deref()
+        .map(PrivateKey::read)
+        .transpose()
+        .map_err(|e| Failure::bad_input(format!("--sign {e}")))?;
+    let expires = args.expires.as_deref().map(expiry).transpose()?;
+    let mut documents = Vec::new();
+    let mut server_side = Vec::new();
+    for parts in &mut modules {
+        check_and_sign(parts, key.as_ref(), expires)?;
+        let name = args
+            .name
+            .clone()
+            .unwrap_or_else(|| format!("velero-wasm-module-{}", parts.name));
+        let (yaml, too_big_to_apply) = configmap_yaml(parts, &name, args, key.as_ref())?;
+        if too_big_to_apply {
+            server_side.push(name);
+        }
+        documents.push(yaml);
+    }
+    if !server_side.is_empty() {
+        eprintln!(
+            "apply with `kubectl apply --server-side -f` (or `kubectl create -f`): a plain `kubectl apply` copies \
+             the object into an annotation, and Kubernetes refuses annotations over {MAX_ANNOTATIONS} bytes \
+             ({} would be refused)",
+            server_side.join(", ")
+        );
+    }
+    write_out(args.out.as_deref(), &documents.join("---\n"))?;
+    Ok(EXIT_OK)
+}
+
+/// The modules `pack` was given: a directory's, or one module's files.
+fn modules_to_pack(args: &PackArgs) -> Result<Vec<Parts>, Failure> {
     let meta = std::fs::metadata(&args.path)
         .map_err(|e| Failure::bad_input(format!("{}: cannot be read: {e}", args.path.display())))?;
     let modules = if meta.is_dir() {
@@ -339,7 +375,7 @@ fn pack(args: &PackArgs) -> Result<u8, Failure> {
     } else {
         vec![read_parts(&args.path)]
     };
-    let mut modules: Vec<Parts> = modules
+    let modules: Vec<Parts> = modules
         .into_iter()
         .collect::<Result<_, _>>()
         .map_err(Failure::bad_input)?;
@@ -356,98 +392,94 @@ fn pack(args: &PackArgs) -> Result<u8, Failure> {
             modules.len()
         )));
     }
-    let key = args
-        .sign
-        .as_deref()
-        .map(PrivateKey::read)
-        .transpose()
-        .map_err(|e| Failure::bad_input(format!("--sign {e}")))?;
-    let expires = args.expires.as_deref().map(expiry).transpose()?;
-    let mut documents = Vec::new();
-    let mut server_side = Vec::new();
-    for parts in &mut modules {
-        if key.is_some() {
-            parts.signature_text = None;
-        }
-        let checked = parts
-            .check(None)
-            .map_err(|e| Failure::bad_input(format!("{}: {e}", parts.source)))?;
-        if let Some(key) = &key {
-            let signature = key.sign_until(
-                &parts.name,
-                checked.sha256.as_deref(),
-                &parts.manifest_text,
-                expires,
-            );
-            parts.signature_text = Some(signature.to_text());
-            if checked.version.is_none() {
-                eprintln!(
-                    "module {}: its manifest has no version, so hosts cannot refuse an older signed copy \
-                     in its place: add version = \"1.0.0\" (and raise it with each change)",
-                    parts.name
-                );
-            }
-        }
-        let name = args
-            .name
-            .clone()
-            .unwrap_or_else(|| format!("velero-wasm-module-{}", parts.name));
-        let object = configmap(parts, &name, &args.namespace).map_err(Failure::failed)?;
-        let yaml = serde_norway::to_string(&object)
-            .map_err(|e| Failure::failed(format!("cannot write YAML: {e}")))?;
-        let size = yaml.len();
-        let share = size * 100 / MAX_OBJECT;
-        if size > MAX_OBJECT {
-            return Err(Failure::bad_input(format!(
-                "ConfigMap {name} (module {}) would be {size} bytes, over Kubernetes' limit of {MAX_OBJECT} bytes (1 MiB) for one object: nothing written",
+    Ok(modules)
+}
+
+/// Checks one module as the host would load it and, with a key, signs it (until `expires`).
+fn check_and_sign(
+    parts: &mut Parts,
+    key: Option<&PrivateKey>,
+    expires: Option<std::time::SystemTime>,
+) -> Result<(), Failure> {
+    if key.is_some() {
+        parts.signature_text = None;
+    }
+    let checked = parts
+        .check(None)
+        .map_err(|e| Failure::bad_input(format!("{}: {e}", parts.source)))?;
+    if let Some(key) = key {
+        let signature = key.sign_until(
+            &parts.name,
+            checked.sha256.as_deref(),
+            &parts.manifest_text,
+            expires,
+        );
+        parts.signature_text = Some(signature.to_text());
+        if checked.version.is_none() {
+            eprintln!(
+                "module {}: its manifest has no version, so hosts cannot refuse an older signed copy \
+                 in its place: add version = \"1.0.0\" (and raise it with each change)",
                 parts.name
-            )));
+            );
         }
-        let signed = match &key {
-            Some(key) => format!(", signed by key {}", key.key_id()),
-            None if parts.signature_text.is_some() => ", with its signature".to_string(),
-            None => ", unsigned".to_string(),
-        };
-        let component = match &parts.wasm {
-            Some(wasm) => format!(
-                ", its {}-byte component gzipped to {}",
-                wasm.len(),
-                object["binaryData"][format!("{}.{COMPRESSED_EXTENSION}", parts.name)]
-                    .as_str()
-                    .map_or(0, |b64| b64.len() / 4 * 3 - b64.matches('=').count())
-            ),
-            None => String::new(),
-        };
-        eprintln!(
-            "ConfigMap {}/{name}: {size} bytes ({share}% of the {MAX_OBJECT}-byte limit){component}{signed}",
-            args.namespace
-        );
-        if last_applied_bytes(&object) > MAX_ANNOTATIONS {
-            server_side.push(name);
-        }
-        documents.push(yaml);
     }
-    if !server_side.is_empty() {
-        eprintln!(
-            "apply with `kubectl apply --server-side -f` (or `kubectl create -f`): a plain `kubectl apply` copies \
-             the object into an annotation, and Kubernetes refuses annotations over {MAX_ANNOTATIONS} bytes \
-             ({} would be refused)",
-            server_side.join(", ")
-        );
+    Ok(())
+}
+
+/// One module as the YAML of ConfigMap `name`, checked against Kubernetes' limit for one object and
+/// reported on stderr; and whether a plain `kubectl apply` would be refused it.
+fn configmap_yaml(
+    parts: &Parts,
+    name: &str,
+    args: &PackArgs,
+    key: Option<&PrivateKey>,
+) -> Result<(String, bool), Failure> {
+    let object = configmap(parts, name, &args.namespace).map_err(Failure::failed)?;
+    let yaml = serde_norway::to_string(&object)
+        .map_err(|e| Failure::failed(format!("cannot write YAML: {e}")))?;
+    let size = yaml.len();
+    let share = size * 100 / MAX_OBJECT;
+    if size > MAX_OBJECT {
+        return Err(Failure::bad_input(format!(
+            "ConfigMap {name} (module {}) would be {size} bytes, over Kubernetes' limit of {MAX_OBJECT} bytes (1 MiB) for one object: nothing written",
+            parts.name
+        )));
     }
-    let text = documents.join("---\n");
-    match &args.out {
+    let signed = match key {
+        Some(key) => format!(", signed by key {}", key.key_id()),
+        None if parts.signature_text.is_some() => ", with its signature".to_string(),
+        None => ", unsigned".to_string(),
+    };
+    let component = match &parts.wasm {
+        Some(wasm) => format!(
+            ", its {}-byte component gzipped to {}",
+            wasm.len(),
+            object["binaryData"][format!("{}.{COMPRESSED_EXTENSION}", parts.name)]
+                .as_str()
+                .map_or(0, |b64| b64.len() / 4 * 3 - b64.matches('=').count())
+        ),
+        None => String::new(),
+    };
+    eprintln!(
+        "ConfigMap {}/{name}: {size} bytes ({share}% of the {MAX_OBJECT}-byte limit){component}{signed}",
+        args.namespace
+    );
+    Ok((yaml, last_applied_bytes(&object) > MAX_ANNOTATIONS))
+}
+
+/// `text` to `--out`, or to stdout.
+fn write_out(out: Option<&std::path::Path>, text: &str) -> Result<(), Failure> {
+    match out {
         Some(path) => std::fs::write(path, text)
-            .map_err(|e| Failure::failed(format!("{}: cannot be written: {e}", path.display())))?,
+            .map_err(|e| Failure::failed(format!("{}: cannot be written: {e}", path.display()))),
         None => {
             let mut stdout = std::io::stdout().lock();
             stdout
                 .write_all(text.as_bytes())
                 .and_then(|()| stdout.flush())
-                .map_err(|e| Failure::failed(format!("cannot write to stdout: {e}")))?
+                .map_err(|e| Failure::failed(format!("cannot write to stdout: {e}")))
         }
     }
-    Ok(EXIT_OK)
 }
 
 /// When a signature made now stops being accepted: `now + DURATION`, or a time, which must be ahead.

@@ -112,7 +112,7 @@ fn group_resource(resource: &str) -> (String, String) {
 }
 
 /// Adds one grant rule to the scopes it reaches.
-fn add(rule: &KubeRule, velero_namespace: &str, scopes: &mut BTreeMap<Option<String>, Rules>) {
+fn add(rule: &KubeRule, velero_namespace: &str, scopes: &mut Scopes) {
     let verbs: BTreeSet<&'static str> = rule.verbs.each().into_iter().map(Verb::as_str).collect();
     for namespace in &rule.namespaces {
         let rules = scopes
@@ -145,12 +145,60 @@ fn policy_rules(rules: &Rules) -> Vec<Value> {
         .collect()
 }
 
+/// Per scope (a namespace, or `None` for the ClusterRole), the rules the grants need there.
+type Scopes = BTreeMap<Option<String>, Rules>;
+
 /// The YAML documents: ClusterRole and binding (when a grant reaches beyond named namespaces), then a
 /// Role and binding per namespace, in name order.
 fn documents(args: &RbacArgs) -> Result<String, Failure> {
-    let mut scopes: BTreeMap<Option<String>, Rules> = BTreeMap::new();
-    // The modules whose grants reach each scope, for the comment above its Role.
-    let mut needed_by: BTreeMap<Option<String>, BTreeSet<String>> = BTreeMap::new();
+    let (scopes, needed_by, names) = gather(args)?;
+    let mut docs: Vec<(String, Value)> = Vec::new();
+    let mut omitted = Vec::new();
+    for (namespace, rules) in &scopes {
+        let modules = needed_by
+            .get(namespace)
+            .map(|m| m.iter().cloned().collect::<Vec<_>>().join(", "))
+            .unwrap_or_default();
+        if let Some(ns) = namespace
+            .as_ref()
+            .filter(|ns| args.omit_namespace.contains(ns))
+        {
+            omitted.push(format!(
+                "# Left out (--omit-namespace {ns}): the Role in {ns}, needed by: {modules}. Those calls will be refused.\n"
+            ));
+            continue;
+        }
+        let [role, binding] = role_and_binding(args, namespace.as_deref(), rules);
+        docs.push((comment(args, namespace.as_deref(), &modules), role));
+        docs.push((String::new(), binding));
+    }
+    let mut out = format!(
+        "# What the grants of the modules {} need, for the service account {}/{}\n# (velero-wasm rbac).\n",
+        names.join(", "),
+        args.velero_namespace,
+        args.service_account
+    );
+    for line in omitted {
+        out.push_str(&line);
+    }
+    for (why, doc) in docs {
+        out.push_str("---\n");
+        out.push_str(&why);
+        out.push_str(
+            &serde_norway::to_string(&doc)
+                .map_err(|e| Failure::failed(format!("cannot write YAML: {e}")))?,
+        );
+    }
+    Ok(out)
+}
+
+/// Per scope, the modules whose grants reach it (for the comment above its Role).
+type NeededBy = BTreeMap<Option<String>, BTreeSet<String>>;
+
+/// What the modules' grants need in each scope, the modules that need each, and the modules' names.
+fn gather(args: &RbacArgs) -> Result<(Scopes, NeededBy, Vec<String>), Failure> {
+    let mut scopes: Scopes = BTreeMap::new();
+    let mut needed_by: NeededBy = BTreeMap::new();
     let mut names = Vec::new();
     for module in modules(&args.modules)? {
         names.push(module.name.clone());
@@ -179,98 +227,67 @@ fn documents(args: &RbacArgs) -> Result<String, Failure> {
         .entry((String::new(), "configmaps".to_string()))
         .or_default()
         .insert("list");
+    Ok((scopes, needed_by, names))
+}
+
+/// The comment above the Role of `namespace` (`None`: the ClusterRole), which `modules` need.
+fn comment(args: &RbacArgs, namespace: Option<&str>, modules: &str) -> String {
+    match namespace {
+        Some(ns) if ns == args.velero_namespace && modules.is_empty() => {
+            "# The host's own list of module ConfigMaps in Velero's namespace.\n".to_string()
+        }
+        Some(ns) if ns == args.velero_namespace => format!(
+            "# Velero's namespace: the host's list of module ConfigMaps; needed by: {modules}.\n"
+        ),
+        Some(ns) => format!(
+            "# Needed by: {modules}. The namespace {ns} must exist (or leave it out: --omit-namespace {ns}).\n"
+        ),
+        None => format!("# Needed by: {modules} (in any namespace).\n"),
+    }
+}
+
+/// The Role in `namespace` (`None`: the ClusterRole) with `rules`, and its binding to the service
+/// account.
+fn role_and_binding(args: &RbacArgs, namespace: Option<&str>, rules: &Rules) -> [Value; 2] {
     let subject = json!([{
         "kind": "ServiceAccount",
         "name": args.service_account,
         "namespace": args.velero_namespace,
     }]);
     let labels = json!({"app.kubernetes.io/name": "velero-wasm"});
-    let mut docs: Vec<(String, Value)> = Vec::new();
-    let mut omitted = Vec::new();
-    for (namespace, rules) in &scopes {
-        let modules = needed_by
-            .get(namespace)
-            .map(|m| m.iter().cloned().collect::<Vec<_>>().join(", "))
-            .unwrap_or_default();
-        if let Some(ns) = namespace
-            .as_ref()
-            .filter(|ns| args.omit_namespace.contains(ns))
-        {
-            omitted.push(format!(
-                "# Left out (--omit-namespace {ns}): the Role in {ns}, needed by: {modules}. Those calls will be refused.\n"
-            ));
-            continue;
-        }
-        let why = match namespace {
-            Some(ns) if *ns == args.velero_namespace && modules.is_empty() => {
-                "# The host's own list of module ConfigMaps in Velero's namespace.\n".to_string()
-            }
-            Some(ns) if *ns == args.velero_namespace => format!(
-                "# Velero's namespace: the host's list of module ConfigMaps; needed by: {modules}.\n"
-            ),
-            Some(ns) => format!(
-                "# Needed by: {modules}. The namespace {ns} must exist (or leave it out: --omit-namespace {ns}).\n"
-            ),
-            None => format!("# Needed by: {modules} (in any namespace).\n"),
-        };
-        let rules = policy_rules(rules);
-        match namespace {
-            None => {
-                docs.push((
-                    why,
-                    json!({
-                        "apiVersion": "rbac.authorization.k8s.io/v1",
-                        "kind": "ClusterRole",
-                        "metadata": {"name": args.name, "labels": labels},
-                        "rules": rules,
-                    }),
-                ));
-                docs.push((String::new(), json!({
-                    "apiVersion": "rbac.authorization.k8s.io/v1",
-                    "kind": "ClusterRoleBinding",
-                    "metadata": {"name": args.name, "labels": labels},
-                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": args.name},
-                    "subjects": subject,
-                })));
-            }
-            Some(namespace) => {
-                docs.push((
-                    why,
-                    json!({
-                        "apiVersion": "rbac.authorization.k8s.io/v1",
-                        "kind": "Role",
-                        "metadata": {"name": args.name, "namespace": namespace, "labels": labels},
-                        "rules": rules,
-                    }),
-                ));
-                docs.push((String::new(), json!({
-                    "apiVersion": "rbac.authorization.k8s.io/v1",
-                    "kind": "RoleBinding",
-                    "metadata": {"name": args.name, "namespace": namespace, "labels": labels},
-                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": args.name},
-                    "subjects": subject,
-                })));
-            }
-        }
+    let rules = policy_rules(rules);
+    match namespace {
+        None => [
+            json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRole",
+                "metadata": {"name": args.name, "labels": labels},
+                "rules": rules,
+            }),
+            json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRoleBinding",
+                "metadata": {"name": args.name, "labels": labels},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": args.name},
+                "subjects": subject,
+            }),
+        ],
+        Some(namespace) => [
+            json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "Role",
+                "metadata": {"name": args.name, "namespace": namespace, "labels": labels},
+                "rules": rules,
+            }),
+            json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "RoleBinding",
+                "metadata": {"name": args.name, "namespace": namespace, "labels": labels},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": args.name},
+                "subjects": subject,
+            }),
+        ],
     }
-    let mut out = format!(
-        "# What the grants of the modules {} need, for the service account {}/{}\n# (velero-wasm rbac).\n",
-        names.join(", "),
-        args.velero_namespace,
-        args.service_account
-    );
-    for line in omitted {
-        out.push_str(&line);
-    }
-    for (why, doc) in docs {
-        out.push_str("---\n");
-        out.push_str(&why);
-        out.push_str(
-            &serde_norway::to_string(&doc)
-                .map_err(|e| Failure::failed(format!("cannot write YAML: {e}")))?,
-        );
-    }
-    Ok(out)
 }
 
 #[cfg(test)]

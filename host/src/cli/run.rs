@@ -193,7 +193,8 @@ pub(super) async fn prepare(
         eprintln!("velero-wasm run: warning: {problem}");
     }
     if !args.settings.is_empty() {
-        super::test::apply_settings(&runtime, &args.modules, &args.action, &args.settings).await?;
+        super::settings::apply_settings(&runtime, &args.modules, &args.action, &args.settings)
+            .await?;
     }
     let entry = find_action(&runtime, &args)?;
     Ok(Prepared {

@@ -47,14 +47,10 @@ pub struct OverrideFile {
     pub signature: Option<super::ModuleSignature>,
 }
 
-/// Reads every module in `dir` (one whole version of a kubelet-mounted directory), checking signatures
-/// against `trusted` keys (see [`read_module`]); `dir` may also be a file of module ConfigMaps.
-/// Fails only when the directory itself cannot be read.
+/// Reads every module in the directory `dir` (one whole version of a kubelet-mounted directory),
+/// checking signatures against `trusted` keys (see [`read_module`]). Fails only when the directory
+/// itself cannot be read.
 pub fn scan_directory(dir: &Path, trusted: Option<&TrustedKeys>) -> std::io::Result<DirectoryScan> {
-    // A file of module ConfigMaps (`module pack`'s output) stands for the directory it describes.
-    if std::fs::metadata(dir)?.is_file() {
-        return Ok(super::configmap_file::scan(dir, trusted));
-    }
     let mut attempt = 0;
     loop {
         let version = std::fs::read_link(dir.join(KUBELET_DATA)).ok();

@@ -12,8 +12,8 @@ pub mod configmaps;
 mod directory;
 mod last_good;
 mod manifest;
-pub mod settings_schema;
 pub mod oci;
+pub mod settings_schema;
 pub mod signature;
 mod stock;
 pub mod stock_override;
@@ -24,9 +24,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-pub use directory::{
-    module_from_parts, read_module, scan_directory, DirectoryScan, OverrideFile, PartError,
-};
+pub use directory::{module_from_parts, read_module, DirectoryScan, OverrideFile, PartError};
 pub use last_good::LastGood;
 pub use manifest::{
     parse_byte_size, Grant, KubeRule, Limits, Manifest, ManifestError, NamespaceRule, Verbs,
@@ -37,6 +35,20 @@ pub use stock::{
     chosen_stock_modules, stock_modules, stock_names, StockChoice, UnknownStock, STOCK_ENV,
 };
 pub use version_floor::{Rollback, VersionFloor};
+
+/// Reads every module in `dir` (one whole version of a kubelet-mounted directory), checking signatures
+/// against `trusted` keys (see [`read_module`]); `dir` may also be a file of module ConfigMaps.
+/// Fails only when the directory itself cannot be read.
+pub fn scan_directory(
+    dir: &std::path::Path,
+    trusted: Option<&TrustedKeys>,
+) -> std::io::Result<DirectoryScan> {
+    // A file of module ConfigMaps (`module pack`'s output) stands for the directory it describes.
+    if std::fs::metadata(dir)?.is_file() {
+        return Ok(configmap_file::scan(dir, trusted));
+    }
+    directory::scan_directory(dir, trusted)
+}
 
 /// A module as found, before compilation.
 #[derive(Clone)]

@@ -14,9 +14,10 @@
 
 use std::sync::Arc;
 
+use velero_wasm_grant::HostRule;
+
 use super::{Grant, KubeRule, Manifest, ModuleSource, NamespaceRule, Origin};
 use crate::action::Verb;
-use crate::capabilities::http::HostRule;
 
 /// The stock module `stock` with the override manifest `text` (from `from`) applied, or why it is
 /// refused.

@@ -125,10 +125,17 @@ impl CompileCache {
     }
 }
 
+/// Which of `actions` and `signing` a module exports: known before it is compiled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub(super) struct Interfaces {
+    pub actions: bool,
+    pub signing: bool,
+}
+
 /// What a module said of itself when it was loaded: its interfaces and its actions.
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub(super) struct Description {
-    pub interfaces: super::module::Interfaces,
+    pub interfaces: Interfaces,
     pub actions: Vec<crate::action::ActionInfo>,
 }
 
@@ -243,7 +250,7 @@ mod tests {
             dir: dir.path().to_path_buf(),
         };
         let description = Description {
-            interfaces: crate::runtime::module::Interfaces {
+            interfaces: Interfaces {
                 actions: true,
                 signing: false,
             },

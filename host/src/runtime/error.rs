@@ -54,6 +54,25 @@ impl CallError {
     }
 }
 
+impl crate::metrics::FailureKind for CallError {
+    fn failure_kind(&self, denied: bool) -> &'static str {
+        match self {
+            CallError::Action(_) if denied => "denied",
+            CallError::Action(_) => "action",
+            CallError::Fault { fault, .. } => match fault {
+                Fault::Trap(_) | Fault::Exit(_) | Fault::Instantiate(_) => "trap",
+                Fault::Timeout(_) | Fault::NoSlot { .. } => "deadline",
+                Fault::Memory { .. } | Fault::MemoryBudget { .. } => "memory",
+                Fault::Limit(_) => "limit",
+                Fault::Output(_) => "output",
+            },
+            CallError::UnknownAction(_) | CallError::WrongKind { .. } | CallError::NoSigner => {
+                "unavailable"
+            }
+        }
+    }
+}
+
 /// How a module misbehaved.
 #[derive(Debug, thiserror::Error)]
 pub enum Fault {
@@ -109,4 +128,37 @@ pub struct LoadError {
     pub origin: String,
     /// What is wrong.
     pub problem: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::FailureKind;
+
+    #[test]
+    fn failures_are_counted_by_kind() {
+        let fault = |fault| CallError::Fault {
+            module: "m".into(),
+            action: "a".into(),
+            item: String::new(),
+            fault,
+        };
+        let cases = [
+            (CallError::Action("no".into()), false, "action"),
+            (CallError::Action("no".into()), true, "denied"),
+            (fault(Fault::Trap("panic".into())), true, "trap"),
+            (fault(Fault::Exit(1)), false, "trap"),
+            (
+                fault(Fault::Timeout(Duration::from_secs(2))),
+                false,
+                "deadline",
+            ),
+            (fault(Fault::Memory { limit_mib: 64 }), false, "memory"),
+            (fault(Fault::Limit("calls".into())), false, "limit"),
+            (fault(Fault::Output("junk".into())), false, "output"),
+        ];
+        for (error, denied, kind) in cases {
+            assert_eq!(error.failure_kind(denied), kind, "{error}");
+        }
+    }
 }

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use wasmtime::component::{Component, Linker};
 use wasmtime::Engine;
 
-use super::cache::CompileCache;
+use super::cache::{CompileCache, Interfaces};
 use super::error::LoadError;
 use crate::action::{ActionInfo, AppliesTo};
 use crate::bindings::signer::SignerIndices;
@@ -47,13 +47,6 @@ pub struct LoadedModule {
     exports: tokio::sync::OnceCell<Result<Arc<Exports>, String>>,
     /// What compiles it on first use (`None` once compiled at load).
     compiler: Option<(Compiler, bytes::Bytes)>,
-}
-
-/// Which of `actions` and `signing` a module exports: known before it is compiled.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub(super) struct Interfaces {
-    pub actions: bool,
-    pub signing: bool,
 }
 
 /// A module's exports, compiled and linked.

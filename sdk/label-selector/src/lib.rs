@@ -296,7 +296,7 @@ impl Parser {
                     op: Operator::Exists,
                 })
             }
-            Some(_) => self.next().expect("peeked"),
+            Some(_) => self.expect_next("an operator")?,
         };
         let op = match op {
             (_, Token::Equals | Token::DoubleEquals) => Operator::Equals(self.value()?),

@@ -533,57 +533,16 @@ fn async_second_item_records_a_url_that_is_already_there() {
 struct Race(Reconciling, std::cell::Cell<bool>);
 
 impl Cluster for Race {
-    fn get(
+    fn call(
         &self,
-        api: velero_wasm_sdk::Api,
-        ns: &str,
-        name: &str,
-    ) -> Result<Object, velero_wasm_sdk::KubeError> {
-        if api.resource == "hcpetcdbackups" && !self.1.replace(true) {
-            return Err(velero_wasm_sdk::KubeError::NotFound("not yet".into()));
+        call: velero_wasm_sdk::KubeCall<'_>,
+    ) -> Result<velero_wasm_sdk::KubeAnswer, velero_wasm_sdk::KubeError> {
+        if let velero_wasm_sdk::KubeCall::Get { api, .. } = call {
+            if api.resource == "hcpetcdbackups" && !self.1.replace(true) {
+                return Err(velero_wasm_sdk::KubeError::NotFound("not yet".into()));
+            }
         }
-        self.0.get(api, ns, name)
-    }
-    fn list(
-        &self,
-        api: velero_wasm_sdk::Api,
-        ns: &str,
-        s: &str,
-    ) -> Result<Vec<Object>, velero_wasm_sdk::KubeError> {
-        self.0.list(api, ns, s)
-    }
-    fn create(
-        &self,
-        api: velero_wasm_sdk::Api,
-        ns: &str,
-        o: &Object,
-    ) -> Result<Object, velero_wasm_sdk::KubeError> {
-        self.0.create(api, ns, o)
-    }
-    fn update(
-        &self,
-        api: velero_wasm_sdk::Api,
-        ns: &str,
-        o: &Object,
-    ) -> Result<Object, velero_wasm_sdk::KubeError> {
-        self.0.update(api, ns, o)
-    }
-    fn merge_patch(
-        &self,
-        api: velero_wasm_sdk::Api,
-        ns: &str,
-        n: &str,
-        p: &Value,
-    ) -> Result<Object, velero_wasm_sdk::KubeError> {
-        self.0.merge_patch(api, ns, n, p)
-    }
-    fn delete(
-        &self,
-        api: velero_wasm_sdk::Api,
-        ns: &str,
-        n: &str,
-    ) -> Result<(), velero_wasm_sdk::KubeError> {
-        self.0.delete(api, ns, n)
+        self.0.call(call)
     }
 }
 

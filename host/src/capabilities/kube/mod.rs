@@ -17,10 +17,8 @@
 //! ```
 
 pub mod fixture;
-mod grant;
 pub mod json;
 pub mod live;
-pub mod resources;
 pub mod view;
 pub mod writes;
 
@@ -35,8 +33,9 @@ use super::backend::{Backend, Call};
 use super::CallState;
 use crate::action::Verb;
 use crate::bindings::velero_wasm::plugin::kube::{self as wit, Host};
-pub use grant::KubeGrant;
 pub use json::Json;
+/// A module's Kubernetes grant and the resources the host knows: the grant crate's.
+pub use velero_wasm_grant::{resources, KubeGrant};
 
 /// A resource type: group ("" for core), version, plural resource.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -704,22 +703,13 @@ impl CallState {
         ) {
             return Ok(());
         }
-        let scope = if namespace.is_empty() {
-            "cluster-wide".to_string()
-        } else {
-            format!("in namespace {namespace}")
-        };
-        let message = format!(
-            "permission denied: module {} is not granted {verb} on {} {scope}; the manifest rule that allows it: {}",
-            self.caps.module,
-            api.group_resource(),
-            grant::rule_allowing(
-                verb,
-                &api.group_resource(),
-                namespace,
-                item_namespace,
-                velero_namespace
-            )
+        let message = velero_wasm_grant::denial(
+            &self.caps.module,
+            verb,
+            &api.group_resource(),
+            namespace,
+            item_namespace,
+            velero_namespace,
         );
         let item = self.call.item();
         tracing::warn!(

@@ -12,6 +12,9 @@
 //!   `data.name` in namespace `data.namespace`; `result` is its name, `error` the kube error.
 
 #![cfg(target_arch = "wasm32")]
+// SAFETY: the only unsafe code is the glue wit-bindgen generates for the world's imports and exports
+// (`export_name`, the canonical ABI's raw pointers); the generated items' docs are the WIT's.
+#![allow(unsafe_code, missing_docs)]
 
 wit_bindgen::generate!({
     path: "../../../wit",

@@ -235,7 +235,7 @@ pub fn correction(written: &str) -> Option<(String, &'static str)> {
             .find(|k| k.kind.eq_ignore_ascii_case(name) && (group.is_empty() || k.group == group))
             .map(KnownResource::group_resource)
             .unwrap_or_else(|| {
-                let plural = crate::action::plural_of(name);
+                let plural = plural_of(name);
                 if group.is_empty() {
                     plural
                 } else {
@@ -276,6 +276,31 @@ pub fn correction(written: &str) -> Option<(String, &'static str)> {
         }
     }
     None
+}
+
+/// The plural resource name Kubernetes gives a kind (`NetworkPolicy` → `networkpolicies`), by the
+/// English rules the API machinery uses, with its few irregular kinds.
+pub fn plural_of(kind: &str) -> String {
+    let word = kind.to_ascii_lowercase();
+    match word.as_str() {
+        "endpoints" | "endpointslices" => return word,
+        "" => return word,
+        _ => {}
+    }
+    if word.ends_with('s')
+        || word.ends_with('x')
+        || word.ends_with('z')
+        || word.ends_with("ch")
+        || word.ends_with("sh")
+    {
+        return format!("{word}es");
+    }
+    if let Some(stem) = word.strip_suffix('y') {
+        if !stem.ends_with(['a', 'e', 'i', 'o', 'u']) {
+            return format!("{stem}ies");
+        }
+    }
+    format!("{word}s")
 }
 
 #[cfg(test)]
