@@ -35,6 +35,8 @@ pub struct LoadedModule {
     pub grant: Grant,
     /// One line for people, from the manifest.
     pub description: String,
+    /// The manifest's `version`, if it states one.
+    pub version: Option<String>,
     /// Its actions, as it describes them.
     pub actions: Vec<ActionInfo>,
     pub(super) applies_to: Vec<AppliesTo>,
@@ -303,6 +305,7 @@ fn caps(source: &ModuleSource) -> Result<Arc<ModuleCaps>, LoadError> {
         ),
         env: EnvGrant::new(&source.manifest.grant.env, &source.manifest.grant.env_files),
         settings: source.manifest.settings.clone(),
+        shadow: false,
     }))
 }
 
@@ -357,6 +360,7 @@ pub(super) fn finish(
             limits: source.manifest.limits,
             grant: source.manifest.grant,
             description: source.manifest.description,
+            version: source.manifest.version.as_ref().map(ToString::to_string),
             actions,
             applies_to,
             caps: linked.caps,
