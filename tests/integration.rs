@@ -26,5 +26,6 @@ mod plugin_faults;
 mod plugin_protocol;
 mod rate_limit;
 mod runtime;
+mod shadow;
 mod signing;
 mod state_dir;
