@@ -143,7 +143,10 @@ fn status_when(state: &Path, done: impl Fn(&Value) -> bool) -> Value {
             if done(&status["shadows"]["misbehave"]) {
                 return status;
             }
-            assert!(Instant::now() < until, "the shadows never got there: {status:#}");
+            assert!(
+                Instant::now() < until,
+                "the shadows never got there: {status:#}"
+            );
         } else {
             assert!(Instant::now() < until, "no status: {output:?}");
         }
@@ -165,7 +168,10 @@ fn stderr_when(plugin: &Plugin, text: &str) -> String {
 }
 
 fn count(figures: &Value, pointer: &str) -> u64 {
-    figures.pointer(pointer).and_then(Value::as_u64).unwrap_or(0)
+    figures
+        .pointer(pointer)
+        .and_then(Value::as_u64)
+        .unwrap_or(0)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -253,7 +259,7 @@ async fn a_shadow_that_differs_traps_hangs_or_writes_is_reported_and_velero_gets
     let table = String::from_utf8_lossy(&output.stdout);
     let row = table
         .lines()
-        .find(|l| l.starts_with("misbehave") && l.contains("item=2"))
+        .find(|l| l.starts_with("misbehave") && l.contains("additional-items=2"))
         .unwrap_or_else(|| panic!("no shadow row in:\n{table}"));
     let figures: Vec<&str> = row.split_whitespace().take(6).collect();
     assert_eq!(figures, ["misbehave", "4", "1", "3", "2", "0"], "{table}");
@@ -286,10 +292,9 @@ async fn a_shadow_that_differs_traps_hangs_or_writes_is_reported_and_velero_gets
     assert_eq!(label["subject_uid"], "b-uid-1");
     let patch: Value = serde_json::from_str(label["diff"].as_str().unwrap()).unwrap();
     assert!(
-        patch
-            .as_array()
-            .unwrap()
-            .contains(&json!({"op": "add", "path": "/additionalItems/secrets shop~1cm", "value": true})),
+        patch.as_array().unwrap().contains(
+            &json!({"op": "add", "path": "/additionalItems/secrets shop~1cm", "value": true})
+        ),
         "{patch:#}"
     );
     let write = differs
@@ -312,7 +317,10 @@ async fn a_shadow_that_differs_traps_hangs_or_writes_is_reported_and_velero_gets
     );
 
     // The shadow's write never reached the API server.
-    assert!(scene.server.object("configmaps", "shop", "cm-copy").is_none());
+    assert!(scene
+        .server
+        .object("configmaps", "shop", "cm-copy")
+        .is_none());
     let writes: Vec<String> = scene
         .server
         .requests()
@@ -351,4 +359,106 @@ fn status_without_a_plugin_says_so() {
         support::stderr(&output).contains("no plugin process has written its status"),
         "{output:?}"
     );
+}
+
+/// The ConfigMap `module pack` writes for `dir`, with `flags`.
+fn packed(dir: &Path, flags: &[&str]) -> Value {
+    let mut args = vec!["module", "pack", dir.to_str().unwrap()];
+    args.extend_from_slice(flags);
+    let output = velero_wasm(&args);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    serde_norway::from_slice(&output.stdout).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_trusted_keys_a_shadow_must_be_signed_like_a_serving_module() {
+    let keys = tempfile::tempdir().unwrap();
+    let prefix = keys.path().join("ops");
+    let output = velero_wasm(&["module", "keygen", "--out", prefix.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let key_id = String::from_utf8(output.stdout).unwrap().trim().to_string();
+    let (private, public) = (
+        format!("{}.key", prefix.display()),
+        format!("{}.pub", prefix.display()),
+    );
+    let grant = "[[grant.kube]]\nresources = [\"configmaps\"]\nverbs = [\"get\"]\nnamespaces = [\"@item\"]\n";
+    let serving = support::module_dir(
+        "misbehave",
+        "misbehave",
+        &format!("version = \"1.0.0\"\n[settings]\ndomain = \"{DOMAIN}\"\n{grant}"),
+    );
+    let candidate = support::module_dir(
+        "misbehave",
+        "misbehave",
+        &format!(
+            "version = \"1.1.0\"\n[settings]\ndomain = \"{DOMAIN}\"\ninstead = \"label:echo\"\n{grant}"
+        ),
+    );
+    let scene = Scene {
+        server: ApiServer::start(&[]),
+        scratch: tempfile::tempdir().unwrap(),
+    };
+    scene
+        .server
+        .write_kubeconfig(&scene.scratch.path().join("kubeconfig"));
+    std::fs::create_dir(scene.state()).unwrap();
+    scene
+        .server
+        .apply(packed(serving.path(), &["--sign", &private]));
+    let unsigned = packed(candidate.path(), &["--shadow"]);
+    assert_eq!(
+        unsigned["metadata"]["name"], "velero-wasm-module-misbehave-shadow",
+        "{unsigned:#}"
+    );
+    assert_eq!(unsigned["metadata"]["labels"][SHADOW_LABEL], "true");
+    scene.server.apply(unsigned);
+
+    // Unsigned: not loaded, said so; the signed module serves.
+    let plugin = scene.start(&[("VELERO_WASM_TRUSTED_KEYS", &public)]);
+    let mut labelled = item();
+    labelled["metadata"]["labels"] = json!({"velero-wasm.io/seen": "true"});
+    assert_eq!(execute(&plugin, "label").await, (labelled.clone(), vec![]));
+    let session = plugin.shutdown().await;
+    let refused = session
+        .log_lines()
+        .into_iter()
+        .find(|l| {
+            let message = l["@message"].as_str().unwrap_or("");
+            message.starts_with("shadow ") && message.contains("not signed")
+        })
+        .unwrap_or_else(|| panic!("no refusal:\n{}", session.stderr));
+    assert_eq!(refused["@level"], "warn", "{refused:?}");
+    let roles: Vec<(String, String)> = status(&scene.state())["modules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["name"].as_str().unwrap().to_string(),
+                m["role"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(roles, [("misbehave".to_string(), "serving".to_string())]);
+
+    // Signed by the trusted key: it shadows, and differs.
+    scene
+        .server
+        .apply(packed(candidate.path(), &["--shadow", "--sign", &private]));
+    let plugin = scene.start(&[("VELERO_WASM_TRUSTED_KEYS", &public)]);
+    assert_eq!(execute(&plugin, "label").await, (labelled, vec![]));
+    let status = status_when(&scene.state(), |s| count(s, "/differing") == 1);
+    let shadow = status["modules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "shadow")
+        .cloned()
+        .unwrap();
+    assert_eq!(
+        (&shadow["signedBy"], &shadow["verified"], &shadow["version"]),
+        (&json!(key_id), &json!(true), &json!("1.1.0")),
+        "{shadow:#}"
+    );
+    plugin.shutdown().await;
 }

@@ -389,13 +389,10 @@ fn pack(args: &PackArgs) -> Result<u8, Failure> {
                 );
             }
         }
-        let name = args
-            .name
-            .clone()
-            .unwrap_or_else(|| match args.shadow {
-                true => format!("velero-wasm-module-{}-shadow", parts.name),
-                false => format!("velero-wasm-module-{}", parts.name),
-            });
+        let name = args.name.clone().unwrap_or_else(|| match args.shadow {
+            true => format!("velero-wasm-module-{}-shadow", parts.name),
+            false => format!("velero-wasm-module-{}", parts.name),
+        });
         let mut object = configmap(parts, &name, &args.namespace).map_err(Failure::failed)?;
         if args.shadow {
             object["metadata"]["labels"][configmaps::SHADOW_LABEL] = Value::from("true");

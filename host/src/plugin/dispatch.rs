@@ -150,10 +150,7 @@ impl Dispatch {
         let call = self.runtime.backup(&entry, item.id, request);
         let outcome = measured(&entry, "Execute", call).await;
         if let Some((item, request)) = kept {
-            let served = outcome
-                .as_ref()
-                .map(Clone::clone)
-                .map_err(ToString::to_string);
+            let served = outcome.as_ref().cloned().map_err(ToString::to_string);
             self.mirror(
                 &entry,
                 Mirrored::Backup {
@@ -205,10 +202,7 @@ impl Dispatch {
         let kept = Shadows::wanted(&self.runtime, &entry).then(|| (id.clone(), request.clone()));
         let outcome = measured(&entry, "Execute", self.runtime.restore(&entry, id, request)).await;
         if let Some((item, request)) = kept {
-            let served = outcome
-                .as_ref()
-                .map(Clone::clone)
-                .map_err(ToString::to_string);
+            let served = outcome.as_ref().cloned().map_err(ToString::to_string);
             self.mirror(
                 &entry,
                 Mirrored::Restore {
@@ -251,10 +245,7 @@ impl Dispatch {
             .related_items(&entry, item.id, item.text, backup);
         let related = measured(&entry, "GetRelatedItems", call).await;
         if let Some((item, text, backup)) = kept {
-            let served = related
-                .as_ref()
-                .map(Clone::clone)
-                .map_err(ToString::to_string);
+            let served = related.as_ref().cloned().map_err(ToString::to_string);
             self.mirror(
                 &entry,
                 Mirrored::Related {
@@ -283,7 +274,7 @@ impl Dispatch {
         let call = self.runtime.delete(&entry, item.id, item.text, backup);
         let deleted = measured(&entry, "Execute", call).await;
         if let Some((item, text, backup)) = kept {
-            let served = deleted.as_ref().map(|_| ()).map_err(ToString::to_string);
+            let served = deleted.as_ref().copied().map_err(ToString::to_string);
             self.mirror(
                 &entry,
                 Mirrored::Delete {

@@ -403,8 +403,20 @@ impl Runtime {
             .collect();
         let from_directory: BTreeSet<String> =
             directory.as_ref().map(scan_names).unwrap_or_default();
-        self.loading
-            .known(from_directory.union(&from_configmaps).cloned().collect());
+        // A module with a shadow is settled once its shadow is loaded too: the shadow sees every call.
+        let shadowed: BTreeSet<String> = shadows.iter().map(|(c, _)| c.module.clone()).collect();
+        let settle = |name: &str| {
+            if !shadowed.contains(name) {
+                self.loading.settled(name);
+            }
+        };
+        self.loading.known(
+            from_directory
+                .union(&from_configmaps)
+                .chain(&shadowed)
+                .cloned()
+                .collect(),
+        );
 
         if let (Some(scan), Some(_)) = (directory, &config.directory) {
             let last_good = self.open_last_good(config.last_good.as_ref(), &mut problems);
@@ -420,7 +432,7 @@ impl Runtime {
             self.fall_back(broken, last_good, trusted, &mut problems)
                 .await;
             for name in from_directory.difference(&from_configmaps) {
-                self.loading.settled(name);
+                settle(name);
             }
         }
         if let Some(configmaps) = &config.configmaps {
@@ -429,7 +441,7 @@ impl Runtime {
                 let name = broken.module.clone();
                 self.fall_back(vec![broken], last_good, trusted, &mut problems)
                     .await;
-                self.loading.settled(&name);
+                settle(&name);
             }
             while !chosen.is_empty() {
                 let names: Vec<&str> = chosen.iter().map(|(c, _)| c.module.as_str()).collect();
@@ -452,11 +464,12 @@ impl Runtime {
                     .collect();
                 self.fall_back(broken, last_good, trusted, &mut problems)
                     .await;
-                self.loading.settled(&cached.module);
+                settle(&cached.module);
             }
         }
         for (cached, scan) in shadows {
             self.load_shadows(cached, scan, &stock, &mut problems).await;
+            self.loading.settled(&cached.module);
         }
         Ok(problems)
     }

@@ -255,7 +255,7 @@ impl Shadows {
                 event(ShadowEvent::Compared);
                 event(ShadowEvent::Difference("missing-action"));
                 return book::Outcome::Differs(Comparison {
-                    patch: serde_json::json!([{"op": "remove", "path": ""}]),
+                    patch: Comparison::of(&call.served(), &Value::Null).patch,
                     kinds: vec!["missing-action"],
                 });
             }
@@ -271,7 +271,7 @@ impl Shadows {
             event(ShadowEvent::Compared);
             event(ShadowEvent::Difference("applies-to"));
             return book::Outcome::Differs(Comparison {
-                patch: serde_json::json!([{"op": "remove", "path": ""}]),
+                patch: Comparison::of(&call.served(), &Value::Null).patch,
                 kinds: vec!["applies-to"],
             });
         }
