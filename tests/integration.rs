@@ -28,5 +28,6 @@ mod plugin_protocol;
 mod rate_limit;
 mod read_views;
 mod runtime;
+mod shadow;
 mod signing;
 mod state_dir;

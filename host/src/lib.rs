@@ -19,6 +19,7 @@ pub mod modules;
 pub mod plugin;
 mod regular_file;
 pub mod runtime;
+pub mod shadow;
 pub mod state;
 mod yaml_events;
 

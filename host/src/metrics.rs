@@ -5,7 +5,9 @@
 //! Per module, action and Velero call: `velero_wasm.action.calls`, `velero_wasm.action.failures` (by
 //! `kind`) and `velero_wasm.action.duration` (seconds). For the read views (docs/read-views.md):
 //! `velero_wasm.read_view.reads` (by `result`, `hit` or `miss`) and `velero_wasm.read_view.bytes`
-//! (bytes held). Every plugin process exports its own
+//! (bytes held). Per shadow module (`crate::shadow`), action
+//! and Velero call: `velero_wasm.shadow.calls` (calls compared), and by `kind`
+//! `velero_wasm.shadow.differences`, `velero_wasm.shadow.faults` and `velero_wasm.shadow.dropped`. Every plugin process exports its own
 //! cumulative series under its own `service.instance.id`, and [`shutdown`] sends the last figures
 //! before the process exits (Velero starts and stops plugin processes around each backup).
 
@@ -48,7 +50,7 @@ const BOUNDARIES: [f64; 15] = [
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
 ];
 
-/// The provider (to flush it) and the three instruments.
+/// The provider (to flush it) and the instruments.
 struct Metrics {
     provider: SdkMeterProvider,
     calls: Counter<u64>,
@@ -56,6 +58,10 @@ struct Metrics {
     duration: Histogram<f64>,
     view_reads: Counter<u64>,
     view_bytes: UpDownCounter<i64>,
+    shadow_calls: Counter<u64>,
+    shadow_differences: Counter<u64>,
+    shadow_faults: Counter<u64>,
+    shadow_dropped: Counter<u64>,
 }
 
 static METRICS: OnceLock<Metrics> = OnceLock::new();
@@ -131,6 +137,26 @@ fn build(runtime: &Handle) -> Result<Metrics, opentelemetry_otlp::ExporterBuildE
             .with_unit("By")
             .with_description("Bytes the read views of all backups hold")
             .build(),
+        shadow_calls: meter
+            .u64_counter("velero_wasm.shadow.calls")
+            .with_unit("{call}")
+            .with_description("Calls of a shadow module compared with its serving module")
+            .build(),
+        shadow_differences: meter
+            .u64_counter("velero_wasm.shadow.differences")
+            .with_unit("{call}")
+            .with_description("Shadow calls whose result differs, by kind of difference")
+            .build(),
+        shadow_faults: meter
+            .u64_counter("velero_wasm.shadow.faults")
+            .with_unit("{call}")
+            .with_description("Shadow calls that trapped, ran out of time or memory, by kind")
+            .build(),
+        shadow_dropped: meter
+            .u64_counter("velero_wasm.shadow.dropped")
+            .with_unit("{call}")
+            .with_description("Shadow calls not made: over the shadows' budget, by reason")
+            .build(),
         provider,
     })
 }
@@ -195,6 +221,47 @@ pub async fn measured<T, E: FailureKind>(
         metrics.failures.add(1, &[module, action, call, kind]);
     }
     result
+}
+
+/// What happened to one shadow call, for [`shadow`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShadowEvent {
+    /// Compared with the serving module's result.
+    Compared,
+    /// Its result differed in this way (one per kind of difference).
+    Difference(&'static str),
+    /// It failed in this way (a [`failure_kind`]).
+    Fault(&'static str),
+    /// It was not made, for this reason.
+    Dropped(&'static str),
+}
+
+/// Counts one shadow event of `action` in shadow `module`, when metrics are exported.
+pub fn shadow(module: &str, action: &str, call: &'static str, event: ShadowEvent) {
+    let Some(metrics) = METRICS.get() else {
+        return;
+    };
+    let mut attributes = vec![
+        KeyValue::new("module", module.to_string()),
+        KeyValue::new("action", action.to_string()),
+        KeyValue::new("call", call),
+    ];
+    let counter = match event {
+        ShadowEvent::Compared => &metrics.shadow_calls,
+        ShadowEvent::Difference(kind) => {
+            attributes.push(KeyValue::new("kind", kind));
+            &metrics.shadow_differences
+        }
+        ShadowEvent::Fault(kind) => {
+            attributes.push(KeyValue::new("kind", kind));
+            &metrics.shadow_faults
+        }
+        ShadowEvent::Dropped(reason) => {
+            attributes.push(KeyValue::new("kind", reason));
+            &metrics.shadow_dropped
+        }
+    };
+    counter.add(1, &attributes);
 }
 
 /// Notes that the host refused a capability call by the module's grant: if the action then fails

@@ -2,6 +2,7 @@
 //! goes in and what comes out. Neither gRPC nor wasmtime types appear here.
 
 mod applies_to;
+pub mod compare;
 mod item;
 
 use std::fmt;

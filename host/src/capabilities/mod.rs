@@ -88,6 +88,9 @@ pub struct ModuleCaps {
     pub settings: BTreeMap<String, String>,
     /// Whether the module's reads may be answered from a backup's read view (manifest `read-views`).
     pub read_views: bool,
+    /// A shadow module (`crate::shadow`): it reads within its grant but never writes, so that trying
+    /// a candidate changes nothing in the cluster or beyond it.
+    pub shadow: bool,
 }
 
 /// Which call this is: module, action, and the item the call is on; it names the call in logs and
@@ -234,10 +237,15 @@ const MAX_SHOWN: usize = 256;
 
 /// `text` for a log line or a message: cut to [`MAX_SHOWN`] bytes, marked with `…` when cut.
 pub fn shown(text: &str) -> std::borrow::Cow<'_, str> {
-    if text.len() <= MAX_SHOWN {
+    shown_within(text, MAX_SHOWN)
+}
+
+/// `text` cut to `max` bytes, marked with `…` and its length when cut.
+pub fn shown_within(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    if text.len() <= max {
         return text.into();
     }
-    let mut end = MAX_SHOWN;
+    let mut end = max;
     while !text.is_char_boundary(end) {
         end -= 1;
     }

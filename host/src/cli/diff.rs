@@ -22,7 +22,8 @@ use serde_json::{json, Value};
 
 use super::diff_archive;
 use super::{read_trusted_keys, Failure, EXIT_FAILED, EXIT_OK};
-use crate::action::{ActionKind, BackupRequest, ItemRef, ResourceId};
+use crate::action::compare::{self, Comparison};
+use crate::action::{ActionKind, BackupRequest, ItemRef};
 use crate::capabilities::kube::fixture::FixtureCluster;
 use crate::capabilities::{Clock, Environment, Services};
 use crate::documents::read_object;
@@ -276,7 +277,7 @@ async fn compare_item(
                 let (a, b) = (a.unwrap_or(Value::Null), b.unwrap_or(Value::Null));
                 Compared::Different(Difference {
                     item: identity.clone(),
-                    patch: serde_json::to_value(json_patch::diff(&a, &b)).unwrap_or(Value::Null),
+                    patch: Comparison::of(&a, &b).patch,
                 })
             }
         });
@@ -367,38 +368,8 @@ async fn outcome(
         item: item.to_string(),
         backup: backup.to_string(),
     };
-    Some(
-        match side.runtime.backup(&entry, identity.clone(), request).await {
-            Ok(o) => {
-                let mut value = json!({
-                    "item": serde_json::from_str::<Value>(&o.item)
-                        .unwrap_or_else(|_| Value::String(o.item.clone())),
-                    "additionalItems": id_set(&o.additional_items),
-                });
-                if entry.info().kind == ActionKind::BackupV2 {
-                    value["postOperationItems"] = id_set(&o.post_operation_items);
-                }
-                value
-            }
-            Err(e) => json!({"error": e.to_string()}),
-        },
-    )
-}
-
-/// Resource ids as compared: an object keyed by Velero's notation (`resource.group ns/name`), so that
-/// a difference names the item added or removed rather than a position in a list (order is not
-/// compared: Velero backs additional items up whatever their order).
-fn id_set(ids: &[ResourceId]) -> Value {
-    let sorted: std::collections::BTreeMap<String, Value> = ids
-        .iter()
-        .map(|id| (id.to_string(), Value::Bool(true)))
-        .collect();
-    Value::Object(sorted.into_iter().collect())
-}
-
-/// A JSON pointer as people read it: `~1` and `~0` unescaped (a key may hold `/`).
-fn readable_pointer(pointer: &str) -> String {
-    pointer.replace("~1", "/").replace("~0", "~")
+    let result = side.runtime.backup(&entry, identity.clone(), request).await;
+    Some(compare::backup_result(entry.info().kind, &result))
 }
 
 /// Items done out of the total, on stderr when it is a terminal.
@@ -523,16 +494,8 @@ impl Report {
             out.push_str(&format!("\n{}:\n", a.name));
             for d in &a.differing {
                 out.push_str(&format!("  {}\n", cut(&d.item.to_string(), WIDTH - 2)));
-                for op in d.patch.as_array().into_iter().flatten() {
-                    // A set member's value (`true`) says nothing: only its key is shown.
-                    let value = op.get("value").filter(|v| **v != Value::Bool(true));
-                    let line = format!(
-                        "    {:<7} {} {}",
-                        op["op"].as_str().unwrap_or(""),
-                        readable_pointer(op["path"].as_str().unwrap_or("")),
-                        value.map(Value::to_string).unwrap_or_default()
-                    );
-                    out.push_str(&cut(line.trim_end(), WIDTH));
+                for line in compare::patch_lines(&d.patch) {
+                    out.push_str(&cut(&format!("    {line}"), WIDTH));
                     out.push('\n');
                 }
             }
@@ -566,26 +529,5 @@ mod tests {
     fn long_lines_are_cut_to_the_width() {
         assert_eq!(cut("abcdef", 4), "abc…");
         assert_eq!(cut("abc", 4), "abc");
-    }
-
-    #[test]
-    fn additional_items_differ_by_name_not_by_position() {
-        let id = |name: &str| ResourceId {
-            group: String::new(),
-            resource: "persistentvolumeclaims".into(),
-            namespace: "ns".into(),
-            name: name.into(),
-        };
-        let (old, new) = (id_set(&[id("a"), id("b")]), id_set(&[id("b")]));
-        let patch = serde_json::to_value(json_patch::diff(&old, &new)).unwrap_or_default();
-        assert_eq!(
-            patch,
-            json!([{"op": "remove", "path": "/persistentvolumeclaims ns~1a"}])
-        );
-        assert_eq!(
-            readable_pointer("/persistentvolumeclaims ns~1a"),
-            "/persistentvolumeclaims ns/a"
-        );
-        assert_eq!(id_set(&[id("b"), id("a")]), old);
     }
 }

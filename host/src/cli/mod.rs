@@ -2,7 +2,8 @@
 //! fixture cluster), `actions` (what is loaded, and what each module may do), `sign` (a signed
 //! object-store URL from the signing component), `module` (the operator's keys, packing and checking
 //! of modules), `new` (a module's crate to start from), `build` (a module's crate to a pinned
-//! component), `test` (suites of cases as data), `bench` (one action's cost), `diff` (two module sets compared on a backup), `install-plugin` (the
+//! component), `test` (suites of cases as data), `bench` (one action's cost), `diff` (two module sets compared on a backup), `status` (what the
+//! plugin processes serve, and what their shadow modules did), `install-plugin` (the
 //! plugin image's init container: the binary copies itself into Velero's plugin directory) and `rbac`
 //! (the RBAC the modules' grants need).
 
@@ -19,6 +20,7 @@ mod rbac;
 mod run;
 mod settings;
 mod sign;
+mod status;
 mod suite_layout;
 mod test;
 mod vendored_sdk;
@@ -83,6 +85,9 @@ enum Command {
     /// Compare two module sets on a backup: every backup action of each over every item of a Velero
     /// backup archive (or a directory of manifests); exit 1 when a result differs.
     Diff(Box<diff::DiffArgs>),
+    /// Show what the plugin processes serve (each module's version, source, signature) and what their
+    /// shadow modules did: calls compared, differences, faults, the last differing item.
+    Status(status::StatusArgs),
 }
 
 /// Which stock modules load, and where modules beyond them come from.
@@ -153,6 +158,7 @@ pub fn main() -> ExitCode {
             Command::Test(args) => test::test(args).await,
             Command::Bench(args) => bench::bench(*args).await,
             Command::Diff(args) => diff::diff(*args).await,
+            Command::Status(args) => status::status(args),
         }
     });
     ExitCode::from(code)

@@ -83,9 +83,15 @@ pub struct PackArgs {
     #[arg(value_name = "DIR|MODULE.wasm|MODULE.toml")]
     path: PathBuf,
 
-    /// The ConfigMap's name (one module only); default: velero-wasm-module-<module name>.
+    /// The ConfigMap's name (one module only); default: velero-wasm-module-<module name>, with
+    /// `-shadow` after it for --shadow.
     #[arg(long, value_name = "NAME")]
     name: Option<String>,
+
+    /// Label the ConfigMap a shadow (velero-wasm.io/shadow: "true"): the plugin calls it after the
+    /// serving module of its name and compares, never serving it (docs/modules.md, "Shadow modules").
+    #[arg(long)]
+    shadow: bool,
 
     /// The ConfigMap's namespace: Velero's.
     #[arg(long, default_value = "velero", value_name = "NAMESPACE")]
@@ -344,10 +350,10 @@ fn pack(args: &PackArgs) -> Result<u8, Failure> {
     let mut server_side = Vec::new();
     for parts in &mut modules {
         check_and_sign(parts, key.as_ref(), expires)?;
-        let name = args
-            .name
-            .clone()
-            .unwrap_or_else(|| format!("velero-wasm-module-{}", parts.name));
+        let name = args.name.clone().unwrap_or_else(|| match args.shadow {
+            true => format!("velero-wasm-module-{}-shadow", parts.name),
+            false => format!("velero-wasm-module-{}", parts.name),
+        });
         let (yaml, too_big_to_apply) = configmap_yaml(parts, &name, args, key.as_ref())?;
         if too_big_to_apply {
             server_side.push(name);
@@ -434,7 +440,10 @@ fn configmap_yaml(
     args: &PackArgs,
     key: Option<&PrivateKey>,
 ) -> Result<(String, bool), Failure> {
-    let object = configmap(parts, name, &args.namespace).map_err(Failure::failed)?;
+    let mut object = configmap(parts, name, &args.namespace).map_err(Failure::failed)?;
+    if args.shadow {
+        object["metadata"]["labels"][configmaps::SHADOW_LABEL] = Value::from("true");
+    }
     let yaml = serde_norway::to_string(&object)
         .map_err(|e| Failure::failed(format!("cannot write YAML: {e}")))?;
     let size = yaml.len();

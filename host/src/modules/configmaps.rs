@@ -41,6 +41,10 @@ use crate::capabilities::Backend;
 
 /// The label key module ConfigMaps carry (its value is the module's name).
 pub const LABEL: &str = "velero-wasm.io/module";
+/// The label that makes a module ConfigMap a shadow (value `"true"`): its module is called after the
+/// serving module of the same name, on the same input, and compared with it; it never serves
+/// (`crate::shadow`). Removing the label promotes it.
+pub const SHADOW_LABEL: &str = "velero-wasm.io/shadow";
 /// The environment variable that turns the channel on, off, or leaves it to the environment.
 pub const SWITCH_ENV: &str = "VELERO_WASM_CONFIGMAPS";
 /// The most a module ConfigMap may hold, its files decoded (the API server's object limit).
@@ -237,6 +241,7 @@ async fn still_listed(
             None => kept.push(cached),
             // No module named: a last good version must not stand in for it either.
             Some(how) => problems.push(Problem {
+                shadow: cached.shadow,
                 module: None,
                 uid: Some(cached.uid.clone()),
                 message: format!(
@@ -282,6 +287,9 @@ pub struct Cached {
     pub resource_version: String,
     /// The directory holding its files (`<uid>-<resourceVersion>`, inside the cache).
     pub dir: PathBuf,
+    /// Labelled [`SHADOW_LABEL`]: its module is a shadow, not served.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub shadow: bool,
 }
 
 impl Cached {
@@ -305,6 +313,8 @@ pub struct Problem {
     pub uid: Option<String>,
     /// What is wrong, naming the ConfigMap.
     pub message: String,
+    /// The ConfigMap was labelled a shadow: the module it names serves as before.
+    pub shadow: bool,
 }
 
 /// What reading the module ConfigMaps gave: the directories to load, in order, and what to report.
@@ -379,7 +389,9 @@ impl Cache {
                 .and_then(|l| l.get(LABEL))
                 .and_then(Value::as_str)
                 .map(str::to_string);
+            let shadow = is_shadow(item);
             let problem = |message: String| Problem {
+                shadow,
                 module: module.clone(),
                 uid: item
                     .pointer("/metadata/uid")
@@ -447,6 +459,7 @@ impl Cache {
             uid: uid.clone(),
             resource_version: version,
             dir: dir.clone(),
+            shadow: is_shadow(item),
         };
         if dir.is_dir() {
             // Used again: not pruned while in use.
@@ -659,6 +672,14 @@ async fn pull_secrets(cluster: &LazyCluster, namespace: &str) -> Result<Vec<Vec<
         configs.push(config);
     }
     Ok(configs)
+}
+
+/// Whether a module ConfigMap is labelled a shadow ([`SHADOW_LABEL`] `"true"`).
+pub fn is_shadow(item: &Value) -> bool {
+    item.pointer("/metadata/labels")
+        .and_then(|l| l.get(SHADOW_LABEL))
+        .and_then(Value::as_str)
+        == Some("true")
 }
 
 fn name_of(item: &Value) -> &str {

@@ -23,6 +23,7 @@ use crate::action::{
     RestoreOutcome, RestoreRequest,
 };
 use crate::runtime::{ActionEntry, CallError, Runtime};
+use crate::shadow::{Budget as ShadowBudget, Mirrored, Shadows};
 
 /// The only resource a retired action applies to: a name no API server serves.
 pub const RETIRED_RESOURCE: &str = "retired-action.velero-wasm.io";
@@ -31,6 +32,8 @@ pub const RETIRED_RESOURCE: &str = "retired-action.velero-wasm.io";
 #[derive(Clone)]
 pub struct Dispatch {
     runtime: Arc<Runtime>,
+    /// The shadows the calls are mirrored to, after their answer.
+    shadows: Arc<Shadows>,
     /// Known once the modules are loaded (after the handshake, see [`super::loading`]).
     retired: Arc<OnceLock<BTreeSet<Listed>>>,
 }
@@ -56,8 +59,14 @@ impl Dispatch {
     pub fn new(runtime: Arc<Runtime>) -> Dispatch {
         Dispatch {
             runtime,
+            shadows: Shadows::new(ShadowBudget::from_env()),
             retired: Arc::default(),
         }
+    }
+
+    /// The shadows calls are mirrored to.
+    pub fn shadows(&self) -> &Shadows {
+        &self.shadows
     }
 
     /// Also answers for these actions, which Velero listed and no module provides any more; set once
@@ -69,6 +78,12 @@ impl Dispatch {
     /// The runtime.
     pub fn runtime(&self) -> &Runtime {
         &self.runtime
+    }
+
+    /// Hands a call the serving module answered to its shadow (which runs on its own task, after the
+    /// answer: see [`crate::shadow`]).
+    fn mirror(&self, entry: &ActionEntry, call: Mirrored) {
+        self.shadows.mirror(self.runtime.clone(), entry, call);
     }
 
     /// The action named `name`, if Velero's service for `kind` can run it, or a retired action of that
@@ -130,8 +145,22 @@ impl Dispatch {
             item: item.text,
             backup,
         };
+        let kept =
+            Shadows::wanted(&self.runtime, &entry).then(|| (item.id.clone(), request.clone()));
         let call = self.runtime.backup(&entry, item.id, request);
         let outcome = measured(&entry, "Execute", call).await;
+        if let Some((item, request)) = kept {
+            let served = outcome.as_ref().cloned().map_err(ToString::to_string);
+            self.mirror(
+                &entry,
+                Mirrored::Backup {
+                    kind,
+                    item,
+                    request,
+                    served,
+                },
+            );
+        }
         let outcome = outcome.map_err(|e| status::call_failed(kind, e))?;
         if let (ActionKind::Backup, Some(id)) = (kind, &outcome.operation_id) {
             return Err(status::untracked_operation(kind, name, id));
@@ -170,7 +199,20 @@ impl Dispatch {
                 additional_items_timeout: None,
             });
         };
+        let kept = Shadows::wanted(&self.runtime, &entry).then(|| (id.clone(), request.clone()));
         let outcome = measured(&entry, "Execute", self.runtime.restore(&entry, id, request)).await;
+        if let Some((item, request)) = kept {
+            let served = outcome.as_ref().cloned().map_err(ToString::to_string);
+            self.mirror(
+                &entry,
+                Mirrored::Restore {
+                    kind,
+                    item,
+                    request,
+                    served,
+                },
+            );
+        }
         let outcome = outcome.map_err(|e| status::call_failed(kind, e))?;
         if let (ActionKind::Restore, Some(id)) = (kind, &outcome.operation_id) {
             return Err(status::untracked_operation(kind, name, id));
@@ -196,10 +238,24 @@ impl Dispatch {
         let Found::Action(entry) = found else {
             return Ok(Vec::new());
         };
+        let kept = Shadows::wanted(&self.runtime, &entry)
+            .then(|| (item.id.clone(), item.text.clone(), backup.clone()));
         let call = self
             .runtime
             .related_items(&entry, item.id, item.text, backup);
         let related = measured(&entry, "GetRelatedItems", call).await;
+        if let Some((item, text, backup)) = kept {
+            let served = related.as_ref().cloned().map_err(ToString::to_string);
+            self.mirror(
+                &entry,
+                Mirrored::Related {
+                    item,
+                    text,
+                    backup,
+                    served,
+                },
+            );
+        }
         related.map_err(|e| status::call_failed(kind, e))
     }
 
@@ -213,8 +269,22 @@ impl Dispatch {
         let Found::Action(entry) = found else {
             return Ok(());
         };
+        let kept = Shadows::wanted(&self.runtime, &entry)
+            .then(|| (item.id.clone(), item.text.clone(), backup.clone()));
         let call = self.runtime.delete(&entry, item.id, item.text, backup);
         let deleted = measured(&entry, "Execute", call).await;
+        if let Some((item, text, backup)) = kept {
+            let served = deleted.as_ref().copied().map_err(ToString::to_string);
+            self.mirror(
+                &entry,
+                Mirrored::Delete {
+                    item,
+                    text,
+                    backup,
+                    served,
+                },
+            );
+        }
         deleted.map_err(|e| status::call_failed(kind, e))
     }
 

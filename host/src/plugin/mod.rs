@@ -183,6 +183,7 @@ async fn serve(args: PluginArgs, parent: u32) -> anyhow::Result<()> {
         Socket::bind(&handshake::socket_dir(env), handshake::socket_group(env)?)?;
     let shutdown = Arc::new(Notify::new());
     let dispatch = Dispatch::new(runtime.clone());
+    let mirrored = dispatch.clone();
     let retired_from = listing.as_ref().map(Listing::load);
     let listed_kinds = kinds.to_string();
     let lister = Lister {
@@ -261,6 +262,9 @@ async fn serve(args: PluginArgs, parent: u32) -> anyhow::Result<()> {
         if !retired.is_empty() {
             tracing::debug!(retired = ?retired, "actions Velero listed that no module provides any more");
         }
+        if let Some(state) = state.as_deref() {
+            write_status(state, &runtime, dispatch.shadows());
+        }
         dispatch.set_retired(retired);
         runtime.loading().finish();
         tracing::debug!(
@@ -311,6 +315,8 @@ async fn serve(args: PluginArgs, parent: u32) -> anyhow::Result<()> {
             }
         }
     }
+    // What the shadows did goes out before the process does (Velero stops it right after a backup).
+    mirrored.shadows().finish();
     // Stop accepting, let the Shutdown answer go out, and give open calls a moment; then go.
     stop.notify_one();
     drop(socket);
@@ -322,6 +328,20 @@ async fn serve(args: PluginArgs, parent: u32) -> anyhow::Result<()> {
         server.abort();
     }
     Ok(())
+}
+
+/// Writes the modules in service to the status directory for `velero-wasm status`, and points the
+/// shadows' figures there (see [`crate::shadow::status`]); a directory that cannot be used is a warning.
+fn write_status(state: &Path, runtime: &Runtime, shadows: &crate::shadow::Shadows) {
+    use crate::shadow::status;
+    let written = status::dir(state).and_then(|dir| {
+        status::write_modules(&dir, &runtime.catalog())
+            .map_err(|e| format!("{}: {e}", dir.display()))
+    });
+    match written {
+        Ok(file) => shadows.write_status_to(file),
+        Err(e) => tracing::warn!("the status for `velero-wasm status` is not written: {e}"),
+    }
 }
 
 /// Ends loading when dropped, so that a loading task that fails never leaves calls waiting.

@@ -5,6 +5,7 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde::Deserialize;
 use wasmtime::Store;
@@ -18,8 +19,24 @@ use crate::action::{
     RestoreOutcome, RestoreRequest,
 };
 use crate::bindings::{backup_outcome, restore_outcome, wit_actions, wit_types, Plugin};
-use crate::capabilities::memory::Refusal;
+use crate::capabilities::memory::{MemoryBudget, MemoryCap, Refusal};
 use crate::capabilities::{CallId, CallState};
+
+/// How a call is admitted and bounded: a serving call waits for one of the runtime's slots and draws
+/// on the process's memory budget; a shadow call (`crate::shadow`) was admitted by the shadows' own
+/// budget, takes no slot, and runs under the shadows' deadline and memory budget.
+#[derive(Clone, Copy, Debug)]
+pub enum Lane {
+    /// A call whose answer goes to Velero.
+    Serving,
+    /// A shadow's call, compared and dropped.
+    Shadow {
+        /// The longest a shadow call may run (the module's own timeout, if shorter, wins).
+        timeout: Duration,
+        /// The guest memory all shadow calls together may hold.
+        memory: &'static MemoryBudget,
+    },
+}
 
 /// The most additional (or related, or post-operation) items one call may return.
 pub const MAX_ITEMS: usize = 100_000;
@@ -105,6 +122,17 @@ impl Runtime {
         item: ItemRef,
         request: BackupRequest,
     ) -> Result<BackupOutcome, CallError> {
+        self.backup_on(Lane::Serving, entry, item, request).await
+    }
+
+    /// [`Self::backup`] in `lane`.
+    pub async fn backup_on(
+        &self,
+        lane: Lane,
+        entry: &ActionEntry,
+        item: ItemRef,
+        request: BackupRequest,
+    ) -> Result<BackupOutcome, CallError> {
         check_export(entry, Export::Backup)?;
         let uid = uid_of(&request.backup);
         let wit_request = wit_actions::BackupRequest {
@@ -113,7 +141,7 @@ impl Runtime {
         };
         let name = entry.info().name.clone();
         let ((response, item), ctx) = self
-            .invoke(entry, Some(item), uid, move |plugin, store| {
+            .invoke(lane, entry, Some(item), uid, move |plugin, store| {
                 Box::pin(async move {
                     let response = plugin
                         .velero_wasm_plugin_actions()
@@ -143,6 +171,17 @@ impl Runtime {
         item: ItemRef,
         request: RestoreRequest,
     ) -> Result<RestoreOutcome, CallError> {
+        self.restore_on(Lane::Serving, entry, item, request).await
+    }
+
+    /// [`Self::restore`] in `lane`.
+    pub async fn restore_on(
+        &self,
+        lane: Lane,
+        entry: &ActionEntry,
+        item: ItemRef,
+        request: RestoreRequest,
+    ) -> Result<RestoreOutcome, CallError> {
         check_export(entry, Export::Restore)?;
         let uid = uid_of(&request.restore);
         let wit_request = wit_actions::RestoreRequest {
@@ -152,7 +191,7 @@ impl Runtime {
         };
         let name = entry.info().name.clone();
         let ((response, item), ctx) = self
-            .invoke(entry, Some(item), uid, move |plugin, store| {
+            .invoke(lane, entry, Some(item), uid, move |plugin, store| {
                 Box::pin(async move {
                     let response = plugin
                         .velero_wasm_plugin_actions()
@@ -181,11 +220,24 @@ impl Runtime {
         item: String,
         backup: String,
     ) -> Result<Vec<ResourceId>, CallError> {
+        self.related_items_on(Lane::Serving, entry, id, item, backup)
+            .await
+    }
+
+    /// [`Self::related_items`] in `lane`.
+    pub async fn related_items_on(
+        &self,
+        lane: Lane,
+        entry: &ActionEntry,
+        id: ItemRef,
+        item: String,
+        backup: String,
+    ) -> Result<Vec<ResourceId>, CallError> {
         check_export(entry, Export::RelatedItems)?;
         let name = entry.info().name.clone();
         let uid = uid_of(&backup);
         let (response, ctx) = self
-            .invoke(entry, Some(id), uid, move |plugin, store| {
+            .invoke(lane, entry, Some(id), uid, move |plugin, store| {
                 Box::pin(async move {
                     plugin
                         .velero_wasm_plugin_actions()
@@ -207,10 +259,22 @@ impl Runtime {
         item: String,
         backup: String,
     ) -> Result<(), CallError> {
+        self.delete_on(Lane::Serving, entry, id, item, backup).await
+    }
+
+    /// [`Self::delete`] in `lane`.
+    pub async fn delete_on(
+        &self,
+        lane: Lane,
+        entry: &ActionEntry,
+        id: ItemRef,
+        item: String,
+        backup: String,
+    ) -> Result<(), CallError> {
         check_export(entry, Export::Delete)?;
         let name = entry.info().name.clone();
         let (response, _) = self
-            .invoke(entry, Some(id), None, move |plugin, store| {
+            .invoke(lane, entry, Some(id), None, move |plugin, store| {
                 Box::pin(async move {
                     plugin
                         .velero_wasm_plugin_actions()
@@ -232,7 +296,7 @@ impl Runtime {
         check_export(entry, Export::Progress)?;
         let (name, id) = (entry.info().name.clone(), operation_id.to_string());
         let (response, _) = self
-            .invoke(entry, None, None, move |plugin, store| {
+            .invoke(Lane::Serving, entry, None, None, move |plugin, store| {
                 Box::pin(async move {
                     plugin
                         .velero_wasm_plugin_actions()
@@ -254,7 +318,7 @@ impl Runtime {
         check_export(entry, Export::Cancel)?;
         let (name, id) = (entry.info().name.clone(), operation_id.to_string());
         let (response, _) = self
-            .invoke(entry, None, None, move |plugin, store| {
+            .invoke(Lane::Serving, entry, None, None, move |plugin, store| {
                 Box::pin(async move {
                     plugin
                         .velero_wasm_plugin_actions()
@@ -277,7 +341,7 @@ impl Runtime {
         let name = entry.info().name.clone();
         let items: Vec<wit_types::ResourceId> = items.into_iter().map(Into::into).collect();
         let (response, _) = self
-            .invoke(entry, None, None, move |plugin, store| {
+            .invoke(Lane::Serving, entry, None, None, move |plugin, store| {
                 Box::pin(async move {
                     plugin
                         .velero_wasm_plugin_actions()
@@ -301,6 +365,7 @@ impl Runtime {
             id: CallId::new(linked.caps.module.clone(), "describe", None),
             caps: linked.caps.clone(),
             limits: linked.source.manifest.limits,
+            budget: None,
         };
         let (result, id) = self
             .run_in_store(pre, input, |plugin, store| {
@@ -322,6 +387,7 @@ impl Runtime {
     /// whose uid is `backup` (its reads may come from that backup's read view).
     async fn invoke<R: Send + 'static>(
         &self,
+        lane: Lane,
         entry: &ActionEntry,
         item: Option<ItemRef>,
         backup: Option<Arc<str>>,
@@ -330,6 +396,10 @@ impl Runtime {
         let module = &entry.module;
         let mut input = CallInput::of(module, &entry.info().name, item);
         input.id = input.id.for_backup(backup);
+        if let Lane::Shadow { timeout, memory } = lane {
+            input.limits.timeout = input.limits.timeout.min(timeout);
+            input.budget = Some(memory);
+        }
         let exports = module
             .exports()
             .await
@@ -356,9 +426,15 @@ impl Runtime {
         call: impl for<'a> FnOnce(&'a Plugin, &'a mut Store<CallState>) -> GuestCall<'a, R> + Send,
     ) -> (Result<R, Fault>, CallId) {
         let timeout = input.limits.timeout;
-        let _slot = match tokio::time::timeout(timeout, self.slots.acquire()).await {
-            Ok(Ok(permit)) => permit,
-            Ok(Err(_)) | Err(_) => {
+        // A shadow call was admitted by the shadows' own budget: it never takes a serving call's slot.
+        let shadow = input.budget.is_some();
+        let slot = match shadow {
+            true => None,
+            false => Some(tokio::time::timeout(timeout, self.slots.acquire()).await),
+        };
+        match &slot {
+            None | Some(Ok(Ok(_))) => {}
+            Some(Ok(Err(_)) | Err(_)) => {
                 let fault = Fault::NoSlot {
                     timeout,
                     slots: super::MAX_CONCURRENT_CALLS,
@@ -407,6 +483,8 @@ pub(super) struct CallInput {
     pub id: CallId,
     pub caps: Arc<crate::capabilities::ModuleCaps>,
     pub limits: crate::modules::Limits,
+    /// The memory budget the call draws on, when not the process's (a shadow call's).
+    pub budget: Option<&'static MemoryBudget>,
 }
 
 impl CallInput {
@@ -416,6 +494,7 @@ impl CallInput {
             id: CallId::new(module.name.clone(), action, item),
             caps: module.caps.clone(),
             limits: module.limits,
+            budget: None,
         }
     }
 }
@@ -450,8 +529,16 @@ pub(super) async fn run_in_store<P: Prepared, R: Send + 'static>(
     input: CallInput,
     call: impl for<'a> FnOnce(&'a P::Instance, &'a mut Store<CallState>) -> GuestCall<'a, R> + Send,
 ) -> (Result<R, Fault>, CallId) {
-    let CallInput { id, caps, limits } = input;
+    let CallInput {
+        id,
+        caps,
+        limits,
+        budget,
+    } = input;
     let mut state = CallState::new(id, caps, host.services.clone(), &limits);
+    if let Some(budget) = budget {
+        state.memory = MemoryCap::new(limits.memory, budget);
+    }
     state.limit = Some(host.services.clock.limit(limits.timeout));
     state.signing = host.signing;
     let mut store = Store::new(host.engine, state);

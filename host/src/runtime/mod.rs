@@ -26,6 +26,7 @@ use tokio::sync::Semaphore;
 #[doc(hidden)]
 pub use benchmark::WarmInstance;
 pub use cache::CompileCache;
+pub use call::Lane;
 pub use engine::{EPOCH_TICK, MAX_CONCURRENT_CALLS};
 pub use error::{CallError, Fault, LoadError};
 pub use loading::Loading;
@@ -169,6 +170,17 @@ impl Runtime {
     /// description and compiled on first use; any other is compiled, linked and described now. On
     /// failure the registry is unchanged.
     pub async fn load(&self, source: ModuleSource) -> Result<Loaded, LoadError> {
+        self.load_as(source, false).await
+    }
+
+    /// Loads a module as the shadow of the module of its name ([`crate::shadow`]): checked as
+    /// [`Self::load`] checks a module (signature, version floor), but it never serves, may not write,
+    /// and does not raise the version floor.
+    pub async fn load_shadow(&self, source: ModuleSource) -> Result<Loaded, LoadError> {
+        self.load_as(source, true).await
+    }
+
+    async fn load_as(&self, source: ModuleSource, shadow: bool) -> Result<Loaded, LoadError> {
         // Only a verified signature says which version this is; without one there is nothing to hold
         // it to (and no trusted keys to protect).
         let floor = self
@@ -182,7 +194,7 @@ impl Runtime {
                 problem: why.to_string(),
             })?;
         }
-        let kept_source = floor.map(|_| source.clone());
+        let kept_source = floor.filter(|_| !shadow).map(|_| source.clone());
         let compiler = self.compiler.clone();
         let store = self.compiler.cache.as_ref();
         let key = store.map(|_| cache::description_key(&source));
@@ -208,6 +220,15 @@ impl Runtime {
                 (linked, actions)
             }
         };
+        let mut linked = linked;
+        if shadow {
+            match Arc::get_mut(&mut linked.caps) {
+                Some(caps) => caps.shadow = true,
+                None => {
+                    return Err(linked.error("its capabilities are shared; not loaded as a shadow"))
+                }
+            }
+        }
         let described_now = linked.exports.is_some();
         let interfaces = linked.interfaces;
         let (loaded, warnings) = module::finish(linked, actions)?;
@@ -232,6 +253,10 @@ impl Runtime {
             compiled = described_now,
             "module loaded (compiled now, or from its kept description)"
         );
+        if shadow {
+            self.registry.install_shadow(loaded);
+            return Ok(report);
+        }
         self.registry.install(loaded).map_err(|problem| LoadError {
             module: module.clone(),
             origin,
@@ -309,8 +334,10 @@ impl Runtime {
         };
         let mut early_broken: Vec<Broken> = Vec::new();
         let mut chosen = Vec::new();
+        let mut shadows = Vec::new();
         if let Some(configmaps) = &config.configmaps {
             let mut scanned = Vec::new();
+            let mut shadow_scanned = Vec::new();
             for cached in &configmaps.configmaps {
                 let origin = cached.origin();
                 let mut scan = match scan_directory(&cached.dir, trusted) {
@@ -331,10 +358,23 @@ impl Runtime {
                     *problem = format!("{origin}: {}: {problem}", file.display());
                     *path = file;
                 }
-                scanned.push((cached, scan));
+                if cached.shadow {
+                    shadow_scanned.push((cached, scan));
+                } else {
+                    scanned.push((cached, scan));
+                }
             }
             chosen = one_per_module(scanned, trusted.is_some(), &mut problems);
+            shadows = one_per_module(shadow_scanned, trusted.is_some(), &mut problems);
             for problem in &configmaps.problems {
+                if problem.shadow {
+                    // The module it would shadow serves as before.
+                    problems.push(LoadProblem::warning(format!(
+                        "{}; no shadow is loaded from it",
+                        problem.message
+                    )));
+                    continue;
+                }
                 let chosen_instead = problem
                     .module
                     .as_ref()
@@ -364,8 +404,20 @@ impl Runtime {
             .collect();
         let from_directory: BTreeSet<String> =
             directory.as_ref().map(scan_names).unwrap_or_default();
-        self.loading
-            .known(from_directory.union(&from_configmaps).cloned().collect());
+        // A module with a shadow is settled once its shadow is loaded too: the shadow sees every call.
+        let shadowed: BTreeSet<String> = shadows.iter().map(|(c, _)| c.module.clone()).collect();
+        let settle = |name: &str| {
+            if !shadowed.contains(name) {
+                self.loading.settled(name);
+            }
+        };
+        self.loading.known(
+            from_directory
+                .union(&from_configmaps)
+                .chain(&shadowed)
+                .cloned()
+                .collect(),
+        );
 
         if let (Some(scan), Some(_)) = (directory, &config.directory) {
             let last_good = self.open_last_good(config.last_good.as_ref(), &mut problems);
@@ -381,7 +433,7 @@ impl Runtime {
             self.fall_back(broken, last_good, trusted, &mut problems)
                 .await;
             for name in from_directory.difference(&from_configmaps) {
-                self.loading.settled(name);
+                settle(name);
             }
         }
         if let Some(configmaps) = &config.configmaps {
@@ -390,7 +442,7 @@ impl Runtime {
                 let name = broken.module.clone();
                 self.fall_back(vec![broken], last_good, trusted, &mut problems)
                     .await;
-                self.loading.settled(&name);
+                settle(&name);
             }
             while !chosen.is_empty() {
                 let names: Vec<&str> = chosen.iter().map(|(c, _)| c.module.as_str()).collect();
@@ -413,10 +465,76 @@ impl Runtime {
                     .collect();
                 self.fall_back(broken, last_good, trusted, &mut problems)
                     .await;
-                self.loading.settled(&cached.module);
+                settle(&cached.module);
             }
         }
+        for (cached, scan) in shadows {
+            self.load_shadows(cached, scan, &stock, &mut problems).await;
+            self.loading.settled(&cached.module);
+        }
         Ok(problems)
+    }
+
+    /// Loads what a shadow ConfigMap holds as shadows ([`Self::load_shadow`]); what cannot be loaded is
+    /// reported, and the module it would shadow serves as before.
+    async fn load_shadows(
+        &self,
+        cached: &Cached,
+        scan: DirectoryScan,
+        stock: &BTreeMap<String, ModuleSource>,
+        problems: &mut Vec<LoadProblem>,
+    ) {
+        let origin = cached.origin();
+        for (_, problem) in scan.problems {
+            problems.push(LoadProblem::warning(format!(
+                "shadow {problem}; no shadow is loaded from it"
+            )));
+        }
+        let mut sources = Vec::new();
+        for module in scan.modules {
+            sources.push(Ok(module));
+        }
+        for file in scan.overrides {
+            sources.push(match stock.get(&file.name) {
+                Some(base) => stock_override::apply(base, &file.text, origin.clone())
+                    .map(|mut source| {
+                        source.signature = file.signature.clone();
+                        source
+                    })
+                    .map_err(|why| format!("override of module {} refused: {why}", file.name)),
+                None => Err(format!(
+                    "a manifest without its component ({}.wasm), and no stock module is named {}",
+                    file.name, file.name
+                )),
+            });
+        }
+        for source in sources {
+            let source = match source {
+                Ok(source) => source,
+                Err(why) => {
+                    problems.push(LoadProblem::warning(format!(
+                        "shadow {origin}: {why}; no shadow is loaded from it"
+                    )));
+                    continue;
+                }
+            };
+            let name = source.name.clone();
+            match self.load_shadow(source).await {
+                Ok(loaded) => {
+                    problems.extend(loaded.warnings.into_iter().map(LoadProblem::warning));
+                    let (served, _) = self.serving(&name);
+                    if !served {
+                        problems.push(LoadProblem::warning(format!(
+                            "shadow {origin}: no module {name} serves, so the shadow is never called"
+                        )));
+                    }
+                    tracing::info!(module = %name, origin = %origin, "shadow module loaded");
+                }
+                Err(e) => problems.push(LoadProblem::warning(format!(
+                    "shadow {e}; no shadow is loaded from it"
+                ))),
+            }
+        }
     }
 
     /// How far loading is: a plugin's calls wait on it (see [`Loading`]).

@@ -37,6 +37,8 @@ pub struct LoadedModule {
     pub description: String,
     /// The settings it declares (`[settings-schema]`), for `actions` to show.
     pub settings_schema: crate::modules::settings_schema::SettingsSchema,
+    /// The manifest's `version`, if it states one.
+    pub version: Option<String>,
     /// Its actions, as it describes them.
     pub actions: Vec<ActionInfo>,
     pub(super) applies_to: Vec<AppliesTo>,
@@ -311,6 +313,7 @@ fn caps(source: &ModuleSource) -> Result<Arc<ModuleCaps>, LoadError> {
             .settings_schema
             .with_defaults(&source.manifest.settings),
         read_views: !source.manifest.no_read_views,
+        shadow: false,
     }))
 }
 
@@ -367,6 +370,7 @@ pub(super) fn finish(
             grant: source.manifest.grant,
             description: source.manifest.description,
             settings_schema: source.manifest.settings_schema,
+            version: source.manifest.version.as_ref().map(ToString::to_string),
             actions,
             applies_to,
             caps: linked.caps,

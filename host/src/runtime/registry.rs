@@ -30,6 +30,9 @@ pub struct Catalog {
     modules: BTreeMap<String, Arc<LoadedModule>>,
     actions: BTreeMap<String, ActionEntry>,
     signer: Option<Arc<LoadedModule>>,
+    /// Shadow modules, by the name of the module they shadow (which is their own name too): called
+    /// after the serving module, never instead of it (`crate::shadow`).
+    shadows: BTreeMap<String, Arc<LoadedModule>>,
 }
 
 impl Catalog {
@@ -71,7 +74,47 @@ impl Catalog {
             modules,
             actions,
             signer,
+            shadows: self.shadows.clone(),
         })
+    }
+
+    /// The catalog with `module` as the shadow of the module of its name (replacing an earlier
+    /// shadow). A shadow's actions and exports never serve, so they cannot conflict with others.
+    fn with_shadow(&self, module: LoadedModule) -> Catalog {
+        let mut shadows = self.shadows.clone();
+        shadows.insert(module.name.to_string(), Arc::new(module));
+        Catalog {
+            modules: self.modules.clone(),
+            actions: self.actions.clone(),
+            signer: self.signer.clone(),
+            shadows,
+        }
+    }
+
+    /// The shadow of `module`, if it has one.
+    pub fn shadow(&self, module: &str) -> Option<&Arc<LoadedModule>> {
+        self.shadows.get(module)
+    }
+
+    /// Every shadow module, by name.
+    pub fn shadows(&self) -> impl Iterator<Item = &Arc<LoadedModule>> {
+        self.shadows.values()
+    }
+
+    /// The shadow of `module`'s action `action`, if `module` has a shadow: `Some(None)` when the shadow
+    /// does not provide that action.
+    pub fn shadow_action(&self, module: &str, action: &str) -> Option<Option<ActionEntry>> {
+        let shadow = self.shadows.get(module)?;
+        Some(
+            shadow
+                .actions
+                .iter()
+                .position(|a| a.name == action)
+                .map(|index| ActionEntry {
+                    module: shadow.clone(),
+                    index,
+                }),
+        )
     }
 
     /// The module that exports `velero-wasm:plugin/signing`, if one is loaded.
@@ -116,5 +159,12 @@ impl Registry {
         let next = current.with(module)?;
         *current = Arc::new(next);
         Ok(())
+    }
+
+    /// Adds or replaces a shadow module.
+    pub fn install_shadow(&self, module: LoadedModule) {
+        let mut current = self.current.write().unwrap_or_else(|e| e.into_inner());
+        let next = current.with_shadow(module);
+        *current = Arc::new(next);
     }
 }

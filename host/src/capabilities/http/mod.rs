@@ -155,6 +155,12 @@ impl CallState {
                 METHODS.join(", ")
             )));
         }
+        if self.caps.shadow && !matches!(method.as_str(), "GET" | "HEAD") {
+            return Err(Error::Denied(format!(
+                "module {} runs as a shadow, which may send GET and HEAD requests only, not {method}",
+                self.call.module
+            )));
+        }
         if request.body.len() > MAX_REQUEST_BODY {
             return Err(Error::TooLarge(format!(
                 "request body of {} bytes, over the limit of {MAX_REQUEST_BODY} bytes",

@@ -693,6 +693,20 @@ impl CallState {
             )));
         }
         let item_namespace = self.call.item().map(|i| i.namespace.as_str());
+        if self.caps.shadow && !matches!(verb, Verb::Get | Verb::List) {
+            let message = format!(
+                "permission denied: module {} runs as a shadow, which may read but not {verb} ({} {})",
+                self.caps.module,
+                api.group_resource(),
+                super::shown(namespace)
+            );
+            tracing::debug!(
+                module = &*self.call.module,
+                action = self.call.action.as_str(),
+                "{message}"
+            );
+            return Err(KubeError::Denied(message));
+        }
         let velero_namespace = self.services.environment.velero_namespace();
         if self.caps.kube.allows(
             verb,

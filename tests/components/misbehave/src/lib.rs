@@ -1,7 +1,8 @@
 //! Misbehaviour on demand, one action per case, for the host's robustness tests. Every action is a
 //! backup action on ConfigMaps; `test.velero-wasm.io/echo` behaves, so a test can check that the host
 //! still serves after each misbehaviour. The setting `domain` replaces `test.velero-wasm.io` in the
-//! action names, so that one process can load the component twice under different limits.
+//! action names, so that one process can load the component twice under different limits; the setting
+//! `instead` (`echo:label,…`) makes an action run another case.
 
 use velero_wasm_sdk::*;
 
@@ -84,6 +85,15 @@ impl Plugin for Misbehave {
 
     fn backup(action: &str, request: BackupRequest) -> Result<BackupResponse, String> {
         let case = action.rsplit_once('/').map_or(action, |(_, case)| case);
+        // Setting `instead` ("echo:label,counter:trap"): an action runs another case, so that a
+        // candidate of this module (a shadow) can differ from the serving one under the same names.
+        let instead = config::get("instead").and_then(|pairs| {
+            pairs.split(',').find_map(|pair| {
+                let (from, to) = pair.split_once(':')?;
+                (from.trim() == case).then(|| to.trim().to_string())
+            })
+        });
+        let case = instead.as_deref().unwrap_or(case);
         match case {
             "echo" => {
                 let item = Object::parse(&request.item)?;

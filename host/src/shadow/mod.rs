@@ -1,0 +1,414 @@
+//! Shadow modules: a candidate version of a module, run on real calls in the cluster before it serves.
+//!
+//! A module ConfigMap labelled [`SHADOW_LABEL`](crate::modules::configmaps::SHADOW_LABEL) is loaded as
+//! the shadow of the module of its name ([`crate::runtime::Runtime::load_shadow`]). For every Execute
+//! (backup, restore), GetRelatedItems and delete call the serving module gets, the plugin answers
+//! Velero first; then a task of its own calls the shadow with the same input and compares the two
+//! results ([`crate::action::compare`]). Nothing the shadow does reaches Velero:
+//!
+//! - it runs after the answer is made, on its own budget ([`Budget`]): a few calls at a time (a call
+//!   over that is dropped, never queued), its own deadline, its own memory budget (a call that would
+//!   not fit is dropped); it never takes one of the serving calls' slots;
+//! - its `kube` writes and its HTTP requests other than GET and HEAD are refused (reads stay within
+//!   its own grant), so the cluster is as if it had not run;
+//! - its faults (trap, deadline, memory) are counted, never raised.
+//!
+//! A difference (output item, additional items, error or not, …) is logged once per item and backup at
+//! info with its JSON Patch, counted in metrics by module, action and kind ([`crate::metrics::shadow`])
+//! and in the [status](status) the `velero-wasm status` command reads; when a backup's (or
+//! restore's) calls go idle, one line per shadow summarises it. Progress, Cancel and AreAdditionalItemsReady
+//! are not mirrored: they concern an operation the shadow never started.
+
+mod book;
+pub mod status;
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::sync::Semaphore;
+
+use crate::action::compare::{self, Comparison};
+use crate::action::{
+    ActionKind, BackupOutcome, BackupRequest, ItemRef, ResourceId, RestoreOutcome, RestoreRequest,
+};
+use crate::capabilities::MemoryBudget;
+use crate::metrics::{self, ShadowEvent};
+use crate::runtime::{ActionEntry, CallError, Fault, Lane, Runtime};
+pub use book::{Book, LastDifference, SubjectKey, Tally};
+
+/// Shadow calls that may run at once (`VELERO_WASM_SHADOW_CALLS`, default 2): one more is dropped.
+pub const CALLS_ENV: &str = "VELERO_WASM_SHADOW_CALLS";
+/// The longest one shadow call may run (`VELERO_WASM_SHADOW_TIMEOUT`, e.g. `10s`; default 30 s; the
+/// module's own timeout wins when shorter).
+pub const TIMEOUT_ENV: &str = "VELERO_WASM_SHADOW_TIMEOUT";
+/// The guest memory all shadow calls together may hold (`VELERO_WASM_SHADOW_MEMORY`, e.g. `512MiB`;
+/// default a quarter of the process's budget).
+pub const MEMORY_ENV: &str = "VELERO_WASM_SHADOW_MEMORY";
+/// How long a backup's calls must have stopped before its summary is logged
+/// (`VELERO_WASM_SHADOW_IDLE`, default 60 s; the summary is logged at exit otherwise).
+pub const IDLE_ENV: &str = "VELERO_WASM_SHADOW_IDLE";
+
+const DEFAULT_CALLS: usize = 2;
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+const DEFAULT_IDLE: Duration = Duration::from_secs(60);
+
+/// What shadow calls may use, all together.
+#[derive(Debug)]
+pub struct Budget {
+    /// Calls at once.
+    pub calls: usize,
+    /// The longest one call may run.
+    pub timeout: Duration,
+    /// Guest memory of all shadow calls together.
+    pub memory: &'static MemoryBudget,
+    /// How long a backup's calls must have stopped before its summary.
+    pub idle: Duration,
+}
+
+static SHADOW_MEMORY: OnceLock<MemoryBudget> = OnceLock::new();
+
+impl Budget {
+    /// The budget the environment sets ([`CALLS_ENV`], [`TIMEOUT_ENV`], [`MEMORY_ENV`], [`IDLE_ENV`]);
+    /// a value that cannot be used is a warning, and the default is used.
+    pub fn from_env() -> Budget {
+        fn var<T>(name: &str, parse: impl Fn(&str) -> Option<T>) -> Option<T> {
+            let text = std::env::var(name).ok().filter(|t| !t.trim().is_empty())?;
+            let parsed = parse(text.trim());
+            if parsed.is_none() {
+                tracing::warn!("{name}={text:?} cannot be used; the default applies");
+            }
+            parsed
+        }
+        let duration = |t: &str| humantime::parse_duration(t).ok().filter(|d| !d.is_zero());
+        let memory = SHADOW_MEMORY.get_or_init(|| {
+            let bytes = var(MEMORY_ENV, crate::modules::parse_byte_size)
+                .unwrap_or_else(|| MemoryBudget::process().limit() / 4);
+            MemoryBudget::new(bytes)
+        });
+        Budget {
+            calls: var(CALLS_ENV, |t| t.parse::<usize>().ok()).unwrap_or(DEFAULT_CALLS),
+            timeout: var(TIMEOUT_ENV, duration).unwrap_or(DEFAULT_TIMEOUT),
+            memory,
+            idle: var(IDLE_ENV, duration).unwrap_or(DEFAULT_IDLE),
+        }
+    }
+}
+
+/// One call the serving module answered, with its input and the answer Velero got, to be made again
+/// on the shadow.
+pub enum Mirrored {
+    /// Backup Execute (v1 or v2).
+    Backup {
+        /// The kind Velero called (v1 or v2).
+        kind: ActionKind,
+        /// The item's identity.
+        item: ItemRef,
+        /// The request as the serving module got it.
+        request: BackupRequest,
+        /// What Velero got: the outcome, or the error's message.
+        served: Result<BackupOutcome, String>,
+    },
+    /// Restore Execute (v1 or v2).
+    Restore {
+        /// The kind Velero called (v1 or v2).
+        kind: ActionKind,
+        /// The item's identity.
+        item: ItemRef,
+        /// The request as the serving module got it.
+        request: RestoreRequest,
+        /// What Velero got.
+        served: Result<RestoreOutcome, String>,
+    },
+    /// ItemBlockAction GetRelatedItems.
+    Related {
+        /// The item's identity.
+        item: ItemRef,
+        /// The item's JSON.
+        text: String,
+        /// The Backup's JSON.
+        backup: String,
+        /// What Velero got.
+        served: Result<Vec<ResourceId>, String>,
+    },
+    /// DeleteItemAction Execute.
+    Delete {
+        /// The item's identity.
+        item: ItemRef,
+        /// The item's JSON.
+        text: String,
+        /// The Backup's JSON.
+        backup: String,
+        /// What Velero got.
+        served: Result<(), String>,
+    },
+}
+
+impl Mirrored {
+    fn item(&self) -> &ItemRef {
+        match self {
+            Mirrored::Backup { item, .. }
+            | Mirrored::Restore { item, .. }
+            | Mirrored::Related { item, .. }
+            | Mirrored::Delete { item, .. } => item,
+        }
+    }
+
+    /// Velero's name for the call.
+    fn call(&self) -> &'static str {
+        match self {
+            Mirrored::Related { .. } => "GetRelatedItems",
+            _ => "Execute",
+        }
+    }
+
+    /// The Backup or Restore the call belongs to.
+    fn subject(&self) -> SubjectKey {
+        let (kind, text) = match self {
+            Mirrored::Backup { request, .. } => ("backup", request.backup.as_str()),
+            Mirrored::Restore { request, .. } => ("restore", request.restore.as_str()),
+            Mirrored::Related { backup, .. } | Mirrored::Delete { backup, .. } => {
+                ("backup", backup.as_str())
+            }
+        };
+        SubjectKey::of(kind, text)
+    }
+
+    /// The serving module's result, as compared.
+    fn served(&self) -> Value {
+        match self {
+            Mirrored::Backup { kind, served, .. } => compare::backup_result(*kind, served),
+            Mirrored::Restore { kind, served, .. } => compare::restore_result(*kind, served),
+            Mirrored::Related { served, .. } => compare::related_result(served),
+            Mirrored::Delete { served, .. } => compare::delete_result(served),
+        }
+    }
+}
+
+/// The shadows of one plugin process: their budget, what they did, and where that is written.
+pub struct Shadows {
+    budget: Budget,
+    slots: Arc<Semaphore>,
+    book: Mutex<Book>,
+    status_file: OnceLock<PathBuf>,
+    sweeper: OnceLock<()>,
+    me: Weak<Shadows>,
+}
+
+impl Shadows {
+    /// Shadows with `budget`.
+    pub fn new(budget: Budget) -> Arc<Shadows> {
+        Arc::new_cyclic(|me| Shadows {
+            slots: Arc::new(Semaphore::new(budget.calls)),
+            budget,
+            book: Mutex::new(Book::default()),
+            status_file: OnceLock::new(),
+            sweeper: OnceLock::new(),
+            me: me.clone(),
+        })
+    }
+
+    /// Writes what the shadows did to `file` from now on (`status::Status`).
+    pub fn write_status_to(&self, file: PathBuf) {
+        let _ = self.status_file.set(file);
+    }
+
+    /// Whether the module of `entry` has a shadow: only then is a call's input kept for it.
+    pub fn wanted(runtime: &Runtime, entry: &ActionEntry) -> bool {
+        runtime.catalog().shadow(&entry.module.name).is_some()
+    }
+
+    /// Makes `call` again on the shadow of `entry`'s module, on a task of its own: what the shadow
+    /// does is compared and counted, never returned.
+    pub fn mirror(&self, runtime: Arc<Runtime>, entry: &ActionEntry, call: Mirrored) {
+        let Some(me) = self.me.upgrade() else {
+            return;
+        };
+        self.start_sweeper();
+        let (module, action) = (entry.module.name.to_string(), entry.info().name.clone());
+        let subject = call.subject();
+        self.book().started(&subject, &module);
+        tokio::spawn(async move {
+            // The answer to Velero is on its way: let it go first.
+            tokio::task::yield_now().await;
+            let outcome = me.run(&runtime, &module, &action, &call).await;
+            me.book()
+                .finished(&subject, &module, &action, call.item(), outcome);
+        });
+    }
+
+    /// Calls the shadow and compares; returns what happened.
+    async fn run(
+        &self,
+        runtime: &Runtime,
+        module: &str,
+        action: &str,
+        call: &Mirrored,
+    ) -> book::Outcome {
+        let name = call.call();
+        let event = |event: ShadowEvent| metrics::shadow(module, action, name, event);
+        let entry = match runtime.catalog().shadow_action(module, action) {
+            // The shadow went away (a reload): nothing to compare.
+            None => return book::Outcome::Dropped("gone"),
+            Some(None) => {
+                event(ShadowEvent::Compared);
+                event(ShadowEvent::Difference("missing-action"));
+                return book::Outcome::Differs(Comparison {
+                    patch: Comparison::of(&call.served(), &Value::Null).patch,
+                    kinds: vec!["missing-action"],
+                });
+            }
+            Some(Some(entry)) => entry,
+        };
+        let item = call.item();
+        if entry
+            .module
+            .applies_to(entry.index)
+            .check(item, &item.namespace)
+            .is_err()
+        {
+            event(ShadowEvent::Compared);
+            event(ShadowEvent::Difference("applies-to"));
+            return book::Outcome::Differs(Comparison {
+                patch: Comparison::of(&call.served(), &Value::Null).patch,
+                kinds: vec!["applies-to"],
+            });
+        }
+        let Ok(_slot) = self.slots.clone().try_acquire_owned() else {
+            event(ShadowEvent::Dropped("busy"));
+            return book::Outcome::Dropped("busy");
+        };
+        let memory = self.budget.memory;
+        if memory.limit().saturating_sub(memory.used()) < entry.module.limits.memory {
+            event(ShadowEvent::Dropped("memory"));
+            return book::Outcome::Dropped("memory");
+        }
+        let lane = Lane::Shadow {
+            timeout: self.budget.timeout,
+            memory,
+        };
+        let shadow = match call {
+            Mirrored::Backup {
+                kind,
+                item,
+                request,
+                ..
+            } => runtime
+                .backup_on(lane, &entry, item.clone(), request.clone())
+                .await
+                .map(|o| compare::backup_result::<String>(*kind, &Ok(o))),
+            Mirrored::Restore {
+                kind,
+                item,
+                request,
+                ..
+            } => runtime
+                .restore_on(lane, &entry, item.clone(), request.clone())
+                .await
+                .map(|o| compare::restore_result::<String>(*kind, &Ok(o))),
+            Mirrored::Related {
+                item, text, backup, ..
+            } => runtime
+                .related_items_on(lane, &entry, item.clone(), text.clone(), backup.clone())
+                .await
+                .map(|o| compare::related_result::<String>(&Ok(o))),
+            Mirrored::Delete {
+                item, text, backup, ..
+            } => runtime
+                .delete_on(lane, &entry, item.clone(), text.clone(), backup.clone())
+                .await
+                .map(|()| compare::delete_result::<String>(&Ok(()))),
+        };
+        let shadow = match shadow {
+            Ok(value) => value,
+            Err(CallError::Fault {
+                fault: Fault::MemoryBudget { .. },
+                ..
+            }) => {
+                event(ShadowEvent::Dropped("memory"));
+                return book::Outcome::Dropped("memory");
+            }
+            Err(error @ CallError::Fault { .. }) => {
+                let kind = metrics::FailureKind::failure_kind(&error, false);
+                event(ShadowEvent::Fault(kind));
+                return book::Outcome::Fault(kind, error.to_string());
+            }
+            // An action's own error is a result like another, compared with the serving one.
+            Err(error) => serde_json::json!({"error": error.to_string()}),
+        };
+        event(ShadowEvent::Compared);
+        let comparison = Comparison::of(&call.served(), &shadow);
+        for kind in &comparison.kinds {
+            event(ShadowEvent::Difference(kind));
+        }
+        match comparison.same() {
+            true => book::Outcome::Same,
+            false => book::Outcome::Differs(comparison),
+        }
+    }
+
+    fn book(&self) -> std::sync::MutexGuard<'_, Book> {
+        self.book.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// What the shadows did so far, per shadow module.
+    pub fn tallies(&self) -> std::collections::BTreeMap<String, Tally> {
+        self.book().tallies()
+    }
+
+    /// Starts, once, the task that summarises idle backups and writes the status.
+    fn start_sweeper(&self) {
+        self.sweeper.get_or_init(|| {
+            let me = self.me.clone();
+            let tick =
+                (self.budget.idle / 2).clamp(Duration::from_millis(100), Duration::from_secs(1));
+            tokio::spawn(async move {
+                let mut interval = tokio::time::interval(tick);
+                loop {
+                    interval.tick().await;
+                    let Some(me) = me.upgrade() else { return };
+                    me.sweep(false);
+                }
+            });
+        });
+    }
+
+    /// Summarises the backups whose calls went idle (all of them when `all`), and writes the status
+    /// when it changed.
+    fn sweep(&self, all: bool) {
+        let idle = if all {
+            Duration::ZERO
+        } else {
+            self.budget.idle
+        };
+        let (summaries, dirty) = {
+            let mut book = self.book();
+            (book.take_idle(idle, all), book.take_dirty())
+        };
+        for summary in summaries {
+            summary.log();
+        }
+        if dirty {
+            self.write_status();
+        }
+    }
+
+    /// Logs the summary of every backup still open and writes the status: the process is ending.
+    pub fn finish(&self) {
+        self.sweep(true);
+    }
+
+    fn write_status(&self) {
+        let Some(file) = self.status_file.get() else {
+            return;
+        };
+        let tallies = self.tallies();
+        if tallies.is_empty() {
+            return;
+        }
+        if let Err(e) = status::write_shadows(file, &tallies) {
+            tracing::warn!("cannot write the shadow status to {}: {e}", file.display());
+        }
+    }
+}
