@@ -85,11 +85,14 @@ pub struct ReadViews {
     sweeping: AtomicBool,
 }
 
+/// A listing being read or read: `None` once its read failed or did not fit (reads go through).
+type Slot = Arc<OnceCell<Option<Arc<Listing>>>>;
+
 /// One backup's view: a listing per (resource, namespace), each read at most once.
 struct View {
     started: Instant,
     last_read: Mutex<Instant>,
-    listings: Mutex<HashMap<(ApiResource, String), Arc<OnceCell<Option<Arc<Listing>>>>>>,
+    listings: Mutex<HashMap<(ApiResource, String), Slot>>,
 }
 
 /// One resource in one namespace, as listed: the objects in API order, their names and labels.
