@@ -6,7 +6,7 @@
 //! - every crate under `tests/components/` is built for the host's tests
 //!   (`VELERO_WASM_TEST_COMPONENTS` names the directory).
 //!
-//! It lists the SDK's source (`sdk/`: its crate, its WIT, label-selector) for `velero-wasm new` to write
+//! It lists the SDK's source (`sdk/`: its crate, its WIT, label-selector, grant) for `velero-wasm new` to write
 //! into a new crate (`OUT_DIR/sdk_files.rs`), so that a module builds with only the binary.
 //!
 //! It reads the WIT package's version from `wit/` (`VELERO_WASM_WIT_PACKAGE`, for `--version`), and
@@ -105,7 +105,8 @@ fn main() {
 }
 
 /// `const SDK_FILES: &[(&str, &str)]`: each file of the SDK that its package includes (Cargo.toml,
-/// README.md, src/, wit/, and label-selector's Cargo.toml and src/), by path under `sdk/`, with its text.
+/// README.md, src/, wit/, and the Cargo.toml and src/ of label-selector and grant), by path under
+/// `sdk/`, with its text.
 fn sdk_files(sdk: &Path) -> String {
     fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
         let mut entries: Vec<PathBuf> = fs::read_dir(dir)
@@ -125,8 +126,9 @@ fn sdk_files(sdk: &Path) -> String {
         sdk.join("Cargo.toml"),
         sdk.join("README.md"),
         sdk.join("label-selector/Cargo.toml"),
+        sdk.join("grant/Cargo.toml"),
     ];
-    for dir in ["src", "wit", "label-selector/src"] {
+    for dir in ["src", "wit", "label-selector/src", "grant/src"] {
         walk(&sdk.join(dir), &mut files);
     }
     let mut code = String::from("const SDK_FILES: &[(&str, &str)] = &[\n");
