@@ -450,6 +450,50 @@ fn running_vm_backup_without_pods_is_refused() {
     }
 }
 
+/// A Backup whose resource policy (tests/fixtures/kubevirt/policy) excludes pods, its spec naming no
+/// resources: upstream reads only the spec and lets the running VM through; extended reads the policy
+/// as Velero does and refuses, as for a spec that excludes pods (docs/kubevirt.md#s4-1).
+#[test]
+fn running_vm_backup_whose_resource_policy_excludes_pods() {
+    let with_policy = |mode| {
+        let run = Run::new("kubevirt-velero-plugin/backup-virtualmachine-action")
+            .fixtures(fixture(""))
+            .item(&fixture("cluster/vm-fedora-web-01.json"))
+            .path("--backup", "velero/backup-policy-no-pods.json")
+            .cluster(&["cluster", "policy"]);
+        in_mode(mode, run).output()
+    };
+    let upstream = with_policy(Mode::Upstream);
+    assert!(
+        upstream.status.success(),
+        "{}",
+        String::from_utf8_lossy(&upstream.stderr)
+    );
+    let extended = with_policy(Mode::Extended);
+    let e = String::from_utf8_lossy(&extended.stderr);
+    assert!(!extended.status.success(), "{e}");
+    assert!(
+        e.contains(
+            "VM cannot be safely backed up: VirtualMachine vm-workloads/fedora-web-01 is running"
+        ),
+        "{e}"
+    );
+    assert!(e.contains("include pods in the backup"), "{e}");
+    // Without the policy ConfigMap in the cluster, extended mode names it and says what to do.
+    let run = Run::new("kubevirt-velero-plugin/backup-virtualmachine-action")
+        .fixtures(fixture(""))
+        .item(&fixture("cluster/vm-fedora-web-01.json"))
+        .path("--backup", "velero/backup-policy-no-pods.json")
+        .cluster(&["cluster"]);
+    let missing = in_mode(Mode::Extended, run).output();
+    let e = String::from_utf8_lossy(&missing.stderr);
+    assert!(!missing.status.success(), "{e}");
+    assert!(
+        e.contains("resource policy ConfigMap velero/vm-backup-policy"),
+        "{e}"
+    );
+}
+
 #[test]
 fn running_vm_metadata_only_backup_skips_the_volume_checks() {
     for mode in BOTH {

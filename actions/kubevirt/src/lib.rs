@@ -16,6 +16,7 @@ pub mod keys;
 pub mod messages;
 pub mod mode;
 pub mod read_ahead;
+pub mod resource_policy;
 pub mod resources;
 pub mod restore;
 pub mod restore_possible;

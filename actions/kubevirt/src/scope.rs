@@ -8,11 +8,15 @@
 //! (`includedNamespaceScopedResources`, …) are not read. `mode: upstream` keeps all of that. `mode:
 //! extended` resolves entries the way Velero does: `*` is every resource, plural, singular and short
 //! names all match, a group must be the resource's group, and the namespace-scoped filters count.
+//! Extended mode also merges the `includeExcludePolicy` of the Backup's resource policy the way Velero
+//! (v1.17.0+) does: the Backup's own lists win, and a policy entry counts only when they do not name it.
 
 use velero_wasm_sdk::Object;
 
+use crate::context::Context;
 use crate::keys;
 use crate::mode::Mode;
+use crate::resource_policy::{self, IncludeExcludePolicy};
 
 /// A resource the plugin asks about, with every name Velero would resolve to it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,6 +74,15 @@ pub const DATA_VOLUMES: Resource = Resource {
     short: &["dv", "dvs"],
 };
 
+/// Every resource the plugin asks about, to tell whether two filter entries name the same one.
+const KNOWN: [Resource; 5] = [
+    VIRTUAL_MACHINE_INSTANCES,
+    VIRTUAL_MACHINES,
+    PODS,
+    PERSISTENT_VOLUME_CLAIMS,
+    DATA_VOLUMES,
+];
+
 /// The resource filters of one Backup, and its `metadataBackup` label.
 #[derive(Debug, Clone)]
 pub struct Scope {
@@ -103,6 +116,54 @@ impl Scope {
             mode,
             metadata_backup: backup.has_label(keys::METADATA_BACKUP),
         }
+    }
+
+    /// The filters of a Backup as Velero applies them: in extended mode, with the `includeExcludePolicy`
+    /// of the resource policy the Backup names merged in (read through the cluster; see
+    /// [`resource_policy::read`] for why an unreadable policy is an error). Upstream mode reads only the
+    /// spec, as kubevirt-velero-plugin does.
+    pub fn read(ctx: &Context, backup: &Object) -> Result<Scope, String> {
+        let scope = Scope::of(backup, ctx.mode);
+        if !ctx.extended() {
+            return Ok(scope);
+        }
+        Ok(match resource_policy::read(ctx, backup)? {
+            Some(policy) => scope.with_policy(&policy),
+            None => scope,
+        })
+    }
+
+    /// Velero's `CombineWithPolicy` for the namespace-scoped lists: the policy's excludes first, then its
+    /// includes, each added only when neither list (as it stands, policy entries added so far
+    /// included) already names it. So the Backup's lists take precedence, and a policy that excludes
+    /// and includes the same resource excludes it.
+    pub fn with_policy(mut self, policy: &IncludeExcludePolicy) -> Scope {
+        for entry in &policy.excluded_namespace_scoped_resources {
+            if !self.names(entry) {
+                self.excluded.push(entry.clone());
+            }
+        }
+        for entry in &policy.included_namespace_scoped_resources {
+            if !self.names(entry) {
+                self.included.push(entry.clone());
+            }
+        }
+        self
+    }
+
+    /// Whether the include or exclude list already names `entry`: `*` names everything, and two
+    /// entries are the same when they resolve to the same known resource or, for resources the plugin
+    /// does not ask about, read the same.
+    fn names(&self, entry: &str) -> bool {
+        let entry_lower = entry.trim().to_lowercase();
+        self.included.iter().chain(&self.excluded).any(|listed| {
+            let listed_lower = listed.trim().to_lowercase();
+            listed_lower == "*"
+                || listed_lower == entry_lower
+                || KNOWN
+                    .iter()
+                    .any(|r| velero_matches(listed, r) && velero_matches(entry, r))
+        })
     }
 
     /// The Backup's include list names the resource (an empty list includes everything).
@@ -308,5 +369,153 @@ mod tests {
         assert!(!Scope::of(&b, Mode::Upstream).metadata_backup());
         b.set_label(keys::METADATA_BACKUP, "");
         assert!(Scope::of(&b, Mode::Upstream).metadata_backup());
+    }
+
+    fn policy(included: &[&str], excluded: &[&str]) -> IncludeExcludePolicy {
+        IncludeExcludePolicy {
+            included_namespace_scoped_resources: included.iter().map(|s| s.to_string()).collect(),
+            excluded_namespace_scoped_resources: excluded.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn policy_lists_apply_when_the_spec_names_nothing() {
+        let s = extended(json!({})).with_policy(&policy(&["vm", "pvc"], &[]));
+        assert!(s.in_backup(&VIRTUAL_MACHINES) && s.in_backup(&PERSISTENT_VOLUME_CLAIMS));
+        assert!(
+            !s.in_backup(&PODS),
+            "a policy include list limits like a spec one"
+        );
+        let s = extended(json!({})).with_policy(&policy(&[], &["pods"]));
+        assert!(!s.in_backup(&PODS) && s.in_backup(&PERSISTENT_VOLUME_CLAIMS));
+    }
+
+    #[test]
+    fn the_spec_wins_over_the_policy() {
+        // The spec includes pods: the policy's exclusion of pods is skipped.
+        let s = extended(json!({"includedNamespaceScopedResources": ["pods", "pvc"]}))
+            .with_policy(&policy(&[], &["po"]));
+        assert!(s.in_backup(&PODS));
+        // The spec excludes PVCs: the policy's inclusion of them is skipped.
+        let s = extended(json!({"excludedNamespaceScopedResources": ["persistentvolumeclaims"]}))
+            .with_policy(&policy(&["pvc", "pods"], &[]));
+        assert!(!s.in_backup(&PERSISTENT_VOLUME_CLAIMS));
+        assert!(s.in_backup(&PODS) && !s.in_backup(&VIRTUAL_MACHINES));
+        // `*` in the spec names everything: the policy adds nothing.
+        let s = extended(json!({"includedNamespaceScopedResources": ["*"]}))
+            .with_policy(&policy(&[], &["pods"]));
+        assert!(s.in_backup(&PODS));
+    }
+
+    #[test]
+    fn a_policy_that_excludes_and_includes_a_resource_excludes_it() {
+        let s = extended(json!({})).with_policy(&policy(&["pods", "vmi"], &["pod"]));
+        assert!(!s.in_backup(&PODS));
+        assert!(s.in_backup(&VIRTUAL_MACHINE_INSTANCES));
+    }
+
+    #[test]
+    fn policy_entries_of_other_groups_do_not_count() {
+        let s = extended(json!({})).with_policy(&policy(&[], &["pods.metrics.k8s.io"]));
+        assert!(s.in_backup(&PODS));
+    }
+
+    mod read {
+        use super::*;
+        use crate::resources::CONFIG_MAPS;
+        use velero_wasm_sdk::{Cluster, FakeCluster};
+
+        const MANIFEST: &str = include_str!("../kubevirt.toml");
+
+        fn with_policy(b: serde_json::Value) -> Object {
+            let mut o = backup(json!({"resourcePolicy": {"kind": "configmap", "name": "policy"}}));
+            o.set("/metadata/namespace", json!("velero")).unwrap();
+            if !b.is_null() {
+                o.set("/spec/includedNamespaceScopedResources", b).unwrap();
+            }
+            o
+        }
+
+        fn cluster(data: serde_json::Value) -> FakeCluster {
+            let cm = Object::from_value(json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "policy", "namespace": "velero"}, "data": data}))
+            .unwrap();
+            FakeCluster::new()
+                .with(CONFIG_MAPS, cm)
+                .with_manifest("kubevirt", MANIFEST)
+                .unwrap()
+                .item_namespace("vm-workloads")
+                .velero_namespace("velero")
+        }
+
+        fn read(c: &FakeCluster, mode: Mode, b: &Object) -> Result<Scope, String> {
+            Scope::read(&Context::new(c as &dyn Cluster, mode), b)
+        }
+
+        const EXCLUDE_PODS: &str =
+            "version: v1\nincludeExcludePolicy:\n  excludedNamespaceScopedResources: [pods]\n";
+
+        #[test]
+        fn extended_mode_reads_the_policy_through_the_manifest_grant() {
+            let c = cluster(json!({"policy.yaml": EXCLUDE_PODS}));
+            let s = read(&c, Mode::Extended, &with_policy(json!(null))).unwrap();
+            assert!(!s.in_backup(&PODS) && s.in_backup(&PERSISTENT_VOLUME_CLAIMS));
+            assert_eq!(c.calls().len(), 1);
+        }
+
+        #[test]
+        fn upstream_mode_never_reads_it() {
+            let c = cluster(json!({"policy.yaml": EXCLUDE_PODS}));
+            let s = read(&c, Mode::Upstream, &with_policy(json!(null))).unwrap();
+            assert!(s.in_backup(&PODS));
+            assert!(c.calls().is_empty());
+        }
+
+        #[test]
+        fn a_backup_without_a_configmap_policy_reads_nothing() {
+            let c = cluster(json!({"policy.yaml": EXCLUDE_PODS}));
+            let mut b = with_policy(json!(null));
+            b.set("/spec/resourcePolicy/kind", json!("secret")).unwrap();
+            assert!(read(&c, Mode::Extended, &b).unwrap().in_backup(&PODS));
+            assert!(read(&c, Mode::Extended, &backup(json!({})))
+                .unwrap()
+                .in_backup(&PODS));
+            assert!(c.calls().is_empty());
+        }
+
+        #[test]
+        fn unreadable_or_malformed_policies_fail_with_the_configmap_named() {
+            for data in [
+                json!({}),
+                json!({"a": EXCLUDE_PODS, "b": EXCLUDE_PODS}),
+                json!({"policy.yaml": "version: v9\n"}),
+                json!({"policy.yaml": "version: v1\nincludeExcludePolicy: {"}),
+            ] {
+                let e = read(
+                    &cluster(data.clone()),
+                    Mode::Extended,
+                    &with_policy(json!(null)),
+                )
+                .unwrap_err();
+                assert!(
+                    e.contains("velero/policy") && e.contains("mode = \"upstream\""),
+                    "{data}: {e}"
+                );
+            }
+            let mut b = with_policy(json!(null));
+            b.set("/spec/resourcePolicy/name", json!("missing"))
+                .unwrap();
+            let e = read(&cluster(json!({})), Mode::Extended, &b).unwrap_err();
+            assert!(e.contains("velero/missing"), "{e}");
+        }
+
+        #[test]
+        fn a_backup_in_another_namespace_is_denied_by_the_grant() {
+            let c = cluster(json!({"policy.yaml": EXCLUDE_PODS}));
+            let mut b = with_policy(json!(null));
+            b.set("/metadata/namespace", json!("elsewhere")).unwrap();
+            let e = read(&c, Mode::Extended, &b).unwrap_err();
+            assert!(e.contains("elsewhere/policy"), "{e}");
+        }
     }
 }

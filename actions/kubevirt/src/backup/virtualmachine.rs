@@ -16,7 +16,7 @@ use crate::workload::{vm_instance_spec, vm_running, volumes};
 
 /// Runs the action on a VirtualMachine.
 pub fn backup(ctx: &Context, vm: &Object, backup: &Object) -> Result<BackupResponse, String> {
-    let scope = Scope::of(backup, ctx.mode);
+    let scope = Scope::read(ctx, backup)?;
     let spec = vm_instance_spec(vm)?;
     if vm_running(vm, ctx.extended()) {
         if let Some(why) = unsafe_to_back_up(ctx, &scope, vm)? {

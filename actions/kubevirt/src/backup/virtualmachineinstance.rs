@@ -45,7 +45,7 @@ fn ownership(ctx: &Context, vmi: &Object) -> Ownership {
 
 /// Runs the action on a VirtualMachineInstance.
 pub fn backup(ctx: &Context, vmi: &Object, backup: &Object) -> Result<BackupResponse, String> {
-    let scope = Scope::of(backup, ctx.mode);
+    let scope = Scope::read(ctx, backup)?;
     let ownership = ownership(ctx, vmi);
     if let Ownership::VirtualMachine(vm_name) = &ownership {
         if !scope.in_backup(&scope::VIRTUAL_MACHINES) || vm_excluded(ctx, vmi, vm_name)? {
