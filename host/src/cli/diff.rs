@@ -21,6 +21,7 @@ use futures::StreamExt;
 use serde_json::{json, Value};
 
 use super::diff_archive;
+use super::text::cut;
 use super::{read_trusted_keys, Failure, EXIT_FAILED, EXIT_OK};
 use crate::action::compare::{self, Comparison};
 use crate::action::{ActionKind, BackupRequest, ItemRef};
@@ -509,16 +510,6 @@ impl Report {
         ));
         out
     }
-}
-
-/// `text` cut to `width` characters, with an ellipsis when cut.
-fn cut(text: &str, width: usize) -> String {
-    if text.chars().count() <= width {
-        return text.to_string();
-    }
-    let mut cut: String = text.chars().take(width.saturating_sub(1)).collect();
-    cut.push('…');
-    cut
 }
 
 #[cfg(test)]

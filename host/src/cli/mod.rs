@@ -23,6 +23,7 @@ mod sign;
 mod status;
 mod suite_layout;
 mod test;
+mod text;
 mod vendored_sdk;
 
 use std::path::PathBuf;

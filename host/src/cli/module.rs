@@ -339,12 +339,7 @@ pub(super) fn read_directory(dir: &Path) -> Result<Vec<Result<Parts, String>>, F
 
 fn pack(args: &PackArgs) -> Result<u8, Failure> {
     let mut modules = modules_to_pack(args)?;
-    let key = args
-        .sign
-        .as_deref()
-        .map(PrivateKey::read)
-        .transpose()
-        .map_err(|e| Failure::bad_input(format!("--sign {e}")))?;
+    let key = signing_key(args.sign.as_deref())?;
     let expires = args.expires.as_deref().map(expiry).transpose()?;
     let mut documents = Vec::new();
     let mut server_side = Vec::new();
@@ -489,6 +484,13 @@ fn write_out(out: Option<&std::path::Path>, text: &str) -> Result<(), Failure> {
                 .map_err(|e| Failure::failed(format!("cannot write to stdout: {e}")))
         }
     }
+}
+
+/// The private key `--sign` names, if it names one.
+pub(super) fn signing_key(path: Option<&Path>) -> Result<Option<PrivateKey>, Failure> {
+    path.map(PrivateKey::read)
+        .transpose()
+        .map_err(|e| Failure::bad_input(format!("--sign {e}")))
 }
 
 /// When a signature made now stops being accepted: `now + DURATION`, or a time, which must be ahead.

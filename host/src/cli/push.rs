@@ -9,10 +9,9 @@ use std::path::PathBuf;
 use bytes::Bytes;
 use serde_json::json;
 
-use super::module::{expiry, read_directory, read_parts, Parts};
+use super::module::{expiry, read_directory, read_parts, signing_key, Parts};
 use super::{Failure, EXIT_OK};
 use crate::modules::oci::{self, layout, Reference, Registry};
-use crate::modules::signature::PrivateKey;
 
 /// How long one exchange with the registry may take while pushing (a large component, a slow link).
 const PUSH_EXCHANGE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
@@ -66,12 +65,7 @@ pub async fn push(args: &PushArgs) -> Result<u8, Failure> {
         )));
     }
     let mut parts = module_parts(args)?;
-    let key = args
-        .sign
-        .as_deref()
-        .map(PrivateKey::read)
-        .transpose()
-        .map_err(|e| Failure::bad_input(format!("--sign {e}")))?;
+    let key = signing_key(args.sign.as_deref())?;
     if key.is_some() {
         parts.signature_text = None;
     }

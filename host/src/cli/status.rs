@@ -15,6 +15,7 @@ use std::path::PathBuf;
 
 use serde_json::json;
 
+use super::text::cut;
 use super::{EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK};
 use crate::action::compare::patch_lines;
 use crate::shadow::status::{self, ModuleStatus};
@@ -182,14 +183,4 @@ fn text(
         }
     }
     out
-}
-
-/// `text` cut to `width` characters, with an ellipsis when cut.
-fn cut(text: &str, width: usize) -> String {
-    if text.chars().count() <= width {
-        return text.to_string();
-    }
-    let mut cut: String = text.chars().take(width.saturating_sub(1)).collect();
-    cut.push('…');
-    cut
 }

@@ -15,6 +15,7 @@ use serde_json::{Map, Value};
 
 use super::run::{self, RunArgs};
 use super::suite_layout;
+use super::text::cut;
 use super::{Failure, ModuleArgs, EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK};
 use crate::modules::StockChoice;
 
@@ -1065,16 +1066,6 @@ fn print_row(outcome: &Outcome) {
             }
         }
     }
-}
-
-/// `text` cut to `width` characters, an ellipsis marking the cut.
-fn cut(text: &str, width: usize) -> String {
-    if text.chars().count() <= width {
-        return text.to_string();
-    }
-    let mut out: String = text.chars().take(width.saturating_sub(1)).collect();
-    out.push('…');
-    out
 }
 
 /// One JUnit test suite: the suite file, a test case per case.
