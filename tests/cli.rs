@@ -1507,11 +1507,11 @@ fn update_rewrites_only_the_failing_expectation_and_the_suite_then_passes() {
 fn update_rewrites_the_case_not_a_block_scalar_that_looks_like_it() {
     let dir = tempfile::tempdir().unwrap();
     let suite = two_case_suite(dir.path());
-    let decoy = "    settings:
-      note: |
-        - name: names a PVC it does not have
-          expect:
-            additionalItems: []
+    // A free-text field the action does not read (the VMI action never asks for Velero's namespace).
+    let decoy = "    veleroNamespace: |
+      - name: names a PVC it does not have
+        expect:
+          additionalItems: []
 ";
     let text = std::fs::read_to_string(&suite).unwrap().replacen(
         "    expect:\n",
