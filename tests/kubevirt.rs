@@ -458,7 +458,7 @@ fn running_vm_backup_whose_resource_policy_excludes_pods() {
     let with_policy = |mode| {
         let run = Run::new("kubevirt-velero-plugin/backup-virtualmachine-action")
             .fixtures(fixture(""))
-            .item(&fixture("cluster/vm-fedora-web-01.json"))
+            .item(fixture("cluster/vm-fedora-web-01.json"))
             .path("--backup", "velero/backup-policy-no-pods.json")
             .cluster(&["cluster", "policy"]);
         in_mode(mode, run).output()
@@ -482,7 +482,7 @@ fn running_vm_backup_whose_resource_policy_excludes_pods() {
     // Without the policy ConfigMap in the cluster, extended mode names it and says what to do.
     let run = Run::new("kubevirt-velero-plugin/backup-virtualmachine-action")
         .fixtures(fixture(""))
-        .item(&fixture("cluster/vm-fedora-web-01.json"))
+        .item(fixture("cluster/vm-fedora-web-01.json"))
         .path("--backup", "velero/backup-policy-no-pods.json")
         .cluster(&["cluster"]);
     let missing = in_mode(Mode::Extended, run).output();

@@ -1205,7 +1205,7 @@ fn an_override_in_a_directory_changes_kubevirt_s_mode_without_a_component() {
         .unwrap();
     assert_eq!(vm["limits"]["timeout"], "20s");
     // The stock grant is kept when the override does not narrow it.
-    assert_eq!(vm["grant"]["kube"].as_array().unwrap().len(), 3);
+    assert_eq!(vm["grant"]["kube"].as_array().unwrap().len(), 4);
     let table = velero_wasm(&["actions", "--modules", &modules]);
     let text = String::from_utf8(table.stdout).unwrap();
     assert!(

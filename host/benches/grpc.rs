@@ -8,19 +8,16 @@
 // A benchmark stops at what it did not expect: the workspace's unwrap lints are for the host's code.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{BufRead, BufReader};
+mod plugin;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use hyper_util::rt::TokioIo;
-use tokio::net::UnixStream;
-use tonic::transport::{Channel, Endpoint};
 use tonic_health::pb::health_client::HealthClient;
 use tonic_health::pb::HealthCheckRequest;
 use velero_wasm::plugin::proto::generated::backup_item_action_client::BackupItemActionClient;
 use velero_wasm::plugin::proto::generated::{BackupItemActionAppliesToRequest, ExecuteRequest};
-use velero_wasm::plugin::proto::plugin::grpc_controller_client::GrpcControllerClient;
 
 const WARM_UP: usize = 200;
 const CALLS: usize = 2000;
@@ -37,13 +34,13 @@ fn main() {
     for _ in 0..STARTS {
         let (child, socket, elapsed) = start(&modules);
         starts.push(elapsed);
-        runtime.block_on(stop(child, &socket));
+        runtime.block_on(plugin::stop(child, &socket));
     }
 
     let (child, socket, _) = start(&modules);
     let item = configmap(4096);
     let rows = runtime.block_on(async {
-        let channel = connect(&socket).await;
+        let channel = plugin::connect(&socket).await;
         let health = HealthClient::new(channel.clone());
         let bia = BackupItemActionClient::new(channel.clone());
         let action = "test.velero-wasm.io/backup-v1".to_string();
@@ -87,7 +84,7 @@ fn main() {
             ("Execute (wasm, 4 KiB item)", execute),
         ]
     });
-    runtime.block_on(stop(child, &socket));
+    runtime.block_on(plugin::stop(child, &socket));
 
     starts.sort();
     println!("velero-wasm gRPC benchmark: {CALLS} calls each after {WARM_UP} warm-up calls, one connection, one at a time");
@@ -178,32 +175,9 @@ fn start(modules: &Path) -> (Child, PathBuf, Duration) {
         .stderr(Stdio::inherit())
         .spawn()
         .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
+    let socket = plugin::socket_of(&mut child);
     let elapsed = started.elapsed();
-    let socket = PathBuf::from(line.trim_end().split('|').nth(3).expect("a handshake line"));
     (child, socket, elapsed)
-}
-
-async fn stop(mut child: Child, socket: &Path) {
-    let _ = GrpcControllerClient::new(connect(socket).await)
-        .shutdown(velero_wasm::plugin::proto::plugin::Empty {})
-        .await;
-    let _ = child.wait();
-}
-
-async fn connect(socket: &Path) -> Channel {
-    let path = socket.to_path_buf();
-    Endpoint::try_from("http://unused")
-        .unwrap()
-        .connect_with_connector(tower::service_fn(move |_| {
-            let path = path.clone();
-            async move { Ok::<_, std::io::Error>(TokioIo::new(UnixStream::connect(path).await?)) }
-        }))
-        .await
-        .unwrap()
 }
 
 /// A ConfigMap of exactly `size` bytes of JSON.

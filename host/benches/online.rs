@@ -16,19 +16,16 @@
 
 #[path = "../../tests/support/apiserver.rs"]
 mod apiserver;
+mod plugin;
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use hyper_util::rt::TokioIo;
-use tokio::net::UnixStream;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 use velero_wasm::plugin::proto::generated::backup_item_action_client::BackupItemActionClient;
 use velero_wasm::plugin::proto::generated::plugin_lister_client::PluginListerClient;
 use velero_wasm::plugin::proto::generated::{Empty, ExecuteRequest};
-use velero_wasm::plugin::proto::plugin::grpc_controller_client::GrpcControllerClient;
 
 const ACTION: &str = "kubevirt-velero-plugin/backup-virtualmachine-action";
 const ITEMS_PER_CALL: usize = 15;
@@ -45,7 +42,7 @@ fn main() {
     std::fs::create_dir_all(work.join("state")).unwrap();
     let server = apiserver::ApiServer::start(&[&fixtures.join("cluster")]);
     server.write_kubeconfig(&work.join("kubeconfig"));
-    let modules = modules_dir(root, &work);
+    let modules = plugin::upstream_kubevirt(root, &work);
     let item = std::fs::read(fixtures.join("cluster/vm-fedora-web-01.json")).unwrap();
     let backup = std::fs::read(fixtures.join("velero/backup-nightly.json")).unwrap();
     let env = Env {
@@ -63,7 +60,7 @@ fn main() {
     let (child, socket, _) = start(&env);
     runtime.block_on(async {
         first_answer(&socket).await;
-        stop(child, &socket).await
+        plugin::stop(child, &socket).await
     });
     let (mut handshakes, mut first_calls) = (Vec::new(), Vec::new());
     for _ in 0..STARTS {
@@ -72,7 +69,7 @@ fn main() {
         runtime.block_on(async {
             first_answer(&socket).await;
             first_calls.push(started.elapsed());
-            stop(child, &socket).await
+            plugin::stop(child, &socket).await
         });
         handshakes.push(handshake);
     }
@@ -80,7 +77,7 @@ fn main() {
     let (child, socket, _) = start(&env);
     let pid = child.id();
     let report = runtime.block_on(async {
-        let channel = connect(&socket).await;
+        let channel = plugin::connect(&socket).await;
         let call = Call {
             client: BackupItemActionClient::new(channel),
             item: item.clone(),
@@ -89,7 +86,7 @@ fn main() {
         for _ in 0..WARM_UP {
             call.execute().await;
         }
-        let rss_warm = rss_kib(pid);
+        let rss_warm = plugin::status_kib(pid, "VmRSS");
         let mut samples = Vec::with_capacity(CALLS);
         for _ in 0..CALLS {
             let started = Instant::now();
@@ -97,7 +94,7 @@ fn main() {
             samples.push(started.elapsed());
         }
         samples.sort();
-        let rss_after_calls = rss_kib(pid);
+        let rss_after_calls = plugin::status_kib(pid, "VmRSS");
         let mut rates = Vec::new();
         for callers in [1, 8] {
             let until = Instant::now() + THROUGHPUT_FOR;
@@ -129,7 +126,7 @@ fn main() {
             rss: [
                 (WARM_UP, rss_warm),
                 (WARM_UP + CALLS, rss_after_calls),
-                (0, rss_kib(pid)),
+                (0, plugin::status_kib(pid, "VmRSS")),
             ],
         }
     });
@@ -140,7 +137,7 @@ fn main() {
             .iter()
             .map(|(_, _, calls)| calls)
             .sum::<usize>();
-    runtime.block_on(stop(child, &socket));
+    runtime.block_on(plugin::stop(child, &socket));
 
     handshakes.sort();
     first_calls.sort();
@@ -158,8 +155,8 @@ fn main() {
     println!();
     println!(
         "Execute, one caller, {CALLS} calls after {WARM_UP}: median {}, p99 {}",
-        millis(report.median),
-        millis(report.p99)
+        plugin::millis(report.median),
+        plugin::millis(report.p99)
     );
     for (callers, rate, calls) in &report.rates {
         println!(
@@ -170,13 +167,13 @@ fn main() {
     }
     println!(
         "start → handshake, {STARTS} starts (warm compile cache, stock modules + the upstream kubevirt): median {}, max {}",
-        millis(handshakes[STARTS / 2]),
-        millis(handshakes[STARTS - 1])
+        plugin::millis(handshakes[STARTS / 2]),
+        plugin::millis(handshakes[STARTS - 1])
     );
     println!(
         "start → first answered call (ListPlugins), same starts: median {}, max {}",
-        millis(first_calls[STARTS / 2]),
-        millis(first_calls[STARTS - 1])
+        plugin::millis(first_calls[STARTS / 2]),
+        plugin::millis(first_calls[STARTS - 1])
     );
     let [(warm, a), (timed, b), (_, c)] = report.rss;
     println!(
@@ -230,43 +227,8 @@ struct Report {
     rss: [(usize, u64); 3],
 }
 
-fn millis(d: Duration) -> String {
-    format!("{:.2} ms", d.as_secs_f64() * 1000.0)
-}
-
 fn mib(kib: u64) -> String {
     format!("{:.1}", kib as f64 / 1024.0)
-}
-
-/// VmRSS of a process, in KiB (0 where /proc cannot tell).
-fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|status| {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix("VmRSS:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        })
-        .unwrap_or(0)
-}
-
-/// The stock kubevirt component with its manifest set to `mode = "upstream"`, replacing the stock one.
-fn modules_dir(root: &Path, work: &Path) -> PathBuf {
-    let dir = work.join("modules");
-    std::fs::create_dir_all(&dir).unwrap();
-    let wasm = std::fs::read(Path::new(env!("VELERO_WASM_TEST_COMPONENTS")).join("kubevirt.wasm"))
-        .unwrap();
-    let stock = std::fs::read_to_string(root.join("actions/kubevirt/kubevirt.toml")).unwrap();
-    assert!(stock.contains("mode = \"extended\""));
-    let manifest = format!(
-        "sha256 = \"{}\"\n{}",
-        velero_wasm::modules::sha256_hex(&wasm),
-        stock.replace("mode = \"extended\"", "mode = \"upstream\"")
-    );
-    std::fs::write(dir.join("kubevirt.wasm"), &wasm).unwrap();
-    std::fs::write(dir.join("kubevirt.toml"), manifest).unwrap();
-    dir
 }
 
 /// Starts the plugin as Velero does; returns it, its socket and the time to the handshake line.
@@ -288,41 +250,18 @@ fn start(env: &Env) -> (Child, PathBuf, Duration) {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
+    let socket = plugin::socket_of(&mut child);
     let elapsed = started.elapsed();
-    let socket = PathBuf::from(line.trim_end().split('|').nth(3).expect("a handshake line"));
     (child, socket, elapsed)
 }
 
 /// Connects and waits for ListPlugins, the first call Velero makes of a new plugin process.
 async fn first_answer(socket: &Path) {
-    let plugins = PluginListerClient::new(connect(socket).await)
+    let plugins = PluginListerClient::new(plugin::connect(socket).await)
         .list_plugins(Empty {})
         .await
         .unwrap()
         .into_inner()
         .plugins;
     assert!(plugins.iter().any(|p| p.name == ACTION));
-}
-
-async fn stop(mut child: Child, socket: &Path) {
-    let _ = GrpcControllerClient::new(connect(socket).await)
-        .shutdown(velero_wasm::plugin::proto::plugin::Empty {})
-        .await;
-    let _ = child.wait();
-}
-
-async fn connect(socket: &Path) -> Channel {
-    let path = socket.to_path_buf();
-    Endpoint::try_from("http://unused")
-        .unwrap()
-        .connect_with_connector(tower::service_fn(move |_| {
-            let path = path.clone();
-            async move { Ok::<_, std::io::Error>(TokioIo::new(UnixStream::connect(path).await?)) }
-        }))
-        .await
-        .unwrap()
 }

@@ -20,22 +20,18 @@
 
 #[path = "../../tests/support/apiserver.rs"]
 mod apiserver;
+mod plugin;
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use hyper_util::rt::TokioIo;
 use serde_json::Value;
-use tokio::net::UnixStream;
-use tonic::transport::{Channel, Endpoint};
 use velero_wasm::plugin::proto::generated::backup_item_action_client::BackupItemActionClient;
 use velero_wasm::plugin::proto::generated::{ExecuteRequest, ExecuteResponse};
-use velero_wasm::plugin::proto::plugin::grpc_controller_client::GrpcControllerClient;
 
 const ACTION: &str = "kubevirt-velero-plugin/backup-virtualmachine-action";
 /// The fixture VM each generated VM is a copy of.
@@ -68,7 +64,7 @@ fn main() {
     );
     let server = apiserver::ApiServer::start(&[&work.join("cluster")]);
     server.write_kubeconfig(&work.join("kubeconfig"));
-    let modules = modules_dir(root, &work);
+    let modules = plugin::upstream_kubevirt(root, &work);
     let backup_template: Value = serde_json::from_slice(
         &std::fs::read(fixtures.join("velero/backup-nightly.json")).unwrap(),
     )
@@ -86,7 +82,7 @@ fn main() {
 
     // A first start compiles the modules into the state directory; the measured ones map them.
     let (child, socket) = start(&env, true);
-    runtime.block_on(stop(child, &socket));
+    runtime.block_on(plugin::stop(child, &socket));
     server.set_latency(latency);
 
     let mut rows = Vec::new();
@@ -102,8 +98,8 @@ fn main() {
             server.clear_requests();
             let row = runtime.block_on(run_backup(&socket, &generated, &backup, callers));
             let requests = server.requests().len();
-            let peak = peak_rss_kib(pid);
-            runtime.block_on(stop(child, &socket));
+            let peak = plugin::status_kib(pid, "VmHWM");
+            runtime.block_on(plugin::stop(child, &socket));
             match &reference {
                 None => reference = Some(row.answers.clone()),
                 Some(expected) => {
@@ -153,8 +149,8 @@ fn main() {
             row.items as f64 / row.total.as_secs_f64(),
             row.requests,
             row.requests as f64 / vms as f64,
-            millis(row.samples[n / 2]),
-            millis(row.samples[(n * 99 / 100).min(n - 1)]),
+            plugin::millis(row.samples[n / 2]),
+            plugin::millis(row.samples[(n * 99 / 100).min(n - 1)]),
             row.peak as f64 / 1024.0
         );
     }
@@ -195,7 +191,7 @@ async fn run_backup(
     backup: &[u8],
     callers: usize,
 ) -> Measured {
-    let client = BackupItemActionClient::new(connect(socket).await);
+    let client = BackupItemActionClient::new(plugin::connect(socket).await);
     let next = Arc::new(AtomicUsize::new(0));
     let answers = Arc::new(Mutex::new(BTreeMap::new()));
     let vms: Arc<Vec<(String, Vec<u8>)>> = Arc::new(vms.to_vec());
@@ -327,23 +323,6 @@ struct Env {
     home: PathBuf,
 }
 
-fn millis(d: Duration) -> String {
-    format!("{:.2} ms", d.as_secs_f64() * 1000.0)
-}
-
-/// The most RSS the process had (VmHWM), in KiB (0 where /proc cannot tell).
-fn peak_rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|status| {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix("VmHWM:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        })
-        .unwrap_or(0)
-}
-
 /// The CPU model and count, and the kernel.
 fn machine() -> String {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
@@ -355,24 +334,6 @@ fn machine() -> String {
     let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
     format!("{model}, {cpus} CPUs, Linux {}", kernel.trim())
-}
-
-/// The stock kubevirt component with its manifest set to `mode = "upstream"`, replacing the stock one.
-fn modules_dir(root: &Path, work: &Path) -> PathBuf {
-    let dir = work.join("modules");
-    std::fs::create_dir_all(&dir).unwrap();
-    let wasm = std::fs::read(Path::new(env!("VELERO_WASM_TEST_COMPONENTS")).join("kubevirt.wasm"))
-        .unwrap();
-    let stock = std::fs::read_to_string(root.join("actions/kubevirt/kubevirt.toml")).unwrap();
-    assert!(stock.contains("mode = \"extended\""));
-    let manifest = format!(
-        "sha256 = \"{}\"\n{}",
-        velero_wasm::modules::sha256_hex(&wasm),
-        stock.replace("mode = \"extended\"", "mode = \"upstream\"")
-    );
-    std::fs::write(dir.join("kubevirt.wasm"), &wasm).unwrap();
-    std::fs::write(dir.join("kubevirt.toml"), manifest).unwrap();
-    dir
 }
 
 /// Starts the plugin as Velero does, with read views on or off; returns it and its socket.
@@ -391,29 +352,6 @@ fn start(env: &Env, views: bool) -> (Child, PathBuf) {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let socket = PathBuf::from(line.trim_end().split('|').nth(3).expect("a handshake line"));
+    let socket = plugin::socket_of(&mut child);
     (child, socket)
-}
-
-async fn stop(mut child: Child, socket: &Path) {
-    let _ = GrpcControllerClient::new(connect(socket).await)
-        .shutdown(velero_wasm::plugin::proto::plugin::Empty {})
-        .await;
-    let _ = child.wait();
-}
-
-async fn connect(socket: &Path) -> Channel {
-    let path = socket.to_path_buf();
-    Endpoint::try_from("http://unused")
-        .unwrap()
-        .connect_with_connector(tower::service_fn(move |_| {
-            let path = path.clone();
-            async move { Ok::<_, std::io::Error>(TokioIo::new(UnixStream::connect(path).await?)) }
-        }))
-        .await
-        .unwrap()
 }

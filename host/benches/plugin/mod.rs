@@ -1,0 +1,81 @@
+//! What the benchmarks share to drive the plugin as Velero does: the handshake line, a channel over
+//! its socket, a clean stop, and the figures read from /proc.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::Child;
+use std::time::Duration;
+
+use hyper_util::rt::TokioIo;
+use tokio::net::UnixStream;
+use tonic::transport::{Channel, Endpoint};
+use velero_wasm::plugin::proto::plugin::grpc_controller_client::GrpcControllerClient;
+
+/// Reads the go-plugin handshake line from a started plugin's stdout; its socket.
+pub fn socket_of(child: &mut Child) -> PathBuf {
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    PathBuf::from(line.trim_end().split('|').nth(3).expect("a handshake line"))
+}
+
+/// Asks the plugin to shut down, as Velero does, and waits for it.
+pub async fn stop(mut child: Child, socket: &Path) {
+    let _ = GrpcControllerClient::new(connect(socket).await)
+        .shutdown(velero_wasm::plugin::proto::plugin::Empty {})
+        .await;
+    let _ = child.wait();
+}
+
+/// A gRPC channel over the plugin's unix socket.
+pub async fn connect(socket: &Path) -> Channel {
+    let path = socket.to_path_buf();
+    Endpoint::try_from("http://unused")
+        .unwrap()
+        .connect_with_connector(tower::service_fn(move |_| {
+            let path = path.clone();
+            async move { Ok::<_, std::io::Error>(TokioIo::new(UnixStream::connect(path).await?)) }
+        }))
+        .await
+        .unwrap()
+}
+
+/// A duration in milliseconds, two decimals.
+#[allow(dead_code)]
+pub fn millis(d: Duration) -> String {
+    format!("{:.2} ms", d.as_secs_f64() * 1000.0)
+}
+
+/// A field of /proc/PID/status in KiB (`VmRSS`, `VmHWM`), 0 where /proc cannot tell.
+#[allow(dead_code)]
+pub fn status_kib(pid: u32, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// The stock kubevirt component with its manifest set to `mode = "upstream"`, replacing the stock one.
+#[allow(dead_code)]
+pub fn upstream_kubevirt(root: &Path, work: &Path) -> PathBuf {
+    let dir = work.join("modules");
+    std::fs::create_dir_all(&dir).unwrap();
+    let wasm = std::fs::read(Path::new(env!("VELERO_WASM_TEST_COMPONENTS")).join("kubevirt.wasm"))
+        .unwrap();
+    let stock = std::fs::read_to_string(root.join("actions/kubevirt/kubevirt.toml")).unwrap();
+    assert!(stock.contains("mode = \"extended\""));
+    let manifest = format!(
+        "sha256 = \"{}\"\n{}",
+        velero_wasm::modules::sha256_hex(&wasm),
+        stock.replace("mode = \"extended\"", "mode = \"upstream\"")
+    );
+    std::fs::write(dir.join("kubevirt.wasm"), &wasm).unwrap();
+    std::fs::write(dir.join("kubevirt.toml"), manifest).unwrap();
+    dir
+}
