@@ -14,6 +14,7 @@ mod diff;
 mod diff_archive;
 mod install;
 mod module;
+mod module_command;
 mod new;
 mod push;
 mod rbac;
@@ -73,7 +74,7 @@ enum Command {
     Rbac(rbac::RbacArgs),
     /// Make, sign, pack, check and push modules: keygen, pack, export, verify, push.
     #[command(subcommand)]
-    Module(module::ModuleCommand),
+    Module(module_command::ModuleCommand),
     /// Build a module's crate as a component, pin its sha256 in its manifest, check its grant, and
     /// write both to DIR/module/.
     Build(build::BuildArgs),
@@ -153,7 +154,7 @@ pub fn main() -> ExitCode {
             Command::Sign(args) => sign::sign(*args).await,
             Command::InstallPlugin(args) => install::install_plugin(args),
             Command::Rbac(args) => rbac::rbac(args),
-            Command::Module(command) => module::module(command).await,
+            Command::Module(command) => module_command::run(command).await,
             Command::Build(args) => build::build(args).await,
             Command::New(args) => new::new(args),
             Command::Test(args) => test::test(args).await,

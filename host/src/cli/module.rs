@@ -48,25 +48,6 @@ fn last_applied_bytes(object: &Value) -> usize {
 /// The largest module file read (well over [`MAX_OBJECT`], so that an oversized one is measured).
 const MAX_MODULE_FILE: u64 = 64 << 20;
 
-/// The subcommands of `module`.
-#[derive(Debug, clap::Subcommand)]
-pub enum ModuleCommand {
-    /// Make a key pair for signing modules: PREFIX.key (private, mode 0600) and PREFIX.pub (for the
-    /// hosts' VELERO_WASM_TRUSTED_KEYS). Prints the key id.
-    Keygen(KeygenArgs),
-    /// Write the ConfigMap YAML of a module, or of every module of a directory (one ConfigMap each),
-    /// optionally signed. Each must fit Kubernetes' 1 MiB object limit; its size goes to stderr.
-    Pack(PackArgs),
-    /// Write a stock module's component and manifest (<NAME>.wasm, <NAME>.toml) into a directory.
-    Export(ExportArgs),
-    /// Check the modules of a directory or of a packed ConfigMap YAML file as the host will: name,
-    /// sha256 pin and signature. Exits 1 when any is refused.
-    Verify(VerifyArgs),
-    /// Push a module (component, manifest and signature) to an OCI registry as a wasm artifact, and
-    /// print its reference pinned by digest: what a module ConfigMap's <name>.oci names.
-    Push(super::push::PushArgs),
-}
-
 /// Arguments of `module keygen`.
 #[derive(Debug, clap::Args)]
 pub struct KeygenArgs {
@@ -137,25 +118,7 @@ pub struct VerifyArgs {
     json: bool,
 }
 
-/// Runs a `module` subcommand; returns the exit status.
-pub async fn module(command: ModuleCommand) -> u8 {
-    let (verb, result) = match command {
-        ModuleCommand::Keygen(args) => ("keygen", keygen(&args)),
-        ModuleCommand::Pack(args) => ("pack", pack(&args)),
-        ModuleCommand::Export(args) => ("export", export(&args)),
-        ModuleCommand::Verify(args) => ("verify", verify(&args)),
-        ModuleCommand::Push(args) => ("push", super::push::push(&args).await),
-    };
-    match result {
-        Ok(code) => code,
-        Err(failure) => {
-            eprintln!("velero-wasm module {verb}: {}", failure.message);
-            failure.code
-        }
-    }
-}
-
-fn keygen(args: &KeygenArgs) -> Result<u8, Failure> {
+pub(super) fn keygen(args: &KeygenArgs) -> Result<u8, Failure> {
     let with = |ext: &str| {
         let mut path = args.out.clone().into_os_string();
         path.push(ext);
@@ -337,7 +300,7 @@ pub(super) fn read_directory(dir: &Path) -> Result<Vec<Result<Parts, String>>, F
     Ok(paths.iter().map(|p| read_parts(p)).collect())
 }
 
-fn pack(args: &PackArgs) -> Result<u8, Failure> {
+pub(super) fn pack(args: &PackArgs) -> Result<u8, Failure> {
     let mut modules = modules_to_pack(args)?;
     let key = signing_key(args.sign.as_deref())?;
     let expires = args.expires.as_deref().map(expiry).transpose()?;
@@ -600,7 +563,7 @@ fn configmap_parts(object: &Value, file: &Path) -> Result<Parts, String> {
     })
 }
 
-fn export(args: &ExportArgs) -> Result<u8, Failure> {
+pub(super) fn export(args: &ExportArgs) -> Result<u8, Failure> {
     let stock: Vec<_> = stock_modules().into_iter().filter_map(Result::ok).collect();
     let Some(module) = stock.iter().find(|m| m.name == args.name) else {
         let names: Vec<&str> = stock.iter().map(|m| m.name.as_str()).collect();
@@ -642,7 +605,7 @@ fn export(args: &ExportArgs) -> Result<u8, Failure> {
     Ok(EXIT_OK)
 }
 
-fn verify(args: &VerifyArgs) -> Result<u8, Failure> {
+pub(super) fn verify(args: &VerifyArgs) -> Result<u8, Failure> {
     let trusted = read_trusted_keys(args.trusted_keys.as_deref())?;
     let meta = std::fs::metadata(&args.path)
         .map_err(|e| Failure::bad_input(format!("{}: cannot be read: {e}", args.path.display())))?;

@@ -145,7 +145,7 @@ impl ReadViews {
         }
         let mut bounds = Bounds::default();
         if let Some(text) = var(BUDGET_VARIABLE) {
-            match crate::modules::parse_byte_size(&text) {
+            match velero_wasm_grant::parse_byte_size(&text) {
                 Some(bytes) => bounds.budget = bytes,
                 None => tracing::warn!(
                     "{BUDGET_VARIABLE}={text:?} is not a size like \"256MiB\"; using the default"

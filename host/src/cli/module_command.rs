@@ -1,0 +1,41 @@
+//! `velero-wasm module`: its subcommands, and which file does each (`module.rs` the local ones,
+//! `push.rs` the registry one).
+
+use super::{module, push};
+
+/// The subcommands of `module`.
+#[derive(Debug, clap::Subcommand)]
+pub enum ModuleCommand {
+    /// Make a key pair for signing modules: PREFIX.key (private, mode 0600) and PREFIX.pub (for the
+    /// hosts' VELERO_WASM_TRUSTED_KEYS). Prints the key id.
+    Keygen(module::KeygenArgs),
+    /// Write the ConfigMap YAML of a module, or of every module of a directory (one ConfigMap each),
+    /// optionally signed. Each must fit Kubernetes' 1 MiB object limit; its size goes to stderr.
+    Pack(module::PackArgs),
+    /// Write a stock module's component and manifest (<NAME>.wasm, <NAME>.toml) into a directory.
+    Export(module::ExportArgs),
+    /// Check the modules of a directory or of a packed ConfigMap YAML file as the host will: name,
+    /// sha256 pin and signature. Exits 1 when any is refused.
+    Verify(module::VerifyArgs),
+    /// Push a module (component, manifest and signature) to an OCI registry as a wasm artifact, and
+    /// print its reference pinned by digest: what a module ConfigMap's <name>.oci names.
+    Push(push::PushArgs),
+}
+
+/// Runs a `module` subcommand; returns the exit status.
+pub async fn run(command: ModuleCommand) -> u8 {
+    let (verb, result) = match command {
+        ModuleCommand::Keygen(args) => ("keygen", module::keygen(&args)),
+        ModuleCommand::Pack(args) => ("pack", module::pack(&args)),
+        ModuleCommand::Export(args) => ("export", module::export(&args)),
+        ModuleCommand::Verify(args) => ("verify", module::verify(&args)),
+        ModuleCommand::Push(args) => ("push", push::push(&args).await),
+    };
+    match result {
+        Ok(code) => code,
+        Err(failure) => {
+            eprintln!("velero-wasm module {verb}: {}", failure.message);
+            failure.code
+        }
+    }
+}
