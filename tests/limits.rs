@@ -201,8 +201,9 @@ async fn a_module_past_its_capability_calls_fails_naming_the_limit_and_the_next_
     let kubeconfig_dir = tempfile::tempdir().unwrap();
     let kubeconfig = kubeconfig_dir.path().join("kubeconfig");
     server.write_kubeconfig(&kubeconfig);
-    // Read views off: this counts the module's own requests (a view lists a namespace once for a
-    // backup, within the process's view budget: docs/read-views.md).
+    // Read views off: this counts the module's own GETs of `settings` to show that the calls past
+    // the limit never reach the cluster; with a view they would all be answered from one namespace
+    // list (docs/read-views.md), and a count of zero would show nothing.
     let plugin = plugin(
         modules.path(),
         &[
@@ -245,14 +246,11 @@ async fn a_list_larger_than_the_modules_memory_stops_at_the_page_that_passes_it_
     let kubeconfig_dir = tempfile::tempdir().unwrap();
     let kubeconfig = kubeconfig_dir.path().join("kubeconfig");
     server.write_kubeconfig(&kubeconfig);
-    // Read views off: this counts the module's own requests (a view lists a namespace once for a
-    // backup, within the process's view budget: docs/read-views.md).
+    // Read views on (the default): the view's namespace list is bounded by the module's memory
+    // limit as its own list is, and is this very list (docs/read-views.md).
     let plugin = plugin(
         modules.path(),
-        &[
-            ("KUBECONFIG", kubeconfig.to_str().unwrap()),
-            ("VELERO_WASM_READ_VIEWS", "off"),
-        ],
+        &[("KUBECONFIG", kubeconfig.to_str().unwrap())],
     );
     let c = plugin.channel().await;
     server.clear_requests();

@@ -14,7 +14,7 @@ use serde_json::Value;
 use velero_wasm::action::{BackupOutcome, BackupRequest, ItemRef};
 use velero_wasm::capabilities::kube::fixture::FixtureCluster;
 use velero_wasm::capabilities::kube::view::{Bounds, ReadViews};
-use velero_wasm::capabilities::kube::{KubeAnswer, KubeCall, KubeError};
+use velero_wasm::capabilities::kube::{KubeAnswer, KubeApi, KubeCall, KubeError};
 use velero_wasm::capabilities::{Backend, Clock, Environment, Services};
 use velero_wasm::modules::scan_directory;
 use velero_wasm::runtime::Runtime;
@@ -239,4 +239,96 @@ async fn a_component_built_against_wit_0_1_0_still_runs() {
         .await
         .unwrap();
     assert_eq!(outcome.item, item);
+}
+
+/// A writer module and a reader module (the misbehave component twice, under two domains) in one
+/// runtime with views on, on a fixture cluster with ConfigMap `app` in `shop`.
+async fn writer_and_reader() -> (Runtime, Arc<Counting>, tempfile::TempDir) {
+    let grant = |verbs: &str, domain: &str| {
+        format!(
+            "[[grant.kube]]\nresources = [\"configmaps\"]\nverbs = [{verbs}]\nnamespaces = [\"@item\"]\n\n[settings]\ndomain = \"{domain}\"\n"
+        )
+    };
+    let modules = support::module_dir("misbehave", "reader", &grant("\"get\", \"list\"", "r.test"));
+    support::add_module(
+        modules.path(),
+        "misbehave",
+        "writer",
+        &grant("\"get\", \"list\", \"create\", \"patch\"", "w.test"),
+    );
+    let inner = FixtureCluster::empty(Clock::System);
+    let app = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "app", "namespace": "shop"}, "data": {"k": "v"}});
+    inner.create(&configmaps(), "shop", app).await.unwrap();
+    let backend = Arc::new(Counting {
+        inner,
+        calls: AtomicUsize::new(0),
+        in_flight: AtomicUsize::new(0),
+        most_in_flight: AtomicUsize::new(0),
+    });
+    let mut services = Services::new(backend.clone(), Clock::System, Environment::from_process());
+    services.views = Some(ReadViews::new(Bounds::default()));
+    let runtime = Runtime::new(services).unwrap();
+    let scan = scan_directory(modules.path(), None).unwrap();
+    assert!(scan.problems.is_empty(), "{:?}", scan.problems);
+    assert!(runtime.load_all(scan.modules).await.is_empty());
+    (runtime, backend, modules)
+}
+
+fn configmaps() -> velero_wasm::capabilities::kube::ApiResource {
+    velero_wasm::capabilities::kube::ApiResource::new("", "v1", "configmaps")
+}
+
+/// Runs `action` on ConfigMap `shop/app` for the backup `uid`: the item it returns.
+async fn on_app(runtime: &Runtime, action: &str, uid: &str) -> Value {
+    let item = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"app","namespace":"shop"},"data":{"k":"v"}}"#;
+    let entry = runtime.resolve(action).unwrap();
+    let request = BackupRequest {
+        item: item.to_string(),
+        backup: serde_json::json!({"metadata": {"name": "nightly", "uid": uid}}).to_string(),
+    };
+    let outcome = runtime
+        .backup(&entry, ItemRef::parse(item).unwrap(), request)
+        .await
+        .unwrap();
+    serde_json::from_str(&outcome.item).unwrap_or(Value::Null)
+}
+
+/// How many ConfigMaps the reader's `list` action saw in `shop`.
+async fn listed(runtime: &Runtime, uid: &str) -> String {
+    let item = on_app(runtime, "r.test/list", uid).await;
+    item["metadata"]["annotations"]["test.velero-wasm.io/listed"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_through_the_host_by_one_module_ends_another_modules_view_of_it() {
+    let (runtime, backend, _modules) = writer_and_reader().await;
+    assert_eq!(listed(&runtime, "b-1").await, "1");
+    let after_first = backend.calls.load(Ordering::SeqCst);
+    // A ConfigMap made behind the host's back: the reader's view is live and still shows one.
+    let other = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "other", "namespace": "shop"}});
+    backend
+        .inner
+        .create(&configmaps(), "shop", other)
+        .await
+        .unwrap();
+    assert_eq!(listed(&runtime, "b-1").await, "1");
+    assert_eq!(backend.calls.load(Ordering::SeqCst), after_first);
+    let hits = runtime.services().views.as_ref().unwrap().stats().hits;
+    assert!(hits >= 1, "{hits}");
+    // The writer (whose own reads of ConfigMaps never come from a view) creates and patches
+    // app-copy through the host, for a backup of its own: the reader's next read lists afresh and
+    // sees all three.
+    on_app(&runtime, "w.test/write", "b-2").await;
+    assert_eq!(listed(&runtime, "b-1").await, "3");
+    let copy = backend
+        .inner
+        .get(&configmaps(), "shop", "app-copy")
+        .await
+        .unwrap();
+    assert_eq!(copy["metadata"]["labels"]["copied"], "true");
 }

@@ -15,7 +15,11 @@
 //!   whichever comes first (Velero does not tell a plugin that a backup ended);
 //! - the listings of all views together hold at most the process's view budget in bytes
 //!   ([`BUDGET_VARIABLE`]); a listing that does not fit is not kept and its reads go to the API server
-//!   as without views (read through). A listing that fails is read through too.
+//!   as without views (read through). A listing that fails is read through too;
+//! - a listing is host work done for the module whose read starts it, so it counts against that
+//!   module's limits: it is read only while it fits what the module could receive in one answer (its
+//!   memory limit), and a listing larger than a module's memory limit never answers that module's
+//!   reads (they go through).
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -95,9 +99,20 @@ struct View {
     listings: Mutex<HashMap<(ApiResource, String), Slot>>,
 }
 
+/// Why a view's listing was not kept.
+enum Failed {
+    /// It did not fit what was left of the process's view budget.
+    Budget,
+    /// The API server refused or failed it, or it passed the memory limit of the module it was made
+    /// for: what that module's own unselected list would have answered.
+    Module(KubeError),
+}
+
 /// One resource in one namespace, as listed: the objects in API order, their names and labels.
 struct Listing {
     objects: Vec<Json>,
+    /// What the whole listing takes in a guest's memory, counted as a module's own list is.
+    answer_bytes: u64,
     /// Per object, `{"metadata": {"name", "namespace", "labels"}}`: what selectors look at.
     selected_by: Vec<Value>,
     by_name: HashMap<String, usize>,
@@ -171,12 +186,15 @@ impl ReadViews {
 
     /// Answers a read of the backup `key` from its view, listing the resource in the namespace first
     /// when this is the view's first read of it (with `fetch`, the backend under the call's deadline).
-    /// `None`: the view cannot answer this read (not a read a view serves, or the listing failed or
-    /// did not fit the budget); the caller reads through.
+    /// `limit` is the reading module's memory limit: the most a listing made for it may hold, and the
+    /// largest listing that may answer it. `None`: the view cannot answer this read (not a read a view
+    /// serves, or the listing failed, did not fit the budget or is larger than `limit`); the caller
+    /// reads through.
     pub async fn answer<F, Fut>(
         self: &Arc<Self>,
         key: &str,
         call: &KubeCall,
+        limit: u64,
         fetch: F,
     ) -> Option<Result<KubeAnswer, KubeError>>
     where
@@ -188,14 +206,33 @@ impl ReadViews {
         let view = self.view(key, now);
         let cell = view.cell(api, namespace);
         let mut listed_now = false;
+        let mut failed = None;
         let listing = cell
-            .get_or_init(|| {
+            .get_or_init(|| async {
                 listed_now = true;
-                self.list(api, namespace, fetch)
+                match self.list(api, namespace, limit, fetch).await {
+                    Ok(listing) => Some(listing),
+                    Err(failure) => {
+                        failed = Some(failure);
+                        None
+                    }
+                }
             })
             .await
             .clone();
-        let answer = listing.as_deref().map(|l| l.answer(call, api));
+        if let Some(Failed::Module(error)) = failed {
+            // The listing failed as this very read would have (an unselected list of the namespace,
+            // bounded by the module's own limit): its answer is the read's, without asking again.
+            if unselected_list(call) {
+                self.misses.fetch_add(1, Ordering::Relaxed);
+                crate::metrics::note_view_read(false);
+                return Some(Err(error));
+            }
+        }
+        let answer = listing
+            .as_deref()
+            .filter(|l| l.answer_bytes <= limit)
+            .map(|l| l.answer(call, api));
         if answer.is_some() && !listed_now {
             self.hits.fetch_add(1, Ordering::Relaxed);
             crate::metrics::note_view_read(true);
@@ -206,13 +243,15 @@ impl ReadViews {
         answer
     }
 
-    /// Lists `api` in `namespace` for a view: `None` when the listing fails or does not fit.
+    /// Lists `api` in `namespace` for a view, reading pages only while they fit both what is left of
+    /// the budget and `limit`, the memory limit of the module the listing is made for.
     async fn list<F, Fut>(
         &self,
         api: &ApiResource,
         namespace: &str,
+        limit: u64,
         fetch: F,
-    ) -> Option<Arc<Listing>>
+    ) -> Result<Arc<Listing>, Failed>
     where
         F: FnOnce(KubeCall) -> Fut,
         Fut: Future<Output = Result<KubeAnswer, KubeError>>,
@@ -222,7 +261,7 @@ impl ReadViews {
             .budget
             .saturating_sub(self.bytes.load(Ordering::Relaxed));
         let options = ListOptions {
-            max_bytes: Some(left),
+            max_bytes: Some(left.min(limit)),
             ..ListOptions::default()
         };
         let call = KubeCall::List {
@@ -236,7 +275,10 @@ impl ReadViews {
                 tracing::debug!(
                     "listing {api} in namespace {namespace} for a read view failed; its reads go to the API server: {e}"
                 );
-                return None;
+                return Err(match e {
+                    KubeError::TooLarge(_) if left < limit => Failed::Budget,
+                    e => Failed::Module(e),
+                });
             }
         };
         let listing = Listing::of(objects, self.bytes.clone());
@@ -256,10 +298,10 @@ impl ReadViews {
             );
             let mut listing = listing;
             listing.bytes = 0;
-            return None;
+            return Err(Failed::Budget);
         }
         crate::metrics::note_view_bytes(listing.bytes as i64);
-        Some(Arc::new(listing))
+        Ok(Arc::new(listing))
     }
 
     /// The view of `key`, made if there is none (or the one there has ended); ends expired views.
@@ -353,6 +395,7 @@ impl Listing {
         let mut selected_by = Vec::with_capacity(objects.len());
         let mut by_name = HashMap::with_capacity(objects.len());
         let mut bytes = 0u64;
+        let mut answer_bytes = 0u64;
         for (at, object) in objects.iter().enumerate() {
             #[derive(serde::Deserialize, Default)]
             struct Meta {
@@ -369,10 +412,13 @@ impl Listing {
             }
             // The text, and about as much again for the names and labels kept beside it.
             bytes += object.as_str().len() as u64 + selected.to_string().len() as u64 + 64;
+            // A string in the guest's list also takes a pointer and a length.
+            answer_bytes += object.as_str().len() as u64 + 8;
             selected_by.push(selected);
         }
         Listing {
             objects,
+            answer_bytes,
             selected_by,
             by_name,
             bytes,
@@ -418,6 +464,13 @@ fn servable(call: &KubeCall) -> Option<(&ApiResource, &str)> {
         }
         _ => None,
     }
+}
+
+/// Whether a read is a list of a whole namespace, as a view's own listing is.
+fn unselected_list(call: &KubeCall) -> bool {
+    matches!(call, KubeCall::List { options, .. }
+        if options.label_selector_text.trim().is_empty()
+            && options.field_selector_text.trim().is_empty())
 }
 
 fn metadata_fields_only(selector: &str) -> bool {
@@ -477,7 +530,18 @@ mod tests {
             key: &str,
             call: KubeCall,
         ) -> Result<KubeAnswer, KubeError> {
-            match views.answer(key, &call, |c| self.call(c)).await {
+            self.read_as(views, key, call, u64::MAX).await
+        }
+
+        /// [`Counted::read`] by a module whose memory limit is `limit`.
+        async fn read_as(
+            &self,
+            views: &Arc<ReadViews>,
+            key: &str,
+            call: KubeCall,
+            limit: u64,
+        ) -> Result<KubeAnswer, KubeError> {
+            match views.answer(key, &call, limit, |c| self.call(c)).await {
                 Some(answer) => answer,
                 None => self.call(call).await,
             }
@@ -576,7 +640,10 @@ mod tests {
             list("", "app=web", ""),
             list("a", "", "status.phase=Running"),
         ] {
-            assert!(views.answer("k", &call, |x| c.call(x)).await.is_none());
+            assert!(views
+                .answer("k", &call, u64::MAX, |x| c.call(x))
+                .await
+                .is_none());
         }
         assert_eq!(views.stats(), Stats::default());
         assert_eq!(c.calls.load(Ordering::SeqCst), 0);
@@ -604,11 +671,66 @@ mod tests {
         assert_eq!(c.calls.load(Ordering::SeqCst), 1 + 1 + 2);
         // A failing list: the view answers nothing, the caller reads through.
         let failed = views
-            .answer("other", &get("c", "x"), |_| async {
+            .answer("other", &get("c", "x"), u64::MAX, |_| async {
                 Err::<KubeAnswer, _>(KubeError::Forbidden("no list".into()))
             })
             .await;
         assert!(failed.is_none());
+    }
+
+    #[tokio::test]
+    async fn a_listing_larger_than_a_modules_memory_never_answers_that_module() {
+        let c = Counted::with_pods(&[("a", "p1", "web"), ("a", "p2", "db")]).await;
+        let views = ReadViews::new(Bounds::default());
+        let big = 1 << 20;
+        c.read_as(&views, "k", get("a", "p1"), big).await.unwrap();
+        assert_eq!(c.calls.load(Ordering::SeqCst), 1);
+        // Two pods are more than 100 bytes: a module of that limit reads through, and gets what the
+        // cluster gives it.
+        for call in [get("a", "p2"), list("a", "app=web", "")] {
+            assert_eq!(
+                c.read_as(&views, "k", call.clone(), 100).await,
+                c.cluster.call(call).await
+            );
+        }
+        assert_eq!(c.calls.load(Ordering::SeqCst), 3);
+        // The module the listing was made for is still answered from it.
+        c.read_as(&views, "k", get("a", "p2"), big).await.unwrap();
+        assert_eq!(c.calls.load(Ordering::SeqCst), 3);
+        let stats = views.stats();
+        assert_eq!((stats.hits, stats.misses), (1, 3));
+    }
+
+    #[tokio::test]
+    async fn a_failed_listing_is_the_answer_of_the_same_list_and_not_of_others() {
+        let views = ReadViews::new(Bounds::default());
+        let sent = AtomicUsize::new(0);
+        let refuse = |_| {
+            sent.fetch_add(1, Ordering::SeqCst);
+            async { Err::<KubeAnswer, _>(KubeError::TooLarge("past the module's limit".into())) }
+        };
+        // The whole namespace is what the listing asked: its error is the read's, sent once.
+        let whole = views.answer("k", &list("a", "", ""), 64, refuse).await;
+        assert_eq!(
+            whole,
+            Some(Err(KubeError::TooLarge("past the module's limit".into())))
+        );
+        assert_eq!(sent.load(Ordering::SeqCst), 1);
+        // A selected list might fit where the whole namespace did not: it reads through.
+        let views = ReadViews::new(Bounds::default());
+        assert!(views
+            .answer("k", &list("a", "app=web", ""), 64, refuse)
+            .await
+            .is_none());
+        // Past the process's budget (not the module's limit) the same list reads through too.
+        let views = ReadViews::new(Bounds {
+            budget: 10,
+            ..Bounds::default()
+        });
+        assert!(views
+            .answer("k", &list("a", "", ""), 64, refuse)
+            .await
+            .is_none());
     }
 
     #[tokio::test]
