@@ -29,7 +29,7 @@ lint: ## cargo fmt --check and clippy -D warnings
 run: build ## The README demo: back up the running VM of the KubeVirt fixture cluster, print its additional items
 	$(BIN) run --action kubevirt-velero-plugin/backup-virtualmachine-action --item $(FIXTURES)/kubevirt/cluster/vm-fedora-web-01.json --backup $(FIXTURES)/kubevirt/velero/backup-nightly.json --cluster $(FIXTURES)/kubevirt/cluster
 
-bench: ## Per-call cost of a wasm action vs native Rust, over gRPC, a VM backup against a loopback API server, and a 1,000-VM backup with and without read views (prints tables)
+bench: ## Per-call cost of a wasm action vs native Rust, over gRPC, a VM backup against a loopback API server, and a 1,000-VM backup with read views and batched reads off and on (prints tables)
 	$(CARGO) bench -p velero-wasm --bench call
 	$(CARGO) bench -p velero-wasm --bench grpc
 	$(CARGO) bench -p velero-wasm --bench online

@@ -8,10 +8,11 @@
 //! DataVolume and PVCs, backend-storage PVC, ControllerRevisions and Secrets. The latency is
 //! `SCALE_LATENCY_MS` (default 2).
 //!
-//! For reads without and with read views (docs/read-views.md), with 1 and 8 concurrent callers, each
-//! row a fresh plugin process and a backup of its own, every VM is sent once as `Execute`. Prints per
-//! row: total time, items/s, API requests sent, Execute p50/p99, peak RSS; then the machine. Checks
-//! that every VM's answer is the same in every row (the check is the only assertion).
+//! For read views (docs/read-views.md) off and on, each with `kube.read-all` batches sent at once or
+//! one read after another (`VELERO_WASM_READ_BATCH=off`), with 1 and 8 concurrent callers, each row a
+//! fresh plugin process and a backup of its own, every VM is sent once as `Execute`. Prints per row:
+//! total time, items/s, API requests sent, Execute p50/p99, peak RSS and the load average at its end;
+//! then the machine. Checks that every VM's answer is the same in every row (the only assertion).
 //!
 //! `cargo bench -p velero-wasm --bench scale`
 
@@ -81,24 +82,30 @@ fn main() {
         .unwrap();
 
     // A first start compiles the modules into the state directory; the measured ones map them.
-    let (child, socket) = start(&env, true);
+    let (child, socket) = start(&env, true, true);
     runtime.block_on(plugin::stop(child, &socket));
     server.set_latency(latency);
 
     let mut rows = Vec::new();
     let mut reference: Option<Vec<ExecuteResponse>> = None;
-    for (label, views) in [("off", false), ("on", true)] {
+    for (views, batching) in [(false, false), (false, true), (true, false), (true, true)] {
+        let label = format!(
+            "{} | {}",
+            if views { "on" } else { "off" },
+            if batching { "on" } else { "off" }
+        );
         for callers in [1usize, 8] {
             let mut backup = backup_template.clone();
-            backup["metadata"]["uid"] = Value::from(format!("scale-{label}-{callers}"));
+            backup["metadata"]["uid"] = Value::from(format!("scale-{views}-{batching}-{callers}"));
             backup["spec"]["includedNamespaces"] = (0..namespaces).map(namespace).collect();
             let backup = serde_json::to_vec(&backup).unwrap();
-            let (child, socket) = start(&env, views);
+            let (child, socket) = start(&env, views, batching);
             let pid = child.id();
             server.clear_requests();
             let row = runtime.block_on(run_backup(&socket, &generated, &backup, callers));
             let requests = server.requests().len();
             let peak = plugin::status_kib(pid, "VmHWM");
+            let load = load_average();
             runtime.block_on(plugin::stop(child, &socket));
             match &reference {
                 None => reference = Some(row.answers.clone()),
@@ -106,20 +113,21 @@ fn main() {
                     for (i, (a, b)) in expected.iter().zip(&row.answers).enumerate() {
                         assert!(
                             a == b,
-                            "VM {} answers differently with read views {label} and {callers} callers:\n{a:?}\n{b:?}",
+                            "VM {} answers differently with read views | batching {label} and {callers} callers:\n{a:?}\n{b:?}",
                             generated[i].0
                         );
                     }
                 }
             }
             rows.push(Row {
-                label,
+                label: label.clone(),
                 callers,
                 total: row.total,
                 items: row.items,
                 requests,
                 samples: row.samples,
                 peak,
+                load,
             });
         }
     }
@@ -135,14 +143,15 @@ fn main() {
     );
     println!();
     println!(
-        "| read views | callers | total | items/s | API requests | requests/VM | Execute p50 | Execute p99 | peak RSS |"
+        "| read views | batching | callers | total | items/s | API requests | requests/VM | Execute p50 \
+         | Execute p99 | peak RSS | load |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
     for row in &mut rows {
         row.samples.sort();
         let n = row.samples.len();
         println!(
-            "| {} | {} | {:.2} s | {:.0} | {} | {:.2} | {} | {} | {:.1} MiB |",
+            "| {} | {} | {:.2} s | {:.0} | {} | {:.2} | {} | {} | {:.1} MiB | {} |",
             row.label,
             row.callers,
             row.total.as_secs_f64(),
@@ -151,7 +160,8 @@ fn main() {
             row.requests as f64 / vms as f64,
             plugin::millis(row.samples[n / 2]),
             plugin::millis(row.samples[(n * 99 / 100).min(n - 1)]),
-            row.peak as f64 / 1024.0
+            row.peak as f64 / 1024.0,
+            row.load
         );
     }
     println!();
@@ -167,13 +177,16 @@ fn main() {
 }
 
 struct Row {
-    label: &'static str,
+    /// `views | batching`, each on or off.
+    label: String,
     callers: usize,
     total: Duration,
     items: usize,
     requests: usize,
     samples: Vec<Duration>,
     peak: u64,
+    /// The machine's 1-minute load average when the row ended (the machine may be shared).
+    load: String,
 }
 
 struct Measured {
@@ -336,15 +349,26 @@ fn machine() -> String {
     format!("{model}, {cpus} CPUs, Linux {}", kernel.trim())
 }
 
-/// Starts the plugin as Velero does, with read views on or off; returns it and its socket.
-fn start(env: &Env, views: bool) -> (Child, PathBuf) {
+/// The 1-minute load average, from /proc/loadavg.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next().map(str::to_string))
+        .unwrap_or_else(|| "?".into())
+}
+
+/// Starts the plugin as Velero does, with read views and batches sent at once on or off; returns it
+/// and its socket.
+fn start(env: &Env, views: bool, batching: bool) -> (Child, PathBuf) {
+    let on_off = |on: bool| if on { "on" } else { "off" };
     let mut child = Command::new(env!("CARGO_BIN_EXE_velero-wasm"))
         .args(["--log-level=info", "--features=EnableCSI"])
         .env("VELERO_PLUGIN", "hello")
         .env("PLUGIN_PROTOCOL_VERSIONS", "2")
         .env("VELERO_WASM_MODULES", &env.modules)
         .env("VELERO_WASM_STATE_DIR", &env.state)
-        .env("VELERO_WASM_READ_VIEWS", if views { "on" } else { "off" })
+        .env("VELERO_WASM_READ_VIEWS", on_off(views))
+        .env("VELERO_WASM_READ_BATCH", on_off(batching))
         .env("KUBECONFIG", &env.kubeconfig)
         .env("HOME", &env.home)
         .env_remove("KUBERNETES_SERVICE_HOST")

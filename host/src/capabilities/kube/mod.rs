@@ -136,6 +136,22 @@ impl From<KubeError> for wit::Error {
 /// The most reads one `read-all` may hold.
 pub const MAX_BATCH: usize = 64;
 
+/// The variable that, set to `off`, makes `read-all` send its reads one after another instead of at
+/// once: to measure what batching gains (host/benches/scale.rs). The answers are the same.
+pub const BATCH_VARIABLE: &str = "VELERO_WASM_READ_BATCH";
+
+/// Whether `read-all` sends its reads at once (unless [`BATCH_VARIABLE`] says `off`; read once).
+fn reads_at_once() -> bool {
+    static AT_ONCE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *AT_ONCE.get_or_init(|| {
+        let switch = std::env::var(BATCH_VARIABLE).unwrap_or_default();
+        !matches!(
+            switch.trim().to_ascii_lowercase().as_str(),
+            "off" | "false" | "0" | "no"
+        )
+    })
+}
+
 /// The most terms a field selector may have.
 pub const MAX_FIELD_SELECTOR_TERMS: usize = 100;
 
@@ -797,11 +813,13 @@ impl CallState {
             _ => None,
         };
         let (services, deadline) = (self.services.clone(), self.deadline());
+        // A view's listing is work done for this module: bounded by what it could receive itself.
+        let limit = self.memory.limit();
         async move {
             let kube = &services.kube;
             if let Some((views, backup)) = view {
                 let fetch = |list| within(deadline, kube.call(list));
-                if let Some(answer) = views.answer(&backup, &call, fetch).await {
+                if let Some(answer) = views.answer(&backup, &call, limit, fetch).await {
                     return answer;
                 }
             }
@@ -830,6 +848,37 @@ impl CallState {
                     velero_namespace,
                 )
             })
+    }
+}
+
+impl CallState {
+    /// One read of a `read-all`, checked and counted as the single call would be; a list may return
+    /// at most `limit` bytes, the module's memory limit.
+    fn batched(&mut self, read: wit::Read, limit: u64) -> Result<KubeCall, KubeError> {
+        match read {
+            wit::Read::Get(r) => {
+                let api = ApiResource::from(r.api);
+                self.authorize(Verb::Get, &api, &r.namespace)?;
+                check_name(&r.name)?;
+                Ok(KubeCall::Get {
+                    api,
+                    namespace: r.namespace,
+                    name: r.name,
+                })
+            }
+            wit::Read::List(r) => {
+                let api = ApiResource::from(r.api);
+                self.authorize(Verb::List, &api, &r.namespace)?;
+                let mut options =
+                    ListOptions::parse(&r.options.label_selector, &r.options.field_selector)?;
+                options.max_bytes = Some(limit);
+                Ok(KubeCall::List {
+                    api,
+                    namespace: r.namespace,
+                    options,
+                })
+            }
+        }
     }
 }
 
@@ -906,45 +955,26 @@ impl Host for CallState {
         let limit = self.memory.limit();
         let mut sent = Vec::with_capacity(reads.len());
         for read in reads {
-            let call = match read {
-                wit::Read::Get(r) => {
-                    let api = ApiResource::from(r.api);
-                    self.authorize(Verb::Get, &api, &r.namespace)
-                        .and_then(|()| check_name(&r.name))
-                        .map(|()| KubeCall::Get {
-                            api,
-                            namespace: r.namespace,
-                            name: r.name,
-                        })
-                }
-                wit::Read::List(r) => {
-                    let api = ApiResource::from(r.api);
-                    self.authorize(Verb::List, &api, &r.namespace)
-                        .and_then(|()| {
-                            ListOptions::parse(&r.options.label_selector, &r.options.field_selector)
-                        })
-                        .map(|mut options| {
-                            options.max_bytes = Some(limit);
-                            KubeCall::List {
-                                api,
-                                namespace: r.namespace,
-                                options,
-                            }
-                        })
-                }
-            };
-            sent.push(call.map(|call| {
+            sent.push(self.batched(read, limit).map(|call| {
                 let api = call.target().0.clone();
                 (api, self.read(call))
             }));
         }
-        let answers = futures::future::join_all(sent.into_iter().map(|call| async move {
+        let answered = sent.into_iter().map(|call| async move {
             match call {
                 Ok((api, read)) => (Some(api), read.await),
                 Err(e) => (None, Err(e)),
             }
-        }))
-        .await;
+        });
+        let answers = if reads_at_once() {
+            futures::future::join_all(answered).await
+        } else {
+            let mut answers = Vec::with_capacity(answered.len());
+            for answer in answered {
+                answers.push(answer.await);
+            }
+            answers
+        };
         // What reaches the guest at once must fit its memory, as one list must.
         let mut total: u64 = 0;
         let mut out = Vec::with_capacity(answers.len());
