@@ -1281,6 +1281,59 @@ fn new_refuses_a_bad_name_and_a_directory_that_is_not_empty() {
         .exists());
 }
 
+/// `new --lang python` of each kind it writes: the module's own unit tests (the action's and the
+/// typed settings reader's) pass natively, as its README says to run them (`make python` builds and
+/// runs the component).
+#[test]
+fn each_python_kind_is_scaffolded_with_unit_tests_that_pass() {
+    let dir = tempfile::tempdir().unwrap();
+    for kind in ["backup", "restore", "delete"] {
+        let module = dir.path().join(format!("py-{kind}"));
+        let out = velero_wasm(&[
+            "new",
+            "--lang",
+            "python",
+            "--kind",
+            kind,
+            module.to_str().unwrap(),
+        ]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        assert!(
+            stdout(&out).contains(&format!("the {kind} action example.io/py-{kind} in Python")),
+            "{}",
+            stdout(&out)
+        );
+        let tests = std::process::Command::new("python3")
+            .args(["-m", "unittest", "-v"])
+            .current_dir(&module)
+            .env("PYTHONDONTWRITEBYTECODE", "1")
+            .output()
+            .expect("python3 runs");
+        let report = String::from_utf8_lossy(&tests.stderr);
+        assert!(tests.status.success(), "{kind}: {report}");
+        assert!(
+            report.contains("test_a_value_of_the_wrong_type_names_its_key")
+                && report.contains("OK"),
+            "{kind}: the settings reader's tests ran: {report}"
+        );
+    }
+    let out = velero_wasm(&[
+        "new",
+        "--lang",
+        "python",
+        "--kind",
+        "item-block",
+        dir.path().join("py-block").to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("backup, restore or delete"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!dir.path().join("py-block").exists());
+}
+
 // `velero-wasm test`: suites of cases written as data (docs/suites.md).
 
 fn stdout(output: &std::process::Output) -> String {
@@ -2157,6 +2210,54 @@ fn readme_demo(binary: &Path) -> std::process::Command {
         .path("--backup", "velero/backup-nightly.json")
         .cluster(&["cluster"])
         .command()
+}
+
+/// A `--modules` module that cannot be loaded stops `run` (exit 2, naming the problem) rather than
+/// leave the stock module it replaces to answer: an author would test the stock one unknowingly.
+#[test]
+fn run_stops_when_a_module_of_modules_cannot_be_loaded() {
+    let dir = tempfile::tempdir().unwrap();
+    let modules = dir.path().join("modules");
+    std::fs::create_dir(&modules).unwrap();
+    write(
+        &modules,
+        "kubevirt.toml",
+        "[settings]\nmdoe = \"upstream\"\n",
+    );
+    let out = Run::new("kubevirt-velero-plugin/backup-virtualmachine-action")
+        .fixtures(support::root().join("tests/fixtures/kubevirt"))
+        .item("cluster/vm-fedora-web-01.json")
+        .path("--backup", "velero/backup-nightly.json")
+        .cluster(&["cluster"])
+        .arg("--stock")
+        .arg("kubevirt")
+        .modules(&modules)
+        .output();
+    let text = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert!(out.stdout.is_empty(), "no result is printed");
+    assert!(
+        text.contains("settings.mdoe") && text.contains("did you mean \"mode\"?"),
+        "{text}"
+    );
+    assert!(
+        text.contains("`run` stops rather than serve another module in its place"),
+        "{text}"
+    );
+    assert_eq!(text.lines().count(), 1, "{text}");
+
+    // Without the broken override the same run serves the stock module.
+    std::fs::remove_file(modules.join("kubevirt.toml")).unwrap();
+    let out = Run::new("kubevirt-velero-plugin/backup-virtualmachine-action")
+        .fixtures(support::root().join("tests/fixtures/kubevirt"))
+        .item("cluster/vm-fedora-web-01.json")
+        .path("--backup", "velero/backup-nightly.json")
+        .cluster(&["cluster"])
+        .arg("--stock")
+        .arg("kubevirt")
+        .modules(&modules)
+        .output();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
 }
 
 /// A misspelt setting is reported, with the key it probably meant, wherever it is written: a stock

@@ -1,8 +1,8 @@
 #!/bin/sh
-# `make python`: the second language. `velero-wasm new --lang python count-pvcs` and
-# `velero-wasm new count-pvcs` (Rust) in a scratch directory; the Python module's unit tests; both
-# built with `velero-wasm build`; the one suite both generate (the same file) passes on each; then
-# `velero-wasm bench` of each and their sizes. Not part of `make test`: componentize-py snapshots an
+# `make python`: the second language. For the backup and the restore kind, `velero-wasm new --lang
+# python --kind KIND` and `velero-wasm new --kind KIND` (Rust) in a scratch directory; the Python
+# module's unit tests; both built with `velero-wasm build`; the one suite both generate (the same
+# file) passes on each; then `velero-wasm bench` of each and their sizes. Not part of `make test`: componentize-py snapshots an
 # interpreter (about a minute) and a debug host compiles the 18 MB component for a minute or two.
 #
 # componentize-py comes from PyPI into target/python-venv (COMPONENTIZE_PY names another); the Rust
@@ -25,31 +25,37 @@ export COMPONENTIZE_PY
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-py=$work/python/count-pvcs
-rust=$work/rust/count-pvcs
 
-"$bin" new --lang python "$py"
-"$bin" new "$rust"
-cp "$root/Cargo.lock" "$rust/"
-cmp "$py/tests/suite.yaml" "$rust/tests/suite.yaml"
-echo "== one suite for both: $(grep -c '^  - name:' "$py/tests/suite.yaml") case(s)"
+# One module of each kind in each language: the same name, hence the same action and the same suite.
+for kind in backup restore; do
+    name=$kind-pvcs
+    py=$work/python/$name
+    rust=$work/rust/$name
+    subject=$([ "$kind" = restore ] && echo restore || echo backup)
 
-(cd "$py" && python3 -m unittest -q)
-start=$(date +%s)
-"$bin" build "$py"
-echo "== the Python build took $(($(date +%s) - start)) s"
-(cd "$rust" && CARGO_NET_OFFLINE=true CARGO_TARGET_DIR=$root/target/author-crate "$bin" build)
+    "$bin" new --lang python --kind "$kind" "$py"
+    "$bin" new --kind "$kind" "$rust"
+    cp "$root/Cargo.lock" "$rust/"
+    cmp "$py/tests/suite.yaml" "$rust/tests/suite.yaml"
+    echo "== $kind: one suite for both: $(grep -c '^  - name:' "$py/tests/suite.yaml") case(s)"
 
-for dir in "$py" "$rust"; do
-    echo "== $dir"
+    (cd "$py" && python3 -m unittest -q)
     start=$(date +%s)
-    "$bin" test "$dir/tests/suite.yaml"
-    echo "   (test took $(($(date +%s) - start)) s, loading and compiling the component included)"
-done
+    "$bin" build "$py"
+    echo "== the Python $kind build took $(($(date +%s) - start)) s"
+    (cd "$rust" && CARGO_NET_OFFLINE=true CARGO_TARGET_DIR=$root/target/author-crate "$bin" build)
 
-for dir in "$py" "$rust"; do
-    wasm=$dir/module/count-pvcs.wasm
-    echo "== $(basename "$(dirname "$dir")"): component $(wc -c < "$wasm") bytes, gzipped $(gzip -9 -c "$wasm" | wc -c)"
-    (cd "$dir" && "$bin" bench --modules module --stock none --action example.io/count-pvcs \
-        --item tests/fixtures/item.json --backup tests/fixtures/backup.json --cluster tests/fixtures/cluster -n 50)
+    for dir in "$py" "$rust"; do
+        echo "== $dir"
+        start=$(date +%s)
+        "$bin" test "$dir/tests/suite.yaml"
+        echo "   (test took $(($(date +%s) - start)) s, loading and compiling the component included)"
+    done
+
+    for dir in "$py" "$rust"; do
+        wasm=$dir/module/$name.wasm
+        echo "== $(basename "$(dirname "$dir")") $kind: component $(wc -c < "$wasm") bytes, gzipped $(gzip -9 -c "$wasm" | wc -c)"
+        (cd "$dir" && "$bin" bench --modules module --stock none --action "example.io/$name" \
+            --item tests/fixtures/item.json --$subject tests/fixtures/$subject.json --cluster tests/fixtures/cluster -n 50)
+    done
 done

@@ -95,8 +95,14 @@ async fn build_and_check(dir: &Path) -> Result<u8, Failure> {
         manifest_path.display(),
     );
     let catalog = runtime.catalog();
+    // One column of names, so that the kinds of a module's several actions line up.
+    let width = catalog
+        .actions()
+        .map(|entry| entry.info().name.chars().count())
+        .max()
+        .unwrap_or(0);
     for entry in catalog.actions() {
-        println!("{}  {}", entry.info().name, entry.info().kind);
+        println!("{:width$}  {}", entry.info().name, entry.info().kind);
     }
     Ok(if loaded.warnings.is_empty() {
         EXIT_OK

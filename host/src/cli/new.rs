@@ -29,8 +29,9 @@ pub struct NewArgs {
     #[arg(long, value_enum, default_value_t = ActionKind::Backup)]
     kind: ActionKind,
 
-    /// The language of the module: rust (the SDK's crate), or python (componentize-py, a backup
-    /// action; `velero-wasm build` needs componentize-py on PATH).
+    /// The language of the module: rust (the SDK's crate), or python (componentize-py; --kind backup,
+    /// restore or delete, with a typed settings reader; `velero-wasm build` needs componentize-py on
+    /// PATH).
     #[arg(long, value_enum, default_value_t = Lang::Rust)]
     lang: Lang,
 
@@ -169,37 +170,72 @@ fn write_files(dir: &Path, files: &[(String, String)]) -> Result<(), Failure> {
     Ok(())
 }
 
-/// `new --lang python`: the backup example in Python (`app.py`), its unit tests, the WIT it is built
-/// against, and the same manifest, fixtures and suite as the Rust backup example.
+/// `new --lang python`: the example of the kind in Python (`app.py`), its unit tests, the typed
+/// settings reader (`settings.py`), the WIT it is built against, and the same manifest, fixtures and
+/// suite as the Rust example of that kind.
 fn create_python(args: &NewArgs, name: &str) -> Result<(), Failure> {
-    if args.kind != ActionKind::Backup {
-        return Err(Failure::bad_input(format!(
-            "--lang python writes a backup action only (not {}): start from it and change the kind, \
-             the WIT in wit/ has every kind",
-            args.kind.names().1
-        )));
-    }
     if args.sdk.is_some() {
         return Err(Failure::bad_input(
             "--sdk is the Rust SDK's: a Python module is built against the WIT, which new writes into wit/",
         ));
     }
-    let files = render_python(name)?;
+    let files = render_python(name, args.kind)?;
     write_files(&args.path, &files)?;
     let dir = args.path.display();
-    println!("created {dir}: the backup action example.io/{name} in Python (app.py), its manifest {name}.toml, fixtures and tests/suite.yaml");
+    let kind = args.kind.names().1;
+    println!("created {dir}: the {kind} action example.io/{name} in Python (app.py, settings.py), its manifest {name}.toml, fixtures and tests/suite.yaml");
     println!("the WIT: {dir}/wit, from this binary; `velero-wasm build` runs componentize-py (pip install componentize-py==0.25.1)");
     println!("next: (cd {dir} && python3 -m unittest) && velero-wasm build {dir} && velero-wasm test {dir}/tests/suite.yaml");
     Ok(())
 }
 
+/// The Python example of `kind` (its action and its unit tests), or why there is none.
+fn python_templates(kind: ActionKind) -> Result<(&'static str, &'static str), Failure> {
+    match kind {
+        ActionKind::Backup => Ok((
+            include_str!("new/python/backup.py"),
+            include_str!("new/python/backup_test.py"),
+        )),
+        ActionKind::Restore => Ok((
+            include_str!("new/python/restore.py"),
+            include_str!("new/python/restore_test.py"),
+        )),
+        ActionKind::Delete => Ok((
+            include_str!("new/python/delete.py"),
+            include_str!("new/python/delete_test.py"),
+        )),
+        other => Err(Failure::bad_input(format!(
+            "--lang python writes a backup, restore or delete action (not {}): start from one of \
+             them and change the kind; the WIT in wit/ has every kind",
+            other.names().1
+        ))),
+    }
+}
+
 /// The Python module's files: relative path and text.
-fn render_python(name: &str) -> Result<Vec<(String, String)>, Failure> {
-    let own = ActionKind::Backup.templates();
-    let fill = |template: &str| template.replace("__NAME__", name);
+fn render_python(name: &str, kind: ActionKind) -> Result<Vec<(String, String)>, Failure> {
+    let (app, tests) = python_templates(kind)?;
+    let own = kind.templates();
+    let subject = kind.subject();
+    let subject_fixture = match subject {
+        "restore" => include_str!("new/common/restore.json"),
+        _ => include_str!("new/common/backup.json"),
+    };
+    let test_app = include_str!("new/python/test_app.py").replace("__TESTS__", tests);
+    let fill = |template: &str| {
+        template
+            .replace("__NAME__", name)
+            .replace("__KIND_NAME__", kind.names().1)
+            .replace("__SUBJECT__", subject)
+    };
     let mut files: Vec<(String, String)> = [
-        ("app.py".to_string(), include_str!("new/python/app.py")),
-        ("test_app.py".into(), include_str!("new/python/test_app.py")),
+        ("app.py".to_string(), app),
+        ("test_app.py".into(), &test_app),
+        ("settings.py".into(), include_str!("new/python/settings.py")),
+        (
+            "test_settings.py".into(),
+            include_str!("new/python/test_settings.py"),
+        ),
         (".gitignore".into(), include_str!("new/python/gitignore")),
         ("README.md".into(), include_str!("new/python/README.md")),
         (format!("{name}.toml"), own.manifest),
@@ -208,10 +244,7 @@ fn render_python(name: &str) -> Result<Vec<(String, String)>, Failure> {
             "tests/fixtures/item.json".into(),
             include_str!("new/common/item.json"),
         ),
-        (
-            "tests/fixtures/backup.json".into(),
-            include_str!("new/common/backup.json"),
-        ),
+        (format!("tests/fixtures/{subject}.json"), subject_fixture),
         ("tests/fixtures/cluster/objects.yaml".into(), own.cluster),
     ]
     .into_iter()
@@ -477,32 +510,45 @@ mod tests {
     }
 
     #[test]
-    fn the_python_module_has_the_rust_examples_suite_and_the_wit() {
-        let python = render_python("count-pvcs").map_err(|f| f.message).unwrap();
-        let rust = render(
-            "count-pvcs",
-            ActionKind::Backup,
-            "velero-wasm-sdk = \"0.1.0\"",
-        );
+    fn each_python_module_has_its_rust_twins_suite_and_the_wit() {
         let file = |files: &[(String, String)], p: &str| {
             files
                 .iter()
                 .find(|(path, _)| path == p)
                 .map(|(_, t)| t.clone())
         };
-        for same in [
-            "tests/suite.yaml",
-            "count-pvcs.toml",
-            "tests/fixtures/item.json",
-            "tests/fixtures/cluster/objects.yaml",
-        ] {
-            assert_eq!(file(&python, same), file(&rust, same), "{same}");
+        for kind in [ActionKind::Backup, ActionKind::Restore, ActionKind::Delete] {
+            let python = render_python("count-pvcs", kind)
+                .map_err(|f| f.message)
+                .unwrap();
+            let rust = render("count-pvcs", kind, "velero-wasm-sdk = \"0.1.0\"");
+            let subject = format!("tests/fixtures/{}.json", kind.subject());
+            for same in [
+                "tests/suite.yaml",
+                "count-pvcs.toml",
+                "tests/fixtures/item.json",
+                "tests/fixtures/cluster/objects.yaml",
+                &subject,
+            ] {
+                assert!(file(&python, same).is_some(), "{kind:?} {same}");
+                assert_eq!(file(&python, same), file(&rust, same), "{kind:?} {same}");
+            }
+            let app = file(&python, "app.py").unwrap();
+            assert!(app.contains("ACTION = \"example.io/count-pvcs\"") && !app.contains("__"));
+            let kind_name = kind.names().0.to_uppercase();
+            assert!(
+                app.contains(&format!("kind=actions.Kind.{kind_name}")),
+                "{kind:?}"
+            );
+            let tests = file(&python, "test_app.py").unwrap();
+            assert!(!tests.contains("__TESTS__") && tests.contains("unittest.TestCase"));
+            assert!(file(&python, "settings.py").unwrap().contains("def read("));
+            assert!(file(&python, "wit/world.wit")
+                .unwrap()
+                .contains("world plugin"));
         }
-        let app = file(&python, "app.py").unwrap();
-        assert!(app.contains("ACTION = \"example.io/count-pvcs\"") && !app.contains("__"));
-        assert!(file(&python, "wit/world.wit")
-            .unwrap()
-            .contains("world plugin"));
+        let refused = render_python("count-pvcs", ActionKind::ItemBlock).unwrap_err();
+        assert!(refused.message.contains("backup, restore or delete"));
     }
 
     #[test]

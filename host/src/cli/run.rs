@@ -189,8 +189,19 @@ pub(super) async fn prepare(
     let inputs = Inputs::read(&args)?;
     let (services, capture) = assemble(&args, &inputs.subject, clock, replay).await?;
     let (runtime, problems) = load_runtime(&args.modules, wrap(services)).await?;
-    for problem in &problems {
+    // A module that cannot be used would leave the one it replaces (often the stock one) serving: an
+    // author testing a change would test something else. The plugin falls back; a run stops.
+    let (broken, warnings): (Vec<_>, Vec<_>) = problems.into_iter().partition(|p| p.broken);
+    for problem in &warnings {
         eprintln!("velero-wasm run: warning: {problem}");
+    }
+    if !broken.is_empty() {
+        let problems: Vec<String> = broken.iter().map(ToString::to_string).collect();
+        return Err(Failure::bad_input(format!(
+            "{}; `run` stops rather than serve another module in its place (as the plugin would): \
+             fix the module and run again",
+            problems.join("; ")
+        )));
     }
     if !args.settings.is_empty() {
         super::settings::apply_settings(&runtime, &args.modules, &args.action, &args.settings)

@@ -40,19 +40,12 @@ fn standalone(manifest: &str, workspace: &toml::Table) -> Result<String, String>
         .and_then(toml::Value::as_table)
         .ok_or("no [workspace]")?;
     let empty = toml::Table::new();
-    let package = ws
-        .get("package")
-        .and_then(toml::Value::as_table)
-        .unwrap_or(&empty);
-    let dependencies = ws
-        .get("dependencies")
-        .and_then(toml::Value::as_table)
-        .unwrap_or(&empty);
-    let inherits = |item: &toml_edit::Item| {
-        item.get("workspace")
-            .and_then(toml_edit::Item::as_bool)
-            .unwrap_or(false)
+    let section = |name: &str| {
+        ws.get(name)
+            .and_then(toml::Value::as_table)
+            .unwrap_or(&empty)
     };
+    let (package, dependencies) = (section("package"), section("dependencies"));
     if let Some(fields) = doc
         .get_mut("package")
         .and_then(toml_edit::Item::as_table_like_mut)
@@ -71,80 +64,90 @@ fn standalone(manifest: &str, workspace: &toml::Table) -> Result<String, String>
     if doc.get("lints").is_some_and(inherits) {
         doc.remove("lints");
     }
-    let mut tables: Vec<&mut toml_edit::Item> = Vec::new();
-    let (root, targets) = {
-        let table = doc.as_table_mut();
-        let mut root = None;
-        let mut targets = None;
-        for (key, item) in table.iter_mut() {
-            match key.get() {
-                "dependencies" => root = Some(item),
-                "target" => targets = Some(item),
-                _ => {}
-            }
-        }
-        (root, targets)
-    };
-    tables.extend(root);
-    if let Some(targets) = targets.and_then(toml_edit::Item::as_table_like_mut) {
-        for (_, target) in targets.iter_mut() {
-            if let Some(deps) = target
-                .as_table_like_mut()
-                .and_then(|t| t.get_mut("dependencies"))
-            {
-                tables.push(deps);
-            }
-        }
-    }
-    for deps in tables {
-        let Some(deps) = deps.as_table_like_mut() else {
-            continue;
-        };
+    for deps in dependency_tables(&mut doc) {
         for (name, item) in deps.iter_mut() {
-            if !inherits(item) {
-                continue;
+            if inherits(item) {
+                let inherited = dependencies
+                    .get(name.get())
+                    .ok_or_else(|| format!("workspace.dependencies.{} is not set", name.get()))?;
+                *item = toml_edit::value(inherited_dependency(name.get(), inherited, item)?);
             }
-            let inherited = dependencies
-                .get(name.get())
-                .ok_or_else(|| format!("workspace.dependencies.{} is not set", name.get()))?;
-            let mut merged = toml_edit::InlineTable::new();
-            match inherited {
-                toml::Value::String(version) => {
-                    merged.insert("version", version.as_str().into());
-                }
-                toml::Value::Table(table) => {
-                    for (k, v) in table {
-                        merged.insert(k, edit_value(v)?);
-                    }
-                }
-                other => return Err(format!("workspace.dependencies.{name}: {other}")),
-            }
-            if let Some(own) = item.as_table_like() {
-                for (k, v) in own.iter() {
-                    if k == "workspace" {
-                        continue;
-                    }
-                    let Some(v) = v.as_value() else { continue };
-                    if k == "features" {
-                        // The member's features add to the workspace's.
-                        let mut all = merged
-                            .get("features")
-                            .and_then(toml_edit::Value::as_array)
-                            .cloned()
-                            .unwrap_or_default();
-                        for f in v.as_array().into_iter().flatten() {
-                            all.push(f.clone());
-                        }
-                        merged.insert("features", all.into());
-                    } else {
-                        merged.insert(k, v.clone());
-                    }
-                }
-            }
-            *item = toml_edit::value(merged);
         }
     }
     Ok(doc.to_string())
+}
+
+/// Whether a manifest item is `{ workspace = true }`.
+fn inherits(item: &toml_edit::Item) -> bool {
+    item.get("workspace")
+        .and_then(toml_edit::Item::as_bool)
+        .unwrap_or(false)
+}
+
+/// The manifest's `[dependencies]` and every `[target.*.dependencies]`.
+fn dependency_tables(doc: &mut toml_edit::DocumentMut) -> Vec<&mut dyn toml_edit::TableLike> {
+    let mut tables = Vec::new();
+    for (key, item) in doc.as_table_mut().iter_mut() {
+        match key.get() {
+            "dependencies" => tables.extend(item.as_table_like_mut()),
+            "target" => {
+                for (_, target) in item
+                    .as_table_like_mut()
+                    .into_iter()
+                    .flat_map(|t| t.iter_mut())
+                {
+                    tables.extend(
+                        target
+                            .as_table_like_mut()
+                            .and_then(|t| t.get_mut("dependencies"))
+                            .and_then(toml_edit::Item::as_table_like_mut),
+                    );
+                }
+            }
+            _ => {}
+        }
+    }
+    tables
+}
+
+/// The workspace's entry for dependency `name` with the member's own keys (`own`) added; the member's
+/// `features` add to the workspace's.
+fn inherited_dependency(
+    name: &str,
+    inherited: &toml::Value,
+    own: &toml_edit::Item,
+) -> Result<toml_edit::InlineTable, String> {
+    let mut merged = toml_edit::InlineTable::new();
+    match inherited {
+        toml::Value::String(version) => {
+            merged.insert("version", version.as_str().into());
+        }
+        toml::Value::Table(table) => {
+            for (k, v) in table {
+                merged.insert(k, edit_value(v)?);
+            }
+        }
+        other => return Err(format!("workspace.dependencies.{name}: {other}")),
+    }
+    for (k, v) in own.as_table_like().into_iter().flat_map(|t| t.iter()) {
+        let Some(v) = v.as_value() else { continue };
+        match k {
+            "workspace" => {}
+            "features" => {
+                let mut all = merged
+                    .get("features")
+                    .and_then(toml_edit::Value::as_array)
+                    .cloned()
+                    .unwrap_or_default();
+                all.extend(v.as_array().into_iter().flatten().cloned());
+                merged.insert("features", all.into());
+            }
+            _ => {
+                merged.insert(k, v.clone());
+            }
+        }
+    }
+    Ok(merged)
 }
 
 /// A `toml` value as a `toml_edit` one.

@@ -1,5 +1,5 @@
-"""Unit tests of `label`, natively (`python3 -m unittest`): the WIT bindings are stubbed, since only
-componentize-py's build provides them."""
+"""Unit tests of the action, natively (`python3 -m unittest`): the WIT bindings are stubbed, since
+only componentize-py's build provides them."""
 
 import json
 import sys
@@ -20,12 +20,15 @@ def stub_bindings():
     exports = types.ModuleType("wit_world.exports")
     exports.Actions = object
     actions = types.ModuleType("wit_world.exports.actions")
-    for name in ["ActionInfo", "Selector", "BackupResponse", "Need_Kube", "Kind"]:
+    for name in ["ActionInfo", "Selector", "BackupResponse", "RestoreResponse", "Need_Kube", "Kind"]:
         setattr(actions, name, Record)
     imports = types.ModuleType("wit_world.imports")
     kube = types.ModuleType("wit_world.imports.kube")
     kube.ApiResource = Record
     kube.ListOptions = Record
+    kube.Error_NotFound = Record
+    config = types.ModuleType("wit_world.imports.config")
+    config.get = lambda key: None
     wit_types = types.ModuleType("wit_world.imports.types")
     support = types.ModuleType("componentize_py_types")
 
@@ -38,6 +41,7 @@ def stub_bindings():
     exports.actions = actions
     imports.kube = kube
     imports.types = wit_types
+    imports.config = config
     world.exports = exports
     world.imports = imports
     sys.modules.update({
@@ -47,6 +51,7 @@ def stub_bindings():
         "wit_world.imports": imports,
         "wit_world.imports.kube": kube,
         "wit_world.imports.types": wit_types,
+        "wit_world.imports.config": config,
         "componentize_py_types": support,
     })
 
@@ -55,22 +60,7 @@ stub_bindings()
 import app  # noqa: E402
 
 
-class Label(unittest.TestCase):
-    def test_a_pvc_is_labelled_with_the_number_of_pvcs_in_its_namespace(self):
-        listed = []
-
-        def list_pvcs(namespace):
-            listed.append(namespace)
-            return ["{}", "{}"] if namespace == "apps" else ["{}"]
-
-        item = {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
-                "metadata": {"name": "data", "namespace": "apps"}}
-        response = app.label(json.dumps(item), list_pvcs)
-        labelled = json.loads(response.item)
-        self.assertEqual(labelled["metadata"]["labels"][app.LABEL], "2")
-        self.assertEqual(response.additional_items, [])
-        self.assertEqual(listed, ["apps"])
-
+__TESTS__
 
 if __name__ == "__main__":
     unittest.main()

@@ -18,6 +18,8 @@ const PVCS: Api = Api::new("", "v1", "persistentvolumeclaims");
 pub struct Module;
 
 impl Plugin for Module {
+    /// Every action of the module, one `ActionInfo` each and of any kinds (a backup and a restore
+    /// action in one module, say): the kind's method below gets the name of the action called.
     fn describe() -> Vec<ActionInfo> {
         vec![ActionInfo::new(ACTION, Kind::__KIND__)
             .applies_to(Selector::resources(&["persistentvolumeclaims"]))

@@ -1,0 +1,15 @@
+class Label(unittest.TestCase):
+    def test_a_pvc_is_labelled_with_the_number_of_pvcs_in_its_namespace(self):
+        listed = []
+
+        def list_pvcs(namespace):
+            listed.append(namespace)
+            return ["{}", "{}"] if namespace == "apps" else ["{}"]
+
+        item = {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                "metadata": {"name": "data", "namespace": "apps"}}
+        response = app.label(json.dumps(item), list_pvcs)
+        labelled = json.loads(response.item)
+        self.assertEqual(labelled["metadata"]["labels"][app.LABEL], "2")
+        self.assertEqual(response.additional_items, [])
+        self.assertEqual(listed, ["apps"])

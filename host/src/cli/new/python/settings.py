@@ -1,0 +1,77 @@
+"""Typed settings: the module's `[settings]`, read into a dataclass (the Rust SDK's `config::read`).
+
+    from dataclasses import dataclass, field
+    import settings
+
+    @dataclass
+    class Settings:
+        storage_classes: dict[str, str] = field(default_factory=dict)  # "storage-classes", a map
+        retries: int = 3
+
+    current = settings.read(Settings)                     # in the component: the host's settings
+    current = settings.read(Settings, {"retries": "5"}.get)  # in a unit test
+
+Each field reads the setting of its name in kebab-case (`storage_classes` from `storage-classes`); a
+setting not given keeps the field's default (declare the same default in the manifest's
+`[settings-schema]`). The host passes lists and maps as JSON, other values as text; the field's type
+says how to read one: str, int, float, bool, list or dict (also `list[str]`, `dict[str, str]`,
+`Optional[...]`). A value that does not read as its type raises `SettingError`, naming the key.
+"""
+
+import dataclasses
+import json
+import types
+import typing
+
+
+class SettingError(ValueError):
+    """A setting whose value does not read as its field's type."""
+
+
+def read(cls, get=None):
+    """An instance of the dataclass `cls`, each field read from its setting through `get(key)` (text
+    or None; by default the host's `config.get`)."""
+    if get is None:
+        from wit_world.imports import config
+
+        get = config.get
+    hints = typing.get_type_hints(cls)
+    values = {}
+    for field in dataclasses.fields(cls):
+        key = field.name.replace("_", "-")
+        text = get(key)
+        if text is not None:
+            values[field.name] = convert(key, text, hints.get(field.name, str))
+    return cls(**values)
+
+
+def convert(key, text, kind):
+    """The setting `key`'s `text` read as `kind`."""
+    origin = typing.get_origin(kind) or kind
+    if origin in (typing.Union, types.UnionType):
+        # Optional[T]: read as T.
+        kind = next(a for a in typing.get_args(kind) if a is not type(None))
+        origin = typing.get_origin(kind) or kind
+    name = getattr(origin, "__name__", str(origin))
+    try:
+        if origin is str:
+            return text
+        if origin is bool:
+            if text in ("true", "false"):
+                return text == "true"
+            raise ValueError("give true or false")
+        if origin is int:
+            return int(text)
+        if origin is float:
+            return float(text)
+        if origin in (list, dict):
+            value = json.loads(text)
+            if not isinstance(value, origin):
+                raise ValueError(f"JSON {type(value).__name__}, not {name}")
+            return value
+    except ValueError as e:
+        raise SettingError(f"setting {key}: {text!r} is not a {name}: {e}") from None
+    raise SettingError(
+        f"setting {key}: its field's type {kind} is not one a setting takes "
+        "(str, int, float, bool, list, dict)"
+    )
