@@ -939,7 +939,14 @@ fn rbac_gets_the_oci_pull_secrets_by_name_in_velero_s_namespace() {
     assert_eq!(pull_rules(&flag), expected);
     // The rest is what the grants need, unchanged.
     let without = rbac(&["--stock", "kubevirt", "--velero-namespace", "openshift-adp"]);
-    assert_eq!(permissions(&flag), permissions(&without));
+    let mut and_secrets = permissions(&without);
+    and_secrets.insert((
+        "openshift-adp".into(),
+        "".into(),
+        "secrets".into(),
+        "get".into(),
+    ));
+    assert_eq!(permissions(&flag), and_secrets);
 
     // The plugin's own variable, as the Deployment sets it, is read too.
     let out = Run::cli(&[

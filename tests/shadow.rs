@@ -383,7 +383,7 @@ fn actions_lists_a_shadow_s_actions_marked_as_the_shadow_of_its_module() {
         .collect();
     assert!(!serving.is_empty(), "{json:#}");
     // The shadow provides the same actions as the module it shadows, each marked.
-    let names = |list: &[&Value]| -> Vec<String> {
+    let names = |list: &[&Value]| -> std::collections::BTreeSet<String> {
         list.iter()
             .map(|a| a["name"].as_str().unwrap().to_string())
             .collect()
