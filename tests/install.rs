@@ -900,6 +900,78 @@ fn rbac_follows_velero_s_namespace_service_account_and_module_directory() {
     assert_eq!(perms, expected(&six));
 }
 
+/// The OCI pull Secrets the host reads (VELERO_WASM_OCI_PULL_SECRETS, or `--oci-pull-secrets`): a
+/// `get` in Velero's Role scoped to exactly those names, said in its comment; none without them.
+#[test]
+fn rbac_gets_the_oci_pull_secrets_by_name_in_velero_s_namespace() {
+    let pull_rules = |docs: &[Value]| -> Vec<(String, Value)> {
+        docs.iter()
+            .filter(|d| d["kind"] == "Role" || d["kind"] == "ClusterRole")
+            .flat_map(|d| {
+                let scope = d["metadata"]["namespace"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_string();
+                d["rules"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter(|r| r.get("resourceNames").is_some())
+                    .map(move |r| (scope.clone(), r.clone()))
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    };
+    assert_eq!(pull_rules(&rbac(&["--stock", "kubevirt"])), []);
+
+    let expected = vec![(
+        "openshift-adp".to_string(),
+        serde_json::json!({"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["quay-pull", "registry-pull"], "verbs": ["get"]}),
+    )];
+    let flag = rbac(&[
+        "--stock",
+        "kubevirt",
+        "--velero-namespace",
+        "openshift-adp",
+        "--oci-pull-secrets",
+        "registry-pull, quay-pull",
+    ]);
+    assert_eq!(pull_rules(&flag), expected);
+    // The rest is what the grants need, unchanged.
+    let without = rbac(&["--stock", "kubevirt", "--velero-namespace", "openshift-adp"]);
+    let mut and_secrets = permissions(&without);
+    and_secrets.insert((
+        "openshift-adp".into(),
+        "".into(),
+        "secrets".into(),
+        "get".into(),
+    ));
+    assert_eq!(permissions(&flag), and_secrets);
+
+    // The plugin's own variable, as the Deployment sets it, is read too.
+    let out = Run::cli(&[
+        "rbac",
+        "--stock",
+        "kubevirt",
+        "--velero-namespace",
+        "openshift-adp",
+    ])
+    .env("VELERO_WASM_OCI_PULL_SECRETS", "quay-pull,registry-pull,")
+    .output();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("# The host's get of the OCI pull Secrets (VELERO_WASM_OCI_PULL_SECRETS): quay-pull, registry-pull."),
+        "{text}"
+    );
+    let docs: Vec<Value> = text
+        .split("\n---\n")
+        .skip(1)
+        .map(|doc| serde_norway::from_str(doc).unwrap())
+        .collect();
+    assert_eq!(pull_rules(&docs), expected);
+}
+
 /// Each stock module as an operator packs it: `module export NAME`, then `module pack`. The YAML
 /// parsed, and what pack reported on stderr.
 fn packed_stock_modules(dir: &Path) -> (Vec<(String, Value)>, String) {
@@ -950,11 +1022,12 @@ fn refusal<T>(result: Result<T, kube::Error>) -> Option<(u16, String)> {
 /// holding writes to Kubernetes' limits (all annotations of an object: 262,144 bytes; a ConfigMap's
 /// data: 1 MiB): `kubectl create` and `kubectl apply --server-side` store every stock module; a
 /// client-side `kubectl apply`, which copies the object as JSON into its last-applied-configuration
-/// annotation, stores agent, hcp and kubevirt (their components are stored gzipped) and is refused
-/// with 422 for signing, which is exactly the ConfigMap `pack` advised to apply server-side. What is
+/// annotation, stores agent, hcp and kubevirt (their components are stored gzipped; kubevirt's reads
+/// resource policies with a YAML reader of its own to stay under the limit) and is refused with 422
+/// for signing, which is exactly the ConfigMap `pack` advised to apply server-side. What is
 /// stored verifies as the module that was packed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn packed_stock_modules_apply_server_side_and_agent_and_hcp_apply_client_side() {
+async fn packed_stock_modules_apply_server_side_and_all_but_signing_apply_client_side() {
     let dir = tempfile::tempdir().unwrap();
     let (modules, report) = packed_stock_modules(dir.path());
     let server = ApiServer::start(&[]);
@@ -1038,18 +1111,14 @@ async fn packed_stock_modules_apply_server_side_and_agent_and_hcp_apply_client_s
             }
         }
     }
-    assert_eq!(client_side, ["agent", "hcp"]);
-    // pack advised server-side for kubevirt and signing only.
+    assert_eq!(client_side, ["agent", "hcp", "kubevirt"]);
+    // pack advised server-side for signing only.
     let advised: Vec<&str> = report
         .lines()
         .filter(|l| l.starts_with("apply with `kubectl apply --server-side -f`"))
         .filter_map(|l| l.rsplit_once('(')?.1.strip_suffix(" would be refused)"))
         .collect();
-    assert_eq!(
-        advised,
-        ["velero-wasm-module-kubevirt", "velero-wasm-module-signing"],
-        "{report}"
-    );
+    assert_eq!(advised, ["velero-wasm-module-signing"], "{report}");
     // Each packed module fits the 1 MiB object limit with room to grow: at most 40 % of it.
     for line in report
         .lines()

@@ -350,6 +350,100 @@ async fn shadow_calls_over_the_budget_are_dropped_and_counted() {
     plugin.shutdown().await;
 }
 
+/// `velero-wasm actions` where the plugin would load a shadow: its actions are listed after the
+/// serving ones, marked as the shadow of the module of their name, in the table and in the JSON (with
+/// the ConfigMap it comes from); `--module` shows a module's shadow with it.
+#[test]
+fn actions_lists_a_shadow_s_actions_marked_as_the_shadow_of_its_module() {
+    let scene = Scene::new("log:sleep");
+    let kubeconfig = scene.scratch.path().join("kubeconfig");
+    let run = |args: &[&str]| {
+        let mut all = vec!["actions"];
+        all.extend_from_slice(args);
+        support::run::Run::cli(&all)
+            .env("KUBECONFIG", &kubeconfig)
+            .env("VELERO_WASM_STATE_DIR", scene.state())
+            .env("VELERO_WASM_CONFIGMAPS", "on")
+            .env("VELERO_NAMESPACE", "velero")
+            .env("VELERO_WASM_STOCK", "none")
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .output()
+    };
+    let out = run(&["--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", support::stderr(&out));
+    let json = stdout_json(&out);
+    let actions = json["actions"].as_array().unwrap();
+    let serving: Vec<&Value> = actions
+        .iter()
+        .filter(|a| a.get("shadowOf").is_none())
+        .collect();
+    let shadow: Vec<&Value> = actions
+        .iter()
+        .filter(|a| a.get("shadowOf").is_some())
+        .collect();
+    assert!(!serving.is_empty(), "{json:#}");
+    // The shadow provides the same actions as the module it shadows, each marked.
+    let names = |list: &[&Value]| -> std::collections::BTreeSet<String> {
+        list.iter()
+            .map(|a| a["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(names(&shadow), names(&serving), "{json:#}");
+    for action in &shadow {
+        assert_eq!(action["shadowOf"], "misbehave", "{action:#}");
+        assert_eq!(action["module"], "misbehave");
+        assert!(
+            action["origin"]
+                .as_str()
+                .unwrap()
+                .contains("misbehave-candidate"),
+            "{action:#}"
+        );
+    }
+    for action in &serving {
+        assert!(
+            action["origin"]
+                .as_str()
+                .unwrap()
+                .contains("velero-wasm-module-misbehave"),
+            "{action:#}"
+        );
+    }
+    let modules: Vec<(&str, Option<&str>)> = json["modules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| (m["name"].as_str().unwrap(), m["shadowOf"].as_str()))
+        .collect();
+    assert_eq!(
+        modules,
+        [("misbehave", None), ("misbehave", Some("misbehave"))]
+    );
+
+    // The table: a row per shadow action, its module marked; the sources name the shadow's ConfigMap.
+    let out = run(&["--wide"]);
+    assert_eq!(out.status.code(), Some(0), "{}", support::stderr(&out));
+    let table = String::from_utf8(out.stdout).unwrap();
+    let marked = table
+        .lines()
+        .filter(|l| l.contains("misbehave (shadow of misbehave)"))
+        .count();
+    assert_eq!(marked, shadow.len() + 1, "{table}");
+    assert!(
+        table
+            .lines()
+            .any(|l| l.starts_with("misbehave (shadow of misbehave)")
+                && l.contains("misbehave-candidate")),
+        "{table}"
+    );
+
+    // `--module misbehave`: the module and its shadow.
+    let out = run(&["--module", "misbehave", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", support::stderr(&out));
+    let one = stdout_json(&out);
+    assert_eq!(one["actions"].as_array().unwrap().len(), actions.len());
+}
+
 #[test]
 fn status_without_a_plugin_says_so() {
     let state = tempfile::tempdir().unwrap();

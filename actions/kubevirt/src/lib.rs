@@ -15,6 +15,7 @@ pub mod item_block;
 pub mod keys;
 pub mod messages;
 pub mod mode;
+pub mod policy_yaml;
 pub mod read_ahead;
 pub mod resource_policy;
 pub mod resources;

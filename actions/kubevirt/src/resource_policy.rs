@@ -32,8 +32,10 @@ struct Document {
 /// Parses the policy document (the YAML of the ConfigMap's one data key). Velero accepts only
 /// `version: v1`.
 pub fn parse(yaml: &str) -> Result<Option<IncludeExcludePolicy>, String> {
-    let document: Document =
-        serde_norway::from_str(yaml).map_err(|e| format!("its YAML does not parse: {e}"))?;
+    let document: Document = crate::policy_yaml::parse(yaml)
+        .map_err(|e| e.to_string())
+        .and_then(|tree| serde_json::from_value(tree).map_err(|e| e.to_string()))
+        .map_err(|e| format!("its YAML does not parse: {e}"))?;
     match document.version.as_deref() {
         Some("v1") => Ok(document.include_exclude_policy),
         Some(other) => Err(format!(

@@ -2,7 +2,8 @@
 //! line each; `--wide` adds each module's grant and settings, `--module NAME` shows one module in full (origin,
 //! sha256, limits, grant one rule a line, actions), `--json` everything. Exits 1 when a module could not
 //! be loaded or an action declares a need its module's grant does not cover (after listing the rest),
-//! so it doubles as a check of a module directory.
+//! so it doubles as a check of a module directory. A shadow module's actions (docs/modules.md#s8) are
+//! listed too, marked as the shadow of the module they would replace: they are called, never served.
 
 use std::sync::Arc;
 
@@ -64,10 +65,12 @@ pub async fn actions(args: ActionsArgs) -> u8 {
             }
         },
     };
-    let entries: Vec<_> = catalog
+    let mut entries: Vec<_> = catalog
         .actions()
         .filter(|e| module.as_ref().is_none_or(|m| Arc::ptr_eq(m, &e.module)))
+        .cloned()
         .collect();
+    entries.extend(shadow_entries(&catalog, args.module.as_deref()));
     if args.json {
         print_json(&entries, &catalog, &problems);
     } else {
@@ -80,6 +83,28 @@ pub async fn actions(args: ActionsArgs) -> u8 {
     } else {
         EXIT_FAILED
     }
+}
+
+/// The actions of the shadow modules (of `module` only, when given), in their modules' order.
+fn shadow_entries(catalog: &Catalog, module: Option<&str>) -> Vec<ActionEntry> {
+    catalog
+        .shadows()
+        .filter(|shadow| module.is_none_or(|name| &*shadow.name == name))
+        .flat_map(|shadow| {
+            (0..shadow.actions.len()).map(|index| ActionEntry {
+                module: shadow.clone(),
+                index,
+            })
+        })
+        .collect()
+}
+
+/// The module a listed action's module shadows (its own name), if it is a shadow.
+fn shadow_of<'c>(catalog: &'c Catalog, module: &Arc<LoadedModule>) -> Option<&'c str> {
+    catalog
+        .shadow(&module.name)
+        .filter(|shadow| Arc::ptr_eq(shadow, module))
+        .map(|shadow| &*shadow.name)
 }
 
 /// The modules as the plugin would load them if it started now, and what went wrong: a failed
@@ -112,12 +137,12 @@ async fn load(args: &ActionsArgs) -> Result<(Runtime, Vec<LoadProblem>), Failure
 }
 
 /// `--json`: every action with its module's origin, grant and limits, the modules, the problems.
-fn print_json(entries: &[&ActionEntry], catalog: &Catalog, problems: &[LoadProblem]) {
+fn print_json(entries: &[ActionEntry], catalog: &Catalog, problems: &[LoadProblem]) {
     let actions: Vec<_> = entries
         .iter()
         .map(|entry| {
             let module = &entry.module;
-            json!({
+            let mut action = json!({
                 "name": entry.info().name,
                 "kind": entry.info().kind,
                 "veleroKind": entry.info().kind.velero_kind(),
@@ -141,19 +166,24 @@ fn print_json(entries: &[&ActionEntry], catalog: &Catalog, problems: &[LoadProbl
                     "memoryBytes": module.limits.memory,
                     "outputBytes": module.limits.output,
                 },
-            })
+            });
+            if let Some(serving) = shadow_of(catalog, module) {
+                action["shadowOf"] = json!(serving);
+            }
+            action
         })
         .collect();
     let problems: Vec<_> = problems
         .iter()
         .map(|p| json!({"message": p.message, "broken": p.broken, "served": p.served}))
         .collect();
-    let modules: Vec<_> = catalog
-        .modules()
-        .map(
-            |m| json!({"name": &*m.name, "source": m.origin.to_string(), "settings": m.settings(), "settingsSchema": m.settings_schema.entries}),
-        )
-        .collect();
+    let module = |m: &Arc<LoadedModule>| json!({"name": &*m.name, "source": m.origin.to_string(), "settings": m.settings(), "settingsSchema": m.settings_schema.entries});
+    let mut modules: Vec<_> = catalog.modules().map(&module).collect();
+    modules.extend(catalog.shadows().map(|m| {
+        let mut shadow = module(m);
+        shadow["shadowOf"] = json!(&*m.name);
+        shadow
+    }));
     let out = json!({ "actions": actions, "modules": modules, "problems": problems });
     println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
 }
@@ -163,7 +193,7 @@ fn print_json(entries: &[&ActionEntry], catalog: &Catalog, problems: &[LoadProbl
 fn print_table(
     args: &ActionsArgs,
     module: Option<&LoadedModule>,
-    entries: &[&ActionEntry],
+    entries: &[ActionEntry],
     catalog: &Catalog,
     problems: &[LoadProblem],
 ) {
@@ -182,13 +212,17 @@ fn print_table(
     }
     for entry in entries {
         let info = entry.info();
+        let name = match shadow_of(catalog, &entry.module) {
+            Some(serving) => format!("{} (shadow of {serving})", entry.module.name),
+            None => entry.module.name.to_string(),
+        };
         let mut row = vec![
             info.name.clone(),
             info.kind.to_string(),
             match &entry.module.signature {
-                Some(s) if s.verified => format!("{} (signed {})", entry.module.name, s.key),
-                Some(s) => format!("{} (signed {}, unverified)", entry.module.name, s.key),
-                None => entry.module.name.to_string(),
+                Some(s) if s.verified => format!("{name} (signed {})", s.key),
+                Some(s) => format!("{name} (signed {}, unverified)", s.key),
+                None => name,
             },
             applies_to(&info.applies_to),
         ];
@@ -204,6 +238,12 @@ fn print_table(
     let mut sources = vec![vec!["MODULE".to_string(), "SOURCE".to_string()]];
     for m in catalog.modules() {
         sources.push(vec![m.name.to_string(), m.origin.to_string()]);
+    }
+    for m in catalog.shadows() {
+        sources.push(vec![
+            format!("{} (shadow of {})", m.name, m.name),
+            m.origin.to_string(),
+        ]);
     }
     print!("\n{}", table(&sources, width));
     for problem in problems {

@@ -56,6 +56,47 @@ pub struct PushArgs {
 
 /// Runs `module push`.
 pub async fn push(args: &PushArgs) -> Result<u8, Failure> {
+    let reference = target(args)?;
+    let prepared = prepare(args)?;
+    let parts = &prepared.parts;
+    let artifact = layout::artifact(
+        &parts.name,
+        &prepared.component,
+        &parts.manifest_text,
+        parts.signature_text.as_deref(),
+        prepared.version.as_deref(),
+    );
+    let credentials = read_credentials(args.credentials.as_ref(), &reference.registry)?;
+    let registry = Registry::new(
+        &reference,
+        args.plain_http,
+        credentials,
+        PUSH_EXCHANGE_TIMEOUT,
+        true,
+    );
+    let terminal = std::io::stderr().is_terminal();
+    let progress = |step: &str| {
+        if terminal {
+            eprintln!("{step}…");
+        } else {
+            tracing::debug!("{step}");
+        }
+    };
+    let pushed = oci::push(
+        &registry,
+        &reference,
+        &artifact,
+        Bytes::from(prepared.component.clone()),
+        &progress,
+    )
+    .await
+    .map_err(|e| Failure::failed(format!("{}: {e}", reference)))?;
+    report(args, &reference, &prepared, &artifact, &pushed);
+    Ok(EXIT_OK)
+}
+
+/// The reference pushed to: it names a tag and no digest.
+fn target(args: &PushArgs) -> Result<Reference, Failure> {
     let reference = Reference::parse(&args.target)
         .map_err(|e| Failure::bad_input(format!("the target {e}")))?;
     if reference.digest.is_some() || reference.tag.is_none() {
@@ -64,6 +105,24 @@ pub async fn push(args: &PushArgs) -> Result<u8, Failure> {
             args.target
         )));
     }
+    Ok(reference)
+}
+
+/// A module checked as the host will check it, and signed when `--sign` says so.
+struct Prepared {
+    /// Its name, manifest and signature.
+    parts: Parts,
+    /// Its component.
+    component: Vec<u8>,
+    /// How it is signed, for the summary line.
+    signed: String,
+    /// The manifest's version, for the artifact's annotation.
+    version: Option<String>,
+}
+
+/// The module `args` names, checked, and signed with `--sign`'s key (replacing a signature beside
+/// it).
+fn prepare(args: &PushArgs) -> Result<Prepared, Failure> {
     let mut parts = module_parts(args)?;
     let key = signing_key(args.sign.as_deref())?;
     if key.is_some() {
@@ -88,65 +147,49 @@ pub async fn push(args: &PushArgs) -> Result<u8, Failure> {
         );
         parts.signature_text = Some(signature.to_text());
     }
-    let version = checked.version.as_ref().map(ToString::to_string);
-    let artifact = layout::artifact(
-        &parts.name,
-        &component,
-        &parts.manifest_text,
-        parts.signature_text.as_deref(),
-        version.as_deref(),
-    );
-    let credentials = read_credentials(args.credentials.as_ref(), &reference.registry)?;
-    let registry = Registry::new(
-        &reference,
-        args.plain_http,
-        credentials,
-        PUSH_EXCHANGE_TIMEOUT,
-        true,
-    );
-    let terminal = std::io::stderr().is_terminal();
-    let progress = |step: &str| {
-        if terminal {
-            eprintln!("{step}…");
-        } else {
-            tracing::debug!("{step}");
-        }
-    };
-    let pushed = oci::push(
-        &registry,
-        &reference,
-        &artifact,
-        Bytes::from(component.clone()),
-        &progress,
-    )
-    .await
-    .map_err(|e| Failure::failed(format!("{}: {e}", reference)))?;
     let signed = match (&key, &parts.signature_text) {
         (Some(key), _) => format!("signed by key {}", key.key_id()),
         (None, Some(_)) => "with its signature".to_string(),
         (None, None) => "unsigned".to_string(),
     };
+    Ok(Prepared {
+        parts,
+        component,
+        signed,
+        version: checked.version.as_ref().map(ToString::to_string),
+    })
+}
+
+/// What was pushed: JSON with `--json`, else a summary on stderr and the pinned reference on stdout.
+fn report(
+    args: &PushArgs,
+    reference: &Reference,
+    prepared: &Prepared,
+    artifact: &layout::Artifact,
+    pushed: &oci::Pushed,
+) {
+    let parts = &prepared.parts;
     if args.json {
         let out = json!({
             "reference": pushed.pinned.to_string(),
             "digest": pushed.pinned.digest,
             "module": parts.name,
-            "component": {"digest": artifact.parsed.layers[0].digest, "size": component.len()},
+            "component": {"digest": artifact.parsed.layers[0].digest, "size": prepared.component.len()},
             "signed": parts.signature_text.is_some(),
             "uploaded": pushed.uploaded,
         });
         println!("{out}");
     } else {
         eprintln!(
-            "pushed module {} ({} bytes, {signed}) to {}; name it in a module ConfigMap as {}.oci:",
+            "pushed module {} ({} bytes, {}) to {}; name it in a module ConfigMap as {}.oci:",
             parts.name,
-            component.len(),
+            prepared.component.len(),
+            prepared.signed,
             reference,
             parts.name
         );
         println!("{}", pushed.pinned);
     }
-    Ok(EXIT_OK)
 }
 
 /// The one module `args` names.

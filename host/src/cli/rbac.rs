@@ -4,7 +4,9 @@
 //! bindings, plus the one read the host makes itself (listing module ConfigMaps in Velero's
 //! namespace). RBAC is the outer fence; a module's grant limits each call further. A comment above
 //! each Role names the modules that need it; `--omit-namespace` leaves out the Role of a namespace
-//! the cluster does not have (such as `hypershift` where HyperShift is not installed).
+//! the cluster does not have (such as `hypershift` where HyperShift is not installed). The OCI pull
+//! Secrets the host reads (`VELERO_WASM_OCI_PULL_SECRETS`, docs/modules.md#s7) get a `get` scoped to
+//! their names in Velero's namespace.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -38,6 +40,16 @@ pub struct RbacArgs {
     /// server; the output says which modules lose what.
     #[arg(long, value_name = "NS")]
     omit_namespace: Vec<String>,
+
+    /// The Secrets the host reads OCI registry credentials from (comma-separated, in Velero's
+    /// namespace; as the plugin's VELERO_WASM_OCI_PULL_SECRETS): `get` on those names only.
+    #[arg(
+        long,
+        env = crate::modules::oci::PULL_SECRETS_ENV,
+        value_name = "NAMES",
+        value_delimiter = ','
+    )]
+    oci_pull_secrets: Vec<String>,
 
     #[command(flatten)]
     modules: ModuleArgs,
@@ -168,8 +180,17 @@ fn documents(args: &RbacArgs) -> Result<String, Failure> {
             ));
             continue;
         }
-        let [role, binding] = role_and_binding(args, namespace.as_deref(), rules);
-        docs.push((comment(args, namespace.as_deref(), &modules), role));
+        let [mut role, binding] = role_and_binding(args, namespace.as_deref(), rules);
+        let mut why = comment(args, namespace.as_deref(), &modules);
+        if namespace.as_deref() == Some(args.velero_namespace.as_str()) {
+            if let Some((rule, line)) = pull_secrets_rule(&args.oci_pull_secrets) {
+                if let Some(rules) = role["rules"].as_array_mut() {
+                    rules.push(rule);
+                }
+                why.push_str(&line);
+            }
+        }
+        docs.push((why, role));
         docs.push((String::new(), binding));
     }
     let mut out = format!(
@@ -228,6 +249,28 @@ fn gather(args: &RbacArgs) -> Result<(Scopes, NeededBy, Vec<String>), Failure> {
         .or_default()
         .insert("list");
     Ok((scopes, needed_by, names))
+}
+
+/// The host's own read of the OCI pull Secrets: `get` on exactly those names (RBAC cannot scope a
+/// `list` by name, and the host only gets them), with the comment line saying so; `None` when there
+/// are none.
+fn pull_secrets_rule(names: &[String]) -> Option<(Value, String)> {
+    let names: BTreeSet<&str> = names
+        .iter()
+        .map(|n| n.trim())
+        .filter(|n| !n.is_empty())
+        .collect();
+    if names.is_empty() {
+        return None;
+    }
+    let list = names.iter().copied().collect::<Vec<_>>();
+    let line = format!(
+        "# The host's get of the OCI pull Secrets ({}): {}.\n",
+        crate::modules::oci::PULL_SECRETS_ENV,
+        list.join(", ")
+    );
+    let rule = json!({"apiGroups": [""], "resources": ["secrets"], "resourceNames": list, "verbs": ["get"]});
+    Some((rule, line))
 }
 
 /// The comment above the Role of `namespace` (`None`: the ClusterRole), which `modules` need.

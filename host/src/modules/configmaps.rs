@@ -153,6 +153,8 @@ pub async fn read(
             let pulled = pull_artifacts(&cache, &items, cluster, namespace).await;
             return match cache.materialise_pulled(&items, &pulled) {
                 Ok(modules) => {
+                    // Listed and written: the kept OCI blobs no module directory names can go.
+                    oci::collect::collect_unreferenced(state, cache.dir());
                     tracing::debug!(
                         namespace,
                         configmaps = modules.configmaps.len(),
@@ -619,7 +621,7 @@ pub async fn pull_artifacts(
             .iter()
             .map(|(_, module, reference, _)| oci::pull(module, reference, &store, &settings)),
     );
-    let outcomes: Vec<Option<Result<oci::Pulled, String>>> =
+    let outcomes: Vec<Option<Result<oci::Pulled, oci::OciError>>> =
         match tokio::time::timeout(oci::PULL_TIMEOUT, all).await {
             Ok(outcomes) => outcomes.into_iter().map(Some).collect(),
             Err(_) => wanted.iter().map(|_| None).collect(),

@@ -7,18 +7,22 @@
 use base64::Engine as _;
 use serde_json::Value;
 
+use super::error::CredentialsError;
 use super::registry::Credentials;
 
 /// The credentials a docker config holds for `registry` (`host[:port]`), if any. Keys are matched
 /// without scheme or path (`https://r.io/v1/` is `r.io`); Docker Hub's names stand for each other.
-pub fn for_registry(config: &[u8], registry: &str) -> Result<Option<Credentials>, String> {
-    let config: Value = serde_json::from_slice(config)
-        .map_err(|e| format!("the docker config is not JSON: {e}"))?;
+pub fn for_registry(
+    config: &[u8],
+    registry: &str,
+) -> Result<Option<Credentials>, CredentialsError> {
+    let config: Value =
+        serde_json::from_slice(config).map_err(|e| CredentialsError::Json(e.to_string()))?;
     let auths = config
         .get("auths")
         .and_then(Value::as_object)
         .or_else(|| config.as_object())
-        .ok_or("the docker config holds no `auths` object")?;
+        .ok_or(CredentialsError::NoAuths)?;
     let wanted = normalise(registry);
     for (key, entry) in auths {
         if normalise(key) != wanted {
@@ -28,12 +32,15 @@ pub fn for_registry(config: &[u8], registry: &str) -> Result<Option<Credentials>
         if !text("auth").is_empty() {
             let decoded = base64::engine::general_purpose::STANDARD
                 .decode(text("auth").trim())
-                .map_err(|e| format!("the `auth` of {key} is not base64: {e}"))?;
-            let decoded = String::from_utf8(decoded)
-                .map_err(|_| format!("the `auth` of {key} is not UTF-8"))?;
+                .map_err(|e| CredentialsError::Base64 {
+                    key: key.clone(),
+                    why: e.to_string(),
+                })?;
+            let decoded =
+                String::from_utf8(decoded).map_err(|_| CredentialsError::Utf8(key.clone()))?;
             let (username, password) = decoded
                 .split_once(':')
-                .ok_or_else(|| format!("the `auth` of {key} is not user:password"))?;
+                .ok_or_else(|| CredentialsError::NotUserPassword(key.clone()))?;
             return Ok(Some(Credentials {
                 username: username.to_string(),
                 password: password.to_string(),
@@ -45,9 +52,7 @@ pub fn for_registry(config: &[u8], registry: &str) -> Result<Option<Credentials>
                 password: text("password").to_string(),
             }));
         }
-        return Err(format!(
-            "the docker config's entry for {key} has neither `auth` nor `username` (identity tokens and credential helpers are not supported)"
-        ));
+        return Err(CredentialsError::Unsupported(key.clone()));
     }
     Ok(None)
 }

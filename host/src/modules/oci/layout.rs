@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::error::LayoutError;
 use super::reference::is_digest;
 
 /// The OCI image manifest media type.
@@ -148,27 +149,18 @@ pub struct ModuleLayout {
 }
 
 /// Reads an image manifest as a module, or says why it is not one.
-pub fn read(bytes: &[u8]) -> Result<ModuleLayout, String> {
-    let manifest: ImageManifest = serde_json::from_slice(bytes)
-        .map_err(|e| format!("the image manifest cannot be read: {e}"))?;
+pub fn read(bytes: &[u8]) -> Result<ModuleLayout, LayoutError> {
+    let manifest: ImageManifest = serde_json::from_slice(bytes)?;
     if manifest.schema_version != 2 {
-        return Err(format!(
-            "the image manifest has schemaVersion {}, not 2",
-            manifest.schema_version
-        ));
+        return Err(LayoutError::SchemaVersion(manifest.schema_version));
     }
     if let Some(media_type) = &manifest.media_type {
         if media_type != OCI_MANIFEST {
-            return Err(format!(
-                "the manifest is a {media_type}, not an OCI image manifest ({OCI_MANIFEST}): an index or a container image is not a module"
-            ));
+            return Err(LayoutError::MediaType(media_type.clone()));
         }
     }
     if manifest.config.media_type != WASM_CONFIG {
-        return Err(format!(
-            "its config is a {}, not a wasm artifact's ({WASM_CONFIG}): push modules with `velero-wasm module push`",
-            manifest.config.media_type
-        ));
+        return Err(LayoutError::Config(manifest.config.media_type));
     }
     let mut wasm = manifest
         .layers
@@ -176,26 +168,20 @@ pub fn read(bytes: &[u8]) -> Result<ModuleLayout, String> {
         .filter(|l| l.media_type == WASM_LAYER);
     let component = match (wasm.next(), wasm.next()) {
         (Some(layer), None) => layer.clone(),
-        (None, _) => return Err(format!("it has no {WASM_LAYER} layer")),
-        (Some(_), Some(_)) => return Err(format!("it has more than one {WASM_LAYER} layer")),
+        (None, _) => return Err(LayoutError::NoComponent),
+        (Some(_), Some(_)) => return Err(LayoutError::ManyComponents),
     };
     if !is_digest(&component.digest) {
-        return Err(format!(
-            "its component's digest {:?} is not sha256: and 64 hex digits",
-            component.digest
-        ));
+        return Err(LayoutError::Digest(component.digest));
     }
     if component.size > MAX_COMPONENT {
-        return Err(format!(
-            "its component is {} bytes, over the {MAX_COMPONENT} bytes a module may have",
-            component.size
-        ));
+        return Err(LayoutError::TooLarge(component.size));
     }
-    let manifest_text = manifest.annotations.get(MANIFEST).cloned().ok_or_else(|| {
-        format!(
-            "it carries no module manifest (annotation {MANIFEST}): push modules with `velero-wasm module push`"
-        )
-    })?;
+    let manifest_text = manifest
+        .annotations
+        .get(MANIFEST)
+        .cloned()
+        .ok_or(LayoutError::NoManifest)?;
     Ok(ModuleLayout {
         component,
         name: manifest.annotations.get(NAME).cloned(),
@@ -243,11 +229,15 @@ mod tests {
         let mut image = artifact("m", b"\0asm", "", None, None).parsed;
         image.config.media_type = "application/vnd.oci.image.config.v1+json".into();
         let error = read(&serde_json::to_vec(&image).unwrap()).unwrap_err();
-        assert!(error.contains("not a wasm artifact"), "{error}");
+        assert!(matches!(error, LayoutError::Config(_)), "{error}");
+        assert_eq!(
+            error.to_string(),
+            "its config is a application/vnd.oci.image.config.v1+json, not a wasm artifact's (application/vnd.wasm.config.v0+json): push modules with `velero-wasm module push`"
+        );
         let mut bare = artifact("m", b"\0asm", "", None, None).parsed;
         bare.annotations.clear();
         let error = read(&serde_json::to_vec(&bare).unwrap()).unwrap_err();
-        assert!(error.contains("no module manifest"), "{error}");
+        assert!(error.to_string().contains("no module manifest"), "{error}");
         assert!(read(b"{\"manifests\": []}").is_err());
     }
 

@@ -10,14 +10,17 @@
 //! - **Kept**: manifests and blobs are kept by digest in `<state>/oci/sha256/` ([`BlobStore`]); a
 //!   digest already kept is not asked for again, so a restart or another ConfigMap naming the same
 //!   artifact needs no registry. A pull that fails (registry down, refused) leaves the module to its
-//!   last good version, as a broken ConfigMap does.
+//!   last good version, as a broken ConfigMap does. Blobs no module directory names any more are
+//!   removed after each list of the ConfigMaps ([`collect`]).
 //! - **Bounded**: every answer is read with a cap ([`layout::MAX_MANIFEST`], the descriptor's size)
 //!   and every exchange within [`EXCHANGE_TIMEOUT`]; all pulls of a start within [`PULL_TIMEOUT`].
 //! - **Reached** like any host the plugin talks to: `HTTPS_PROXY`/`NO_PROXY`, the system's roots
 //!   (`SSL_CERT_FILE` for a private CA); plain HTTP only for the registries [`PLAIN_HTTP_ENV`] lists.
 //!   Credentials come from the docker-config Secrets [`PULL_SECRETS_ENV`] names.
 
+pub mod collect;
 pub mod credentials;
+pub mod error;
 pub mod layout;
 pub mod reference;
 pub mod registry;
@@ -27,6 +30,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
+pub use error::{CredentialsError, LayoutError, OciError, ReferenceError};
 pub use reference::Reference;
 pub use registry::{Credentials, Registry, RegistryError};
 
@@ -83,13 +87,16 @@ impl BlobStore {
     }
 
     /// Keeps a blob whose digest has been checked.
-    pub fn put(&self, digest: &str, bytes: &[u8]) -> Result<(), String> {
+    pub fn put(&self, digest: &str, bytes: &[u8]) -> Result<(), OciError> {
         let path = self
             .path(digest)
-            .ok_or_else(|| format!("{digest:?} is not a sha256 digest"))?;
-        crate::state::private_dir(&self.root, &self.dir)?;
-        crate::state::write_atomically(&path, bytes)
-            .map_err(|e| format!("cannot keep {digest} in {}: {e}", self.dir.display()))
+            .ok_or_else(|| OciError::NotDigest(digest.to_string()))?;
+        crate::state::private_dir(&self.root, &self.dir).map_err(OciError::Store)?;
+        crate::state::write_atomically(&path, bytes).map_err(|source| OciError::Keep {
+            digest: digest.to_string(),
+            dir: self.dir.display().to_string(),
+            source,
+        })
     }
 }
 
@@ -127,7 +134,7 @@ impl PullSettings {
     }
 
     /// The credentials for `registry`: the first docker config that has some.
-    pub fn credentials(&self, registry: &str) -> Result<Option<Credentials>, String> {
+    pub fn credentials(&self, registry: &str) -> Result<Option<Credentials>, CredentialsError> {
         for config in &self.docker_configs {
             if let Some(found) = credentials::for_registry(config, registry)? {
                 return Ok(Some(found));
@@ -155,77 +162,123 @@ pub async fn pull(
     reference: &str,
     store: &BlobStore,
     settings: &PullSettings,
-) -> Result<Pulled, String> {
+) -> Result<Pulled, OciError> {
     let reference = Reference::parse(reference)?;
     if reference.digest.is_none() && !settings.allow_tags {
-        return Err(format!(
-            "{reference} names a tag without a digest: pin it (`velero-wasm module push` prints {reference}@sha256:…), or set {TAGS_ENV}=resolve to resolve tags"
-        ));
+        return Err(OciError::TagWithoutDigest(reference));
     }
     let registry = std::sync::OnceLock::new();
     let connect = || connect(&registry, &reference, settings);
     let mut fetched = 0;
-    let kept = reference
-        .digest
-        .as_deref()
-        .and_then(|digest| store.get(digest, layout::MAX_MANIFEST));
-    let (manifest, digest) = match kept {
-        Some(bytes) => (bytes, reference.digest.clone().unwrap_or_default()),
+    let (manifest, digest) = match kept_manifest(&reference, store) {
+        Some(kept) => kept,
         None => {
-            let bytes = connect()?
-                .manifest(reference.manifest_ref(), layout::MAX_MANIFEST)
-                .await
-                .map_err(|e| e.to_string())?;
             fetched += 1;
-            let actual = format!("sha256:{}", super::sha256_hex(&bytes));
-            match &reference.digest {
-                Some(pinned) if *pinned != actual => {
-                    return Err(format!(
-                        "digest mismatch: the registry's manifest for {reference} has digest {actual}, not the pinned {pinned}; refused"
-                    ))
-                }
-                Some(_) => {}
-                None => tracing::warn!(
-                    reference = %reference,
-                    digest = actual,
-                    "resolved the tag to a digest ({TAGS_ENV}=resolve); pin it in the ConfigMap to stop following the tag"
-                ),
-            }
-            store.put(&actual, &bytes)?;
-            (bytes.to_vec(), actual)
+            fetch_manifest(connect()?, &reference, store).await?
         }
     };
     let pinned = reference.pinned(&digest);
-    let module_layout = layout::read(&manifest).map_err(|e| format!("{pinned}: {e}"))?;
+    let module_layout = layout::read(&manifest).map_err(|source| OciError::Layout {
+        pinned: pinned.clone(),
+        source,
+    })?;
     if let Some(name) = &module_layout.name {
         if name != module {
-            return Err(format!(
-                "{pinned} holds module {name}, not {module} (the ConfigMap's label)"
-            ));
+            return Err(OciError::OtherModule {
+                pinned,
+                name: name.clone(),
+                module: module.to_string(),
+            });
         }
     }
     let component = &module_layout.component;
     let wasm = match store.get(&component.digest, component.size) {
         Some(bytes) if bytes.len() as u64 == component.size => bytes,
         _ => {
-            let bytes = connect()?
-                .blob(&component.digest, component.size)
-                .await
-                .map_err(|e| format!("{pinned}: its component: {e}"))?;
             fetched += 1;
-            let actual = format!("sha256:{}", super::sha256_hex(&bytes));
-            if actual != component.digest || bytes.len() as u64 != component.size {
-                return Err(format!(
-                    "{pinned}: the registry's component blob {} is {} bytes with digest {actual}, not the {} bytes the manifest describes: tampered or corrupt; refused",
-                    component.digest,
-                    bytes.len(),
-                    component.size
-                ));
-            }
-            store.put(&component.digest, &bytes)?;
-            bytes.to_vec()
+            fetch_component(connect()?, &pinned, component, store).await?
         }
     };
+    Ok(Pulled {
+        files: module_files(module, &pinned, wasm, module_layout),
+        pinned,
+        fetched,
+    })
+}
+
+/// The manifest a pinned reference names, if the store keeps it, with its digest.
+fn kept_manifest(reference: &Reference, store: &BlobStore) -> Option<(Vec<u8>, String)> {
+    let digest = reference.digest.as_deref()?;
+    let bytes = store.get(digest, layout::MAX_MANIFEST)?;
+    Some((bytes, digest.to_string()))
+}
+
+/// The manifest from the registry, checked against the pinned digest (a tag alone is resolved, and
+/// said so), kept in the store; with its digest.
+async fn fetch_manifest(
+    registry: &Registry,
+    reference: &Reference,
+    store: &BlobStore,
+) -> Result<(Vec<u8>, String), OciError> {
+    let bytes = registry
+        .manifest(reference.manifest_ref(), layout::MAX_MANIFEST)
+        .await?;
+    let actual = format!("sha256:{}", super::sha256_hex(&bytes));
+    match &reference.digest {
+        Some(pinned) if *pinned != actual => {
+            return Err(OciError::ManifestDigest {
+                reference: reference.clone(),
+                actual,
+                pinned: pinned.clone(),
+            })
+        }
+        Some(_) => {}
+        None => tracing::warn!(
+            reference = %reference,
+            digest = actual,
+            "resolved the tag to a digest ({TAGS_ENV}=resolve); pin it in the ConfigMap to stop following the tag"
+        ),
+    }
+    store.put(&actual, &bytes)?;
+    Ok((bytes.to_vec(), actual))
+}
+
+/// The component blob from the registry, checked against its descriptor, kept in the store.
+async fn fetch_component(
+    registry: &Registry,
+    pinned: &Reference,
+    component: &layout::Descriptor,
+    store: &BlobStore,
+) -> Result<Vec<u8>, OciError> {
+    let bytes = registry
+        .blob(&component.digest, component.size)
+        .await
+        .map_err(|source| OciError::Component {
+            pinned: pinned.clone(),
+            source,
+        })?;
+    let actual = format!("sha256:{}", super::sha256_hex(&bytes));
+    if actual != component.digest || bytes.len() as u64 != component.size {
+        return Err(OciError::ComponentDigest {
+            pinned: pinned.clone(),
+            digest: component.digest.clone(),
+            got: bytes.len(),
+            actual,
+            size: component.size,
+        });
+    }
+    store.put(&component.digest, &bytes)?;
+    Ok(bytes.to_vec())
+}
+
+/// The files of a module directory for a pulled module: component, manifest, pinned reference and
+/// signature (if signed).
+fn module_files(
+    module: &str,
+    pinned: &Reference,
+    wasm: Vec<u8>,
+    module_layout: layout::ModuleLayout,
+) -> Vec<(String, Vec<u8>)> {
     let mut files = vec![
         (format!("{module}.wasm"), wasm),
         (
@@ -240,11 +293,7 @@ pub async fn pull(
     if let Some(signature) = module_layout.signature_text {
         files.push((format!("{module}.sig"), signature.into_bytes()));
     }
-    Ok(Pulled {
-        files,
-        pinned,
-        fetched,
-    })
+    files
 }
 
 /// The registry of `reference`, made when first needed (a pull served from the store makes none).
@@ -252,13 +301,16 @@ fn connect<'a>(
     cell: &'a std::sync::OnceLock<Registry>,
     reference: &Reference,
     settings: &PullSettings,
-) -> Result<&'a Registry, String> {
+) -> Result<&'a Registry, OciError> {
     if let Some(registry) = cell.get() {
         return Ok(registry);
     }
     let credentials = settings
         .credentials(&reference.registry)
-        .map_err(|e| format!("the credentials for {}: {e}", reference.registry))?;
+        .map_err(|source| OciError::Credentials {
+            registry: reference.registry.clone(),
+            source,
+        })?;
     Ok(cell.get_or_init(|| {
         Registry::new(
             reference,

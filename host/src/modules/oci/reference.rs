@@ -5,6 +5,8 @@
 
 use std::fmt;
 
+use super::error::ReferenceError;
+
 /// A parsed reference.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reference {
@@ -20,11 +22,12 @@ pub struct Reference {
 
 impl Reference {
     /// Parses `[oci://]registry/repository[:tag][@sha256:hex]`; a reference needs a tag or a digest.
-    pub fn parse(text: &str) -> Result<Reference, String> {
+    pub fn parse(text: &str) -> Result<Reference, ReferenceError> {
         let text = text.trim();
         let bare = text.strip_prefix("oci://").unwrap_or(text);
-        let bad = |why: &str| {
-            format!("{text:?} is not an OCI reference (registry/repository:tag@sha256:…): {why}")
+        let bad = |why: &'static str| ReferenceError {
+            text: text.to_string(),
+            why,
         };
         let (rest, digest) = match bare.split_once('@') {
             Some((rest, digest)) => {
@@ -170,7 +173,14 @@ mod tests {
             ("r\"x/m:1", "the registry"),
         ] {
             let error = Reference::parse(text).unwrap_err();
-            assert!(error.contains(why), "{text}: {error}");
+            assert!(error.why.contains(why), "{text}: {error}");
+            assert_eq!(
+                error.to_string(),
+                format!(
+                    "{text:?} is not an OCI reference (registry/repository:tag@sha256:…): {}",
+                    error.why
+                )
+            );
         }
     }
 }

@@ -291,49 +291,9 @@ impl Registry {
             let realm = param(bearer, "realm").ok_or_else(|| {
                 refused("the registry's Bearer challenge names no realm".to_string())
             })?;
-            let mut query = form_query(&[(
-                "scope",
-                &format!("repository:{}:{}", self.repository, self.actions),
-            )]);
-            if let Some(service) = param(bearer, "service") {
-                query = format!("{query}&{}", form_query(&[("service", &service)]));
-            }
-            let separator = if realm.contains('?') { '&' } else { '?' };
-            let token_url = format!("{realm}{separator}{query}");
-            let basic = self.credentials.as_ref().map(Credentials::basic);
-            let basic = basic.and_then(|b| HeaderValue::from_str(&b).ok());
-            let answer = self
-                .once(
-                    "GET",
-                    &token_url,
-                    &[],
-                    Bytes::new(),
-                    MAX_TOKEN_ANSWER,
-                    basic,
-                )
+            let value = self
+                .bearer_token(&realm, param(bearer, "service"), url)
                 .await?;
-            if answer.status != 200 {
-                let with = match &self.credentials {
-                    Some(c) => format!("with the credentials of {}", c.username),
-                    None => "without credentials (none are configured for it)".to_string(),
-                };
-                return Err(refused(format!(
-                    "the token service {realm} refused a token {with}: HTTP {}",
-                    answer.status
-                )));
-            }
-            let token: serde_json::Value = serde_json::from_slice(&answer.body)
-                .map_err(|e| refused(format!("the token service {realm} answered no JSON: {e}")))?;
-            let token = token
-                .get("token")
-                .or_else(|| token.get("access_token"))
-                .and_then(serde_json::Value::as_str)
-                .ok_or_else(|| refused(format!("the token service {realm} gave no token")))?;
-            let value = HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| {
-                refused(format!(
-                    "the token service {realm} gave a token that is not a header value"
-                ))
-            })?;
             *self.authorization.lock().await = Some(value);
             return Ok(());
         }
@@ -358,6 +318,60 @@ impl Registry {
         )))
     }
 
+    /// A Bearer token from the token service at `realm` for this repository (with the credentials,
+    /// if any), as the `Authorization` header's value.
+    async fn bearer_token(
+        &self,
+        realm: &str,
+        service: Option<String>,
+        url: &str,
+    ) -> Result<HeaderValue, RegistryError> {
+        let refused = |why: String| RegistryError::Refused(format!("{url}: {why}"));
+        let mut query = form_query(&[(
+            "scope",
+            &format!("repository:{}:{}", self.repository, self.actions),
+        )]);
+        if let Some(service) = service {
+            query = format!("{query}&{}", form_query(&[("service", &service)]));
+        }
+        let separator = if realm.contains('?') { '&' } else { '?' };
+        let token_url = format!("{realm}{separator}{query}");
+        let basic = self.credentials.as_ref().map(Credentials::basic);
+        let basic = basic.and_then(|b| HeaderValue::from_str(&b).ok());
+        let answer = self
+            .once(
+                "GET",
+                &token_url,
+                &[],
+                Bytes::new(),
+                MAX_TOKEN_ANSWER,
+                basic,
+            )
+            .await?;
+        if answer.status != 200 {
+            let with = match &self.credentials {
+                Some(c) => format!("with the credentials of {}", c.username),
+                None => "without credentials (none are configured for it)".to_string(),
+            };
+            return Err(refused(format!(
+                "the token service {realm} refused a token {with}: HTTP {}",
+                answer.status
+            )));
+        }
+        let token: serde_json::Value = serde_json::from_slice(&answer.body)
+            .map_err(|e| refused(format!("the token service {realm} answered no JSON: {e}")))?;
+        let token = token
+            .get("token")
+            .or_else(|| token.get("access_token"))
+            .and_then(serde_json::Value::as_str)
+            .ok_or_else(|| refused(format!("the token service {realm} gave no token")))?;
+        HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| {
+            refused(format!(
+                "the token service {realm} gave a token that is not a header value"
+            ))
+        })
+    }
+
     /// One request and its answer, within the timeout and the cap.
     async fn once(
         &self,
@@ -369,74 +383,13 @@ impl Registry {
         authorization: Option<HeaderValue>,
     ) -> Result<Answer, RegistryError> {
         let what = format!("{method} {}", shown(url));
-        let mut builder = hyper::Request::builder().method(method).uri(url);
-        for (name, value) in headers {
-            builder = builder.header(*name, *value);
-        }
-        if let Some(authorization) = authorization {
-            builder = builder.header(AUTHORIZATION, authorization);
-        }
-        if !body.is_empty() || matches!(method, "PUT" | "POST") {
-            builder = builder.header(CONTENT_LENGTH, body.len());
-            if !headers
-                .iter()
-                .any(|(n, _)| n.eq_ignore_ascii_case("content-type"))
-            {
-                builder = builder.header(CONTENT_TYPE, "application/octet-stream");
-            }
-        }
-        let request = builder
-            .body(Full::new(body))
+        let request = request(method, url, headers, body, authorization)
             .map_err(|e| RegistryError::Refused(format!("{what}: cannot be sent: {e}")))?;
         let exchange = async {
             let response = send(request, &what)
                 .await
                 .map_err(|e| RegistryError::Unreachable(e.to_string()))?;
-            let status = response.status().as_u16();
-            let headers = response.headers().clone();
-            // An error's body is read within its own small cap: only its message is wanted.
-            let limit = if (200..300).contains(&status) {
-                limit
-            } else {
-                MAX_ERROR_ANSWER
-            };
-            let too_large = || {
-                RegistryError::TooLarge(format!(
-                    "{what}: the answer is larger than the {limit} bytes allowed; refused"
-                ))
-            };
-            let declared = headers
-                .get(CONTENT_LENGTH)
-                .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
-            if method == "HEAD" {
-                return Ok(Answer {
-                    status,
-                    headers,
-                    body: Bytes::new(),
-                });
-            }
-            if declared.is_some_and(|length| length > limit) {
-                return Err(too_large());
-            }
-            let cap = usize::try_from(limit).unwrap_or(usize::MAX);
-            let body = Limited::new(response.into_body(), cap)
-                .collect()
-                .await
-                .map_err(|e| {
-                    if e.downcast_ref::<http_body_util::LengthLimitError>()
-                        .is_some()
-                    {
-                        too_large()
-                    } else {
-                        RegistryError::Unreachable(format!("{what}: reading the answer: {e}"))
-                    }
-                })?
-                .to_bytes();
-            Ok(Answer {
-                status,
-                headers,
-                body,
-            })
+            read_answer(response, method, limit, &what).await
         };
         match tokio::time::timeout(self.timeout, exchange).await {
             Ok(answer) => answer,
@@ -446,6 +399,88 @@ impl Registry {
             ))),
         }
     }
+}
+
+/// The request, with its headers, authorization and body (a length and a type for a body).
+fn request(
+    method: &str,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: Bytes,
+    authorization: Option<HeaderValue>,
+) -> Result<hyper::Request<Full<Bytes>>, hyper::http::Error> {
+    let mut builder = hyper::Request::builder().method(method).uri(url);
+    for (name, value) in headers {
+        builder = builder.header(*name, *value);
+    }
+    if let Some(authorization) = authorization {
+        builder = builder.header(AUTHORIZATION, authorization);
+    }
+    if !body.is_empty() || matches!(method, "PUT" | "POST") {
+        builder = builder.header(CONTENT_LENGTH, body.len());
+        if !headers
+            .iter()
+            .any(|(n, _)| n.eq_ignore_ascii_case("content-type"))
+        {
+            builder = builder.header(CONTENT_TYPE, "application/octet-stream");
+        }
+    }
+    builder.body(Full::new(body))
+}
+
+/// An answer's status, headers and body, the body read within `limit` (an error's within
+/// [`MAX_ERROR_ANSWER`]; a HEAD's not at all).
+async fn read_answer(
+    response: hyper::Response<hyper::body::Incoming>,
+    method: &str,
+    limit: u64,
+    what: &str,
+) -> Result<Answer, RegistryError> {
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    // An error's body is read within its own small cap: only its message is wanted.
+    let limit = if (200..300).contains(&status) {
+        limit
+    } else {
+        MAX_ERROR_ANSWER
+    };
+    let too_large = || {
+        RegistryError::TooLarge(format!(
+            "{what}: the answer is larger than the {limit} bytes allowed; refused"
+        ))
+    };
+    let declared = headers
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    if method == "HEAD" {
+        return Ok(Answer {
+            status,
+            headers,
+            body: Bytes::new(),
+        });
+    }
+    if declared.is_some_and(|length| length > limit) {
+        return Err(too_large());
+    }
+    let cap = usize::try_from(limit).unwrap_or(usize::MAX);
+    let body = Limited::new(response.into_body(), cap)
+        .collect()
+        .await
+        .map_err(|e| {
+            if e.downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some()
+            {
+                too_large()
+            } else {
+                RegistryError::Unreachable(format!("{what}: reading the answer: {e}"))
+            }
+        })?
+        .to_bytes();
+    Ok(Answer {
+        status,
+        headers,
+        body,
+    })
 }
 
 /// The Docker schema 2 manifest type, accepted alongside OCI's (some registries label OCI-shaped
