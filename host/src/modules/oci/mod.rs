@@ -87,7 +87,7 @@ impl BlobStore {
         let path = self
             .path(digest)
             .ok_or_else(|| format!("{digest:?} is not a sha256 digest"))?;
-        crate::state::private_dir(&self.root, &self.dir)?;
+        crate::state::private_dir(&self.root, &self.dir).map_err(|e| e.to_string())?;
         crate::state::write_atomically(&path, bytes)
             .map_err(|e| format!("cannot keep {digest} in {}: {e}", self.dir.display()))
     }
