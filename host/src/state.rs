@@ -30,12 +30,15 @@ pub fn default_dir() -> Option<PathBuf> {
 /// from `root` down to it, belongs to this process's effective user and is not writable by group or
 /// others: nobody else can then add, replace or rename what is in it. The error says which directory
 /// fails and why.
-pub fn private_dir(root: &Path, dir: &Path) -> Result<(), String> {
+pub fn private_dir(root: &Path, dir: &Path) -> Result<(), PrivateDirError> {
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(dir)
-        .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        .map_err(|source| PrivateDirError::Create {
+            dir: dir.to_path_buf(),
+            source,
+        })?;
     let below = dir.strip_prefix(root).unwrap_or(Path::new(""));
     let mut current = root.to_path_buf();
     check_private(&current)?;
@@ -62,25 +65,75 @@ pub fn euid() -> u32 {
     unsafe { libc::geteuid() }
 }
 
-fn check_private(dir: &Path) -> Result<(), String> {
-    let meta = std::fs::metadata(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+/// Why a directory cannot hold state: each names the directory that fails.
+#[derive(Debug, thiserror::Error)]
+pub enum PrivateDirError {
+    /// It (or a directory above it) could not be created.
+    #[error("cannot create {}: {source}", dir.display())]
+    Create {
+        /// The directory asked for.
+        dir: PathBuf,
+        /// Why it could not be created.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Its metadata could not be read.
+    #[error("{}: {source}", dir.display())]
+    Unreadable {
+        /// The directory.
+        dir: PathBuf,
+        /// Why its metadata could not be read.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Something other than a directory is in its place.
+    #[error("{} is not a directory", dir.display())]
+    NotADirectory {
+        /// The path.
+        dir: PathBuf,
+    },
+    /// Another user owns it, and could change what is in it.
+    #[error("{} belongs to uid {owner}, not to uid {me} that this process runs as", dir.display())]
+    Owner {
+        /// The directory.
+        dir: PathBuf,
+        /// Who owns it.
+        owner: u32,
+        /// This process's effective user.
+        me: u32,
+    },
+    /// Group or others may write to it.
+    #[error("{} is writable by other users (mode {mode:04o}; make it 0700)", dir.display())]
+    Open {
+        /// The directory.
+        dir: PathBuf,
+        /// Its permission bits.
+        mode: u32,
+    },
+}
+
+fn check_private(dir: &Path) -> Result<(), PrivateDirError> {
+    let meta = std::fs::metadata(dir).map_err(|source| PrivateDirError::Unreadable {
+        dir: dir.to_path_buf(),
+        source,
+    })?;
+    let dir = dir.to_path_buf();
     if !meta.is_dir() {
-        return Err(format!("{} is not a directory", dir.display()));
+        return Err(PrivateDirError::NotADirectory { dir });
     }
     let me = euid();
     if meta.uid() != me {
-        return Err(format!(
-            "{} belongs to uid {}, not to uid {me} that this process runs as",
-            dir.display(),
-            meta.uid()
-        ));
+        return Err(PrivateDirError::Owner {
+            dir,
+            owner: meta.uid(),
+            me,
+        });
     }
     if meta.mode() & 0o022 != 0 {
-        return Err(format!(
-            "{} is writable by other users (mode {:04o}; make it 0700)",
-            dir.display(),
-            meta.mode() & 0o7777
-        ));
+        return Err(PrivateDirError::Open {
+            dir,
+            mode: meta.mode() & 0o7777,
+        });
     }
     Ok(())
 }
@@ -99,7 +152,7 @@ mod tests {
         assert_eq!(mode, 0o700);
         let middle = state.path().join("a");
         std::fs::set_permissions(&middle, std::fs::Permissions::from_mode(0o775)).unwrap();
-        let e = private_dir(state.path(), &dir).unwrap_err();
+        let e = private_dir(state.path(), &dir).unwrap_err().to_string();
         assert!(
             e.contains("/a is writable by other users (mode 0775"),
             "{e}"

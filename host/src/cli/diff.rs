@@ -115,19 +115,7 @@ async fn execute(args: &DiffArgs) -> Result<Report, Failure> {
     };
     let sides = load_sides(args, trusted, &cluster_paths, &backup).await?;
     let (old_name, new_name) = (sides[0].name.clone(), sides[1].name.clone());
-
-    // Every backup action of either set, by name.
-    let names: BTreeSet<String> = sides
-        .iter()
-        .flat_map(|s| {
-            s.runtime
-                .catalog()
-                .actions()
-                .filter(|a| matches!(a.info().kind, ActionKind::Backup | ActionKind::BackupV2))
-                .map(|a| a.info().name.clone())
-                .collect::<Vec<_>>()
-        })
-        .collect();
+    let names = backup_actions(&sides);
     let backup_text = backup.to_string();
     let progress = Progress::new(items.len());
     let mut actions: Vec<ActionReport> = names
@@ -182,6 +170,21 @@ async fn execute(args: &DiffArgs) -> Result<Report, Failure> {
         actions,
         seconds: started.elapsed().as_secs_f64(),
     })
+}
+
+/// Every backup action of either set, by name.
+fn backup_actions(sides: &[Side]) -> BTreeSet<String> {
+    sides
+        .iter()
+        .flat_map(|s| {
+            s.runtime
+                .catalog()
+                .actions()
+                .filter(|a| matches!(a.info().kind, ActionKind::Backup | ActionKind::BackupV2))
+                .map(|a| a.info().name.clone())
+                .collect::<Vec<_>>()
+        })
+        .collect()
 }
 
 /// `--backup`, or a Backup made up for the run; it must be a Backup.

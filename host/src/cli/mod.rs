@@ -178,16 +178,16 @@ pub struct Failure {
 }
 
 impl Failure {
-    fn bad_input(message: impl Into<String>) -> Failure {
+    fn bad_input(message: impl std::fmt::Display) -> Failure {
         Failure {
             code: EXIT_BAD_INPUT,
-            message: message.into(),
+            message: message.to_string(),
         }
     }
 
     /// A failure whose message (an action's own error, quoted) is cut to [`MAX_MESSAGE`] bytes.
-    fn failed(message: impl Into<String>) -> Failure {
-        let mut message = message.into();
+    fn failed(message: impl std::fmt::Display) -> Failure {
+        let mut message = message.to_string();
         if message.len() > MAX_MESSAGE {
             let all = message.len();
             let mut end = MAX_MESSAGE;

@@ -265,7 +265,8 @@ pub(super) fn read_parts(path: &Path) -> Result<Parts, String> {
         (None, path.with_extension("toml"))
     };
     let manifest_text = read_text(&path.with_extension("toml"))?;
-    let signature_text = signature::read_signature_file(&path.with_extension("sig"))?;
+    let signature_text =
+        signature::read_signature_file(&path.with_extension("sig")).map_err(|e| e.to_string())?;
     Ok(Parts {
         name,
         wasm,

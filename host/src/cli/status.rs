@@ -108,6 +108,23 @@ fn text(
     shadows: &BTreeMap<String, Tally>,
     processes: usize,
 ) -> String {
+    let mut out = modules_table(modules, written);
+    if shadows.is_empty() {
+        let any = modules.iter().any(|m| m.role == "shadow");
+        out.push_str(if any {
+            "\nshadows: no call compared yet\n"
+        } else {
+            "\nno shadow modules\n"
+        });
+        return out;
+    }
+    out.push_str(&shadows_table(shadows, processes));
+    out.push_str(&last_events(shadows));
+    out
+}
+
+/// The modules loaded: name, role, version, source and signature, one a line.
+fn modules_table(modules: &[ModuleStatus], written: &str) -> String {
     let mut out = format!("modules (as loaded at {written}):\n");
     out.push_str(&format!(
         "{:<20} {:<8} {:<10} {:<38} {}\n",
@@ -130,19 +147,15 @@ fn text(
         out.push_str(&cut(&line, WIDTH));
         out.push('\n');
     }
-    if shadows.is_empty() {
-        let any = modules.iter().any(|m| m.role == "shadow");
-        out.push_str(if any {
-            "\nshadows: no call compared yet\n"
-        } else {
-            "\nno shadow modules\n"
-        });
-        return out;
-    }
-    out.push_str(&format!(
+    out
+}
+
+/// The shadows' tallies, summed over the plugin processes, one shadow a line.
+fn shadows_table(shadows: &BTreeMap<String, Tally>, processes: usize) -> String {
+    let mut out = format!(
         "\nshadows ({processes} plugin process{}):\n",
         if processes == 1 { "" } else { "es" }
-    ));
+    );
     out.push_str(&format!(
         "{:<20} {:>9} {:>9} {:>9} {:>7} {:>8}  {}\n",
         "SHADOW", "COMPARED", "SAME", "DIFFER", "FAULTS", "DROPPED", "DIFFERENCES"
@@ -166,6 +179,12 @@ fn text(
         out.push_str(&cut(&line, WIDTH));
         out.push('\n');
     }
+    out
+}
+
+/// Each shadow's last difference (with its patch) and last fault.
+fn last_events(shadows: &BTreeMap<String, Tally>) -> String {
+    let mut out = String::new();
     for (name, t) in shadows {
         if let Some(d) = &t.last_difference {
             out.push_str(&format!(

@@ -74,12 +74,26 @@ pub fn expand(gzip: &[u8], limit: u64) -> Result<Vec<u8>, ExpandError> {
 
 /// A ConfigMap file as the loader sees it: `<name>.wasm.gz` expanded (within
 /// [`MAX_COMPONENT_BYTES`]) to `<name>.wasm`; any other key as it is.
-pub fn expanded(key: &str, bytes: Vec<u8>) -> Result<(String, Vec<u8>), String> {
+pub fn expanded(key: &str, bytes: Vec<u8>) -> Result<(String, Vec<u8>), KeyExpandError> {
     let Some(stem) = key.strip_suffix(&format!(".{COMPRESSED_EXTENSION}")) else {
         return Ok((key.to_string(), bytes));
     };
-    let wasm = expand(&bytes, MAX_COMPONENT_BYTES).map_err(|e| format!("{key}: {e}"))?;
+    let wasm = expand(&bytes, MAX_COMPONENT_BYTES).map_err(|source| KeyExpandError {
+        key: key.to_string(),
+        source,
+    })?;
     Ok((format!("{stem}.wasm"), wasm))
+}
+
+/// A ConfigMap key (or file) whose compressed component cannot be expanded.
+#[derive(Debug, thiserror::Error)]
+#[error("{key}: {source}")]
+pub struct KeyExpandError {
+    /// The key, `<name>.wasm.gz`.
+    pub key: String,
+    /// Why it cannot be expanded.
+    #[source]
+    pub source: ExpandError,
 }
 
 #[cfg(test)]
@@ -112,7 +126,7 @@ mod tests {
         assert!(bomb.len() < 40_000, "{}", bomb.len());
         let error = expand(&bomb, MAX_COMPONENT_BYTES).unwrap_err();
         assert!(matches!(error, ExpandError::TooLarge { limit } if limit == MAX_COMPONENT_BYTES));
-        let message = expanded("m.wasm.gz", bomb).unwrap_err();
+        let message = expanded("m.wasm.gz", bomb).unwrap_err().to_string();
         assert!(
             message.starts_with("m.wasm.gz: expands to more than 8388608 bytes"),
             "{message}"

@@ -121,17 +121,41 @@ pub async fn read(
         return None;
     };
     let cache = Cache::new(state);
+    let namespace = namespace_of(cluster, velero_namespace).await;
+    // Whether the API server answers but the list could not be had whole: then someone may be
+    // keeping it large or slow, and the last list may name modules deleted since.
+    let (why, answering) = match list_within(cluster, namespace.as_deref()).await {
+        Ok(items) => {
+            let namespace = namespace.as_deref().unwrap_or_default();
+            return write_listed(&cache, state, cluster, namespace, &items).await;
+        }
+        Err(not_listed) => not_listed,
+    };
+    fall_back_to_last(&cache, cluster, namespace.as_deref(), why, answering).await
+}
+
+/// Velero's namespace: `velero_namespace`, else the one the cluster configuration names (`None`
+/// when it cannot be had within [`LIST_TIMEOUT`]).
+async fn namespace_of(cluster: &LazyCluster, velero_namespace: &str) -> Option<String> {
     let namespace = tokio::time::timeout(LIST_TIMEOUT, async {
         match velero_namespace {
             "" => cluster.default_namespace().await,
             namespace => Ok(namespace.to_string()),
         }
     });
-    let namespace = match namespace.await {
+    match namespace.await {
         Ok(Ok(namespace)) => Some(namespace),
         _ => None,
-    };
-    let listed = match &namespace {
+    }
+}
+
+/// The module ConfigMaps of `namespace` listed within [`LIST_TIMEOUT`], or why not and whether the
+/// API server answered.
+async fn list_within(
+    cluster: &LazyCluster,
+    namespace: Option<&str>,
+) -> Result<Vec<Value>, (String, bool)> {
+    let listed = match namespace {
         Some(namespace) => tokio::time::timeout(LIST_TIMEOUT, list(cluster, namespace))
             .await
             .map_err(|_| {
@@ -145,42 +169,59 @@ pub async fn read(
             LIST_TIMEOUT.as_secs()
         )),
     };
-    // Whether the API server answers but the list could not be had whole: then someone may be
-    // keeping it large or slow, and the last list may name modules deleted since.
-    let (why, answering) = match listed {
-        Ok(Ok(items)) => {
-            let namespace = namespace.as_deref().unwrap_or_default();
-            let pulled = pull_artifacts(&cache, &items, cluster, namespace).await;
-            return match cache.materialise_pulled(&items, &pulled) {
-                Ok(modules) => {
-                    // Listed and written: the kept OCI blobs no module directory names can go.
-                    oci::collect::collect_unreferenced(state, cache.dir());
-                    tracing::debug!(
-                        namespace,
-                        configmaps = modules.configmaps.len(),
-                        written = modules.written,
-                        cached = modules.cached,
-                        pruned = modules.pruned,
-                        "module ConfigMaps read"
-                    );
-                    Some(modules)
-                }
-                Err(why) => {
-                    tracing::error!("module ConfigMaps are not loaded: {why}");
-                    None
-                }
-            };
-        }
-        Ok(Err(KubeError::TooLarge(_))) => (
+    match listed {
+        Ok(Ok(items)) => Ok(items),
+        Ok(Err(KubeError::TooLarge(_))) => Err((
             format!(
                 "the module ConfigMaps take more than {} MiB, the most read at start (remove the ConfigMaps labelled {LABEL} that are not modules)",
                 MAX_LIST_BYTES >> 20
             ),
             true,
-        ),
-        Ok(Err(e)) => (format!("cannot list the module ConfigMaps: {e}"), false),
-        Err(why) => (why, true),
-    };
+        )),
+        Ok(Err(e)) => Err((format!("cannot list the module ConfigMaps: {e}"), false)),
+        Err(why) => Err((why, true)),
+    }
+}
+
+/// The listed ConfigMaps (and the artifacts they name) written to the cache.
+async fn write_listed(
+    cache: &Cache,
+    state: &Path,
+    cluster: &LazyCluster,
+    namespace: &str,
+    items: &[Value],
+) -> Option<ConfigMapModules> {
+    let pulled = pull_artifacts(cache, items, cluster, namespace).await;
+    match cache.materialise_pulled(items, &pulled) {
+        Ok(modules) => {
+            // Listed and written: the kept OCI blobs no module directory names can go.
+            oci::collect::collect_unreferenced(state, cache.dir());
+            tracing::debug!(
+                namespace,
+                configmaps = modules.configmaps.len(),
+                written = modules.written,
+                cached = modules.cached,
+                pruned = modules.pruned,
+                "module ConfigMaps read"
+            );
+            Some(modules)
+        }
+        Err(why) => {
+            tracing::error!("module ConfigMaps are not loaded: {why}");
+            None
+        }
+    }
+}
+
+/// The ConfigMaps of the last successful list, when this one failed (`why`); those the API server,
+/// if `answering`, no longer confirms are not served.
+async fn fall_back_to_last(
+    cache: &Cache,
+    cluster: &LazyCluster,
+    namespace: Option<&str>,
+    why: String,
+    answering: bool,
+) -> Option<ConfigMapModules> {
     let last = match cache.last_listing() {
         Ok(last) => last,
         Err(e) => {
@@ -188,7 +229,7 @@ pub async fn read(
             return None;
         }
     };
-    let (last, problems) = match (&namespace, answering) {
+    let (last, problems) = match (namespace, answering) {
         (Some(namespace), true) => still_listed(cluster, namespace, last).await,
         _ => (last, Vec::new()),
     };
@@ -366,7 +407,7 @@ impl Cache {
 
     /// Writes out the ConfigMaps of a list (those not already written), records the list, and prunes
     /// old directories. Fails only when the cache directory cannot be used.
-    pub fn materialise(&self, items: &[Value]) -> Result<ConfigMapModules, String> {
+    pub fn materialise(&self, items: &[Value]) -> Result<ConfigMapModules, CacheError> {
         self.materialise_pulled(items, &Pulls::new())
     }
 
@@ -376,7 +417,7 @@ impl Cache {
         &self,
         items: &[Value],
         pulled: &Pulls,
-    ) -> Result<ConfigMapModules, String> {
+    ) -> Result<ConfigMapModules, CacheError> {
         crate::state::private_dir(&self.root, &self.dir)?;
         let mut out = ConfigMapModules {
             last_good: Some(self.last_good()),
@@ -392,7 +433,7 @@ impl Cache {
                 .and_then(Value::as_str)
                 .map(str::to_string);
             let shadow = is_shadow(item);
-            let problem = |message: String| Problem {
+            let problem = |message: &dyn std::fmt::Display| Problem {
                 shadow,
                 module: module.clone(),
                 uid: item
@@ -404,7 +445,7 @@ impl Cache {
             let files = match files_of(item, module.as_deref()) {
                 Ok(files) => files,
                 Err(why) => {
-                    out.problems.push(problem(why));
+                    out.problems.push(problem(&why));
                     continue;
                 }
             };
@@ -417,27 +458,31 @@ impl Cache {
                     }
                     out.configmaps.push(cached);
                 }
-                Err(why) => out.problems.push(problem(why)),
+                Err(why) => out.problems.push(problem(&why)),
             }
         }
         let listing = serde_json::to_vec_pretty(&out.configmaps).unwrap_or_default();
-        crate::state::write_atomically(&self.dir.join(LISTING), &listing)
-            .map_err(|e| format!("cannot record the list in {}: {e}", self.dir.display()))?;
+        crate::state::write_atomically(&self.dir.join(LISTING), &listing).map_err(|source| {
+            CacheError::Record {
+                dir: self.dir.clone(),
+                source,
+            }
+        })?;
         out.pruned = self.prune(&out.configmaps);
         Ok(out)
     }
 
     /// The ConfigMaps of the last successful list, as written then (those still there).
-    pub fn last_listing(&self) -> Result<Vec<Cached>, String> {
+    pub fn last_listing(&self) -> Result<Vec<Cached>, CacheError> {
         crate::state::private_dir(&self.root, &self.dir)?;
         let path = self.dir.join(LISTING);
         let text = match std::fs::read(&path) {
             Ok(text) => text,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(format!("{}: {e}", path.display())),
+            Err(source) => return Err(CacheError::Unreadable { path, source }),
         };
         let listed: Vec<Cached> =
-            serde_json::from_slice(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+            serde_json::from_slice(&text).map_err(|source| CacheError::Invalid { path, source })?;
         Ok(listed
             .into_iter()
             .filter(|c| c.dir.parent() == Some(self.dir.as_path()) && c.dir.is_dir())
@@ -452,7 +497,7 @@ impl Cache {
         module: &str,
         files: &[(String, Vec<u8>)],
         pulled: &Pulls,
-    ) -> Result<(Cached, bool), String> {
+    ) -> Result<(Cached, bool), WriteError> {
         let dir = self.dir_of(item)?;
         let (uid, version) = (field_of(item, "uid"), field_of(item, "resourceVersion"));
         let cached = Cached {
@@ -474,8 +519,8 @@ impl Cache {
         let files = if is_artifact(files) {
             match pulled.get(&dir) {
                 Some(Ok(files)) => files.as_slice(),
-                Some(Err(why)) => return Err(why.clone()),
-                None => return Err("its OCI artifact was not pulled".to_string()),
+                Some(Err(why)) => return Err(WriteError::Pull(why.clone())),
+                None => return Err(WriteError::NotPulled),
             }
         } else {
             files
@@ -503,13 +548,13 @@ impl Cache {
             }
             Err(e) => {
                 let _ = std::fs::remove_dir_all(&tmp);
-                Err(format!("cannot be written to {}: {e}", dir.display()))
+                Err(WriteError::Write { dir, source: e })
             }
         }
     }
 
     /// The directory a ConfigMap is written to: `<uid>-<resourceVersion>`, or why it has none.
-    fn dir_of(&self, item: &Value) -> Result<PathBuf, String> {
+    fn dir_of(&self, item: &Value) -> Result<PathBuf, WriteError> {
         let field = |name: &str| {
             let value = item
                 .pointer(&format!("/metadata/{name}"))
@@ -521,9 +566,10 @@ impl Cache {
                     .bytes()
                     .all(|b| b.is_ascii_alphanumeric() || b == b'-')
             {
-                Err(format!(
-                    "metadata.{name} {value:?} is not usable as a directory name"
-                ))
+                Err(WriteError::DirName {
+                    field: name.to_string(),
+                    value: value.to_string(),
+                })
             } else {
                 Ok(value.to_string())
             }
@@ -573,7 +619,7 @@ fn is_artifact(files: &[(String, Vec<u8>)]) -> bool {
 
 /// The files pulled for ConfigMaps that name an artifact, by the directory each is written to (or
 /// why its pull failed).
-pub type Pulls = BTreeMap<PathBuf, Result<Vec<(String, Vec<u8>)>, String>>;
+pub type Pulls = BTreeMap<PathBuf, Result<Vec<(String, Vec<u8>)>, PullError>>;
 
 /// Pulls the artifacts the listed ConfigMaps name (those whose directory is not written yet), all
 /// within [`oci::PULL_TIMEOUT`], with the credentials of the Secrets [`oci::PULL_SECRETS_ENV`] names.
@@ -638,14 +684,15 @@ pub async fn pull_artifacts(
                 );
                 Ok(pulled.files)
             }
-            Some(Err(why)) => Err(match &secret_problem {
-                Some(secret) => format!("cannot pull {reference}: {why} ({secret})"),
-                None => format!("cannot pull {reference}: {why}"),
+            Some(Err(why)) => Err(PullError::Failed {
+                reference,
+                why,
+                secret: secret_problem.as_ref().map(ToString::to_string),
             }),
-            None => Err(format!(
-                "cannot pull {reference}: the pulls took longer than {} s",
-                oci::PULL_TIMEOUT.as_secs()
-            )),
+            None => Err(PullError::TimedOut {
+                reference,
+                after: oci::PULL_TIMEOUT,
+            }),
         };
         pulls.insert(dir, outcome);
     }
@@ -653,27 +700,153 @@ pub async fn pull_artifacts(
 }
 
 /// The docker configs of the Secrets [`oci::PULL_SECRETS_ENV`] names, in Velero's namespace.
-async fn pull_secrets(cluster: &LazyCluster, namespace: &str) -> Result<Vec<Vec<u8>>, String> {
+async fn pull_secrets(cluster: &LazyCluster, namespace: &str) -> Result<Vec<Vec<u8>>, SecretError> {
     let names = std::env::var(oci::PULL_SECRETS_ENV).unwrap_or_default();
     let api = ApiResource::new("", "v1", "secrets");
     let mut configs = Vec::new();
     for name in names.split(',').map(str::trim).filter(|n| !n.is_empty()) {
-        let what = format!("pull Secret {namespace}/{name}");
-        let secret = tokio::time::timeout(LIST_TIMEOUT, cluster.get(&api, namespace, name))
+        let secret = format!("{namespace}/{name}");
+        let got = tokio::time::timeout(LIST_TIMEOUT, cluster.get(&api, namespace, name))
             .await
-            .map_err(|_| format!("{what}: no answer within {} s", LIST_TIMEOUT.as_secs()))?
-            .map_err(|e| format!("{what} cannot be read: {e}"))?;
+            .map_err(|_| SecretError::NoAnswer {
+                secret: secret.clone(),
+                within: LIST_TIMEOUT,
+            })?
+            .map_err(|source| SecretError::Unreadable {
+                secret: secret.clone(),
+                source,
+            })?;
         let data = [".dockerconfigjson", ".dockercfg"]
             .iter()
-            .find_map(|key| secret.get("data")?.get(*key))
+            .find_map(|key| got.get("data")?.get(*key))
             .and_then(Value::as_str)
-            .ok_or_else(|| format!("{what} holds no .dockerconfigjson"))?;
+            .ok_or_else(|| SecretError::NoConfig(secret.clone()))?;
         let config = base64::engine::general_purpose::STANDARD
             .decode(data)
-            .map_err(|e| format!("{what}: .dockerconfigjson is not base64: {e}"))?;
+            .map_err(|source| SecretError::NotBase64 { secret, source })?;
         configs.push(config);
     }
     Ok(configs)
+}
+
+/// Why the module ConfigMap cache cannot be used (then no ConfigMap module is loaded from it).
+#[derive(Debug, thiserror::Error)]
+pub enum CacheError {
+    /// The cache directory is not private.
+    #[error(transparent)]
+    PrivateDir(#[from] crate::state::PrivateDirError),
+    /// The list could not be recorded.
+    #[error("cannot record the list in {}: {source}", dir.display())]
+    Record {
+        /// The cache directory.
+        dir: PathBuf,
+        /// Why the write failed.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The recorded list cannot be read.
+    #[error("{}: {source}", path.display())]
+    Unreadable {
+        /// The list's file.
+        path: PathBuf,
+        /// Why it cannot be read.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The recorded list is not a list.
+    #[error("{}: {source}", path.display())]
+    Invalid {
+        /// The list's file.
+        path: PathBuf,
+        /// What the JSON parser said.
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+/// Why one ConfigMap's files cannot be written to the cache.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    /// Its uid or resourceVersion cannot name a directory.
+    #[error("metadata.{field} {value:?} is not usable as a directory name")]
+    DirName {
+        /// `uid` or `resourceVersion`.
+        field: String,
+        /// Its value.
+        value: String,
+    },
+    /// The artifact it names could not be pulled.
+    #[error(transparent)]
+    Pull(PullError),
+    /// The artifact it names was not pulled (it was not wanted when the pulls were made).
+    #[error("its OCI artifact was not pulled")]
+    NotPulled,
+    /// The files could not be written.
+    #[error("cannot be written to {}: {source}", dir.display())]
+    Write {
+        /// Its directory.
+        dir: PathBuf,
+        /// Why the write failed.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Why the artifact a ConfigMap names was not pulled.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum PullError {
+    /// The pull failed; `secret` says why the pull Secrets could not be read, if they could not.
+    #[error("cannot pull {reference}: {why}{}", secret.as_ref().map(|s| format!(" ({s})")).unwrap_or_default())]
+    Failed {
+        /// The artifact's reference.
+        reference: String,
+        /// What the pull said.
+        why: String,
+        /// Why the pull Secrets were not used.
+        secret: Option<String>,
+    },
+    /// The pulls took longer than their bound.
+    #[error("cannot pull {reference}: the pulls took longer than {} s", after.as_secs())]
+    TimedOut {
+        /// The artifact's reference.
+        reference: String,
+        /// The bound.
+        after: Duration,
+    },
+}
+
+/// Why a pull Secret gives no docker config.
+#[derive(Debug, thiserror::Error)]
+pub enum SecretError {
+    /// The API server did not answer in time.
+    #[error("pull Secret {secret}: no answer within {} s", within.as_secs())]
+    NoAnswer {
+        /// `namespace/name`.
+        secret: String,
+        /// The bound.
+        within: Duration,
+    },
+    /// The Secret cannot be read.
+    #[error("pull Secret {secret} cannot be read: {source}")]
+    Unreadable {
+        /// `namespace/name`.
+        secret: String,
+        /// What the API server said.
+        #[source]
+        source: KubeError,
+    },
+    /// It holds no docker config.
+    #[error("pull Secret {0} holds no .dockerconfigjson")]
+    NoConfig(String),
+    /// Its docker config is not base64.
+    #[error("pull Secret {secret}: .dockerconfigjson is not base64: {source}")]
+    NotBase64 {
+        /// `namespace/name`.
+        secret: String,
+        /// What the decoder said.
+        #[source]
+        source: base64::DecodeError,
+    },
 }
 
 /// Whether a module ConfigMap is labelled a shadow ([`SHADOW_LABEL`] `"true"`).
@@ -695,15 +868,11 @@ fn name_of(item: &Value) -> &str {
 /// stored; a component stored compressed (`<module>.wasm.gz`) comes out expanded, as `<module>.wasm`.
 /// `module` is the value of its [`LABEL`]. The host and `velero-wasm module verify` both check a
 /// ConfigMap with it, so that verify passes exactly what the host would load.
-pub fn files_of(item: &Value, module: Option<&str>) -> Result<Vec<(String, Vec<u8>)>, String> {
+pub fn files_of(item: &Value, module: Option<&str>) -> Result<Vec<(String, Vec<u8>)>, FilesError> {
     let module = match module {
         Some(m) if valid_module_name(m) => m,
-        Some(m) => {
-            return Err(format!(
-                "label {LABEL}={m:?} is not a module name (lower-case letters, digits and '-', starting with a letter)"
-            ))
-        }
-        None => return Err(format!("label {LABEL} does not name a module")),
+        Some(m) => return Err(FilesError::Label(m.to_string())),
+        None => return Err(FilesError::NoLabel),
     };
     let mut files: Vec<(String, Vec<u8>)> = Vec::new();
     let mut keys: Vec<&String> = Vec::new();
@@ -716,52 +885,110 @@ pub fn files_of(item: &Value, module: Option<&str>) -> Result<Vec<(String, Vec<u
             let allowed = ["wasm", COMPRESSED_EXTENSION, "toml", "sig", oci::EXTENSION]
                 .map(|ext| format!("{module}.{ext}"));
             if !allowed.contains(key) {
-                return Err(format!(
-                    "{section} key {key:?} is not one of {}",
-                    allowed.join(", ")
-                ));
+                return Err(FilesError::Key {
+                    section,
+                    key: key.clone(),
+                    allowed: allowed.join(", "),
+                });
             }
             if keys.contains(&key) {
-                return Err(format!("key {key:?} is in both data and binaryData"));
+                return Err(FilesError::Both(key.clone()));
             }
             keys.push(key);
             let text = value.as_str().unwrap_or("");
             let bytes = if binary {
                 base64::engine::general_purpose::STANDARD
                     .decode(text)
-                    .map_err(|e| format!("binaryData key {key:?} is not base64: {e}"))?
+                    .map_err(|source| FilesError::NotBase64 {
+                        key: key.clone(),
+                        source,
+                    })?
             } else {
                 text.as_bytes().to_vec()
             };
             total += bytes.len() as u64;
             if total > MAX_CONFIGMAP_BYTES {
-                return Err(format!(
-                    "holds more than {} bytes (1 MiB), the most a module ConfigMap may hold",
-                    MAX_CONFIGMAP_BYTES
-                ));
+                return Err(FilesError::TooLarge);
             }
             let (key, bytes) = compression::expanded(key, bytes)?;
             if files.iter().any(|(k, _)| *k == key) {
-                return Err(format!("it holds {key} both as it is and compressed"));
+                return Err(FilesError::Twice(key));
             }
             files.push((key, bytes));
         }
     }
     if is_artifact(&files) {
         if files.len() > 1 {
-            return Err(format!(
-                "it names an OCI artifact ({module}.{}) and holds files as well: the component, manifest and signature come from the artifact, so it must hold {module}.{} alone",
-                oci::EXTENSION,
-                oci::EXTENSION
-            ));
+            return Err(FilesError::ArtifactAndFiles(module.to_string()));
         }
         if let Err(why) = oci::Reference::parse(&String::from_utf8_lossy(&files[0].1)) {
-            return Err(format!("{module}.{}: {why}", oci::EXTENSION));
+            return Err(FilesError::Reference {
+                module: module.to_string(),
+                why,
+            });
         }
         return Ok(files);
     }
     if !files.iter().any(|(k, _)| k.ends_with(".toml")) {
-        return Err(format!("it has no {module}.toml"));
+        return Err(FilesError::NoManifest(module.to_string()));
     }
     Ok(files)
+}
+
+/// Why a module ConfigMap's files are not a module's (see [`files_of`]).
+#[derive(Debug, thiserror::Error)]
+pub enum FilesError {
+    /// Its label is not a module name.
+    #[error("label {LABEL}={0:?} is not a module name (lower-case letters, digits and '-', starting with a letter)")]
+    Label(String),
+    /// It has no label naming a module.
+    #[error("label {LABEL} does not name a module")]
+    NoLabel,
+    /// A key that is not one of the module's files.
+    #[error("{section} key {key:?} is not one of {allowed}")]
+    Key {
+        /// `data` or `binaryData`.
+        section: &'static str,
+        /// The key.
+        key: String,
+        /// The keys allowed, comma-separated.
+        allowed: String,
+    },
+    /// A key in both sections.
+    #[error("key {0:?} is in both data and binaryData")]
+    Both(String),
+    /// A binaryData value that is not base64.
+    #[error("binaryData key {key:?} is not base64: {source}")]
+    NotBase64 {
+        /// The key.
+        key: String,
+        /// What the decoder said.
+        #[source]
+        source: base64::DecodeError,
+    },
+    /// More than a ConfigMap may hold.
+    #[error(
+        "holds more than {MAX_CONFIGMAP_BYTES} bytes (1 MiB), the most a module ConfigMap may hold"
+    )]
+    TooLarge,
+    /// A compressed component that does not expand.
+    #[error(transparent)]
+    Packed(#[from] compression::KeyExpandError),
+    /// The component both as it is and compressed.
+    #[error("it holds {0} both as it is and compressed")]
+    Twice(String),
+    /// An artifact reference beside files.
+    #[error("it names an OCI artifact ({0}.{ext}) and holds files as well: the component, manifest and signature come from the artifact, so it must hold {0}.{ext} alone", ext = oci::EXTENSION)]
+    ArtifactAndFiles(String),
+    /// An artifact reference that does not parse.
+    #[error("{module}.{ext}: {why}", ext = oci::EXTENSION)]
+    Reference {
+        /// The module.
+        module: String,
+        /// What the parser said.
+        why: String,
+    },
+    /// No manifest.
+    #[error("it has no {0}.toml")]
+    NoManifest(String),
 }

@@ -103,7 +103,7 @@ fn scan_once(dir: &Path, trusted: Option<&TrustedKeys>) -> std::io::Result<Direc
     for path in files.iter().filter(|p| has(p, "wasm")) {
         match read_module(path, trusted) {
             Ok(module) => scan.modules.push(module),
-            Err(problem) => scan.problems.push((path.clone(), problem)),
+            Err(problem) => scan.problems.push((path.clone(), problem.to_string())),
         }
     }
     // `module pack` gzips components: a packed ConfigMap mounted as files holds `<name>.wasm.gz`.
@@ -115,7 +115,7 @@ fn scan_once(dir: &Path, trusted: Option<&TrustedKeys>) -> std::io::Result<Direc
         if files.contains(&packed(path)) {
             match read_module(&packed(path), trusted) {
                 Ok(module) => scan.modules.push(module),
-                Err(problem) => scan.problems.push((packed(path), problem)),
+                Err(problem) => scan.problems.push((packed(path), problem.to_string())),
             }
             continue;
         }
@@ -133,10 +133,12 @@ fn scan_once(dir: &Path, trusted: Option<&TrustedKeys>) -> std::io::Result<Direc
         // An override changes a grant as much as a module does: signed the same way, without a
         // component.
         let signature_path = path.with_extension("sig");
-        let signed = read_signature_file(&signature_path).and_then(|signature| {
-            verify(name, None, &text, signature.as_deref(), trusted)
-                .map_err(|e| format!("{}: {e}", signature_path.display()))
-        });
+        let signed = read_signature_file(&signature_path)
+            .map_err(|e| e.to_string())
+            .and_then(|signature| {
+                verify(name, None, &text, signature.as_deref(), trusted)
+                    .map_err(|e| format!("{}: {e}", signature_path.display()))
+            });
         match signed {
             Ok(signature) => scan.overrides.push(OverrideFile {
                 name: name.to_string(),
@@ -156,11 +158,11 @@ fn scan_once(dir: &Path, trusted: Option<&TrustedKeys>) -> std::io::Result<Direc
 pub fn read_module(
     wasm_path: &Path,
     trusted: Option<&TrustedKeys>,
-) -> Result<ModuleSource, String> {
+) -> Result<ModuleSource, ReadError> {
     let file_name = wasm_path
         .file_name()
         .and_then(|s| s.to_str())
-        .ok_or("the file name is not UTF-8")?;
+        .ok_or(ReadError::NameNotUtf8)?;
     // `<name>.wasm`, or `<name>.wasm.gz` as `module pack` writes a component (a packed ConfigMap
     // mounted as files).
     let packed_suffix = format!(".{}", super::compression::COMPRESSED_EXTENSION);
@@ -171,21 +173,18 @@ pub fn read_module(
         .unwrap_or(file_name)
         .to_string();
     if !valid_module_name(&name) {
-        return Err(format!(
-            "module name {name:?} must be lower-case letters, digits and '-', starting with a letter"
-        ));
+        return Err(ReadError::Name(name));
     }
     let beside = |ext: &str| wasm_path.with_file_name(format!("{name}.{ext}"));
     let manifest_path = beside("toml");
-    let manifest_text = std::fs::read_to_string(&manifest_path).map_err(|e| {
-        format!(
-            "its manifest {} cannot be read: {e}",
-            manifest_path.display()
-        )
-    })?;
+    let manifest_text =
+        std::fs::read_to_string(&manifest_path).map_err(|source| ReadError::Manifest {
+            path: manifest_path.clone(),
+            source,
+        })?;
     let signature_path = beside("sig");
     let signature = read_signature_file(&signature_path)?;
-    let wasm = std::fs::read(wasm_path).map_err(|e| format!("cannot be read: {e}"))?;
+    let wasm = std::fs::read(wasm_path).map_err(ReadError::Component)?;
     let wasm = if packed {
         super::compression::expanded(file_name, wasm)?.1
     } else {
@@ -199,18 +198,69 @@ pub fn read_module(
         Origin::File(wasm_path.to_path_buf()),
         trusted,
     )
-    .map_err(|e| match e {
-        PartError::Manifest(e) => format!("{}: {e}", manifest_path.display()),
+    .map_err(|source| ReadError::Parts {
+        manifest: manifest_path,
+        signature: signature_path,
+        source,
+    })
+}
+
+/// Why a module's files do not make a module.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// The component's file name is not UTF-8.
+    #[error("the file name is not UTF-8")]
+    NameNotUtf8,
+    /// The file name is not a module name.
+    #[error(
+        "module name {0:?} must be lower-case letters, digits and '-', starting with a letter"
+    )]
+    Name(String),
+    /// The manifest beside it cannot be read.
+    #[error("its manifest {} cannot be read: {source}", path.display())]
+    Manifest {
+        /// The manifest's path.
+        path: PathBuf,
+        /// Why it cannot be read.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The component cannot be read.
+    #[error("cannot be read: {0}")]
+    Component(#[source] std::io::Error),
+    /// The signature file beside it cannot be read.
+    #[error(transparent)]
+    SignatureFile(#[from] super::signature::KeyError),
+    /// The packed component cannot be expanded.
+    #[error(transparent)]
+    Packed(#[from] super::compression::KeyExpandError),
+    /// The parts were read but do not make a module; the message names the file at fault.
+    #[error("{}", parts_message(manifest, signature, source))]
+    Parts {
+        /// The manifest's path.
+        manifest: PathBuf,
+        /// The signature's path.
+        signature: PathBuf,
+        /// What is wrong.
+        #[source]
+        source: PartError,
+    },
+}
+
+/// A [`PartError`] as said of files: the manifest or the signature file it concerns named.
+fn parts_message(manifest: &Path, signature: &Path, e: &PartError) -> String {
+    match e {
+        PartError::Manifest(e) => format!("{}: {e}", manifest.display()),
         PartError::Unpinned(sha256) => format!(
             "{} has no sha256: a manifest's grant must be pinned to its module; add the line\n  sha256 = \"{sha256}\"",
-            manifest_path.display()
+            manifest.display()
         ),
         PartError::Mismatch { expected, actual } => format!(
             "sha256 mismatch: {} expects {expected}, the file has {actual} (a partial update, or the wrong file?)",
-            manifest_path.display()
+            manifest.display()
         ),
-        PartError::Signature(e) => format!("{}: {e}", signature_path.display()),
-    })
+        PartError::Signature(e) => format!("{}: {e}", signature.display()),
+    }
 }
 
 /// Why a module's parts do not make a module.

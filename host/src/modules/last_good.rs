@@ -8,7 +8,8 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-use super::{read_module, ModuleSource, Origin, TrustedKeys};
+use super::{read_module, ModuleSource, Origin, ReadError, TrustedKeys};
+use crate::state::PrivateDirError;
 
 /// A directory of modules that loaded successfully, by name.
 #[derive(Debug, Clone)]
@@ -47,7 +48,7 @@ impl LastGood {
 
     /// Creates the store, or says why it cannot be used: it cannot be created, or it (or a directory
     /// above it, up to the state directory) belongs to another user or others can write to it.
-    pub fn open(&self) -> Result<(), String> {
+    pub fn open(&self) -> Result<(), PrivateDirError> {
         crate::state::private_dir(&self.root, &self.dir)
     }
 
@@ -92,18 +93,37 @@ impl LastGood {
         &self,
         name: &str,
         trusted: Option<&TrustedKeys>,
-    ) -> Result<ModuleSource, String> {
-        self.open()
-            .map_err(|why| format!("no earlier version of module {name} can be trusted: {why}"))?;
+    ) -> Result<ModuleSource, RecallError> {
+        self.open().map_err(|source| RecallError::Untrusted {
+            name: name.to_string(),
+            source,
+        })?;
         let path = self.dir.join(format!("{name}.wasm"));
         if !path.exists() {
-            return Err(format!(
-                "no earlier version of module {name} was remembered"
-            ));
+            return Err(RecallError::None(name.to_string()));
         }
-        read_module(&path, trusted)
-            .map_err(|why| format!("its last good version cannot be used: {why}"))
+        read_module(&path, trusted).map_err(RecallError::Unusable)
     }
+}
+
+/// Why no last good version of a module can stand in for it.
+#[derive(Debug, thiserror::Error)]
+pub enum RecallError {
+    /// The store is not private, so nothing in it can be trusted.
+    #[error("no earlier version of module {name} can be trusted: {source}")]
+    Untrusted {
+        /// The module.
+        name: String,
+        /// Why the store is not private.
+        #[source]
+        source: PrivateDirError,
+    },
+    /// Nothing was remembered for it.
+    #[error("no earlier version of module {0} was remembered")]
+    None(String),
+    /// The copy kept is damaged, or its signature no longer satisfies the trusted keys.
+    #[error("its last good version cannot be used: {0}")]
+    Unusable(#[source] ReadError),
 }
 
 fn remove(path: &Path) -> io::Result<()> {
@@ -181,7 +201,7 @@ mod tests {
         // Once the key is no longer trusted, neither is the copy it signed.
         std::fs::write(keys.path().join("k.pub"), other.public_pem().unwrap()).unwrap();
         let rotated = TrustedKeys::load(keys.path()).unwrap();
-        let error = store.recall("m", Some(&rotated)).unwrap_err();
+        let error = store.recall("m", Some(&rotated)).unwrap_err().to_string();
         assert!(
             error.contains(&key.key_id()) && error.contains("not a trusted key"),
             "{error}"

@@ -24,15 +24,18 @@ use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-pub use directory::{module_from_parts, read_module, DirectoryScan, OverrideFile, PartError};
-pub use last_good::LastGood;
+pub use directory::{
+    module_from_parts, read_module, DirectoryScan, OverrideFile, PartError, ReadError,
+};
+pub use last_good::{LastGood, RecallError};
 pub use manifest::{
     parse_byte_size, Grant, KubeRule, Limits, Manifest, ManifestError, NamespaceRule, Verbs,
     MAX_MEMORY,
 };
 pub use signature::{ModuleSignature, TrustedKeys};
 pub use stock::{
-    chosen_stock_modules, stock_modules, stock_names, StockChoice, UnknownStock, STOCK_ENV,
+    chosen_stock_modules, stock_modules, stock_names, StockChoice, StockError, UnknownStock,
+    STOCK_ENV,
 };
 pub use version_floor::{Rollback, VersionFloor};
 

@@ -76,6 +76,17 @@ pub enum KeyError {
         /// The directory.
         path: PathBuf,
     },
+    /// The operating system gave no randomness for a new key.
+    #[error("no randomness for a new key: {0}")]
+    NoRandomness(#[source] getrandom::Error),
+    /// A key could not be written as PEM.
+    #[error("cannot encode the {which} key: {why}")]
+    Encode {
+        /// `private` or `public`.
+        which: &'static str,
+        /// What the encoder said.
+        why: String,
+    },
 }
 
 fn read_text(path: &Path) -> Result<String, KeyError> {
@@ -95,9 +106,9 @@ pub struct PrivateKey {
 
 impl PrivateKey {
     /// A fresh key from the operating system's random source.
-    pub fn generate() -> Result<PrivateKey, String> {
+    pub fn generate() -> Result<PrivateKey, KeyError> {
         let mut seed = [0u8; 32];
-        getrandom::fill(&mut seed).map_err(|e| format!("no randomness for a new key: {e}"))?;
+        getrandom::fill(&mut seed).map_err(KeyError::NoRandomness)?;
         let key = SigningKey::from_bytes(&seed);
         seed.fill(0);
         Ok(PrivateKey { key })
@@ -123,22 +134,28 @@ impl PrivateKey {
     /// every other tool read it. (Version 2, which also carries the public key and is what
     /// ed25519-dalek writes by default, is refused by OpenSSL 3.0 as "unsupported"; [`read`](Self::read)
     /// takes both.)
-    pub fn private_pem(&self) -> Result<String, String> {
+    pub fn private_pem(&self) -> Result<String, KeyError> {
         ed25519_dalek::pkcs8::KeypairBytes {
             secret_key: self.key.to_bytes(),
             public_key: None,
         }
         .to_pkcs8_pem(ed25519_dalek::pkcs8::spki::der::pem::LineEnding::LF)
         .map(|pem| pem.to_string())
-        .map_err(|e| format!("cannot encode the private key: {e}"))
+        .map_err(|e| KeyError::Encode {
+            which: "private",
+            why: e.to_string(),
+        })
     }
 
     /// The public key as SPKI PEM, for the hosts that verify.
-    pub fn public_pem(&self) -> Result<String, String> {
+    pub fn public_pem(&self) -> Result<String, KeyError> {
         self.key
             .verifying_key()
             .to_public_key_pem(ed25519_dalek::pkcs8::spki::der::pem::LineEnding::LF)
-            .map_err(|e| format!("cannot encode the public key: {e}"))
+            .map_err(|e| KeyError::Encode {
+                which: "public",
+                why: e.to_string(),
+            })
     }
 
     /// The signature file (`<name>.sig`) of a module, valid for as long as the key is trusted.
@@ -277,6 +294,31 @@ impl TrustedKeys {
     }
 }
 
+/// Why a signature file's text is not a signature file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FormError {
+    /// Not TOML, or fields missing, unknown or of the wrong type.
+    #[error("{0}")]
+    Syntax(String),
+    /// The key is not a key id.
+    #[error("key {0:?} is not a key id (16 lower-case hex digits)")]
+    KeyId(String),
+    /// The signature is not base64.
+    #[error("signature is not base64: {0}")]
+    NotBase64(#[source] base64::DecodeError),
+    /// The signature has the wrong number of bytes.
+    #[error("signature has {0} bytes, not 64")]
+    Length(usize),
+    /// The expiry is not a time.
+    #[error("expires {at:?} is not an RFC 3339 time in UTC: {why}")]
+    Expires {
+        /// The text given.
+        at: String,
+        /// What the parser said.
+        why: String,
+    },
+}
+
 /// The signature file, `<name>.sig`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -293,27 +335,27 @@ pub struct SignatureFile {
 impl SignatureFile {
     /// Parses the file's text and checks its form (a key id of 16 lower-case hex digits, a signature
     /// of 64 bytes).
-    pub fn parse(text: &str) -> Result<(SignatureFile, ed25519_dalek::Signature), String> {
-        let file: SignatureFile = toml::from_str(text).map_err(|e| e.message().to_string())?;
+    pub fn parse(text: &str) -> Result<(SignatureFile, ed25519_dalek::Signature), FormError> {
+        let file: SignatureFile =
+            toml::from_str(text).map_err(|e| FormError::Syntax(e.message().to_string()))?;
         if file.key.len() != 16
             || !file
                 .key
                 .bytes()
                 .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
         {
-            return Err(format!(
-                "key {:?} is not a key id (16 lower-case hex digits)",
-                file.key
-            ));
+            return Err(FormError::KeyId(file.key));
         }
         let bytes = base64::engine::general_purpose::STANDARD
             .decode(file.signature.trim())
-            .map_err(|e| format!("signature is not base64: {e}"))?;
+            .map_err(FormError::NotBase64)?;
         let signature = ed25519_dalek::Signature::from_slice(&bytes)
-            .map_err(|_| format!("signature has {} bytes, not 64", bytes.len()))?;
+            .map_err(|_| FormError::Length(bytes.len()))?;
         if let Some(at) = &file.expires {
-            humantime::parse_rfc3339(at)
-                .map_err(|e| format!("expires {at:?} is not an RFC 3339 time in UTC: {e}"))?;
+            humantime::parse_rfc3339(at).map_err(|e| FormError::Expires {
+                at: at.clone(),
+                why: e.to_string(),
+            })?;
         }
         Ok((file, signature))
     }
@@ -373,7 +415,8 @@ pub enum SignatureError {
         /// The module.
         module: String,
         /// What is wrong with it.
-        why: String,
+        #[source]
+        why: FormError,
     },
     /// The signature names a key that is not trusted.
     #[error(
@@ -498,15 +541,12 @@ pub fn verify(
 }
 
 /// The text of the signature file beside a module (`<dir>/<name>.sig`), if there is one.
-pub fn read_signature_file(path: &Path) -> Result<Option<String>, String> {
+pub fn read_signature_file(path: &Path) -> Result<Option<String>, KeyError> {
     match std::fs::symlink_metadata(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         _ => {}
     }
-    match read_text(path) {
-        Ok(text) => Ok(Some(text)),
-        Err(e) => Err(e.to_string()),
-    }
+    read_text(path).map(Some)
 }
 
 #[cfg(test)]
@@ -586,7 +626,8 @@ mod tests {
             "{}expires = \"soon\"\n",
             key.sign("m", None, "").to_text()
         ))
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(error.contains("not an RFC 3339 time"), "{error}");
     }
 

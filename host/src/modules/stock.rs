@@ -126,18 +126,20 @@ pub fn stock_names() -> Vec<&'static str> {
 
 /// The embedded modules. Their manifests are part of the source tree, so a manifest that does not
 /// parse is a build defect: it is reported as an error for that module, never a panic.
-pub fn stock_modules() -> Vec<Result<ModuleSource, String>> {
+pub fn stock_modules() -> Vec<Result<ModuleSource, StockError>> {
     chosen_stock_modules(&StockChoice::All)
 }
 
 /// The embedded modules `choice` includes (see [`stock_modules`]).
-pub fn chosen_stock_modules(choice: &StockChoice) -> Vec<Result<ModuleSource, String>> {
+pub fn chosen_stock_modules(choice: &StockChoice) -> Vec<Result<ModuleSource, StockError>> {
     STOCK
         .iter()
         .filter(|s| choice.includes(s.name))
         .map(|s| {
-            let manifest = Manifest::parse(s.manifest)
-                .map_err(|e| format!("stock module {}: manifest: {e}", s.name))?;
+            let manifest = Manifest::parse(s.manifest).map_err(|source| StockError {
+                module: s.name,
+                source,
+            })?;
             Ok(ModuleSource {
                 name: s.name.to_string(),
                 sha256: s.sha256.to_string(),
@@ -149,6 +151,17 @@ pub fn chosen_stock_modules(choice: &StockChoice) -> Vec<Result<ModuleSource, St
             })
         })
         .collect()
+}
+
+/// A stock module whose embedded manifest does not parse: a build defect, reported for that module.
+#[derive(Debug, thiserror::Error)]
+#[error("stock module {module}: manifest: {source}")]
+pub struct StockError {
+    /// The stock module.
+    pub module: &'static str,
+    /// What is wrong with its manifest.
+    #[source]
+    pub source: super::ManifestError,
 }
 
 #[cfg(test)]

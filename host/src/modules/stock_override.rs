@@ -21,15 +21,15 @@ use crate::action::Verb;
 
 /// The stock module `stock` with the override manifest `text` (from `from`) applied, or why it is
 /// refused.
-pub fn apply(stock: &ModuleSource, text: &str, from: Origin) -> Result<ModuleSource, String> {
-    let manifest = Manifest::parse(text).map_err(|e| e.to_string())?;
-    let table: toml::Table = toml::from_str(text).map_err(|e| e.to_string())?;
+pub fn apply(stock: &ModuleSource, text: &str, from: Origin) -> Result<ModuleSource, Refused> {
+    let manifest = Manifest::parse(text)?;
+    let table: toml::Table = toml::from_str(text)?;
     if let Some(sha) = &manifest.sha256 {
         if *sha != stock.sha256 {
-            return Err(format!(
-                "sha256 {sha} is not the stock component's ({}): this override was written for another build",
-                stock.sha256
-            ));
+            return Err(Refused::OtherBuild {
+                sha256: sha.clone(),
+                stock: stock.sha256.clone(),
+            });
         }
     }
     let section = |name: &str| table.get(name).and_then(toml::Value::as_table);
@@ -42,10 +42,7 @@ pub fn apply(stock: &ModuleSource, text: &str, from: Origin) -> Result<ModuleSou
     }
     // Checked against what the stock module declares, so that a misspelt key is refused here and
     // not silently ignored.
-    merged
-        .settings_schema
-        .check(&merged.settings)
-        .map_err(|e| e.to_string())?;
+    merged.settings_schema.check(&merged.settings)?;
     let (ours, theirs) = (&mut merged.limits, &manifest.limits);
     if given("limits", "timeout") {
         ours.timeout = theirs.timeout;
@@ -66,10 +63,10 @@ pub fn apply(stock: &ModuleSource, text: &str, from: Origin) -> Result<ModuleSou
         ours.capability_calls = theirs.capability_calls;
     }
     if let Some(why) = widening(&stock.manifest.grant, &manifest.grant) {
-        return Err(format!(
-            "it widens the grant of the stock module {}: {why}; an override may only narrow it",
-            stock.name
-        ));
+        return Err(Refused::Widens {
+            module: stock.name.clone(),
+            why,
+        });
     }
     let grant = &mut merged.grant;
     if given("grant", "kube") {
@@ -98,6 +95,38 @@ pub fn apply(stock: &ModuleSource, text: &str, from: Origin) -> Result<ModuleSou
         signature: None,
         origin: Origin::Override(Box::new(from)),
     })
+}
+
+/// Why an override is refused (the stock module then serves unchanged).
+#[derive(Debug, thiserror::Error)]
+pub enum Refused {
+    /// The manifest is invalid.
+    #[error(transparent)]
+    Manifest(#[from] super::ManifestError),
+    /// The text is not TOML.
+    #[error(transparent)]
+    Toml(#[from] toml::de::Error),
+    /// It pins another build's component.
+    #[error("sha256 {sha256} is not the stock component's ({stock}): this override was written for another build")]
+    OtherBuild {
+        /// The sha256 it pins.
+        sha256: String,
+        /// The stock component's.
+        stock: String,
+    },
+    /// A setting the stock module does not declare, or of the wrong type.
+    #[error(transparent)]
+    Setting(#[from] super::settings_schema::SettingError),
+    /// It allows something the stock grant does not.
+    #[error(
+        "it widens the grant of the stock module {module}: {why}; an override may only narrow it"
+    )]
+    Widens {
+        /// The stock module.
+        module: String,
+        /// The first entry not covered (see [`widening`]).
+        why: String,
+    },
 }
 
 /// The first entry of `wanted` that `stock` does not cover, said for people; `None` when every entry

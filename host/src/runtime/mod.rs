@@ -314,7 +314,7 @@ impl Runtime {
                 Ok(source) => {
                     stock.insert(source.name.clone(), source);
                 }
-                Err(problem) => problems.push(LoadProblem::not_served(problem)),
+                Err(problem) => problems.push(LoadProblem::not_served(problem.to_string())),
             }
         }
         let loads = join_all(stock.values().map(|source| self.load(source.clone()))).await;
@@ -642,7 +642,7 @@ impl Runtime {
                     }
                     Err(e) => e.to_string(),
                 },
-                Err(why) => why,
+                Err(why) => why.to_string(),
             };
             let (served, now) = self.serving(&file.name);
             problems.push(LoadProblem {
@@ -697,7 +697,7 @@ impl Runtime {
                             ),
                         }
                     }
-                    Err(why) => self.stock_fallback(&name, &why),
+                    Err(why) => self.stock_fallback(&name, &why.to_string()),
                 },
                 None => self.stock_fallback(
                     &name,

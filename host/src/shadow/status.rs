@@ -91,7 +91,7 @@ pub struct Process {
 /// The status directory of the state directory `state`, made private if need be.
 pub fn dir(state: &Path) -> Result<PathBuf, String> {
     let dir = state.join(DIR);
-    crate::state::private_dir(state, &dir)?;
+    crate::state::private_dir(state, &dir).map_err(|e| e.to_string())?;
     Ok(dir)
 }
 
