@@ -49,69 +49,110 @@ impl AppliesTo {
 
     /// `Ok` when the selector matches the item, seen in `namespace` (for restores, the target
     /// namespace after Velero's namespace mapping); otherwise the reason it does not.
-    pub fn check(&self, item: &ItemRef, namespace: &str) -> Result<(), String> {
+    pub fn check(&self, item: &ItemRef, namespace: &str) -> Result<(), NoMatch> {
         let s = &self.selector;
         let resource = Forms::of(item);
         if s.excluded_resources
             .iter()
             .any(|p| p != "*" && resource.matches(p))
         {
-            return Err(format!(
-                "{} is in excludedResources {:?}",
-                item.group_resource(),
-                s.excluded_resources
-            ));
+            return Err(NoMatch::ExcludedResource {
+                resource: item.group_resource(),
+                excluded: s.excluded_resources.clone(),
+            });
         }
         let included = s.included_resources.is_empty()
             || s.included_resources
                 .iter()
                 .any(|p| p == "*" || resource.matches(p));
         if !included {
-            return Err(format!(
-                "{} is not in includedResources {:?}",
-                item.group_resource(),
-                s.included_resources
-            ));
+            return Err(NoMatch::ResourceNotIncluded {
+                resource: item.group_resource(),
+                included: s.included_resources.clone(),
+            });
         }
         if namespace.is_empty() {
             let all = s.included_namespaces.is_empty() || s.included_namespaces == ["*"];
             if !all || !s.excluded_namespaces.is_empty() {
-                return Err(
-                    "the item is cluster-scoped and the selector restricts namespaces".to_string(),
-                );
+                return Err(NoMatch::ClusterScoped);
             }
         } else {
             if s.excluded_namespaces
                 .iter()
                 .any(|p| p != "*" && glob(p, namespace))
             {
-                return Err(format!(
-                    "namespace {namespace} is in excludedNamespaces {:?}",
-                    s.excluded_namespaces
-                ));
+                return Err(NoMatch::ExcludedNamespace {
+                    namespace: namespace.to_string(),
+                    excluded: s.excluded_namespaces.clone(),
+                });
             }
             let included = s.included_namespaces.is_empty()
                 || s.included_namespaces
                     .iter()
                     .any(|p| p == "*" || glob(p, namespace));
             if !included {
-                return Err(format!(
-                    "namespace {namespace} is not in includedNamespaces {:?}",
-                    s.included_namespaces
-                ));
+                return Err(NoMatch::NamespaceNotIncluded {
+                    namespace: namespace.to_string(),
+                    included: s.included_namespaces.clone(),
+                });
             }
         }
         if !self
             .labels
             .matches_with(|k| item.labels.get(k).map(String::as_str))
         {
-            return Err(format!(
-                "its labels do not match the selector {:?}",
-                s.label_selector
-            ));
+            return Err(NoMatch::Labels {
+                selector: s.label_selector.clone(),
+            });
         }
         Ok(())
     }
+}
+
+/// Why a selector does not match an item.
+#[derive(Debug, thiserror::Error)]
+pub enum NoMatch {
+    /// Its resource is excluded.
+    #[error("{resource} is in excludedResources {excluded:?}")]
+    ExcludedResource {
+        /// `resource.group` of the item.
+        resource: String,
+        /// The selector's excluded resources.
+        excluded: Vec<String>,
+    },
+    /// Its resource is not among those included.
+    #[error("{resource} is not in includedResources {included:?}")]
+    ResourceNotIncluded {
+        /// `resource.group` of the item.
+        resource: String,
+        /// The selector's included resources.
+        included: Vec<String>,
+    },
+    /// A cluster-scoped item, and a selector that names namespaces.
+    #[error("the item is cluster-scoped and the selector restricts namespaces")]
+    ClusterScoped,
+    /// Its namespace is excluded.
+    #[error("namespace {namespace} is in excludedNamespaces {excluded:?}")]
+    ExcludedNamespace {
+        /// The namespace the item is seen in.
+        namespace: String,
+        /// The selector's excluded namespaces.
+        excluded: Vec<String>,
+    },
+    /// Its namespace is not among those included.
+    #[error("namespace {namespace} is not in includedNamespaces {included:?}")]
+    NamespaceNotIncluded {
+        /// The namespace the item is seen in.
+        namespace: String,
+        /// The selector's included namespaces.
+        included: Vec<String>,
+    },
+    /// Its labels do not match.
+    #[error("its labels do not match the selector {selector:?}")]
+    Labels {
+        /// The selector's label selector.
+        selector: String,
+    },
 }
 
 /// The names a resource entry may use for the item's resource.

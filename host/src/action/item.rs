@@ -41,12 +41,16 @@ struct Metadata {
     labels: Option<BTreeMap<String, String>>,
 }
 
+/// Why an item has no identity: it is not a JSON object (serde's reason).
+#[derive(Debug, thiserror::Error)]
+#[error("item is not a JSON object: {0}")]
+pub struct NotAnObject(#[source] pub serde_json::Error);
+
 impl ItemRef {
     /// Reads the identity of a JSON object. Fails on invalid JSON or a non-object; missing fields are
     /// empty.
-    pub fn parse(json: &str) -> Result<ItemRef, String> {
-        let header: Header =
-            serde_json::from_str(json).map_err(|e| format!("item is not a JSON object: {e}"))?;
+    pub fn parse(json: &str) -> Result<ItemRef, NotAnObject> {
+        let header: Header = serde_json::from_str(json).map_err(NotAnObject)?;
         let metadata = header.metadata.unwrap_or(Metadata {
             namespace: None,
             name: None,

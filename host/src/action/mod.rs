@@ -10,8 +10,8 @@ use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
-pub use applies_to::{AppliesTo, SelectorError};
-pub use item::{plural_of, ItemRef};
+pub use applies_to::{AppliesTo, NoMatch, SelectorError};
+pub use item::{plural_of, ItemRef, NotAnObject};
 
 /// The kinds of Velero item action a component can provide.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

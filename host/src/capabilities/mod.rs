@@ -11,6 +11,7 @@ pub mod backend;
 pub mod clock;
 mod config;
 pub mod environment;
+mod exceeded;
 pub mod http;
 pub mod kube;
 mod log;
@@ -31,6 +32,7 @@ use crate::guest_output::GuestOutput;
 pub use backend::{Backend, Call};
 pub use clock::Clock;
 pub use environment::{EnvGrant, Environment};
+pub use exceeded::Exceeded;
 pub use http::HttpGrant;
 pub use kube::{KubeApi, KubeCall, KubeGrant};
 pub use memory::{MemoryBudget, MemoryCap};
@@ -166,7 +168,7 @@ pub struct CallState {
     pub max_capability_calls: u32,
     /// A limit of the host's work that the call ran into (set by a capability); the call is stopped at
     /// the guest's next epoch tick and fails with it.
-    pub exceeded: Option<String>,
+    pub exceeded: Option<Exceeded>,
     /// The call's time limit (outbound requests never wait beyond it; `clock.remaining` reads it).
     pub limit: Option<clock::TimeLimit>,
     /// Where the `signing` import's calls go; `None` where the import is not offered (inside a
@@ -213,22 +215,21 @@ impl CallState {
 impl CallState {
     /// Counts one capability call that does work for the guest. Past the module's limit the call is
     /// refused with the message returned here, and the whole call is stopped with it.
-    pub fn count_capability_call(&mut self) -> Result<(), String> {
+    pub fn count_capability_call(&mut self) -> Result<(), Exceeded> {
         self.capability_calls = self.capability_calls.saturating_add(1);
         if self.capability_calls <= self.max_capability_calls {
             return Ok(());
         }
-        let message = format!(
-            "made more than {} capability calls (kube, http, environment, random, signing) in one call, its limit (manifest [limits] capability-calls)",
-            self.max_capability_calls
-        );
-        self.stop(message.clone());
-        Err(message)
+        let exceeded = Exceeded::CapabilityCalls {
+            max: self.max_capability_calls,
+        };
+        self.stop(exceeded.clone());
+        Err(exceeded)
     }
 
     /// Stops the call at the guest's next epoch tick, failing it with `problem` (the first one wins).
-    pub fn stop(&mut self, problem: String) {
-        self.exceeded.get_or_insert(problem);
+    pub fn stop(&mut self, problem: impl Into<Exceeded>) {
+        self.exceeded.get_or_insert_with(|| problem.into());
     }
 }
 

@@ -106,6 +106,28 @@ pub struct Header {
     pub velero_namespace: String,
 }
 
+/// What is wrong with a recording's header line.
+#[derive(Debug, thiserror::Error)]
+enum BadHeader {
+    /// No `"recording"` magic.
+    #[error("not a velero-wasm recording (the header needs \"recording\": \"{MAGIC}\")")]
+    NotARecording,
+    /// A version this host does not read.
+    #[error("recording version {0} is not supported (this host reads {VERSION})")]
+    Version(Value),
+    /// `clock.start` is not a time.
+    #[error("clock.start {start:?} is not an RFC 3339 time: {source}")]
+    ClockStart {
+        /// The text.
+        start: String,
+        /// humantime's reason.
+        source: humantime::TimestampError,
+    },
+    /// `environment.veleroNamespace` is not a string.
+    #[error("environment.veleroNamespace is {0}, not a string")]
+    VeleroNamespace(Value),
+}
+
 impl Header {
     fn to_json(&self) -> Value {
         json!({
@@ -116,32 +138,26 @@ impl Header {
         })
     }
 
-    fn from_json(header: &Value) -> Result<Header, String> {
+    fn from_json(header: &Value) -> Result<Header, BadHeader> {
         if header.get("recording").and_then(Value::as_str) != Some(MAGIC) {
-            return Err(format!(
-                "not a velero-wasm recording (the header needs \"recording\": \"{MAGIC}\")"
-            ));
+            return Err(BadHeader::NotARecording);
         }
         if header.get("version").and_then(Value::as_u64) != Some(VERSION) {
-            return Err(format!(
-                "recording version {} is not supported (this host reads {VERSION})",
-                header["version"]
-            ));
+            return Err(BadHeader::Version(header["version"].clone()));
         }
         let start = header
             .pointer("/clock/start")
             .and_then(Value::as_str)
             .unwrap_or("");
-        let clock_start = humantime::parse_rfc3339_weak(start)
-            .map_err(|e| format!("clock.start {start:?} is not an RFC 3339 time: {e}"))?;
+        let clock_start =
+            humantime::parse_rfc3339_weak(start).map_err(|source| BadHeader::ClockStart {
+                start: start.to_string(),
+                source,
+            })?;
         let velero_namespace = match header.pointer("/environment/veleroNamespace") {
             None => String::new(),
             Some(Value::String(namespace)) => namespace.clone(),
-            Some(other) => {
-                return Err(format!(
-                    "environment.veleroNamespace is {other}, not a string"
-                ))
-            }
+            Some(other) => return Err(BadHeader::VeleroNamespace(other.clone())),
         };
         Ok(Header {
             clock_start,
@@ -487,7 +503,8 @@ impl Recording {
                 "the file is empty: a recording starts with its header line".into(),
             ));
         };
-        let header = Header::from_json(header).map_err(|problem| format(*number, problem))?;
+        let header =
+            Header::from_json(header).map_err(|problem| format(*number, problem.to_string()))?;
         let mut lines = Vec::new();
         for (number, mut value) in documents.into_iter().skip(1) {
             let capability = value

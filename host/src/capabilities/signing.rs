@@ -52,7 +52,7 @@ pub fn add_to_linker(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
                 let service = state.signing.clone();
                 let caller = state.call.module.clone();
                 let outcome = match (counted, service) {
-                    (Err(limit), _) => Err(limit),
+                    (Err(limit), _) => Err(limit.to_string()),
                     (Ok(()), None) => {
                         Err("signing is not available inside a signing call".to_string())
                     }

@@ -32,7 +32,7 @@ use crate::capabilities::recording::{
 };
 use crate::capabilities::{Backend, Clock, Environment, KubeCall, Services};
 use crate::documents::read_object;
-use crate::runtime::{ActionEntry, CallError, Runtime};
+use crate::runtime::{calls, ActionEntry, CallError, Lane, Runtime};
 
 /// Arguments of `run`.
 #[derive(Debug, clap::Args)]
@@ -366,13 +366,23 @@ impl Prepared {
         }
         let subject = self.inputs.subject.to_string();
         Ok(if self.args.cancel {
+            let operation_id = id.to_string();
+            let call = calls::Cancel {
+                operation_id,
+                subject,
+            };
             runtime
-                .cancel(entry, id, subject)
+                .call(Lane::Serving, entry, call)
                 .await
                 .map(|()| output([("cancelled", json!(true))]))
         } else {
+            let operation_id = id.to_string();
+            let call = calls::Progress {
+                operation_id,
+                subject,
+            };
             runtime
-                .progress(entry, id, subject)
+                .call(Lane::Serving, entry, call)
                 .await
                 .map(|p| output([("progress", progress_json(&p))]))
         })
@@ -409,11 +419,27 @@ impl Prepared {
                 outcome.map(|o| restore_output(&o, kind))
             }
             ActionKind::ItemBlock => runtime
-                .related_items(entry, identity, item_text, subject_text)
+                .call(
+                    Lane::Serving,
+                    entry,
+                    calls::RelatedItems {
+                        item: identity,
+                        text: item_text,
+                        backup: subject_text,
+                    },
+                )
                 .await
                 .map(|related| output([("relatedItems", ids(&related))])),
             ActionKind::Delete => runtime
-                .delete(entry, identity, item_text, subject_text)
+                .call(
+                    Lane::Serving,
+                    entry,
+                    calls::Delete {
+                        item: identity,
+                        text: item_text,
+                        backup: subject_text,
+                    },
+                )
                 .await
                 .map(|()| Map::new()),
         })

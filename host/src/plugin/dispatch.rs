@@ -22,8 +22,8 @@ use crate::action::{
     ActionKind, BackupOutcome, BackupRequest, ItemRef, OperationProgress, ResourceId,
     RestoreOutcome, RestoreRequest,
 };
-use crate::runtime::{ActionEntry, CallError, Runtime};
-use crate::shadow::{Budget as ShadowBudget, Mirrored, Shadows};
+use crate::runtime::{calls, ActionCall, ActionEntry, CallError, Lane, Runtime};
+use crate::shadow::{Budget as ShadowBudget, Mirror, Mirrored, Shadows};
 
 /// The only resource a retired action applies to: a name no API server serves.
 pub const RETIRED_RESOURCE: &str = "retired-action.velero-wasm.io";
@@ -145,23 +145,11 @@ impl Dispatch {
             item: item.text,
             backup,
         };
-        let kept =
-            Shadows::wanted(&self.runtime, &entry).then(|| (item.id.clone(), request.clone()));
-        let call = self.runtime.backup(&entry, item.id, request);
-        let outcome = measured(&entry, "Execute", call).await;
-        if let Some((item, request)) = kept {
-            let served = outcome.as_ref().cloned().map_err(ToString::to_string);
-            self.mirror(
-                &entry,
-                Mirrored::Backup {
-                    kind,
-                    item,
-                    request,
-                    served,
-                },
-            );
-        }
-        let outcome = outcome.map_err(|e| status::call_failed(kind, e))?;
+        let call = calls::Backup {
+            item: item.id,
+            request,
+        };
+        let outcome = self.mirrored(kind, &entry, "Execute", call).await?;
         if let (ActionKind::Backup, Some(id)) = (kind, &outcome.operation_id) {
             return Err(status::untracked_operation(kind, name, id));
         }
@@ -199,21 +187,8 @@ impl Dispatch {
                 additional_items_timeout: None,
             });
         };
-        let kept = Shadows::wanted(&self.runtime, &entry).then(|| (id.clone(), request.clone()));
-        let outcome = measured(&entry, "Execute", self.runtime.restore(&entry, id, request)).await;
-        if let Some((item, request)) = kept {
-            let served = outcome.as_ref().cloned().map_err(ToString::to_string);
-            self.mirror(
-                &entry,
-                Mirrored::Restore {
-                    kind,
-                    item,
-                    request,
-                    served,
-                },
-            );
-        }
-        let outcome = outcome.map_err(|e| status::call_failed(kind, e))?;
+        let call = calls::Restore { item: id, request };
+        let outcome = self.mirrored(kind, &entry, "Execute", call).await?;
         if let (ActionKind::Restore, Some(id)) = (kind, &outcome.operation_id) {
             return Err(status::untracked_operation(kind, name, id));
         }
@@ -238,25 +213,12 @@ impl Dispatch {
         let Found::Action(entry) = found else {
             return Ok(Vec::new());
         };
-        let kept = Shadows::wanted(&self.runtime, &entry)
-            .then(|| (item.id.clone(), item.text.clone(), backup.clone()));
-        let call = self
-            .runtime
-            .related_items(&entry, item.id, item.text, backup);
-        let related = measured(&entry, "GetRelatedItems", call).await;
-        if let Some((item, text, backup)) = kept {
-            let served = related.as_ref().cloned().map_err(ToString::to_string);
-            self.mirror(
-                &entry,
-                Mirrored::Related {
-                    item,
-                    text,
-                    backup,
-                    served,
-                },
-            );
-        }
-        related.map_err(|e| status::call_failed(kind, e))
+        let call = calls::RelatedItems {
+            item: item.id,
+            text: item.text,
+            backup,
+        };
+        self.mirrored(kind, &entry, "GetRelatedItems", call).await
     }
 
     /// DeleteItemAction Execute.
@@ -269,23 +231,12 @@ impl Dispatch {
         let Found::Action(entry) = found else {
             return Ok(());
         };
-        let kept = Shadows::wanted(&self.runtime, &entry)
-            .then(|| (item.id.clone(), item.text.clone(), backup.clone()));
-        let call = self.runtime.delete(&entry, item.id, item.text, backup);
-        let deleted = measured(&entry, "Execute", call).await;
-        if let Some((item, text, backup)) = kept {
-            let served = deleted.as_ref().copied().map_err(ToString::to_string);
-            self.mirror(
-                &entry,
-                Mirrored::Delete {
-                    item,
-                    text,
-                    backup,
-                    served,
-                },
-            );
-        }
-        deleted.map_err(|e| status::call_failed(kind, e))
+        let call = calls::Delete {
+            item: item.id,
+            text: item.text,
+            backup,
+        };
+        self.mirrored(kind, &entry, "Execute", call).await
     }
 
     /// Progress (v2): `subject` is the Backup or Restore, in the request field named `field`.
@@ -302,8 +253,12 @@ impl Dispatch {
         let Found::Action(entry) = found else {
             return Err(status::retired_operation(name));
         };
-        let call = self.runtime.progress(&entry, operation_id, subject);
-        let progress = measured(&entry, "Progress", call).await;
+        let operation_id = operation_id.to_string();
+        let call = calls::Progress {
+            operation_id,
+            subject,
+        };
+        let progress = self.measured(&entry, "Progress", call).await;
         progress.map_err(|e| status::call_failed(kind, e))
     }
 
@@ -321,8 +276,12 @@ impl Dispatch {
         let Found::Action(entry) = found else {
             return Err(status::retired_operation(name));
         };
-        let call = self.runtime.cancel(&entry, operation_id, subject);
-        let cancelled = measured(&entry, "Cancel", call).await;
+        let operation_id = operation_id.to_string();
+        let call = calls::Cancel {
+            operation_id,
+            subject,
+        };
+        let cancelled = self.measured(&entry, "Cancel", call).await;
         cancelled.map_err(|e| status::call_failed(kind, e))
     }
 
@@ -339,8 +298,8 @@ impl Dispatch {
         let Found::Action(entry) = found else {
             return Ok(true);
         };
-        let call = self.runtime.items_ready(&entry, items, restore);
-        let ready = measured(&entry, "AreAdditionalItemsReady", call).await;
+        let call = calls::ItemsReady { items, restore };
+        let ready = self.measured(&entry, "AreAdditionalItemsReady", call).await;
         ready.map_err(|e| status::call_failed(kind, e))
     }
 
@@ -368,23 +327,46 @@ impl Dispatch {
     }
 }
 
-/// Runs one call of a loaded action, recorded in the metrics when they are exported (see
-/// [`crate::metrics`]).
-async fn measured<T>(
-    entry: &ActionEntry,
-    call: &'static str,
-    work: impl Future<Output = Result<T, CallError>>,
-) -> Result<T, CallError> {
-    crate::metrics::measured(&entry.module.name, &entry.info().name, call, work).await
+impl Dispatch {
+    /// Makes `call` for Velero ([`Self::measured`]), then hands it with its answer to the shadow of
+    /// the module, if it has one: the one path of the calls that are mirrored.
+    async fn mirrored<C: Mirror>(
+        &self,
+        kind: ActionKind,
+        entry: &ActionEntry,
+        velero_call: &'static str,
+        call: C,
+    ) -> Result<C::Output, Status>
+    where
+        C::Output: Clone,
+    {
+        let kept = Shadows::wanted(&self.runtime, entry).then(|| call.clone());
+        let result = self.measured(entry, velero_call, call).await;
+        if let Some(call) = kept {
+            let served = result.as_ref().cloned().map_err(ToString::to_string);
+            self.mirror(entry, call.mirrored(kind, served));
+        }
+        result.map_err(|e| status::call_failed(kind, e))
+    }
+
+    /// Makes `call` to the action of `entry` for Velero (whose name for it is `velero_call`),
+    /// recorded in the metrics when they are exported (see [`crate::metrics`]).
+    async fn measured<C: ActionCall>(
+        &self,
+        entry: &ActionEntry,
+        velero_call: &'static str,
+        call: C,
+    ) -> Result<C::Output, CallError> {
+        let work = self.runtime.call(Lane::Serving, entry, call);
+        crate::metrics::measured(&entry.module.name, &entry.info().name, velero_call, work).await
+    }
 }
 
 /// Reads an item field: UTF-8 JSON of an object with a non-empty `kind`, as Velero requires of items.
 pub fn item(field: &str, bytes: Vec<u8>) -> Result<Item, Status> {
     let text = object(field, bytes)?;
-    let id = ItemRef::parse(&text).map_err(|e| {
-        let reason = e.strip_prefix("item is not a JSON object: ").unwrap_or(&e);
-        status::bad_request(field, format!("not valid JSON: {reason}"))
-    })?;
+    let id = ItemRef::parse(&text)
+        .map_err(|e| status::bad_request(field, format!("not valid JSON: {}", e.0)))?;
     if id.kind.is_empty() {
         return Err(status::bad_request(
             field,

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use tokio::net::UnixListener;
 
-use crate::capabilities::kube::live::RateLimit;
+use crate::capabilities::kube::live::{BadFlag, RateLimit};
 
 /// The go-plugin magic cookie Velero sets: `VELERO_PLUGIN=hello`.
 pub const COOKIE_KEY: &str = "VELERO_PLUGIN";
@@ -94,7 +94,7 @@ impl PluginArgs {
 
     /// The client-side rate limit of the Kubernetes client: Velero's own, when Velero passed
     /// `--client-qps` or `--client-burst`; none otherwise. A value that does not parse is an error.
-    pub fn rate_limit(&self) -> Result<Option<RateLimit>, String> {
+    pub fn rate_limit(&self) -> Result<Option<RateLimit>, BadFlag> {
         RateLimit::from_flags(self.client_qps.as_deref(), self.client_burst.as_deref())
     }
 }
@@ -129,8 +129,26 @@ pub enum StartError {
         /// The variable's value.
         group: String,
         /// Why it cannot be used.
-        reason: String,
+        #[source]
+        reason: GroupError,
     },
+}
+
+/// Why a group name cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum GroupError {
+    /// The name has a NUL byte.
+    #[error("a group name has no NUL byte")]
+    Nul,
+    /// The group database has no such group.
+    #[error("no group of that name exists")]
+    Unknown,
+    /// The socket cannot be handed to the group.
+    #[error("cannot hand the socket to the group: {0}")]
+    Chown(#[source] std::io::Error),
+    /// The group database cannot be read.
+    #[error("the group database cannot be read: {0}")]
+    Database(#[source] std::io::Error),
 }
 
 /// Checks the magic cookie and the environment a go-plugin client sets.
@@ -181,9 +199,8 @@ pub fn socket_group(lookup: impl Fn(&str) -> Option<String>) -> Result<Option<u3
 }
 
 /// The id of the group named `name`, from the system's group database.
-fn group_id(name: &str) -> Result<u32, String> {
-    let c_name =
-        std::ffi::CString::new(name).map_err(|_| "a group name has no NUL byte".to_string())?;
+fn group_id(name: &str) -> Result<u32, GroupError> {
+    let c_name = std::ffi::CString::new(name).map_err(|_| GroupError::Nul)?;
     let mut buffer = vec![0u8; 1024];
     loop {
         // SAFETY: every pointer is valid for the call: `c_name` is NUL-terminated, `group` and
@@ -205,12 +222,11 @@ fn group_id(name: &str) -> Result<u32, String> {
         match (code, found) {
             (libc::ERANGE, _) if buffer.len() < 1 << 20 => buffer.resize(buffer.len() * 4, 0),
             (0, Some(gid)) => return Ok(gid),
-            (0, None) => return Err("no group of that name exists".to_string()),
+            (0, None) => return Err(GroupError::Unknown),
             (code, _) => {
-                return Err(format!(
-                    "the group database cannot be read: {}",
-                    std::io::Error::from_raw_os_error(code)
-                ))
+                return Err(GroupError::Database(std::io::Error::from_raw_os_error(
+                    code,
+                )))
             }
         }
     }
@@ -239,7 +255,7 @@ impl Socket {
                         std::os::unix::fs::chown(&socket.path, None, Some(gid)).map_err(|e| {
                             StartError::SocketGroup {
                                 group: gid.to_string(),
-                                reason: format!("cannot hand the socket to the group: {e}"),
+                                reason: GroupError::Chown(e),
                             }
                         })?;
                     }
@@ -392,10 +408,12 @@ mod tests {
         assert!(args(&["p", "--client-qps=fast"])
             .rate_limit()
             .unwrap_err()
+            .to_string()
             .contains("--client-qps"));
         assert!(args(&["p", "--client-burst=1.5"])
             .rate_limit()
             .unwrap_err()
+            .to_string()
             .contains("--client-burst"));
     }
 

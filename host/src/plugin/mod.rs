@@ -143,47 +143,20 @@ async fn serve(args: PluginArgs, parent: u32) -> anyhow::Result<()> {
     let started = Instant::now();
     let state = crate::state::default_dir();
     let cluster = kube_backend(&args);
-    let mut services = Services::new(
-        cluster.clone() as Arc<dyn Backend<KubeCall>>,
-        Clock::System,
-        Environment::from_process(),
-    );
-    // Reads of one backup may be answered from what the host read for it (docs/read-views.md).
-    services.views = ReadViews::from_env();
-    let runtime = Arc::new(
-        Runtime::new(services)?
-            .with_compile_cache(
-                state
-                    .as_ref()
-                    .and_then(|d| CompileCache::open(d.join("compiled"))),
-            )
-            .with_version_floor(state.as_deref().map(VersionFloor::at)),
-    );
+    let runtime = plugin_runtime(cluster.clone(), state.as_deref())?;
     let directory = std::env::var_os(MODULES_ENV)
         .filter(|d| !d.is_empty())
         .map(PathBuf::from);
     let listing = state
         .as_deref()
         .map(|d| Listing::new(d, &args.command, directory.as_deref()));
-
-    let (kinds, unknown) = Advertised::parse(std::env::var(KINDS_ENV).ok().as_deref());
-    for name in unknown {
-        tracing::error!("{KINDS_ENV}: {name:?} is not a kind velero-wasm provides; it is ignored");
-    }
-    // Like an unknown kind, an unknown stock module is an error line, not a crash: the names known
-    // still load (never more than asked for, which could clash with another plugin's names).
-    let (stock, unknown) =
-        StockChoice::parse_lenient(&std::env::var(STOCK_ENV).unwrap_or_default());
-    if let Some(unknown) = unknown {
-        tracing::error!("{STOCK_ENV}: {unknown}; loading only {stock}");
-    }
+    let (kinds, stock) = chosen_kinds_and_stock();
 
     let env = |k: &str| std::env::var(k).ok();
     let (listener, socket) =
         Socket::bind(&handshake::socket_dir(env), handshake::socket_group(env)?)?;
     let shutdown = Arc::new(Notify::new());
     let dispatch = Dispatch::new(runtime.clone());
-    let mirrored = dispatch.clone();
     let retired_from = listing.as_ref().map(Listing::load);
     let listed_kinds = kinds.to_string();
     let lister = Lister {
@@ -202,10 +175,52 @@ async fn serve(args: PluginArgs, parent: u32) -> anyhow::Result<()> {
     );
 
     // Before the announcement, so that a SIGTERM right after it still removes the socket.
-    let mut terminate = signal(SignalKind::terminate())?;
-    let mut interrupt = signal(SignalKind::interrupt())?;
-    let mut hangup = signal(SignalKind::hangup())?;
-    let mut parent_check = tokio::time::interval(PARENT_CHECK);
+    let mut stops = Stops::new(shutdown, parent)?;
+    announce(&args, &socket, &listed_kinds, &stock, started)?;
+
+    // The modules, now that Velero has its socket. Its calls wait until every source has been read,
+    // then each for the module it needs (runtime::Loading): a module that compiles holds up only the
+    // calls to it.
+    runtime.loading().begin();
+    let known = runtime.clone();
+    tokio::spawn(async move {
+        known.loading().sources_known().await;
+        let _ = loaded.send(true);
+    });
+    let background = BackgroundLoad {
+        runtime,
+        cluster,
+        state,
+        directory,
+        stock,
+        retired_from,
+        dispatch: dispatch.clone(),
+        started,
+    };
+    tokio::spawn(background.run());
+
+    if let Some(result) = stops.wait(&mut server).await {
+        let path = socket.path.clone();
+        drop(socket);
+        return match result {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(anyhow::anyhow!("serving on {} failed: {e}", path.display())),
+            Err(e) => Err(anyhow::anyhow!("the server task failed: {e}")),
+        };
+    }
+    stop_serving(&dispatch, &stop, socket, server).await;
+    Ok(())
+}
+
+/// Prints the handshake line Velero reads the socket from, and logs what serves.
+fn announce(
+    args: &PluginArgs,
+    socket: &Socket,
+    listed_kinds: &str,
+    stock: &StockChoice,
+    started: Instant,
+) -> anyhow::Result<()> {
+    let env = |k: &str| std::env::var(k).ok();
     let multiplex_asked = handshake::multiplex_asked(env);
     if multiplex_asked {
         tracing::warn!(
@@ -224,17 +239,151 @@ async fn serve(args: PluginArgs, parent: u32) -> anyhow::Result<()> {
         client_accepts_v2 = handshake::client_accepts_v2(std::env::var("PLUGIN_PROTOCOL_VERSIONS").ok().as_deref()),
         "serving Velero's plugin protocol"
     );
+    Ok(())
+}
 
-    // The modules, now that Velero has its socket. Its calls wait until every source has been read,
-    // then each for the module it needs (runtime::Loading): a module that compiles holds up only the
-    // calls to it.
-    runtime.loading().begin();
-    let known = runtime.clone();
-    tokio::spawn(async move {
-        known.loading().sources_known().await;
-        let _ = loaded.send(true);
-    });
-    tokio::spawn(async move {
+/// Stops serving after `Shutdown` or a signal: the shadows' figures go out, the server stops
+/// accepting, the socket goes, and open calls get a moment.
+async fn stop_serving(
+    dispatch: &Dispatch,
+    stop: &Notify,
+    socket: Socket,
+    mut server: tokio::task::JoinHandle<Result<(), tonic::transport::Error>>,
+) {
+    // What the shadows did goes out before the process does (Velero stops it right after a backup).
+    dispatch.shadows().finish();
+    // Stop accepting, let the Shutdown answer go out, and give open calls a moment; then go.
+    stop.notify_one();
+    drop(socket);
+    if tokio::time::timeout(SHUTDOWN_GRACE, &mut server)
+        .await
+        .is_err()
+    {
+        tracing::debug!("calls still open after {SHUTDOWN_GRACE:?}; exiting anyway");
+        server.abort();
+    }
+}
+
+/// The runtime of the plugin: the capabilities' services over `cluster` (reads of one backup may be
+/// answered from what the host read for it, docs/read-views.md), with the compile cache and the
+/// version floor of the state directory.
+fn plugin_runtime(cluster: Arc<LazyCluster>, state: Option<&Path>) -> anyhow::Result<Arc<Runtime>> {
+    let mut services = Services::new(
+        cluster as Arc<dyn Backend<KubeCall>>,
+        Clock::System,
+        Environment::from_process(),
+    );
+    services.views = ReadViews::from_env();
+    Ok(Arc::new(
+        Runtime::new(services)?
+            .with_compile_cache(state.and_then(|d| CompileCache::open(d.join("compiled"))))
+            .with_version_floor(state.map(VersionFloor::at)),
+    ))
+}
+
+/// The kinds to advertise (`$VELERO_WASM_KINDS`) and the stock modules to load
+/// (`$VELERO_WASM_STOCK`). Like an unknown kind, an unknown stock module is an error line, not a
+/// crash: the names known still load (never more than asked for, which could clash with another
+/// plugin's names).
+fn chosen_kinds_and_stock() -> (Advertised, StockChoice) {
+    let (kinds, unknown) = Advertised::parse(std::env::var(KINDS_ENV).ok().as_deref());
+    for name in unknown {
+        tracing::error!("{KINDS_ENV}: {name:?} is not a kind velero-wasm provides; it is ignored");
+    }
+    let (stock, unknown) =
+        StockChoice::parse_lenient(&std::env::var(STOCK_ENV).unwrap_or_default());
+    if let Some(unknown) = unknown {
+        tracing::error!("{STOCK_ENV}: {unknown}; loading only {stock}");
+    }
+    (kinds, stock)
+}
+
+/// What ends serving: `Shutdown`, SIGTERM, SIGHUP, or the death of the process that started us.
+struct Stops {
+    shutdown: Arc<Notify>,
+    terminate: tokio::signal::unix::Signal,
+    interrupt: tokio::signal::unix::Signal,
+    hangup: tokio::signal::unix::Signal,
+    parent_check: tokio::time::Interval,
+    parent: u32,
+}
+
+/// How the server task ended, when it ended on its own.
+type ServerEnd = Result<Result<(), tonic::transport::Error>, tokio::task::JoinError>;
+
+impl Stops {
+    fn new(shutdown: Arc<Notify>, parent: u32) -> std::io::Result<Stops> {
+        Ok(Stops {
+            shutdown,
+            terminate: signal(SignalKind::terminate())?,
+            interrupt: signal(SignalKind::interrupt())?,
+            hangup: signal(SignalKind::hangup())?,
+            parent_check: tokio::time::interval(PARENT_CHECK),
+            parent,
+        })
+    }
+
+    /// Waits for a reason to stop; `Some` when the server task ended first, with how it ended.
+    async fn wait(
+        &mut self,
+        server: &mut tokio::task::JoinHandle<Result<(), tonic::transport::Error>>,
+    ) -> Option<ServerEnd> {
+        let parent = self.parent;
+        loop {
+            tokio::select! {
+                _ = self.shutdown.notified() => return None,
+                _ = self.terminate.recv() => {
+                    tracing::debug!("SIGTERM: stopping");
+                    return None;
+                }
+                // A terminal or session that went away: stop as cleanly as for SIGTERM (a Go plugin
+                // would die and leave its socket behind).
+                _ = self.hangup.recv() => {
+                    tracing::debug!("SIGHUP: stopping");
+                    return None;
+                }
+                // Like a Go plugin: Velero never sends SIGINT; a terminal's Ctrl-C is meant for the
+                // client. (`Some`: a signal stream that has ended must not make this loop spin.)
+                Some(()) = self.interrupt.recv() => tracing::debug!("SIGINT ignored"),
+                // Velero died without asking us to stop: nobody will ever call again.
+                _ = self.parent_check.tick() => {
+                    if std::os::unix::process::parent_id() != parent {
+                        tracing::warn!("the process that started the plugin (pid {parent}) has exited: stopping");
+                        return None;
+                    }
+                }
+                result = &mut *server => return Some(result),
+            }
+        }
+    }
+}
+
+/// The loading of the modules once Velero has its socket, on a task of its own.
+struct BackgroundLoad {
+    runtime: Arc<Runtime>,
+    cluster: Arc<LazyCluster>,
+    state: Option<PathBuf>,
+    directory: Option<PathBuf>,
+    stock: StockChoice,
+    retired_from: Option<Vec<Listed>>,
+    dispatch: Dispatch,
+    started: Instant,
+}
+
+impl BackgroundLoad {
+    /// Reads the module ConfigMaps, loads every source, tells the dispatch which listed actions are
+    /// retired, writes the status, then compiles what was put in service from the compile cache.
+    async fn run(self) {
+        let BackgroundLoad {
+            runtime,
+            cluster,
+            state,
+            directory,
+            stock,
+            retired_from,
+            dispatch,
+            started,
+        } = self;
         // However this task ends, calls stop waiting for it.
         let _finish = FinishLoading(runtime.clone());
         let velero_namespace = runtime
@@ -279,55 +428,7 @@ async fn serve(args: PluginArgs, parent: u32) -> anyhow::Result<()> {
             compiled_ms = started.elapsed().as_millis() as u64,
             "modules compiled"
         );
-    });
-
-    loop {
-        tokio::select! {
-            _ = shutdown.notified() => break,
-            _ = terminate.recv() => {
-                tracing::debug!("SIGTERM: stopping");
-                break;
-            }
-            // A terminal or session that went away: stop as cleanly as for SIGTERM (a Go plugin would
-            // die and leave its socket behind).
-            _ = hangup.recv() => {
-                tracing::debug!("SIGHUP: stopping");
-                break;
-            }
-            // Like a Go plugin: Velero never sends SIGINT; a terminal's Ctrl-C is meant for the client.
-            // (`Some`: a signal stream that has ended must not make this loop spin.)
-            Some(()) = interrupt.recv() => tracing::debug!("SIGINT ignored"),
-            // Velero died without asking us to stop: nobody will ever call again.
-            _ = parent_check.tick() => {
-                if std::os::unix::process::parent_id() != parent {
-                    tracing::warn!("the process that started the plugin (pid {parent}) has exited: stopping");
-                    break;
-                }
-            }
-            result = &mut server => {
-                let path = socket.path.clone();
-                drop(socket);
-                return match result {
-                    Ok(Ok(())) => Ok(()),
-                    Ok(Err(e)) => Err(anyhow::anyhow!("serving on {} failed: {e}", path.display())),
-                    Err(e) => Err(anyhow::anyhow!("the server task failed: {e}")),
-                };
-            }
-        }
     }
-    // What the shadows did goes out before the process does (Velero stops it right after a backup).
-    mirrored.shadows().finish();
-    // Stop accepting, let the Shutdown answer go out, and give open calls a moment; then go.
-    stop.notify_one();
-    drop(socket);
-    if tokio::time::timeout(SHUTDOWN_GRACE, &mut server)
-        .await
-        .is_err()
-    {
-        tracing::debug!("calls still open after {SHUTDOWN_GRACE:?}; exiting anyway");
-        server.abort();
-    }
-    Ok(())
 }
 
 /// Writes the modules in service to the status directory for `velero-wasm status`, and points the

@@ -149,7 +149,7 @@ mod tests {
             module: "m".into(),
             action: "x.io/a".into(),
             item: " on item pods ns/p".into(),
-            fault: Fault::Trap("boom".into()),
+            fault: Fault::Trap(crate::runtime::Trapped::new("boom")),
         };
         let s = call_failed(ActionKind::Backup, trap);
         assert_eq!(s.code(), Code::Aborted);

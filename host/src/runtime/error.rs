@@ -1,8 +1,10 @@
 //! What can go wrong in a call, and in loading a module.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::action::ActionKind;
+use crate::capabilities::Exceeded;
 
 /// Why a call did not produce a result.
 #[derive(Debug, thiserror::Error)]
@@ -78,7 +80,7 @@ impl crate::metrics::FailureKind for CallError {
 pub enum Fault {
     /// The guest trapped (a Rust panic, an out-of-bounds access, …).
     #[error("trapped: {0}")]
-    Trap(String),
+    Trap(Trapped),
     /// The call ran past its deadline and was stopped.
     #[error("did not finish within its deadline of {}", humantime::format_duration(*.0))]
     Timeout(Duration),
@@ -97,8 +99,8 @@ pub enum Fault {
         budget_mib: u64,
     },
     /// Work the host did for the guest ran into one of the call's limits (the message says which).
-    #[error("{0}")]
-    Limit(String),
+    #[error(transparent)]
+    Limit(Exceeded),
     /// Every slot was taken by other calls until this call's deadline.
     #[error("found no free slot within its deadline of {}: all {slots} calls that may run at once were busy", humantime::format_duration(*.timeout))]
     NoSlot {
@@ -112,10 +114,177 @@ pub enum Fault {
     Exit(i32),
     /// The guest returned something Velero cannot use.
     #[error("returned {0}")]
-    Output(String),
+    Output(#[source] BadOutput),
     /// The module could not be instantiated.
     #[error("could not be instantiated: {0}")]
-    Instantiate(String),
+    Instantiate(#[source] InstantiateError),
+}
+
+/// Where and how the guest trapped.
+#[derive(Debug)]
+pub struct Trapped {
+    /// What wasmtime says of the trap.
+    pub cause: String,
+    /// The innermost guest function with a name, when the backtrace has one.
+    pub frame: Option<String>,
+    /// The message of a Rust panic the guest printed to stderr before trapping.
+    pub panic: Option<String>,
+}
+
+impl Trapped {
+    /// A trap known only by what wasmtime says of it.
+    pub fn new(cause: impl Into<String>) -> Trapped {
+        Trapped {
+            cause: cause.into(),
+            frame: None,
+            panic: None,
+        }
+    }
+}
+
+impl std::fmt::Display for Trapped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if let Some(panic) = &self.panic {
+            write!(f, "{panic} (")?;
+        }
+        f.write_str(&self.cause)?;
+        if let Some(frame) = &self.frame {
+            write!(f, " in {frame}")?;
+        }
+        if self.panic.is_some() {
+            f.write_str(")")?;
+        }
+        Ok(())
+    }
+}
+
+/// What is wrong with what an action returned.
+#[derive(Debug, thiserror::Error)]
+pub enum BadOutput {
+    /// The item is larger than the module's output limit.
+    #[error("an item of {len} bytes, over its output limit of {limit} bytes")]
+    ItemTooLarge {
+        /// Its size.
+        len: usize,
+        /// The module's `[limits] output`.
+        limit: u64,
+    },
+    /// The item is not a JSON object.
+    #[error("an item that is not a JSON object: {0}")]
+    NotObject(#[source] serde_json::Error),
+    /// The item has no (or an empty) `kind`.
+    #[error("an item without a kind")]
+    NoKind,
+    /// More identifiers than [`super::calls::MAX_ITEMS`].
+    #[error("{count} {what}, more than the {} allowed", super::calls::MAX_ITEMS)]
+    TooManyIds {
+        /// How many came back.
+        count: usize,
+        /// Which list ("additional items", …).
+        what: &'static str,
+    },
+    /// An identifier Velero cannot look up.
+    #[error("{what}[{index}] with group {group:?} and resource {resource:?}: use the API group without version and the plural lower-case resource (e.g. \"\" and \"persistentvolumeclaims\")")]
+    BadId {
+        /// Which list.
+        what: &'static str,
+        /// Its place in the list.
+        index: usize,
+        /// The group as returned.
+        group: String,
+        /// The resource as returned.
+        resource: String,
+    },
+}
+
+/// Why a module could not be instantiated. Cloned: a failure to compile on first use is kept, and
+/// every later call of the module sees it.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum InstantiateError {
+    /// Put in service from its cached description without a way to compile it.
+    #[error("module {module} was not compiled")]
+    NotCompiled {
+        /// Module name.
+        module: Arc<str>,
+    },
+    /// Compiled on first use, its exports are not the ones its cached description listed.
+    #[error("module {module}: its exports differ from its cached description")]
+    ExportsDiffer {
+        /// Module name.
+        module: Arc<str>,
+    },
+    /// Compiling on first use failed.
+    #[error("module {module}: {source}")]
+    Compile {
+        /// Module name.
+        module: Arc<str>,
+        /// What is wrong with its code.
+        source: Arc<CompileError>,
+    },
+    /// The compiling task did not finish.
+    #[error("module {module}: compilation was interrupted: {source}")]
+    Interrupted {
+        /// Module name.
+        module: Arc<str>,
+        /// Why.
+        source: Arc<tokio::task::JoinError>,
+    },
+    /// An action was called on a module that exports only `signing`.
+    #[error("the module does not export velero-wasm:plugin/actions")]
+    NoActions,
+    /// wasmtime could not instantiate it.
+    #[error("{0}")]
+    Wasmtime(#[source] Cause),
+}
+
+/// What is wrong with a module's code, found when compiling and linking it.
+#[derive(Debug, thiserror::Error)]
+pub enum CompileError {
+    /// The bytes are not a component.
+    #[error("not a valid WebAssembly component: {0}")]
+    NotComponent(#[source] Cause),
+    /// It imports an interface the host does not provide.
+    #[error("imports something velero-wasm does not provide (components may import velero-wasm:plugin/* and the wasi:* interfaces std needs): {0}")]
+    Imports(#[source] Cause),
+    /// It exports neither interface.
+    #[error(
+        "exports neither {} nor {}: a module must export one of them, or both",
+        super::module::ACTIONS,
+        crate::capabilities::signing::INTERFACE
+    )]
+    NoExports,
+    /// It exports an interface under its name, but not as the WIT package defines it.
+    #[error("does not export {interface} as the WIT package defines it: {source}")]
+    Export {
+        /// The interface.
+        interface: &'static str,
+        /// wasmtime's type check.
+        source: Cause,
+    },
+}
+
+/// A wasmtime error kept as the cause of one of ours: shown with its chain, shared between the
+/// calls that see it.
+#[derive(Debug, Clone)]
+pub struct Cause(Arc<wasmtime::Error>);
+
+impl From<wasmtime::Error> for Cause {
+    fn from(error: wasmtime::Error) -> Cause {
+        Cause(Arc::new(error))
+    }
+}
+
+impl std::fmt::Display for Cause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:#}", self.0)
+    }
+}
+
+impl std::error::Error for Cause {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        let error: &(dyn std::error::Error + Send + Sync) = (*self.0).as_ref();
+        error.source()
+    }
 }
 
 /// Why a module was not loaded (the modules loaded before it stay in service).
@@ -146,7 +315,7 @@ mod tests {
         let cases = [
             (CallError::Action("no".into()), false, "action"),
             (CallError::Action("no".into()), true, "denied"),
-            (fault(Fault::Trap("panic".into())), true, "trap"),
+            (fault(Fault::Trap(Trapped::new("panic"))), true, "trap"),
             (fault(Fault::Exit(1)), false, "trap"),
             (
                 fault(Fault::Timeout(Duration::from_secs(2))),
@@ -154,8 +323,12 @@ mod tests {
                 "deadline",
             ),
             (fault(Fault::Memory { limit_mib: 64 }), false, "memory"),
-            (fault(Fault::Limit("calls".into())), false, "limit"),
-            (fault(Fault::Output("junk".into())), false, "output"),
+            (
+                fault(Fault::Limit(Exceeded::CapabilityCalls { max: 1 })),
+                false,
+                "limit",
+            ),
+            (fault(Fault::Output(BadOutput::NoKind)), false, "output"),
         ];
         for (error, denied, kind) in cases {
             assert_eq!(error.failure_kind(denied), kind, "{error}");

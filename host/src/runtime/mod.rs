@@ -8,6 +8,7 @@
 mod benchmark;
 mod cache;
 mod call;
+pub mod calls;
 mod engine;
 mod error;
 mod loading;
@@ -27,8 +28,11 @@ use tokio::sync::Semaphore;
 pub use benchmark::WarmInstance;
 pub use cache::CompileCache;
 pub use call::Lane;
+pub use calls::ActionCall;
 pub use engine::{EPOCH_TICK, MAX_CONCURRENT_CALLS};
-pub use error::{CallError, Fault, LoadError};
+pub use error::{
+    BadOutput, CallError, Cause, CompileError, Fault, InstantiateError, LoadError, Trapped,
+};
 pub use loading::Loading;
 pub use module::{validate_name, LoadedModule};
 pub use registry::{ActionEntry, Catalog, Registry};
@@ -188,39 +192,12 @@ impl Runtime {
             .as_ref()
             .filter(|_| source.signature.as_ref().is_some_and(|s| s.verified));
         if let Some(floor) = floor {
-            floor.check(&source).map_err(|why| LoadError {
-                module: source.name.clone(),
-                origin: source.origin.to_string(),
-                problem: why.to_string(),
-            })?;
+            floor
+                .check(&source)
+                .map_err(|why| module::load_error(&source, why.to_string()))?;
         }
         let kept_source = floor.filter(|_| !shadow).map(|_| source.clone());
-        let compiler = self.compiler.clone();
-        let store = self.compiler.cache.as_ref();
-        let key = store.map(|_| cache::description_key(&source));
-        let kept = store
-            .zip(key.as_deref())
-            .and_then(|(cache, key)| cache.description(key));
-        let (linked, actions) = match kept {
-            Some(kept) => (
-                module::described(&compiler, source, kept.interfaces)?,
-                kept.actions,
-            ),
-            None => {
-                let origin = source.origin.to_string();
-                let name = source.name.clone();
-                let linked = tokio::task::spawn_blocking(move || module::link(&compiler, source))
-                    .await
-                    .map_err(|e| LoadError {
-                        module: name,
-                        origin,
-                        problem: format!("compilation was interrupted: {e}"),
-                    })??;
-                let actions = self.describe(&linked).await?;
-                (linked, actions)
-            }
-        };
-        let mut linked = linked;
+        let (mut linked, actions, key) = self.link_or_recall(source).await?;
         if shadow {
             match Arc::get_mut(&mut linked.caps) {
                 Some(caps) => caps.shadow = true,
@@ -232,7 +209,8 @@ impl Runtime {
         let described_now = linked.exports.is_some();
         let interfaces = linked.interfaces;
         let (loaded, warnings) = module::finish(linked, actions)?;
-        if let (true, Some(cache), Some(key)) = (described_now, store, &key) {
+        if let (true, Some(cache), Some(key)) = (described_now, self.compiler.cache.as_ref(), &key)
+        {
             let description = cache::Description {
                 interfaces,
                 actions: loaded.actions.clone(),
@@ -245,10 +223,9 @@ impl Runtime {
             signing: loaded.exports_signing(),
             warnings,
         };
-        let (module, origin) = (loaded.name.to_string(), loaded.origin.to_string());
         tracing::debug!(
-            module = %module,
-            origin = %origin,
+            module = %loaded.name,
+            origin = %loaded.origin,
             actions = report.actions,
             compiled = described_now,
             "module loaded (compiled now, or from its kept description)"
@@ -257,17 +234,66 @@ impl Runtime {
             self.registry.install_shadow(loaded);
             return Ok(report);
         }
-        self.registry.install(loaded).map_err(|problem| LoadError {
-            module: module.clone(),
-            origin,
-            problem,
-        })?;
-        if let (Some(floor), Some(source)) = (floor, kept_source) {
+        self.install(loaded, floor.zip(kept_source))?;
+        Ok(report)
+    }
+
+    /// The module of `source`, linked: from its description in the compile cache (compiled on first
+    /// use), or compiled and described now. Also the key its description is kept under, if there is a
+    /// compile cache.
+    async fn link_or_recall(
+        &self,
+        source: ModuleSource,
+    ) -> Result<
+        (
+            module::Linked,
+            Vec<crate::action::ActionInfo>,
+            Option<String>,
+        ),
+        LoadError,
+    > {
+        let compiler = self.compiler.clone();
+        let store = self.compiler.cache.as_ref();
+        let key = store.map(|_| cache::description_key(&source));
+        let kept = store
+            .zip(key.as_deref())
+            .and_then(|(cache, key)| cache.description(key));
+        if let Some(kept) = kept {
+            let linked = module::described(&compiler, source, kept.interfaces)?;
+            return Ok((linked, kept.actions, key));
+        }
+        let (name, origin) = (source.name.clone(), source.origin.to_string());
+        let linked = tokio::task::spawn_blocking(move || module::link(&compiler, source))
+            .await
+            .map_err(|e| LoadError {
+                module: name,
+                origin,
+                problem: format!("compilation was interrupted: {e}"),
+            })??;
+        let actions = self.describe(&linked).await?;
+        Ok((linked, actions, key))
+    }
+
+    /// Puts `loaded` in service, and raises the version floor to its version when it is held to one.
+    fn install(
+        &self,
+        loaded: LoadedModule,
+        floor: Option<(&VersionFloor, ModuleSource)>,
+    ) -> Result<(), LoadError> {
+        let (module, origin) = (loaded.name.to_string(), loaded.origin.to_string());
+        self.registry
+            .install(loaded)
+            .map_err(|conflict| LoadError {
+                module: module.clone(),
+                origin,
+                problem: conflict.to_string(),
+            })?;
+        if let Some((floor, source)) = floor {
             if let Err(e) = floor.raise(&source) {
                 tracing::warn!(module = %module, "cannot record the version served: {e}");
             }
         }
-        Ok(report)
+        Ok(())
     }
 
     /// Compiles every module in service that is not compiled yet, one at a time (leaving the other
@@ -290,6 +316,35 @@ impl Runtime {
         errors
     }
 
+    /// Loads the stock modules `choice` names, concurrently (the work is reading, checking and mapping
+    /// compiled code, one module per core); returns their sources, which a manifest without a
+    /// component overrides.
+    async fn load_stock(
+        &self,
+        choice: &StockChoice,
+        problems: &mut Vec<LoadProblem>,
+    ) -> BTreeMap<String, ModuleSource> {
+        let mut stock = BTreeMap::new();
+        for source in chosen_stock_modules(choice) {
+            match source {
+                Ok(source) => {
+                    stock.insert(source.name.clone(), source);
+                }
+                Err(problem) => problems.push(LoadProblem::not_served(problem.to_string())),
+            }
+        }
+        let loads = join_all(stock.values().map(|source| self.load(source.clone()))).await;
+        for loaded in loads {
+            match loaded {
+                Ok(loaded) => {
+                    problems.extend(loaded.warnings.into_iter().map(LoadProblem::warning))
+                }
+                Err(e) => problems.push(LoadProblem::not_served(e.to_string())),
+            }
+        }
+        stock
+    }
+
     /// Loads the stock modules `config.stock` chooses (concurrently: the work is reading, checking
     /// and mapping compiled code, one module per core), then those of the module directory, then
     /// those of the module ConfigMaps: each later source replaces a module of the same name (stock <
@@ -308,95 +363,22 @@ impl Runtime {
     ) -> Result<Vec<LoadProblem>, std::io::Error> {
         let mut problems = Vec::new();
         let trusted = config.trusted_keys.as_ref();
-        let mut stock = BTreeMap::new();
-        for source in chosen_stock_modules(&config.stock) {
-            match source {
-                Ok(source) => {
-                    stock.insert(source.name.clone(), source);
-                }
-                Err(problem) => problems.push(LoadProblem::not_served(problem.to_string())),
-            }
-        }
-        let loads = join_all(stock.values().map(|source| self.load(source.clone()))).await;
-        for loaded in loads {
-            match loaded {
-                Ok(loaded) => {
-                    problems.extend(loaded.warnings.into_iter().map(LoadProblem::warning))
-                }
-                Err(e) => problems.push(LoadProblem::not_served(e.to_string())),
-            }
-        }
+        let stock = self.load_stock(&config.stock, &mut problems).await;
 
         // Read every source first: which modules are still to come.
         let directory = match &config.directory {
             Some(dir) => Some(scan_directory(dir, trusted)?),
             None => None,
         };
-        let mut early_broken: Vec<Broken> = Vec::new();
-        let mut chosen = Vec::new();
-        let mut shadows = Vec::new();
-        if let Some(configmaps) = &config.configmaps {
-            let mut scanned = Vec::new();
-            let mut shadow_scanned = Vec::new();
-            for cached in &configmaps.configmaps {
-                let origin = cached.origin();
-                let mut scan = match scan_directory(&cached.dir, trusted) {
-                    Ok(scan) => scan,
-                    Err(e) => {
-                        problems.push(LoadProblem::not_served(format!(
-                            "{origin}: its copy {} cannot be read: {e}",
-                            cached.dir.display()
-                        )));
-                        continue;
-                    }
-                };
-                for module in &mut scan.modules {
-                    module.origin = origin.clone();
-                }
-                for (path, problem) in &mut scan.problems {
-                    let file = path.file_name().map(PathBuf::from).unwrap_or_default();
-                    *problem = format!("{origin}: {}: {problem}", file.display());
-                    *path = file;
-                }
-                if cached.shadow {
-                    shadow_scanned.push((cached, scan));
-                } else {
-                    scanned.push((cached, scan));
-                }
-            }
-            chosen = one_per_module(scanned, trusted.is_some(), &mut problems);
-            shadows = one_per_module(shadow_scanned, trusted.is_some(), &mut problems);
-            for problem in &configmaps.problems {
-                if problem.shadow {
-                    // The module it would shadow serves as before.
-                    problems.push(LoadProblem::warning(format!(
-                        "{}; no shadow is loaded from it",
-                        problem.message
-                    )));
-                    continue;
-                }
-                let chosen_instead = problem
-                    .module
-                    .as_ref()
-                    .and_then(|m| chosen.iter().find(|(c, _)| c.module == *m));
-                match (&problem.module, chosen_instead) {
-                    (Some(_), Some((instead, _))) => problems.push(LoadProblem {
-                        message: format!(
-                            "{}; ConfigMap {} holds the module instead",
-                            problem.message, instead.configmap
-                        ),
-                        broken: true,
-                        served: true,
-                    }),
-                    (Some(name), None) => early_broken.push(Broken {
-                        module: name.clone(),
-                        message: problem.message.clone(),
-                        configmap: Some(problem.uid.clone().unwrap_or_default()),
-                    }),
-                    (None, _) => problems.push(LoadProblem::not_served(problem.message.clone())),
-                }
-            }
-        }
+        let ConfigMapPlan {
+            chosen,
+            shadows,
+            early_broken,
+        } = config
+            .configmaps
+            .as_ref()
+            .map(|configmaps| plan_configmaps(configmaps, trusted, &mut problems))
+            .unwrap_or_default();
         let from_configmaps: BTreeSet<String> = chosen
             .iter()
             .map(|(cached, _)| cached.module.clone())
@@ -437,42 +419,70 @@ impl Runtime {
             }
         }
         if let Some(configmaps) = &config.configmaps {
-            let last_good = self.open_last_good(configmaps.last_good.as_ref(), &mut problems);
-            for broken in early_broken {
-                let name = broken.module.clone();
-                self.fall_back(vec![broken], last_good, trusted, &mut problems)
-                    .await;
-                settle(&name);
-            }
-            while !chosen.is_empty() {
-                let names: Vec<&str> = chosen.iter().map(|(c, _)| c.module.as_str()).collect();
-                let (cached, scan) = chosen.remove(self.loading.next(&names));
-                let from = cached.origin();
-                let broken: Vec<Broken> = self
-                    .load_scan(
-                        scan,
-                        last_good,
-                        &stock,
-                        &|_: &OverrideFile| from.clone(),
-                        &mut problems,
-                    )
-                    .await
-                    .into_iter()
-                    .map(|b| Broken {
-                        configmap: Some(cached.uid.clone()),
-                        ..b
-                    })
-                    .collect();
-                self.fall_back(broken, last_good, trusted, &mut problems)
-                    .await;
-                settle(&cached.module);
-            }
+            let plan = ConfigMapPlan {
+                chosen,
+                shadows: Vec::new(),
+                early_broken,
+            };
+            let sources = Sources {
+                stock: &stock,
+                trusted,
+            };
+            self.load_configmap_modules(configmaps, plan, sources, &settle, &mut problems)
+                .await;
         }
         for (cached, scan) in shadows {
             self.load_shadows(cached, scan, &stock, &mut problems).await;
             self.loading.settled(&cached.module);
         }
         Ok(problems)
+    }
+
+    /// Loads the modules of the ConfigMaps `plan` chose, the one a call waits for first; a module
+    /// whose ConfigMap cannot be used falls back to its last good version, or to what already serves.
+    async fn load_configmap_modules(
+        &self,
+        configmaps: &ConfigMapModules,
+        plan: ConfigMapPlan<'_>,
+        sources: Sources<'_>,
+        settle: &(dyn Fn(&str) + Sync),
+        problems: &mut Vec<LoadProblem>,
+    ) {
+        let Sources { stock, trusted } = sources;
+        let ConfigMapPlan {
+            mut chosen,
+            early_broken,
+            ..
+        } = plan;
+        let last_good = self.open_last_good(configmaps.last_good.as_ref(), problems);
+        for broken in early_broken {
+            let name = broken.module.clone();
+            self.fall_back(vec![broken], last_good, trusted, problems)
+                .await;
+            settle(&name);
+        }
+        while !chosen.is_empty() {
+            let names: Vec<&str> = chosen.iter().map(|(c, _)| c.module.as_str()).collect();
+            let (cached, scan) = chosen.remove(self.loading.next(&names));
+            let from = cached.origin();
+            let broken: Vec<Broken> = self
+                .load_scan(
+                    scan,
+                    last_good,
+                    stock,
+                    &|_: &OverrideFile| from.clone(),
+                    problems,
+                )
+                .await
+                .into_iter()
+                .map(|b| Broken {
+                    configmap: Some(cached.uid.clone()),
+                    ..b
+                })
+                .collect();
+            self.fall_back(broken, last_good, trusted, problems).await;
+            settle(&cached.module);
+        }
     }
 
     /// Loads what a shadow ConfigMap holds as shadows ([`Self::load_shadow`]); what cannot be loaded is
@@ -615,46 +625,59 @@ impl Runtime {
             }
         }
         for file in scan.overrides {
-            let from = override_origin(&file);
-            let Some(base) = stock.get(&file.name) else {
-                let (served, now) = self.serving(&file.name);
-                problems.push(LoadProblem {
-                    message: format!(
-                        "{from}: a manifest without its component ({}.wasm), and no stock module is named {}; {now}",
-                        file.name, file.name
-                    ),
-                    broken: true,
-                    served,
-                });
-                continue;
-            };
-            let refused = match stock_override::apply(base, &file.text, from.clone()) {
-                Ok(mut source) => match self
-                    .load({
-                        source.signature = file.signature.clone();
-                        source
-                    })
-                    .await
-                {
-                    Ok(loaded) => {
-                        problems.extend(loaded.warnings.into_iter().map(LoadProblem::warning));
-                        continue;
-                    }
-                    Err(e) => e.to_string(),
-                },
-                Err(why) => why.to_string(),
-            };
+            self.load_override(file, stock, override_origin, problems)
+                .await;
+        }
+        broken
+    }
+
+    /// Loads the stock module `file` overrides (a manifest without a component) with the override's
+    /// manifest; a refusal goes to `problems`, saying what serves instead.
+    async fn load_override(
+        &self,
+        file: OverrideFile,
+        stock: &BTreeMap<String, ModuleSource>,
+        override_origin: &(dyn Fn(&OverrideFile) -> Origin + Sync),
+        problems: &mut Vec<LoadProblem>,
+    ) {
+        let from = override_origin(&file);
+        let Some(base) = stock.get(&file.name) else {
             let (served, now) = self.serving(&file.name);
             problems.push(LoadProblem {
                 message: format!(
-                    "override {from} of module {} refused: {refused}; {now}",
-                    file.name
+                    "{from}: a manifest without its component ({}.wasm), and no stock module is named {}; {now}",
+                    file.name, file.name
                 ),
                 broken: true,
                 served,
             });
-        }
-        broken
+            return;
+        };
+        let refused = match stock_override::apply(base, &file.text, from.clone()) {
+            Ok(mut source) => match self
+                .load({
+                    source.signature = file.signature.clone();
+                    source
+                })
+                .await
+            {
+                Ok(loaded) => {
+                    problems.extend(loaded.warnings.into_iter().map(LoadProblem::warning));
+                    return;
+                }
+                Err(e) => e.to_string(),
+            },
+            Err(why) => why.to_string(),
+        };
+        let (served, now) = self.serving(&file.name);
+        problems.push(LoadProblem {
+            message: format!(
+                "override {from} of module {} refused: {refused}; {now}",
+                file.name
+            ),
+            broken: true,
+            served,
+        });
     }
 
     /// Puts the last good version of each broken module in service, or says what serves instead.
@@ -746,6 +769,98 @@ struct Broken {
     message: String,
     /// The uid of the ConfigMap it came from, if it came from one.
     configmap: Option<String>,
+}
+
+/// What a module source falls back on: the stock modules (a manifest without a component overrides
+/// one), and the keys that verify signatures.
+#[derive(Clone, Copy)]
+struct Sources<'a> {
+    stock: &'a BTreeMap<String, ModuleSource>,
+    trusted: Option<&'a TrustedKeys>,
+}
+
+/// The module ConfigMaps' copies as read: the one copy of each module that is to serve, the one to
+/// shadow it, and the modules none of whose ConfigMaps could be used (each falls back).
+#[derive(Default)]
+struct ConfigMapPlan<'a> {
+    chosen: Vec<(&'a Cached, DirectoryScan)>,
+    shadows: Vec<(&'a Cached, DirectoryScan)>,
+    early_broken: Vec<Broken>,
+}
+
+/// Reads the copies of the module ConfigMaps and chooses one per module (and one shadow per
+/// module); what cannot be used goes to `problems`, naming its ConfigMap.
+fn plan_configmaps<'a>(
+    configmaps: &'a ConfigMapModules,
+    trusted: Option<&TrustedKeys>,
+    problems: &mut Vec<LoadProblem>,
+) -> ConfigMapPlan<'a> {
+    let mut early_broken: Vec<Broken> = Vec::new();
+    let mut scanned = Vec::new();
+    let mut shadow_scanned = Vec::new();
+    for cached in &configmaps.configmaps {
+        let origin = cached.origin();
+        let mut scan = match scan_directory(&cached.dir, trusted) {
+            Ok(scan) => scan,
+            Err(e) => {
+                problems.push(LoadProblem::not_served(format!(
+                    "{origin}: its copy {} cannot be read: {e}",
+                    cached.dir.display()
+                )));
+                continue;
+            }
+        };
+        for module in &mut scan.modules {
+            module.origin = origin.clone();
+        }
+        for (path, problem) in &mut scan.problems {
+            let file = path.file_name().map(PathBuf::from).unwrap_or_default();
+            *problem = format!("{origin}: {}: {problem}", file.display());
+            *path = file;
+        }
+        if cached.shadow {
+            shadow_scanned.push((cached, scan));
+        } else {
+            scanned.push((cached, scan));
+        }
+    }
+    let chosen = one_per_module(scanned, trusted.is_some(), problems);
+    let shadows = one_per_module(shadow_scanned, trusted.is_some(), problems);
+    for problem in &configmaps.problems {
+        if problem.shadow {
+            // The module it would shadow serves as before.
+            problems.push(LoadProblem::warning(format!(
+                "{}; no shadow is loaded from it",
+                problem.message
+            )));
+            continue;
+        }
+        let chosen_instead = problem
+            .module
+            .as_ref()
+            .and_then(|m| chosen.iter().find(|(c, _)| c.module == *m));
+        match (&problem.module, chosen_instead) {
+            (Some(_), Some((instead, _))) => problems.push(LoadProblem {
+                message: format!(
+                    "{}; ConfigMap {} holds the module instead",
+                    problem.message, instead.configmap
+                ),
+                broken: true,
+                served: true,
+            }),
+            (Some(name), None) => early_broken.push(Broken {
+                module: name.clone(),
+                message: problem.message.clone(),
+                configmap: Some(problem.uid.clone().unwrap_or_default()),
+            }),
+            (None, _) => problems.push(LoadProblem::not_served(problem.message.clone())),
+        }
+    }
+    ConfigMapPlan {
+        chosen,
+        shadows,
+        early_broken,
+    }
 }
 
 /// One ConfigMap for each module its label names, the others reported as left out. Without trusted

@@ -12,7 +12,7 @@ use wasmtime::component::{Component, Linker};
 use wasmtime::Engine;
 
 use super::cache::{CompileCache, Interfaces};
-use super::error::LoadError;
+use super::error::{Cause, CompileError, InstantiateError, LoadError};
 use crate::action::{ActionInfo, AppliesTo};
 use crate::bindings::signer::SignerIndices;
 use crate::bindings::PluginPre;
@@ -46,7 +46,7 @@ pub struct LoadedModule {
     /// Which of the two interfaces it exports.
     pub(super) interfaces: Interfaces,
     /// Its compiled and linked exports, made at load or on first use.
-    exports: tokio::sync::OnceCell<Result<Arc<Exports>, String>>,
+    exports: tokio::sync::OnceCell<Result<Arc<Exports>, InstantiateError>>,
     /// What compiles it on first use (`None` once compiled at load).
     compiler: Option<(Compiler, bytes::Bytes)>,
 }
@@ -96,11 +96,13 @@ impl LoadedModule {
 
     /// Its compiled exports: compiled (or read from the compile cache) on first use when the module
     /// was put in service from its cached description. A failure is kept: every later call sees it.
-    pub(super) async fn exports(&self) -> Result<Arc<Exports>, String> {
+    pub(super) async fn exports(&self) -> Result<Arc<Exports>, InstantiateError> {
         self.exports
             .get_or_init(|| async {
                 let Some((compiler, wasm)) = self.compiler.clone() else {
-                    return Err(format!("module {} was not compiled", self.name));
+                    return Err(InstantiateError::NotCompiled {
+                        module: self.name.clone(),
+                    });
                 };
                 let (name, origin, sha256) = (
                     self.name.to_string(),
@@ -115,15 +117,17 @@ impl LoadedModule {
                     Ok(Ok(exports)) if exports.interfaces() == self.interfaces => {
                         Ok(Arc::new(exports))
                     }
-                    Ok(Ok(_)) => Err(format!(
-                        "module {}: its exports differ from its cached description",
-                        self.name
-                    )),
-                    Ok(Err(problem)) => Err(format!("module {}: {problem}", self.name)),
-                    Err(e) => Err(format!(
-                        "module {}: compilation was interrupted: {e}",
-                        self.name
-                    )),
+                    Ok(Ok(_)) => Err(InstantiateError::ExportsDiffer {
+                        module: self.name.clone(),
+                    }),
+                    Ok(Err(problem)) => Err(InstantiateError::Compile {
+                        module: self.name.clone(),
+                        source: Arc::new(problem),
+                    }),
+                    Err(e) => Err(InstantiateError::Interrupted {
+                        module: self.name.clone(),
+                        source: Arc::new(e),
+                    }),
                 }
             })
             .await
@@ -179,7 +183,7 @@ pub(super) fn load_error(source: &ModuleSource, problem: impl Into<String>) -> L
 /// The export that makes a module a provider of actions. Export names are looked up
 /// semver-compatibly: a component built against 0.1.0 exports `actions@0.1.0`, which this finds
 /// (docs/wit-versioning.md).
-const ACTIONS: &str = "velero-wasm:plugin/actions@0.1.1";
+pub(super) const ACTIONS: &str = "velero-wasm:plugin/actions@0.1.1";
 
 /// Compiles (or finds in the cache) and links a module (CPU-bound: run it off the async threads).
 pub(super) fn link(compiler: &Compiler, source: ModuleSource) -> Result<Linked, LoadError> {
@@ -190,7 +194,7 @@ pub(super) fn link(compiler: &Compiler, source: ModuleSource) -> Result<Linked, 
         &source.sha256,
         &source.wasm,
     )
-    .map_err(|problem| load_error(&source, problem))?;
+    .map_err(|problem| load_error(&source, problem.to_string()))?;
     Ok(Linked {
         caps: caps(&source)?,
         interfaces: exports.interfaces(),
@@ -222,7 +226,7 @@ fn compile(
     origin: &Origin,
     sha256: &str,
     wasm: &[u8],
-) -> Result<Exports, String> {
+) -> Result<Exports, CompileError> {
     let Compiler {
         engine,
         linker,
@@ -247,7 +251,7 @@ fn compile(
                 None => {
                     tracing::debug!(module = name, "compiling");
                     let component = Component::new(engine, wasm)
-                        .map_err(|e| format!("not a valid WebAssembly component: {e:#}"))?;
+                        .map_err(|e| CompileError::NotComponent(Cause::from(e)))?;
                     if let Some(cache) = cache {
                         cache.store(engine, &key, &component);
                     }
@@ -256,31 +260,29 @@ fn compile(
             }
         }
     };
-    let instance_pre = linker.instantiate_pre(&component).map_err(|e| {
-        format!("imports something velero-wasm does not provide (components may import velero-wasm:plugin/* and the wasi:* interfaces std needs): {e:#}")
-    })?;
+    let instance_pre = linker
+        .instantiate_pre(&component)
+        .map_err(|e| CompileError::Imports(Cause::from(e)))?;
     let exports = |name: &str| component.get_export_index(None, name).is_some();
     let (has_actions, has_signing) = (exports(ACTIONS), exports(signing::INTERFACE));
     if !has_actions && !has_signing {
-        return Err(format!(
-            "exports neither {ACTIONS} nor {}: a module must export one of them, or both",
-            signing::INTERFACE
-        ));
+        return Err(CompileError::NoExports);
     }
     let pre = match has_actions {
         false => None,
-        true => Some(PluginPre::new(instance_pre.clone()).map_err(|e| {
-            format!("does not export {ACTIONS} as the WIT package defines it: {e:#}")
-        })?),
+        true => Some(
+            PluginPre::new(instance_pre.clone()).map_err(|e| CompileError::Export {
+                interface: ACTIONS,
+                source: Cause::from(e),
+            })?,
+        ),
     };
     let signing = match has_signing {
         false => None,
         true => Some(SigningExport {
-            indices: SignerIndices::new(&instance_pre).map_err(|e| {
-                format!(
-                    "does not export {} as the WIT package defines it: {e:#}",
-                    signing::INTERFACE
-                )
+            indices: SignerIndices::new(&instance_pre).map_err(|e| CompileError::Export {
+                interface: signing::INTERFACE,
+                source: Cause::from(e),
             })?,
             pre: instance_pre,
         }),

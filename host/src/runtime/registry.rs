@@ -35,10 +35,33 @@ pub struct Catalog {
     shadows: BTreeMap<String, Arc<LoadedModule>>,
 }
 
+/// Why a module cannot join the modules in service: it would provide what another module provides.
+#[derive(Debug, thiserror::Error)]
+pub enum Conflict {
+    /// Two modules would export `velero-wasm:plugin/signing`.
+    #[error("velero-wasm:plugin/signing is exported by both module {first} and module {second}; only one module may export it")]
+    Signing {
+        /// The module in service.
+        first: Arc<str>,
+        /// The module loading.
+        second: Arc<str>,
+    },
+    /// Two modules would provide an action of the same name.
+    #[error("action {action} is provided by both module {first} and module {second}; to replace a module, give the new one the same name")]
+    Action {
+        /// The action.
+        action: String,
+        /// The module that provides it in service.
+        first: Arc<str>,
+        /// The module loading.
+        second: Arc<str>,
+    },
+}
+
 impl Catalog {
     /// The catalog with `module` added, or replacing the module of the same name. Fails when one of its
     /// actions is provided by another module.
-    fn with(&self, module: LoadedModule) -> Result<Catalog, String> {
+    fn with(&self, module: LoadedModule) -> Result<Catalog, Conflict> {
         let module = Arc::new(module);
         let mut modules = self.modules.clone();
         modules.insert(module.name.to_string(), module.clone());
@@ -47,10 +70,10 @@ impl Catalog {
         for m in modules.values() {
             if m.exports_signing() {
                 if let Some(other) = &signer {
-                    return Err(format!(
-                        "velero-wasm:plugin/signing is exported by both module {} and module {}; only one module may export it",
-                        other.name, m.name
-                    ));
+                    return Err(Conflict::Signing {
+                        first: other.name.clone(),
+                        second: m.name.clone(),
+                    });
                 }
                 signer = Some(m.clone());
             }
@@ -62,11 +85,11 @@ impl Catalog {
                         index,
                     },
                 ) {
-                    let (a, b) = (&other.module.name, &m.name);
-                    return Err(format!(
-                        "action {} is provided by both module {a} and module {b}; to replace a module, give the new one the same name",
-                        info.name
-                    ));
+                    return Err(Conflict::Action {
+                        action: info.name.clone(),
+                        first: other.module.name.clone(),
+                        second: m.name.clone(),
+                    });
                 }
             }
         }
@@ -154,7 +177,7 @@ impl Registry {
     }
 
     /// Adds or replaces a module; on conflict nothing changes.
-    pub fn install(&self, module: LoadedModule) -> Result<(), String> {
+    pub fn install(&self, module: LoadedModule) -> Result<(), Conflict> {
         let mut current = self.current.write().unwrap_or_else(|e| e.into_inner());
         let next = current.with(module)?;
         *current = Arc::new(next);

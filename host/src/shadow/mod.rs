@@ -30,12 +30,10 @@ use serde_json::Value;
 use tokio::sync::Semaphore;
 
 use crate::action::compare::{self, Comparison};
-use crate::action::{
-    ActionKind, BackupOutcome, BackupRequest, ItemRef, ResourceId, RestoreOutcome, RestoreRequest,
-};
+use crate::action::{ActionKind, BackupOutcome, ItemRef, ResourceId, RestoreOutcome};
 use crate::capabilities::MemoryBudget;
 use crate::metrics::{self, ShadowEvent};
-use crate::runtime::{ActionEntry, CallError, Fault, Lane, Runtime};
+use crate::runtime::{calls, ActionCall, ActionEntry, CallError, Fault, Lane, Runtime};
 pub use book::{Book, LastDifference, SubjectKey, Tally};
 
 /// Shadow calls that may run at once (`VELERO_WASM_SHADOW_CALLS`, default 2): one more is dropped.
@@ -103,10 +101,8 @@ pub enum Mirrored {
     Backup {
         /// The kind Velero called (v1 or v2).
         kind: ActionKind,
-        /// The item's identity.
-        item: ItemRef,
-        /// The request as the serving module got it.
-        request: BackupRequest,
+        /// The call as the serving module got it.
+        call: calls::Backup,
         /// What Velero got: the outcome, or the error's message.
         served: Result<BackupOutcome, String>,
     },
@@ -114,44 +110,75 @@ pub enum Mirrored {
     Restore {
         /// The kind Velero called (v1 or v2).
         kind: ActionKind,
-        /// The item's identity.
-        item: ItemRef,
-        /// The request as the serving module got it.
-        request: RestoreRequest,
+        /// The call as the serving module got it.
+        call: calls::Restore,
         /// What Velero got.
         served: Result<RestoreOutcome, String>,
     },
     /// ItemBlockAction GetRelatedItems.
     Related {
-        /// The item's identity.
-        item: ItemRef,
-        /// The item's JSON.
-        text: String,
-        /// The Backup's JSON.
-        backup: String,
+        /// The call as the serving module got it.
+        call: calls::RelatedItems,
         /// What Velero got.
         served: Result<Vec<ResourceId>, String>,
     },
     /// DeleteItemAction Execute.
     Delete {
-        /// The item's identity.
-        item: ItemRef,
-        /// The item's JSON.
-        text: String,
-        /// The Backup's JSON.
-        backup: String,
+        /// The call as the serving module got it.
+        call: calls::Delete,
         /// What Velero got.
         served: Result<(), String>,
     },
 }
 
+/// A call that is mirrored to the shadow of the module that answered it.
+pub trait Mirror: ActionCall + Clone
+where
+    Self::Output: Clone,
+{
+    /// The call, of `kind`, with what Velero got of it.
+    fn mirrored(self, kind: ActionKind, served: Result<Self::Output, String>) -> Mirrored;
+}
+
+impl Mirror for calls::Backup {
+    fn mirrored(self, kind: ActionKind, served: Result<BackupOutcome, String>) -> Mirrored {
+        Mirrored::Backup {
+            kind,
+            call: self,
+            served,
+        }
+    }
+}
+
+impl Mirror for calls::Restore {
+    fn mirrored(self, kind: ActionKind, served: Result<RestoreOutcome, String>) -> Mirrored {
+        Mirrored::Restore {
+            kind,
+            call: self,
+            served,
+        }
+    }
+}
+
+impl Mirror for calls::RelatedItems {
+    fn mirrored(self, _: ActionKind, served: Result<Vec<ResourceId>, String>) -> Mirrored {
+        Mirrored::Related { call: self, served }
+    }
+}
+
+impl Mirror for calls::Delete {
+    fn mirrored(self, _: ActionKind, served: Result<(), String>) -> Mirrored {
+        Mirrored::Delete { call: self, served }
+    }
+}
+
 impl Mirrored {
     fn item(&self) -> &ItemRef {
         match self {
-            Mirrored::Backup { item, .. }
-            | Mirrored::Restore { item, .. }
-            | Mirrored::Related { item, .. }
-            | Mirrored::Delete { item, .. } => item,
+            Mirrored::Backup { call, .. } => &call.item,
+            Mirrored::Restore { call, .. } => &call.item,
+            Mirrored::Related { call, .. } => &call.item,
+            Mirrored::Delete { call, .. } => &call.item,
         }
     }
 
@@ -166,13 +193,39 @@ impl Mirrored {
     /// The Backup or Restore the call belongs to.
     fn subject(&self) -> SubjectKey {
         let (kind, text) = match self {
-            Mirrored::Backup { request, .. } => ("backup", request.backup.as_str()),
-            Mirrored::Restore { request, .. } => ("restore", request.restore.as_str()),
-            Mirrored::Related { backup, .. } | Mirrored::Delete { backup, .. } => {
-                ("backup", backup.as_str())
-            }
+            Mirrored::Backup { call, .. } => ("backup", call.request.backup.as_str()),
+            Mirrored::Restore { call, .. } => ("restore", call.request.restore.as_str()),
+            Mirrored::Related { call, .. } => ("backup", call.backup.as_str()),
+            Mirrored::Delete { call, .. } => ("backup", call.backup.as_str()),
         };
         SubjectKey::of(kind, text)
+    }
+
+    /// Makes the call again on the shadow's `entry` in `lane`: its result, as compared.
+    async fn again(
+        &self,
+        runtime: &Runtime,
+        lane: Lane,
+        entry: &ActionEntry,
+    ) -> Result<Value, CallError> {
+        Ok(match self {
+            Mirrored::Backup { kind, call, .. } => {
+                let outcome = runtime.call(lane, entry, call.clone()).await?;
+                compare::backup_result::<String>(*kind, &Ok(outcome))
+            }
+            Mirrored::Restore { kind, call, .. } => {
+                let outcome = runtime.call(lane, entry, call.clone()).await?;
+                compare::restore_result::<String>(*kind, &Ok(outcome))
+            }
+            Mirrored::Related { call, .. } => {
+                let related = runtime.call(lane, entry, call.clone()).await?;
+                compare::related_result::<String>(&Ok(related))
+            }
+            Mirrored::Delete { call, .. } => {
+                runtime.call(lane, entry, call.clone()).await?;
+                compare::delete_result::<String>(&Ok(()))
+            }
+        })
     }
 
     /// The serving module's result, as compared.
@@ -288,38 +341,7 @@ impl Shadows {
             timeout: self.budget.timeout,
             memory,
         };
-        let shadow = match call {
-            Mirrored::Backup {
-                kind,
-                item,
-                request,
-                ..
-            } => runtime
-                .backup_on(lane, &entry, item.clone(), request.clone())
-                .await
-                .map(|o| compare::backup_result::<String>(*kind, &Ok(o))),
-            Mirrored::Restore {
-                kind,
-                item,
-                request,
-                ..
-            } => runtime
-                .restore_on(lane, &entry, item.clone(), request.clone())
-                .await
-                .map(|o| compare::restore_result::<String>(*kind, &Ok(o))),
-            Mirrored::Related {
-                item, text, backup, ..
-            } => runtime
-                .related_items_on(lane, &entry, item.clone(), text.clone(), backup.clone())
-                .await
-                .map(|o| compare::related_result::<String>(&Ok(o))),
-            Mirrored::Delete {
-                item, text, backup, ..
-            } => runtime
-                .delete_on(lane, &entry, item.clone(), text.clone(), backup.clone())
-                .await
-                .map(|()| compare::delete_result::<String>(&Ok(()))),
-        };
+        let shadow = call.again(runtime, lane, &entry).await;
         let shadow = match shadow {
             Ok(value) => value,
             Err(CallError::Fault {

@@ -263,7 +263,7 @@ impl Host for CallState {
     }
 
     async fn variable(&mut self, name: String) -> Result<Option<String>, String> {
-        self.count_capability_call()?;
+        self.count_capability_call().map_err(|e| e.to_string())?;
         if !self.caps.env.allows_variable(&name) {
             let name = super::shown(&name);
             return Err(self.env_denied(&format!("the environment variable {name}")));
@@ -272,7 +272,7 @@ impl Host for CallState {
     }
 
     async fn read_env_file(&mut self, variable: String) -> Result<Vec<u8>, String> {
-        self.count_capability_call()?;
+        self.count_capability_call().map_err(|e| e.to_string())?;
         if !self.caps.env.allows_file(&variable) {
             let variable = super::shown(&variable);
             return Err(self.env_denied(&format!(

@@ -137,58 +137,11 @@ impl CallState {
     async fn send_request(&mut self, request: Request) -> Result<Response, Error> {
         let target = target(&request.url)?;
         let origin = target.origin();
-        let grant = &self.caps.http;
-        if !grant.allows(&target.scheme, &target.host, target.port) {
-            let origin = super::shown(&origin);
-            tracing::warn!(module = &*self.call.module, action = self.call.action.as_str(), %origin, "http request denied by the module's grant");
-            crate::metrics::note_denied();
-            return Err(Error::Denied(format!(
-                "{origin} is not in the HTTP grant of module {} (manifest [grant] http)",
-                self.call.module
-            )));
-        }
-        let method = request.method.to_ascii_uppercase();
-        if !METHODS.contains(&method.as_str()) {
-            return Err(Error::Invalid(format!(
-                "method {:?} is not one of {}",
-                request.method,
-                METHODS.join(", ")
-            )));
-        }
-        if self.caps.shadow && !matches!(method.as_str(), "GET" | "HEAD") {
-            return Err(Error::Denied(format!(
-                "module {} runs as a shadow, which may send GET and HEAD requests only, not {method}",
-                self.call.module
-            )));
-        }
-        if request.body.len() > MAX_REQUEST_BODY {
-            return Err(Error::TooLarge(format!(
-                "request body of {} bytes, over the limit of {MAX_REQUEST_BODY} bytes",
-                request.body.len()
-            )));
-        }
-        let mut headers = Vec::with_capacity(request.headers.len());
-        for (name, value) in request.headers {
-            if name.eq_ignore_ascii_case("host") || name.eq_ignore_ascii_case("content-length") {
-                continue;
-            }
-            let valid_name = hyper::header::HeaderName::from_bytes(name.as_bytes())
-                .map_err(|_| Error::Invalid(format!("header name {name:?} is not valid")))?;
-            hyper::header::HeaderValue::from_str(&value).map_err(|_| {
-                Error::Invalid(format!("the value of header {valid_name} is not valid"))
-            })?;
-            headers.push((name, value));
-        }
+        let method = self.check_request(&target, &origin, &request)?;
+        let headers = sendable_headers(request.headers)?;
         let body_len = request.body.len();
-
-        let mut timeout = grant.timeout;
-        if let Some(limit) = self.limit {
-            // End a little before the call's deadline, so the module can still report the timeout.
-            let left = limit
-                .deadline
-                .saturating_duration_since(tokio::time::Instant::now());
-            timeout = timeout.min(left.saturating_sub(DEADLINE_MARGIN));
-        }
+        let grant = &self.caps.http;
+        let timeout = self.request_timeout();
         let max_response = grant.max_response;
         let exchange = Exchange {
             method: method.clone(),
@@ -220,6 +173,81 @@ impl CallState {
         }
         outcome.map(Response::from).map_err(Error::from)
     }
+
+    /// Checks a request against the module's grant and the host's limits: its origin, its method (a
+    /// shadow sends GET and HEAD only), its body's size. Returns the method, upper-cased.
+    fn check_request(
+        &self,
+        target: &Target,
+        origin: &str,
+        request: &Request,
+    ) -> Result<String, Error> {
+        if !self
+            .caps
+            .http
+            .allows(&target.scheme, &target.host, target.port)
+        {
+            let origin = super::shown(origin);
+            tracing::warn!(module = &*self.call.module, action = self.call.action.as_str(), %origin, "http request denied by the module's grant");
+            crate::metrics::note_denied();
+            return Err(Error::Denied(format!(
+                "{origin} is not in the HTTP grant of module {} (manifest [grant] http)",
+                self.call.module
+            )));
+        }
+        let method = request.method.to_ascii_uppercase();
+        if !METHODS.contains(&method.as_str()) {
+            return Err(Error::Invalid(format!(
+                "method {:?} is not one of {}",
+                request.method,
+                METHODS.join(", ")
+            )));
+        }
+        if self.caps.shadow && !matches!(method.as_str(), "GET" | "HEAD") {
+            return Err(Error::Denied(format!(
+                "module {} runs as a shadow, which may send GET and HEAD requests only, not {method}",
+                self.call.module
+            )));
+        }
+        if request.body.len() > MAX_REQUEST_BODY {
+            return Err(Error::TooLarge(format!(
+                "request body of {} bytes, over the limit of {MAX_REQUEST_BODY} bytes",
+                request.body.len()
+            )));
+        }
+        Ok(method)
+    }
+
+    /// The grant's timeout, ending a little before the call's deadline so that the module can still
+    /// report the timeout.
+    fn request_timeout(&self) -> Duration {
+        let mut timeout = self.caps.http.timeout;
+        if let Some(limit) = self.limit {
+            let left = limit
+                .deadline
+                .saturating_duration_since(tokio::time::Instant::now());
+            timeout = timeout.min(left.saturating_sub(DEADLINE_MARGIN));
+        }
+        timeout
+    }
+}
+
+/// The guest's headers as sent: `Host` and `Content-Length` are the host's to write; a name or value
+/// HTTP cannot carry is refused.
+fn sendable_headers(guest: Vec<(String, String)>) -> Result<Vec<(String, String)>, Error> {
+    let mut headers = Vec::with_capacity(guest.len());
+    for (name, value) in guest {
+        if name.eq_ignore_ascii_case("host") || name.eq_ignore_ascii_case("content-length") {
+            continue;
+        }
+        let valid_name = hyper::header::HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| Error::Invalid(format!("header name {name:?} is not valid")))?;
+        hyper::header::HeaderValue::from_str(&value).map_err(|_| {
+            Error::Invalid(format!("the value of header {valid_name} is not valid"))
+        })?;
+        headers.push((name, value));
+    }
+    Ok(headers)
 }
 
 impl From<Answer> for Response {
@@ -245,7 +273,8 @@ impl From<ExchangeError> for Error {
 
 impl Host for CallState {
     async fn send(&mut self, request: Request) -> Result<Response, Error> {
-        self.count_capability_call().map_err(Error::Denied)?;
+        self.count_capability_call()
+            .map_err(|e| Error::Denied(e.to_string()))?;
         self.send_request(request).await
     }
 }

@@ -84,7 +84,10 @@ impl RateLimit {
     /// The limit Velero's server runs with, from the values of its `--client-qps` and `--client-burst`
     /// (each optional): `None` when neither is given (no limit of our own) or the rate is not positive,
     /// as in client-go. A value that does not parse is an error naming the flag.
-    pub fn from_flags(qps: Option<&str>, burst: Option<&str>) -> Result<Option<RateLimit>, String> {
+    pub fn from_flags(
+        qps: Option<&str>,
+        burst: Option<&str>,
+    ) -> Result<Option<RateLimit>, BadFlag> {
         if qps.is_none() && burst.is_none() {
             return Ok(None);
         }
@@ -95,18 +98,38 @@ impl RateLimit {
                 .parse::<f64>()
                 .ok()
                 .filter(|q| q.is_finite())
-                .ok_or_else(|| format!("--client-qps={text:?} is not a number"))?,
+                .ok_or_else(|| BadFlag {
+                    flag: "--client-qps",
+                    value: text.to_string(),
+                    expected: "a number",
+                })?,
         };
         let burst = match burst {
             None => Self::VELERO_BURST,
             Some(text) => text
                 .trim()
                 .parse::<i64>()
-                .map_err(|_| format!("--client-burst={text:?} is not a whole number"))?
+                .map_err(|_| BadFlag {
+                    flag: "--client-burst",
+                    value: text.to_string(),
+                    expected: "a whole number",
+                })?
                 .clamp(1, i64::from(u32::MAX)) as u32,
         };
         Ok((qps > 0.0).then_some(RateLimit { qps, burst }))
     }
+}
+
+/// A rate-limit flag of Velero's whose value does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{flag}={value:?} is not {expected}")]
+pub struct BadFlag {
+    /// The flag.
+    pub flag: &'static str,
+    /// Its value.
+    pub value: String,
+    /// What it should be.
+    pub expected: &'static str,
 }
 
 /// Where the cluster's address and credentials come from.

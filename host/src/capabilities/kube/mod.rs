@@ -171,22 +171,36 @@ struct FieldTerm {
     value: String,
 }
 
+/// Why a field selector cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadFieldSelector {
+    /// Longer than a label selector may be.
+    #[error(
+        "the field selector is {len} bytes long, more than the {} allowed",
+        label_selector::MAX_LENGTH
+    )]
+    TooLong {
+        /// Its length in bytes.
+        len: usize,
+    },
+    /// More terms than [`MAX_FIELD_SELECTOR_TERMS`].
+    #[error("the field selector has more than the {MAX_FIELD_SELECTOR_TERMS} terms allowed")]
+    TooManyTerms,
+    /// A term that is not `field=value`, `field==value` or `field!=value` (as shown in messages).
+    #[error("field selector term {0:?} is not field=value or field!=value")]
+    Term(String),
+}
+
 impl FieldSelector {
     /// Parses `field=value`, `field==value` and `field!=value` terms separated by commas.
-    pub fn parse(text: &str) -> Result<FieldSelector, String> {
-        let max = label_selector::MAX_LENGTH;
-        if text.len() > max {
-            return Err(format!(
-                "the field selector is {} bytes long, more than the {max} allowed",
-                text.len()
-            ));
+    pub fn parse(text: &str) -> Result<FieldSelector, BadFieldSelector> {
+        if text.len() > label_selector::MAX_LENGTH {
+            return Err(BadFieldSelector::TooLong { len: text.len() });
         }
         let mut terms = Vec::new();
         for term in text.split(',').map(str::trim).filter(|t| !t.is_empty()) {
             if terms.len() == MAX_FIELD_SELECTOR_TERMS {
-                return Err(format!(
-                    "the field selector has more than the {MAX_FIELD_SELECTOR_TERMS} terms allowed"
-                ));
+                return Err(BadFieldSelector::TooManyTerms);
             }
             let (field, equals, value) = if let Some((f, v)) = term.split_once("!=") {
                 (f, false, v)
@@ -195,10 +209,7 @@ impl FieldSelector {
             } else if let Some((f, v)) = term.split_once('=') {
                 (f, true, v)
             } else {
-                return Err(format!(
-                    "field selector term {:?} is not field=value or field!=value",
-                    super::shown(term)
-                ));
+                return Err(BadFieldSelector::Term(super::shown(term).into_owned()));
             };
             terms.push(FieldTerm {
                 pointer: format!("/{}", field.trim().replace('.', "/")),
@@ -276,7 +287,8 @@ impl ListOptions {
                 ))
             })?,
             field_selector_text: field_selector.to_string(),
-            field_selector: FieldSelector::parse(field_selector).map_err(KubeError::Invalid)?,
+            field_selector: FieldSelector::parse(field_selector)
+                .map_err(|e| KubeError::Invalid(e.to_string()))?,
             max_bytes: None,
         })
     }
@@ -688,7 +700,8 @@ impl CallState {
         api: &ApiResource,
         namespace: &str,
     ) -> Result<(), KubeError> {
-        self.count_capability_call().map_err(KubeError::Denied)?;
+        self.count_capability_call()
+            .map_err(|e| KubeError::Denied(e.to_string()))?;
         for (what, text, max) in [
             ("group", api.group.as_str(), MAX_NAME),
             ("version", api.version.as_str(), MAX_NAME),
@@ -918,8 +931,9 @@ impl Host for CallState {
             options,
         };
         let objects = match self.read(call).await.and_then(KubeAnswer::objects) {
-            Err(KubeError::TooLarge(message)) => {
-                self.stop(message.clone());
+            Err(too_large @ KubeError::TooLarge(_)) => {
+                let message = too_large.to_string();
+                self.stop(too_large);
                 return Err(wit::Error::Other(message));
             }
             other => other?,
@@ -931,8 +945,9 @@ impl Host for CallState {
             // Each string also takes a pointer and a length in the guest's list.
             total += text.len() as u64 + 8;
             if total > limit {
-                let message = KubeError::list_too_large(&api, limit).to_string();
-                self.stop(message.clone());
+                let too_large = KubeError::list_too_large(&api, limit);
+                let message = too_large.to_string();
+                self.stop(too_large);
                 return Err(wit::Error::Other(message));
             }
             texts.push(text);
@@ -1108,10 +1123,12 @@ mod tests {
         let many = vec!["metadata.name=a"; MAX_FIELD_SELECTOR_TERMS + 1].join(",");
         assert!(FieldSelector::parse(&many)
             .unwrap_err()
+            .to_string()
             .contains("more than the 100 terms"));
         let long = format!("metadata.name={}", "a".repeat(label_selector::MAX_LENGTH));
         assert!(FieldSelector::parse(&long)
             .unwrap_err()
+            .to_string()
             .contains("more than the 8192 allowed"));
     }
 
