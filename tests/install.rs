@@ -949,7 +949,7 @@ fn rbac_gets_the_oci_pull_secrets_by_name_in_velero_s_namespace() {
     assert_eq!(permissions(&flag), and_secrets);
 
     // The plugin's own variable, as the Deployment sets it, is read too.
-    let out = Run::cli(&[
+    let out = Run::cli([
         "rbac",
         "--stock",
         "kubevirt",

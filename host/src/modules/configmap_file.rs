@@ -35,7 +35,7 @@ pub fn scan(file: &Path, trusted: Option<&TrustedKeys>) -> DirectoryScan {
         };
         let what = describe(index, object);
         match read_one(file, &shown, object, label, trusted) {
-            Ok(Found::Module(module)) => scan.modules.push(module),
+            Ok(Found::Module(module)) => scan.modules.push(*module),
             Ok(Found::Override(found)) => scan.overrides.push(found),
             Err(why) => scan.problems.push((shown, format!("{what}: {why}"))),
         }
@@ -46,7 +46,7 @@ pub fn scan(file: &Path, trusted: Option<&TrustedKeys>) -> DirectoryScan {
 /// What one ConfigMap of the file holds.
 enum Found {
     /// A module, component and manifest.
-    Module(ModuleSource),
+    Module(Box<ModuleSource>),
     /// A manifest alone: an override of the stock module of its name.
     Override(OverrideFile),
 }
@@ -111,7 +111,7 @@ fn read_one(
             Origin::File(shown.to_path_buf()),
             trusted,
         )
-        .map(Found::Module)
+        .map(|module| Found::Module(Box::new(module)))
         .map_err(Unusable::from),
         None => verify(name, None, &manifest, signature.as_deref(), trusted)
             .map(|signature| {

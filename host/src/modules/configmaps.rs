@@ -686,7 +686,7 @@ pub async fn pull_artifacts(
             }
             Some(Err(why)) => Err(PullError::Failed {
                 reference,
-                why,
+                why: why.to_string(),
                 secret: secret_problem.as_ref().map(ToString::to_string),
             }),
             None => Err(PullError::TimedOut {
@@ -986,7 +986,7 @@ pub enum FilesError {
         /// The module.
         module: String,
         /// What the parser said.
-        why: String,
+        why: oci::ReferenceError,
     },
     /// No manifest.
     #[error("it has no {0}.toml")]

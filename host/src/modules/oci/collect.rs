@@ -64,7 +64,8 @@ impl BlobStore {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
             Err(e) => return Err(OciError::Store(format!("{}: {e}", self.dir.display()))),
         };
-        crate::state::private_dir(&self.root, &self.dir).map_err(OciError::Store)?;
+        crate::state::private_dir(&self.root, &self.dir)
+            .map_err(|e| OciError::Store(e.to_string()))?;
         let mut keep: BTreeSet<String> = manifests.clone();
         for manifest in manifests {
             let component = self
