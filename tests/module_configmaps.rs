@@ -1236,8 +1236,32 @@ fn an_override_that_widens_the_grant_is_refused_and_the_stock_module_serves() {
             && err.contains("serving the stock module kubevirt"),
         "{err}"
     );
-    // The stock module serves unchanged: extended mode.
-    assert!(vm_backup(Some(dir.path())).contains(&EXTENDED_ONLY.to_string()));
+    // The stock module serves unchanged (extended mode) — and `run`, which would be trying it in the
+    // override's place, stops and says so.
+    assert!(vm_backup(None).contains(&EXTENDED_ONLY.to_string()));
+    let out = velero_wasm(&[
+        "run",
+        "--action",
+        VM_BACKUP,
+        "--item",
+        &kubevirt_fixture("cluster/vm-fedora-web-01.json")
+            .display()
+            .to_string(),
+        "--backup",
+        &kubevirt_fixture("velero/backup-nightly.json")
+            .display()
+            .to_string(),
+        "--cluster",
+        &kubevirt_fixture("cluster").display().to_string(),
+        "--modules",
+        &modules,
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("`run` stops rather than serve another module in its place"),
+        "{}",
+        stderr(&out)
+    );
 
     // An override for a module that is not stock is a manifest without its component.
     std::fs::remove_file(dir.path().join("kubevirt.toml")).unwrap();

@@ -189,9 +189,11 @@ pub(super) async fn prepare(
     let inputs = Inputs::read(&args)?;
     let (services, capture) = assemble(&args, &inputs.subject, clock, replay).await?;
     let (runtime, problems) = load_runtime(&args.modules, wrap(services)).await?;
-    // A module that cannot be used would leave the one it replaces (often the stock one) serving: an
-    // author testing a change would test something else. The plugin falls back; a run stops.
-    let (broken, warnings): (Vec<_>, Vec<_>) = problems.into_iter().partition(|p| p.broken);
+    // A module that cannot be used while another version of it (often the stock one) serves in its
+    // place: an author testing a change would test something else. The plugin falls back; a run
+    // stops. A broken module that stands in for nothing is a warning: the others still run.
+    let (broken, warnings): (Vec<_>, Vec<_>) =
+        problems.into_iter().partition(|p| p.broken && p.served);
     for problem in &warnings {
         eprintln!("velero-wasm run: warning: {problem}");
     }
