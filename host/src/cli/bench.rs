@@ -240,8 +240,8 @@ impl Figures {
         println!("machine: {cpu}, {cores} cores");
         if cfg!(debug_assertions) {
             println!("host: a debug build: the host's side of each call (capabilities, JSON, instantiation)");
-            println!("is slower than in a release build (`cargo build --release`, the binary Velero runs);");
-            println!("compare figures of release builds");
+            println!("is slower than in a release build (the binary of the release image, the one Velero");
+            println!("runs, or `cargo build --release` in a checkout); compare figures of release builds");
         }
         println!();
         println!("{:<44} {:>12} {:>12} {:>12}", "", "median", "p90", "p99");

@@ -383,7 +383,8 @@ fn check_and_sign(
         if checked.version.is_none() {
             eprintln!(
                 "module {}: its manifest has no version, so hosts cannot refuse an older signed copy \
-                 in its place: add version = \"1.0.0\" (and raise it with each change)",
+                 in its place: add version = \"1.0.0\" near its top, before any [table] (and raise \
+                 it with each change)",
                 parts.name
             );
         }
