@@ -600,6 +600,25 @@ fn build_makes_the_component_pins_its_sha256_in_the_manifest_and_checks_the_gran
         "a failed build left module/ alone"
     );
     assert!(stderr(&out).contains("left as it was"), "{}", stderr(&out));
+    // `test` does not run a suite against the module/ that failed build left: it says to build.
+    std::fs::create_dir_all(dir.path().join("tests")).unwrap();
+    write(
+        &dir.path().join("tests"),
+        "suite.yaml",
+        "modules: ../module\ncases:\n  - name: labels\n    action: example.io/label-pvcs\n    item: item.json\n    backup: backup.json\n    expect: {}\n",
+    );
+    let out = velero_wasm(&[
+        "test",
+        dir.path().join("tests/suite.yaml").to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("is not the latest build")
+            && stderr(&out).contains("label-pvcs.toml differs from")
+            && stderr(&out).contains("run `velero-wasm build` in"),
+        "{}",
+        stderr(&out)
+    );
 
     // The verb granted, but in a namespace the item's is not: the need says where, and build says
     // what to add.

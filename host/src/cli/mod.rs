@@ -10,6 +10,7 @@
 mod actions;
 mod bench;
 mod build;
+mod build_freshness;
 mod diff;
 mod diff_archive;
 mod install;

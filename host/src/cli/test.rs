@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
+use super::build_freshness::stale_reason;
 use super::run::{self, RunArgs};
 use super::suite_layout;
 use super::text::cut;
@@ -289,7 +290,15 @@ fn load_all(args: &TestArgs) -> Result<Vec<(PathBuf, Suite, String)>, u8> {
     let mut suites = Vec::new();
     for file in files {
         match load(&file) {
-            Ok((suite, text)) => suites.push((file, suite, text)),
+            Ok((suite, text)) => {
+                let dir = file.parent().unwrap_or(Path::new(""));
+                let module_dir = suite.modules.as_ref().map(|m| dir.join(m));
+                if let Some(reason) = module_dir.as_deref().and_then(stale_reason) {
+                    eprintln!("velero-wasm test: {}: {reason}", file.display());
+                    return Err(EXIT_BAD_INPUT);
+                }
+                suites.push((file, suite, text))
+            }
             Err(message) => {
                 // Only when the default suite is not there: a suite that is there but wrong is
                 // what the message is about.
