@@ -273,9 +273,10 @@ impl<C: Call> Backend<C> for Recorded<C> {
             Ok(call) => self
                 .recorder
                 .write(C::CAPABILITY, &call, &Outcome::of(&answer)),
-            Err(e) => self
-                .recorder
-                .fail(format!("a {} call cannot be written: {e}", C::CAPABILITY)),
+            Err(source) => self.recorder.fail(RecordFailure::Encode {
+                capability: C::CAPABILITY.to_string(),
+                source,
+            }),
         }
         answer
     }
@@ -308,7 +309,7 @@ impl<C: Call> Backend<C> for Replayed<C> {
         let answer = self
             .replayer
             .answer(&recorded, |_| call.describe())
-            .map_err(C::unanswered)?;
+            .map_err(|miss| C::unanswered(miss.to_string()))?;
         answer_of::<C>(&answer).map_err(C::unanswered)?
     }
 }
@@ -319,7 +320,7 @@ pub struct Recorder {
     /// The file and the bytes written to it.
     file: Mutex<(File, u64)>,
     limit: u64,
-    failure: Mutex<Option<String>>,
+    failure: Mutex<Option<RecordFailure>>,
 }
 
 impl Recorder {
@@ -394,7 +395,10 @@ impl Recorder {
             answer,
         }) {
             Ok(line) => line + "\n",
-            Err(e) => return self.fail(format!("a {capability} call cannot be written: {e}")),
+            Err(source) => {
+                let capability = capability.to_string();
+                return self.fail(RecordFailure::Encode { capability, source });
+            }
         };
         let mut guard = self.file.lock().unwrap_or_else(|e| e.into_inner());
         let (file, written) = &mut *guard;
@@ -403,10 +407,7 @@ impl Recorder {
             return;
         }
         if *written + line.len() as u64 > self.limit {
-            let problem = format!(
-                "it reached its limit of {} (calls after that are not in it)",
-                crate::regular_file::size(self.limit)
-            );
+            let problem = RecordFailure::Limit { limit: self.limit };
             tracing::error!(path = %self.path.display(), "recording stopped: {problem}");
             *failure = Some(problem);
             return;
@@ -415,13 +416,13 @@ impl Recorder {
             Ok(()) => *written += line.len() as u64,
             Err(e) => {
                 tracing::error!(path = %self.path.display(), "cannot write the recording: {e}");
-                *failure = Some(e.to_string());
+                *failure = Some(RecordFailure::Write(e));
             }
         }
     }
 
     /// Keeps `problem` for [`Recorder::finish`] (the first one wins); nothing is written after it.
-    fn fail(&self, problem: String) {
+    fn fail(&self, problem: RecordFailure) {
         tracing::error!(path = %self.path.display(), "recording stopped: {problem}");
         self.failure
             .lock()
@@ -430,7 +431,7 @@ impl Recorder {
     }
 
     /// Whether every call was written; the first write error otherwise.
-    pub fn finish(&self) -> Result<(), String> {
+    pub fn finish(&self) -> Result<(), Incomplete> {
         match self
             .failure
             .lock()
@@ -438,12 +439,55 @@ impl Recorder {
             .take()
         {
             None => Ok(()),
-            Some(e) => Err(format!(
-                "the recording {} is incomplete: {e}",
-                self.path.display()
-            )),
+            Some(failure) => Err(Incomplete {
+                path: self.path.clone(),
+                failure,
+            }),
         }
     }
+}
+
+/// Why a recording stopped before its run ended: the calls after that are not in it.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordFailure {
+    /// A call or its answer cannot be written as JSON.
+    #[error("a {capability} call cannot be written: {source}")]
+    Encode {
+        /// The capability of the call.
+        capability: String,
+        /// The encoder's error.
+        source: serde_json::Error,
+    },
+    /// The next line would take the recording past its limit.
+    #[error("it reached its limit of {} (calls after that are not in it)", crate::regular_file::size(*limit))]
+    Limit {
+        /// The limit, in bytes.
+        limit: u64,
+    },
+    /// The file cannot be written.
+    #[error(transparent)]
+    Write(std::io::Error),
+}
+
+/// A recording that does not hold every call of its run ([`Recorder::finish`]).
+#[derive(Debug, thiserror::Error)]
+#[error("the recording {} is incomplete: {failure}", path.display())]
+pub struct Incomplete {
+    /// The recording.
+    pub path: PathBuf,
+    /// Why it stopped.
+    #[source]
+    pub failure: RecordFailure,
+}
+
+/// A replayed call that is not in the recording, or whose recorded answers were all given.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("replay: the call {what} is not in the recording {} (or was already answered)", path.display())]
+pub struct ReplayMiss {
+    /// The call, in words.
+    pub what: String,
+    /// The recording.
+    pub path: PathBuf,
 }
 
 /// One recorded call.
@@ -653,7 +697,7 @@ impl Replayer {
         &self,
         call: &Value,
         describe: impl FnOnce(&Value) -> String,
-    ) -> Result<Value, String> {
+    ) -> Result<Value, ReplayMiss> {
         let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(slot) = slots.iter_mut().find(|s| !s.used && s.call == *call) {
             slot.used = true;
@@ -665,10 +709,10 @@ impl Replayer {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(format!("{}: {what}", self.capability));
-        Err(format!(
-            "replay: the call {what} is not in the recording {} (or was already answered)",
-            self.path.display()
-        ))
+        Err(ReplayMiss {
+            what,
+            path: self.path.clone(),
+        })
     }
 
     /// How many recorded calls were not made.
@@ -746,7 +790,7 @@ mod tests {
         }
         let size = std::fs::metadata(&path).unwrap().len();
         assert!(size <= 400, "{size} bytes");
-        let e = recorder.finish().unwrap_err();
+        let e = recorder.finish().unwrap_err().to_string();
         assert!(
             e.ends_with("rec.jsonl is incomplete: it reached its limit of 400 bytes (calls after that are not in it)"),
             "{e}"
@@ -774,7 +818,10 @@ mod tests {
         let describe = |call: &Value| format!("number {}", call["n"]);
         assert_eq!(demo.answer(&json!({"n": 1}), describe), Ok(json!("first")));
         assert_eq!(demo.answer(&json!({"n": 1}), describe), Ok(json!("second")));
-        let e = demo.answer(&json!({"n": 1}), describe).unwrap_err();
+        let e = demo
+            .answer(&json!({"n": 1}), describe)
+            .unwrap_err()
+            .to_string();
         assert!(
             e.starts_with("replay: the call number 1 is not in the recording ")
                 && e.contains("rec.jsonl")
