@@ -154,7 +154,7 @@ mod tests {
 
     #[test]
     fn malformed_random_answers_are_refused() {
-        let read = |v: Value| answer_of::<RandomCall>(&v);
+        let read = |v: Value| answer_of::<RandomCall>(&v).map_err(|e| e.to_string());
         assert!(read(json!({"ok": "raw"})).is_err());
         assert!(read(json!({})).is_err());
         assert_eq!(

@@ -93,9 +93,38 @@ pub enum RecordingError {
         /// 1-based line number.
         line: usize,
         /// What is wrong with it.
-        problem: String,
+        problem: FormatProblem,
     },
 }
+
+/// What is wrong with a line of a recording.
+#[derive(Debug, thiserror::Error)]
+pub enum FormatProblem {
+    /// Not a JSON document.
+    #[error("not JSON: {0}")]
+    NotJson(#[source] serde_json::Error),
+    /// No line at all.
+    #[error("the file is empty: a recording starts with its header line")]
+    Empty,
+    /// A header this host cannot replay.
+    #[error(transparent)]
+    Header(#[from] BadHeader),
+    /// A call line without its capability.
+    #[error("a call line needs a `capability`")]
+    NoCapability,
+    /// A call line without its call or its answer.
+    #[error("a call line needs `call` and `answer`")]
+    NoCallOrAnswer,
+    /// An answer that is not the shape its capability records.
+    #[error(transparent)]
+    Answer(#[from] MalformedAnswer),
+}
+
+/// A recorded answer that is neither `{"ok": …}` nor `{"error": {"reason": …, "message": …}}` of its
+/// capability's types.
+#[derive(Debug, thiserror::Error)]
+#[error("the answer is not {{\"ok\": …}} or {{\"error\": {{\"reason\": …, \"message\": …}}}}: {0}")]
+pub struct MalformedAnswer(#[source] serde_json::Error);
 
 /// The run's fixed inputs, in the header: what a replay must start from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -108,7 +137,7 @@ pub struct Header {
 
 /// What is wrong with a recording's header line.
 #[derive(Debug, thiserror::Error)]
-enum BadHeader {
+pub enum BadHeader {
     /// No `"recording"` magic.
     #[error("not a velero-wasm recording (the header needs \"recording\": \"{MAGIC}\")")]
     NotARecording,
@@ -241,14 +270,12 @@ impl<A, E> Outcome<A, E> {
 }
 
 /// A recorded answer of `C` read back; the error says what is malformed.
-pub(crate) fn answer_of<C: Call>(answer: &Value) -> Result<Result<C::Answer, C::Error>, String> {
+pub(crate) fn answer_of<C: Call>(
+    answer: &Value,
+) -> Result<Result<C::Answer, C::Error>, MalformedAnswer> {
     Outcome::<C::Answer, C::Error>::deserialize(answer)
         .map(Outcome::into_result)
-        .map_err(|e| {
-            format!(
-                "the answer is not {{\"ok\": …}} or {{\"error\": {{\"reason\": …, \"message\": …}}}}: {e}"
-            )
-        })
+        .map_err(MalformedAnswer)
 }
 
 /// A backend that passes every call to another and records it with its answer.
@@ -310,7 +337,7 @@ impl<C: Call> Backend<C> for Replayed<C> {
             .replayer
             .answer(&recorded, |_| call.describe())
             .map_err(|miss| C::unanswered(miss.to_string()))?;
-        answer_of::<C>(&answer).map_err(C::unanswered)?
+        answer_of::<C>(&answer).map_err(|e| C::unanswered(e.to_string()))?
     }
 }
 
@@ -511,7 +538,7 @@ pub struct Recording {
 impl Recording {
     /// Reads a recording and checks its header and the shape of every line.
     pub fn read(path: &Path) -> Result<Recording, RecordingError> {
-        let format = |line: usize, problem: String| RecordingError::Format {
+        let format = |line: usize, problem: FormatProblem| RecordingError::Format {
             path: path.to_path_buf(),
             line,
             problem,
@@ -538,17 +565,14 @@ impl Recording {
                 continue;
             }
             let value: Value =
-                serde_json::from_str(line).map_err(|e| format(i + 1, format!("not JSON: {e}")))?;
+                serde_json::from_str(line).map_err(|e| format(i + 1, FormatProblem::NotJson(e)))?;
             documents.push((i + 1, value));
         }
         let Some((number, header)) = documents.first() else {
-            return Err(format(
-                1,
-                "the file is empty: a recording starts with its header line".into(),
-            ));
+            return Err(format(1, FormatProblem::Empty));
         };
         let header =
-            Header::from_json(header).map_err(|problem| format(*number, problem.to_string()))?;
+            Header::from_json(header).map_err(|problem| format(*number, problem.into()))?;
         let mut lines = Vec::new();
         for (number, mut value) in documents.into_iter().skip(1) {
             let capability = value
@@ -557,16 +581,13 @@ impl Recording {
                 .unwrap_or("")
                 .to_string();
             if capability.is_empty() {
-                return Err(format(number, "a call line needs a `capability`".into()));
+                return Err(format(number, FormatProblem::NoCapability));
             }
             let (Some(call), Some(answer)) = (
                 value.get_mut("call").map(Value::take),
                 value.get_mut("answer").map(Value::take),
             ) else {
-                return Err(format(
-                    number,
-                    "a call line needs `call` and `answer`".into(),
-                ));
+                return Err(format(number, FormatProblem::NoCallOrAnswer));
             };
             lines.push(Line {
                 number,
@@ -617,7 +638,7 @@ impl Replay {
     pub fn replayer(
         &self,
         capability: &'static str,
-        check: impl Fn(&Value) -> Result<(), String>,
+        check: impl Fn(&Value) -> Result<(), MalformedAnswer>,
     ) -> Result<Arc<Replayer>, RecordingError> {
         let mut replayers = self.replayers.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(existing) = replayers.iter().find(|r| r.capability == capability) {
@@ -633,7 +654,7 @@ impl Replay {
             check(&line.answer).map_err(|problem| RecordingError::Format {
                 path: self.recording.path.clone(),
                 line: line.number,
-                problem,
+                problem: problem.into(),
             })?;
             slots.push(Slot {
                 call: line.call.clone(),
@@ -847,15 +868,16 @@ mod tests {
         let replay = Replay::new(Recording::read(&path).unwrap());
         let e = replay
             .replayer("demo", |answer| {
-                answer
-                    .get("ok")
-                    .map(|_| ())
-                    .ok_or_else(|| "no ok".to_string())
+                let no_ok = || MalformedAnswer(serde::de::Error::custom("no ok"));
+                answer.get("ok").map(|_| ()).ok_or_else(no_ok)
             })
             .err()
             .expect("refused")
             .to_string();
-        assert!(e.ends_with("rec.jsonl:3: no ok"), "{e}");
+        assert!(
+            e.ends_with("rec.jsonl:3: the answer is not {\"ok\": …} or {\"error\": {\"reason\": …, \"message\": …}}: no ok"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -412,7 +412,8 @@ mod tests {
 
         #[test]
         fn answers_are_recorded_as_values_bytes_or_errors() {
-            let read = |v: serde_json::Value| answer_of::<EnvironmentCall>(&v);
+            let read =
+                |v: serde_json::Value| answer_of::<EnvironmentCall>(&v).map_err(|e| e.to_string());
             let recorded = |a: &Result<EnvironmentAnswer, Failure>| match a {
                 Ok(answer) => json!({ "ok": answer }),
                 Err(error) => json!({ "error": error }),
