@@ -14,7 +14,8 @@ use velero_wasm::action::Verb;
 use velero_wasm::capabilities::kube::fixture::FixtureCluster;
 use velero_wasm::capabilities::kube::writes::WriteLog;
 use velero_wasm::capabilities::kube::{ApiResource, KubeApi, ListOptions, Patch};
-use velero_wasm::capabilities::{CallState, Clock, KubeGrant};
+use velero_wasm::capabilities::kube::object_for;
+use velero_wasm::capabilities::{Clock, KubeGrant};
 use velero_wasm::documents::read_objects;
 use velero_wasm::modules::{KubeRule, NamespaceRule, Verbs};
 use velero_wasm_fuzz::root;
@@ -269,7 +270,7 @@ fuzz_target!(|input: Input| {
                     if !allowed(verb, &a, ns) {
                         continue;
                     }
-                    let Ok(object) = CallState::object_for(ns, &object_text(f, object)) else {
+                    let Ok(object) = object_for(ns, &object_text(f, object)) else {
                         continue;
                     };
                     let written = if verb == Verb::Create {

@@ -12,6 +12,15 @@ use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamError};
 use wasmtime_wasi_io::bytes::Bytes;
 
+/// The captures of a call's stdout and stderr, which the runtime reads once the call is over.
+#[derive(Clone, Default)]
+pub struct GuestStreams {
+    /// The guest's stdout, logged at debug level after the call.
+    pub stdout: GuestOutput,
+    /// The guest's stderr (quoted in errors: a Rust panic message lands there).
+    pub stderr: GuestOutput,
+}
+
 /// A bounded capture of one guest output stream; clones share the buffer.
 #[derive(Clone, Default)]
 pub struct GuestOutput {

@@ -6,6 +6,7 @@
 pub mod apiserver;
 pub mod loopback;
 pub mod plugin;
+pub mod plugin_socket;
 pub mod proxy;
 pub mod run;
 

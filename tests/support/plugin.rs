@@ -8,10 +8,8 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use hyper_util::rt::TokioIo;
 use serde_json::Value;
-use tokio::net::UnixStream;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 use velero_wasm::plugin::proto::generated::plugin_lister_client::PluginListerClient;
 use velero_wasm::plugin::proto::generated::{self as g, PluginIdentifier};
 use velero_wasm::plugin::proto::plugin::grpc_controller_client::GrpcControllerClient;
@@ -142,12 +140,8 @@ impl Plugin {
                 String::from_utf8_lossy(&stderr.lock().unwrap())
             ),
         };
-        let socket = PathBuf::from(
-            handshake
-                .split('|')
-                .nth(3)
-                .unwrap_or_else(|| panic!("bad handshake {handshake:?}")),
-        );
+        let socket = super::plugin_socket::socket_of_handshake(&handshake)
+            .unwrap_or_else(|| panic!("bad handshake {handshake:?}"));
         Plugin {
             child: Running(child),
             handshake,
@@ -161,15 +155,7 @@ impl Plugin {
 
     /// A connection over the socket, as go-plugin makes it (h2c, authority "unused").
     pub async fn channel(&self) -> Channel {
-        let path = self.socket.clone();
-        Endpoint::try_from("http://unused")
-            .unwrap()
-            .connect_with_connector(tower::service_fn(move |_| {
-                let path = path.clone();
-                async move { Ok::<_, std::io::Error>(TokioIo::new(UnixStream::connect(path).await?)) }
-            }))
-            .await
-            .unwrap()
+        super::plugin_socket::connect(&self.socket).await
     }
 
     pub async fn list(&self) -> Vec<PluginIdentifier> {

@@ -1,15 +1,17 @@
 //! What the benchmarks share to drive the plugin as Velero does: the handshake line, a channel over
-//! its socket, a clean stop, and the figures read from /proc.
+//! its socket (both as the integration tests reach the plugin: `tests/support/plugin_socket.rs`), a
+//! clean stop, and the figures read from /proc.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::Child;
 use std::time::Duration;
 
-use hyper_util::rt::TokioIo;
-use tokio::net::UnixStream;
-use tonic::transport::{Channel, Endpoint};
 use velero_wasm::plugin::proto::plugin::grpc_controller_client::GrpcControllerClient;
+
+#[path = "../../../tests/support/plugin_socket.rs"]
+mod plugin_socket;
+pub use plugin_socket::connect;
 
 /// Reads the go-plugin handshake line from a started plugin's stdout; its socket.
 pub fn socket_of(child: &mut Child) -> PathBuf {
@@ -17,7 +19,7 @@ pub fn socket_of(child: &mut Child) -> PathBuf {
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)
         .unwrap();
-    PathBuf::from(line.trim_end().split('|').nth(3).expect("a handshake line"))
+    plugin_socket::socket_of_handshake(&line).expect("a handshake line")
 }
 
 /// Asks the plugin to shut down, as Velero does, and waits for it.
@@ -26,19 +28,6 @@ pub async fn stop(mut child: Child, socket: &Path) {
         .shutdown(velero_wasm::plugin::proto::plugin::Empty {})
         .await;
     let _ = child.wait();
-}
-
-/// A gRPC channel over the plugin's unix socket.
-pub async fn connect(socket: &Path) -> Channel {
-    let path = socket.to_path_buf();
-    Endpoint::try_from("http://unused")
-        .unwrap()
-        .connect_with_connector(tower::service_fn(move |_| {
-            let path = path.clone();
-            async move { Ok::<_, std::io::Error>(TokioIo::new(UnixStream::connect(path).await?)) }
-        }))
-        .await
-        .unwrap()
 }
 
 /// A duration in milliseconds, two decimals.

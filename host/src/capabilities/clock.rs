@@ -10,7 +10,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use wasmtime_wasi::{HostMonotonicClock, HostWallClock, WasiCtxBuilder};
 
-use super::CallState;
+use super::WorkBudget;
 use crate::bindings::velero_wasm::plugin::clock::Host;
 use crate::bindings::{timestamp, wit_types::Timestamp};
 
@@ -157,25 +157,35 @@ impl HostMonotonicClock for Clock {
     }
 }
 
-impl Host for CallState {
+/// What the `clock` capability sees of a call: the host's clock, and the work budget whose time limit
+/// `remaining` reads.
+pub struct ClockView<'a> {
+    pub(super) clock: &'a Clock,
+    pub(super) budget: &'a WorkBudget,
+}
+
+/// The `clock` import's host functions take a [`ClockView`] of the call.
+pub(super) struct ClockHost;
+
+impl wasmtime::component::HasData for ClockHost {
+    type Data<'a> = ClockView<'a>;
+}
+
+impl Host for ClockView<'_> {
     fn now(&mut self) -> Timestamp {
-        timestamp(self.services.clock.now())
+        timestamp(self.clock.now())
     }
 
     fn monotonic(&mut self) -> u64 {
-        self.services.clock.monotonic()
+        self.clock.monotonic()
     }
 
     async fn sleep(&mut self, nanoseconds: u64) {
-        self.services
-            .clock
-            .sleep(Duration::from_nanos(nanoseconds))
-            .await
+        self.clock.sleep(Duration::from_nanos(nanoseconds)).await
     }
 
     fn remaining(&mut self) -> u64 {
-        self.limit.map_or(u64::MAX, |limit| {
-            let left = self.services.clock.remaining(&limit);
+        self.budget.remaining(self.clock).map_or(u64::MAX, |left| {
             u64::try_from(left.as_nanos()).unwrap_or(u64::MAX)
         })
     }

@@ -1,5 +1,5 @@
 //! A limit of the host's work for a guest that a call ran into: a capability sets it
-//! ([`super::CallState::stop`]) and the call is stopped and fails with it.
+//! ([`super::WorkBudget::exceed`]) and the call is stopped and fails with it.
 
 use super::kube::KubeError;
 

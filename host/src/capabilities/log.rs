@@ -10,7 +10,7 @@
 
 use serde_json::{Map, Value};
 
-use super::CallState;
+use super::CallId;
 use crate::bindings::velero_wasm::plugin::log::{Host, Level};
 
 /// Lines one call may write; later ones are dropped (with one warning saying so).
@@ -36,7 +36,7 @@ const MAX_KEY: usize = 256;
 
 /// What one call has logged so far: the part of the call's state only this capability reads.
 #[derive(Debug, Default)]
-pub(super) struct LogState {
+pub struct LogState {
     /// Lines the guest has logged in this call.
     lines: u32,
     /// Bytes (messages and fields) the guest has logged in this call.
@@ -45,7 +45,21 @@ pub(super) struct LogState {
     dropped: bool,
 }
 
-impl Host for CallState {
+/// What the `log` capability sees of a call: who calls (its lines are tagged with it), and what the
+/// call has logged so far.
+pub struct LogView<'a> {
+    pub(super) call: &'a CallId,
+    pub(super) log: &'a mut LogState,
+}
+
+/// The `log` import's host functions take a [`LogView`] of the call.
+pub(super) struct LogHost;
+
+impl wasmtime::component::HasData for LogHost {
+    type Data<'a> = LogView<'a>;
+}
+
+impl Host for LogView<'_> {
     fn log(&mut self, level: Level, message: String, fields: Vec<(String, String)>) {
         if self.log.dropped {
             return;
@@ -55,7 +69,7 @@ impl Host for CallState {
             let warning = format!(
                 "the module logged more than {MAX_LINES_PER_CALL} lines in one call; dropping the rest"
             );
-            emit(self, Level::Warn, &warning, "{}", 0);
+            emit(self.call, Level::Warn, &warning, "{}", 0);
             return;
         }
         let message = truncate(message, MAX_MESSAGE);
@@ -67,12 +81,12 @@ impl Host for CallState {
                 "the module logged more than {} KiB in one call; dropping the rest",
                 MAX_LOG_BYTES_PER_CALL >> 10
             );
-            emit(self, Level::Warn, &warning, "{}", 0);
+            emit(self.call, Level::Warn, &warning, "{}", 0);
             return;
         }
         self.log.lines += 1;
         self.log.bytes += size;
-        emit(self, level, &message, &fields, dropped);
+        emit(self.call, level, &message, &fields, dropped);
     }
 }
 
@@ -124,8 +138,7 @@ fn truncate(mut text: String, max: usize) -> String {
     text
 }
 
-fn emit(state: &CallState, level: Level, message: &str, fields: &str, dropped: usize) {
-    let call = &state.call;
+fn emit(call: &CallId, level: Level, message: &str, fields: &str, dropped: usize) {
     let (resource, namespace, name) = match call.item() {
         Some(item) => (
             item.group_resource(),

@@ -5,9 +5,11 @@
 //!
 //! Every call of a component runs with a fresh [`CallState`] as its store data. It carries the call's
 //! identity (module, action, item) for logs and errors, the module's [`ModuleCaps`] (its grant and
-//! settings) and the host-wide [`Services`] behind the capabilities.
+//! settings), the host-wide [`Services`] behind the capabilities, and the [`WorkBudget`] they charge;
+//! each capability's host functions see only their own view of it (`state.rs`).
 
 pub mod backend;
+mod budget;
 pub mod clock;
 mod config;
 pub mod environment;
@@ -19,17 +21,17 @@ pub mod memory;
 pub mod random;
 pub mod recording;
 pub mod signing;
+mod state;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use wasmtime::component::{HasSelf, Linker, ResourceTable};
-use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime::component::{HasSelf, Linker};
 
 use crate::action::ItemRef;
-use crate::bindings::Plugin;
-use crate::guest_output::GuestOutput;
+use crate::bindings::velero_wasm::plugin as wit;
 pub use backend::{Backend, Call};
+pub use budget::WorkBudget;
 pub use clock::Clock;
 pub use environment::{EnvGrant, Environment};
 pub use exceeded::Exceeded;
@@ -38,6 +40,7 @@ pub use kube::{KubeApi, KubeCall, KubeGrant};
 pub use memory::{MemoryBudget, MemoryCap};
 pub use random::RandomCall;
 pub use signing::SigningService;
+pub use state::CallState;
 
 /// The host-wide services behind the capabilities, shared by every call.
 pub struct Services {
@@ -144,95 +147,6 @@ impl CallId {
     }
 }
 
-/// The store data of one call.
-pub struct CallState {
-    wasi: WasiCtx,
-    table: ResourceTable,
-    /// The call's memory cap.
-    pub memory: MemoryCap,
-    /// Who is calling.
-    pub call: CallId,
-    /// The module's grant and settings.
-    pub caps: Arc<ModuleCaps>,
-    /// Host-wide services.
-    pub services: Arc<Services>,
-    /// The guest's stdout, logged at debug level after the call.
-    pub stdout: GuestOutput,
-    /// The guest's stderr (quoted in errors: a Rust panic message lands there).
-    pub stderr: GuestOutput,
-    /// What the guest has logged in this call (the `log` capability's own part).
-    log: log::LogState,
-    /// Calls of capabilities that do work for the guest (kube, http, environment, random, signing).
-    pub capability_calls: u32,
-    /// The most such calls the module may make in one call (manifest `[limits] capability-calls`).
-    pub max_capability_calls: u32,
-    /// A limit of the host's work that the call ran into (set by a capability); the call is stopped at
-    /// the guest's next epoch tick and fails with it.
-    pub exceeded: Option<Exceeded>,
-    /// The call's time limit (outbound requests never wait beyond it; `clock.remaining` reads it).
-    pub limit: Option<clock::TimeLimit>,
-    /// Where the `signing` import's calls go; `None` where the import is not offered (inside a
-    /// signing call itself).
-    pub signing: Option<Arc<dyn SigningService>>,
-}
-
-impl CallState {
-    /// Fresh state for one call. The WASI context `std` needs has no files, no sockets, no environment,
-    /// no arguments; stdout and stderr are captured.
-    pub fn new(
-        call: CallId,
-        caps: Arc<ModuleCaps>,
-        services: Arc<Services>,
-        limits: &velero_wasm_grant::Limits,
-    ) -> CallState {
-        let (stdout, stderr) = (GuestOutput::default(), GuestOutput::default());
-        let mut wasi = WasiCtx::builder();
-        wasi.stdout(stdout.clone())
-            .stderr(stderr.clone())
-            .allow_tcp(false)
-            .allow_udp(false)
-            .allow_ip_name_lookup(false);
-        services.clock.install(&mut wasi);
-        CallState {
-            wasi: wasi.build(),
-            table: ResourceTable::new(),
-            memory: MemoryCap::new(limits.memory, MemoryBudget::process()),
-            call,
-            caps,
-            services,
-            stdout,
-            stderr,
-            log: log::LogState::default(),
-            capability_calls: 0,
-            max_capability_calls: limits.capability_calls,
-            exceeded: None,
-            limit: None,
-            signing: None,
-        }
-    }
-}
-
-impl CallState {
-    /// Counts one capability call that does work for the guest. Past the module's limit the call is
-    /// refused with the message returned here, and the whole call is stopped with it.
-    pub fn count_capability_call(&mut self) -> Result<(), Exceeded> {
-        self.capability_calls = self.capability_calls.saturating_add(1);
-        if self.capability_calls <= self.max_capability_calls {
-            return Ok(());
-        }
-        let exceeded = Exceeded::CapabilityCalls {
-            max: self.max_capability_calls,
-        };
-        self.stop(exceeded.clone());
-        Err(exceeded)
-    }
-
-    /// Stops the call at the guest's next epoch tick, failing it with `problem` (the first one wins).
-    pub fn stop(&mut self, problem: impl Into<Exceeded>) {
-        self.exceeded.get_or_insert_with(|| problem.into());
-    }
-}
-
 /// Longest piece of guest input quoted in a host log line or error (a name, a namespace, an origin).
 const MAX_SHOWN: usize = 256;
 
@@ -253,22 +167,23 @@ pub fn shown_within(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
     format!("{}… ({} bytes)", &text[..end], text.len()).into()
 }
 
-impl WasiView for CallState {
-    fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView {
-            ctx: &mut self.wasi,
-            table: &mut self.table,
-        }
-    }
-}
-
-impl crate::bindings::velero_wasm::plugin::types::Host for CallState {}
-
 /// A linker with every import a component may use: the WASI interfaces `std` needs, and ours.
 pub fn linker(engine: &wasmtime::Engine) -> wasmtime::Result<Linker<CallState>> {
     let mut linker = Linker::new(engine);
     wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
-    Plugin::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |state| state)?;
+    // Each capability's host functions take its own view of the call (`state`).
+    let l = &mut linker;
+    wit::types::add_to_linker::<CallState, HasSelf<CallState>>(l, |state| state)?;
+    wit::kube::add_to_linker::<CallState, kube::KubeHost>(l, CallState::kube)?;
+    wit::clock::add_to_linker::<CallState, clock::ClockHost>(l, CallState::clock)?;
+    wit::log::add_to_linker::<CallState, log::LogHost>(l, CallState::log)?;
+    wit::config::add_to_linker::<CallState, config::ConfigHost>(l, CallState::config)?;
+    wit::random::add_to_linker::<CallState, random::RandomHost>(l, CallState::random)?;
+    wit::http::add_to_linker::<CallState, http::HttpHost>(l, CallState::http)?;
+    wit::environment::add_to_linker::<CallState, environment::EnvironmentHost>(
+        l,
+        CallState::environment,
+    )?;
     signing::add_to_linker(&mut linker)?;
     Ok(linker)
 }

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use super::backend::{Backend, Call, Failure};
 use super::recording::bytes;
-use super::CallState;
+use super::WorkBudget;
 use crate::bindings::velero_wasm::plugin::random::Host;
 
 /// The most bytes one `bytes` call returns; asking for more traps with a message saying so.
@@ -61,16 +61,30 @@ impl Backend<RandomCall> for SystemRandom {
     }
 }
 
-impl Host for CallState {
+/// What the `random` capability sees of a call: where random bytes come from, and the work budget it
+/// charges.
+pub struct RandomView<'a> {
+    pub(super) backend: &'a std::sync::Arc<dyn Backend<RandomCall>>,
+    pub(super) budget: &'a mut WorkBudget,
+}
+
+/// The `random` import's host functions take a [`RandomView`] of the call.
+pub(super) struct RandomHost;
+
+impl wasmtime::component::HasData for RandomHost {
+    type Data<'a> = RandomView<'a>;
+}
+
+impl Host for RandomView<'_> {
     async fn bytes(&mut self, len: u32) -> wasmtime::Result<Vec<u8>> {
-        self.count_capability_call()
+        self.budget
+            .charge()
             .map_err(|limit| wasmtime::format_err!("random: {limit}"))?;
         if len > MAX_BYTES {
             wasmtime::bail!("random: {len} bytes asked for in one call; the limit is {MAX_BYTES}");
         }
         let RandomBytes(bytes) = self
-            .services
-            .random
+            .backend
             .call(RandomCall { len })
             .await
             .map_err(|e| wasmtime::format_err!("random: {e}"))?;
@@ -140,7 +154,7 @@ mod tests {
 
     #[test]
     fn malformed_random_answers_are_refused() {
-        let read = |v: Value| answer_of::<RandomCall>(&v);
+        let read = |v: Value| answer_of::<RandomCall>(&v).map_err(|e| e.to_string());
         assert!(read(json!({"ok": "raw"})).is_err());
         assert!(read(json!({})).is_err());
         assert_eq!(

@@ -93,9 +93,38 @@ pub enum RecordingError {
         /// 1-based line number.
         line: usize,
         /// What is wrong with it.
-        problem: String,
+        problem: FormatProblem,
     },
 }
+
+/// What is wrong with a line of a recording.
+#[derive(Debug, thiserror::Error)]
+pub enum FormatProblem {
+    /// Not a JSON document.
+    #[error("not JSON: {0}")]
+    NotJson(#[source] serde_json::Error),
+    /// No line at all.
+    #[error("the file is empty: a recording starts with its header line")]
+    Empty,
+    /// A header this host cannot replay.
+    #[error(transparent)]
+    Header(#[from] BadHeader),
+    /// A call line without its capability.
+    #[error("a call line needs a `capability`")]
+    NoCapability,
+    /// A call line without its call or its answer.
+    #[error("a call line needs `call` and `answer`")]
+    NoCallOrAnswer,
+    /// An answer that is not the shape its capability records.
+    #[error(transparent)]
+    Answer(#[from] MalformedAnswer),
+}
+
+/// A recorded answer that is neither `{"ok": …}` nor `{"error": {"reason": …, "message": …}}` of its
+/// capability's types.
+#[derive(Debug, thiserror::Error)]
+#[error("the answer is not {{\"ok\": …}} or {{\"error\": {{\"reason\": …, \"message\": …}}}}: {0}")]
+pub struct MalformedAnswer(#[source] serde_json::Error);
 
 /// The run's fixed inputs, in the header: what a replay must start from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -108,7 +137,7 @@ pub struct Header {
 
 /// What is wrong with a recording's header line.
 #[derive(Debug, thiserror::Error)]
-enum BadHeader {
+pub enum BadHeader {
     /// No `"recording"` magic.
     #[error("not a velero-wasm recording (the header needs \"recording\": \"{MAGIC}\")")]
     NotARecording,
@@ -241,14 +270,12 @@ impl<A, E> Outcome<A, E> {
 }
 
 /// A recorded answer of `C` read back; the error says what is malformed.
-pub(crate) fn answer_of<C: Call>(answer: &Value) -> Result<Result<C::Answer, C::Error>, String> {
+pub(crate) fn answer_of<C: Call>(
+    answer: &Value,
+) -> Result<Result<C::Answer, C::Error>, MalformedAnswer> {
     Outcome::<C::Answer, C::Error>::deserialize(answer)
         .map(Outcome::into_result)
-        .map_err(|e| {
-            format!(
-                "the answer is not {{\"ok\": …}} or {{\"error\": {{\"reason\": …, \"message\": …}}}}: {e}"
-            )
-        })
+        .map_err(MalformedAnswer)
 }
 
 /// A backend that passes every call to another and records it with its answer.
@@ -273,9 +300,10 @@ impl<C: Call> Backend<C> for Recorded<C> {
             Ok(call) => self
                 .recorder
                 .write(C::CAPABILITY, &call, &Outcome::of(&answer)),
-            Err(e) => self
-                .recorder
-                .fail(format!("a {} call cannot be written: {e}", C::CAPABILITY)),
+            Err(source) => self.recorder.fail(RecordFailure::Encode {
+                capability: C::CAPABILITY.to_string(),
+                source,
+            }),
         }
         answer
     }
@@ -308,8 +336,8 @@ impl<C: Call> Backend<C> for Replayed<C> {
         let answer = self
             .replayer
             .answer(&recorded, |_| call.describe())
-            .map_err(C::unanswered)?;
-        answer_of::<C>(&answer).map_err(C::unanswered)?
+            .map_err(|miss| C::unanswered(miss.to_string()))?;
+        answer_of::<C>(&answer).map_err(|e| C::unanswered(e.to_string()))?
     }
 }
 
@@ -319,7 +347,7 @@ pub struct Recorder {
     /// The file and the bytes written to it.
     file: Mutex<(File, u64)>,
     limit: u64,
-    failure: Mutex<Option<String>>,
+    failure: Mutex<Option<RecordFailure>>,
 }
 
 impl Recorder {
@@ -394,7 +422,10 @@ impl Recorder {
             answer,
         }) {
             Ok(line) => line + "\n",
-            Err(e) => return self.fail(format!("a {capability} call cannot be written: {e}")),
+            Err(source) => {
+                let capability = capability.to_string();
+                return self.fail(RecordFailure::Encode { capability, source });
+            }
         };
         let mut guard = self.file.lock().unwrap_or_else(|e| e.into_inner());
         let (file, written) = &mut *guard;
@@ -403,10 +434,7 @@ impl Recorder {
             return;
         }
         if *written + line.len() as u64 > self.limit {
-            let problem = format!(
-                "it reached its limit of {} (calls after that are not in it)",
-                crate::regular_file::size(self.limit)
-            );
+            let problem = RecordFailure::Limit { limit: self.limit };
             tracing::error!(path = %self.path.display(), "recording stopped: {problem}");
             *failure = Some(problem);
             return;
@@ -415,13 +443,13 @@ impl Recorder {
             Ok(()) => *written += line.len() as u64,
             Err(e) => {
                 tracing::error!(path = %self.path.display(), "cannot write the recording: {e}");
-                *failure = Some(e.to_string());
+                *failure = Some(RecordFailure::Write(e));
             }
         }
     }
 
     /// Keeps `problem` for [`Recorder::finish`] (the first one wins); nothing is written after it.
-    fn fail(&self, problem: String) {
+    fn fail(&self, problem: RecordFailure) {
         tracing::error!(path = %self.path.display(), "recording stopped: {problem}");
         self.failure
             .lock()
@@ -430,7 +458,7 @@ impl Recorder {
     }
 
     /// Whether every call was written; the first write error otherwise.
-    pub fn finish(&self) -> Result<(), String> {
+    pub fn finish(&self) -> Result<(), Incomplete> {
         match self
             .failure
             .lock()
@@ -438,12 +466,55 @@ impl Recorder {
             .take()
         {
             None => Ok(()),
-            Some(e) => Err(format!(
-                "the recording {} is incomplete: {e}",
-                self.path.display()
-            )),
+            Some(failure) => Err(Incomplete {
+                path: self.path.clone(),
+                failure,
+            }),
         }
     }
+}
+
+/// Why a recording stopped before its run ended: the calls after that are not in it.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordFailure {
+    /// A call or its answer cannot be written as JSON.
+    #[error("a {capability} call cannot be written: {source}")]
+    Encode {
+        /// The capability of the call.
+        capability: String,
+        /// The encoder's error.
+        source: serde_json::Error,
+    },
+    /// The next line would take the recording past its limit.
+    #[error("it reached its limit of {} (calls after that are not in it)", crate::regular_file::size(*limit))]
+    Limit {
+        /// The limit, in bytes.
+        limit: u64,
+    },
+    /// The file cannot be written.
+    #[error(transparent)]
+    Write(std::io::Error),
+}
+
+/// A recording that does not hold every call of its run ([`Recorder::finish`]).
+#[derive(Debug, thiserror::Error)]
+#[error("the recording {} is incomplete: {failure}", path.display())]
+pub struct Incomplete {
+    /// The recording.
+    pub path: PathBuf,
+    /// Why it stopped.
+    #[source]
+    pub failure: RecordFailure,
+}
+
+/// A replayed call that is not in the recording, or whose recorded answers were all given.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("replay: the call {what} is not in the recording {} (or was already answered)", path.display())]
+pub struct ReplayMiss {
+    /// The call, in words.
+    pub what: String,
+    /// The recording.
+    pub path: PathBuf,
 }
 
 /// One recorded call.
@@ -467,7 +538,7 @@ pub struct Recording {
 impl Recording {
     /// Reads a recording and checks its header and the shape of every line.
     pub fn read(path: &Path) -> Result<Recording, RecordingError> {
-        let format = |line: usize, problem: String| RecordingError::Format {
+        let format = |line: usize, problem: FormatProblem| RecordingError::Format {
             path: path.to_path_buf(),
             line,
             problem,
@@ -494,17 +565,14 @@ impl Recording {
                 continue;
             }
             let value: Value =
-                serde_json::from_str(line).map_err(|e| format(i + 1, format!("not JSON: {e}")))?;
+                serde_json::from_str(line).map_err(|e| format(i + 1, FormatProblem::NotJson(e)))?;
             documents.push((i + 1, value));
         }
         let Some((number, header)) = documents.first() else {
-            return Err(format(
-                1,
-                "the file is empty: a recording starts with its header line".into(),
-            ));
+            return Err(format(1, FormatProblem::Empty));
         };
         let header =
-            Header::from_json(header).map_err(|problem| format(*number, problem.to_string()))?;
+            Header::from_json(header).map_err(|problem| format(*number, problem.into()))?;
         let mut lines = Vec::new();
         for (number, mut value) in documents.into_iter().skip(1) {
             let capability = value
@@ -513,16 +581,13 @@ impl Recording {
                 .unwrap_or("")
                 .to_string();
             if capability.is_empty() {
-                return Err(format(number, "a call line needs a `capability`".into()));
+                return Err(format(number, FormatProblem::NoCapability));
             }
             let (Some(call), Some(answer)) = (
                 value.get_mut("call").map(Value::take),
                 value.get_mut("answer").map(Value::take),
             ) else {
-                return Err(format(
-                    number,
-                    "a call line needs `call` and `answer`".into(),
-                ));
+                return Err(format(number, FormatProblem::NoCallOrAnswer));
             };
             lines.push(Line {
                 number,
@@ -573,7 +638,7 @@ impl Replay {
     pub fn replayer(
         &self,
         capability: &'static str,
-        check: impl Fn(&Value) -> Result<(), String>,
+        check: impl Fn(&Value) -> Result<(), MalformedAnswer>,
     ) -> Result<Arc<Replayer>, RecordingError> {
         let mut replayers = self.replayers.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(existing) = replayers.iter().find(|r| r.capability == capability) {
@@ -589,7 +654,7 @@ impl Replay {
             check(&line.answer).map_err(|problem| RecordingError::Format {
                 path: self.recording.path.clone(),
                 line: line.number,
-                problem,
+                problem: problem.into(),
             })?;
             slots.push(Slot {
                 call: line.call.clone(),
@@ -653,7 +718,7 @@ impl Replayer {
         &self,
         call: &Value,
         describe: impl FnOnce(&Value) -> String,
-    ) -> Result<Value, String> {
+    ) -> Result<Value, ReplayMiss> {
         let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(slot) = slots.iter_mut().find(|s| !s.used && s.call == *call) {
             slot.used = true;
@@ -665,10 +730,10 @@ impl Replayer {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(format!("{}: {what}", self.capability));
-        Err(format!(
-            "replay: the call {what} is not in the recording {} (or was already answered)",
-            self.path.display()
-        ))
+        Err(ReplayMiss {
+            what,
+            path: self.path.clone(),
+        })
     }
 
     /// How many recorded calls were not made.
@@ -746,7 +811,7 @@ mod tests {
         }
         let size = std::fs::metadata(&path).unwrap().len();
         assert!(size <= 400, "{size} bytes");
-        let e = recorder.finish().unwrap_err();
+        let e = recorder.finish().unwrap_err().to_string();
         assert!(
             e.ends_with("rec.jsonl is incomplete: it reached its limit of 400 bytes (calls after that are not in it)"),
             "{e}"
@@ -774,7 +839,10 @@ mod tests {
         let describe = |call: &Value| format!("number {}", call["n"]);
         assert_eq!(demo.answer(&json!({"n": 1}), describe), Ok(json!("first")));
         assert_eq!(demo.answer(&json!({"n": 1}), describe), Ok(json!("second")));
-        let e = demo.answer(&json!({"n": 1}), describe).unwrap_err();
+        let e = demo
+            .answer(&json!({"n": 1}), describe)
+            .unwrap_err()
+            .to_string();
         assert!(
             e.starts_with("replay: the call number 1 is not in the recording ")
                 && e.contains("rec.jsonl")
@@ -800,15 +868,16 @@ mod tests {
         let replay = Replay::new(Recording::read(&path).unwrap());
         let e = replay
             .replayer("demo", |answer| {
-                answer
-                    .get("ok")
-                    .map(|_| ())
-                    .ok_or_else(|| "no ok".to_string())
+                let no_ok = || MalformedAnswer(serde::de::Error::custom("no ok"));
+                answer.get("ok").map(|_| ()).ok_or_else(no_ok)
             })
             .err()
             .expect("refused")
             .to_string();
-        assert!(e.ends_with("rec.jsonl:3: no ok"), "{e}");
+        assert!(
+            e.ends_with("rec.jsonl:3: the answer is not {\"ok\": …} or {\"error\": {\"reason\": …, \"message\": …}}: no ok"),
+            "{e}"
+        );
     }
 
     #[test]

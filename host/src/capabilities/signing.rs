@@ -9,10 +9,11 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 
 use wasmtime::component::{Linker, Val};
 
-use super::CallState;
+use super::{CallState, WorkBudget};
 
 /// The interface, as imported and exported.
 pub const INTERFACE: &str = "velero-wasm:plugin/signing@0.1.1";
@@ -41,16 +42,24 @@ pub trait SigningService: Send + Sync {
     ) -> Forwarded<'a>;
 }
 
+/// What the `signing` import sees of a call: the calling module's name, where its calls go, and the
+/// work budget it charges.
+pub struct SigningView<'a> {
+    pub(super) caller: &'a Arc<str>,
+    pub(super) service: Option<&'a Arc<dyn SigningService>>,
+    pub(super) budget: &'a mut WorkBudget,
+}
+
 /// Defines the `signing` import in the linker (modules that do not import it are unaffected).
 pub fn add_to_linker(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
     let mut instance = linker.instance(INTERFACE)?;
     for &function in FUNCTIONS {
         instance.func_new_async(function, move |mut store, ty, params, results| {
             Box::new(async move {
-                let counted = store.data_mut().count_capability_call();
-                let state = store.data();
-                let service = state.signing.clone();
-                let caller = state.call.module.clone();
+                let view = store.data_mut().signing();
+                let counted = view.budget.charge();
+                let service = view.service.cloned();
+                let caller = view.caller.clone();
                 let outcome = match (counted, service) {
                     (Err(limit), _) => Err(limit.to_string()),
                     (Ok(()), None) => {

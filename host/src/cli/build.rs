@@ -263,8 +263,8 @@ fn write_module_dir(
 }
 
 /// `text` with its top-level `sha256` set to `sha256`, formatting and comments kept.
-fn with_sha256(text: &str, sha256: &str) -> Result<String, String> {
-    let mut doc: toml_edit::DocumentMut = text.parse().map_err(|e| format!("{e}"))?;
+fn with_sha256(text: &str, sha256: &str) -> Result<String, toml_edit::TomlError> {
+    let mut doc: toml_edit::DocumentMut = text.parse()?;
     match doc
         .get_mut("sha256")
         .and_then(toml_edit::Item::as_value_mut)

@@ -99,7 +99,8 @@ struct Side {
 async fn execute(args: &DiffArgs) -> Result<Report, Failure> {
     let started = Instant::now();
     let trusted = read_trusted_keys(args.trusted_keys.as_deref())?;
-    let source = diff_archive::read(&args.source).map_err(Failure::bad_input)?;
+    let source =
+        diff_archive::read(&args.source).map_err(|e| Failure::bad_input(format!("{e:#}")))?;
     let backup = read_backup(args)?;
     let items = items_of(&source)?;
     // The fixture cluster reads files: an archive's items are written out for it.
@@ -109,7 +110,8 @@ async fn execute(args: &DiffArgs) -> Result<Report, Failure> {
         let dir = scratch.path().join("cluster");
         std::fs::create_dir(&dir)
             .map_err(|e| Failure::failed(format!("{}: {e}", dir.display())))?;
-        diff_archive::write_cluster(&source.items, &dir).map_err(Failure::failed)?
+        diff_archive::write_cluster(&source.items, &dir)
+            .map_err(|e| Failure::failed(format!("{e:#}")))?
     } else {
         vec![args.source.clone()]
     };

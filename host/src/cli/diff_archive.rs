@@ -5,6 +5,7 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+use anyhow::{anyhow, bail, Context};
 use flate2::read::GzDecoder;
 use serde_json::Value;
 
@@ -30,14 +31,14 @@ pub struct BackupItems {
 }
 
 /// Reads the items of `path`: a directory (or file) of manifests as `run --cluster` reads them, or
-/// a Velero backup archive (gzipped tar).
-pub fn read(path: &Path) -> Result<BackupItems, String> {
-    let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    if !meta.is_dir() && is_gzip(path)? {
-        return read_archive(path);
+/// a Velero backup archive (gzipped tar). The error's message is its chain (`{:#}`).
+pub fn read(path: &Path) -> anyhow::Result<BackupItems> {
+    let at = || path.display().to_string();
+    let meta = std::fs::metadata(path).with_context(at)?;
+    if !meta.is_dir() && is_gzip(path).with_context(at)? {
+        return read_archive(path).with_context(at);
     }
-    let objects =
-        crate::documents::read_objects(&[path.to_path_buf()]).map_err(|e| e.to_string())?;
+    let objects = crate::documents::read_objects(&[path.to_path_buf()])?;
     Ok(BackupItems {
         items: objects
             .into_iter()
@@ -49,13 +50,13 @@ pub fn read(path: &Path) -> Result<BackupItems, String> {
 }
 
 /// Whether the file starts as a gzip stream does.
-fn is_gzip(path: &Path) -> Result<bool, String> {
+fn is_gzip(path: &Path) -> std::io::Result<bool> {
     let mut magic = [0u8; 2];
-    let mut file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut file = std::fs::File::open(path)?;
     match file.read_exact(&mut magic) {
         Ok(()) => Ok(magic == [0x1f, 0x8b]),
         Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(false),
-        Err(e) => Err(format!("{}: {e}", path.display())),
+        Err(e) => Err(e),
     }
 }
 
@@ -92,10 +93,9 @@ fn classify(name: &str) -> Entry {
 }
 
 /// Reads the items of a Velero backup archive, within [`MAX_ENTRIES`], [`MAX_ITEM_BYTES`] and
-/// [`MAX_TOTAL_BYTES`].
-fn read_archive(path: &Path) -> Result<BackupItems, String> {
-    let at = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
-    let file = std::fs::File::open(path).map_err(|e| at(&e))?;
+/// [`MAX_TOTAL_BYTES`]. Errors do not name the archive: the caller does.
+fn read_archive(path: &Path) -> anyhow::Result<BackupItems> {
+    let file = std::fs::File::open(path)?;
     let mut archive = tar::Archive::new(Bounded {
         inner: GzDecoder::new(std::io::BufReader::new(file)),
         left: MAX_ARCHIVE_BYTES,
@@ -105,20 +105,19 @@ fn read_archive(path: &Path) -> Result<BackupItems, String> {
     let mut total: u64 = 0;
     let entries = archive
         .entries()
-        .map_err(|e| at(&format!("not a tar archive: {e}")))?;
+        .map_err(|e| anyhow!("not a tar archive: {e}"))?;
     for (count, entry) in entries.enumerate() {
         if count >= MAX_ENTRIES {
-            return Err(at(&format!(
-                "holds more than {MAX_ENTRIES} entries: not read further"
-            )));
+            bail!("holds more than {MAX_ENTRIES} entries: not read further");
         }
-        let entry = entry.map_err(|e| at(&format!("not a readable tar.gz archive: {e}")))?;
+        // tar's errors say what went wrong and keep the I/O error under it: only the first is shown.
+        let entry = entry.map_err(|e| anyhow!("not a readable tar.gz archive: {e}"))?;
         if !entry.header().entry_type().is_file() {
             continue;
         }
         let name = entry
             .path()
-            .map_err(|e| at(&format!("an entry's name cannot be read: {e}")))?
+            .map_err(|e| anyhow!("an entry's name cannot be read: {e}"))?
             .to_string_lossy()
             .into_owned();
         let kind = classify(&name);
@@ -127,30 +126,26 @@ fn read_archive(path: &Path) -> Result<BackupItems, String> {
         }
         let size = entry.header().size().unwrap_or(u64::MAX);
         if size > MAX_ITEM_BYTES {
-            return Err(at(&format!(
-                "{name}: {size} bytes, over the {MAX_ITEM_BYTES}-byte limit of one item"
-            )));
+            bail!("{name}: {size} bytes, over the {MAX_ITEM_BYTES}-byte limit of one item");
         }
         total += size;
         if total > MAX_TOTAL_BYTES {
-            return Err(at(&format!(
-                "its items are over {MAX_TOTAL_BYTES} bytes in all: not read further"
-            )));
+            bail!("its items are over {MAX_TOTAL_BYTES} bytes in all: not read further");
         }
         let mut bytes = Vec::with_capacity(size as usize);
         entry
             .take(MAX_ITEM_BYTES + 1)
             .read_to_end(&mut bytes)
-            .map_err(|e| at(&format!("{name}: {e}")))?;
+            .map_err(|e| anyhow!("{name}: {e}"))?;
         match kind {
             Entry::Version => {
                 format_version = Some(String::from_utf8_lossy(&bytes).trim().to_string());
             }
             Entry::Item => {
                 let value: Value = serde_json::from_slice(&bytes)
-                    .map_err(|e| at(&format!("{name}: not a JSON object: {e}")))?;
+                    .with_context(|| format!("{name}: not a JSON object"))?;
                 if !value.is_object() {
-                    return Err(at(&format!("{name}: not a JSON object")));
+                    bail!("{name}: not a JSON object");
                 }
                 items.push((name, value));
             }
@@ -158,8 +153,8 @@ fn read_archive(path: &Path) -> Result<BackupItems, String> {
         }
     }
     if items.is_empty() && format_version.is_none() {
-        return Err(at(
-            &"holds neither resources/…/<name>.json items nor metadata/version: not a Velero backup archive",
+        return Err(anyhow!(
+            "holds neither resources/…/<name>.json items nor metadata/version: not a Velero backup archive"
         ));
     }
     Ok(BackupItems {
@@ -193,12 +188,12 @@ impl<R: Read> Read for Bounded<R> {
 
 /// Writes the items as JSON files in `dir` (one each, numbered), so that the fixture cluster reads
 /// them as it reads `--cluster` directories.
-pub fn write_cluster(items: &[(String, Value)], dir: &Path) -> Result<Vec<PathBuf>, String> {
+pub fn write_cluster(items: &[(String, Value)], dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     let mut paths = Vec::with_capacity(items.len());
     for (i, (_, item)) in items.iter().enumerate() {
         let path = dir.join(format!("{i:07}.json"));
-        let bytes = serde_json::to_vec(item).map_err(|e| e.to_string())?;
-        std::fs::write(&path, bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+        let bytes = serde_json::to_vec(item)?;
+        std::fs::write(&path, bytes).with_context(|| path.display().to_string())?;
         paths.push(path);
     }
     Ok(paths)

@@ -8,6 +8,7 @@ use std::io::Write as _;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
+use anyhow::anyhow;
 use base64::Engine as _;
 use serde_json::{json, Value};
 
@@ -195,9 +196,9 @@ pub(super) struct Checked {
 impl Parts {
     /// Checks the module as the host's directory loader does (name, manifest, sha256 pin, signature);
     /// a manifest alone is checked for form and signature.
-    pub(super) fn check(&self, trusted: Option<&TrustedKeys>) -> Result<Checked, String> {
+    pub(super) fn check(&self, trusted: Option<&TrustedKeys>) -> anyhow::Result<Checked> {
         if !valid_module_name(&self.name) {
-            return Err(format!(
+            return Err(anyhow!(
                 "module name {:?} must be lower-case letters, digits and '-', starting with a letter",
                 self.name
             ));
@@ -212,8 +213,7 @@ impl Parts {
                     signature_text,
                     Origin::File(PathBuf::from(&self.source)),
                     trusted,
-                )
-                .map_err(|e| e.to_string())?;
+                )?;
                 Ok(Checked {
                     sha256: Some(module.sha256),
                     version: module.manifest.version,
@@ -227,10 +227,9 @@ impl Parts {
                     &self.manifest_text,
                     signature_text,
                     trusted,
-                )
-                .map_err(|e| e.to_string())?;
+                )?;
                 let manifest =
-                    Manifest::parse(&self.manifest_text).map_err(|e| format!("manifest: {e}"))?;
+                    Manifest::parse(&self.manifest_text).map_err(|e| anyhow!("manifest: {e}"))?;
                 Ok(Checked {
                     sha256: None,
                     version: manifest.version,
@@ -241,21 +240,21 @@ impl Parts {
     }
 }
 
-fn read_file(path: &Path) -> Result<Vec<u8>, String> {
-    crate::regular_file::read(path, MAX_MODULE_FILE).map_err(|e| format!("{}: {e}", path.display()))
+fn read_file(path: &Path) -> anyhow::Result<Vec<u8>> {
+    crate::regular_file::read(path, MAX_MODULE_FILE).map_err(|e| anyhow!("{}: {e}", path.display()))
 }
 
-fn read_text(path: &Path) -> Result<String, String> {
+fn read_text(path: &Path) -> anyhow::Result<String> {
     String::from_utf8(read_file(path)?)
-        .map_err(|_| format!("{}: is not UTF-8 text", path.display()))
+        .map_err(|_| anyhow!("{}: is not UTF-8 text", path.display()))
 }
 
 /// The module whose component or manifest is `path` (`<name>.wasm` or `<name>.toml`).
-pub(super) fn read_parts(path: &Path) -> Result<Parts, String> {
+pub(super) fn read_parts(path: &Path) -> anyhow::Result<Parts> {
     let name = path
         .file_stem()
         .and_then(|s| s.to_str())
-        .ok_or_else(|| format!("{}: the file name is not UTF-8", path.display()))?
+        .ok_or_else(|| anyhow!("{}: the file name is not UTF-8", path.display()))?
         .to_string();
     // A manifest with a component beside it is that component's.
     let wasm_path = path.with_extension("wasm");
@@ -265,8 +264,7 @@ pub(super) fn read_parts(path: &Path) -> Result<Parts, String> {
         (None, path.with_extension("toml"))
     };
     let manifest_text = read_text(&path.with_extension("toml"))?;
-    let signature_text =
-        signature::read_signature_file(&path.with_extension("sig")).map_err(|e| e.to_string())?;
+    let signature_text = signature::read_signature_file(&path.with_extension("sig"))?;
     Ok(Parts {
         name,
         wasm,
@@ -279,7 +277,7 @@ pub(super) fn read_parts(path: &Path) -> Result<Parts, String> {
 /// Every module of a directory: each `<name>.wasm`, and each `<name>.toml` without a component (a
 /// manifest alone), in name order; dotfiles (a mounted ConfigMap's `..data`) are skipped. A module
 /// that cannot be read is an `Err` in its place.
-pub(super) fn read_directory(dir: &Path) -> Result<Vec<Result<Parts, String>>, Failure> {
+pub(super) fn read_directory(dir: &Path) -> Result<Vec<anyhow::Result<Parts>>, Failure> {
     let unreadable =
         |e: std::io::Error| Failure::bad_input(format!("{}: cannot be read: {e}", dir.display()));
     let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
@@ -479,7 +477,7 @@ pub(super) fn expiry(text: &str) -> Result<std::time::SystemTime, Failure> {
 
 /// The ConfigMap of one module: the component gzipped under `binaryData` (`<name>.wasm.gz`, see
 /// [`compression`]), manifest and signature under `data`.
-fn configmap(parts: &Parts, name: &str, namespace: &str) -> Result<Value, String> {
+fn configmap(parts: &Parts, name: &str, namespace: &str) -> anyhow::Result<Value> {
     let mut data = serde_json::Map::new();
     data.insert(
         format!("{}.toml", parts.name),
@@ -502,7 +500,7 @@ fn configmap(parts: &Parts, name: &str, namespace: &str) -> Result<Value, String
     });
     if let Some(wasm) = &parts.wasm {
         let gzip = compression::compress(wasm)
-            .map_err(|e| format!("cannot compress {}: {e}", parts.source))?;
+            .map_err(|e| anyhow!("cannot compress {}: {e}", parts.source))?;
         object["binaryData"] = json!({
             format!("{}.{COMPRESSED_EXTENSION}", parts.name): base64::engine::general_purpose::STANDARD.encode(gzip),
         });
@@ -513,7 +511,7 @@ fn configmap(parts: &Parts, name: &str, namespace: &str) -> Result<Value, String
 
 /// The module of a ConfigMap (see [`configmap`]): its name is the label's value. Its keys, their
 /// encoding and its size are checked as the host checks them ([`configmaps::files_of`]).
-fn configmap_parts(object: &Value, file: &Path) -> Result<Parts, String> {
+fn configmap_parts(object: &Value, file: &Path) -> anyhow::Result<Parts> {
     let meta = &object["metadata"];
     // Names as Rust escapes them: a control character in a file is not sent to the terminal.
     let shown =
@@ -525,19 +523,19 @@ fn configmap_parts(object: &Value, file: &Path) -> Result<Parts, String> {
         file.display()
     );
     if object["kind"] != "ConfigMap" {
-        return Err(format!(
+        return Err(anyhow!(
             "{source}: is a {}, not a ConfigMap",
             shown(&object["kind"], "?")
         ));
     }
     let Some(name) = meta["labels"][MODULE_LABEL].as_str() else {
-        return Err(format!(
+        return Err(anyhow!(
             "{source}: has no label {MODULE_LABEL}: it is not a module"
         ));
     };
-    let files = configmaps::files_of(object, Some(name)).map_err(|e| format!("{source}: {e}"))?;
+    let files = configmaps::files_of(object, Some(name)).map_err(|e| anyhow!("{source}: {e}"))?;
     if files.iter().any(|(key, _)| key.ends_with(".oci")) {
-        return Err(format!(
+        return Err(anyhow!(
             "{source}: names an OCI artifact ({name}.oci), which only the plugin pulls: check the module directory it was pushed from"
         ));
     }
@@ -548,14 +546,14 @@ fn configmap_parts(object: &Value, file: &Path) -> Result<Parts, String> {
             .find(|(key, _)| *key == format!("{name}.{ext}"))
             .map(|(_, bytes)| bytes.clone())
     };
-    let text = |ext: &str| -> Result<Option<String>, String> {
+    let text = |ext: &str| -> anyhow::Result<Option<String>> {
         file_named(ext)
             .map(|bytes| {
-                String::from_utf8(bytes).map_err(|_| format!("{source}: {name}.{ext} is not UTF-8"))
+                String::from_utf8(bytes).map_err(|_| anyhow!("{source}: {name}.{ext} is not UTF-8"))
             })
             .transpose()
     };
-    let manifest_text = text("toml")?.ok_or_else(|| format!("{source}: has no {name}.toml"))?;
+    let manifest_text = text("toml")?.ok_or_else(|| anyhow!("{source}: has no {name}.toml"))?;
     Ok(Parts {
         signature_text: text("sig")?,
         wasm: file_named("wasm"),
@@ -637,7 +635,7 @@ pub(super) fn verify(args: &VerifyArgs) -> Result<u8, Failure> {
             Ok(parts) => Row {
                 result: parts
                     .check(trusted.as_ref())
-                    .map_err(|e| format!("{}: {e}", parts.source)),
+                    .map_err(|e| anyhow!("{}: {e}", parts.source)),
                 name: parts.name,
                 source: parts.source,
             },
@@ -671,7 +669,7 @@ pub(super) fn verify(args: &VerifyArgs) -> Result<u8, Failure> {
 struct Row {
     name: String,
     source: String,
-    result: Result<Checked, String>,
+    result: anyhow::Result<Checked>,
 }
 
 impl Row {
@@ -711,7 +709,7 @@ impl Row {
                 "name": self.name,
                 "source": self.source,
                 "ok": false,
-                "problem": problem,
+                "problem": problem.to_string(),
             }),
         }
     }
@@ -757,7 +755,10 @@ mod tests {
     #[test]
     fn a_configmap_without_the_module_label_is_not_a_module() {
         let object = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "namespace": "velero"}});
-        let error = configmap_parts(&object, Path::new("x.yaml")).err().unwrap();
+        let error = configmap_parts(&object, Path::new("x.yaml"))
+            .err()
+            .unwrap()
+            .to_string();
         assert!(
             error.contains("has no label velero-wasm.io/module"),
             "{error}"

@@ -10,6 +10,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use anyhow::{anyhow, Context};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
@@ -300,6 +301,7 @@ fn load_all(args: &TestArgs) -> Result<Vec<(PathBuf, Suite, String)>, u8> {
                 suites.push((file, suite, text))
             }
             Err(message) => {
+                let message = format!("{message:#}");
                 // Only when the default suite is not there: a suite that is there but wrong is
                 // what the message is about.
                 let hint = if args.suites.is_empty() && !file.exists() {
@@ -325,7 +327,7 @@ async fn run_and_update(file: &Path, suite: &Suite, text: &str, update_file: boo
         Ok(n) if n > 0 => println!("  rewrote {n} expectations in {}", file.display()),
         Ok(_) => {}
         Err(message) => {
-            eprintln!("velero-wasm test: --update: {message}");
+            eprintln!("velero-wasm test: --update: {message:#}");
             // Nothing was written: the cases still fail.
             for outcome in &mut outcomes {
                 outcome.updated = false;
@@ -372,14 +374,14 @@ fn write_junit(report: &quick_junit::Report, path: &Path) -> anyhow::Result<()> 
 }
 
 /// Reads and checks a suite file; the error names the file (and the line, for YAML errors).
-fn load(path: &Path) -> Result<(Suite, String), String> {
+fn load(path: &Path) -> anyhow::Result<(Suite, String)> {
     let at = path.display();
-    let bytes = crate::regular_file::read(path, MAX_SUITE).map_err(|e| format!("{at}: {e}"))?;
+    let bytes = crate::regular_file::read(path, MAX_SUITE).map_err(|e| anyhow!("{at}: {e}"))?;
     let text = String::from_utf8(bytes)
-        .map_err(|e| format!("{at}: cannot be read: it is not UTF-8 text ({e})"))?;
+        .map_err(|e| anyhow!("{at}: cannot be read: it is not UTF-8 text ({e})"))?;
     crate::yaml_events::check(&text, crate::documents::MAX_YAML_DEPTH)
-        .map_err(|e| format!("{at}: invalid YAML{e}"))?;
-    let suite = parse(&text).map_err(|e| format!("{at}: {e}"))?;
+        .map_err(|e| anyhow!("{at}: invalid YAML{e}"))?;
+    let suite = parse(&text).with_context(|| at.to_string())?;
     Ok((suite, text))
 }
 
@@ -400,11 +402,11 @@ fn unknown_key_hint(error: &str) -> String {
 }
 
 /// Parses a suite and checks what serde cannot: unique names, one of backup and restore.
-fn parse(text: &str) -> Result<Suite, String> {
+fn parse(text: &str) -> anyhow::Result<Suite> {
     let suite: Suite = serde_norway::from_str(text)
-        .map_err(|e| format!("invalid suite: {e}{}", unknown_key_hint(&e.to_string())))?;
+        .map_err(|e| anyhow!("invalid suite: {e}{}", unknown_key_hint(&e.to_string())))?;
     if let Some(stock) = &suite.stock {
-        StockChoice::parse(stock).map_err(|e| format!("stock: {e}"))?;
+        StockChoice::parse(stock).map_err(|e| anyhow!("stock: {e}"))?;
     }
     // Each case's line, found in one pass over the file (the suite parsed, so its syntax is valid).
     let layout = suite_layout::cases(text).unwrap_or_default();
@@ -416,20 +418,20 @@ fn parse(text: &str) -> Result<Suite, String> {
             .unwrap_or_default();
         let which = format!("{line}case {} ({:?})", n + 1, case.name);
         if case.name.trim().is_empty() {
-            return Err(format!("{which}: the name is empty"));
+            return Err(anyhow!("{which}: the name is empty"));
         }
         if !names.insert(case.name.as_str()) {
-            return Err(format!(
+            return Err(anyhow!(
                 "{which}: another case has this name; names must be unique"
             ));
         }
         match (&case.backup, &case.restore) {
-            (Some(_), Some(_)) => return Err(format!("{which}: give backup or restore, not both")),
-            (None, None) => return Err(format!("{which}: give backup: FILE or restore: FILE")),
+            (Some(_), Some(_)) => return Err(anyhow!("{which}: give backup or restore, not both")),
+            (None, None) => return Err(anyhow!("{which}: give backup: FILE or restore: FILE")),
             _ => {}
         }
         if case.replay.is_some() && !matches!(case.cluster, Paths::None) {
-            return Err(format!("{which}: give cluster or replay, not both"));
+            return Err(anyhow!("{which}: give cluster or replay, not both"));
         }
     }
     Ok(suite)
@@ -969,7 +971,7 @@ fn update(
     text: &str,
     suite: &Suite,
     outcomes: &mut [Outcome],
-) -> Result<usize, String> {
+) -> anyhow::Result<usize> {
     let observed: Vec<(usize, String)> = outcomes
         .iter()
         .enumerate()
@@ -977,7 +979,7 @@ fn update(
         .collect();
     let blocks: Vec<(usize, &str)> = observed.iter().map(|(n, b)| (*n, b.as_str())).collect();
     let (new_text, unwritable) =
-        rewrite(text, &blocks).map_err(|e| format!("{}: {e}", file.display()))?;
+        rewrite(text, &blocks).with_context(|| file.display().to_string())?;
     let mut count = 0;
     let mut items = Vec::new();
     for &(n, _) in &blocks {
@@ -1007,27 +1009,27 @@ fn update(
             file.display()
         )
     };
-    let reread = parse(&new_text).map_err(|e| not_written(format!("({e})")))?;
+    let reread = parse(&new_text).map_err(|e| anyhow!(not_written(format!("({e:#})"))))?;
     if let Some(n) = changed_beyond_expectations(suite, &reread, &blocks, &unwritable) {
-        return Err(not_written(format!(
+        return Err(anyhow!(not_written(format!(
             "as the same suite (case {} would change beyond its expect:)",
             n + 1
-        )));
+        ))));
     }
     std::fs::write(file, new_text)
-        .map_err(|e| format!("{}: cannot be written: {e}", file.display()))?;
+        .map_err(|e| anyhow!("{}: cannot be written: {e}", file.display()))?;
     for (path, item) in items {
         let json = serde_json::to_string_pretty(&item).unwrap_or_default() + "\n";
         write_no_follow(&path, json.as_bytes())
-            .map_err(|e| format!("{}: cannot be written: {e}", path.display()))?;
+            .map_err(|e| anyhow!("{}: cannot be written: {e}", path.display()))?;
     }
     Ok(count)
 }
 
 /// `text` with the `expect:` of the cases given (by their index) replaced by their new blocks, and
 /// the indexes of the cases it cannot rewrite (not written as block mappings).
-fn rewrite(text: &str, blocks: &[(usize, &str)]) -> Result<(String, Vec<usize>), String> {
-    let layout = suite_layout::cases(text).map_err(|e| format!("invalid YAML {e}"))?;
+fn rewrite(text: &str, blocks: &[(usize, &str)]) -> anyhow::Result<(String, Vec<usize>)> {
+    let layout = suite_layout::cases(text).map_err(|e| anyhow!("invalid YAML {e}"))?;
     let mut edits = Vec::new();
     let mut unwritable = Vec::new();
     for &(n, block) in blocks {
@@ -1086,9 +1088,9 @@ fn changed_beyond_expectations(
 /// Checks that `--update` may rewrite `path`, an `expect.item` file of a suite in `dir`: it must lie
 /// in the suite's directory or below it (no absolute path, no `..`), and neither it nor a directory
 /// on the way may be a symbolic link. Otherwise nothing of the suite is written.
-fn expectation_file_in(dir: &Path, path: &Path) -> Result<(), String> {
+fn expectation_file_in(dir: &Path, path: &Path) -> anyhow::Result<()> {
     let refuse = |why: &str| {
-        Err(format!(
+        Err(anyhow!(
             "expect.item {}: {why}; --update writes only files in the suite's directory; nothing written",
             path.display()
         ))
@@ -1191,12 +1193,13 @@ mod tests {
     #[test]
     fn an_unknown_key_is_named_with_the_nearest_one() {
         let e = parse("cases:\n  - name: a\n    action: x/y\n    item: i.json\n    setting: {}\n")
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("unknown field `setting`") && e.contains("did you mean `settings`?"),
             "{e}"
         );
-        let e = parse("cases: []\nmodlues: m\n").unwrap_err();
+        let e = parse("cases: []\nmodlues: m\n").unwrap_err().to_string();
         assert!(e.contains("did you mean `modules`?"), "{e}");
     }
 
@@ -1221,10 +1224,10 @@ cases:
     #[test]
     fn unknown_keys_and_duplicate_names_are_refused_with_the_line() {
         let typo = SUITE.replace("expect:", "expcet:");
-        let e = parse(&typo).unwrap_err();
+        let e = parse(&typo).unwrap_err().to_string();
         assert!(e.contains("expcet") && e.contains("line"), "{e}");
         let twice = SUITE.replace("name: second", "name: first");
-        let e = parse(&twice).unwrap_err();
+        let e = parse(&twice).unwrap_err().to_string();
         assert!(e.contains("line 12") && e.contains("unique"), "{e}");
     }
 
@@ -1323,7 +1326,7 @@ cases:
         let duplicate = format!(
             "{text}  - name: case 7\n    action: a\n    item: i.json\n    backup: b.json\n"
         );
-        let e = parse(&duplicate).unwrap_err();
+        let e = parse(&duplicate).unwrap_err().to_string();
         assert!(e.starts_with("line 96002: case 16001"), "{e}");
     }
 

@@ -4,6 +4,8 @@
 //! (`version.workspace = true`); the copies written have those values filled in, so that they stand
 //! alone.
 
+use anyhow::anyhow;
+
 /// Where `new` writes the SDK, relative to the new crate.
 pub const VENDOR_DIR: &str = "vendor/velero-wasm-sdk";
 
@@ -14,15 +16,15 @@ include!(concat!(env!("OUT_DIR"), "/sdk_files.rs"));
 const WORKSPACE: &str = include_str!("../../../Cargo.toml");
 
 /// The SDK's files as `new` writes them: path under the new crate, text.
-pub fn files() -> Result<Vec<(String, String)>, String> {
+pub fn files() -> anyhow::Result<Vec<(String, String)>> {
     let workspace: toml::Table = WORKSPACE
         .parse()
-        .map_err(|e| format!("the workspace Cargo.toml carried in the binary: {e}"))?;
+        .map_err(|e| anyhow!("the workspace Cargo.toml carried in the binary: {e}"))?;
     SDK_FILES
         .iter()
         .map(|(path, text)| {
             let text = match path.ends_with("Cargo.toml") {
-                true => standalone(text, &workspace).map_err(|e| format!("sdk/{path}: {e}"))?,
+                true => standalone(text, &workspace).map_err(|e| anyhow!("sdk/{path}: {e}"))?,
                 false => text.to_string(),
             };
             Ok((format!("{VENDOR_DIR}/{path}"), text))
@@ -33,12 +35,12 @@ pub fn files() -> Result<Vec<(String, String)>, String> {
 /// `manifest` with every `workspace = true` replaced by the workspace's value: `[package]` fields from
 /// `[workspace.package]`, dependencies from `[workspace.dependencies]` (their own keys, such as
 /// `features`, kept).
-fn standalone(manifest: &str, workspace: &toml::Table) -> Result<String, String> {
-    let mut doc: toml_edit::DocumentMut = manifest.parse().map_err(|e| format!("{e}"))?;
+fn standalone(manifest: &str, workspace: &toml::Table) -> anyhow::Result<String> {
+    let mut doc: toml_edit::DocumentMut = manifest.parse()?;
     let ws = workspace
         .get("workspace")
         .and_then(toml::Value::as_table)
-        .ok_or("no [workspace]")?;
+        .ok_or_else(|| anyhow!("no [workspace]"))?;
     let empty = toml::Table::new();
     let section = |name: &str| {
         ws.get(name)
@@ -54,7 +56,7 @@ fn standalone(manifest: &str, workspace: &toml::Table) -> Result<String, String>
             if inherits(item) {
                 let value = package
                     .get(key.get())
-                    .ok_or_else(|| format!("workspace.package.{} is not set", key.get()))?;
+                    .ok_or_else(|| anyhow!("workspace.package.{} is not set", key.get()))?;
                 *item = toml_edit::value(edit_value(value)?);
             }
         }
@@ -69,7 +71,7 @@ fn standalone(manifest: &str, workspace: &toml::Table) -> Result<String, String>
             if inherits(item) {
                 let inherited = dependencies
                     .get(name.get())
-                    .ok_or_else(|| format!("workspace.dependencies.{} is not set", name.get()))?;
+                    .ok_or_else(|| anyhow!("workspace.dependencies.{} is not set", name.get()))?;
                 *item = toml_edit::value(inherited_dependency(name.get(), inherited, item)?);
             }
         }
@@ -116,7 +118,7 @@ fn inherited_dependency(
     name: &str,
     inherited: &toml::Value,
     own: &toml_edit::Item,
-) -> Result<toml_edit::InlineTable, String> {
+) -> anyhow::Result<toml_edit::InlineTable> {
     let mut merged = toml_edit::InlineTable::new();
     match inherited {
         toml::Value::String(version) => {
@@ -127,7 +129,7 @@ fn inherited_dependency(
                 merged.insert(k, edit_value(v)?);
             }
         }
-        other => return Err(format!("workspace.dependencies.{name}: {other}")),
+        other => return Err(anyhow!("workspace.dependencies.{name}: {other}")),
     }
     for (k, v) in own.as_table_like().into_iter().flat_map(|t| t.iter()) {
         let Some(v) = v.as_value() else { continue };
@@ -151,13 +153,13 @@ fn inherited_dependency(
 }
 
 /// A `toml` value as a `toml_edit` one.
-fn edit_value(value: &toml::Value) -> Result<toml_edit::Value, String> {
+fn edit_value(value: &toml::Value) -> anyhow::Result<toml_edit::Value> {
     let text = format!("v = {value}");
-    let doc: toml_edit::DocumentMut = text.parse().map_err(|e| format!("{e}"))?;
+    let doc: toml_edit::DocumentMut = text.parse()?;
     doc.get("v")
         .and_then(toml_edit::Item::as_value)
         .cloned()
-        .ok_or_else(|| format!("{value} is not a TOML value"))
+        .ok_or_else(|| anyhow!("{value} is not a TOML value"))
 }
 
 #[cfg(test)]

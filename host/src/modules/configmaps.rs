@@ -686,7 +686,7 @@ pub async fn pull_artifacts(
             }
             Some(Err(why)) => Err(PullError::Failed {
                 reference,
-                why: why.to_string(),
+                why: std::sync::Arc::new(why),
                 secret: secret_problem.as_ref().map(ToString::to_string),
             }),
             None => Err(PullError::TimedOut {
@@ -800,8 +800,9 @@ pub enum PullError {
     Failed {
         /// The artifact's reference.
         reference: String,
-        /// What the pull said.
-        why: String,
+        /// Why the pull failed (shared: a pull's outcome is kept and handed out again).
+        #[source]
+        why: std::sync::Arc<oci::OciError>,
         /// Why the pull Secrets were not used.
         secret: Option<String>,
     },

@@ -150,10 +150,10 @@ impl Manifest {
         raw.limits.check()?;
         let grant = Grant::read(raw.grant)?;
         let settings_schema = SettingsSchema::from_text(raw.settings_schema)
-            .map_err(|e| invalid(format!("settings-schema.{}", e.key), e.problem))?;
+            .map_err(|e| invalid(format!("settings-schema.{}", e.key), e.problem.to_string()))?;
         settings_schema
             .check(&raw.settings)
-            .map_err(|e| invalid(format!("settings.{}", e.key), e.problem))?;
+            .map_err(|e| invalid(format!("settings.{}", e.key), e.problem.to_string()))?;
         Ok(Manifest {
             sha256: raw.sha256,
             version,

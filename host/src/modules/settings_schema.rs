@@ -124,7 +124,97 @@ pub struct SettingError {
     /// The key as written.
     pub key: String,
     /// What is wrong, and what to write.
-    pub problem: String,
+    pub problem: SettingProblem,
+}
+
+/// What is wrong with a setting or its declaration, in words that say what to write.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SettingProblem {
+    /// A key that is empty or holds spaces.
+    #[error("a setting's key is a non-empty name without spaces")]
+    Key,
+    /// `items` on a scalar type.
+    #[error("`items` goes with type \"list\" or \"map\", not {0:?}")]
+    ItemsOnScalar(SettingType),
+    /// `items` of a container type.
+    #[error("`items` must be a scalar type (string, integer, number, boolean); a nested value is one JSON string setting")]
+    NestedItems,
+    /// `values` on a type other than string.
+    #[error("`values` goes with type \"string\", not {0:?}")]
+    ValuesOnNonString(SettingType),
+    /// A default that is not of the declared type.
+    #[error("default: {0}")]
+    Default(Box<SettingProblem>),
+    /// A key the schema does not declare.
+    #[error(
+        "this module has no setting {key:?}{} (its settings: {declared})",
+        mean(near)
+    )]
+    Unknown {
+        /// The key as written.
+        key: String,
+        /// The declared key nearest to it, if one is near.
+        near: Option<String>,
+        /// The declared keys, joined.
+        declared: String,
+    },
+    /// A string that is not one of the declared values.
+    #[error("{text:?} is not one of {values}{}", mean(near))]
+    NotOneOf {
+        /// The value as written.
+        text: String,
+        /// The declared values, joined.
+        values: String,
+        /// The declared value nearest to it, if one is near.
+        near: Option<String>,
+    },
+    /// A scalar of the wrong type.
+    #[error("{text:?} is not {}", article(*kind))]
+    NotA {
+        /// The value as written.
+        text: String,
+        /// The declared type.
+        kind: SettingType,
+    },
+    /// A list setting whose value is not a JSON array.
+    #[error("{text:?} is not a list: write an array, e.g. [\"a\", \"b\"]")]
+    NotAList {
+        /// The value as written.
+        text: String,
+    },
+    /// A list item of the wrong type.
+    #[error("item {index} ({item}) is not {}", article(*kind))]
+    Item {
+        /// Its position.
+        index: usize,
+        /// The item.
+        item: serde_json::Value,
+        /// The declared type of the items.
+        kind: SettingType,
+    },
+    /// A map setting whose value is not a JSON object.
+    #[error("{text:?} is not a map: write a table, e.g. {{ gp2 = \"gp3\" }} (YAML: {{gp2: gp3}})")]
+    NotAMap {
+        /// The value as written.
+        text: String,
+    },
+    /// A map value of the wrong type.
+    #[error("the value of {key:?} ({value}) is not {}", article(*kind))]
+    MapValue {
+        /// The entry's key.
+        key: String,
+        /// Its value.
+        value: serde_json::Value,
+        /// The declared type of the values.
+        kind: SettingType,
+    },
+}
+
+/// `; did you mean "near"?`, or nothing.
+fn mean(near: &Option<String>) -> String {
+    near.as_ref()
+        .map(|near| format!("; did you mean {near:?}?"))
+        .unwrap_or_default()
 }
 
 /// A setting's value as a module reads it: strings as written, other scalars as TOML writes them,
@@ -148,7 +238,7 @@ impl SettingsSchema {
     ) -> Result<SettingsSchema, SettingError> {
         let mut entries = BTreeMap::new();
         for (key, spec) in text {
-            let error = |problem: String| SettingError {
+            let error = |problem: SettingProblem| SettingError {
                 key: key.clone(),
                 problem,
             };
@@ -158,20 +248,14 @@ impl SettingsSchema {
             let kind = spec.kind.unwrap_or(SettingType::String);
             let container = matches!(kind, SettingType::List | SettingType::Map);
             if spec.items.is_some() && !container {
-                return Err(error(format!(
-                    "`items` goes with type \"list\" or \"map\", not {kind:?}"
-                )));
+                return Err(error(SettingProblem::ItemsOnScalar(kind)));
             }
             let items = spec.items.unwrap_or(SettingType::String);
             if matches!(items, SettingType::List | SettingType::Map) {
-                return Err(error(
-                    "`items` must be a scalar type (string, integer, number, boolean); a nested value is one JSON string setting".into(),
-                ));
+                return Err(error(SettingProblem::NestedItems));
             }
             if !spec.values.is_empty() && kind != SettingType::String {
-                return Err(error(format!(
-                    "`values` goes with type \"string\", not {kind:?}"
-                )));
+                return Err(error(SettingProblem::ValuesOnNonString(kind)));
             }
             let mut entry = SettingSpec {
                 kind,
@@ -184,7 +268,7 @@ impl SettingsSchema {
                 let text = toml_to_text(default);
                 entry
                     .check(&text)
-                    .map_err(|problem| error(format!("default: {problem}")))?;
+                    .map_err(|problem| error(SettingProblem::Default(Box::new(problem))))?;
                 entry.default = Some(text);
             }
             entries.insert(key, entry);
@@ -230,60 +314,52 @@ impl SettingsSchema {
     }
 
     /// Why `key` is not a setting, with the nearest declared key when one is near.
-    fn unknown(&self, key: &str) -> String {
+    fn unknown(&self, key: &str) -> SettingProblem {
         let declared: Vec<&str> = self.entries.keys().map(String::as_str).collect();
-        match nearest(key, &declared) {
-            Some(near) => format!(
-                "this module has no setting {key:?}; did you mean {near:?}? (its settings: {})",
-                declared.join(", ")
-            ),
-            None => format!(
-                "this module has no setting {key:?} (its settings: {})",
-                declared.join(", ")
-            ),
+        SettingProblem::Unknown {
+            key: key.to_string(),
+            near: nearest(key, &declared).map(str::to_string),
+            declared: declared.join(", "),
         }
     }
 }
 
 impl SettingSpec {
     /// Whether `text` (as the module would read it) is a value of this setting.
-    fn check(&self, text: &str) -> Result<(), String> {
+    fn check(&self, text: &str) -> Result<(), SettingProblem> {
         match self.kind {
             SettingType::String => {
                 if !self.values.is_empty() && !self.values.iter().any(|v| v == text) {
-                    let hint = match nearest(
-                        text,
-                        &self.values.iter().map(String::as_str).collect::<Vec<_>>(),
-                    ) {
-                        Some(near) => format!("; did you mean {near:?}?"),
-                        None => String::new(),
-                    };
-                    return Err(format!(
-                        "{text:?} is not one of {}{hint}",
-                        self.values.join(", ")
-                    ));
+                    let values: Vec<&str> = self.values.iter().map(String::as_str).collect();
+                    return Err(SettingProblem::NotOneOf {
+                        text: text.to_string(),
+                        near: nearest(text, &values).map(str::to_string),
+                        values: values.join(", "),
+                    });
                 }
                 Ok(())
             }
             SettingType::Integer | SettingType::Number | SettingType::Boolean => {
-                let json: serde_json::Value = serde_json::from_str(text.trim())
-                    .map_err(|_| format!("{text:?} is not {}", article(self.kind)))?;
-                scalar(self.kind, &json)
-                    .then_some(())
-                    .ok_or_else(|| format!("{text:?} is not {}", article(self.kind)))
+                let not_a = || SettingProblem::NotA {
+                    text: text.to_string(),
+                    kind: self.kind,
+                };
+                let json: serde_json::Value =
+                    serde_json::from_str(text.trim()).map_err(|_| not_a())?;
+                scalar(self.kind, &json).then_some(()).ok_or_else(not_a)
             }
             SettingType::List => {
                 let items = match serde_json::from_str(text) {
                     Ok(serde_json::Value::Array(items)) => items,
                     _ => {
-                        return Err(format!(
-                            "{text:?} is not a list: write an array, e.g. [\"a\", \"b\"]"
-                        ))
+                        let text = text.to_string();
+                        return Err(SettingProblem::NotAList { text });
                     }
                 };
-                for (i, item) in items.iter().enumerate() {
-                    if !scalar(self.items, item) {
-                        return Err(format!("item {i} ({item}) is not {}", article(self.items)));
+                for (index, item) in items.into_iter().enumerate() {
+                    if !scalar(self.items, &item) {
+                        let kind = self.items;
+                        return Err(SettingProblem::Item { index, item, kind });
                     }
                 }
                 Ok(())
@@ -292,17 +368,14 @@ impl SettingSpec {
                 let entries = match serde_json::from_str(text) {
                     Ok(serde_json::Value::Object(entries)) => entries,
                     _ => {
-                        return Err(format!(
-                            "{text:?} is not a map: write a table, e.g. {{ gp2 = \"gp3\" }} (YAML: {{gp2: gp3}})"
-                        ))
+                        let text = text.to_string();
+                        return Err(SettingProblem::NotAMap { text });
                     }
                 };
-                for (k, v) in &entries {
-                    if !scalar(self.items, v) {
-                        return Err(format!(
-                            "the value of {k:?} ({v}) is not {}",
-                            article(self.items)
-                        ));
+                for (key, value) in entries {
+                    if !scalar(self.items, &value) {
+                        let kind = self.items;
+                        return Err(SettingProblem::MapValue { key, value, kind });
                     }
                 }
                 Ok(())
@@ -330,9 +403,9 @@ fn article(kind: SettingType) -> String {
 }
 
 /// Why a key cannot be a setting's (the `config` capability reads keys as written).
-fn key_problem(key: &str) -> Option<String> {
+fn key_problem(key: &str) -> Option<SettingProblem> {
     if key.is_empty() || key.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Some("a setting's key is a non-empty name without spaces".into());
+        return Some(SettingProblem::Key);
     }
     None
 }
@@ -385,11 +458,13 @@ mod tests {
         assert!(
             e.to_string()
                 .starts_with("settings.storage-class: this module has no setting")
-                && e.problem.contains("did you mean \"storage-classes\""),
+                && e.problem
+                    .to_string()
+                    .contains("did you mean \"storage-classes\""),
             "{e}"
         );
         let e = s.check(&settings(&[("colour", "x")])).unwrap_err();
-        assert!(!e.problem.contains("did you mean"), "{e}");
+        assert!(!e.problem.to_string().contains("did you mean"), "{e}");
     }
 
     #[test]
@@ -412,7 +487,7 @@ mod tests {
         ] {
             let e = s.check(&settings(&[(key, value)])).unwrap_err();
             assert!(
-                e.key == key && e.problem.contains(says),
+                e.key == key && e.problem.to_string().contains(says),
                 "{key}={value}: {e}"
             );
         }
@@ -445,7 +520,10 @@ mod tests {
             ),
         ] {
             let e = schema(text).unwrap_err();
-            assert!(e.key == "x" && e.problem.contains(says), "{text}: {e}");
+            assert!(
+                e.key == "x" && e.problem.to_string().contains(says),
+                "{text}: {e}"
+            );
         }
         assert!(toml::from_str::<BTreeMap<String, SpecText>>("[x]\ntype = \"float\"").is_err());
     }

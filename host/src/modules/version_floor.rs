@@ -74,7 +74,8 @@ impl VersionFloor {
         let Some(served) = self.read(&module.name)? else {
             return Ok(());
         };
-        let served_version = parse(&served.version).map_err(Rollback::Unreadable)?;
+        let served_version =
+            parse(&served.version).map_err(|e| Rollback::Unreadable(e.to_string()))?;
         let Some(offered) = &module.manifest.version else {
             return Err(Rollback::Unversioned {
                 served: served.version,
@@ -135,8 +136,19 @@ impl VersionFloor {
     }
 }
 
-fn parse(version: &str) -> Result<semver::Version, String> {
-    semver::Version::parse(version).map_err(|e| format!("{version:?}: {e}"))
+/// A version in the floor's file that is not semver.
+#[derive(Debug, thiserror::Error)]
+#[error("{version:?}: {source}")]
+struct BadVersion {
+    version: String,
+    source: semver::Error,
+}
+
+fn parse(version: &str) -> Result<semver::Version, BadVersion> {
+    semver::Version::parse(version).map_err(|source| BadVersion {
+        version: version.to_string(),
+        source,
+    })
 }
 
 /// What a version stands for: its component and its manifest.

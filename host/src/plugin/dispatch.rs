@@ -259,7 +259,7 @@ impl Dispatch {
             subject,
         };
         let progress = self.measured(&entry, "Progress", call).await;
-        progress.map_err(|e| status::call_failed(kind, e))
+        progress.map_err(|e| status::call_failed(kind, &e))
     }
 
     /// Cancel (v2), likewise.
@@ -282,7 +282,7 @@ impl Dispatch {
             subject,
         };
         let cancelled = self.measured(&entry, "Cancel", call).await;
-        cancelled.map_err(|e| status::call_failed(kind, e))
+        cancelled.map_err(|e| status::call_failed(kind, &e))
     }
 
     /// AreAdditionalItemsReady (restore v2).
@@ -300,7 +300,7 @@ impl Dispatch {
         };
         let call = calls::ItemsReady { items, restore };
         let ready = self.measured(&entry, "AreAdditionalItemsReady", call).await;
-        ready.map_err(|e| status::call_failed(kind, e))
+        ready.map_err(|e| status::call_failed(kind, &e))
     }
 
     /// The AppliesTo answer for the action `name` of `kind`: its selector, always set.
@@ -341,12 +341,14 @@ impl Dispatch {
         C::Output: Clone,
     {
         let kept = Shadows::wanted(&self.runtime, entry).then(|| call.clone());
-        let result = self.measured(entry, velero_call, call).await;
+        let result = self
+            .measured(entry, velero_call, call)
+            .await
+            .map_err(Arc::new);
         if let Some(call) = kept {
-            let served = result.as_ref().cloned().map_err(ToString::to_string);
-            self.mirror(entry, call.mirrored(kind, served));
+            self.mirror(entry, call.mirrored(kind, result.clone()));
         }
-        result.map_err(|e| status::call_failed(kind, e))
+        result.map_err(|e| status::call_failed(kind, &e))
     }
 
     /// Makes `call` to the action of `entry` for Velero (whose name for it is `velero_call`),

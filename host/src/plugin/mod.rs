@@ -435,10 +435,11 @@ impl BackgroundLoad {
 /// shadows' figures there (see [`crate::shadow::status`]); a directory that cannot be used is a warning.
 fn write_status(state: &Path, runtime: &Runtime, shadows: &crate::shadow::Shadows) {
     use crate::shadow::status;
-    let written = status::dir(state).and_then(|dir| {
-        status::write_modules(&dir, &runtime.catalog())
-            .map_err(|e| format!("{}: {e}", dir.display()))
-    });
+    let written = match status::dir(state) {
+        Ok(dir) => status::write_modules(&dir, &runtime.catalog())
+            .map_err(|e| format!("{}: {e}", dir.display())),
+        Err(e) => Err(e.to_string()),
+    };
     match written {
         Ok(file) => shadows.write_status_to(file),
         Err(e) => tracing::warn!("the status for `velero-wasm status` is not written: {e}"),

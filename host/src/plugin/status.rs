@@ -25,8 +25,8 @@ pub fn quoted(text: &str) -> std::borrow::Cow<'_, str> {
 }
 
 /// The status for a failed call of an action Velero asked for as `kind`.
-pub fn call_failed(kind: ActionKind, error: CallError) -> Status {
-    match &error {
+pub fn call_failed(kind: ActionKind, error: &CallError) -> Status {
+    match error {
         CallError::UnknownAction(name) => not_found(kind, name, "no loaded module provides it"),
         CallError::WrongKind {
             action,
@@ -124,7 +124,7 @@ mod tests {
     fn codes_follow_velero() {
         let s = call_failed(
             ActionKind::BackupV2,
-            CallError::UnknownAction("x.io/nope".into()),
+            &CallError::UnknownAction("x.io/nope".into()),
         );
         assert_eq!(s.code(), Code::Unknown);
         assert_eq!(
@@ -133,7 +133,7 @@ mod tests {
         );
         let s = call_failed(
             ActionKind::Backup,
-            CallError::WrongKind {
+            &CallError::WrongKind {
                 action: "x.io/r".into(),
                 kind: ActionKind::Restore,
                 call: "backup",
@@ -143,7 +143,7 @@ mod tests {
             s.message().contains("x.io/r was not found")
                 && s.message().contains("it is a RestoreItemAction action")
         );
-        let s = call_failed(ActionKind::Backup, CallError::Action("no volume".into()));
+        let s = call_failed(ActionKind::Backup, &CallError::Action("no volume".into()));
         assert_eq!((s.code(), s.message()), (Code::Unknown, "no volume"));
         let trap = CallError::Fault {
             module: "m".into(),
@@ -151,7 +151,7 @@ mod tests {
             item: " on item pods ns/p".into(),
             fault: Fault::Trap(crate::runtime::Trapped::new("boom")),
         };
-        let s = call_failed(ActionKind::Backup, trap);
+        let s = call_failed(ActionKind::Backup, &trap);
         assert_eq!(s.code(), Code::Aborted);
         assert_eq!(
             s.message(),
@@ -164,14 +164,14 @@ mod tests {
             fault: Fault::Timeout(Duration::from_secs(2)),
         };
         assert_eq!(
-            call_failed(ActionKind::Backup, timeout).code(),
+            call_failed(ActionKind::Backup, &timeout).code(),
             Code::Unknown
         );
     }
 
     #[test]
     fn long_messages_are_cut() {
-        let s = call_failed(ActionKind::Backup, CallError::Action("é".repeat(20_000)));
+        let s = call_failed(ActionKind::Backup, &CallError::Action("é".repeat(20_000)));
         assert!(
             s.message().len() < MAX_MESSAGE + 40,
             "{}",

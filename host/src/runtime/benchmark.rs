@@ -31,7 +31,7 @@ impl Runtime {
             &module.limits,
         );
         let mut store = Store::new(&self.compiler.engine, state);
-        store.limiter(|state| &mut state.memory);
+        store.limiter(CallState::limiter);
         store.epoch_deadline_async_yield_and_update(1);
         let exports = module
             .exports()

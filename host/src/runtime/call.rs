@@ -18,7 +18,7 @@ use crate::action::{
     ActionInfo, BackupOutcome, BackupRequest, ItemRef, RestoreOutcome, RestoreRequest,
 };
 use crate::bindings::Plugin;
-use crate::capabilities::memory::{MemoryBudget, MemoryCap, Refusal};
+use crate::capabilities::memory::{MemoryBudget, Refusal};
 use crate::capabilities::{CallId, CallState};
 
 /// How a call is admitted and bounded: a serving call waits for one of the runtime's slots and draws
@@ -269,18 +269,18 @@ pub(super) async fn run_in_store<P: Prepared, R: Send + 'static>(
         limits,
         budget,
     } = input;
-    let mut state = CallState::new(id, caps, host.services.clone(), &limits);
+    let mut state = CallState::new(id, caps, host.services.clone(), &limits)
+        .until(host.services.clock.limit(limits.timeout))
+        .signing_to(host.signing);
     if let Some(budget) = budget {
-        state.memory = MemoryCap::new(limits.memory, budget);
+        state = state.drawing_on(budget);
     }
-    state.limit = Some(host.services.clock.limit(limits.timeout));
-    state.signing = host.signing;
     let mut store = Store::new(host.engine, state);
-    store.limiter(|state| &mut state.memory);
+    store.limiter(CallState::limiter);
     // Yield at every tick (so the deadline can end a spinning guest), and stop a call whose host work
-    // ran into a limit (`CallState::stop`).
+    // ran into a limit (`WorkBudget::exceed`).
     store.set_epoch_deadline(1);
-    store.epoch_deadline_callback(|store| match store.data().exceeded {
+    store.epoch_deadline_callback(|store| match store.data().exceeded() {
         Some(_) => Err(wasmtime::format_err!(
             "stopped by the host: a limit was exceeded"
         )),
@@ -295,25 +295,25 @@ pub(super) async fn run_in_store<P: Prepared, R: Send + 'static>(
     .await;
     let state = store.into_data();
     log_guest_output(&state);
-    let result = match (outcome, state.exceeded.clone()) {
+    let result = match (outcome, state.exceeded().cloned()) {
         (Err(_elapsed), _) => Err(Fault::Timeout(limits.timeout)),
         // A limit the host's work ran into fails the call even when the guest carried on.
         (Ok(_), Some(exceeded)) => Err(Fault::Limit(exceeded)),
         (Ok(Stage::Called(Ok(r))), None) => Ok(r),
         (Ok(Stage::Called(Err(error))), None) => Err(classify(error, &state, limits.memory)),
-        (Ok(Stage::Instantiate(_)), None) if state.memory.refused.is_some() => {
+        (Ok(Stage::Instantiate(_)), None) if state.memory().refused.is_some() => {
             Err(memory_fault(&state, limits.memory))
         }
         (Ok(Stage::Instantiate(error)), None) => Err(Fault::Instantiate(
             InstantiateError::Wasmtime(Cause::from(error)),
         )),
     };
-    (result, state.call)
+    (result, state.into_call())
 }
 
 /// Turns a wasmtime error into a [`Fault`].
 fn classify(error: wasmtime::Error, state: &CallState, memory_limit: u64) -> Fault {
-    if state.memory.refused.is_some() {
+    if state.memory().refused.is_some() {
         return memory_fault(state, memory_limit);
     }
     if let Some(exit) = error.downcast_ref::<wasmtime_wasi::I32Exit>() {
@@ -333,16 +333,16 @@ fn classify(error: wasmtime::Error, state: &CallState, memory_limit: u64) -> Fau
     Fault::Trap(Trapped {
         cause,
         frame,
-        panic: state.stderr.panic_message(),
+        panic: state.output().stderr.panic_message(),
     })
 }
 
 /// The module's own cap, or the process's budget, whichever refused the guest's growth.
 fn memory_fault(state: &CallState, memory_limit: u64) -> Fault {
-    match state.memory.refused {
+    match state.memory().refused {
         Some((asked, Refusal::Budget)) => Fault::MemoryBudget {
             asked_mib: asked >> 20,
-            budget_mib: state.memory.budget().limit() >> 20,
+            budget_mib: state.memory().budget().limit() >> 20,
         },
         _ => Fault::Memory {
             limit_mib: memory_limit >> 20,
@@ -351,12 +351,13 @@ fn memory_fault(state: &CallState, memory_limit: u64) -> Fault {
 }
 
 fn log_guest_output(state: &CallState) {
-    for (stream, output) in [("stdout", &state.stdout), ("stderr", &state.stderr)] {
+    let (streams, call) = (state.output(), state.call());
+    for (stream, output) in [("stdout", &streams.stdout), ("stderr", &streams.stderr)] {
         let text = output.text();
         if !text.is_empty() {
             tracing::debug!(
-                module = &*state.call.module,
-                action = state.call.action.as_str(),
+                module = &*call.module,
+                action = call.action.as_str(),
                 "guest {stream}: {}",
                 text.trim_end()
             );

@@ -34,7 +34,7 @@ pub use error::{
     BadOutput, CallError, Cause, CompileError, Fault, InstantiateError, LoadError, Trapped,
 };
 pub use loading::Loading;
-pub use module::{validate_name, LoadedModule};
+pub use module::{validate_name, LoadedModule, NameError};
 pub use registry::{ActionEntry, Catalog, Registry};
 pub use signer::{types as signing_types, Signing};
 

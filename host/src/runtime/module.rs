@@ -385,15 +385,13 @@ pub(super) fn finish(
 }
 
 /// Velero's rule for plugin names (`ValidatePluginName`): `<DNS-1123 subdomain>/<name without '/'>`.
-pub fn validate_name(name: &str) -> Result<(), String> {
-    let (prefix, rest) = name
-        .split_once('/')
-        .ok_or("must be <dns-subdomain>/<name>, e.g. example.io/my-action")?;
+pub fn validate_name(name: &str) -> Result<(), NameError> {
+    let (prefix, rest) = name.split_once('/').ok_or(NameError::NoSlash)?;
     if rest.is_empty() || rest.contains('/') {
-        return Err("the part after '/' must be non-empty and contain no '/'".into());
+        return Err(NameError::Name);
     }
     if prefix.is_empty() || prefix.len() > 253 {
-        return Err("the part before '/' must be a DNS subdomain of 1 to 253 characters".into());
+        return Err(NameError::PrefixLength);
     }
     let label_ok = |l: &str| {
         !l.is_empty()
@@ -404,11 +402,26 @@ pub fn validate_name(name: &str) -> Result<(), String> {
             && !l.ends_with('-')
     };
     if !prefix.split('.').all(label_ok) {
-        return Err(
-            "the part before '/' must be a lower-case DNS subdomain (a-z, 0-9, '-', '.')".into(),
-        );
+        return Err(NameError::PrefixLabels);
     }
     Ok(())
+}
+
+/// Why an action's name breaks Velero's rule for plugin names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum NameError {
+    /// No `/`.
+    #[error("must be <dns-subdomain>/<name>, e.g. example.io/my-action")]
+    NoSlash,
+    /// Nothing after the `/`, or another `/`.
+    #[error("the part after '/' must be non-empty and contain no '/'")]
+    Name,
+    /// A prefix too short or too long.
+    #[error("the part before '/' must be a DNS subdomain of 1 to 253 characters")]
+    PrefixLength,
+    /// A prefix that is not a lower-case DNS subdomain.
+    #[error("the part before '/' must be a lower-case DNS subdomain (a-z, 0-9, '-', '.')")]
+    PrefixLabels,
 }
 
 #[cfg(test)]

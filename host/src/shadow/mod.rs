@@ -103,8 +103,8 @@ pub enum Mirrored {
         kind: ActionKind,
         /// The call as the serving module got it.
         call: calls::Backup,
-        /// What Velero got: the outcome, or the error's message.
-        served: Result<BackupOutcome, String>,
+        /// What Velero got: the outcome, or the error (its message is what Velero got).
+        served: Result<BackupOutcome, Arc<CallError>>,
     },
     /// Restore Execute (v1 or v2).
     Restore {
@@ -113,21 +113,21 @@ pub enum Mirrored {
         /// The call as the serving module got it.
         call: calls::Restore,
         /// What Velero got.
-        served: Result<RestoreOutcome, String>,
+        served: Result<RestoreOutcome, Arc<CallError>>,
     },
     /// ItemBlockAction GetRelatedItems.
     Related {
         /// The call as the serving module got it.
         call: calls::RelatedItems,
         /// What Velero got.
-        served: Result<Vec<ResourceId>, String>,
+        served: Result<Vec<ResourceId>, Arc<CallError>>,
     },
     /// DeleteItemAction Execute.
     Delete {
         /// The call as the serving module got it.
         call: calls::Delete,
         /// What Velero got.
-        served: Result<(), String>,
+        served: Result<(), Arc<CallError>>,
     },
 }
 
@@ -137,11 +137,11 @@ where
     Self::Output: Clone,
 {
     /// The call, of `kind`, with what Velero got of it.
-    fn mirrored(self, kind: ActionKind, served: Result<Self::Output, String>) -> Mirrored;
+    fn mirrored(self, kind: ActionKind, served: Result<Self::Output, Arc<CallError>>) -> Mirrored;
 }
 
 impl Mirror for calls::Backup {
-    fn mirrored(self, kind: ActionKind, served: Result<BackupOutcome, String>) -> Mirrored {
+    fn mirrored(self, kind: ActionKind, served: Result<BackupOutcome, Arc<CallError>>) -> Mirrored {
         Mirrored::Backup {
             kind,
             call: self,
@@ -151,7 +151,11 @@ impl Mirror for calls::Backup {
 }
 
 impl Mirror for calls::Restore {
-    fn mirrored(self, kind: ActionKind, served: Result<RestoreOutcome, String>) -> Mirrored {
+    fn mirrored(
+        self,
+        kind: ActionKind,
+        served: Result<RestoreOutcome, Arc<CallError>>,
+    ) -> Mirrored {
         Mirrored::Restore {
             kind,
             call: self,
@@ -161,13 +165,13 @@ impl Mirror for calls::Restore {
 }
 
 impl Mirror for calls::RelatedItems {
-    fn mirrored(self, _: ActionKind, served: Result<Vec<ResourceId>, String>) -> Mirrored {
+    fn mirrored(self, _: ActionKind, served: Result<Vec<ResourceId>, Arc<CallError>>) -> Mirrored {
         Mirrored::Related { call: self, served }
     }
 }
 
 impl Mirror for calls::Delete {
-    fn mirrored(self, _: ActionKind, served: Result<(), String>) -> Mirrored {
+    fn mirrored(self, _: ActionKind, served: Result<(), Arc<CallError>>) -> Mirrored {
         Mirrored::Delete { call: self, served }
     }
 }

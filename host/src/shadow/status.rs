@@ -89,9 +89,9 @@ pub struct Process {
 }
 
 /// The status directory of the state directory `state`, made private if need be.
-pub fn dir(state: &Path) -> Result<PathBuf, String> {
+pub fn dir(state: &Path) -> Result<PathBuf, crate::state::PrivateDirError> {
     let dir = state.join(DIR);
-    crate::state::private_dir(state, &dir).map_err(|e| e.to_string())?;
+    crate::state::private_dir(state, &dir)?;
     Ok(dir)
 }
 

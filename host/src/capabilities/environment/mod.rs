@@ -30,7 +30,7 @@ use serde::{Deserialize, Serialize};
 
 use super::backend::{Backend, Call, Failure};
 use super::recording::bytes;
-use super::CallState;
+use super::{CallId, ModuleCaps, WorkBudget};
 use crate::bindings::velero_wasm::plugin::environment::Host;
 /// A module's environment grant: the grant crate's.
 pub use velero_wasm_grant::EnvGrant;
@@ -219,7 +219,23 @@ impl Environment {
     }
 }
 
-impl CallState {
+/// What the `environment` capability sees of a call: who calls, the module's grant (its environment
+/// grant), the host's environment, and the work budget it charges.
+pub struct EnvironmentView<'a> {
+    pub(super) call: &'a CallId,
+    pub(super) caps: &'a ModuleCaps,
+    pub(super) environment: &'a Environment,
+    pub(super) budget: &'a mut WorkBudget,
+}
+
+/// The `environment` import's host functions take an [`EnvironmentView`] of the call.
+pub(super) struct EnvironmentHost;
+
+impl wasmtime::component::HasData for EnvironmentHost {
+    type Data<'a> = EnvironmentView<'a>;
+}
+
+impl EnvironmentView<'_> {
     /// Logs and returns a refusal.
     fn env_denied(&self, what: &str) -> String {
         let message = format!(
@@ -257,29 +273,29 @@ async fn read_capped(path: &str, variable: &str) -> Result<Vec<u8>, String> {
     })
 }
 
-impl Host for CallState {
+impl Host for EnvironmentView<'_> {
     fn velero_namespace(&mut self) -> String {
-        self.services.environment.velero_namespace().to_string()
+        self.environment.velero_namespace().to_string()
     }
 
     async fn variable(&mut self, name: String) -> Result<Option<String>, String> {
-        self.count_capability_call().map_err(|e| e.to_string())?;
+        self.budget.charge().map_err(|e| e.to_string())?;
         if !self.caps.env.allows_variable(&name) {
             let name = super::shown(&name);
             return Err(self.env_denied(&format!("the environment variable {name}")));
         }
-        Ok(self.services.environment.variable(&name).await)
+        Ok(self.environment.variable(&name).await)
     }
 
     async fn read_env_file(&mut self, variable: String) -> Result<Vec<u8>, String> {
-        self.count_capability_call().map_err(|e| e.to_string())?;
+        self.budget.charge().map_err(|e| e.to_string())?;
         if !self.caps.env.allows_file(&variable) {
             let variable = super::shown(&variable);
             return Err(self.env_denied(&format!(
                 "the file named by the environment variable {variable}"
             )));
         }
-        self.services.environment.read_file(&variable).await
+        self.environment.read_file(&variable).await
     }
 }
 
@@ -396,7 +412,8 @@ mod tests {
 
         #[test]
         fn answers_are_recorded_as_values_bytes_or_errors() {
-            let read = |v: serde_json::Value| answer_of::<EnvironmentCall>(&v);
+            let read =
+                |v: serde_json::Value| answer_of::<EnvironmentCall>(&v).map_err(|e| e.to_string());
             let recorded = |a: &Result<EnvironmentAnswer, Failure>| match a {
                 Ok(answer) => json!({ "ok": answer }),
                 Err(error) => json!({ "error": error }),

@@ -24,7 +24,7 @@ pub mod transport;
 
 use std::time::Duration;
 
-use super::CallState;
+use super::{Backend, CallId, ModuleCaps, WorkBudget};
 use crate::bindings::velero_wasm::plugin::http::{Error, Host, Request, Response};
 pub use transport::{Answer, Exchange, ExchangeError, NetworkTransport};
 /// One entry of a module's HTTP grant: the grant crate's.
@@ -133,7 +133,23 @@ impl Target {
 
 const METHODS: &[&str] = &["GET", "POST", "PUT", "DELETE", "HEAD", "PATCH"];
 
-impl CallState {
+/// What the `http` capability sees of a call: who calls, the module's grant (its HTTP grant, whether
+/// it is a shadow), where exchanges go, and the work budget it charges (and whose deadline it keeps).
+pub struct HttpView<'a> {
+    pub(super) call: &'a CallId,
+    pub(super) caps: &'a ModuleCaps,
+    pub(super) backend: &'a std::sync::Arc<dyn Backend<Exchange>>,
+    pub(super) budget: &'a mut WorkBudget,
+}
+
+/// The `http` import's host functions take an [`HttpView`] of the call.
+pub(super) struct HttpHost;
+
+impl wasmtime::component::HasData for HttpHost {
+    type Data<'a> = HttpView<'a>;
+}
+
+impl HttpView<'_> {
     async fn send_request(&mut self, request: Request) -> Result<Response, Error> {
         let target = target(&request.url)?;
         let origin = target.origin();
@@ -152,7 +168,7 @@ impl CallState {
             timeout,
         };
         let started = std::time::Instant::now();
-        let outcome = self.services.http.call(exchange).await.and_then(|answer| {
+        let outcome = self.backend.call(exchange).await.and_then(|answer| {
             // A replayed answer meets the module's limit of today, not the recorded run's.
             if answer.body.len() as u64 > max_response {
                 Err(transport::too_large(&origin, max_response))
@@ -222,10 +238,8 @@ impl CallState {
     /// report the timeout.
     fn request_timeout(&self) -> Duration {
         let mut timeout = self.caps.http.timeout;
-        if let Some(limit) = self.limit {
-            let left = limit
-                .deadline
-                .saturating_duration_since(tokio::time::Instant::now());
+        if let Some(deadline) = self.budget.deadline() {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
             timeout = timeout.min(left.saturating_sub(DEADLINE_MARGIN));
         }
         timeout
@@ -271,9 +285,10 @@ impl From<ExchangeError> for Error {
     }
 }
 
-impl Host for CallState {
+impl Host for HttpView<'_> {
     async fn send(&mut self, request: Request) -> Result<Response, Error> {
-        self.count_capability_call()
+        self.budget
+            .charge()
             .map_err(|e| Error::Denied(e.to_string()))?;
         self.send_request(request).await
     }

@@ -17,6 +17,32 @@ pub struct ProxyRules {
     matcher: Matcher,
 }
 
+/// A proxy the environment names that this transport cannot use.
+#[derive(Debug, thiserror::Error)]
+pub enum ProxyError {
+    /// A proxy URL without a scheme or host.
+    #[error("the HTTPS proxy {0} has no host")]
+    NoHost(Uri),
+    /// A proxy spoken to over TLS.
+    #[error("the HTTPS proxy {scheme}://{host} is not supported: name it http://{host}:PORT (HTTPS still runs end to end through its CONNECT tunnel)")]
+    Scheme {
+        /// The proxy's scheme.
+        scheme: String,
+        /// The proxy's host.
+        host: String,
+    },
+    /// A host and port that do not make a URI.
+    #[error("the HTTPS proxy {host}:{port}: {source}")]
+    Origin {
+        /// The proxy's host.
+        host: String,
+        /// The proxy's port.
+        port: u16,
+        /// Why they do not.
+        source: hyper::http::uri::InvalidUri,
+    },
+}
+
 /// The proxy one request goes through.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Proxy {
@@ -53,7 +79,7 @@ impl ProxyRules {
     }
 
     /// The proxy for `url`, if it goes through one; an error for a proxy this transport cannot use.
-    pub fn route(&self, url: &Uri) -> Result<Option<Proxy>, String> {
+    pub fn route(&self, url: &Uri) -> Result<Option<Proxy>, ProxyError> {
         if url.scheme_str() != Some("https") {
             return Ok(None);
         }
@@ -62,17 +88,23 @@ impl ProxyRules {
         };
         let proxy = intercept.uri();
         let (Some(scheme), Some(host)) = (proxy.scheme_str(), proxy.host()) else {
-            return Err(format!("the HTTPS proxy {proxy} has no host"));
+            return Err(ProxyError::NoHost(proxy.clone()));
         };
         if scheme != "http" {
-            return Err(format!(
-                "the HTTPS proxy {scheme}://{host} is not supported: name it http://{host}:PORT (HTTPS still runs end to end through its CONNECT tunnel)"
-            ));
+            return Err(ProxyError::Scheme {
+                scheme: scheme.to_string(),
+                host: host.to_string(),
+            });
         }
         let port = proxy.port_u16().unwrap_or(80);
-        let origin = format!("http://{host}:{port}")
-            .parse()
-            .map_err(|e| format!("the HTTPS proxy {host}:{port}: {e}"))?;
+        let origin =
+            format!("http://{host}:{port}")
+                .parse()
+                .map_err(|source| ProxyError::Origin {
+                    host: host.to_string(),
+                    port,
+                    source,
+                })?;
         Ok(Some(Proxy {
             origin,
             authorization: intercept.basic_auth().cloned(),
@@ -85,7 +117,9 @@ mod tests {
     use super::*;
 
     fn route(rules: &ProxyRules, url: &str) -> Result<Option<Proxy>, String> {
-        rules.route(&url.parse().unwrap())
+        rules
+            .route(&url.parse().unwrap())
+            .map_err(|e| e.to_string())
     }
 
     #[test]

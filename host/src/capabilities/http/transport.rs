@@ -376,7 +376,7 @@ mod tests {
 
     /// A recorded answer read back, as a replay reads it.
     fn read_back(answer: Value) -> Result<Result<Answer, ExchangeError>, String> {
-        answer_of::<Exchange>(&answer)
+        answer_of::<Exchange>(&answer).map_err(|e| e.to_string())
     }
 
     #[test]

@@ -820,7 +820,18 @@ impl LiveCluster {
 pub struct LazyCluster {
     options: ClusterOptions,
     rate_limit: Option<RateLimit>,
-    cluster: tokio::sync::OnceCell<Result<LiveCluster, String>>,
+    cluster: tokio::sync::OnceCell<Result<LiveCluster, Unconnected>>,
+}
+
+/// Why a [`LazyCluster`] has no cluster: every call fails with this.
+#[derive(Debug, thiserror::Error)]
+pub enum Unconnected {
+    /// Nothing says where the cluster is.
+    #[error("no Kubernetes configuration: not in a pod (KUBERNETES_SERVICE_HOST unset), no KUBECONFIG, no ~/.kube/config")]
+    NotConfigured,
+    /// The configuration cannot be used.
+    #[error("cannot use the Kubernetes API: {0}")]
+    Connect(#[source] ConnectError),
 }
 
 impl LazyCluster {
@@ -838,19 +849,21 @@ impl LazyCluster {
             .cluster
             .get_or_init(|| async {
                 if !self.options.is_configured() {
-                    return Err("no Kubernetes configuration: not in a pod (KUBERNETES_SERVICE_HOST unset), no KUBECONFIG, no ~/.kube/config".to_string());
+                    return Err(Unconnected::NotConfigured);
                 }
                 match LiveCluster::connect(&self.options).await {
                     Ok(cluster) => Ok(cluster.with_rate_limit(self.rate_limit)),
                     Err(e) => {
-                        let message = format!("cannot use the Kubernetes API: {e}");
-                        tracing::error!("{message}");
-                        Err(message)
+                        let unconnected = Unconnected::Connect(e);
+                        tracing::error!("{unconnected}");
+                        Err(unconnected)
                     }
                 }
             })
             .await;
-        connected.as_ref().map_err(|m| KubeError::Other(m.clone()))
+        connected
+            .as_ref()
+            .map_err(|e| KubeError::Other(e.to_string()))
     }
 
     /// The namespace the configuration names (see [`LiveCluster::default_namespace`]); connects.

@@ -30,7 +30,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::backend::{Backend, Call};
-use super::CallState;
+use super::{CallId, ModuleCaps, WorkBudget};
 use crate::action::Verb;
 use crate::bindings::velero_wasm::plugin::kube::{self as wit, Host};
 pub use json::Json;
@@ -687,10 +687,30 @@ async fn within<T>(
     }
 }
 
-impl CallState {
+/// What the `kube` capability sees of a call: who calls, the module's grant, the backend and the read
+/// views behind it, Velero's namespace (grants name it), the work budget it charges, and the memory
+/// limit its answers must fit.
+pub struct KubeView<'a> {
+    pub(super) call: &'a CallId,
+    pub(super) caps: &'a ModuleCaps,
+    pub(super) backend: &'a std::sync::Arc<dyn Backend<KubeCall>>,
+    pub(super) views: Option<&'a std::sync::Arc<view::ReadViews>>,
+    pub(super) velero_namespace: &'a str,
+    pub(super) budget: &'a mut WorkBudget,
+    pub(super) memory_limit: u64,
+}
+
+/// The `kube` import's host functions take a [`KubeView`] of the call.
+pub(super) struct KubeHost;
+
+impl wasmtime::component::HasData for KubeHost {
+    type Data<'a> = KubeView<'a>;
+}
+
+impl KubeView<'_> {
     /// The real-time deadline of the call, if it has one.
     fn deadline(&self) -> Option<tokio::time::Instant> {
-        self.limit.map(|limit| limit.deadline)
+        self.budget.deadline()
     }
 
     /// Checks a call against the module's grant; a refusal is logged and returned as `Denied`.
@@ -700,7 +720,8 @@ impl CallState {
         api: &ApiResource,
         namespace: &str,
     ) -> Result<(), KubeError> {
-        self.count_capability_call()
+        self.budget
+            .charge()
             .map_err(|e| KubeError::Denied(e.to_string()))?;
         for (what, text, max) in [
             ("group", api.group.as_str(), MAX_NAME),
@@ -736,7 +757,7 @@ impl CallState {
             );
             return Err(KubeError::Denied(message));
         }
-        let velero_namespace = self.services.environment.velero_namespace();
+        let velero_namespace = self.velero_namespace;
         if self.caps.kube.allows(
             verb,
             &api.group_resource(),
@@ -766,37 +787,37 @@ impl CallState {
         crate::metrics::note_denied();
         Err(KubeError::Denied(message))
     }
-
-    /// Parses an object the guest sends, and reconciles its namespace with the call's (public for the
-    /// fuzz targets).
-    pub fn object_for(namespace: &str, json: &str) -> Result<Value, KubeError> {
-        let mut object: Value = serde_json::from_str(json)
-            .map_err(|e| KubeError::Invalid(format!("the object is not valid JSON: {e}")))?;
-        let metadata = object
-            .as_object_mut()
-            .ok_or_else(|| KubeError::Invalid("the object is not a JSON object".into()))?
-            .entry("metadata")
-            .or_insert_with(|| Value::Object(Default::default()));
-        let metadata = metadata
-            .as_object_mut()
-            .ok_or_else(|| KubeError::Invalid("metadata is not an object".into()))?;
-        match metadata.get("namespace").and_then(Value::as_str) {
-            Some(ns) if ns != namespace => {
-                return Err(KubeError::Invalid(format!(
-                    "the object's namespace {ns:?} differs from the call's {namespace:?}"
-                )))
-            }
-            Some(_) => {}
-            None if !namespace.is_empty() => {
-                metadata.insert("namespace".into(), Value::String(namespace.to_string()));
-            }
-            None => {}
-        }
-        Ok(object)
-    }
 }
 
-impl CallState {
+/// Parses an object the guest sends, and reconciles its namespace with the call's (public for the fuzz
+/// targets).
+pub fn object_for(namespace: &str, json: &str) -> Result<Value, KubeError> {
+    let mut object: Value = serde_json::from_str(json)
+        .map_err(|e| KubeError::Invalid(format!("the object is not valid JSON: {e}")))?;
+    let metadata = object
+        .as_object_mut()
+        .ok_or_else(|| KubeError::Invalid("the object is not a JSON object".into()))?
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(Default::default()));
+    let metadata = metadata
+        .as_object_mut()
+        .ok_or_else(|| KubeError::Invalid("metadata is not an object".into()))?;
+    match metadata.get("namespace").and_then(Value::as_str) {
+        Some(ns) if ns != namespace => {
+            return Err(KubeError::Invalid(format!(
+                "the object's namespace {ns:?} differs from the call's {namespace:?}"
+            )))
+        }
+        Some(_) => {}
+        None if !namespace.is_empty() => {
+            metadata.insert("namespace".into(), Value::String(namespace.to_string()));
+        }
+        None => {}
+    }
+    Ok(object)
+}
+
+impl KubeView<'_> {
     /// Sends an authorized, checked call to the backend, under the deadline of the module call. A
     /// write drops what read views hold of its resource and namespace, whether it succeeds or not.
     fn kube(
@@ -804,12 +825,12 @@ impl CallState {
         call: KubeCall,
     ) -> impl std::future::Future<Output = Result<KubeAnswer, KubeError>> + Send + '_ {
         if !matches!(call, KubeCall::Get { .. } | KubeCall::List { .. }) {
-            if let Some(views) = &self.services.views {
+            if let Some(views) = self.views {
                 let (api, namespace) = call.target();
                 views.invalidate(api, namespace);
             }
         }
-        within(self.deadline(), self.services.kube.call(call))
+        within(self.deadline(), self.backend.call(call))
     }
 
     /// Sends an authorized, checked read: answered from the backup's read view when one may answer it
@@ -819,17 +840,16 @@ impl CallState {
         &self,
         call: KubeCall,
     ) -> impl std::future::Future<Output = Result<KubeAnswer, KubeError>> + Send + 'static {
-        let view = match (&self.services.views, &self.call.backup) {
+        let view = match (self.views, &self.call.backup) {
             (Some(views), Some(backup)) if self.viewable(&call) => {
                 Some((views.clone(), backup.clone()))
             }
             _ => None,
         };
-        let (services, deadline) = (self.services.clone(), self.deadline());
+        let (kube, deadline) = (self.backend.clone(), self.deadline());
         // A view's listing is work done for this module: bounded by what it could receive itself.
-        let limit = self.memory.limit();
+        let limit = self.memory_limit;
         async move {
-            let kube = &services.kube;
             if let Some((views, backup)) = view {
                 let fetch = |list| within(deadline, kube.call(list));
                 if let Some(answer) = views.answer(&backup, &call, limit, fetch).await {
@@ -848,7 +868,7 @@ impl CallState {
         }
         let (api, namespace) = call.target();
         let item_namespace = self.call.item().map(|i| i.namespace.as_str());
-        let velero_namespace = self.services.environment.velero_namespace();
+        let velero_namespace = self.velero_namespace;
         let group_resource = api.group_resource();
         ![Verb::Create, Verb::Update, Verb::Patch, Verb::Delete]
             .into_iter()
@@ -864,7 +884,7 @@ impl CallState {
     }
 }
 
-impl CallState {
+impl KubeView<'_> {
     /// One read of a `read-all`, checked and counted as the single call would be; a list may return
     /// at most `limit` bytes, the module's memory limit.
     fn batched(&mut self, read: wit::Read, limit: u64) -> Result<KubeCall, KubeError> {
@@ -895,7 +915,7 @@ impl CallState {
     }
 }
 
-impl Host for CallState {
+impl Host for KubeView<'_> {
     async fn get(
         &mut self,
         api: wit::ApiResource,
@@ -923,7 +943,7 @@ impl Host for CallState {
         self.authorize(Verb::List, &api, &namespace)?;
         let mut options = ListOptions::parse(&options.label_selector, &options.field_selector)?;
         // What the guest could accept at most: its memory limit.
-        let limit = self.memory.limit();
+        let limit = self.memory_limit;
         options.max_bytes = Some(limit);
         let call = KubeCall::List {
             api: api.clone(),
@@ -933,7 +953,7 @@ impl Host for CallState {
         let objects = match self.read(call).await.and_then(KubeAnswer::objects) {
             Err(too_large @ KubeError::TooLarge(_)) => {
                 let message = too_large.to_string();
-                self.stop(too_large);
+                self.budget.exceed(too_large);
                 return Err(wit::Error::Other(message));
             }
             other => other?,
@@ -947,7 +967,7 @@ impl Host for CallState {
             if total > limit {
                 let too_large = KubeError::list_too_large(&api, limit);
                 let message = too_large.to_string();
-                self.stop(too_large);
+                self.budget.exceed(too_large);
                 return Err(wit::Error::Other(message));
             }
             texts.push(text);
@@ -967,7 +987,7 @@ impl Host for CallState {
             return vec![Err(wit::Error::Invalid(message)); reads.len()];
         }
         // Each read is checked and counted as the single call would be, in order; then all are sent.
-        let limit = self.memory.limit();
+        let limit = self.memory_limit;
         let mut sent = Vec::with_capacity(reads.len());
         for read in reads {
             sent.push(self.batched(read, limit).map(|call| {
@@ -1010,7 +1030,7 @@ impl Host for CallState {
             if total > limit || matches!(answer, Err(KubeError::TooLarge(_))) {
                 let api = api.unwrap_or_else(|| ApiResource::new("", "", "reads"));
                 let message = KubeError::list_too_large(&api, limit).to_string();
-                self.stop(message.clone());
+                self.budget.exceed(message.clone());
                 out.push(Err(wit::Error::Other(message)));
                 continue;
             }
@@ -1027,7 +1047,7 @@ impl Host for CallState {
     ) -> Result<String, wit::Error> {
         let api = ApiResource::from(api);
         self.authorize(Verb::Create, &api, &namespace)?;
-        let object = Self::object_for(&namespace, &object)?;
+        let object = object_for(&namespace, &object)?;
         let call = KubeCall::Create {
             api,
             namespace,
@@ -1044,7 +1064,7 @@ impl Host for CallState {
     ) -> Result<String, wit::Error> {
         let api = ApiResource::from(api);
         self.authorize(Verb::Update, &api, &namespace)?;
-        let object = Self::object_for(&namespace, &object)?;
+        let object = object_for(&namespace, &object)?;
         let call = KubeCall::Update {
             api,
             namespace,
@@ -1134,11 +1154,10 @@ mod tests {
 
     #[test]
     fn objects_take_the_call_namespace() {
-        let o =
-            CallState::object_for("ns", r#"{"kind":"ConfigMap","metadata":{"name":"x"}}"#).unwrap();
+        let o = object_for("ns", r#"{"kind":"ConfigMap","metadata":{"name":"x"}}"#).unwrap();
         assert_eq!(o["metadata"]["namespace"], "ns");
-        assert!(CallState::object_for("ns", r#"{"metadata":{"namespace":"other"}}"#).is_err());
-        assert!(CallState::object_for("ns", "[]").is_err());
+        assert!(object_for("ns", r#"{"metadata":{"namespace":"other"}}"#).is_err());
+        assert!(object_for("ns", "[]").is_err());
     }
 
     mod recorded {

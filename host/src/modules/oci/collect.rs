@@ -62,10 +62,12 @@ impl BlobStore {
         let entries = match std::fs::read_dir(&self.dir) {
             Ok(entries) => entries,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
-            Err(e) => return Err(OciError::Store(format!("{}: {e}", self.dir.display()))),
+            Err(source) => {
+                let dir = self.dir.clone();
+                return Err(OciError::List { dir, source });
+            }
         };
-        crate::state::private_dir(&self.root, &self.dir)
-            .map_err(|e| OciError::Store(e.to_string()))?;
+        crate::state::private_dir(&self.root, &self.dir)?;
         let mut keep: BTreeSet<String> = manifests.clone();
         for manifest in manifests {
             let component = self

@@ -149,9 +149,17 @@ pub enum OciError {
     /// Not a sha256 digest, so not a name in the store.
     #[error("{0:?} is not a sha256 digest")]
     NotDigest(String),
-    /// The store's directory cannot be used.
-    #[error("{0}")]
-    Store(String),
+    /// The store's directory cannot be made or kept private.
+    #[error(transparent)]
+    Store(#[from] crate::state::PrivateDirError),
+    /// The store's directory cannot be listed.
+    #[error("{}: {source}", dir.display())]
+    List {
+        /// The store's directory.
+        dir: std::path::PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
     /// A blob cannot be written to the store.
     #[error("cannot keep {digest} in {dir}: {source}")]
     Keep {

@@ -91,8 +91,7 @@ impl BlobStore {
         let path = self
             .path(digest)
             .ok_or_else(|| OciError::NotDigest(digest.to_string()))?;
-        crate::state::private_dir(&self.root, &self.dir)
-            .map_err(|e| OciError::Store(e.to_string()))?;
+        crate::state::private_dir(&self.root, &self.dir)?;
         crate::state::write_atomically(&path, bytes).map_err(|source| OciError::Keep {
             digest: digest.to_string(),
             dir: self.dir.display().to_string(),
