@@ -1,5 +1,5 @@
 #!/bin/sh
-# `make python`: the second language. For the backup and the restore kind, `velero-wasm new --lang
+# `make python`: the second language. For the backup, restore and delete kinds, `velero-wasm new --lang
 # python --kind KIND` and `velero-wasm new --kind KIND` (Rust) in a scratch directory; the Python
 # module's unit tests; both built with `velero-wasm build`; the one suite both generate (the same
 # file) passes on each; then `velero-wasm bench` of each and their sizes. Not part of `make test`: componentize-py snapshots an
@@ -27,7 +27,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 # One module of each kind in each language: the same name, hence the same action and the same suite.
-for kind in backup restore; do
+for kind in backup restore delete; do
     name=$kind-pvcs
     py=$work/python/$name
     rust=$work/rust/$name
