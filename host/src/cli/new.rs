@@ -233,6 +233,10 @@ fn render_python(name: &str, kind: ActionKind) -> Result<Vec<(String, String)>, 
         ("test_app.py".into(), &test_app),
         ("settings.py".into(), include_str!("new/python/settings.py")),
         (
+            "unimplemented.py".into(),
+            include_str!("new/python/unimplemented.py"),
+        ),
+        (
             "test_settings.py".into(),
             include_str!("new/python/test_settings.py"),
         ),
@@ -543,6 +547,12 @@ mod tests {
             let tests = file(&python, "test_app.py").unwrap();
             assert!(!tests.contains("__TESTS__") && tests.contains("unittest.TestCase"));
             assert!(file(&python, "settings.py").unwrap().contains("def read("));
+            // The hooks of other kinds come from one base class, not a copy in each example.
+            assert!(app.contains("class Actions(Unimplemented):"), "{kind:?}");
+            assert!(!app.contains("does not implement"), "{kind:?}");
+            assert!(file(&python, "unimplemented.py")
+                .unwrap()
+                .contains("class Unimplemented(exports.Actions):"));
             assert!(file(&python, "wit/world.wit")
                 .unwrap()
                 .contains("world plugin"));

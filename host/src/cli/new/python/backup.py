@@ -11,9 +11,10 @@ component, a fake in `test_app.py` (`python3 -m unittest`, no wasm needed).
 import json
 
 from componentize_py_types import Err
-from wit_world import exports
 from wit_world.exports import actions
 from wit_world.imports import kube, types
+
+from unimplemented import Unimplemented
 
 ACTION = "example.io/__NAME__"
 LABEL = "example.io/pvcs-in-namespace"
@@ -41,7 +42,7 @@ def host_list(namespace: str):
         raise Err(f"listing the PVCs of {namespace}: {e.value}")
 
 
-class Actions(exports.Actions):
+class Actions(Unimplemented):
     def describe(self):
         return [
             actions.ActionInfo(
@@ -63,21 +64,3 @@ class Actions(exports.Actions):
 
     def backup(self, action, request):
         return label(request.item, host_list)
-
-    def restore(self, action, request):
-        raise Err(f"action {action} does not implement restore")
-
-    def related_items(self, action, item, backup):
-        raise Err(f"action {action} does not implement related-items")
-
-    def delete(self, action, item, backup):
-        raise Err(f"action {action} does not implement delete")
-
-    def progress(self, action, operation_id, subject):
-        raise Err(f"action {action} does not implement progress")
-
-    def cancel(self, action, operation_id, subject):
-        raise Err(f"action {action} does not implement cancel")
-
-    def items_ready(self, action, items, restore):
-        raise Err(f"action {action} does not implement items-ready")

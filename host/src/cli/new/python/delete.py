@@ -13,9 +13,10 @@ host's in the component, a fake in `test_app.py` (`python3 -m unittest`, no wasm
 import json
 
 from componentize_py_types import Err
-from wit_world import exports
 from wit_world.exports import actions
 from wit_world.imports import kube, types
+
+from unimplemented import Unimplemented
 
 ACTION = "example.io/__NAME__"
 CONFIGMAPS = kube.ApiResource(group="", version="v1", resource="configmaps")
@@ -38,7 +39,7 @@ def host_delete(namespace: str, name: str) -> None:
             raise Err(f"deleting ConfigMap {namespace}/{name}: {e.value.value}")
 
 
-class Actions(exports.Actions):
+class Actions(Unimplemented):
     def describe(self):
         return [
             actions.ActionInfo(
@@ -58,23 +59,5 @@ class Actions(exports.Actions):
             )
         ]
 
-    def backup(self, action, request):
-        raise Err(f"action {action} does not implement backup")
-
-    def restore(self, action, request):
-        raise Err(f"action {action} does not implement restore")
-
-    def related_items(self, action, item, backup):
-        raise Err(f"action {action} does not implement related-items")
-
     def delete(self, action, item, backup):
         forget(item, backup, host_delete)
-
-    def progress(self, action, operation_id, subject):
-        raise Err(f"action {action} does not implement progress")
-
-    def cancel(self, action, operation_id, subject):
-        raise Err(f"action {action} does not implement cancel")
-
-    def items_ready(self, action, items, restore):
-        raise Err(f"action {action} does not implement items-ready")

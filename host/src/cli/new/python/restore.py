@@ -12,9 +12,10 @@ logic is in `restore`, given the function that reads a PVC: the host's in the co
 import json
 
 from componentize_py_types import Err
-from wit_world import exports
 from wit_world.exports import actions
 from wit_world.imports import kube, types
+
+from unimplemented import Unimplemented
 
 ACTION = "example.io/__NAME__"
 LABEL = "example.io/restored-by"
@@ -53,7 +54,7 @@ def host_get(namespace: str, name: str):
         raise Err(f"reading PVC {namespace}/{name}: {e.value.value}")
 
 
-class Actions(exports.Actions):
+class Actions(Unimplemented):
     def describe(self):
         return [
             actions.ActionInfo(
@@ -73,23 +74,5 @@ class Actions(exports.Actions):
             )
         ]
 
-    def backup(self, action, request):
-        raise Err(f"action {action} does not implement backup")
-
     def restore(self, action, request):
         return restore(request.item, request.restore, host_get)
-
-    def related_items(self, action, item, backup):
-        raise Err(f"action {action} does not implement related-items")
-
-    def delete(self, action, item, backup):
-        raise Err(f"action {action} does not implement delete")
-
-    def progress(self, action, operation_id, subject):
-        raise Err(f"action {action} does not implement progress")
-
-    def cancel(self, action, operation_id, subject):
-        raise Err(f"action {action} does not implement cancel")
-
-    def items_ready(self, action, items, restore):
-        raise Err(f"action {action} does not implement items-ready")
