@@ -466,7 +466,7 @@ mod tests {
     const CASE_KEYS: [&str; 8] = [
         "name", "action", "item", "backup", "restore", "cluster", "now", "expect",
     ];
-    const EXPECT_KEYS: [&str; 3] = ["error", "additionalItems", "pointers"];
+    const EXPECT_KEYS: [&str; 4] = ["error", "additionalItems", "pointers", "clusterWrites"];
 
     #[test]
     fn every_suite_keeps_to_the_suite_format_and_names_files_the_crate_has() {
