@@ -2243,15 +2243,18 @@ fn run_stops_when_a_module_of_modules_cannot_be_loaded() {
         "kubevirt.toml",
         "[settings]\nmdoe = \"upstream\"\n",
     );
-    let out = Run::new("kubevirt-velero-plugin/backup-virtualmachine-action")
-        .fixtures(support::root().join("tests/fixtures/kubevirt"))
-        .item("cluster/vm-fedora-web-01.json")
-        .path("--backup", "velero/backup-nightly.json")
-        .cluster(&["cluster"])
-        .arg("--stock")
-        .arg("kubevirt")
-        .modules(&modules)
-        .output();
+    let run = || {
+        Run::new("kubevirt-velero-plugin/backup-virtualmachine-action")
+            .fixtures(support::root().join("tests/fixtures/kubevirt"))
+            .item("cluster/vm-fedora-web-01.json")
+            .path("--backup", "velero/backup-nightly.json")
+            .cluster(&["cluster"])
+            .arg("--stock")
+            .arg("kubevirt")
+            .modules(&modules)
+            .output()
+    };
+    let out = run();
     let text = stderr(&out);
     assert_eq!(out.status.code(), Some(2), "{text}");
     assert!(out.stdout.is_empty(), "no result is printed");
@@ -2267,15 +2270,7 @@ fn run_stops_when_a_module_of_modules_cannot_be_loaded() {
 
     // Without the broken override the same run serves the stock module.
     std::fs::remove_file(modules.join("kubevirt.toml")).unwrap();
-    let out = Run::new("kubevirt-velero-plugin/backup-virtualmachine-action")
-        .fixtures(support::root().join("tests/fixtures/kubevirt"))
-        .item("cluster/vm-fedora-web-01.json")
-        .path("--backup", "velero/backup-nightly.json")
-        .cluster(&["cluster"])
-        .arg("--stock")
-        .arg("kubevirt")
-        .modules(&modules)
-        .output();
+    let out = run();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
 }
 

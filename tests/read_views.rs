@@ -52,8 +52,18 @@ async fn host(views: bool, extra: &str) -> (Runtime, Arc<Counting>, tempfile::Te
         std::fs::read_to_string(support::root().join("actions/kubevirt/kubevirt.toml")).unwrap();
     let manifest = format!("{extra}\n{manifest}");
     let modules = support::module_dir("kubevirt", "kubevirt", &manifest);
+    let inner = FixtureCluster::load(&[fixtures().join("cluster")], Clock::System).unwrap();
+    serve(inner, modules, views).await
+}
+
+/// A runtime serving the modules of `modules` over `inner`, counted, with views on or off.
+async fn serve(
+    inner: FixtureCluster,
+    modules: tempfile::TempDir,
+    views: bool,
+) -> (Runtime, Arc<Counting>, tempfile::TempDir) {
     let backend = Arc::new(Counting {
-        inner: FixtureCluster::load(&[fixtures().join("cluster")], Clock::System).unwrap(),
+        inner,
         calls: AtomicUsize::new(0),
         in_flight: AtomicUsize::new(0),
         most_in_flight: AtomicUsize::new(0),
@@ -260,19 +270,7 @@ async fn writer_and_reader() -> (Runtime, Arc<Counting>, tempfile::TempDir) {
     let app = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "app", "namespace": "shop"}, "data": {"k": "v"}});
     inner.create(&configmaps(), "shop", app).await.unwrap();
-    let backend = Arc::new(Counting {
-        inner,
-        calls: AtomicUsize::new(0),
-        in_flight: AtomicUsize::new(0),
-        most_in_flight: AtomicUsize::new(0),
-    });
-    let mut services = Services::new(backend.clone(), Clock::System, Environment::from_process());
-    services.views = Some(ReadViews::new(Bounds::default()));
-    let runtime = Runtime::new(services).unwrap();
-    let scan = scan_directory(modules.path(), None).unwrap();
-    assert!(scan.problems.is_empty(), "{:?}", scan.problems);
-    assert!(runtime.load_all(scan.modules).await.is_empty());
-    (runtime, backend, modules)
+    serve(inner, modules, true).await
 }
 
 fn configmaps() -> velero_wasm::capabilities::kube::ApiResource {
