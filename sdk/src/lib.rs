@@ -389,9 +389,9 @@ impl RestoreResponse {
 
     /// Restores `item` and asks Velero to restore this response's additional items even where the
     /// restore's resource and namespace filters exclude them: the item carries
-    /// [`MUST_INCLUDE_ADDITIONAL_ITEMS`]` = "true"`, which Velero removes before creating it. Only
-    /// Velero `main` since July 2026 (velero-io/velero #10082, after v1.18.2) reads the annotation;
-    /// older releases create the item with the annotation on it and keep filtering.
+    /// [`MUST_INCLUDE_ADDITIONAL_ITEMS`]` = "true"`, which Velero removes before creating it. Velero
+    /// reads the annotation from v1.18.3 on (velero-io/velero #10101, backporting #10082); up to
+    /// v1.18.2 it creates the item with the annotation on it and keeps filtering.
     pub fn with_item_including_additional(item: &Object) -> Self {
         let mut item = item.clone();
         item.set_annotation(MUST_INCLUDE_ADDITIONAL_ITEMS, "true");
