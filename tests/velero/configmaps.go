@@ -1,0 +1,121 @@
+package main
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+)
+
+// configMapServer answers what a plugin process asks of the Kubernetes API at start: the discovery
+// of the core group and the list of module ConfigMaps in Velero's namespace, which holds a shadow of
+// the misbehave module. It is not an API server: only the ConfigMaps a shadow needs reach the plugin
+// this way (the real API server runs in the live tests). Every other request is a 404 and is
+// remembered.
+type configMapServer struct {
+	url   string
+	items []map[string]any
+	mu    sync.Mutex
+	other []string
+}
+
+func startConfigMapServer(items []map[string]any) (*configMapServer, error) {
+	listener, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	s := &configMapServer{url: "http://" + listener.Addr().String(), items: items}
+	go func() { _ = http.Serve(listener, s) }()
+	return s, nil
+}
+
+func (s *configMapServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodGet && r.URL.Path == "/api/v1/namespaces/velero/configmaps" {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{
+			"apiVersion": "v1", "kind": "ConfigMapList",
+			"metadata": map[string]any{"resourceVersion": "7"}, "items": s.items,
+		})
+		return
+	}
+	// The discovery of the core group, which the Kubernetes client reads before its first list.
+	if r.Method == http.MethodGet && (r.URL.Path == "/api" || r.URL.Path == "/api/v1") {
+		w.Header().Set("Content-Type", "application/json")
+		if r.URL.Path == "/api" {
+			_ = json.NewEncoder(w).Encode(map[string]any{"kind": "APIVersions", "versions": []string{"v1"}})
+			return
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "v1",
+			"resources": []any{map[string]any{"name": "configmaps", "singularName": "configmap", "namespaced": true,
+				"kind": "ConfigMap", "verbs": []string{"get", "list", "watch"}}}})
+		return
+	}
+	s.mu.Lock()
+	s.other = append(s.other, r.Method+" "+r.URL.String())
+	s.mu.Unlock()
+	http.NotFound(w, r)
+}
+
+// unexpected lists the requests the server could not answer.
+func (s *configMapServer) unexpected() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string{}, s.other...)
+}
+
+// kubeconfig writes a kubeconfig naming the server.
+func (s *configMapServer) kubeconfig(path string) error {
+	text := fmt.Sprintf("apiVersion: v1\nkind: Config\ncurrent-context: test\nclusters:\n- name: test\n  cluster:\n    server: %s\n"+
+		"users:\n- name: tester\n  user:\n    token: test-token\ncontexts:\n- name: test\n  context:\n    cluster: test\n    user: tester\n", s.url)
+	return os.WriteFile(path, []byte(text), 0o600)
+}
+
+// shadowConfigMap is the module ConfigMap of a shadow of module `module` (its component at
+// `wasm`), whose action runs another case as `instead` says ("label:echo,..." in misbehave).
+func shadowConfigMap(module, wasm, instead string) (map[string]any, error) {
+	bytes, err := os.ReadFile(wasm)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(bytes)
+	manifest := fmt.Sprintf("sha256 = \"%s\"\nversion = \"1.1.0\"\n[limits]\ntimeout = \"10s\"\n[settings]\ninstead = \"%s\"\n",
+		hex.EncodeToString(sum[:]), instead)
+	return map[string]any{
+		"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{
+			"name": module + "-candidate", "namespace": "velero", "uid": "0b7d3c1e-shadow", "resourceVersion": "5",
+			"labels": map[string]any{"velero-wasm.io/module": module, "velero-wasm.io/shadow": "true"},
+		},
+		"binaryData": map[string]any{module + ".wasm": base64.StdEncoding.EncodeToString(bytes)},
+		"data":       map[string]any{module + ".toml": manifest},
+	}, nil
+}
+
+// moduleDir writes the test components with manifests (a 10 s call limit) into dir, as an
+// operator's VELERO_WASM_MODULES directory.
+func moduleDir(dir, components string, names ...string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for _, name := range names {
+		bytes, err := os.ReadFile(components + "/" + name + ".wasm")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(dir+"/"+name+".wasm", bytes, 0o644); err != nil {
+			return err
+		}
+		sum := sha256.Sum256(bytes)
+		manifest := "sha256 = \"" + hex.EncodeToString(sum[:]) + "\"\n[limits]\ntimeout = \"10s\"\n"
+		if err := os.WriteFile(dir+"/"+strings.TrimSuffix(name, ".wasm")+".toml", []byte(manifest), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
