@@ -4,8 +4,9 @@
 #
 #   deps     what a fresh machine lacks (.ci/deps)
 #   build    the components, the host binary and every test binary, in one cargo invocation
+#   kube     the real kube-apiserver the live tests start (tests/kube/build.sh; skipped when built)
 #   cargo    `cargo test --workspace`: unit, component and integration tests
-#   interop  the real hashicorp go-plugin client against the binary (tests/interop/run.sh)
+#   velero   Velero's own plugin client (v1.18.3) against the binary (tests/velero/run.sh)
 #   static   the static (musl) binary in an empty root (tests/static/run.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -43,14 +44,15 @@ report() {
 }
 
 # Every test runs against the static (musl) build, the binary the image ships: one build of the whole
-# dependency graph serves the tests, the go-plugin client and the empty-root check alike.
+# dependency graph serves the tests, Velero's plugin client and the empty-root check alike.
 target=$(uname -m)-unknown-linux-musl
 export BINARY=$PWD/target/$target/debug/velero-wasm
 cargo=${CARGO:-cargo}
 
 stage deps .ci/deps
 stage build "$cargo" test --workspace --target "$target" --no-run
+stage kube tests/kube/build.sh
 stage cargo "$cargo" test --workspace --target "$target"
-stage interop tests/interop/run.sh
+stage velero tests/velero/run.sh
 stage static tests/static/run.sh
 report
