@@ -1,13 +1,13 @@
 # velero-wasm — common tasks. `make help` lists them.
 CARGO ?= cargo
 BIN := target/debug/velero-wasm
-# The tests, the go-plugin client and the empty-root check all run the static (musl) build, the binary
+# The tests, Velero's plugin client and the empty-root check all run the static (musl) build, the binary
 # the image ships: one build of the dependency graph for all of them (tests/stages.sh).
 MUSL := $(shell uname -m)-unknown-linux-musl
 TEST_BUILD := $(CARGO) test --workspace --target $(MUSL) --no-run
 FIXTURES := tests/fixtures
 
-.PHONY: help deps build test lint run bench interop static memory image python fuzz clean
+.PHONY: help deps build test lint run bench velero static memory image python fuzz clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -19,7 +19,7 @@ build: ## Build the components (wasm32-wasip2), then the host binary that embeds
 	@rustup target list --installed | grep -qx wasm32-wasip2 || rustup target add wasm32-wasip2
 	$(CARGO) build -p velero-wasm
 
-test: ## Run every test (unit, component, integration, go-plugin interop, static binary); a line per stage
+test: ## Run every test (unit, component, integration, Velero's plugin client, static binary); a line per stage
 	@CARGO=$(CARGO) tests/stages.sh
 
 lint: ## cargo fmt --check and clippy -D warnings
@@ -35,11 +35,11 @@ bench: ## Per-call cost of a wasm action vs native Rust, over gRPC, a VM backup 
 	$(CARGO) bench -p velero-wasm --bench online
 	$(CARGO) bench -p velero-wasm --bench scale
 
-interop: deps ## The real hashicorp go-plugin client against the binary (Debian's Go packages, offline)
+velero: deps ## Velero's own plugin client (v1.18.3, built with Go from the module proxy) against the binary: every kind, what a backup counts
 	$(TEST_BUILD)
-	tests/interop/run.sh
+	tests/velero/run.sh
 
-static: interop ## The musl build is static and serves in an empty chroot (docs/plugin-protocol.md#c22; the chroot part needs root)
+static: velero ## The musl build is static and serves in an empty chroot (docs/plugin-protocol.md#c22; the chroot part needs root)
 	tests/static/run.sh
 
 memory: ## Endless answers from a hostile API server, the host inside a 1 GiB memory cgroup: peak memory per attack (root; not part of test)

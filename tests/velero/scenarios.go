@@ -197,6 +197,7 @@ func backupKinds(c *checks, e *env, registry process.Registry, level logrus.Leve
 	// The guest's info line reaches the backup log with its item, as go-plugin parsed it.
 	c.ok(b.logged(logrus.InfoLevel, "resource: /configmaps", "name: /cm", "message: /backing up"),
 		"the guest's info line is in the backup log with its resource and name", b.entries(logrus.InfoLevel))
+	c.ok(b.logged(logrus.InfoLevel, "serving Velero's plugin protocol"), "the plugin's start-up line is in the backup log, at info")
 	c.ok(!b.logged(logrus.InfoLevel, "modules loaded"), "the plugin's debug lines stay out at Velero's info level")
 	c.counted(b, 0, 0, "a clean backup")
 }
