@@ -7,10 +7,10 @@ MUSL := $(shell uname -m)-unknown-linux-musl
 TEST_BUILD := $(CARGO) test --workspace --target $(MUSL) --no-run
 FIXTURES := tests/fixtures
 
-.PHONY: help deps build test lint run bench velero static memory image python fuzz clean
+.PHONY: help deps build test lint run bench velero static memory image python e2e fuzz clean
 
 help: ## List the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
 deps: ## Install what builds and tests need and a fresh machine lacks (.ci/deps)
 	@.ci/deps
@@ -52,6 +52,11 @@ python: ## Python modules (componentize-py from PyPI), backup, restore and delet
 image: ## The plugin image for amd64 and arm64 as OCI archives in target/image/, each checked (tests/image/run.sh; root, buildah; not part of test)
 	@.ci/deps image
 	deploy/build-image.sh
+
+e2e: ## A backup and a restore in real Velero 1.18.3 (server, AWS plugin, moto's S3, kube-apiserver on loopback), also with a trapping shadow; last line the result (tests/e2e/run.sh; about 13 min of Go builds the first time, then about 3 min; not part of test)
+	@.ci/deps e2e
+	$(TEST_BUILD)
+	tests/e2e/run.sh
 
 # Every fuzz target (fuzz/fuzz_targets/), each run for FUZZ_SECONDS; see fuzz/README.md.
 FUZZ_SECONDS ?= 600

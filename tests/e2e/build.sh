@@ -9,8 +9,18 @@ export GOTOOLCHAIN=local GOFLAGS=-buildvcs=false CGO_ENABLED=0
 export GOCACHE=${GOCACHE:-$root/target/go/cache}
 out=$root/target/e2e/bin
 mkdir -p "$out" "$GOCACHE"
+fresh=1
+for binary in velero velero-plugin-for-aws kubeobj; do
+  for source in go.mod go.sum build.sh kubeobj/main.go; do
+    [ -x "$out/$binary" ] && [ "$out/$binary" -nt "$source" ] || fresh=""
+  done
+done
+if [ -n "$fresh" ]; then
+  echo "e2e build: $out/{velero,velero-plugin-for-aws,kubeobj} are up to date"
+  exit 0
+fi
 start=$SECONDS
-go build -trimpath -o "$out/velero" github.com/vmware-tanzu/velero/cmd/velero
-go build -trimpath -o "$out/velero-plugin-for-aws" github.com/vmware-tanzu/velero-plugin-for-aws/velero-plugin-for-aws
-go build -trimpath -o "$out/kubeobj" ./kubeobj
+go build -trimpath -ldflags "-s -w" -o "$out/velero" github.com/vmware-tanzu/velero/cmd/velero
+go build -trimpath -ldflags "-s -w" -o "$out/velero-plugin-for-aws" github.com/vmware-tanzu/velero-plugin-for-aws/velero-plugin-for-aws
+go build -trimpath -ldflags "-s -w" -o "$out/kubeobj" ./kubeobj
 echo "e2e build: velero, velero-plugin-for-aws and kubeobj in $((SECONDS - start)) s (GOCACHE $GOCACHE)"
