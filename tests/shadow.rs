@@ -316,6 +316,23 @@ async fn a_shadow_that_differs_traps_hangs_or_writes_is_reported_and_velero_gets
         "{summary:?}"
     );
 
+    // Velero counts every warn and error line of the plugin against the backup: the only ones are the
+    // serving `log` action's own (docs/operation.md#what-velero-counts), none of the shadow's trap,
+    // hang, refused write or differences.
+    let counted: Vec<String> = lines
+        .iter()
+        .filter(|l| l["@level"] == "warn" || l["@level"] == "error")
+        .map(|l| format!("{} {}", l["action"], l["@message"]))
+        .collect();
+    assert_eq!(
+        counted,
+        [
+            format!("\"{DOMAIN}/log\" \"warn line\""),
+            format!("\"{DOMAIN}/log\" \"error line\"")
+        ],
+        "{counted:#?}"
+    );
+
     // The shadow's write never reached the API server.
     assert!(scene
         .server
@@ -329,6 +346,36 @@ async fn a_shadow_that_differs_traps_hangs_or_writes_is_reported_and_velero_gets
         .map(|r| format!("{} {}", r.method, r.path))
         .collect();
     assert!(writes.is_empty(), "{writes:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shadows_own_warnings_and_errors_reach_velero_at_info() {
+    // The shadow of `echo` runs `log`, which logs at every level.
+    let scene = Scene::new("echo:log");
+    let plugin = scene.start(&[("VELERO_WASM_SHADOW_IDLE", "1s")]);
+    assert_eq!(
+        execute(&plugin, "echo").await,
+        (item(), vec!["secrets shop/cm".to_string()])
+    );
+    stderr_when(&plugin, "shadow summary of backup nightly");
+    let session = plugin.shutdown().await;
+    let lines = session.log_lines();
+    let counted: Vec<&Map<String, Value>> = lines
+        .iter()
+        .filter(|l| l["@level"] == "warn" || l["@level"] == "error")
+        .collect();
+    assert!(counted.is_empty(), "{counted:#?}");
+    for (message, level) in [("warn line", "warn"), ("error line", "error")] {
+        let line = lines
+            .iter()
+            .find(|l| l["@message"] == message)
+            .unwrap_or_else(|| panic!("no {message:?}:\n{}", session.stderr));
+        assert_eq!(
+            (&line["@level"], &line["shadow"], &line["guestLevel"]),
+            (&json!("info"), &json!("true"), &json!(level)),
+            "{line:?}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -521,7 +568,9 @@ async fn under_trusted_keys_a_shadow_must_be_signed_like_a_serving_module() {
             message.starts_with("shadow ") && message.contains("not signed")
         })
         .unwrap_or_else(|| panic!("no refusal:\n{}", session.stderr));
-    assert_eq!(refused["@level"], "warn", "{refused:?}");
+    // At info: a shadow's trouble is not the backup's, so Velero must not count it as a warning
+    // (docs/operation.md#what-velero-counts).
+    assert_eq!(refused["@level"], "info", "{refused:?}");
     let roles: Vec<(String, String)> = status(&scene.state())["modules"]
         .as_array()
         .unwrap()

@@ -79,7 +79,7 @@ pub fn wanted(var: impl Fn(&str) -> Option<String>) -> bool {
 }
 
 /// Starts exporting when the environment asks for it; the exports run on `runtime`. A configuration
-/// the exporter refuses is a warning: the plugin serves without metrics.
+/// the exporter refuses is an info line (not a Velero warning): the plugin serves without metrics.
 pub fn init(runtime: &Handle) {
     if !wanted(|k| std::env::var(k).ok()) {
         return;
@@ -89,7 +89,7 @@ pub fn init(runtime: &Handle) {
             let _ = METRICS.set(metrics);
             tracing::debug!("exporting metrics over OTLP");
         }
-        Err(e) => tracing::warn!("metrics are not exported: {e}"),
+        Err(e) => tracing::info!("metrics are not exported: {e}"),
     }
 }
 
@@ -312,9 +312,9 @@ pub async fn shutdown() {
     .await;
     match flushed {
         Ok(Ok(Ok(()))) => tracing::debug!("metrics flushed"),
-        Ok(Ok(Err(e))) => tracing::warn!("the last metrics were not sent: {e}"),
-        Ok(Err(e)) => tracing::warn!("the last metrics were not sent: {e}"),
-        Err(_) => tracing::warn!("the last metrics were not sent within {FLUSH_LIMIT:?}"),
+        Ok(Ok(Err(e))) => tracing::info!("the last metrics were not sent: {e}"),
+        Ok(Err(e)) => tracing::info!("the last metrics were not sent: {e}"),
+        Err(_) => tracing::info!("the last metrics were not sent within {FLUSH_LIMIT:?}"),
     }
 }
 
@@ -369,11 +369,11 @@ impl HttpClient for OnRuntime {
             Err(e) => Err(e.into()),
         };
         match &answer {
-            Ok(response) if !response.status().is_success() => tracing::warn!(
+            Ok(response) if !response.status().is_success() => tracing::info!(
                 status = response.status().as_u16(),
                 "the metrics collector refused an export"
             ),
-            Err(e) => tracing::warn!("metrics export failed: {e}"),
+            Err(e) => tracing::info!("metrics export failed: {e}"),
             Ok(_) => {}
         }
         answer

@@ -150,20 +150,24 @@ fn emit(call: &CallId, level: Level, message: &str, fields: &str, dropped: usize
     let module = &*call.module;
     let action = call.action.as_str();
     macro_rules! event {
-        ($macro:ident) => {
+        ($macro:ident $(, $key:ident = $value:expr)*) => {
             if dropped > 0 {
-                tracing::$macro!(target: "guest", module, action, resource = resource.as_str(), namespace, name, fields, droppedFields = dropped, "{message}")
+                tracing::$macro!(target: "guest", module, action, resource = resource.as_str(), namespace, name, fields, droppedFields = dropped, $($key = $value,)* "{message}")
             } else {
-                tracing::$macro!(target: "guest", module, action, resource = resource.as_str(), namespace, name, fields, "{message}")
+                tracing::$macro!(target: "guest", module, action, resource = resource.as_str(), namespace, name, fields, $($key = $value,)* "{message}")
             }
         };
     }
-    match level {
-        Level::Trace => event!(trace),
-        Level::Debug => event!(debug),
-        Level::Info => event!(info),
-        Level::Warn => event!(warn),
-        Level::Error => event!(error),
+    match (level, call.is_shadow()) {
+        (Level::Trace, _) => event!(trace),
+        (Level::Debug, _) => event!(debug),
+        (Level::Info, _) => event!(info),
+        // A shadow's warnings and errors are the candidate's business, not the backup's: at info,
+        // with the level the guest asked for (docs/operation.md#what-velero-counts).
+        (Level::Warn, true) => event!(info, shadow = true, guestLevel = "warn"),
+        (Level::Error, true) => event!(info, shadow = true, guestLevel = "error"),
+        (Level::Warn, false) => event!(warn),
+        (Level::Error, false) => event!(error),
     }
 }
 

@@ -107,7 +107,21 @@ pub struct CallId {
     pub action: String,
     item: Option<ItemRef>,
     backup: Option<Arc<str>>,
+    shadow: bool,
 }
+
+/// Logs at warn, or at info with `shadow = true` when `call` is a shadow's: nothing a shadow does
+/// reaches Velero's warning count (docs/operation.md#what-velero-counts).
+macro_rules! warn_unless_shadow {
+    ($call:expr, $($args:tt)+) => {
+        if $call.is_shadow() {
+            tracing::info!(shadow = true, $($args)+)
+        } else {
+            tracing::warn!($($args)+)
+        }
+    };
+}
+pub(crate) use warn_unless_shadow;
 
 impl CallId {
     /// A call of `action` in `module`, on an item (its identity, as the caller read it from the
@@ -118,7 +132,19 @@ impl CallId {
             action: action.to_string(),
             item,
             backup: None,
+            shadow: false,
         }
+    }
+
+    /// The call, made on a shadow module (`crate::shadow`): its log lines stay below warn.
+    pub fn as_shadow(mut self) -> CallId {
+        self.shadow = true;
+        self
+    }
+
+    /// Whether the call is a shadow's.
+    pub fn is_shadow(&self) -> bool {
+        self.shadow
     }
 
     /// The call, made for the Backup or Restore whose `metadata.uid` is `uid`: its reads may be

@@ -131,6 +131,7 @@ async fn load(args: &ActionsArgs) -> Result<(Runtime, Vec<LoadProblem>), Failure
             ),
             broken: false,
             served: true,
+            shadow: false,
         });
     }
     Ok((runtime, problems))

@@ -233,7 +233,9 @@ async fn fall_back_to_last(
         (Some(namespace), true) => still_listed(cluster, namespace, last).await,
         _ => (last, Vec::new()),
     };
-    tracing::warn!(
+    // The modules the operator last configured serve; nothing in this backup changes: not Velero's
+    // to count (docs/operation.md#what-velero-counts).
+    tracing::info!(
         configmaps = last.len(),
         "{why}; serving the module ConfigMaps of the last successful list instead"
     );

@@ -442,7 +442,7 @@ fn write_status(state: &Path, runtime: &Runtime, shadows: &crate::shadow::Shadow
     };
     match written {
         Ok(file) => shadows.write_status_to(file),
-        Err(e) => tracing::warn!("the status for `velero-wasm status` is not written: {e}"),
+        Err(e) => tracing::info!("the status for `velero-wasm status` is not written: {e}"),
     }
 }
 
@@ -486,7 +486,11 @@ async fn load_modules(
     match runtime.load_modules(&config).await {
         Ok(problems) => {
             for problem in problems {
-                if problem.served {
+                // A shadow's problem leaves the serving module as it was: not Velero's to count
+                // (docs/operation.md#what-velero-counts); `velero-wasm status` lists the shadows loaded.
+                if problem.shadow {
+                    tracing::info!(shadow = true, "{problem}");
+                } else if problem.served {
                     tracing::warn!("{problem}");
                 } else {
                     tracing::error!("{problem}");

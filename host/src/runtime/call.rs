@@ -152,6 +152,7 @@ impl Runtime {
         let mut input = CallInput::of(module, &entry.info().name, item);
         input.id = input.id.for_backup(backup);
         if let Lane::Shadow { timeout, memory } = lane {
+            input.id = input.id.as_shadow();
             input.limits.timeout = input.limits.timeout.min(timeout);
             input.budget = Some(memory);
         }

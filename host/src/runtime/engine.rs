@@ -37,7 +37,7 @@ pub fn new_engine() -> wasmtime::Result<Engine> {
     let engine = match Engine::new(&config) {
         Ok(engine) => engine,
         Err(e) => {
-            tracing::warn!(
+            tracing::info!(
                 "the pooling allocator is unavailable ({e}); allocating instances on demand"
             );
             Engine::new(&base_config())?

@@ -83,6 +83,9 @@ pub struct LoadProblem {
     pub broken: bool,
     /// Whether the module concerned (or an earlier version of it) is in service.
     pub served: bool,
+    /// It concerns a shadow module only: the serving module is untouched, so the plugin logs it
+    /// at info, never where Velero counts it (docs/operation.md#what-velero-counts).
+    pub shadow: bool,
 }
 
 impl LoadProblem {
@@ -91,6 +94,15 @@ impl LoadProblem {
             message,
             broken: false,
             served: true,
+            shadow: false,
+        }
+    }
+
+    /// A shadow that cannot be loaded, or a remark on one: the module it would shadow serves as before.
+    fn about_shadow(message: String) -> LoadProblem {
+        LoadProblem {
+            shadow: true,
+            ..LoadProblem::warning(message)
         }
     }
 
@@ -99,6 +111,7 @@ impl LoadProblem {
             message,
             broken: true,
             served: false,
+            shadow: false,
         }
     }
 }
@@ -496,7 +509,7 @@ impl Runtime {
     ) {
         let origin = cached.origin();
         for (_, problem) in scan.problems {
-            problems.push(LoadProblem::warning(format!(
+            problems.push(LoadProblem::about_shadow(format!(
                 "shadow {problem}; no shadow is loaded from it"
             )));
         }
@@ -522,7 +535,7 @@ impl Runtime {
             let source = match source {
                 Ok(source) => source,
                 Err(why) => {
-                    problems.push(LoadProblem::warning(format!(
+                    problems.push(LoadProblem::about_shadow(format!(
                         "shadow {origin}: {why}; no shadow is loaded from it"
                     )));
                     continue;
@@ -531,16 +544,16 @@ impl Runtime {
             let name = source.name.clone();
             match self.load_shadow(source).await {
                 Ok(loaded) => {
-                    problems.extend(loaded.warnings.into_iter().map(LoadProblem::warning));
+                    problems.extend(loaded.warnings.into_iter().map(LoadProblem::about_shadow));
                     let (served, _) = self.serving(&name);
                     if !served {
-                        problems.push(LoadProblem::warning(format!(
+                        problems.push(LoadProblem::about_shadow(format!(
                             "shadow {origin}: no module {name} serves, so the shadow is never called"
                         )));
                     }
                     tracing::info!(module = %name, origin = %origin, "shadow module loaded");
                 }
-                Err(e) => problems.push(LoadProblem::warning(format!(
+                Err(e) => problems.push(LoadProblem::about_shadow(format!(
                     "shadow {e}; no shadow is loaded from it"
                 ))),
             }
@@ -650,6 +663,7 @@ impl Runtime {
                 ),
                 broken: true,
                 served,
+                shadow: false,
             });
             return;
         };
@@ -677,6 +691,7 @@ impl Runtime {
             ),
             broken: true,
             served,
+            shadow: false,
         });
     }
 
@@ -731,6 +746,7 @@ impl Runtime {
                 message: format!("{problem}; {fallback}"),
                 broken: true,
                 served,
+                shadow: false,
             });
         }
     }
@@ -825,11 +841,15 @@ fn plan_configmaps<'a>(
         }
     }
     let chosen = one_per_module(scanned, trusted.is_some(), problems);
+    let before = problems.len();
     let shadows = one_per_module(shadow_scanned, trusted.is_some(), problems);
+    for problem in &mut problems[before..] {
+        problem.shadow = true;
+    }
     for problem in &configmaps.problems {
         if problem.shadow {
             // The module it would shadow serves as before.
-            problems.push(LoadProblem::warning(format!(
+            problems.push(LoadProblem::about_shadow(format!(
                 "{}; no shadow is loaded from it",
                 problem.message
             )));
@@ -847,6 +867,7 @@ fn plan_configmaps<'a>(
                 ),
                 broken: true,
                 served: true,
+                shadow: false,
             }),
             (Some(name), None) => early_broken.push(Broken {
                 module: name.clone(),
@@ -917,6 +938,7 @@ fn one_per_module<'a>(
             ),
             broken: true,
             served: true,
+            shadow: false,
         });
     }
     chosen

@@ -142,7 +142,12 @@ impl LoadedModule {
     /// Compiles the module now if it is not yet (the plugin does this for every module once it serves).
     pub async fn compile_now(&self) {
         if let Err(problem) = self.exports().await {
-            tracing::error!("{problem}");
+            // A shadow that does not compile fails only its own calls, each counted as its fault.
+            if self.caps.shadow {
+                tracing::info!(shadow = true, "{problem}");
+            } else {
+                tracing::error!("{problem}");
+            }
         }
     }
 }

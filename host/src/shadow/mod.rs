@@ -75,7 +75,7 @@ impl Budget {
             let text = std::env::var(name).ok().filter(|t| !t.trim().is_empty())?;
             let parsed = parse(text.trim());
             if parsed.is_none() {
-                tracing::warn!("{name}={text:?} cannot be used; the default applies");
+                tracing::info!("{name}={text:?} cannot be used; the default applies");
             }
             parsed
         }
@@ -434,7 +434,7 @@ impl Shadows {
             return;
         }
         if let Err(e) = status::write_shadows(file, &tallies) {
-            tracing::warn!("cannot write the shadow status to {}: {e}", file.display());
+            tracing::info!("cannot write the shadow status to {}: {e}", file.display());
         }
     }
 }

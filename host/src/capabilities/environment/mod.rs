@@ -243,7 +243,8 @@ impl EnvironmentView<'_> {
             self.caps.module
         );
         let item = self.call.item();
-        tracing::warn!(
+        crate::capabilities::warn_unless_shadow!(
+            self.call,
             module = &*self.call.module,
             action = self.call.action.as_str(),
             resource = item.map(|i| i.group_resource()).unwrap_or_default(),

@@ -204,7 +204,7 @@ impl HttpView<'_> {
             .allows(&target.scheme, &target.host, target.port)
         {
             let origin = super::shown(origin);
-            tracing::warn!(module = &*self.call.module, action = self.call.action.as_str(), %origin, "http request denied by the module's grant");
+            super::warn_unless_shadow!(self.call, module = &*self.call.module, action = self.call.action.as_str(), %origin, "http request denied by the module's grant");
             crate::metrics::note_denied();
             return Err(Error::Denied(format!(
                 "{origin} is not in the HTTP grant of module {} (manifest [grant] http)",

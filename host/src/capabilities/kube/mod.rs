@@ -776,7 +776,8 @@ impl KubeView<'_> {
             velero_namespace,
         );
         let item = self.call.item();
-        tracing::warn!(
+        crate::capabilities::warn_unless_shadow!(
+            self.call,
             module = &*self.call.module,
             action = self.call.action.as_str(),
             resource = item.map(|i| i.group_resource()).unwrap_or_default(),

@@ -109,7 +109,7 @@ pub fn collect_unreferenced(state: &Path, cache: &Path) {
             removed,
             "removed the kept OCI blobs no module ConfigMap names any more"
         ),
-        Err(e) => tracing::warn!("the kept OCI blobs cannot be collected: {e}"),
+        Err(e) => tracing::info!("the kept OCI blobs cannot be collected: {e}"),
     }
 }
 

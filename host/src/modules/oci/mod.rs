@@ -77,7 +77,7 @@ impl BlobStore {
         if format!("sha256:{}", super::sha256_hex(&bytes)) == digest {
             Some(bytes)
         } else {
-            tracing::warn!(
+            tracing::info!(
                 path = %path.display(),
                 "a kept OCI blob no longer has its digest; removed, to be fetched again"
             );
