@@ -2337,3 +2337,184 @@ cases:
         "{all}"
     );
 }
+
+/// `module pack DIR --out FILE ARGS…`.
+fn pack_to(dir: &Path, out: &Path, args: &[&str]) -> std::process::Output {
+    let mut all = vec![
+        "module",
+        "pack",
+        dir.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    all.extend_from_slice(args);
+    velero_wasm(&all)
+}
+
+#[test]
+fn pack_never_turns_a_signed_shadow_into_an_unsigned_serving_module_without_force() {
+    let dir = tempfile::tempdir().unwrap();
+    let modules = dir.path().join("candidate");
+    std::fs::create_dir(&modules).unwrap();
+    write(
+        &modules,
+        "kubevirt.toml",
+        "version = \"1.1.0\"\n[settings]\nmode = \"upstream\"\n",
+    );
+    let key = dir.path().join("ops");
+    let out = velero_wasm(&["module", "keygen", "--out", key.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let key = format!("{}.key", key.display());
+    let file = dir.path().join("candidate.yaml");
+    let out = pack_to(&modules, &file, &["--shadow", "--sign", &key]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let signed_shadow = std::fs::read_to_string(&file).unwrap();
+    assert!(signed_shadow.contains("kubevirt.sig"), "{signed_shadow}");
+
+    // The same again is fine: nothing changes role.
+    let out = pack_to(&modules, &file, &["--shadow", "--sign", &key]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let signed_shadow = std::fs::read_to_string(&file).unwrap();
+
+    // One forgotten flag: refused, the file as it was.
+    let refused = |args: &[&str], why: &str| {
+        let out = pack_to(&modules, &file, args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        let message = one_line(&out);
+        assert!(
+            message.contains("exists: not overwriting it") && message.contains(why),
+            "{args:?}: {message}"
+        );
+        assert!(message.contains("--force"), "{message}");
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), signed_shadow);
+    };
+    refused(
+        &["--sign", &key],
+        "module kubevirt is a shadow there and would become a serving one",
+    );
+    refused(
+        &["--shadow"],
+        "module kubevirt is signed there and would lose its signature",
+    );
+    refused(&[], "would become a serving one");
+
+    // Said with --force, it is done.
+    let out = pack_to(&modules, &file, &["--force"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let serving = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        !serving.contains("kubevirt.sig") && !serving.contains("velero-wasm.io/shadow"),
+        "{serving}"
+    );
+
+    // A file that is not module ConfigMaps is not replaced silently either.
+    let notes = write(
+        dir.path(),
+        "notes.yaml",
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: s\n",
+    );
+    let out = pack_to(&modules, &notes, &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(one_line(&out).contains("document 1 (Secret s) is not a module ConfigMap"));
+}
+
+#[test]
+fn pack_never_writes_through_a_symbolic_link() {
+    let dir = tempfile::tempdir().unwrap();
+    let modules = dir.path().join("candidate");
+    std::fs::create_dir(&modules).unwrap();
+    write(
+        &modules,
+        "kubevirt.toml",
+        "[settings]\nmode = \"upstream\"\n",
+    );
+    let target = write(dir.path(), "target.txt", "someone else's file\n");
+    let link = dir.path().join("out.yaml");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    for force in [&[][..], &["--force"][..]] {
+        let out = pack_to(&modules, &link, force);
+        assert_eq!(out.status.code(), Some(2), "{force:?}: {}", stderr(&out));
+        assert!(
+            one_line(&out).contains(&format!("{}: is a symbolic link", link.display())),
+            "{}",
+            stderr(&out)
+        );
+        assert_eq!(
+            std::fs::read_to_string(&target).unwrap(),
+            "someone else's file\n"
+        );
+        assert!(std::fs::symlink_metadata(&link).unwrap().is_symlink());
+    }
+    // The file itself, given, is written.
+    let out = pack_to(&modules, &dir.path().join("real.yaml"), &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
+
+/// The source `actions --json` names for module `kubevirt`, run with `env` and `args` against
+/// `server` with module ConfigMaps on, `home` as HOME and state directory (its compile cache shared).
+fn kubevirt_source(
+    server: &support::apiserver::ApiServer,
+    home: &Path,
+    env: &[(&str, &str)],
+    args: &[&str],
+) -> String {
+    let scratch = home.join("state");
+    let kubeconfig = home.join("kubeconfig");
+    server.write_kubeconfig(&kubeconfig);
+    let mut all = vec!["actions", "--json", "--stock", "kubevirt"];
+    all.extend_from_slice(args);
+    let out = Run::cli(all)
+        .envs(&[
+            ("KUBECONFIG", kubeconfig.to_str().unwrap()),
+            ("VELERO_WASM_STATE_DIR", scratch.to_str().unwrap()),
+            ("VELERO_WASM_CONFIGMAPS", "on"),
+            ("HOME", home.to_str().unwrap()),
+        ])
+        .envs(env)
+        .output();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{args:?} {env:?}: {}",
+        stderr(&out)
+    );
+    let json = stdout_json(&out);
+    let module = json["modules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "kubevirt")
+        .cloned()
+        .unwrap();
+    module["source"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn actions_finds_velero_s_namespace_as_velero_s_cli_does() {
+    let server = support::apiserver::ApiServer::start(&[]);
+    server.apply(json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "velero-wasm-module-kubevirt", "namespace": "velero",
+                     "labels": {"velero-wasm.io/module": "kubevirt"}},
+        "data": {"kubevirt.toml": "[settings]\nmode = \"upstream\"\n"},
+    }));
+    let home = tempfile::tempdir().unwrap();
+    let from_velero = |source: &str| source.contains("ConfigMap velero-wasm-module-kubevirt@");
+    // Nothing set: `velero`, Velero's default, not the kubeconfig's `default`.
+    let source = kubevirt_source(&server, home.path(), &[], &[]);
+    assert!(from_velero(&source), "{source}");
+    // VELERO_NAMESPACE.
+    let source = kubevirt_source(&server, home.path(), &[("VELERO_NAMESPACE", "other")], &[]);
+    assert_eq!(source, "stock");
+    // The client config file comes before the variable, as in Velero's CLI.
+    let config = home.path().join(".config/velero");
+    std::fs::create_dir_all(&config).unwrap();
+    write(&config, "config.json", r#"{"namespace":"velero"}"#);
+    let source = kubevirt_source(&server, home.path(), &[("VELERO_NAMESPACE", "other")], &[]);
+    assert!(from_velero(&source), "{source}");
+    // The flag before everything.
+    for flag in ["--namespace", "-n"] {
+        let source = kubevirt_source(&server, home.path(), &[], &[flag, "other"]);
+        assert_eq!(source, "stock", "{flag}");
+    }
+}

@@ -9,7 +9,9 @@ use std::sync::Arc;
 
 use serde_json::json;
 
-use super::{load_runtime_with, Failure, ModuleArgs, EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK};
+use super::{
+    load_runtime_with, velero_namespace, Failure, ModuleArgs, EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK,
+};
 use crate::action::Selector;
 use crate::capabilities::kube::live::{ClusterOptions, LazyCluster};
 use crate::capabilities::kube::NoCluster;
@@ -33,6 +35,12 @@ pub struct ActionsArgs {
     /// types, defaults and descriptions) and actions.
     #[arg(long, value_name = "NAME")]
     module: Option<String>,
+
+    /// Velero's namespace, where module ConfigMaps are read from (with VELERO_WASM_CONFIGMAPS=on):
+    /// default as Velero's CLI finds it, the `namespace` of ~/.config/velero/config.json, else
+    /// VELERO_NAMESPACE, else `velero`.
+    #[arg(long, short = 'n', value_name = "NAMESPACE")]
+    namespace: Option<String>,
 
     #[command(flatten)]
     modules: ModuleArgs,
@@ -110,14 +118,15 @@ fn shadow_of<'c>(catalog: &'c Catalog, module: &Arc<LoadedModule>) -> Option<&'c
 /// The modules as the plugin would load them if it started now, and what went wrong: a failed
 /// pre-flight too when that is not what the cluster holds.
 async fn load(args: &ActionsArgs) -> Result<(Runtime, Vec<LoadProblem>), Failure> {
+    // Velero's namespace as Velero's CLI finds it: modules see it too (`@velero` in grants).
+    let velero_namespace = velero_namespace::resolve(args.namespace.as_deref());
     let services = Services::new(
         Arc::new(NoCluster::default()),
         Clock::System,
-        Environment::from_process(),
+        Environment::from_process().with_velero_namespace(&velero_namespace),
     );
     // With VELERO_WASM_CONFIGMAPS=on (or in a pod), the module ConfigMaps too, as the plugin reads them.
     let cluster = LazyCluster::new(ClusterOptions::default(), None);
-    let velero_namespace = services.environment.velero_namespace().to_string();
     let state = crate::state::default_dir();
     let configmaps = configmaps::read(&cluster, &velero_namespace, state.as_deref()).await;
     // What the plugin would serve if it started now, and a failed pre-flight when that is not what

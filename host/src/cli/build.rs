@@ -232,10 +232,7 @@ fn pin_sha256(path: &Path, sha256: &str) -> Result<String, Failure> {
     Manifest::parse(&updated)
         .map_err(|e| Failure::bad_input(format!("{}: {e}", path.display())))?;
     if updated != text {
-        let tmp = path.with_extension("toml.tmp");
-        std::fs::write(&tmp, &updated)
-            .and_then(|()| std::fs::rename(&tmp, path))
-            .map_err(|e| Failure::failed(format!("{}: {e}", path.display())))?;
+        super::output_file::replace(path, updated.as_bytes()).map_err(Failure::failed)?;
     }
     Ok(updated)
 }
@@ -249,13 +246,10 @@ fn write_module_dir(
     manifest: &str,
 ) -> Result<PathBuf, Failure> {
     let module_dir = dir.join("module");
+    std::fs::create_dir_all(&module_dir)
+        .map_err(|e| Failure::failed(format!("{}: {e}", module_dir.display())))?;
     let write = |name: String, bytes: &[u8]| {
-        let path = module_dir.join(name);
-        let tmp = path.with_extension("tmp");
-        std::fs::create_dir_all(&module_dir)
-            .and_then(|()| std::fs::write(&tmp, bytes))
-            .and_then(|()| std::fs::rename(&tmp, &path))
-            .map_err(|e| Failure::failed(format!("{}: {e}", path.display())))
+        super::output_file::replace(&module_dir.join(name), bytes).map_err(Failure::failed)
     };
     write(format!("{package}.wasm"), wasm)?;
     write(format!("{package}.toml"), manifest.as_bytes())?;

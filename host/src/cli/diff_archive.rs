@@ -193,7 +193,13 @@ pub fn write_cluster(items: &[(String, Value)], dir: &Path) -> anyhow::Result<Ve
     for (i, (_, item)) in items.iter().enumerate() {
         let path = dir.join(format!("{i:07}.json"));
         let bytes = serde_json::to_vec(item)?;
-        std::fs::write(&path, bytes).with_context(|| path.display().to_string())?;
+        // Into a directory of our own, and new files only (O_EXCL): never through a link.
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .and_then(|mut file| std::io::Write::write_all(&mut file, &bytes))
+            .with_context(|| path.display().to_string())?;
         paths.push(path);
     }
     Ok(paths)

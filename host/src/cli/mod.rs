@@ -17,6 +17,8 @@ mod install;
 mod module;
 mod module_command;
 mod new;
+mod output_file;
+mod pack_guard;
 mod push;
 mod rbac;
 mod run;
@@ -26,6 +28,7 @@ mod status;
 mod suite_layout;
 mod test;
 mod text;
+mod velero_namespace;
 mod vendored_sdk;
 
 use std::path::PathBuf;

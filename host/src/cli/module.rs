@@ -12,7 +12,9 @@ use anyhow::anyhow;
 use base64::Engine as _;
 use serde_json::{json, Value};
 
-use super::{read_trusted_keys, Failure, EXIT_FAILED, EXIT_OK};
+use super::{
+    output_file, pack_guard, read_trusted_keys, velero_namespace, Failure, EXIT_FAILED, EXIT_OK,
+};
 use crate::modules::compression::{self, COMPRESSED_EXTENSION};
 use crate::modules::signature::{self, PrivateKey};
 use crate::modules::{
@@ -75,9 +77,10 @@ pub struct PackArgs {
     #[arg(long)]
     shadow: bool,
 
-    /// The ConfigMap's namespace: Velero's.
-    #[arg(long, default_value = "velero", value_name = "NAMESPACE")]
-    namespace: String,
+    /// The ConfigMap's namespace: Velero's (default as Velero's CLI finds it: the `namespace` of
+    /// ~/.config/velero/config.json, else VELERO_NAMESPACE, else `velero`).
+    #[arg(long, short = 'n', value_name = "NAMESPACE")]
+    namespace: Option<String>,
 
     /// Sign each module with this private key (from `module keygen`), replacing any signature beside it.
     #[arg(long, value_name = "KEYFILE")]
@@ -88,9 +91,14 @@ pub struct PackArgs {
     #[arg(long, value_name = "DURATION|TIME", requires = "sign")]
     expires: Option<String>,
 
-    /// Write the YAML to this file instead of stdout.
+    /// Write the YAML to this file instead of stdout (replaced whole, never through a symbolic link).
     #[arg(long, value_name = "FILE")]
     out: Option<PathBuf>,
+
+    /// Overwrite --out even when a module there would change role (shadow ↔ serving) or lose its
+    /// signature, or when it holds something else than module ConfigMaps.
+    #[arg(long, requires = "out")]
+    force: bool,
 }
 
 /// Arguments of `module export`.
@@ -303,19 +311,43 @@ pub(super) fn pack(args: &PackArgs) -> Result<u8, Failure> {
     let mut modules = modules_to_pack(args)?;
     let key = signing_key(args.sign.as_deref())?;
     let expires = args.expires.as_deref().map(expiry).transpose()?;
+    let namespace = velero_namespace::resolve(args.namespace.as_deref());
     let mut documents = Vec::new();
     let mut server_side = Vec::new();
+    let mut roles = Vec::new();
+    let mut reports = Vec::new();
     for parts in &mut modules {
         check_and_sign(parts, key.as_ref(), expires)?;
+        let role = pack_guard::Role {
+            shadow: args.shadow,
+            signed: parts.signature_text.is_some(),
+        };
+        roles.push((parts.name.clone(), role));
         let name = args.name.clone().unwrap_or_else(|| match args.shadow {
             true => format!("velero-wasm-module-{}-shadow", parts.name),
             false => format!("velero-wasm-module-{}", parts.name),
         });
-        let (yaml, too_big_to_apply) = configmap_yaml(parts, &name, args, key.as_ref())?;
+        let (yaml, too_big_to_apply, report) =
+            configmap_yaml(parts, &name, &namespace, args, key.as_ref())?;
         if too_big_to_apply {
             server_side.push(name);
         }
         documents.push(yaml);
+        reports.push(report);
+    }
+    if let Some(out) = args.out.as_deref().filter(|_| !args.force) {
+        let problems = pack_guard::problems(out, &roles);
+        if !problems.is_empty() {
+            return Err(Failure::bad_input(format!(
+                "--out {} exists: not overwriting it: {}; nothing written (--force overwrites it anyway)",
+                out.display(),
+                problems.join("; ")
+            )));
+        }
+    }
+    write_out(args.out.as_deref(), &documents.join("---\n"))?;
+    for report in reports {
+        eprintln!("{report}");
     }
     if !server_side.is_empty() {
         eprintln!(
@@ -325,7 +357,6 @@ pub(super) fn pack(args: &PackArgs) -> Result<u8, Failure> {
             server_side.join(", ")
         );
     }
-    write_out(args.out.as_deref(), &documents.join("---\n"))?;
     Ok(EXIT_OK)
 }
 
@@ -390,15 +421,16 @@ fn check_and_sign(
     Ok(())
 }
 
-/// One module as the YAML of ConfigMap `name`, checked against Kubernetes' limit for one object and
-/// reported on stderr; and whether a plain `kubectl apply` would be refused it.
+/// One module as the YAML of ConfigMap `name`, checked against Kubernetes' limit for one object;
+/// whether a plain `kubectl apply` would be refused it; and its line for stderr (size, signature).
 fn configmap_yaml(
     parts: &Parts,
     name: &str,
+    namespace: &str,
     args: &PackArgs,
     key: Option<&PrivateKey>,
-) -> Result<(String, bool), Failure> {
-    let mut object = configmap(parts, name, &args.namespace).map_err(Failure::failed)?;
+) -> Result<(String, bool, String), Failure> {
+    let mut object = configmap(parts, name, namespace).map_err(Failure::failed)?;
     if args.shadow {
         object["metadata"]["labels"][configmaps::SHADOW_LABEL] = Value::from("true");
     }
@@ -427,18 +459,19 @@ fn configmap_yaml(
         ),
         None => String::new(),
     };
-    eprintln!(
-        "ConfigMap {}/{name}: {size} bytes ({share}% of the {MAX_OBJECT}-byte limit){component}{signed}",
-        args.namespace
+    let report = format!(
+        "ConfigMap {namespace}/{name}: {size} bytes ({share}% of the {MAX_OBJECT}-byte limit){component}{signed}"
     );
-    Ok((yaml, last_applied_bytes(&object) > MAX_ANNOTATIONS))
+    Ok((yaml, last_applied_bytes(&object) > MAX_ANNOTATIONS, report))
 }
 
 /// `text` to `--out`, or to stdout.
 fn write_out(out: Option<&std::path::Path>, text: &str) -> Result<(), Failure> {
     match out {
-        Some(path) => std::fs::write(path, text)
-            .map_err(|e| Failure::failed(format!("{}: cannot be written: {e}", path.display()))),
+        Some(path) => output_file::replace(path, text.as_bytes()).map_err(|e| match e {
+            output_file::WriteError::Io { .. } => Failure::failed(e),
+            _ => Failure::bad_input(e),
+        }),
         None => {
             let mut stdout = std::io::stdout().lock();
             stdout

@@ -164,7 +164,12 @@ fn write_files(dir: &Path, files: &[(String, String)]) -> Result<(), Failure> {
             std::fs::create_dir_all(parent)
                 .map_err(|e| Failure::failed(format!("{}: {e}", parent.display())))?;
         }
-        std::fs::write(&path, text)
+        // A new file (O_EXCL): nothing that appeared meanwhile, a link least of all, is written through.
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .and_then(|mut file| std::io::Write::write_all(&mut file, text.as_bytes()))
             .map_err(|e| Failure::failed(format!("{}: {e}", path.display())))?;
     }
     Ok(())

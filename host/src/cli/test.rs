@@ -369,7 +369,7 @@ impl Tally {
 /// Writes the JUnit XML report to `path`.
 fn write_junit(report: &quick_junit::Report, path: &Path) -> anyhow::Result<()> {
     let xml = report.to_string()?;
-    std::fs::write(path, xml)?;
+    super::output_file::replace(path, xml.as_bytes())?;
     Ok(())
 }
 
@@ -1016,8 +1016,7 @@ fn update(
             n + 1
         ))));
     }
-    std::fs::write(file, new_text)
-        .map_err(|e| anyhow!("{}: cannot be written: {e}", file.display()))?;
+    super::output_file::replace(file, new_text.as_bytes())?;
     for (path, item) in items {
         let json = serde_json::to_string_pretty(&item).unwrap_or_default() + "\n";
         write_no_follow(&path, json.as_bytes())
