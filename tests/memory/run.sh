@@ -12,7 +12,7 @@ cd "$(dirname "$0")/../.."
 BINARY=${BINARY:-$PWD/target/$(uname -m)-unknown-linux-musl/debug/velero-wasm}
 FIX=$PWD/tests/fixtures/kubevirt
 LIMIT=$((1 << 30))
-[ -x "$BINARY" ] || { echo "memory: no binary at $BINARY (make interop builds it)"; exit 2; }
+[ -x "$BINARY" ] || { echo "memory: no binary at $BINARY (make velero builds it)"; exit 2; }
 
 if [ -d /sys/fs/cgroup/memory ]; then
   CG=/sys/fs/cgroup/memory/velero-wasm-memory-$$
