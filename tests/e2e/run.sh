@@ -13,6 +13,7 @@
 #   restore   into vm-workloads-dr: Completed, and the restore actions' work on the restored objects
 #   shadow    a kubevirt shadow that differs and a misbehave shadow that traps: the backup is still
 #             Completed with 0 errors and 0 warnings, `velero-wasm status` shows the comparison
+#   hcp       the HyperShift fixture backed up the same way (E2E_HCP=0 leaves it out)
 #
 # The last line: `e2e: backup NAME Completed (errors N, warnings N), ITEMS items, archive PATH;
 # restore NAME Completed (errors N, warnings N)`. Every process it starts is stopped on every exit.
@@ -249,10 +250,10 @@ backup_result() {
   velero backup get "$1" -o json | jq -r '"\(.status.phase) \(.status.errors // 0) \(.status.warnings // 0) \(.status.progress.itemsBackedUp // 0)"'
 }
 
-# Backs up vm-workloads as backup $1; fails unless Completed with no error and no warning.
+# Backs up vm-workloads (or the namespaces $2) as backup $1; fails unless Completed with no error and no warning.
 backup_once() {
-  local backup=$1
-  velero backup create "$backup" --include-namespaces vm-workloads --snapshot-volumes=false --wait
+  local backup=$1 namespaces=${2:-vm-workloads}
+  velero backup create "$backup" --include-namespaces "$namespaces" --snapshot-volumes=false --wait
   read -r phase errors warnings items < <(backup_result "$backup")
   velero backup logs "$backup" >"$run/$backup.log" 2>&1 || true
   echo "backup $backup: $phase, errors $errors, warnings $warnings, $items items"
@@ -444,6 +445,68 @@ shadow() {
     fail "velero-wasm status shows no fault of the misbehave shadow ($run/status.json)"
 }
 
+# ----------------------------------------------------------------------------------------- hcp
+# The HyperShift fixture (tests/fixtures/hcp/aws/cluster: a HostedCluster, its HostedControlPlane,
+# NodePool, etcd and API server pods, etcd's PVC, StatefulSets, pull Secret) backed up the same way,
+# with the default etcd backup method (volumeSnapshot; etcdSnapshot needs HyperShift's controller to
+# answer the HCPEtcdBackup it creates). The fixture's CRDs carry no schema, which a real API server
+# requires: they get ours (every field kept) and a status subresource.
+hcp() {
+  local hcp_fixture=$root/tests/fixtures/hcp f
+  mkdir -p "$run/hcp"
+  for f in "$hcp_fixture"/management/crd-*.json; do
+    jq '.spec.versions |= map(.schema = {openAPIV3Schema: {type: "object", "x-kubernetes-preserve-unknown-fields": true}} | .subresources = {status: {}})' \
+      "$f" >"$run/hcp/$(basename "$f")"
+  done
+  kubeobj apply "$run"/hcp/crd-*.json
+  kubeobj wait-crds hypershift.openshift.io hive.openshift.io
+  cat >"$run/hcp/namespaces.yaml" <<EOF
+apiVersion: v1
+kind: Namespace
+metadata: {name: clusters}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: clusters-aws-hc}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: default, namespace: clusters-aws-hc}
+---
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: pvc-0a1b2c}
+spec:
+  capacity: {storage: 8Gi}
+  accessModes: [ReadWriteOnce]
+  persistentVolumeReclaimPolicy: Delete
+  claimRef: {apiVersion: v1, kind: PersistentVolumeClaim, namespace: clusters-aws-hc, name: data-etcd-0}
+  csi: {driver: ebs.csi.aws.com, volumeHandle: vol-0a1b2c}
+EOF
+  # The StatefulSet's status names readyReplicas but not replicas, which a real API server refuses
+  # ("readyReplicas cannot be greater than status.replicas"): replicas from the spec.
+  for f in "$hcp_fixture"/aws/cluster/*.json; do
+    jq 'if .kind == "StatefulSet" and .status != null then .status.replicas = (.status.replicas // .spec.replicas) else . end' \
+      "$f" >"$run/hcp/$(basename "$f")"
+  done
+  kubeobj apply "$run/hcp/namespaces.yaml" "$run"/hcp/[a-z]*-*.json
+  # Velero learns the new resources when it starts.
+  start_velero
+  hcp_name=$name-hcp
+  backup_once "$hcp_name" clusters,clusters-aws-hc
+  read -r _ _ _ hcp_items < <(backup_result "$hcp_name")
+  velero backup download "$hcp_name" -o "$out/$hcp_name.tar.gz"
+  local stored
+  stored=$(tar -xzOf "$out/$hcp_name.tar.gz" resources/hostedclusters.hypershift.openshift.io/namespaces/clusters/aws-hc.json)
+  jq -e '.metadata.annotations | has("hypershift.openshift.io/restored-from-backup")' <<<"$stored" >/dev/null ||
+    fail "the stored HostedCluster has no restored-from-backup annotation (the hcp action's work)"
+  # The Backup does not back up volumes with the file system: the etcd pod is labelled for it.
+  tar -xzOf "$out/$hcp_name.tar.gz" resources/pods/namespaces/clusters-aws-hc/etcd-0.json |
+    jq -e '.metadata.labels["hypershift.openshift.io/fsbackup"] == "true"' >/dev/null ||
+    fail "the stored etcd pod has no hypershift.openshift.io/fsbackup label (the hcp action's work)"
+  echo "hcp: backup $hcp_name Completed, $hcp_items items; the stored HostedCluster is annotated restored-from-backup, the etcd pod labelled fsbackup"
+}
+
 stage build build
 stage cluster cluster
 stage objects objects
@@ -453,5 +516,6 @@ stage archive archive
 stage diff diff_archive
 stage restore restore
 stage shadow shadow
+[ "${E2E_HCP:-1}" = 0 ] || stage hcp hcp
 report
 echo "e2e: backup $name Completed (errors $backup_errors, warnings $backup_warnings), $backup_items items, archive ${archive_path#"$root"/}; restore $restore_name $restore_phase (errors $restore_errors, warnings $restore_warnings)"
