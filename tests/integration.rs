@@ -17,6 +17,7 @@ mod hcp;
 #[path = "http.rs"]
 mod http_capability;
 mod install;
+mod kube_apiserver;
 mod kubevirt;
 mod limits;
 mod live_kube;

@@ -16,6 +16,22 @@
 //! under load, it can refuse requests with `429 Too Many Requests` and a `Retry-After`
 //! ([`ApiServer::throttle`]), and it can delay every answer as a distant server would
 //! ([`ApiServer::set_latency`]).
+//!
+//! The live tests' real peer is kube-apiserver (tests/support/kube_apiserver.rs, whose twins in
+//! tests/kube_apiserver.rs check what this imitation assumes). This one stays for what a real server
+//! will not do on demand, or where a test counts or times requests:
+//! - live_kube.rs: requests counted and read back (pages and their continue tokens, discovery read
+//!   once, a denied call never sent), the server stopped mid-test (a recording replays without it);
+//!   its endless answers come from a server of its own;
+//! - rate_limit.rs: 429 with `Retry-After` ([`ApiServer::throttle`]), request times;
+//! - limits.rs: requests counted against a module's call limit, list pages cut at its memory;
+//! - module_configmaps.rs, shadow.rs, oci.rs: module ConfigMaps rewritten a hundred times, the list
+//!   forbidden or the server gone (the last listing serves), one cheap server per test;
+//! - install.rs: packed stock modules written three ways (twin: kube_apiserver::, the real limits);
+//! - kubevirt.rs, plugin_faults.rs: a cluster behind the plugin over gRPC (the real server's twin is
+//!   kube_apiserver::'s VM backup with and without read views);
+//! - hcp.rs: plays HyperShift's controller ([`ApiServer::controller`], [`ApiServer::set_status`]),
+//!   which no real server runs.
 
 #![allow(dead_code)]
 

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod apiserver;
+pub mod kube_apiserver;
 pub mod loopback;
 pub mod plugin;
 pub mod plugin_socket;
