@@ -140,7 +140,8 @@ build() {
 cluster() {
   rm -rf "$run"
   mkdir -p "$run/home" "$run/plugins" "$run/scratch"
-  tests/kube/start.sh "$run/kube"
+  # The watchdog stops the API server should this script be killed without its EXIT trap.
+  KUBE_WATCH_PID=$$ tests/kube/start.sh "$run/kube"
   kube_started=1
   export KUBECONFIG=$run/kube/admin.kubeconfig
   [ -f "$KUBECONFIG" ] || fail "tests/kube/start.sh wrote no $KUBECONFIG"
