@@ -89,7 +89,7 @@ func shadowConfigMap(module, wasm, instead string) (map[string]any, error) {
 	return map[string]any{
 		"apiVersion": "v1", "kind": "ConfigMap",
 		"metadata": map[string]any{
-			"name": module + "-candidate", "namespace": "velero", "uid": "0b7d3c1e-shadow", "resourceVersion": "5",
+			"name": module + "-candidate", "namespace": "velero", "uid": module + "-shadow-uid", "resourceVersion": "5",
 			"labels": map[string]any{"velero-wasm.io/module": module, "velero-wasm.io/shadow": "true"},
 		},
 		"binaryData": map[string]any{module + ".wasm": base64.StdEncoding.EncodeToString(bytes)},

@@ -359,7 +359,8 @@ func killedMidBackup(c *checks, e *env, registry process.Registry, level logrus.
 }
 
 // shadowed: a shadow module that differs, traps, hangs and logs at warn and error runs beside the
-// serving one during a backup. Velero's counts stay 0 and 0; `velero-wasm status` has it all.
+// serving one during a backup, and another shadow cannot be loaded. Velero's counts stay 0 and 0;
+// `velero-wasm status` has it all.
 func shadowed(c *checks, e *env, registry process.Registry, level logrus.Level) {
 	// label → echo: a different item and additional items; echo → trap; counter → sleep (a hang
 	// past the shadows' deadline); stdout → log (the shadow logs at every level).
@@ -367,7 +368,13 @@ func shadowed(c *checks, e *env, registry process.Registry, level logrus.Level) 
 	if !c.noErr(err, "the shadow's ConfigMap") {
 		return
 	}
-	api, err := startConfigMapServer([]map[string]any{cm})
+	// And a shadow of `kinds` that cannot be loaded: its manifest names another component.
+	broken, err := shadowConfigMap("kinds", filepath.Join(e.components, "kinds.wasm"), "")
+	if !c.noErr(err, "the broken shadow's ConfigMap") {
+		return
+	}
+	broken["data"] = map[string]any{"kinds.toml": "sha256 = \"" + strings.Repeat("0", 64) + "\"\n"}
+	api, err := startConfigMapServer([]map[string]any{cm, broken})
 	if !c.noErr(err, "the ConfigMap list is served") {
 		return
 	}
@@ -420,7 +427,9 @@ func shadowed(c *checks, e *env, registry process.Registry, level logrus.Level) 
 	// Give the shadow's late lines (its hang ends at 1 s, the summary after 2 s idle) time to arrive.
 	time.Sleep(3 * time.Second)
 	c.ok(b.logged(logrus.InfoLevel, "shadow summary of backup shadowed"), "the shadow's summary is in the backup log, at info")
-	c.counted(b, 0, 0, "a shadow that differs, traps, hangs and logs at warn and error")
+	c.ok(b.logged(logrus.InfoLevel, "kinds-candidate", "no shadow is loaded from it"), "the broken shadow is in the backup log, at info",
+		b.entries(logrus.InfoLevel))
+	c.counted(b, 0, 0, "a shadow that differs, traps, hangs and logs at warn and error, and one that cannot be loaded")
 }
 
 // number2 is the shadow figures of module misbehave in a status.

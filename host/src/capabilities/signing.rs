@@ -46,6 +46,8 @@ pub trait SigningService: Send + Sync {
 /// work budget it charges.
 pub struct SigningView<'a> {
     pub(super) caller: &'a Arc<str>,
+    /// A shadow's call: its signing trouble is logged below warn (docs/operation.md#what-velero-counts).
+    pub(super) shadow: bool,
     pub(super) service: Option<&'a Arc<dyn SigningService>>,
     pub(super) budget: &'a mut WorkBudget,
 }
@@ -60,6 +62,7 @@ pub fn add_to_linker(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
                 let counted = view.budget.charge();
                 let service = view.service.cloned();
                 let caller = view.caller.clone();
+                let shadow = view.shadow;
                 let outcome = match (counted, service) {
                     (Err(limit), _) => Err(limit.to_string()),
                     (Ok(()), None) => {
@@ -83,11 +86,20 @@ pub fn add_to_linker(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
                         ))
                     }
                     Err(reason) => {
-                        tracing::warn!(
-                            module = &*caller,
-                            function,
-                            "signing unavailable: {reason}"
-                        );
+                        if shadow {
+                            tracing::info!(
+                                shadow = true,
+                                module = &*caller,
+                                function,
+                                "signing unavailable: {reason}"
+                            );
+                        } else {
+                            tracing::warn!(
+                                module = &*caller,
+                                function,
+                                "signing unavailable: {reason}"
+                            );
+                        }
                         if let Some(slot) = results.first_mut() {
                             *slot = unavailable(reason);
                         }

@@ -196,6 +196,7 @@ impl CallState {
     pub(super) fn signing(&mut self) -> SigningView<'_> {
         SigningView {
             caller: &self.call.module,
+            shadow: self.call.is_shadow(),
             service: self.signing.as_ref(),
             budget: &mut self.budget,
         }
