@@ -34,6 +34,16 @@ pub enum UnsafeVm {
     VmiExcludedByLabel,
     /// PVCs are in scope but pods are not, so no freeze hooks run.
     PodsNotInBackup,
+    /// The name globs of the resource policy (named) leave the VMI out (extended mode, Velero 1.18.3+).
+    VmiLeftOutByPolicy(String),
+}
+
+/// The guidance for an object a resource policy's name globs leave out.
+fn policy_guidance(policy: &str, resource: &str, namespace: &str) -> String {
+    format!(
+        "the names/excludedNames of the namespacedFilterPolicies entry for {resource} in namespace {namespace} of \
+         resource policy ConfigMap {policy} leave it out; let that filter keep the name"
+    )
 }
 
 /// `VM cannot be safely backed up`.
@@ -54,6 +64,11 @@ pub fn unsafe_vm(mode: Mode, vm: &Object, why: UnsafeVm) -> String {
                 "VirtualMachine {vm_id} is running and the backup includes persistentvolumeclaims but not pods, so \
                  the virt-launcher pod's freeze hooks would not run and its disks would be captured unfrozen; \
                  include pods in the backup, exclude persistentvolumeclaims as well, or stop the VM before the backup"
+            ),
+            UnsafeVm::VmiLeftOutByPolicy(policy) => format!(
+                "VirtualMachine {vm_id} is running and its VirtualMachineInstance {vm_id} would be left out of the \
+                 backup: {}, or stop the VM before the backup",
+                policy_guidance(&policy, "virtualmachineinstances", vm.namespace())
             ),
         }
     })
@@ -94,6 +109,26 @@ pub enum Blocker {
         /// As for [`Blocker::PvcsNotInBackup`].
         via_datavolume: bool,
     },
+    /// The resource policy's name globs leave the DataVolume out (extended mode, Velero 1.18.3+).
+    DataVolumeLeftOutByPolicy {
+        /// Volume name.
+        volume: String,
+        /// DataVolume name.
+        name: String,
+        /// `namespace/name` of the policy ConfigMap.
+        policy: String,
+    },
+    /// The resource policy's name globs leave the PVC out (extended mode, Velero 1.18.3+).
+    PvcLeftOutByPolicy {
+        /// Volume name.
+        volume: String,
+        /// PVC name.
+        claim: String,
+        /// As for [`Blocker::PvcsNotInBackup`].
+        via_datavolume: bool,
+        /// `namespace/name` of the policy ConfigMap.
+        policy: String,
+    },
 }
 
 impl Blocker {
@@ -126,6 +161,15 @@ impl Blocker {
             Blocker::PvcExcludedByLabel { volume, claim, via_datavolume } => format!(
                 "{}, and that PVC is labelled velero.io/exclude-from-backup=true; remove that label, {METADATA_ONLY_HINT}",
                 claim_source(volume, claim, *via_datavolume)
+            ),
+            Blocker::DataVolumeLeftOutByPolicy { volume, name, policy } => format!(
+                "volume {volume:?} uses DataVolume {namespace}/{name}, and {}, {METADATA_ONLY_HINT}",
+                policy_guidance(policy, "datavolumes.cdi.kubevirt.io", namespace)
+            ),
+            Blocker::PvcLeftOutByPolicy { volume, claim, via_datavolume, policy } => format!(
+                "{}, and {}, {METADATA_ONLY_HINT}",
+                claim_source(volume, claim, *via_datavolume),
+                policy_guidance(policy, "persistentvolumeclaims", namespace)
             ),
         }
     }
@@ -164,6 +208,13 @@ pub enum LauncherOutside {
     PodsNotInBackup,
     /// The launcher pod (named) carries `velero.io/exclude-from-backup=true`.
     PodExcludedByLabel(String),
+    /// The resource policy's name globs leave the launcher pod out (extended mode, Velero 1.18.3+).
+    PodLeftOutByPolicy {
+        /// Pod name.
+        pod: String,
+        /// `namespace/name` of the policy ConfigMap.
+        policy: String,
+    },
 }
 
 /// `VM is running but launcher pod is not included in the backup`.
@@ -184,6 +235,13 @@ pub fn launcher_not_in_backup(mode: Mode, vmi: &Object, why: &LauncherOutside) -
              velero.io/exclude-from-backup=true; remove that label so that Velero runs the pod's freeze hooks",
             vmi.namespace(),
             who(vmi)
+        ),
+        LauncherOutside::PodLeftOutByPolicy { pod, policy } => format!(
+            "the virt-launcher pod {}/{pod} of VirtualMachineInstance {} would be left out of the backup: {}, so \
+             that Velero runs the pod's freeze hooks",
+            vmi.namespace(),
+            who(vmi),
+            policy_guidance(policy, "pods", vmi.namespace())
         ),
     }
         },

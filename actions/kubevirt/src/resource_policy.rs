@@ -1,11 +1,13 @@
-//! The Backup's resource policy (docs/kubevirt.md#s4-1): the `includeExcludePolicy` of the ConfigMap that
+//! The Backup's resource policy (docs/kubevirt.md#s4-1): the `includeExcludePolicy` (Velero v1.17.0 and
+//! later) and the `namespacedFilterPolicies` (v1.18.3 and later) of the ConfigMap that
 //! `Backup.spec.resourcePolicy` names. Extended mode reads it so that its scope predictions match what
-//! Velero (v1.17.0 and later) keeps; upstream's plugin never reads it, and `mode = "upstream"` does not.
+//! Velero keeps; upstream's plugin never reads it, and `mode = "upstream"` does not.
 
 use serde::Deserialize;
 use velero_wasm_sdk::Object;
 
 use crate::context::Context;
+use crate::namespace_filters::{NamespaceFilters, PolicyEntry};
 use crate::resources::CONFIG_MAPS;
 
 /// The namespace-scoped lists of a policy's `includeExcludePolicy` (the only ones that can name the
@@ -27,31 +29,53 @@ pub struct IncludeExcludePolicy {
 struct Document {
     version: Option<String>,
     include_exclude_policy: Option<IncludeExcludePolicy>,
+    namespaced_filter_policies: Option<Vec<PolicyEntry>>,
+}
+
+/// What a policy says about the resources the plugin asks about.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Policy {
+    /// `namespace/name` of the ConfigMap, for messages (empty when parsed from text alone).
+    pub source: String,
+    /// The `includeExcludePolicy`, if any.
+    pub include_exclude: Option<IncludeExcludePolicy>,
+    /// The `namespacedFilterPolicies` (empty when none).
+    pub namespace_filters: NamespaceFilters,
 }
 
 /// Parses the policy document (the YAML of the ConfigMap's one data key). Velero accepts only
-/// `version: v1`.
-pub fn parse(yaml: &str) -> Result<Option<IncludeExcludePolicy>, String> {
+/// `version: v1`, and refuses a policy whose globs do not compile.
+pub fn parse(yaml: &str) -> Result<Policy, String> {
     let document: Document = crate::policy_yaml::parse(yaml)
         .map_err(|e| e.to_string())
         .and_then(|tree| serde_json::from_value(tree).map_err(|e| e.to_string()))
         .map_err(|e| format!("its YAML does not parse: {e}"))?;
     match document.version.as_deref() {
-        Some("v1") => Ok(document.include_exclude_policy),
-        Some(other) => Err(format!(
-            "its version is {other:?}; Velero reads only version v1"
-        )),
-        None => Err("it has no version; Velero reads only version: v1".into()),
+        Some("v1") => {}
+        Some(other) => {
+            return Err(format!(
+                "its version is {other:?}; Velero reads only version v1"
+            ))
+        }
+        None => return Err("it has no version; Velero reads only version: v1".into()),
     }
+    let namespace_filters =
+        NamespaceFilters::compile(document.namespaced_filter_policies.unwrap_or_default())
+            .map_err(|e| format!("its namespacedFilterPolicies hold an {e}"))?;
+    Ok(Policy {
+        source: String::new(),
+        include_exclude: document.include_exclude_policy,
+        namespace_filters,
+    })
 }
 
 /// Reads the policy the Backup names, if any, as Velero does: `spec.resourcePolicy.kind` is
 /// `configmap` (any case), the ConfigMap lives in the Backup's namespace and has exactly one data key.
-/// `Ok(None)`: no policy, or one without `includeExcludePolicy`. An unreadable or malformed policy is
+/// `Ok(None)`: the Backup names no policy. An unreadable or malformed policy is
 /// an error: Velero validated it when the backup started, so failing now means the grant, the
 /// ConfigMap or its contents changed, and a prediction from the spec alone could call a VM safe to
 /// back up when its launcher pod or disks are left out.
-pub fn read(ctx: &Context, backup: &Object) -> Result<Option<IncludeExcludePolicy>, String> {
+pub fn read(ctx: &Context, backup: &Object) -> Result<Option<Policy>, String> {
     let kind = backup
         .str_at("/spec/resourcePolicy/kind")
         .unwrap_or_default();
@@ -84,7 +108,9 @@ pub fn read(ctx: &Context, backup: &Object) -> Result<Option<IncludeExcludePolic
         .next()
         .and_then(|v| v.as_str())
         .unwrap_or_default();
-    parse(yaml).map_err(wrap)
+    let mut policy = parse(yaml).map_err(wrap)?;
+    policy.source = format!("{namespace}/{name}");
+    Ok(Some(policy))
 }
 
 #[cfg(test)]
@@ -94,7 +120,7 @@ mod tests {
     #[test]
     fn reads_the_namespace_scoped_lists_and_ignores_the_rest() {
         let yaml = "version: v1\nvolumePolicies: []\nincludeExcludePolicy:\n  includedClusterScopedResources: [storageclasses]\n  includedNamespaceScopedResources: [pods, pvc]\n  excludedNamespaceScopedResources: [virtualmachineinstances]\nnamespacedFilterPolicies: []\n";
-        let p = parse(yaml).unwrap().unwrap();
+        let p = parse(yaml).unwrap().include_exclude.unwrap();
         assert_eq!(p.included_namespace_scoped_resources, ["pods", "pvc"]);
         assert_eq!(
             p.excluded_namespace_scoped_resources,
@@ -103,8 +129,48 @@ mod tests {
     }
 
     #[test]
-    fn a_policy_without_include_exclude_is_no_policy() {
-        assert_eq!(parse("version: v1\nvolumePolicies: []\n").unwrap(), None);
+    fn a_policy_of_volume_policies_only_filters_nothing() {
+        assert_eq!(
+            parse("version: v1\nvolumePolicies: []\n").unwrap(),
+            Policy::default()
+        );
+    }
+
+    #[test]
+    fn reads_namespaced_filter_policies_as_velero_writes_them() {
+        let yaml = "version: v1
+namespacedFilterPolicies:
+  - namespaces: [vm-workloads, \"team-*\"]
+    resourceFilters:
+      - kinds: [persistentvolumeclaims]
+        names: [\"web-*\"]
+        excludedNames:
+          - web-scratch
+        labelSelector:
+          matchExpressions:
+            - {key: tier, operator: In, values: [gold]}
+      - kinds: []
+";
+        let p = parse(yaml).unwrap();
+        assert_eq!(p.include_exclude, None);
+        let f = &p.namespace_filters;
+        let pvcs = &crate::scope::PERSISTENT_VOLUME_CLAIMS;
+        assert!(f.drops_name(pvcs, "team-a", "db-root"));
+        assert!(!f.drops_name(pvcs, "vm-workloads", "web-root"));
+        assert!(f.drops_name(pvcs, "vm-workloads", "web-scratch"));
+        assert!(!f.never_collects(&crate::scope::PODS, "vm-workloads"));
+    }
+
+    #[test]
+    fn a_glob_velero_refuses_is_an_error() {
+        let e = parse(
+            "version: v1\nnamespacedFilterPolicies:\n- namespaces: [n]\n  resourceFilters:\n  - kinds: [pods]\n    names: [\"[a\"]\n",
+        )
+        .unwrap_err();
+        assert!(
+            e.contains("namespacedFilterPolicies") && e.contains("[a"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -15,7 +15,8 @@ use crate::scope::{self, excluded_by_label, Scope};
 ///
 /// The order of reads and scope checks differs between the two volume kinds, as upstream's does: a
 /// DataVolume is read first and the scope checked after; a PVC's scope is checked first and the PVC
-/// read only when PVCs are in the backup.
+/// read only when PVCs are in the backup. Each scope check is followed by the name globs of the
+/// resource policy (extended mode, Velero 1.18.3+; none in upstream mode).
 pub fn restore_blocker(
     ctx: &Context,
     scope: &Scope,
@@ -34,6 +35,14 @@ pub fn restore_blocker(
                             volume: volume_name,
                             claim: name.into(),
                             via_datavolume: true,
+                        }));
+                    }
+                    if scope.drops_name(&scope::PERSISTENT_VOLUME_CLAIMS, namespace, name) {
+                        return Ok(Some(Blocker::PvcLeftOutByPolicy {
+                            volume: volume_name,
+                            claim: name.into(),
+                            via_datavolume: true,
+                            policy: scope.policy().into(),
                         }));
                     }
                     let pvc = ctx.cluster.get(PERSISTENT_VOLUME_CLAIMS, namespace, name).map_err(|e| {
@@ -66,6 +75,13 @@ pub fn restore_blocker(
                             name: name.into(),
                         }));
                     }
+                    if scope.drops_name(&scope::DATA_VOLUMES, namespace, name) {
+                        return Ok(Some(Blocker::DataVolumeLeftOutByPolicy {
+                            volume: volume_name,
+                            name: name.into(),
+                            policy: scope.policy().into(),
+                        }));
+                    }
                 }
             }
         }
@@ -76,6 +92,14 @@ pub fn restore_blocker(
                     volume: volume_name,
                     claim: claim.into(),
                     via_datavolume: false,
+                }));
+            }
+            if scope.drops_name(&scope::PERSISTENT_VOLUME_CLAIMS, namespace, claim) {
+                return Ok(Some(Blocker::PvcLeftOutByPolicy {
+                    volume: volume_name,
+                    claim: claim.into(),
+                    via_datavolume: false,
+                    policy: scope.policy().into(),
                 }));
             }
             let pvc = ctx.cluster.get(PERSISTENT_VOLUME_CLAIMS, namespace, claim).map_err(|e| {

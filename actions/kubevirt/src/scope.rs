@@ -9,13 +9,16 @@
 //! extended` resolves entries the way Velero does: `*` is every resource, plural, singular and short
 //! names all match, a group must be the resource's group, and the namespace-scoped filters count.
 //! Extended mode also merges the `includeExcludePolicy` of the Backup's resource policy the way Velero
-//! (v1.17.0+) does: the Backup's own lists win, and a policy entry counts only when they do not name it.
+//! (v1.17.0+) does: the Backup's own lists win, and a policy entry counts only when they do not name it;
+//! and it keeps the policy's `namespacedFilterPolicies` (v1.18.3+) to tell which objects Velero drops by
+//! name and which kinds it never collects in a namespace.
 
 use velero_wasm_sdk::Object;
 
 use crate::context::Context;
 use crate::keys;
 use crate::mode::Mode;
+use crate::namespace_filters::NamespaceFilters;
 use crate::resource_policy::{self, IncludeExcludePolicy};
 
 /// A resource the plugin asks about, with every name Velero would resolve to it.
@@ -90,6 +93,8 @@ pub struct Scope {
     excluded: Vec<String>,
     mode: Mode,
     metadata_backup: bool,
+    filters: NamespaceFilters,
+    policy: String,
 }
 
 fn strings(backup: &Object, pointer: &str) -> Vec<String> {
@@ -115,6 +120,8 @@ impl Scope {
             excluded,
             mode,
             metadata_backup: backup.has_label(keys::METADATA_BACKUP),
+            filters: NamespaceFilters::default(),
+            policy: String::new(),
         }
     }
 
@@ -127,10 +134,34 @@ impl Scope {
         if !ctx.extended() {
             return Ok(scope);
         }
-        Ok(match resource_policy::read(ctx, backup)? {
-            Some(policy) => scope.with_policy(&policy),
+        let Some(policy) = resource_policy::read(ctx, backup)? else {
+            return Ok(scope);
+        };
+        let mut scope = match &policy.include_exclude {
+            Some(include_exclude) => scope.with_policy(include_exclude),
             None => scope,
-        })
+        };
+        scope.filters = policy.namespace_filters;
+        scope.policy = policy.source;
+        Ok(scope)
+    }
+
+    /// Velero (v1.18.3+) drops the object of `resource` named `name` in `namespace` by the name globs
+    /// of the resource policy's namespace filter; it checks them on additional items too. Always
+    /// false in upstream mode, which reads no policy.
+    pub fn drops_name(&self, resource: &Resource, namespace: &str, name: &str) -> bool {
+        self.filters.drops_name(resource, namespace, name)
+    }
+
+    /// Velero's own collection never lists `resource` in `namespace` (a namespace filter policy
+    /// without an entry for it or a catch-all), so only an action could bring such objects in.
+    pub fn never_collects(&self, resource: &Resource, namespace: &str) -> bool {
+        self.filters.never_collects(resource, namespace)
+    }
+
+    /// `namespace/name` of the resource policy ConfigMap whose filters were read (empty if none).
+    pub fn policy(&self) -> &str {
+        &self.policy
     }
 
     /// Velero's `CombineWithPolicy` for the namespace-scoped lists: the policy's excludes first, then its

@@ -102,3 +102,29 @@ pub fn calls(cluster: &FakeCluster) -> Vec<String> {
         })
         .collect()
 }
+
+/// A Backup with this spec that names the resource policy ConfigMap `velero/policy`.
+pub fn backup_with_policy(spec: Value) -> Object {
+    let mut b = backup_spec(spec);
+    b.set(
+        "/spec/resourcePolicy",
+        json!({"kind": "configmap", "name": "policy"}),
+    )
+    .expect("a Backup has a spec");
+    b
+}
+
+/// The ConfigMap `velero/policy` holding one resource policy document.
+pub fn policy_configmap(yaml: &str) -> Object {
+    object(json!({"apiVersion": "v1", "kind": "ConfigMap",
+                  "metadata": {"name": "policy", "namespace": "velero"},
+                  "data": {"policy.yaml": yaml}}))
+}
+
+/// A policy document whose `namespacedFilterPolicies` give namespace `vm-workloads` these resource
+/// filters (a YAML flow sequence).
+pub fn namespace_filter_policy(resource_filters: &str) -> String {
+    format!(
+        "version: v1\nnamespacedFilterPolicies:\n  - namespaces: [{NS}]\n    resourceFilters: {resource_filters}\n"
+    )
+}

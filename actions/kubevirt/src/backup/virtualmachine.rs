@@ -43,7 +43,8 @@ pub fn backup(ctx: &Context, vm: &Object, backup: &Object) -> Result<BackupRespo
 }
 
 /// The safety check for a running VM, in upstream's order: VMIs in scope, the VMI (read) not
-/// excluded by label, and pods in scope whenever PVCs are.
+/// excluded by label, and pods in scope whenever PVCs are. Extended mode also asks, before the read,
+/// whether the resource policy's name globs drop the VMI (docs/kubevirt.md#s4-1).
 fn unsafe_to_back_up(
     ctx: &Context,
     scope: &Scope,
@@ -53,6 +54,11 @@ fn unsafe_to_back_up(
         return Ok(Some(UnsafeVm::VmisNotInBackup));
     }
     let (ns, name) = (vm.namespace(), vm.name());
+    if scope.drops_name(&scope::VIRTUAL_MACHINE_INSTANCES, ns, name) {
+        return Ok(Some(UnsafeVm::VmiLeftOutByPolicy(
+            scope.policy().to_string(),
+        )));
+    }
     let vmi = ctx.cluster.get(VIRTUAL_MACHINE_INSTANCES, ns, name).map_err(|e| {
         messages::kube_error(ctx.mode, &e, || {
             format!(

@@ -381,3 +381,112 @@ fn a_null_backup_is_upstreams_nil_error() {
         "backup object nil!"
     );
 }
+
+/// Extended mode applies the name globs of the Backup's `namespacedFilterPolicies` (Velero 1.18.3+,
+/// docs/kubevirt.md#s4-1) to the objects it checks; upstream mode never reads the policy.
+mod namespace_filters {
+    use super::*;
+    use crate::resources::CONFIG_MAPS;
+
+    fn policy(filters: &str) -> FakeCluster {
+        FakeCluster::new().with(
+            CONFIG_MAPS,
+            policy_configmap(&namespace_filter_policy(filters)),
+        )
+    }
+
+    #[test]
+    fn a_running_vm_whose_vmi_the_policy_drops_by_name_is_unsafe_before_any_vmi_read() {
+        let c = policy("[{kinds: [vmi], excludedNames: [\"vm*\"]}, {kinds: []}]")
+            .with(VIRTUAL_MACHINE_INSTANCES, the_vmi(json!({})));
+        let b = backup_with_policy(json!({}));
+        let e = run(&c, Mode::Extended, &running("Running"), &b).unwrap_err();
+        assert!(
+            e.starts_with(UNSAFE)
+                && e.contains("velero/policy")
+                && e.contains("virtualmachineinstances in namespace vm-workloads"),
+            "{e}"
+        );
+        assert_eq!(calls(&c), ["get configmaps velero/policy"]);
+        // Upstream mode neither reads the policy nor drops the VMI.
+        let c = policy("[{kinds: [vmi], excludedNames: [\"vm*\"]}]")
+            .with(VIRTUAL_MACHINE_INSTANCES, the_vmi(json!({})));
+        run(&c, Mode::Upstream, &running("Running"), &b).unwrap();
+        assert!(!calls(&c).iter().any(|call| call.contains("configmaps")));
+    }
+
+    #[test]
+    fn a_kind_the_policy_does_not_list_is_still_backed_up_as_an_additional_item() {
+        // Velero collects no VMIs itself here, but the VM action returns the VMI, and only the
+        // name globs apply to that.
+        let c = policy("[{kinds: [pvc], names: [\"web-*\"]}]")
+            .with(VIRTUAL_MACHINE_INSTANCES, the_vmi(json!({})));
+        run(
+            &c,
+            Mode::Extended,
+            &running("Running"),
+            &backup_with_policy(json!({})),
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn a_pvc_the_policy_drops_by_name_blocks_the_restore_and_a_kept_one_does_not() {
+        let item =
+            stopped_with(json!([{"name": "data", "persistentVolumeClaim": {"claimName": "p"}}]));
+        let b = backup_with_policy(json!({}));
+        let c = policy("[{kinds: [persistentvolumeclaims], names: [\"web-*\"]}]")
+            .with(PERSISTENT_VOLUME_CLAIMS, pvc("p", json!({})));
+        let e = run(&c, Mode::Extended, &item, &b).unwrap_err();
+        assert!(
+            e.starts_with(NOT_RESTORABLE)
+                && e.contains("uses PVC vm-workloads/p")
+                && e.contains("persistentvolumeclaims in namespace vm-workloads of resource policy ConfigMap velero/policy"),
+            "{e}"
+        );
+        assert_eq!(calls(&c), ["get configmaps velero/policy"]);
+        let c = policy("[{kinds: [persistentvolumeclaims], names: [\"p\", \"web-*\"]}]")
+            .with(PERSISTENT_VOLUME_CLAIMS, pvc("p", json!({})));
+        run(&c, Mode::Extended, &item, &b).unwrap();
+    }
+
+    #[test]
+    fn a_data_volume_the_policy_drops_by_name_blocks_the_restore() {
+        let item = stopped_with(json!([{"name": "root", "dataVolume": {"name": "d"}}]));
+        let b = backup_with_policy(json!({}));
+        let c = policy("[{kinds: [datavolumes.cdi.kubevirt.io], excludedNames: [d]}]")
+            .with(DATA_VOLUMES, datavolume("d", json!({})));
+        let e = run(&c, Mode::Extended, &item, &b).unwrap_err();
+        assert!(
+            e.starts_with(NOT_RESTORABLE)
+                && e.contains("DataVolume vm-workloads/d")
+                && e.contains("datavolumes.cdi.kubevirt.io in namespace vm-workloads"),
+            "{e}"
+        );
+        // A policy for another namespace leaves this one alone.
+        let other = "version: v1\nnamespacedFilterPolicies:\n  - namespaces: [\"team-*\"]\n    resourceFilters: [{kinds: [dv], excludedNames: [d]}]\n";
+        let c = FakeCluster::new()
+            .with(CONFIG_MAPS, policy_configmap(other))
+            .with(DATA_VOLUMES, datavolume("d", json!({})));
+        run(&c, Mode::Extended, &item, &b).unwrap();
+    }
+
+    #[test]
+    fn the_pvc_of_a_vanished_data_volume_is_checked_by_name_before_it_is_read() {
+        let item = stopped_with(json!([{"name": "root", "dataVolume": {"name": "d"}}]));
+        let c = policy("[{kinds: [pvc], excludedNames: [d]}]")
+            .with(PERSISTENT_VOLUME_CLAIMS, pvc("d", json!({})));
+        let e = run(&c, Mode::Extended, &item, &backup_with_policy(json!({}))).unwrap_err();
+        assert!(
+            e.contains("which no longer exists") && e.contains("velero/policy"),
+            "{e}"
+        );
+        assert_eq!(
+            calls(&c),
+            [
+                "get configmaps velero/policy",
+                "get datavolumes.cdi.kubevirt.io vm-workloads/d"
+            ]
+        );
+    }
+}

@@ -388,3 +388,96 @@ fn checklist_87_the_graph_names_launcher_pvcs_and_data_volumes() {
         "{extras:?}"
     );
 }
+
+/// Extended mode applies the Backup's `namespacedFilterPolicies` (Velero 1.18.3+, docs/kubevirt.md#s4-1)
+/// to the VMI's VM and launcher pod; upstream mode never reads the policy.
+mod namespace_filters {
+    use super::*;
+    use crate::resources::CONFIG_MAPS;
+
+    fn policy(filters: &str) -> FakeCluster {
+        FakeCluster::new().with(
+            CONFIG_MAPS,
+            policy_configmap(&namespace_filter_policy(filters)),
+        )
+    }
+
+    fn left_to_its_vm(c: &FakeCluster) {
+        let (item, extras) = run(
+            c,
+            Mode::Extended,
+            &owned(claim_volume()),
+            &backup_with_policy(json!({})),
+        )
+        .unwrap();
+        let item = item.expect("extended mode returns the VMI marked");
+        assert_eq!(item.annotation(keys::IS_OWNED), Some("true"));
+        assert_eq!(item.annotation(keys::SKIP_FROM_BACKUP), Some("true"));
+        assert!(extras.is_empty());
+        assert_eq!(calls(c), ["get configmaps velero/policy"], "no VM read");
+    }
+
+    #[test]
+    fn a_vm_the_policy_drops_by_name_leaves_the_vmi_to_it() {
+        left_to_its_vm(&with_launcher(
+            policy("[{kinds: [vms], excludedNames: [\"vmi?\"]}, {kinds: [\"*\"]}]")
+                .with(VIRTUAL_MACHINES, the_vm(json!({}))),
+        ));
+    }
+
+    #[test]
+    fn a_vm_kind_the_policy_never_collects_leaves_the_vmi_to_it() {
+        left_to_its_vm(&with_launcher(
+            policy("[{kinds: [vmi, pods, pvc]}]").with(VIRTUAL_MACHINES, the_vm(json!({}))),
+        ));
+        // With a catch-all, VMs are collected and the VMI is backed up as owned.
+        let c = with_launcher(
+            policy("[{kinds: [vmi]}, {kinds: []}]").with(VIRTUAL_MACHINES, the_vm(json!({}))),
+        );
+        let (item, _) = run(
+            &c,
+            Mode::Extended,
+            &owned(claim_volume()),
+            &backup_with_policy(json!({})),
+        )
+        .unwrap();
+        let item = item.unwrap();
+        assert_eq!(item.annotation(keys::IS_OWNED), Some("true"));
+        assert_eq!(item.annotation(keys::SKIP_FROM_BACKUP), None);
+    }
+
+    #[test]
+    fn a_launcher_pod_the_policy_drops_by_name_is_outside() {
+        let c = with_launcher(
+            policy("[{kinds: [pods], names: [\"web-*\"]}, {kinds: []}]")
+                .with(VIRTUAL_MACHINES, the_vm(json!({}))),
+        );
+        let e = run(
+            &c,
+            Mode::Extended,
+            &owned(claim_volume()),
+            &backup_with_policy(json!({})),
+        )
+        .unwrap_err();
+        assert!(
+            e.starts_with(LAUNCHER_OUTSIDE)
+                && e.contains("virt-launcher pod vm-workloads/virt-launcher-vmi1-x")
+                && e.contains(
+                    "pods in namespace vm-workloads of resource policy ConfigMap velero/policy"
+                ),
+            "{e}"
+        );
+        // Upstream mode reads no policy: the same VMI is backed up.
+        let c = with_launcher(
+            policy("[{kinds: [pods], names: [\"web-*\"]}]")
+                .with(VIRTUAL_MACHINES, the_vm(json!({}))),
+        );
+        run(
+            &c,
+            Mode::Upstream,
+            &owned(json!([])),
+            &backup_with_policy(json!({})),
+        )
+        .unwrap();
+    }
+}
