@@ -296,6 +296,17 @@ fn a_run_against_the_real_api_server_prints_what_the_run_against_fixtures_prints
         "b"
     );
     assert_eq!(live["item"], fixture["item"]);
+
+    // A run recorded against the real server replays without it, answer for answer.
+    let recorded = stdout_json(&probe.run(
+        "test.velero-wasm.io/kube-probe",
+        &["--kubeconfig", "kubeconfig", "--record", "probe.jsonl"],
+    ));
+    let replayed = stdout_json(&probe.run(
+        "test.velero-wasm.io/kube-probe",
+        &["--replay", "probe.jsonl"],
+    ));
+    assert_eq!(replayed, recorded);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

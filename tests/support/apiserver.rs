@@ -32,6 +32,26 @@
 //!   kube_apiserver::'s VM backup with and without read views);
 //! - hcp.rs: plays HyperShift's controller ([`ApiServer::controller`], [`ApiServer::set_status`]),
 //!   which no real server runs.
+//!
+//! Where kube-apiserver v1.34.4 answers otherwise (seen against the real server; none of it changes
+//! what the host does, but a test asserting it here asserts the imitation):
+//! - size limits word `Too long: may not be more than N bytes` (this server: the older `must have
+//!   at most N bytes`);
+//! - list items of every built-in type lack `apiVersion`/`kind`, dotted groups too
+//!   (`rbac.authorization.k8s.io`); only custom resources carry them. Objects come `kind` first;
+//! - continue tokens are opaque (base64 JSON), not `offset-N`;
+//! - field selectors: a ConfigMap list takes only `metadata.name` and `metadata.namespace` (400
+//!   `not a known field selector` for others; this server matches any field);
+//! - server-side apply merges by field owner: unchanged, nothing is written (same
+//!   `resourceVersion`); a field another manager owns is a 409 `Apply failed with 1 conflict` unless
+//!   forced; an apply body without `kind` is a 400; every object carries `managedFields`;
+//! - a create carrying `metadata.resourceVersion` is a 500 `resourceVersion should not be set on
+//!   objects to be created` (the host reports `other`), before any AlreadyExists;
+//! - a failed JSON-patch `test` is a 422 with the generic `the server rejected our request due to an
+//!   error in our request`; an unknown patch type a 415 `415: Unsupported Media Type`;
+//! - a namespace must exist before anything is created in it (404 `namespaces "x" not found`), and
+//!   a pod's service account too (403 from admission); a delete answers a `Status` of `Success`,
+//!   not the object.
 
 #![allow(dead_code)]
 
