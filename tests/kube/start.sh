@@ -45,6 +45,21 @@ for pidfile in "$dir/etcd.pid" "$dir/kube-apiserver.pid"; do
   fi
 done
 
+# The watchdog first, so that it guards the servers from the moment they start: if the watched
+# process ends while this script still waits for them (this script then dies of the closed pipe), it
+# stops whatever has a pid file. Its own session, its output in a log, so that it outlives this
+# script without holding the caller's pipes open.
+watchdog_pid=""
+if [ -n "${KUBE_WATCH_PID:-}" ]; then
+  setsid bash -c '
+    while kill -0 "$1" 2>/dev/null; do sleep 1; done
+    "$2/stop.sh" "$3"
+    [ "$4" = 1 ] && rm -rf "$3"
+  ' watchdog "$KUBE_WATCH_PID" "$root/tests/kube" "$dir" "${KUBE_REMOVE_DIR:-0}" </dev/null >>"$dir/watchdog.log" 2>&1 &
+  watchdog_pid=$!
+  echo "$watchdog_pid" >"$dir/watchdog.pid"
+fi
+
 # Free loopback ports, chosen by the kernel. Another process could take one before we bind it; the
 # start then fails and says which port in the log.
 free_port() {
@@ -151,19 +166,6 @@ until curl -fsS --cacert "$pki/ca.crt" --cert "$pki/admin.crt" --key "$pki/admin
   sleep 0.2
 done
 say "ready in $((SECONDS - start)) s; kubeconfig $kubeconfig"
-
-# The watchdog: its own session, its output in the logs, so it outlives start.sh without holding the
-# caller's pipes open.
-watchdog_pid=""
-if [ -n "${KUBE_WATCH_PID:-}" ]; then
-  setsid bash -c '
-    while kill -0 "$1" 2>/dev/null; do sleep 1; done
-    "$2/stop.sh" "$3"
-    [ "$4" = 1 ] && rm -rf "$3"
-  ' watchdog "$KUBE_WATCH_PID" "$root/tests/kube" "$dir" "${KUBE_REMOVE_DIR:-0}" </dev/null >>"$dir/watchdog.log" 2>&1 &
-  watchdog_pid=$!
-  echo "$watchdog_pid" >"$dir/watchdog.pid"
-fi
 
 printf '{"server":"%s","etcd":"%s","kubeconfig":"%s","apiserverPid":%s,"etcdPid":%s,"watchdogPid":%s}\n' \
   "$server" "$etcd_url" "$kubeconfig" "$apiserver_pid" "$etcd_pid" "${watchdog_pid:-null}" | tee "$dir/server.json"
