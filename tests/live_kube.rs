@@ -1,5 +1,7 @@
 //! The live `kube` backend, driven with the real `kube` client over real HTTP against a loopback API
-//! server (tests/support/apiserver.rs) that serves the same objects as a fixture cluster.
+//! server (tests/support/apiserver.rs) that serves the same objects as a fixture cluster. The
+//! imitation lets these tests count and read back requests, forbid a resource and stop the server on
+//! demand; their twins against a real kube-apiserver are in tests/kube_apiserver.rs.
 //!
 //! - The same run gives the same output against fixtures (`run --cluster`) and against the server
 //!   (`run --kubeconfig`), and the same writes.
