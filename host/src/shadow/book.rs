@@ -90,18 +90,20 @@ pub struct Tally {
 }
 
 impl Tally {
-    /// Adds `other`'s counts to these; the later last difference wins.
+    /// Adds `other`'s counts to these; the later last difference wins. Counts saturate at
+    /// `u64::MAX`: they come from status files, which any process of the user may have written.
     pub fn add(&mut self, other: &Tally) {
-        self.compared += other.compared;
-        self.same += other.same;
-        self.differing += other.differing;
+        self.compared = self.compared.saturating_add(other.compared);
+        self.same = self.same.saturating_add(other.same);
+        self.differing = self.differing.saturating_add(other.differing);
         for (into, from) in [
             (&mut self.differences, &other.differences),
             (&mut self.faults, &other.faults),
             (&mut self.dropped, &other.dropped),
         ] {
             for (k, v) in from {
-                *into.entry(k.clone()).or_default() += v;
+                let count = into.entry(k.clone()).or_default();
+                *count = count.saturating_add(*v);
             }
         }
         let later = match (&self.last_difference, &other.last_difference) {
@@ -119,13 +121,23 @@ impl Tally {
 
     /// Faults in all.
     pub fn fault_count(&self) -> u64 {
-        self.faults.values().sum()
+        saturating_sum(&self.faults)
     }
 
     /// Dropped calls in all.
     pub fn dropped_count(&self) -> u64 {
-        self.dropped.values().sum()
+        saturating_sum(&self.dropped)
     }
+}
+
+/// The sum of counts by kind, at most `u64::MAX`.
+fn saturating_sum(counts: &BTreeMap<String, u64>) -> u64 {
+    counts.values().fold(0, |sum, n| sum.saturating_add(*n))
+}
+
+/// Adds one to a count, which stays at `u64::MAX` once there.
+fn bump(count: &mut u64) {
+    *count = count.saturating_add(1);
 }
 
 /// The last item whose shadow result differed.
@@ -225,21 +237,21 @@ impl Book {
         self.dirty = true;
         let record = |tally: &mut Tally| match &outcome {
             Outcome::Same => {
-                tally.compared += 1;
-                tally.same += 1;
+                bump(&mut tally.compared);
+                bump(&mut tally.same);
             }
             Outcome::Differs(c) => {
-                tally.compared += 1;
-                tally.differing += 1;
+                bump(&mut tally.compared);
+                bump(&mut tally.differing);
                 for kind in &c.kinds {
-                    *tally.differences.entry(kind.to_string()).or_default() += 1;
+                    bump(tally.differences.entry(kind.to_string()).or_default());
                 }
             }
             Outcome::Fault(kind, message) => {
-                *tally.faults.entry(kind.to_string()).or_default() += 1;
+                bump(tally.faults.entry(kind.to_string()).or_default());
                 tally.last_fault = Some(message.clone());
             }
-            Outcome::Dropped(why) => *tally.dropped.entry(why.to_string()).or_default() += 1,
+            Outcome::Dropped(why) => bump(tally.dropped.entry(why.to_string()).or_default()),
         };
         record(self.modules.entry(module.to_string()).or_default());
         if let Some(open) = self.open.get_mut(subject) {
@@ -418,5 +430,29 @@ mod tests {
         assert_eq!(a.compared, 4);
         assert_eq!(a.differences["item"], 2);
         assert_eq!(a.last_difference.unwrap().item, "new");
+    }
+
+    #[test]
+    fn counts_past_u64_saturate_rather_than_panic() {
+        let big = u64::MAX - 1;
+        let counts = |n| BTreeMap::from([("x".to_string(), n), ("y".to_string(), n)]);
+        let mut a = Tally {
+            compared: big,
+            same: big,
+            differing: big,
+            differences: counts(big),
+            faults: counts(big),
+            dropped: counts(big),
+            ..Tally::default()
+        };
+        assert_eq!((a.fault_count(), a.dropped_count()), (u64::MAX, u64::MAX));
+        let b = a.clone();
+        a.add(&b);
+        assert_eq!(
+            (a.compared, a.same, a.differing),
+            (u64::MAX, u64::MAX, u64::MAX)
+        );
+        assert_eq!(a.differences["x"], u64::MAX);
+        assert_eq!((a.fault_count(), a.dropped_count()), (u64::MAX, u64::MAX));
     }
 }
