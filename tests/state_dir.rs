@@ -3,7 +3,10 @@
 //! trusted only when nobody else could have written it, and what is in it is checked before use:
 //! * a compiled module damaged on disk is compiled again when it is next used (by the plugin, in the
 //!   background once it serves), with a warning, and the cache repaired;
-//! * a `compiled/` or `last-good/` directory of another user, or one others can write to, is not used.
+//! * a `compiled/` or `last-good/` directory of another user, or one others can write to, is not used;
+//! * a symbolic link in place of a directory of the state is never followed: the plugin writes and
+//!   cleans up nothing where it points;
+//! * `status` reads what any process may have written: counts summed past `u64` saturate.
 
 use crate::support;
 
@@ -329,4 +332,106 @@ async fn last_good_copies_of_another_user_are_not_served() {
         "served from its last good copy"
     );
     plugin.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_status_directory_that_is_a_link_is_neither_written_nor_cleaned_up() {
+    let state = tempfile::tempdir().unwrap();
+    // Ours and private, as a directory the link points to may well be.
+    let elsewhere = tempfile::tempdir().unwrap();
+    // Named as a plugin names its shadows' figures, and older than the week they are kept: the
+    // plugin's clean-up of its status directory would remove it.
+    let theirs = elsewhere.path().join("shadows-1-1.json");
+    std::fs::write(&theirs, "not the plugin's").unwrap();
+    let week_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(8 * 24 * 3600);
+    std::fs::File::options()
+        .write(true)
+        .open(&theirs)
+        .unwrap()
+        .set_modified(week_ago)
+        .unwrap();
+    std::os::unix::fs::symlink(elsewhere.path(), state.path().join("status")).unwrap();
+
+    let state_dir = state.path().display().to_string();
+    let plugin = Plugin::start_as(
+        support::plugin::binary(),
+        &[],
+        &[("VELERO_WASM_STATE_DIR", state_dir.as_str())],
+    );
+    assert!(!plugin.listed().await.is_empty(), "the plugin serves");
+    let session = plugin.shutdown().await;
+    assert_eq!(
+        std::fs::read_to_string(&theirs).unwrap(),
+        "not the plugin's",
+        "left where the link points"
+    );
+    assert!(!elsewhere.path().join("modules.json").exists());
+    let warning = session
+        .log_lines()
+        .into_iter()
+        .filter_map(|l| l["@message"].as_str().map(str::to_string))
+        .find(|m| m.contains("the status for `velero-wasm status` is not written"))
+        .unwrap_or_else(|| panic!("no warning: {}", session.stderr));
+    assert!(
+        warning.contains(&format!(
+            "{} is a symbolic link",
+            state.path().join("status").display()
+        )),
+        "{warning}"
+    );
+}
+
+#[test]
+fn status_sums_counts_past_u64_without_failing() {
+    let state = tempfile::tempdir().unwrap();
+    let status = state.path().join("status");
+    std::fs::create_dir(&status).unwrap();
+    chmod(&status, 0o700);
+    write(
+        &status,
+        "modules.json",
+        r#"{"written":"2026-01-01T00:00:00.000Z","pid":1,"modules":[
+            {"name":"m","role":"shadow","source":"stock","sha256":"x"}]}"#,
+    );
+    // Two processes' figures, each at u64::MAX, and two kinds of fault at u64::MAX in each.
+    let max = u64::MAX;
+    for pid in [1, 2] {
+        write(
+            &status,
+            &format!("shadows-{pid}-1.json"),
+            &format!(
+                r#"{{"pid":{pid},"updated":"2026-01-0{pid}T00:00:00.000Z","shadows":{{"m":{{
+                    "compared":{max},"same":{max},"differing":{max},
+                    "differences":{{"item":{max}}},
+                    "faults":{{"trap":{max},"deadline":{max}}},
+                    "dropped":{{"busy":{max}}}}}}}}}"#
+            ),
+        );
+    }
+    let out = Run::cli(["status", "--json", "--state-dir"])
+        .arg(state.path())
+        .output();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let shadow = &stdout_json(&out)["shadows"]["m"];
+    assert_eq!(shadow["compared"], max, "{shadow}");
+    assert_eq!(shadow["faults"]["trap"], max, "{shadow}");
+
+    let out = Run::cli(["status", "--state-dir"])
+        .arg(state.path())
+        .output();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let shadows = text
+        .split("\nshadows (2 plugin processes):")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{text}"));
+    let row: Vec<&str> = shadows
+        .lines()
+        .find(|l| l.starts_with("m "))
+        .unwrap_or_else(|| panic!("{text}"))
+        .split_whitespace()
+        .collect();
+    // Compared, same, differing (the rest of the row is cut at the table's width).
+    let max = max.to_string();
+    assert_eq!(row[1..4], [max.as_str(); 3], "{text}");
 }

@@ -6,12 +6,15 @@
 //! volume, shared by every plugin process of the pod); `$XDG_CACHE_HOME/velero-wasm`;
 //! `$HOME/.cache/velero-wasm`. None of them set: no state is kept.
 //!
-//! Compiled modules are machine code the host maps and runs, and last good modules come with their
-//! grant: whoever can write where they are kept can run code as the plugin or widen a module's grant.
-//! So they are kept only in [private](private_dir) directories.
+//! Compiled modules are machine code the host maps and runs, last good modules come with their grant,
+//! and the version floor (`modules::version_floor`) says which signed versions may serve: whoever can
+//! write where they are kept can run code as the plugin, widen a module's grant or roll a module back.
+//! So they are kept only in [private](private_dir) directories, reached without following a symbolic
+//! link, and written through new files of random names ([`write_atomically`]): a link planted in the
+//! state directory never sends a write, or the status's clean-up, elsewhere.
 
 use std::os::unix::fs::{DirBuilderExt, MetadataExt};
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
 /// The state directory for this environment, if one can be named.
 pub fn default_dir() -> Option<PathBuf> {
@@ -28,34 +31,154 @@ pub fn default_dir() -> Option<PathBuf> {
 
 /// Creates `dir` (and what is missing above it, mode 0700) and checks that it, and every directory
 /// from `root` down to it, belongs to this process's effective user and is not writable by group or
-/// others: nobody else can then add, replace or rename what is in it. The error says which directory
-/// fails and why.
+/// others: nobody else can then add, replace or rename what is in it. The walk from `root` down goes
+/// by handle, each directory opened relative to the one above with `O_NOFOLLOW`: a symbolic link in
+/// place of `root` or of any directory below it is refused, never followed (what is above `root` is
+/// the operator's path, followed as given). The error says which directory fails and why.
 pub fn private_dir(root: &Path, dir: &Path) -> Result<(), PrivateDirError> {
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .map_err(|source| PrivateDirError::Create {
-            dir: dir.to_path_buf(),
-            source,
-        })?;
-    let below = dir.strip_prefix(root).unwrap_or(Path::new(""));
+    // `dir` is meant to be under `root`; one that is not is checked on its own.
+    let (root, below) = match dir.strip_prefix(root) {
+        Ok(below) => (root, below),
+        Err(_) => (dir, Path::new("")),
+    };
+    if std::fs::symlink_metadata(root).is_err() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(root)
+            .map_err(|source| PrivateDirError::Create {
+                dir: root.to_path_buf(),
+                source,
+            })?;
+    }
     let mut current = root.to_path_buf();
-    check_private(&current)?;
+    let mut handle = open_private(rustix::fs::CWD, root, &current)?;
     for part in below.components() {
-        current.push(part);
-        check_private(&current)?;
+        let Component::Normal(name) = part else {
+            return Err(PrivateDirError::NotADirectory { dir: dir.into() });
+        };
+        current.push(name);
+        match rustix::fs::mkdirat(&handle, name, rustix::fs::Mode::RWXU) {
+            Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+            Err(e) => {
+                return Err(PrivateDirError::Create {
+                    dir: current,
+                    source: e.into(),
+                })
+            }
+        }
+        handle = open_private(&handle, Path::new(name), &current)?;
     }
     Ok(())
 }
 
-/// Replaces the file at `path` with `bytes` atomically: written beside it under a name of this
-/// process, then renamed over it, so a reader (another plugin process) sees the old file or the new
-/// one, never a part.
+/// Opens the directory `name` (relative to `parent`) without following a symbolic link, and checks
+/// that it is private; `path` names it in errors.
+fn open_private(
+    parent: impl std::os::fd::AsFd,
+    name: &Path,
+    path: &Path,
+) -> Result<std::fs::File, PrivateDirError> {
+    use rustix::fs::OFlags;
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let dir = path.to_path_buf();
+    let handle = match rustix::fs::openat(&parent, name, flags, rustix::fs::Mode::empty()) {
+        Ok(fd) => std::fs::File::from(fd),
+        // `O_NOFOLLOW` on a symbolic link: ELOOP; `O_DIRECTORY` on anything else: ENOTDIR.
+        Err(rustix::io::Errno::LOOP) => return Err(PrivateDirError::Symlink { dir }),
+        Err(rustix::io::Errno::NOTDIR) => {
+            let link = rustix::fs::statat(&parent, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
+                .is_ok_and(|s| {
+                    rustix::fs::FileType::from_raw_mode(s.st_mode) == rustix::fs::FileType::Symlink
+                });
+            return Err(if link {
+                PrivateDirError::Symlink { dir }
+            } else {
+                PrivateDirError::NotADirectory { dir }
+            });
+        }
+        Err(e) => {
+            return Err(PrivateDirError::Unreadable {
+                dir,
+                source: e.into(),
+            })
+        }
+    };
+    let meta = handle
+        .metadata()
+        .map_err(|source| PrivateDirError::Unreadable {
+            dir: dir.clone(),
+            source,
+        })?;
+    check_private(dir, &meta)?;
+    Ok(handle)
+}
+
+/// Replaces the file at `path` with `bytes` atomically: written beside it in a new file of a random
+/// name (created with `O_EXCL`, so nothing already there, a symbolic link least of all, is written
+/// through), then renamed over it, so a reader (another plugin process) sees the old file or the new
+/// one, never a part. The temporary file is removed if any step fails.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    std::fs::write(&tmp, bytes)?;
-    std::fs::rename(&tmp, path)
+    use std::io::Write;
+    let parent = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut tmp = tempfile::Builder::new()
+        .prefix(&format!(".{name}."))
+        .suffix(".tmp")
+        .tempfile_in(parent)?;
+    tmp.write_all(bytes)?;
+    tmp.persist(path).map(drop).map_err(|e| e.error)
+}
+
+/// The contents of the regular file `path` of a private directory, up to `limit` bytes. A symbolic
+/// link in its place is refused (`O_NOFOLLOW`), not read through; a missing file is `NotFound`.
+pub fn read_file(path: &Path, limit: u64) -> Result<Vec<u8>, FileError> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => FileError::Symlink,
+            _ => FileError::Io(e),
+        })?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(FileError::NotRegular);
+    }
+    if meta.len() > limit {
+        return Err(FileError::TooLarge(limit));
+    }
+    let mut contents = Vec::new();
+    file.take(limit + 1).read_to_end(&mut contents)?;
+    if contents.len() as u64 > limit {
+        return Err(FileError::TooLarge(limit));
+    }
+    Ok(contents)
+}
+
+/// Why a file of the state directory cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum FileError {
+    /// It cannot be opened or read (`NotFound` when it is not there).
+    #[error("cannot be read: {0}")]
+    Io(#[from] std::io::Error),
+    /// A symbolic link is in its place.
+    #[error("is a symbolic link, which the state directory never follows")]
+    Symlink,
+    /// A directory, FIFO, device or socket is in its place.
+    #[error("is not a regular file")]
+    NotRegular,
+    /// It holds more than the cap.
+    #[error("is larger than the {} limit", crate::regular_file::size(*.0))]
+    TooLarge(u64),
 }
 
 /// The effective user id of this process.
@@ -92,6 +215,13 @@ pub enum PrivateDirError {
         /// The path.
         dir: PathBuf,
     },
+    /// A symbolic link is in its place: followed, it would put state (and what is written and
+    /// removed there) wherever the link points.
+    #[error("{} is a symbolic link: state is kept only in directories, never through a link (remove it)", dir.display())]
+    Symlink {
+        /// The path.
+        dir: PathBuf,
+    },
     /// Another user owns it, and could change what is in it.
     #[error("{} belongs to uid {owner}, not to uid {me} that this process runs as", dir.display())]
     Owner {
@@ -112,12 +242,7 @@ pub enum PrivateDirError {
     },
 }
 
-fn check_private(dir: &Path) -> Result<(), PrivateDirError> {
-    let meta = std::fs::metadata(dir).map_err(|source| PrivateDirError::Unreadable {
-        dir: dir.to_path_buf(),
-        source,
-    })?;
-    let dir = dir.to_path_buf();
+fn check_private(dir: PathBuf, meta: &std::fs::Metadata) -> Result<(), PrivateDirError> {
     if !meta.is_dir() {
         return Err(PrivateDirError::NotADirectory { dir });
     }
@@ -160,5 +285,30 @@ mod tests {
         // A readable directory is fine: only writing matters.
         std::fs::set_permissions(&middle, std::fs::Permissions::from_mode(0o755)).unwrap();
         private_dir(state.path(), &dir).unwrap();
+    }
+
+    #[test]
+    fn a_link_in_place_of_a_state_directory_is_refused_not_followed() {
+        let state = tempfile::tempdir().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        let link = state.path().join("status");
+        std::os::unix::fs::symlink(elsewhere.path(), &link).unwrap();
+        let e = private_dir(state.path(), &link.join("below"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("/status is a symbolic link"), "{e}");
+        assert!(
+            !elsewhere.path().join("below").exists(),
+            "nothing made there"
+        );
+        // The state directory itself, too.
+        let e = private_dir(&link, &link).unwrap_err().to_string();
+        assert!(e.contains("/status is a symbolic link"), "{e}");
+        // A file in place of a directory.
+        std::fs::write(state.path().join("file"), "").unwrap();
+        let e = private_dir(state.path(), &state.path().join("file"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.ends_with("/file is not a directory"), "{e}");
     }
 }

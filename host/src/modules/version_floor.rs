@@ -9,6 +9,10 @@
 //! share the floor. A module without a version passes only while no version of it was served. The
 //! floor lives as long as the state directory: a pod's `emptyDir` forgets it on restart, which a
 //! signature's expiry ([`signature`](super::signature)) bounds.
+//!
+//! The floor is only as good as its directory: one that another user owns or may write (or a
+//! symbolic link in place of it) could have had its files removed, so while it is so no signed module
+//! serves ([`Rollback::Untrusted`]); its files are read and written without following a link.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -58,6 +62,11 @@ pub enum Rollback {
     /// The floor cannot be read: nothing is known, so nothing signed is served.
     #[error("its highest version served cannot be read ({0}): refused")]
     Unreadable(String),
+    /// The floor's directory is not this user's alone (another owner, open to others, a symbolic
+    /// link): whoever else can write it can remove the floor, so what it says is worth nothing and
+    /// nothing signed is served.
+    #[error("the versions this host has served are kept where others can change them ({0}): refused, as rollback protection cannot hold there (make the state directory belong to the plugin's user, mode 0700)")]
+    Untrusted(String),
 }
 
 impl VersionFloor {
@@ -71,6 +80,10 @@ impl VersionFloor {
 
     /// Whether `module` may serve: at or above its floor, and with the content served if at it.
     pub fn check(&self, module: &ModuleSource) -> Result<(), Rollback> {
+        // A floor anybody else could have removed or lowered says nothing: checked before each read,
+        // as the directory may have changed since the last module.
+        crate::state::private_dir(&self.root, &self.dir)
+            .map_err(|e| Rollback::Untrusted(e.to_string()))?;
         let Some(served) = self.read(&module.name)? else {
             return Ok(());
         };
@@ -123,9 +136,9 @@ impl VersionFloor {
 
     fn read(&self, module: &str) -> Result<Option<Served>, Rollback> {
         let path = self.path(module);
-        let bytes = match crate::regular_file::read(&path, 4096) {
+        let bytes = match crate::state::read_file(&path, 4096) {
             Ok(bytes) => bytes,
-            Err(crate::regular_file::FileError::Io(e)) if e.kind() == io::ErrorKind::NotFound => {
+            Err(crate::state::FileError::Io(e)) if e.kind() == io::ErrorKind::NotFound => {
                 return Ok(None)
             }
             Err(e) => return Err(Rollback::Unreadable(format!("{}: {e}", path.display()))),
@@ -213,6 +226,87 @@ mod tests {
         let mut other = module(Some("0.1.0"), b"a");
         other.name = "n".into();
         assert_eq!(floor.check(&other), Ok(()));
+    }
+
+    #[test]
+    fn a_floor_others_can_change_is_not_trusted() {
+        use std::os::unix::fs::PermissionsExt;
+        let state = tempfile::tempdir().unwrap();
+        let floor = VersionFloor::at(state.path());
+        floor.raise(&module(Some("2.0.0"), b"a")).unwrap();
+        let versions = state.path().join("versions");
+        let chmod = |mode| {
+            std::fs::set_permissions(&versions, std::fs::Permissions::from_mode(mode)).unwrap()
+        };
+        // Open to everybody: anybody may have removed the floor, as here.
+        chmod(0o777);
+        std::fs::remove_file(versions.join("m.json")).unwrap();
+        let error = floor.check(&module(Some("1.0.0"), b"a")).unwrap_err();
+        let message = error.to_string();
+        assert!(
+            message.contains("versions is writable by other users (mode 0777; make it 0700)")
+                && message.contains("refused"),
+            "{message}"
+        );
+        // Nor is a higher version recorded there.
+        floor.raise(&module(Some("3.0.0"), b"a")).unwrap_err();
+        assert!(!versions.join("m.json").exists());
+        chmod(0o700);
+        if crate::state::euid() == 0 {
+            std::os::unix::fs::chown(&versions, Some(65534), None).unwrap();
+            let error = floor.check(&module(Some("1.0.0"), b"a")).unwrap_err();
+            assert!(
+                error.to_string().contains("belongs to uid 65534"),
+                "{error}"
+            );
+            std::os::unix::fs::chown(&versions, Some(0), None).unwrap();
+        }
+        // A link in its place, to a directory of ours with a low floor: not followed.
+        let elsewhere = tempfile::tempdir().unwrap();
+        VersionFloor::at(elsewhere.path())
+            .raise(&module(Some("0.1.0"), b"a"))
+            .unwrap();
+        std::fs::remove_dir(&versions).unwrap();
+        std::os::unix::fs::symlink(elsewhere.path().join("versions"), &versions).unwrap();
+        let error = floor.check(&module(Some("1.0.0"), b"a")).unwrap_err();
+        assert!(error.to_string().contains("is a symbolic link"), "{error}");
+        // Private again: the floor works.
+        std::fs::remove_file(&versions).unwrap();
+        assert_eq!(floor.check(&module(Some("1.0.0"), b"a")), Ok(()));
+    }
+
+    #[test]
+    fn links_planted_in_the_floor_are_neither_written_through_nor_read() {
+        let state = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let floor = VersionFloor::at(state.path());
+        floor.raise(&module(Some("1.0.0"), b"a")).unwrap();
+        // Where the floor's write once went first: `<name>.tmp<pid>`, beside the file.
+        let target = outside.path().join("target");
+        std::fs::write(&target, "keep").unwrap();
+        let versions = state.path().join("versions");
+        let planted = versions.join(format!("m.tmp{}", std::process::id()));
+        std::os::unix::fs::symlink(&target, &planted).unwrap();
+        floor.raise(&module(Some("2.0.0"), b"b")).unwrap();
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep");
+        let file = std::fs::symlink_metadata(versions.join("m.json")).unwrap();
+        assert!(file.is_file(), "the floor is a file of its own");
+        assert_eq!(
+            floor.check(&module(Some("1.0.0"), b"a")),
+            Err(Rollback::Older {
+                offered: "1.0.0".into(),
+                served: "2.0.0".into()
+            })
+        );
+        // The floor's file itself a link (to a lower floor): refused, not read through.
+        std::fs::write(&target, r#"{"version":"0.1.0","content":"- x"}"#).unwrap();
+        std::fs::remove_file(versions.join("m.json")).unwrap();
+        std::os::unix::fs::symlink(&target, versions.join("m.json")).unwrap();
+        let error = floor.check(&module(Some("1.0.0"), b"a")).unwrap_err();
+        assert!(
+            matches!(&error, Rollback::Unreadable(m) if m.contains("is a symbolic link")),
+            "{error}"
+        );
     }
 
     #[test]
