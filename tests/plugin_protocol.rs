@@ -155,6 +155,116 @@ async fn a_socket_group_from_the_client_owns_the_socket() {
     );
 }
 
+/// The socket is never reachable with wider permissions than asked, not even for a moment: under
+/// umask 000 a socket bound in place exists with mode 0777 until it is chowned and chmodded, and a
+/// user outside `PLUGIN_UNIX_SOCKET_GROUP` may connect in that window. inotify reports every change
+/// to the socket directory's entries, in order: the socket's name appears there once, already with
+/// its group and mode (no change of attributes after), and nothing else is left behind.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_socket_is_never_wider_than_asked_even_for_a_moment() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::tempdir().unwrap();
+    let watch = DirectoryWatch::on(dir.path());
+    #[allow(unsafe_code)]
+    // SAFETY: getgid has no preconditions.
+    let gid = unsafe { libc::getgid() };
+    let (socket_dir, group) = (dir.path().display().to_string(), gid.to_string());
+    let env = [
+        ("PLUGIN_UNIX_SOCKET_DIR", socket_dir.as_str()),
+        ("PLUGIN_UNIX_SOCKET_GROUP", group.as_str()),
+        ("VELERO_WASM_STOCK", "none"),
+    ];
+    // SAFETY: between fork and exec the child only calls umask, which is async-signal-safe.
+    #[allow(unsafe_code)]
+    let plugin = Plugin::start_with(binary(), ARGS_1_15, &env, |command| unsafe {
+        command.pre_exec(|| {
+            libc::umask(0);
+            Ok(())
+        });
+    });
+    assert_eq!(plugin.socket.parent(), Some(dir.path()));
+    let meta = std::fs::metadata(&plugin.socket).unwrap();
+    assert_eq!(
+        (meta.gid(), meta.permissions().mode() & 0o777),
+        (gid, 0o660)
+    );
+    let name = plugin
+        .socket
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    let events = watch.events();
+    let on_socket: Vec<u32> = events
+        .iter()
+        .filter(|(_, n)| *n == name)
+        .map(|(mask, _)| *mask)
+        .collect();
+    let appeared = on_socket
+        .iter()
+        .filter(|m| *m & (libc::IN_CREATE | libc::IN_MOVED_TO) != 0)
+        .count();
+    assert_eq!(appeared, 1, "{events:?}");
+    assert!(
+        on_socket.iter().all(|m| m & libc::IN_ATTRIB == 0),
+        "the socket's owner or mode changed once it had its name: {events:?}"
+    );
+    let entries: Vec<PathBuf> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(entries, std::slice::from_ref(&plugin.socket));
+    plugin.shutdown().await;
+}
+
+/// inotify's reports on the entries of one directory (not below it).
+struct DirectoryWatch(std::os::fd::OwnedFd);
+
+impl DirectoryWatch {
+    fn on(dir: &Path) -> DirectoryWatch {
+        use std::os::fd::FromRawFd;
+        let path = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: inotify_init1 takes flags only; the descriptor it returns is owned here alone, and
+        // inotify_add_watch gets it with a valid NUL-terminated path.
+        #[allow(unsafe_code)]
+        unsafe {
+            let fd = libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC);
+            assert!(fd >= 0, "{}", std::io::Error::last_os_error());
+            let owned = std::os::fd::OwnedFd::from_raw_fd(fd);
+            let wd = libc::inotify_add_watch(fd, path.as_ptr(), libc::IN_ALL_EVENTS);
+            assert!(wd >= 0, "{}", std::io::Error::last_os_error());
+            DirectoryWatch(owned)
+        }
+    }
+
+    /// The events so far: (mask, name of the entry), in order.
+    fn events(&self) -> Vec<(u32, String)> {
+        use std::io::Read;
+        let mut file = std::fs::File::from(self.0.try_clone().unwrap());
+        let mut events = Vec::new();
+        let mut buffer = vec![0u8; 64 << 10];
+        loop {
+            let n = match file.read(&mut buffer) {
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return events,
+                Err(e) => panic!("inotify: {e}"),
+            };
+            // Each event: wd (i32), mask, cookie, len (u32), then `len` bytes of NUL-padded name.
+            let mut at = 0;
+            while at + 16 <= n {
+                let word =
+                    |i: usize| u32::from_ne_bytes(buffer[at + i..at + i + 4].try_into().unwrap());
+                let (mask, len) = (word(4), word(12) as usize);
+                let name = &buffer[at + 16..at + 16 + len];
+                let name = name.split(|b| *b == 0).next().unwrap_or_default();
+                events.push((mask, String::from_utf8_lossy(name).into_owned()));
+                at += 16 + len;
+            }
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn c03_starts_with_velero_1_14_and_1_15_arguments() {
     for args in [ARGS_1_14, ARGS_1_15, &[][..]] {

@@ -240,50 +240,102 @@ pub struct Socket {
 
 impl Socket {
     /// Binds a new socket at a fresh path `<dir>/plugin<random digits>`, trying other names if one is
-    /// taken, and makes it [`SOCKET_MODE`] whatever the umask — or, given a `group`, hands it to that
-    /// group with [`GROUP_SOCKET_MODE`]. The listener accepts connections from now on.
+    /// taken, with [`SOCKET_MODE`] whatever the umask — or, given a `group`, handed to that group with
+    /// [`GROUP_SOCKET_MODE`]. The listener accepts connections from now on.
+    ///
+    /// The socket is never reachable with wider permissions than these, not even for a moment: it is
+    /// bound in a private directory made for it in `dir` ([`Staging`], mode 0700, which nobody else
+    /// may enter, so nobody else may connect), given its group and mode there, and only then moved to
+    /// its name in `dir`, without replacing anything there (`RENAME_NOREPLACE`). Setting the umask
+    /// around `bind` would do it too, but the umask belongs to the whole process, which has threads by
+    /// now (tokio's workers, wasmtime's, the module loading): a file or directory one of them created
+    /// meanwhile would get the socket's umask (a directory without its owner's search bit, say).
     pub fn bind(dir: &Path, group: Option<u32>) -> Result<(UnixListener, Socket), StartError> {
         use std::os::unix::fs::PermissionsExt;
+        let listen = |source| StartError::Listen {
+            dir: dir.to_path_buf(),
+            source,
+        };
+        let staging = Staging::create(dir).map_err(listen)?;
+        let staged = staging.0.join("s");
+        let listener = UnixListener::bind(&staged).map_err(listen)?;
+        if let Some(gid) = group {
+            std::os::unix::fs::chown(&staged, None, Some(gid)).map_err(|e| {
+                StartError::SocketGroup {
+                    group: gid.to_string(),
+                    reason: GroupError::Chown(e),
+                }
+            })?;
+        }
+        let mode = if group.is_some() {
+            GROUP_SOCKET_MODE
+        } else {
+            SOCKET_MODE
+        };
+        std::fs::set_permissions(&staged, std::fs::Permissions::from_mode(mode)).map_err(listen)?;
         let mut last = None;
         for _ in 0..16 {
             let path = dir.join(format!("plugin{}", random_digits()));
-            match UnixListener::bind(&path) {
-                Ok(listener) => {
-                    let socket = Socket { path };
-                    // Before the path is announced; the socket is removed (dropped) if this fails.
-                    if let Some(gid) = group {
-                        std::os::unix::fs::chown(&socket.path, None, Some(gid)).map_err(|e| {
-                            StartError::SocketGroup {
-                                group: gid.to_string(),
-                                reason: GroupError::Chown(e),
-                            }
-                        })?;
-                    }
-                    let mode = if group.is_some() {
-                        GROUP_SOCKET_MODE
-                    } else {
-                        SOCKET_MODE
-                    };
-                    std::fs::set_permissions(&socket.path, std::fs::Permissions::from_mode(mode))
-                        .map_err(|source| StartError::Listen {
-                        dir: dir.to_path_buf(),
-                        source,
-                    })?;
-                    return Ok((listener, socket));
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => last = Some(e),
-                Err(source) => {
-                    return Err(StartError::Listen {
-                        dir: dir.to_path_buf(),
-                        source,
-                    })
-                }
+            match move_without_replacing(&staged, &path) {
+                Ok(()) => return Ok((listener, Socket { path })),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
+                Err(source) => return Err(listen(source)),
             }
         }
-        Err(StartError::Listen {
-            dir: dir.to_path_buf(),
-            source: last.unwrap_or_else(|| std::io::Error::other("every name tried was taken")),
-        })
+        Err(listen(last.unwrap_or_else(|| {
+            std::io::Error::other("every name tried was taken")
+        })))
+    }
+}
+
+/// A private directory (mode 0700) in the socket directory, where the socket is bound and given its
+/// permissions before it gets its name; removed, with the socket if it is still there, when dropped.
+struct Staging(PathBuf);
+
+impl Staging {
+    fn create(dir: &Path) -> std::io::Result<Staging> {
+        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+        for _ in 0..16 {
+            let path = dir.join(format!(".plugin{}", random_digits()));
+            match std::fs::DirBuilder::new().mode(0o700).create(&path) {
+                Ok(()) => {
+                    let staging = Staging(path);
+                    // The umask may have taken bits from 0700 (never added any): made exactly 0700,
+                    // through a handle of the directory just made, never through a link.
+                    std::fs::OpenOptions::new()
+                        .read(true)
+                        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+                        .open(&staging.0)?
+                        .set_permissions(std::fs::Permissions::from_mode(0o700))?;
+                    return Ok(staging);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(std::io::Error::other(
+            "every name tried for a private directory was taken",
+        ))
+    }
+}
+
+impl Drop for Staging {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Renames `from` to `to`, failing with `AlreadyExists` if `to` exists. Where the file system cannot
+/// rename without replacing, a hard link (which never replaces) then the removal of `from`.
+fn move_without_replacing(from: &Path, to: &Path) -> std::io::Result<()> {
+    use rustix::fs::{renameat_with, RenameFlags, CWD};
+    match renameat_with(CWD, from, CWD, to, RenameFlags::NOREPLACE) {
+        Ok(()) => Ok(()),
+        Err(rustix::io::Errno::INVAL | rustix::io::Errno::NOSYS) => {
+            std::fs::hard_link(from, to)?;
+            std::fs::remove_file(from)
+        }
+        Err(e) => Err(e.into()),
     }
 }
 
