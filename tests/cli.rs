@@ -2518,3 +2518,136 @@ fn actions_finds_velero_s_namespace_as_velero_s_cli_does() {
         assert_eq!(source, "stock", "{flag}");
     }
 }
+
+/// A state directory whose status holds a signed shadow with a long source, counts too wide for a
+/// fixed table, and a last difference the shadow made no result for (it has no such action).
+fn status_scene() -> tempfile::TempDir {
+    use std::collections::BTreeMap;
+    use velero_wasm::shadow::status::{ModuleStatus, Modules, Process};
+    use velero_wasm::shadow::{LastDifference, Tally};
+    let state = tempfile::tempdir().unwrap();
+    let dir = state.path().join("status");
+    std::fs::create_dir(&dir).unwrap();
+    let module = |role: &str, source: &str, signed_by: Option<&str>| ModuleStatus {
+        name: "kubevirt".into(),
+        role: role.into(),
+        version: Some("1.2.0-rc.1+build.20261204".into()),
+        source: source.into(),
+        sha256: "0".repeat(64),
+        signed_by: signed_by.map(str::to_string),
+        verified: false,
+    };
+    let modules = Modules {
+        written: "2026-12-04T16:00:00.000Z".into(),
+        pid: 1,
+        modules: vec![
+            module("serving", "stock", None),
+            module(
+                "shadow",
+                "OCI registry.example.com/velero-wasm/kubevirt-candidate:1.2.0@sha256:0123456789abcdef0123456789abcdef",
+                Some("05ca04d5eb9fffea"),
+            ),
+        ],
+    };
+    write(
+        &dir,
+        "modules.json",
+        &serde_json::to_string(&modules).unwrap(),
+    );
+    let big = 12_345_678_901u64;
+    let tally = Tally {
+        compared: big,
+        same: big - 7,
+        differing: 7,
+        differences: BTreeMap::from([
+            ("additional-items".to_string(), 4),
+            ("missing-action".to_string(), 3),
+            ("post-operation-items".to_string(), 2),
+        ]),
+        faults: BTreeMap::from([("trap".to_string(), 9_876_543_210)]),
+        dropped: BTreeMap::from([("busy".to_string(), 5)]),
+        last_difference: Some(LastDifference {
+            at: "2026-12-04T16:01:00.000Z".into(),
+            action: "kubevirt-velero-plugin/block-vmi-action".into(),
+            item: "virtualmachineinstances.kubevirt.io vm-workloads/fedora-web-01".into(),
+            subject: "backup nightly".into(),
+            kinds: vec!["missing-action".into()],
+            patch: json!([{"op": "replace", "path": "", "value": null}]),
+        }),
+        last_fault: Some(format!(
+            "wasm trap: {} and the end of the message",
+            "x".repeat(150)
+        )),
+    };
+    let process = Process {
+        pid: 2,
+        updated: "2026-12-04T16:02:00.000Z".into(),
+        shadows: BTreeMap::from([("kubevirt".to_string(), tally)]),
+    };
+    write(
+        &dir,
+        "shadows-2-1.json",
+        &serde_json::to_string(&process).unwrap(),
+    );
+    state
+}
+
+#[test]
+fn status_fits_the_terminal_cuts_no_count_or_signature_and_names_the_cause_of_a_difference() {
+    let state = status_scene();
+    let status = |columns: &str| {
+        let out = Run::cli(["status", "--state-dir", state.path().to_str().unwrap()])
+            .env("COLUMNS", columns)
+            .output();
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    for columns in [80, 100, 160] {
+        let text = status(&columns.to_string());
+        assert!(
+            text.lines().all(|l| l.chars().count() <= columns),
+            "wider than {columns}:\n{text}"
+        );
+        assert!(!text.contains('…'), "nothing cut:\n{text}");
+        // Every count whole, and the signature state.
+        let words: String = text.split_whitespace().collect();
+        for whole in [
+            "12345678901",
+            "12345678894",
+            "trap=9876543210",
+            "busy=5",
+            "missing-action=3",
+            "post-operation-items=2",
+            "theendofthemessage",
+        ] {
+            assert!(words.contains(whole), "{whole} at {columns}:\n{text}");
+        }
+        // The signature column, read down: each module's signature state whole.
+        let header = text.lines().find(|l| l.starts_with("MODULE")).unwrap();
+        let at = header.find("SIGNATURE").unwrap();
+        let column: Vec<&str> = text
+            .lines()
+            .skip_while(|l| !l.starts_with("MODULE"))
+            .skip(1)
+            .take_while(|l| !l.is_empty())
+            .filter_map(|l| l.get(at..))
+            .collect();
+        assert_eq!(
+            column
+                .join(" ")
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" "),
+            "unsigned 05ca04d5eb9fffea (not verified)",
+            "{text}"
+        );
+        // The cause, not a patch replacing the whole result with nothing.
+        assert!(!text.contains("replace  null"), "{text}");
+        assert!(
+            words.contains("theshadowhasnoactionkubevirt-velero-plugin/block-vmi-action,soitmadenoresulttocompare"),
+            "{text}"
+        );
+    }
+    // A wider terminal gets longer lines: the table follows it rather than 100 columns.
+    assert!(status("160").lines().any(|l| l.chars().count() > 100));
+}

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use serde_json::json;
 
+use super::text::{self, table, Column};
 use super::{
     load_runtime_with, velero_namespace, Failure, ModuleArgs, EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK,
 };
@@ -27,7 +28,7 @@ pub struct ActionsArgs {
     #[arg(long)]
     json: bool,
 
-    /// Add each module's grant and settings to the table, and do not shorten lines to the terminal width.
+    /// Add each module's grant and settings to the table, and do not wrap lines to the terminal width.
     #[arg(long)]
     wide: bool,
 
@@ -45,9 +46,6 @@ pub struct ActionsArgs {
     #[command(flatten)]
     modules: ModuleArgs,
 }
-
-/// The width the table fits when not `--wide`.
-const WIDTH: usize = 100;
 
 /// Runs the command; returns the exit status.
 pub async fn actions(args: ActionsArgs) -> u8 {
@@ -242,8 +240,12 @@ fn print_table(
         }
         rows.push(row);
     }
-    let width = if args.wide { usize::MAX } else { WIDTH };
-    print!("{}", table(&rows, width));
+    let width = if args.wide { usize::MAX } else { text::width() };
+    let mut columns = vec![Column::Wraps, Column::Fixed, Column::Wraps, Column::Wraps];
+    if args.wide {
+        columns.extend([Column::Wraps, Column::Wraps]);
+    }
+    print!("{}", table(&rows, &columns, width));
     // Where each module comes from (stock, a directory, a ConfigMap, an override).
     let mut sources = vec![vec!["MODULE".to_string(), "SOURCE".to_string()]];
     for m in catalog.modules() {
@@ -255,7 +257,10 @@ fn print_table(
             m.origin.to_string(),
         ]);
     }
-    print!("\n{}", table(&sources, width));
+    print!(
+        "\n{}",
+        table(&sources, &[Column::Wraps, Column::Wraps], width)
+    );
     for problem in problems {
         let what = if problem.broken {
             "module left out"
@@ -386,37 +391,6 @@ fn applies_to(s: &Selector) -> String {
     parts.join("; ")
 }
 
-/// Left-aligned columns separated by two spaces; a line longer than `width` loses the end of its
-/// last cell (marked `…`).
-fn table(rows: &[Vec<String>], width: usize) -> String {
-    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
-    let mut widths = vec![0usize; columns];
-    for row in rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    let mut out = String::new();
-    for row in rows {
-        let line: Vec<String> = row
-            .iter()
-            .zip(&widths)
-            .map(|(cell, w)| format!("{cell:<w$}"))
-            .collect();
-        let line = line.join("  ");
-        let line = line.trim_end();
-        if line.chars().count() > width {
-            let kept: String = line.chars().take(width.saturating_sub(1)).collect();
-            out.push_str(kept.trim_end());
-            out.push('…');
-        } else {
-            out.push_str(line);
-        }
-        out.push('\n');
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -436,20 +410,6 @@ mod tests {
         };
         assert_eq!(applies_to(&few), "pods; not in kube-system");
         assert_eq!(applies_to(&Selector::default()), "all resources");
-    }
-
-    #[test]
-    fn lines_past_the_width_lose_the_end_of_their_last_cell() {
-        let rows = vec![
-            vec!["NAME".to_string(), "APPLIES TO".to_string()],
-            vec!["a".to_string(), "x".repeat(30)],
-        ];
-        let text = table(&rows, 20);
-        let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines[0], "NAME  APPLIES TO");
-        assert_eq!(lines[1], format!("a     {}…", "x".repeat(13)));
-        assert_eq!(lines[1].chars().count(), 20);
-        assert!(table(&rows, usize::MAX).contains(&"x".repeat(30)));
     }
 
     #[test]

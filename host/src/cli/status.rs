@@ -15,7 +15,7 @@ use std::path::PathBuf;
 
 use serde_json::json;
 
-use super::text::cut;
+use super::text::{table, wrap, Column};
 use super::{EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK};
 use crate::action::compare::patch_lines;
 use crate::shadow::status::{self, ModuleStatus};
@@ -34,9 +34,6 @@ pub struct StatusArgs {
     #[arg(long)]
     json: bool,
 }
-
-/// Widest line of the tables.
-const WIDTH: usize = 100;
 
 /// Runs the command; returns the exit status.
 pub fn status(args: StatusArgs) -> u8 {
@@ -94,21 +91,23 @@ pub fn status(args: StatusArgs) -> u8 {
                 &modules.modules,
                 &modules.written,
                 &shadows,
-                read.processes.len()
+                read.processes.len(),
+                super::text::width()
             )
         );
     }
     EXIT_OK
 }
 
-/// The tables.
+/// The tables, fitting `width`.
 fn text(
     modules: &[ModuleStatus],
     written: &str,
     shadows: &BTreeMap<String, Tally>,
     processes: usize,
+    width: usize,
 ) -> String {
-    let mut out = modules_table(modules, written);
+    let mut out = modules_table(modules, written, width);
     if shadows.is_empty() {
         let any = modules.iter().any(|m| m.role == "shadow");
         out.push_str(if any {
@@ -118,87 +117,141 @@ fn text(
         });
         return out;
     }
-    out.push_str(&shadows_table(shadows, processes));
-    out.push_str(&last_events(shadows));
+    out.push_str(&shadows_table(shadows, processes, width));
+    out.push_str(&last_events(shadows, width));
     out
 }
 
-/// The modules loaded: name, role, version, source and signature, one a line.
-fn modules_table(modules: &[ModuleStatus], written: &str) -> String {
+/// The modules loaded: name, role, version, source and signature, one a row; long cells wrap.
+fn modules_table(modules: &[ModuleStatus], written: &str, width: usize) -> String {
     let mut out = format!("modules (as loaded at {written}):\n");
-    out.push_str(&format!(
-        "{:<20} {:<8} {:<10} {:<38} {}\n",
-        "MODULE", "ROLE", "VERSION", "SOURCE", "SIGNATURE"
-    ));
+    let mut rows = vec![["MODULE", "ROLE", "VERSION", "SOURCE", "SIGNATURE"]
+        .map(String::from)
+        .to_vec()];
     for m in modules {
         let signature = match (&m.signed_by, m.verified) {
             (Some(key), true) => format!("{key} (verified)"),
             (Some(key), false) => format!("{key} (not verified)"),
             (None, _) => "unsigned".to_string(),
         };
-        let line = format!(
-            "{:<20} {:<8} {:<10} {:<38} {}",
-            cut(&m.name, 20),
-            m.role,
-            cut(m.version.as_deref().unwrap_or("-"), 10),
-            cut(&m.source, 38),
-            signature
-        );
-        out.push_str(&cut(&line, WIDTH));
-        out.push('\n');
+        rows.push(vec![
+            m.name.clone(),
+            m.role.clone(),
+            m.version.clone().unwrap_or_else(|| "-".to_string()),
+            m.source.clone(),
+            signature,
+        ]);
     }
+    use Column::{Fixed, Wraps};
+    out.push_str(&table(&rows, &[Wraps, Fixed, Wraps, Wraps, Wraps], width));
     out
 }
 
-/// The shadows' tallies, summed over the plugin processes, one shadow a line.
-fn shadows_table(shadows: &BTreeMap<String, Tally>, processes: usize) -> String {
+/// `k=v, k=v` of counts by kind.
+fn by_kind(counts: &BTreeMap<String, u64>) -> String {
+    counts
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The shadows' tallies, summed over the plugin processes, one shadow a row; every count whole.
+fn shadows_table(shadows: &BTreeMap<String, Tally>, processes: usize, width: usize) -> String {
     let mut out = format!(
         "\nshadows ({processes} plugin process{}):\n",
         if processes == 1 { "" } else { "es" }
     );
-    out.push_str(&format!(
-        "{:<20} {:>9} {:>9} {:>9} {:>7} {:>8}  {}\n",
-        "SHADOW", "COMPARED", "SAME", "DIFFER", "FAULTS", "DROPPED", "DIFFERENCES"
-    ));
+    let mut rows = vec![[
+        "SHADOW",
+        "COMPARED",
+        "SAME",
+        "DIFFER",
+        "FAULTS",
+        "DROPPED",
+        "DIFFERENCES",
+    ]
+    .map(String::from)
+    .to_vec()];
     for (name, t) in shadows {
-        let kinds: Vec<String> = t
-            .differences
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect();
-        let line = format!(
-            "{:<20} {:>9} {:>9} {:>9} {:>7} {:>8}  {}",
-            cut(name, 20),
-            t.compared,
-            t.same,
-            t.differing,
-            t.fault_count(),
-            t.dropped_count(),
-            kinds.join(",")
-        );
-        out.push_str(&cut(&line, WIDTH));
-        out.push('\n');
+        rows.push(vec![
+            name.clone(),
+            t.compared.to_string(),
+            t.same.to_string(),
+            t.differing.to_string(),
+            t.fault_count().to_string(),
+            t.dropped_count().to_string(),
+            by_kind(&t.differences),
+        ]);
     }
+    use Column::{Number, Wraps};
+    let columns = [Wraps, Number, Number, Number, Number, Number, Wraps];
+    out.push_str(&table(&rows, &columns, width));
     out
 }
 
-/// Each shadow's last difference (with its patch) and last fault.
-fn last_events(shadows: &BTreeMap<String, Tally>) -> String {
+/// Why a shadow's result differed when it made none to compare: the kinds the shadow counts for a
+/// call it would not have been given (`crate::shadow`), for which the patch is only "replaced by
+/// nothing".
+fn without_result(kinds: &[String], action: &str) -> Option<String> {
+    if kinds.iter().any(|k| k == "missing-action") {
+        Some(format!(
+            "the shadow has no action {action}, so it made no result to compare"
+        ))
+    } else if kinds.iter().any(|k| k == "applies-to") {
+        Some(format!(
+            "the shadow's {action} does not apply to this item (its applies_to), so it made no result to compare"
+        ))
+    } else {
+        None
+    }
+}
+
+/// Each shadow's faults and drops by kind, its last difference (the patch, or why there is none)
+/// and its last fault, wrapped to `width`, never cut.
+fn last_events(shadows: &BTreeMap<String, Tally>, width: usize) -> String {
     let mut out = String::new();
     for (name, t) in shadows {
+        if !t.faults.is_empty() || !t.dropped.is_empty() {
+            let mut line = format!("{name}:");
+            if !t.faults.is_empty() {
+                line.push_str(&format!(" faults {}", by_kind(&t.faults)));
+            }
+            if !t.dropped.is_empty() {
+                if !t.faults.is_empty() {
+                    line.push(';');
+                }
+                line.push_str(&format!(" dropped {}", by_kind(&t.dropped)));
+            }
+            out.push('\n');
+            out.push_str(&wrap(&line, width, 2));
+        }
         if let Some(d) = &t.last_difference {
-            out.push_str(&format!(
-                "\n{name}: last difference at {}, {} of {}:\n  {}\n",
-                d.at, d.action, d.subject, d.item
+            out.push('\n');
+            out.push_str(&wrap(
+                &format!(
+                    "{name}: last difference at {}, {} of {} ({}):",
+                    d.at,
+                    d.action,
+                    d.subject,
+                    d.kinds.join(", ")
+                ),
+                width,
+                2,
             ));
-            for line in patch_lines(&d.patch) {
-                out.push_str(&cut(&format!("    {line}"), WIDTH));
-                out.push('\n');
+            out.push_str(&wrap(&format!("  {}", d.item), width, 4));
+            match without_result(&d.kinds, &d.action) {
+                Some(why) => out.push_str(&wrap(&format!("    {why}"), width, 6)),
+                None => {
+                    for line in patch_lines(&d.patch) {
+                        out.push_str(&wrap(&format!("    {line}"), width, 6));
+                    }
+                }
             }
         }
         if let Some(fault) = &t.last_fault {
-            out.push_str(&cut(&format!("\n{name}: last fault: {fault}"), WIDTH));
             out.push('\n');
+            out.push_str(&wrap(&format!("{name}: last fault: {fault}"), width, 2));
         }
     }
     out

@@ -27,8 +27,8 @@ const DEFAULT_SUITE: &str = "tests/suite.yaml";
 /// The largest suite file read.
 const MAX_SUITE: u64 = 4 << 20;
 
-/// The width of the table: a terminal's, with room to spare.
-const WIDTH: usize = 100;
+/// The narrowest the table gets, whatever the terminal: room for a case's name and a reason's words.
+const MIN_WIDTH: usize = 60;
 /// The longest JUnit failure message (CI systems show it on one line; the description has it all).
 const MAX_JUNIT_MESSAGE: usize = 500;
 
@@ -1135,7 +1135,9 @@ fn print_row(outcome: &Outcome) {
         (false, false) => "FAIL",
     };
     let time = format!("{:.2} s", outcome.time.as_secs_f64());
-    let name_width = WIDTH - 2 - 2 - 7 - 1 - 8;
+    // The terminal's width (`COLUMNS`, the tty's, else 100).
+    let width = super::text::width().max(MIN_WIDTH);
+    let name_width = width - 2 - 2 - 7 - 1 - 8;
     println!(
         "  {:<name_width$}  {result:<7} {time:>8}",
         cut(&outcome.name, name_width)
@@ -1144,10 +1146,10 @@ fn print_row(outcome: &Outcome) {
         return;
     }
     // Wrapped, never cut: the end of a reason is often the rule to add.
-    let options = textwrap::Options::new(WIDTH - 6).subsequent_indent("  ");
+    let options = textwrap::Options::new(width - 6).subsequent_indent("  ");
     for reason in &outcome.reasons {
         for line in reason.lines() {
-            if line.chars().count() <= WIDTH - 6 {
+            if line.chars().count() <= width - 6 {
                 println!("      {line}");
                 continue;
             }

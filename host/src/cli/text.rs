@@ -1,6 +1,50 @@
-//! Text for people at a terminal: what several commands print is cut to the terminal's width.
+//! Text for people at a terminal: tables and lines that fit its width ([`width`]: `COLUMNS`, else the
+//! terminal's, else 100). What does not fit wraps onto more lines; a count, an error or a signature
+//! state is never cut.
 
-/// `text` cut to `width` characters, an ellipsis marking the cut.
+use std::io::IsTerminal as _;
+
+/// The width when neither `COLUMNS` nor a terminal says (a pipe, a file): as wide as a review reads.
+pub(super) const DEFAULT_WIDTH: usize = 100;
+
+/// The narrowest a wrapping column gets, whatever the width.
+const MIN_WRAP: usize = 10;
+
+/// The width text fits: `COLUMNS` when it is a number (as shells and `watch` set it), else the width
+/// of the terminal stdout is, else [`DEFAULT_WIDTH`].
+pub(super) fn width() -> usize {
+    if let Some(columns) = std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.trim().parse::<usize>().ok())
+        .filter(|c| *c > 0)
+    {
+        return columns;
+    }
+    if std::io::stdout().is_terminal() {
+        if let Some(columns) = terminal_columns() {
+            return columns;
+        }
+    }
+    DEFAULT_WIDTH
+}
+
+/// The columns of the terminal on stdout, if it says.
+#[allow(unsafe_code)] // An ioctl: see the SAFETY comment.
+fn terminal_columns() -> Option<usize> {
+    let mut size = libc::winsize {
+        ws_row: 0,
+        ws_col: 0,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCGWINSZ writes one `winsize` through the pointer, which points at a live, writable
+    // `winsize` of our own; on failure it writes nothing and returns -1.
+    let done = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut size) };
+    (done == 0 && size.ws_col > 0).then_some(usize::from(size.ws_col))
+}
+
+/// `text` cut to `width` characters, an ellipsis marking the cut: only for what may be shortened
+/// (a value shown whole elsewhere), never a count, an error or a signature state.
 pub(super) fn cut(text: &str, width: usize) -> String {
     if text.chars().count() <= width {
         return text.to_string();
@@ -10,13 +54,157 @@ pub(super) fn cut(text: &str, width: usize) -> String {
     out
 }
 
+/// `text` wrapped to `width` (its leading spaces kept on the first line), each line after the first
+/// indented by `indent` spaces; a word longer than a line is broken, nothing is left out. Ends with a
+/// newline.
+pub(super) fn wrap(text: &str, width: usize, indent: usize) -> String {
+    let body = text.trim_start_matches(' ');
+    let first = " ".repeat(text.len() - body.len());
+    let pad = " ".repeat(indent);
+    let options = textwrap::Options::new(width.max(indent.max(first.len()) + MIN_WRAP))
+        .initial_indent(&first)
+        .subsequent_indent(&pad);
+    let mut out = String::new();
+    for line in textwrap::wrap(body, options) {
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    if out.is_empty() {
+        out.push('\n');
+    }
+    out
+}
+
+/// How a column of a [`table`] is laid out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Column {
+    /// Left-aligned, kept on one line (a kind, a role).
+    Fixed,
+    /// Right-aligned, kept on one line (a count).
+    Number,
+    /// Left-aligned, wrapped onto more lines when the table is too wide (a name, a source).
+    Wraps,
+}
+
+/// Rows (the first is the header) as columns two spaces apart, fitting `width`: when they are too
+/// wide, the widest wrapping columns narrow (to [`MIN_WRAP`] at least) and their cells continue on
+/// the lines below. Every character of every cell is printed.
+pub(super) fn table(rows: &[Vec<String>], columns: &[Column], width: usize) -> String {
+    let count = columns.len();
+    let mut widths = vec![0usize; count];
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    // A wrapping column keeps room for its header's longest word.
+    let floors: Vec<usize> = (0..count)
+        .map(|i| {
+            let header = rows
+                .first()
+                .and_then(|r| r.get(i))
+                .map_or("", String::as_str);
+            let word = header
+                .split(' ')
+                .map(|w| w.chars().count())
+                .max()
+                .unwrap_or(0);
+            word.max(MIN_WRAP)
+        })
+        .collect();
+    let total = |widths: &[usize]| widths.iter().sum::<usize>() + 2 * count.saturating_sub(1);
+    while total(&widths) > width {
+        // The widest column that may still narrow gives up what is too much, down to the next one.
+        let Some((widest, _)) = widths
+            .iter()
+            .enumerate()
+            .filter(|(i, w)| columns[*i] == Column::Wraps && **w > floors[*i])
+            .max_by_key(|(_, w)| **w)
+        else {
+            break;
+        };
+        let next = widths
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != widest && columns[*i] == Column::Wraps)
+            .map(|(_, w)| *w)
+            .max()
+            .unwrap_or(0)
+            .max(floors[widest]);
+        let excess = total(&widths) - width;
+        let step = excess.min(widths[widest] - next).max(1);
+        widths[widest] -= step;
+    }
+    let mut out = String::new();
+    for row in rows {
+        let cells: Vec<Vec<String>> = row
+            .iter()
+            .zip(widths.iter().zip(columns))
+            .map(|(cell, (w, column))| match column {
+                Column::Wraps if cell.chars().count() > *w => textwrap::wrap(cell, *w)
+                    .into_iter()
+                    .map(|l| l.into_owned())
+                    .collect(),
+                _ => vec![cell.clone()],
+            })
+            .collect();
+        let height = cells.iter().map(Vec::len).max().unwrap_or(1);
+        for line in 0..height {
+            let parts: Vec<String> = cells
+                .iter()
+                .zip(widths.iter().zip(columns))
+                .map(|(lines, (w, column))| {
+                    let text = lines.get(line).map(String::as_str).unwrap_or("");
+                    match column {
+                        Column::Number => format!("{text:>w$}"),
+                        _ => format!("{text:<w$}"),
+                    }
+                })
+                .collect();
+            out.push_str(parts.join("  ").trim_end());
+            out.push('\n');
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
-    use super::cut;
+    use super::*;
 
     #[test]
     fn cuts_at_a_character_and_marks_the_cut() {
         assert_eq!(cut("short", 10), "short");
         assert_eq!(cut("éééééé", 4), "ééé…");
+    }
+
+    #[test]
+    fn a_table_too_wide_wraps_its_widest_cells_and_keeps_every_character() {
+        let rows = vec![
+            vec!["NAME".to_string(), "N".to_string(), "SIGNATURE".to_string()],
+            vec![
+                "kubevirt".to_string(),
+                "123456789012".to_string(),
+                "0123456789abcdef (not verified)".to_string(),
+            ],
+        ];
+        let columns = [Column::Wraps, Column::Number, Column::Wraps];
+        let wide = table(&rows, &columns, 200);
+        assert_eq!(wide.lines().count(), 2, "{wide}");
+        let narrow = table(&rows, &columns, 40);
+        assert!(narrow.lines().all(|l| l.chars().count() <= 40), "{narrow}");
+        assert!(narrow.contains("123456789012"), "{narrow}");
+        let words: String = narrow.split_whitespace().collect();
+        assert!(words.contains("0123456789abcdef(notverified)"), "{narrow}");
+        // Columns that do not wrap stay whole even past the width.
+        let tight = table(&rows, &columns, 5);
+        assert!(tight.contains("123456789012"), "{tight}");
+    }
+
+    #[test]
+    fn wrapped_text_keeps_every_word_and_indents_what_follows() {
+        let text = wrap("one two three four five six", 12, 2);
+        assert_eq!(text, "one two\n  three four\n  five six\n");
+        assert_eq!(wrap("    replace /a 1", 80, 6), "    replace /a 1\n");
     }
 }
