@@ -572,6 +572,42 @@ async fn with_trusted_keys_an_older_signed_version_or_other_content_under_a_serv
     );
 }
 
+/// The floor is only as good as its directory: one that others may write could have lost its files,
+/// so while it is not the plugin's alone no signed module serves, and the refusal says how to fix it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_trusted_keys_no_signed_module_serves_while_the_version_floor_is_open_to_others() {
+    use std::os::unix::fs::PermissionsExt;
+    let t = Trusting::new();
+    t.scene
+        .server
+        .apply(signed_version("v2.example.io", &t.key, Some("1.2.0")));
+    assert!(t
+        .serves()
+        .await
+        .0
+        .contains(&"v2.example.io/echo".to_string()));
+
+    // The floor's directory open to everybody; somebody removed the floor and re-applied an older
+    // signed version.
+    let versions = t.scene.path("state/versions");
+    std::fs::set_permissions(&versions, std::fs::Permissions::from_mode(0o777)).unwrap();
+    std::fs::remove_file(versions.join("misbehave.json")).unwrap();
+    t.scene
+        .server
+        .apply(signed_version("v1.example.io", &t.key, Some("1.1.9")));
+    let (listed, log) = t.serves().await;
+    assert!(
+        !listed.iter().any(|n| n.starts_with("v1.example.io/")),
+        "the older version serves: {listed:?}"
+    );
+    assert!(
+        log.iter().any(|m| m
+            .contains("versions is writable by other users (mode 0777; make it 0700)")
+            && m.contains("rollback protection cannot hold there")),
+        "{log:#?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_trusted_keys_a_deleted_signed_module_is_not_resurrected_by_junk_with_its_label() {
     let t = Trusting::new();
