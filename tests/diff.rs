@@ -4,7 +4,11 @@
 //!   namespace, again under `<version>-preferredversion/`, and `metadata/version`), is the backup.
 //! - The stock set against itself: every result is the same, exit 0.
 //! - The stock set against a kubevirt override with `mode = "upstream"` (a manifest alone): exit 1,
-//!   naming exactly the items whose results differ, per action; `--json` says the same for machines.
+//!   naming exactly the items whose results differ, per action (backup, item-block and restore
+//!   actions); `--json` says the same for machines.
+//! - Actions only one set has (upstream mode has no `block-vmi-action` nor
+//!   `restore-operation-action`) are named, each difference they make says why, and the summary
+//!   says so.
 //! - A module ConfigMap file from `module pack` is a set as a directory is.
 //! - Bad input (no such backup, a file that is not an archive, a set that does not load, an archive
 //!   that is not Velero's): exit 2 with a message saying what is wrong.
@@ -112,6 +116,10 @@ fn differing(report: &Value) -> BTreeSet<(String, String)> {
 const VM: &str = "kubevirt-velero-plugin/backup-virtualmachine-action";
 const VMI: &str = "kubevirt-velero-plugin/backup-virtualmachineinstance-action";
 const DV: &str = "kubevirt-velero-plugin/backup-datavolume-action";
+const BLOCK_VM: &str = "kubevirt-velero-plugin/block-vm-action";
+const BLOCK_VMI: &str = "kubevirt-velero-plugin/block-vmi-action";
+const RESTORE_VM: &str = "kubevirt-velero-plugin/restore-vm-action";
+const RESTORE_OPERATION: &str = "kubevirt-velero-plugin/restore-operation-action";
 
 #[test]
 fn the_stock_set_against_itself_is_identical_and_exits_0() {
@@ -155,12 +163,43 @@ fn an_upstream_mode_override_differs_in_exactly_the_items_whose_results_change()
             VMI,
             "virtualmachineinstances.kubevirt.io vm-workloads/web-replica-8kq2f",
         ),
+        // The item-block action groups the same extra items.
+        (
+            BLOCK_VM,
+            "virtualmachines.kubevirt.io vm-workloads/fedora-web-01",
+        ),
+        (
+            BLOCK_VM,
+            "virtualmachines.kubevirt.io vm-workloads/win2k22-sql",
+        ),
+        // Upstream has no item-block action for VMIs: each VMI's result is compared with nothing.
+        (
+            BLOCK_VMI,
+            "virtualmachineinstances.kubevirt.io vm-workloads/fedora-web-01",
+        ),
+        (
+            BLOCK_VMI,
+            "virtualmachineinstances.kubevirt.io vm-workloads/batch-worker-7",
+        ),
+        (
+            BLOCK_VMI,
+            "virtualmachineinstances.kubevirt.io vm-workloads/web-replica-8kq2f",
+        ),
+        // Restore actions are compared too: upstream restores fewer of a VM's referenced objects.
+        (
+            RESTORE_VM,
+            "virtualmachines.kubevirt.io vm-workloads/fedora-web-01",
+        ),
+        (
+            RESTORE_VM,
+            "virtualmachines.kubevirt.io vm-workloads/win2k22-sql",
+        ),
     ]
     .into_iter()
     .map(|(a, i)| (a.to_string(), i.to_string()))
     .collect();
     assert_eq!(differing(&report), expected);
-    assert_eq!(report["differences"], 6);
+    assert_eq!(report["differences"], 13);
 
     // The differences are JSON pointers into the result: additional items by name, never by position.
     let dv = report["actions"]
@@ -201,7 +240,7 @@ fn an_upstream_mode_override_differs_in_exactly_the_items_whose_results_change()
         text.contains("    remove  /additionalItems/configmaps vm-workloads/image-mirror-ca"),
         "{text}"
     );
-    assert!(text.contains("different: 6 differing results"), "{text}");
+    assert!(text.contains("different: 13 differing results"), "{text}");
 }
 
 #[test]
@@ -333,4 +372,71 @@ fn bad_input_exits_2_saying_what_is_wrong() {
         "document 1 (Pod virt-launcher-fedora-web-01-q7m2x): is not a ConfigMap",
     );
     expect(&["diff", &archive], "--new");
+}
+
+#[test]
+fn actions_only_one_set_has_are_named_and_restore_actions_are_compared() {
+    let (dir, archive) = fixture_archive();
+    let modules = upstream_override(dir.path());
+    let out = velero_wasm(&["diff", &archive, "--new", &modules, "--json"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let report = stdout_json(&out);
+    assert_eq!(
+        report["onlyInOld"],
+        serde_json::json!([BLOCK_VMI, RESTORE_OPERATION]),
+        "{report:#}"
+    );
+    assert_eq!(report["onlyInNew"], serde_json::json!([]));
+    let action = |name: &str| {
+        report["actions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["action"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {name} in {report:#}"))
+    };
+    let restore = action(RESTORE_VM);
+    assert_eq!(
+        (&restore["kind"], &restore["items"], &restore["inNew"]),
+        (
+            &serde_json::json!("restore"),
+            &serde_json::json!(3),
+            &serde_json::json!(true)
+        )
+    );
+    let block = action(BLOCK_VMI);
+    assert_eq!(
+        (&block["inOld"], &block["inNew"]),
+        (&serde_json::json!(true), &serde_json::json!(false))
+    );
+    for d in block["differing"].as_array().unwrap() {
+        assert_eq!(
+            d["cause"],
+            serde_json::json!({"set": "new", "why": "missing-action"}),
+            "{d:#}"
+        );
+    }
+
+    // The table says it in words, never as a patch replacing the whole result with nothing.
+    let out = support::run::Run::cli(["diff", &archive, "--new", &modules])
+        .env("COLUMNS", "200")
+        .output();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(!text.contains("replace  null"), "{text}");
+    assert!(
+        text.contains(&format!(
+            "only in --old stock: {BLOCK_VMI} (item-block), {RESTORE_OPERATION} (restore)"
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "--new {modules} has no such action: its result on 3 items is compared with nothing"
+        )),
+        "{text}"
+    );
+    // COLUMNS is followed: some line is longer than the 100 columns of a pipe.
+    assert!(text.lines().any(|l| l.chars().count() > 100), "{text}");
 }

@@ -1,17 +1,19 @@
 //! `velero-wasm diff`: what a change of modules does to a real backup, before it serves one. Every
-//! backup action of two module sets (`--old`, `--new`) runs over every item of a backup (a Velero
-//! backup archive or a directory of manifests), with the backup's items as the cluster; the items whose
-//! output or additional items differ are reported per action, with JSON-pointer differences.
+//! backup, item-block and restore action of two module sets (`--old`, `--new`) runs over every item of
+//! a backup (a Velero backup archive or a directory of manifests), with the backup's items as the
+//! cluster; the items whose results differ are reported per action, with JSON-pointer differences.
+//! Actions present in one set only are named, and so is what could not be compared (delete actions).
 //!
 //! ```text
-//! velero-wasm diff BACKUP [--old SET] --new SET [--backup FILE] [--trusted-keys FILE|DIR] [--json]
+//! velero-wasm diff BACKUP [--old SET] --new SET [--backup FILE] [--restore FILE]
+//!                  [--trusted-keys FILE|DIR] [--json]
 //! ```
 //!
 //! A SET is `stock`, a module directory (as `--modules` takes), or a YAML file of module ConfigMaps as
 //! `module pack` writes them; either adds to or replaces the stock modules by name. Exit 0 when every
 //! result is the same, 1 when one differs, 2 on bad input.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -21,15 +23,16 @@ use futures::StreamExt;
 use serde_json::{json, Value};
 
 use super::diff_archive;
-use super::text::cut;
+use super::restore_input::{mapped_namespace, reset_for_restore};
+use super::text::{table, wrap, Column};
 use super::{read_trusted_keys, Failure, EXIT_FAILED, EXIT_OK};
 use crate::action::compare::{self, Comparison};
-use crate::action::{ActionKind, BackupRequest, ItemRef};
+use crate::action::{ActionKind, BackupRequest, ItemRef, RestoreRequest};
 use crate::capabilities::kube::fixture::FixtureCluster;
 use crate::capabilities::{Clock, Environment, Services};
 use crate::documents::read_object;
 use crate::modules::{StockChoice, TrustedKeys};
-use crate::runtime::{ActionEntry, ModuleConfig, Runtime};
+use crate::runtime::{calls, ActionEntry, Lane, ModuleConfig, Runtime};
 
 /// Arguments of `diff`.
 #[derive(Debug, clap::Args)]
@@ -54,6 +57,12 @@ pub struct DiffArgs {
     #[arg(long, value_name = "FILE")]
     backup: Option<PathBuf>,
 
+    /// The velero.io/v1 Restore restore actions see (default: one named velero-wasm-diff in the
+    /// Backup's namespace, restoring that Backup, with no other spec). Each item is given to them as
+    /// `run` gives it: as backed up, then with what Velero removes before restore actions run.
+    #[arg(long, value_name = "FILE")]
+    restore: Option<PathBuf>,
+
     /// Public keys (a .pub file or a directory of them): every module beyond the stock ones, in both
     /// sets, must be signed by one of them.
     #[arg(long, value_name = "FILE|DIR")]
@@ -74,7 +83,7 @@ pub async fn diff(args: DiffArgs) -> u8 {
                     serde_json::to_string_pretty(&report.json()).unwrap_or_default()
                 );
             } else {
-                print!("{}", report.text());
+                print!("{}", report.text(super::text::width()));
             }
             if report.differences() > 0 {
                 EXIT_FAILED
@@ -102,6 +111,7 @@ async fn execute(args: &DiffArgs) -> Result<Report, Failure> {
     let source =
         diff_archive::read(&args.source).map_err(|e| Failure::bad_input(format!("{e:#}")))?;
     let backup = read_backup(args)?;
+    let restore = read_restore(args, &backup)?;
     let items = items_of(&source)?;
     // The fixture cluster reads files: an archive's items are written out for it.
     let scratch = tempfile::tempdir()
@@ -117,13 +127,13 @@ async fn execute(args: &DiffArgs) -> Result<Report, Failure> {
     };
     let sides = load_sides(args, trusted, &cluster_paths, &backup).await?;
     let (old_name, new_name) = (sides[0].name.clone(), sides[1].name.clone());
-    let names = backup_actions(&sides);
-    let backup_text = backup.to_string();
+    let all = every_action(&sides);
     let progress = Progress::new(items.len());
-    let mut actions: Vec<ActionReport> = names
+    let mut actions: Vec<ActionReport> = all
         .iter()
-        .map(|name| ActionReport {
+        .map(|(name, kind)| ActionReport {
             name: name.clone(),
+            kind: *kind,
             in_old: sides[0].runtime.action(name).is_some(),
             in_new: sides[1].runtime.action(name).is_some(),
             applied: 0,
@@ -133,15 +143,18 @@ async fn execute(args: &DiffArgs) -> Result<Report, Failure> {
     // Items run in parallel, a few per core, each on its own task; results are taken in item order.
     let (sides, names) = (
         Arc::new(sides),
-        Arc::new(names.into_iter().collect::<Vec<_>>()),
+        Arc::new(all.into_keys().collect::<Vec<_>>()),
     );
-    let backup_text: Arc<str> = backup_text.into();
+    let subjects = Arc::new(Subjects {
+        backup: backup.to_string(),
+        restore,
+    });
     let parallel = std::thread::available_parallelism().map_or(2, |n| n.get() * 2);
     let mut results = futures::stream::iter(items.iter().cloned())
         .map(|(identity, text)| {
-            let (sides, names, backup) = (sides.clone(), names.clone(), backup_text.clone());
+            let (sides, names, subjects) = (sides.clone(), names.clone(), subjects.clone());
             tokio::spawn(
-                async move { compare_item(&sides, &names, identity, &text, &backup).await },
+                async move { compare_item(&sides, &names, identity, &text, &subjects).await },
             )
         })
         .buffered(parallel);
@@ -155,7 +168,7 @@ async fn execute(args: &DiffArgs) -> Result<Report, Failure> {
                 Compared::Same => report.applied += 1,
                 Compared::Different(difference) => {
                     report.applied += 1;
-                    report.differing.push(difference);
+                    report.differing.push(*difference);
                 }
             }
         }
@@ -174,19 +187,35 @@ async fn execute(args: &DiffArgs) -> Result<Report, Failure> {
     })
 }
 
-/// Every backup action of either set, by name.
-fn backup_actions(sides: &[Side]) -> BTreeSet<String> {
+/// Every action of either set, by name, with its kind (the new set's when the sets disagree).
+fn every_action(sides: &[Side]) -> BTreeMap<String, ActionKind> {
     sides
         .iter()
         .flat_map(|s| {
             s.runtime
                 .catalog()
                 .actions()
-                .filter(|a| matches!(a.info().kind, ActionKind::Backup | ActionKind::BackupV2))
-                .map(|a| a.info().name.clone())
+                .map(|a| (a.info().name.clone(), a.info().kind))
                 .collect::<Vec<_>>()
         })
         .collect()
+}
+
+/// Why diff does not compare the actions of `kind`, if it does not.
+fn not_compared(kind: ActionKind) -> Option<&'static str> {
+    match kind {
+        ActionKind::Delete => Some(
+            "a delete action's work is what it deletes from the cluster when a backup is deleted, \
+             not a result diff can compare",
+        ),
+        _ => None,
+    }
+}
+
+/// The Backup and the Restore every action sees, as JSON text.
+struct Subjects {
+    backup: String,
+    restore: Value,
 }
 
 /// `--backup`, or a Backup made up for the run; it must be a Backup.
@@ -202,6 +231,28 @@ fn read_backup(args: &DiffArgs) -> Result<Value, Failure> {
         )));
     }
     Ok(backup)
+}
+
+/// `--restore`, or a Restore of the Backup made up for the run; it must be a Restore.
+fn read_restore(args: &DiffArgs, backup: &Value) -> Result<Value, Failure> {
+    let restore = match &args.restore {
+        Some(path) => {
+            read_object(path).map_err(|e| Failure::bad_input(format!("--restore {e}")))?
+        }
+        None => json!({
+            "apiVersion": "velero.io/v1",
+            "kind": "Restore",
+            "metadata": {"name": "velero-wasm-diff", "namespace": backup["metadata"]["namespace"]},
+            "spec": {"backupName": backup["metadata"]["name"]}
+        }),
+    };
+    if restore["kind"] != "Restore" {
+        return Err(Failure::bad_input(format!(
+            "--restore: is a {}, not a velero.io/v1 Restore",
+            restore["kind"]
+        )));
+    }
+    Ok(restore)
 }
 
 /// The items in a stable order, each with its identity and its JSON text; an object without a kind
@@ -256,10 +307,33 @@ async fn load_sides(
 
 /// What one action made of one item in the two sets.
 enum Compared {
-    /// The action does not apply to the item in either set (or neither set has it).
+    /// The action does not apply to the item in either set (or neither set has it, or diff does not
+    /// compare its kind).
     NotApplied,
     Same,
-    Different(Difference),
+    Different(Box<Difference>),
+}
+
+/// What one set made of one item with one action.
+#[derive(PartialEq)]
+enum Outcome {
+    /// The set has no such action.
+    Missing,
+    /// The set's action does not apply to the item (its applies_to).
+    NotApplied,
+    /// Its result, as compared.
+    Result(Value),
+}
+
+impl Outcome {
+    /// Why there is no result to compare, if there is none: a difference's cause.
+    fn cause(&self) -> Option<&'static str> {
+        match self {
+            Outcome::Missing => Some("missing-action"),
+            Outcome::NotApplied => Some("applies-to"),
+            Outcome::Result(_) => None,
+        }
+    }
 }
 
 /// Runs every action of `names` of both sets on one item: one [`Compared`] per name, in order.
@@ -268,23 +342,32 @@ async fn compare_item(
     names: &[String],
     identity: ItemRef,
     item: &str,
-    backup: &str,
+    subjects: &Subjects,
 ) -> Vec<Compared> {
     let mut out = Vec::with_capacity(names.len());
     for name in names {
         let (a, b) = tokio::join!(
-            outcome(&sides[0], name, &identity, item, backup),
-            outcome(&sides[1], name, &identity, item, backup),
+            outcome(&sides[0], name, &identity, item, subjects),
+            outcome(&sides[1], name, &identity, item, subjects),
         );
         out.push(match (a, b) {
-            (None, None) => Compared::NotApplied,
+            (a, b) if a.cause().is_some() && b.cause().is_some() => Compared::NotApplied,
             (a, b) if a == b => Compared::Same,
             (a, b) => {
-                let (a, b) = (a.unwrap_or(Value::Null), b.unwrap_or(Value::Null));
-                Compared::Different(Difference {
+                let cause = match (a.cause(), b.cause()) {
+                    (Some(why), _) => Some(("old", why)),
+                    (_, Some(why)) => Some(("new", why)),
+                    _ => None,
+                };
+                let value = |o: Outcome| match o {
+                    Outcome::Result(v) => v,
+                    _ => Value::Null,
+                };
+                Compared::Different(Box::new(Difference {
                     item: identity.clone(),
-                    patch: Comparison::of(&a, &b).patch,
-                })
+                    patch: Comparison::of(&value(a), &value(b)).patch,
+                    cause,
+                }))
             }
         });
     }
@@ -354,28 +437,68 @@ async fn load_set(
     Ok(runtime)
 }
 
-/// What one action of one set makes of an item, as compared: `None` when the set has no such action
-/// or it does not apply to the item; otherwise the output item and additional items (and the
-/// operation's post-operation items for backup-v2), or the error.
+/// What one action of one set makes of an item, as compared: for a backup action the output item
+/// and additional items (and the operation's post-operation items for backup-v2), for an item-block
+/// action the related items, for a restore action the output item, additional items and
+/// `skipRestore`, or the error. A restore action gets the item as `run` gives it (as backed up, then
+/// reset as Velero resets it) and applies in the namespace the Restore maps it to.
 async fn outcome(
     side: &Side,
     name: &str,
     identity: &ItemRef,
     item: &str,
-    backup: &str,
-) -> Option<Value> {
-    let entry: ActionEntry = side.runtime.action(name)?;
-    entry
+    subjects: &Subjects,
+) -> Outcome {
+    let Some(entry): Option<ActionEntry> = side.runtime.action(name) else {
+        return Outcome::Missing;
+    };
+    let kind = entry.info().kind;
+    if not_compared(kind).is_some() {
+        return Outcome::Missing;
+    }
+    let namespace = match kind.takes_backup() {
+        true => identity.namespace.clone(),
+        false => mapped_namespace(&subjects.restore, &identity.namespace),
+    };
+    if entry
         .module
         .applies_to(entry.index)
-        .check(identity, &identity.namespace)
-        .ok()?;
-    let request = BackupRequest {
-        item: item.to_string(),
-        backup: backup.to_string(),
-    };
-    let result = side.runtime.backup(&entry, identity.clone(), request).await;
-    Some(compare::backup_result(entry.info().kind, &result))
+        .check(identity, &namespace)
+        .is_err()
+    {
+        return Outcome::NotApplied;
+    }
+    let runtime = &side.runtime;
+    Outcome::Result(match kind {
+        ActionKind::Backup | ActionKind::BackupV2 => {
+            let request = BackupRequest {
+                item: item.to_string(),
+                backup: subjects.backup.clone(),
+            };
+            let result = runtime.backup(&entry, identity.clone(), request).await;
+            compare::backup_result(kind, &result)
+        }
+        ActionKind::Restore | ActionKind::RestoreV2 => {
+            let backed_up: Value = serde_json::from_str(item).unwrap_or(Value::Null);
+            let request = RestoreRequest {
+                item_from_backup: item.to_string(),
+                item: reset_for_restore(backed_up, &subjects.restore, identity).to_string(),
+                restore: subjects.restore.to_string(),
+            };
+            let result = runtime.restore(&entry, identity.clone(), request).await;
+            compare::restore_result(kind, &result)
+        }
+        ActionKind::ItemBlock => {
+            let call = calls::RelatedItems {
+                item: identity.clone(),
+                text: item.to_string(),
+                backup: subjects.backup.clone(),
+            };
+            let result = runtime.call(Lane::Serving, &entry, call).await;
+            compare::related_result(&result)
+        }
+        ActionKind::Delete => return Outcome::Missing,
+    })
 }
 
 /// Items done out of the total, on stderr when it is a terminal.
@@ -410,11 +533,30 @@ struct Difference {
     item: ItemRef,
     /// The JSON Patch (RFC 6902) from the old result to the new.
     patch: Value,
+    /// When one set made no result: which (`old`, `new`) and why (`missing-action`, `applies-to`).
+    cause: Option<(&'static str, &'static str)>,
+}
+
+impl Difference {
+    /// The cause in words, for the table.
+    fn cause_text(&self, report: &Report) -> Option<String> {
+        let (set, why) = self.cause?;
+        let named = if set == "old" {
+            &report.old
+        } else {
+            &report.new
+        };
+        Some(match why {
+            "missing-action" => format!("--{set} {named} has no such action"),
+            _ => format!("--{set} {named}'s action does not apply to this item (its applies_to)"),
+        })
+    }
 }
 
 /// What one action did over the backup.
 struct ActionReport {
     name: String,
+    kind: ActionKind,
     in_old: bool,
     in_new: bool,
     /// Items it applied to, in either set.
@@ -433,12 +575,24 @@ struct Report {
     seconds: f64,
 }
 
-/// Widest line of the table (and of the lists under it).
-const WIDTH: usize = 100;
+impl ActionReport {
+    /// Why it was not compared, if it was not.
+    fn not_compared(&self) -> Option<&'static str> {
+        not_compared(self.kind)
+    }
+}
 
 impl Report {
     fn differences(&self) -> usize {
         self.actions.iter().map(|a| a.differing.len()).sum()
+    }
+
+    /// The actions only the old (`old`) or only the new set has.
+    fn only_in(&self, old: bool) -> Vec<&ActionReport> {
+        self.actions
+            .iter()
+            .filter(|a| a.in_old == old && a.in_new != old)
+            .collect()
     }
 
     fn json(&self) -> Value {
@@ -448,16 +602,35 @@ impl Report {
             .map(|a| {
                 json!({
                     "action": a.name,
+                    "kind": a.kind,
                     "inOld": a.in_old,
                     "inNew": a.in_new,
+                    "compared": a.not_compared().is_none(),
                     "items": a.applied,
-                    "differing": a.differing.iter().map(|d| json!({
-                        "groupResource": d.item.group_resource(),
-                        "namespace": d.item.namespace,
-                        "name": d.item.name,
-                        "patch": d.patch,
-                    })).collect::<Vec<_>>(),
+                    "differing": a.differing.iter().map(|d| {
+                        let mut difference = json!({
+                            "groupResource": d.item.group_resource(),
+                            "namespace": d.item.namespace,
+                            "name": d.item.name,
+                            "patch": d.patch,
+                        });
+                        if let Some((set, why)) = d.cause {
+                            difference["cause"] = json!({"set": set, "why": why});
+                        }
+                        difference
+                    }).collect::<Vec<_>>(),
                 })
+            })
+            .collect();
+        let names = |list: Vec<&ActionReport>| -> Vec<String> {
+            list.iter().map(|a| a.name.clone()).collect()
+        };
+        let not_compared: Vec<Value> = self
+            .actions
+            .iter()
+            .filter_map(|a| {
+                a.not_compared()
+                    .map(|why| json!({"action": a.name, "kind": a.kind, "why": why}))
             })
             .collect();
         json!({
@@ -467,20 +640,27 @@ impl Report {
             "new": self.new,
             "items": self.items,
             "differences": self.differences(),
+            "onlyInOld": names(self.only_in(true)),
+            "onlyInNew": names(self.only_in(false)),
+            "notCompared": not_compared,
             "seconds": (self.seconds * 1000.0).round() / 1000.0,
             "actions": actions,
         })
     }
 
-    fn text(&self) -> String {
-        let mut out = format!(
-            "{} items of {}; --old {} against --new {}\n\n",
-            self.items, self.source, self.old, self.new
+    fn text(&self, width: usize) -> String {
+        let mut out = wrap(
+            &format!(
+                "{} items of {}; --old {} against --new {}",
+                self.items, self.source, self.old, self.new
+            ),
+            width,
+            2,
         );
-        out.push_str(&format!(
-            "{:<60} {:>8} {:>8}  {}\n",
-            "ACTION", "ITEMS", "DIFFER", "IN"
-        ));
+        out.push('\n');
+        let mut rows = vec![["ACTION", "KIND", "ITEMS", "DIFFER", "IN"]
+            .map(String::from)
+            .to_vec()];
         for a in &self.actions {
             let sets = match (a.in_old, a.in_new) {
                 (true, true) => "both",
@@ -488,42 +668,83 @@ impl Report {
                 (false, true) => "new only",
                 (false, false) => "",
             };
-            out.push_str(&format!(
-                "{:<60} {:>8} {:>8}  {}\n",
-                cut(&a.name, 60),
-                a.applied,
-                a.differing.len(),
-                sets
-            ));
+            let (items, differ) = match a.not_compared() {
+                Some(_) => ("-".to_string(), "-".to_string()),
+                None => (a.applied.to_string(), a.differing.len().to_string()),
+            };
+            rows.push(vec![
+                a.name.clone(),
+                a.kind.to_string(),
+                items,
+                differ,
+                sets.into(),
+            ]);
         }
+        use Column::{Fixed, Number, Wraps};
+        out.push_str(&table(&rows, &[Wraps, Fixed, Number, Number, Fixed], width));
         for a in self.actions.iter().filter(|a| !a.differing.is_empty()) {
-            out.push_str(&format!("\n{}:\n", a.name));
+            out.push('\n');
+            out.push_str(&wrap(&format!("{}:", a.name), width, 2));
+            // An action one set lacks differs on every item it applies to, for that one reason.
+            if a.in_old != a.in_new {
+                let (set, named) = match a.in_old {
+                    true => ("new", &self.new),
+                    false => ("old", &self.old),
+                };
+                out.push_str(&wrap(
+                    &format!(
+                        "  --{set} {named} has no such action: its result on {} item{} is compared with nothing",
+                        a.differing.len(),
+                        if a.differing.len() == 1 { "" } else { "s" }
+                    ),
+                    width,
+                    4,
+                ));
+                continue;
+            }
             for d in &a.differing {
-                out.push_str(&format!("  {}\n", cut(&d.item.to_string(), WIDTH - 2)));
-                for line in compare::patch_lines(&d.patch) {
-                    out.push_str(&cut(&format!("    {line}"), WIDTH));
-                    out.push('\n');
+                out.push_str(&wrap(&format!("  {}", d.item), width, 4));
+                match d.cause_text(self) {
+                    Some(cause) => out.push_str(&wrap(&format!("    {cause}"), width, 6)),
+                    None => {
+                        for line in compare::patch_lines(&d.patch) {
+                            out.push_str(&wrap(&format!("    {line}"), width, 6));
+                        }
+                    }
                 }
+            }
+        }
+        out.push('\n');
+        for (old, flag, named) in [(true, "--old", &self.old), (false, "--new", &self.new)] {
+            let only = self.only_in(old);
+            if !only.is_empty() {
+                let list: Vec<String> = only
+                    .iter()
+                    .map(|a| format!("{} ({})", a.name, a.kind))
+                    .collect();
+                out.push_str(&wrap(
+                    &format!("only in {flag} {named}: {}", list.join(", ")),
+                    width,
+                    2,
+                ));
+            }
+        }
+        for a in self.actions.iter() {
+            if let Some(why) = a.not_compared() {
+                out.push_str(&wrap(
+                    &format!("not compared: {} ({}): {why}", a.name, a.kind),
+                    width,
+                    2,
+                ));
             }
         }
         let total = self.differences();
         out.push_str(&format!(
-            "\n{}: {total} differing result{} in {:.2}s\n",
+            "{}: {total} differing result{} in {:.2}s\n",
             if total == 0 { "identical" } else { "different" },
             if total == 1 { "" } else { "s" },
             self.seconds
         ));
         out
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn long_lines_are_cut_to_the_width() {
-        assert_eq!(cut("abcdef", 4), "abc…");
-        assert_eq!(cut("abc", 4), "abc");
     }
 }

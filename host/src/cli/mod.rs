@@ -21,6 +21,7 @@ mod output_file;
 mod pack_guard;
 mod push;
 mod rbac;
+mod restore_input;
 mod run;
 mod settings;
 mod sign;
