@@ -89,8 +89,9 @@ enum Command {
     Test(test::TestArgs),
     /// Measure one action on one item: warm-up, then N calls; median, p90, p99 and what they hold.
     Bench(Box<bench::BenchArgs>),
-    /// Compare two module sets on a backup: every backup action of each over every item of a Velero
-    /// backup archive (or a directory of manifests); exit 1 when a result differs.
+    /// Compare two module sets on a backup: every backup, item-block and restore action of each over
+    /// every item of a Velero backup archive (or a directory of manifests), naming the actions one set
+    /// lacks; exit 1 when a result differs.
     Diff(Box<diff::DiffArgs>),
     /// Show what the plugin processes serve (each module's version, source, signature) and what their
     /// shadow modules did: calls compared, differences, faults, the last differing item.
