@@ -2651,3 +2651,32 @@ fn status_fits_the_terminal_cuts_no_count_or_signature_and_names_the_cause_of_a_
     // A wider terminal gets longer lines: the table follows it rather than 100 columns.
     assert!(status("160").lines().any(|l| l.chars().count() > 100));
 }
+
+#[test]
+fn module_export_writes_the_stock_version_to_raise() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("kubevirt");
+    let out = velero_wasm(&["module", "export", "kubevirt", target.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let manifest = std::fs::read_to_string(target.join("kubevirt.toml")).unwrap();
+    let version = format!("version = \"{}\"", env!("CARGO_PKG_VERSION"));
+    assert!(
+        manifest.lines().any(|l| l == version),
+        "{version} in:\n{manifest}"
+    );
+    // As exported, it loads and packs: the manifest is valid with its version.
+    let out = velero_wasm(&[
+        "actions",
+        "--json",
+        "--stock",
+        "none",
+        "--modules",
+        target.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let packed = dir.path().join("kubevirt.yaml");
+    let out = pack_to(&target, &packed, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = velero_wasm(&["module", "verify", "--json", packed.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}

@@ -101,6 +101,9 @@ pub struct PackArgs {
     force: bool,
 }
 
+/// The version of the stock components: they are built from this workspace, whose version they share.
+const STOCK_VERSION: &str = env!("CARGO_PKG_VERSION");
+
 /// Arguments of `module export`.
 #[derive(Debug, clap::Args)]
 pub struct ExportArgs {
@@ -622,10 +625,18 @@ pub(super) fn export(args: &ExportArgs) -> Result<u8, Failure> {
         .map_err(|e| Failure::failed(format!("{}: cannot be created: {e}", args.dir.display())))?;
     // A module directory needs the manifest pinned to its component; stock manifests are pinned by
     // the build instead.
-    let manifest = match module.manifest.sha256 {
+    let mut manifest = match module.manifest.sha256 {
         Some(_) => module.manifest_text.to_string(),
         None => format!("sha256 = \"{}\"\n{}", module.sha256, module.manifest_text),
     };
+    // The stock version, to raise with each change: hosts with trusted keys refuse an older signed
+    // version once a newer one served (docs/modules.md §5), which only works when there is one.
+    if module.manifest.version.is_none() {
+        manifest = format!(
+            "# The stock module's version (velero-wasm {STOCK_VERSION}): raise it with each change.\n\
+             version = \"{STOCK_VERSION}\"\n{manifest}"
+        );
+    }
     create_new(&wasm_path, &module.wasm, 0o644)?;
     create_new(&toml_path, manifest.as_bytes(), 0o644)?;
     eprintln!(
