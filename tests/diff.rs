@@ -440,3 +440,182 @@ fn actions_only_one_set_has_are_named_and_restore_actions_are_compared() {
     // COLUMNS is followed: some line is longer than the 100 columns of a pipe.
     assert!(text.lines().any(|l| l.chars().count() > 100), "{text}");
 }
+
+/// The fixture archive's tar, uncompressed.
+fn fixture_tar() -> Vec<u8> {
+    let (_dir, archive) = fixture_archive();
+    let mut tar = Vec::new();
+    std::io::Read::read_to_end(
+        &mut flate2::read::GzDecoder::new(std::fs::File::open(&archive).unwrap()),
+        &mut tar,
+    )
+    .unwrap();
+    tar
+}
+
+/// `parts` gzipped one member each, concatenated (as `cat a.gz b.gz` makes).
+fn gzip_members(parts: &[&[u8]], path: &Path) {
+    use std::io::Write;
+    let mut file = std::fs::File::create(path).unwrap();
+    for part in parts {
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(part).unwrap();
+        file.write_all(&gz.finish().unwrap()).unwrap();
+    }
+}
+
+/// `diff` of `backup` against the stock set, killed after 60 s (a hang is a failure, not a stall).
+fn diff_within_a_minute(backup: &str) -> std::process::Output {
+    let mut child = support::run::Run::cli(["diff", backup, "--new", "stock"])
+        .command()
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > std::time::Duration::from_secs(60) {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            panic!("diff {backup} still running after 60 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn every_member_of_a_multi_member_gzip_archive_is_read() {
+    // Go's gzip reader, and so Velero, reads the members one after the other as one stream.
+    let tar = fixture_tar();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("members.tar.gz");
+    let half = tar.len() / 2;
+    gzip_members(&[&tar[..half], &tar[half..]], &path);
+    let backup = path.display().to_string();
+    let out = velero_wasm(&["diff", &backup, "--new", "stock"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.starts_with(&format!("29 items of {backup}")), "{text}");
+}
+
+#[test]
+fn a_fifo_as_backup_is_refused_not_waited_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("backup.tar.gz");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let backup = fifo.display().to_string();
+    let out = diff_within_a_minute(&backup);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("not a regular file nor a directory"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn tar_extension_headers_past_the_limit_are_refused_before_they_are_read() {
+    let dir = tempfile::tempdir().unwrap();
+    for (kind, what) in [
+        (tar::EntryType::GNULongName, "GNU long name (L)"),
+        (tar::EntryType::GNULongLink, "GNU long link name (K)"),
+        (tar::EntryType::XHeader, "PAX (x)"),
+    ] {
+        // A header that says 3 GiB over a short stream: read whole, it would be a 3 GiB allocation.
+        let mut header = tar::Header::new_gnu();
+        header.set_path("././@LongLink").unwrap();
+        header.set_entry_type(kind);
+        header.set_size(3 << 30);
+        header.set_mode(0o644);
+        header.set_cksum();
+        // After the archive's first entry, metadata/version (a header and one block of data).
+        let mut tar = fixture_tar();
+        tar.truncate(1024);
+        tar.extend_from_slice(header.as_bytes());
+        tar.extend_from_slice(&[b'a'; 64 << 10]);
+        let path = dir
+            .path()
+            .join(format!("{}.tar.gz", kind.as_byte() as char));
+        gzip_members(&[&tar], &path);
+        let out = diff_within_a_minute(&path.display().to_string());
+        assert_eq!(out.status.code(), Some(2), "{what}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains(&format!(
+                "a {what} header of 3221225472 bytes, over the 65536-byte limit of one"
+            )),
+            "{what}: {}",
+            stderr(&out)
+        );
+    }
+}
+
+#[test]
+fn long_names_in_gnu_and_pax_headers_name_items() {
+    // Go's writer uses a PAX `path` record for a name past the ustar fields, GNU tar an `L` header.
+    let objects = fixture_objects();
+    let item = |object: &Value| {
+        let id = ItemRef::parse(&object.to_string()).unwrap();
+        (serde_json::to_vec(object).unwrap(), id)
+    };
+    let (bytes, id) = item(&objects[0]);
+    let (other_bytes, other) = item(&objects[1]);
+    let long = "n".repeat(200);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("long.tar.gz");
+    {
+        let gz = flate2::write::GzEncoder::new(
+            std::fs::File::create(&path).unwrap(),
+            flate2::Compression::fast(),
+        );
+        let mut tar = tar::Builder::new(gz);
+        let mut header = tar::Header::new_gnu();
+        header.set_size(6);
+        header.set_cksum();
+        tar.append_data(&mut header, "metadata/version", &b"1.1.0\n"[..])
+            .unwrap();
+        // GNU: append_data writes an `L` header for a name this long.
+        let gnu = format!(
+            "resources/{}/namespaces/{long}/{}.json",
+            id.group_resource(),
+            id.name
+        );
+        let mut header = tar::Header::new_gnu();
+        header.set_size(bytes.len() as u64);
+        header.set_cksum();
+        tar.append_data(&mut header, &gnu, &bytes[..]).unwrap();
+        // PAX: a `path` record, then a ustar header with a short name.
+        let pax = format!(
+            "resources/{}/namespaces/{long}x/{}.json",
+            other.group_resource(),
+            other.name
+        );
+        let body = format!(" path={pax}\n");
+        let mut record = format!("{}{body}", body.len() + 3);
+        if record.len() != body.len() + 3 {
+            record = format!("{}{body}", body.len() + 4);
+        }
+        let mut header = tar::Header::new_ustar();
+        header.set_path("PaxHeaders/short.json").unwrap();
+        header.set_entry_type(tar::EntryType::XHeader);
+        header.set_size(record.len() as u64);
+        header.set_cksum();
+        tar.append(&header, record.as_bytes()).unwrap();
+        let mut header = tar::Header::new_ustar();
+        header.set_path("short.json").unwrap();
+        header.set_size(other_bytes.len() as u64);
+        header.set_cksum();
+        tar.append(&header, &other_bytes[..]).unwrap();
+        tar.into_inner().unwrap().finish().unwrap();
+    }
+    let backup = path.display().to_string();
+    let out = velero_wasm(&["diff", &backup, "--new", "stock"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.starts_with(&format!("2 items of {backup}")), "{text}");
+}

@@ -6,7 +6,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context};
-use flate2::read::GzDecoder;
+use flate2::read::MultiGzDecoder;
 use serde_json::Value;
 
 /// Most entries read from an archive (files, directories and anything else in the tar).
@@ -19,6 +19,10 @@ pub const MAX_TOTAL_BYTES: u64 = 1 << 30;
 /// Most bytes read from an archive once uncompressed, skipped entries included: a gzip stream of
 /// zeros would otherwise keep `diff` decompressing for as long as it likes.
 pub const MAX_ARCHIVE_BYTES: u64 = 8 << 30;
+
+/// Largest tar extension header (GNU long name `L`, long link name `K`, PAX `x` and `g`) read: they
+/// hold a path or a few records, and the `tar` crate would read one of any size whole into memory.
+pub const MAX_EXTENSION_BYTES: u64 = 64 << 10;
 
 /// The items of a backup, each with where it was read from (an archive entry or a file).
 pub struct BackupItems {
@@ -35,6 +39,13 @@ pub struct BackupItems {
 pub fn read(path: &Path) -> anyhow::Result<BackupItems> {
     let at = || path.display().to_string();
     let meta = std::fs::metadata(path).with_context(at)?;
+    if !meta.is_dir() && !meta.is_file() {
+        // A FIFO or a device would be read forever (or block at open): only files and directories.
+        bail!(
+            "{}: not a regular file nor a directory (a FIFO, socket or device is not read)",
+            at()
+        );
+    }
     if !meta.is_dir() && is_gzip(path).with_context(at)? {
         return read_archive(path).with_context(at);
     }
@@ -97,29 +108,46 @@ fn classify(name: &str) -> Entry {
 fn read_archive(path: &Path) -> anyhow::Result<BackupItems> {
     let file = std::fs::File::open(path)?;
     let mut archive = tar::Archive::new(Bounded {
-        inner: GzDecoder::new(std::io::BufReader::new(file)),
+        // Every gzip member, as Go's reader (and so Velero) reads them: the first alone would leave
+        // the items of the others silently out of the comparison.
+        inner: MultiGzDecoder::new(std::io::BufReader::new(file)),
         left: MAX_ARCHIVE_BYTES,
     });
     let mut items = Vec::new();
     let mut format_version = None;
     let mut total: u64 = 0;
+    // Raw: extension headers come as entries of their own, so their size is checked before
+    // anything of them is read (the crate's own handling reads them whole, whatever their size).
     let entries = archive
         .entries()
-        .map_err(|e| anyhow!("not a tar archive: {e}"))?;
+        .map_err(|e| anyhow!("not a tar archive: {e}"))?
+        .raw(true);
+    let mut extension = Extension::default();
     for (count, entry) in entries.enumerate() {
         if count >= MAX_ENTRIES {
             bail!("holds more than {MAX_ENTRIES} entries: not read further");
         }
         // tar's errors say what went wrong and keep the I/O error under it: only the first is shown.
-        let entry = entry.map_err(|e| anyhow!("not a readable tar.gz archive: {e}"))?;
-        if !entry.header().entry_type().is_file() {
+        let mut entry = entry.map_err(|e| anyhow!("not a readable tar.gz archive: {e}"))?;
+        let entry_type = entry.header().entry_type();
+        if extension.read(&mut entry)? {
             continue;
         }
-        let name = entry
-            .path()
-            .map_err(|e| anyhow!("an entry's name cannot be read: {e}"))?
-            .to_string_lossy()
-            .into_owned();
+        let long_name = std::mem::take(&mut extension).name;
+        if entry_type.is_gnu_sparse() {
+            bail!("holds a GNU sparse entry, which Velero never writes: not read");
+        }
+        if !entry_type.is_file() {
+            continue;
+        }
+        let name = match long_name {
+            Some(name) => name,
+            None => entry
+                .path()
+                .map_err(|e| anyhow!("an entry's name cannot be read: {e}"))?
+                .to_string_lossy()
+                .into_owned(),
+        };
         let kind = classify(&name);
         if kind == Entry::Other {
             continue;
@@ -162,6 +190,63 @@ fn read_archive(path: &Path) -> anyhow::Result<BackupItems> {
         format_version,
         archive: true,
     })
+}
+
+/// What the extension headers before an entry say about it: its name (GNU `L`, or PAX `path`).
+#[derive(Default)]
+struct Extension {
+    name: Option<String>,
+}
+
+impl Extension {
+    /// Reads `entry` if it is an extension header (true), within [`MAX_EXTENSION_BYTES`]: a GNU long
+    /// name or PAX `path` names the next entry; long link names and global PAX headers are skipped.
+    fn read<R: Read>(&mut self, entry: &mut tar::Entry<'_, R>) -> anyhow::Result<bool> {
+        let kind = entry.header().entry_type();
+        let (long_name, pax) = (kind.is_gnu_longname(), kind.is_pax_local_extensions());
+        if !(long_name || pax || kind.is_gnu_longlink() || kind.is_pax_global_extensions()) {
+            return Ok(false);
+        }
+        let what = match kind.as_byte() {
+            b'L' => "GNU long name (L)",
+            b'K' => "GNU long link name (K)",
+            b'x' => "PAX (x)",
+            _ => "PAX global (g)",
+        };
+        let size = entry.header().entry_size().unwrap_or(u64::MAX);
+        if size > MAX_EXTENSION_BYTES {
+            bail!(
+                "a {what} header of {size} bytes, over the {MAX_EXTENSION_BYTES}-byte limit of one: not read"
+            );
+        }
+        let mut bytes = Vec::with_capacity(size as usize);
+        entry
+            .take(MAX_EXTENSION_BYTES)
+            .read_to_end(&mut bytes)
+            .map_err(|e| anyhow!("a {what} header cannot be read: {e}"))?;
+        if long_name {
+            let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+            self.name = Some(String::from_utf8_lossy(&bytes[..end]).into_owned());
+        } else if pax {
+            for record in tar::PaxExtensions::new(&bytes) {
+                let record = record.map_err(|e| anyhow!("a {what} header is malformed: {e}"))?;
+                match record.key_bytes() {
+                    b"path" => {
+                        self.name = Some(String::from_utf8_lossy(record.value_bytes()).into_owned())
+                    }
+                    // An entry of 8 GiB or more: past the archive's bound (and read raw, the data
+                    // would be framed by the header's size instead).
+                    b"size" => bail!(
+                        "a {what} header gives an entry's size ({}): entries that large are over \
+                         the {MAX_ARCHIVE_BYTES}-byte bound",
+                        String::from_utf8_lossy(record.value_bytes())
+                    ),
+                    _ => {}
+                }
+            }
+        }
+        Ok(true)
+    }
 }
 
 /// A reader that fails, saying why, once it has given [`MAX_ARCHIVE_BYTES`].
