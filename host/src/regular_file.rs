@@ -36,7 +36,12 @@ pub fn open(path: &Path) -> Result<File, FileError> {
 
 /// The contents of a regular file of at most `limit` bytes.
 pub fn read(path: &Path, limit: u64) -> Result<Vec<u8>, FileError> {
-    let file = open(path)?;
+    read_capped(open(path)?, limit)
+}
+
+/// The contents of an open regular file of at most `limit` bytes (for callers that open it
+/// themselves, as the state directory does without following links).
+pub fn read_capped(file: File, limit: u64) -> Result<Vec<u8>, FileError> {
     if file.metadata()?.len() > limit {
         return Err(FileError::TooLarge(limit));
     }

@@ -139,7 +139,6 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 /// The contents of the regular file `path` of a private directory, up to `limit` bytes. A symbolic
 /// link in its place is refused (`O_NOFOLLOW`), not read through; a missing file is `NotFound`.
 pub fn read_file(path: &Path, limit: u64) -> Result<Vec<u8>, FileError> {
-    use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
     let file = std::fs::OpenOptions::new()
         .read(true)
@@ -149,19 +148,14 @@ pub fn read_file(path: &Path, limit: u64) -> Result<Vec<u8>, FileError> {
             Some(libc::ELOOP) => FileError::Symlink,
             _ => FileError::Io(e),
         })?;
-    let meta = file.metadata()?;
-    if !meta.is_file() {
+    if !file.metadata()?.is_file() {
         return Err(FileError::NotRegular);
     }
-    if meta.len() > limit {
-        return Err(FileError::TooLarge(limit));
-    }
-    let mut contents = Vec::new();
-    file.take(limit + 1).read_to_end(&mut contents)?;
-    if contents.len() as u64 > limit {
-        return Err(FileError::TooLarge(limit));
-    }
-    Ok(contents)
+    crate::regular_file::read_capped(file, limit).map_err(|e| match e {
+        crate::regular_file::FileError::Io(e) => FileError::Io(e),
+        crate::regular_file::FileError::NotRegular(_) => FileError::NotRegular,
+        crate::regular_file::FileError::TooLarge(limit) => FileError::TooLarge(limit),
+    })
 }
 
 /// Why a file of the state directory cannot be read.
