@@ -1314,6 +1314,7 @@ fn every_object_of_the_recipes_and_of_velero_wasm_validates_against_the_kubernet
         manifest.to_str().unwrap(),
         "--sign",
         &format!("{}.key", key.display()),
+        "--unversioned",
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let signed: Value = serde_norway::from_slice(&out.stdout).unwrap();

@@ -350,6 +350,7 @@ fn signed_version(domain: &str, key: &Path, version: Option<&str>) -> Value {
     let dir = tempfile::tempdir().unwrap();
     let wasm = std::fs::read(components_dir().join("misbehave.wasm")).unwrap();
     std::fs::write(dir.path().join("misbehave.wasm"), &wasm).unwrap();
+    let unversioned = version.is_none();
     let version = version
         .map(|v| format!("version = \"{v}\"\n"))
         .unwrap_or_default();
@@ -359,13 +360,17 @@ fn signed_version(domain: &str, key: &Path, version: Option<&str>) -> Value {
     );
     std::fs::write(dir.path().join("misbehave.toml"), manifest).unwrap();
     let private = format!("{}.key", key.display());
-    let out = velero_wasm(&[
+    let mut args = vec![
         "module",
         "pack",
         dir.path().to_str().unwrap(),
         "--sign",
         &private,
-    ]);
+    ];
+    if unversioned {
+        args.push("--unversioned");
+    }
+    let out = velero_wasm(&args);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let text = String::from_utf8(out.stdout).unwrap();
     Value::deserialize(serde_norway::Deserializer::from_str(&text)).unwrap()

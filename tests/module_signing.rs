@@ -99,6 +99,7 @@ fn keygen_writes_keys_openssl_reads_and_a_v2_key_still_signs() {
         &text(&yaml),
         "--sign",
         &text(&v2),
+        "--unversioned",
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(
@@ -108,13 +109,14 @@ fn keygen_writes_keys_openssl_reads_and_a_v2_key_still_signs() {
     );
 }
 
-/// Packs `path` (signed with `key`, if any) into `out`, checking the command succeeds.
+/// Packs `path` (signed with `key`, if any: `--unversioned`, as these manifests have no version, a
+/// subject of its own below) into `out`, checking the command succeeds.
 fn pack(path: &Path, key: Option<&Key>, out: &Path) -> String {
     let (path, out_text) = (text(path), text(out));
     let mut args = vec!["module", "pack", path.as_str(), "--out", out_text.as_str()];
     let private = key.map(Key::private);
     if let Some(private) = &private {
-        args.extend(["--sign", private.as_str()]);
+        args.extend(["--sign", private.as_str(), "--unversioned"]);
     }
     let output = run(&args);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
@@ -778,6 +780,7 @@ fn pack_signs_an_expiry_verify_enforces_it_and_a_past_one_is_refused() {
             &yaml_text,
             "--sign",
             &private,
+            "--unversioned",
             "--expires",
             expires,
         ])
@@ -880,4 +883,208 @@ fn a_packed_configmap_file_loads_as_modules_with_no_cluster_as_the_host_would_lo
         "{}",
         String::from_utf8_lossy(&out.stdout)
     );
+}
+
+/// The expiry a packed ConfigMap's signature carries (`None`: the signature has none), read back
+/// through the host's own parser of signature files.
+fn packed_expiry(yaml: &Path, module: &str) -> Option<std::time::SystemTime> {
+    let packed: Value = serde_norway::from_str(&std::fs::read_to_string(yaml).unwrap()).unwrap();
+    let text = packed["data"][format!("{module}.sig")]
+        .as_str()
+        .unwrap_or_else(|| panic!("no {module}.sig in {packed}"));
+    let (file, _) = velero_wasm::modules::signature::SignatureFile::parse(text).unwrap();
+    file.expires
+        .map(|at| humantime::parse_rfc3339(&at).unwrap_or_else(|e| panic!("{at:?}: {e}")))
+}
+
+/// Signing for hosts that trust keys: a manifest without `version` is refused unless `--unversioned`
+/// says so (the rollback floor has nothing to compare), by `pack` (nothing written) and `push`
+/// (nothing pushed: it is refused before any registry is reached).
+#[test]
+fn pack_and_push_sign_refuse_a_manifest_without_version_unless_told_unversioned() {
+    let keys = tempfile::tempdir().unwrap();
+    let key = Key::new(keys.path(), "ops");
+    let source = support::module_dir("misbehave", "misbehave", MANIFEST);
+    let (source_text, private) = (text(source.path()), key.private());
+    let yaml = keys.path().join("cm.yaml");
+    let yaml_text = text(&yaml);
+    let out = run(&[
+        "module",
+        "pack",
+        &source_text,
+        "--out",
+        &yaml_text,
+        "--sign",
+        &private,
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let message = stderr(&out);
+    assert!(
+        message.contains("module misbehave: its manifest has no version")
+            && message.contains("--unversioned")
+            && message.contains("version = \"1.0.0\"")
+            && message.contains("nothing written"),
+        "{message}"
+    );
+    assert!(!yaml.exists(), "pack wrote {} anyway", yaml.display());
+    // To stdout: nothing either.
+    let out = run(&["module", "pack", &source_text, "--sign", &private]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        out.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+
+    // `push` refuses it the same way, before it reaches the registry (none listens there).
+    let wasm = text(&source.path().join("misbehave.wasm"));
+    let target = "oci://127.0.0.1:9/velero/misbehave:1.0.0";
+    let out = run(&[
+        "module",
+        "push",
+        &wasm,
+        target,
+        "--plain-http",
+        "--sign",
+        &private,
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("--unversioned") && stderr(&out).contains("nothing pushed"),
+        "{}",
+        stderr(&out)
+    );
+
+    // Told so, it is signed, with the warning, and the host accepts the signature.
+    let out = run(&[
+        "module",
+        "pack",
+        &source_text,
+        "--out",
+        &yaml_text,
+        "--sign",
+        &private,
+        "--unversioned",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("its manifest has no version")
+            && stderr(&out).contains("signed anyway: --unversioned"),
+        "{}",
+        stderr(&out)
+    );
+    let verified = run(&[
+        "module",
+        "verify",
+        "--trusted-keys",
+        &key.public(),
+        &yaml_text,
+    ]);
+    assert_eq!(verified.status.code(), Some(0), "{}", stderr(&verified));
+
+    // `--unversioned` means nothing unsigned: refused as a usage error.
+    let out = run(&["module", "pack", &source_text, "--unversioned"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--sign"), "{}", stderr(&out));
+}
+
+/// A signature made without `--expires` expires after the default 90 days (read back from the
+/// signature file, and reported); `--no-expiry` is the explicit way to sign one that never expires,
+/// and it cannot be combined with `--expires`.
+#[test]
+fn pack_sign_expires_after_90_days_by_default_and_never_only_with_no_expiry() {
+    let keys = tempfile::tempdir().unwrap();
+    let key = Key::new(keys.path(), "ops");
+    let source = support::module_dir(
+        "misbehave",
+        "misbehave",
+        &format!("version = \"1.0.0\"\n{MANIFEST}"),
+    );
+    let (source_text, private) = (text(source.path()), key.private());
+    let yaml = keys.path().join("cm.yaml");
+    let yaml_text = text(&yaml);
+    let pack = |extra: &[&str]| {
+        let mut args = vec![
+            "module",
+            "pack",
+            source_text.as_str(),
+            "--out",
+            yaml_text.as_str(),
+            "--sign",
+            private.as_str(),
+        ];
+        args.extend(extra);
+        run(&args)
+    };
+
+    let ninety_days = std::time::Duration::from_secs(90 * 24 * 60 * 60);
+    let before = std::time::SystemTime::now();
+    let out = pack(&[]);
+    let after = std::time::SystemTime::now();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let expires = packed_expiry(&yaml, "misbehave").expect("a default signature has an expiry");
+    // Written to the second: within a second of 90 days after the command ran.
+    let earliest = before + ninety_days - std::time::Duration::from_secs(1);
+    assert!(
+        expires >= earliest && expires <= after + ninety_days,
+        "expires {} is not 90 days after {}",
+        humantime::format_rfc3339_seconds(expires),
+        humantime::format_rfc3339_seconds(before)
+    );
+    let at = humantime::format_rfc3339_seconds(expires).to_string();
+    assert!(
+        stderr(&out).contains(&format!("signed by key {} until {at}", key.id)),
+        "the report names the expiry: {}",
+        stderr(&out)
+    );
+    let verified = run(&[
+        "module",
+        "verify",
+        "--trusted-keys",
+        &key.public(),
+        &yaml_text,
+    ]);
+    assert_eq!(verified.status.code(), Some(0), "{}", stderr(&verified));
+
+    // --expires still sets it.
+    let before = std::time::SystemTime::now();
+    let out = pack(&["--expires", "12h"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let expires = packed_expiry(&yaml, "misbehave").unwrap();
+    let twelve_hours = std::time::Duration::from_secs(12 * 60 * 60);
+    assert!(
+        expires >= before + twelve_hours - std::time::Duration::from_secs(1)
+            && expires < before + twelve_hours + std::time::Duration::from_secs(60),
+        "{}",
+        humantime::format_rfc3339_seconds(expires)
+    );
+
+    // No expiry only when asked: the signature carries none, and still verifies.
+    let out = pack(&["--no-expiry"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(packed_expiry(&yaml, "misbehave"), None);
+    assert!(
+        stderr(&out).contains(&format!("signed by key {} with no expiry", key.id)),
+        "{}",
+        stderr(&out)
+    );
+    let verified = run(&[
+        "module",
+        "verify",
+        "--trusted-keys",
+        &key.public(),
+        &yaml_text,
+    ]);
+    assert_eq!(verified.status.code(), Some(0), "{}", stderr(&verified));
+
+    // Both at once is a usage error, and the file stays as it was.
+    let before = std::fs::read(&yaml).unwrap();
+    let out = pack(&["--no-expiry", "--expires", "30d"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("--no-expiry") && stderr(&out).contains("--expires"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(std::fs::read(&yaml).unwrap(), before);
 }

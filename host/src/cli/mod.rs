@@ -25,6 +25,7 @@ mod restore_input;
 mod run;
 mod settings;
 mod sign;
+mod signing;
 mod status;
 mod suite_layout;
 mod test;

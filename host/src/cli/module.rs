@@ -12,6 +12,7 @@ use anyhow::anyhow;
 use base64::Engine as _;
 use serde_json::{json, Value};
 
+use super::signing::{Signer, SigningArgs};
 use super::{
     output_file, pack_guard, read_trusted_keys, velero_namespace, Failure, EXIT_FAILED, EXIT_OK,
 };
@@ -82,14 +83,9 @@ pub struct PackArgs {
     #[arg(long, short = 'n', value_name = "NAMESPACE")]
     namespace: Option<String>,
 
-    /// Sign each module with this private key (from `module keygen`), replacing any signature beside it.
-    #[arg(long, value_name = "KEYFILE")]
-    sign: Option<PathBuf>,
-
-    /// With --sign: hosts refuse the signature after this long (`90d`, `12h`) or this time (RFC 3339,
-    /// `2027-06-30T00:00:00Z`), so that nobody can replay this version for longer (docs/modules.md).
-    #[arg(long, value_name = "DURATION|TIME", requires = "sign")]
-    expires: Option<String>,
+    /// How each module is signed: --sign KEY, with --expires, --no-expiry, --unversioned.
+    #[command(flatten)]
+    signing: SigningArgs,
 
     /// Write the YAML to this file instead of stdout (replaced whole, never through a symbolic link).
     #[arg(long, value_name = "FILE")]
@@ -312,15 +308,14 @@ pub(super) fn read_directory(dir: &Path) -> Result<Vec<anyhow::Result<Parts>>, F
 
 pub(super) fn pack(args: &PackArgs) -> Result<u8, Failure> {
     let mut modules = modules_to_pack(args)?;
-    let key = signing_key(args.sign.as_deref())?;
-    let expires = args.expires.as_deref().map(expiry).transpose()?;
+    let signer = args.signing.signer()?;
     let namespace = velero_namespace::resolve(args.namespace.as_deref());
     let mut documents = Vec::new();
     let mut server_side = Vec::new();
     let mut roles = Vec::new();
     let mut reports = Vec::new();
     for parts in &mut modules {
-        check_and_sign(parts, key.as_ref(), expires)?;
+        check_and_sign(parts, signer.as_ref())?;
         let role = pack_guard::Role {
             shadow: args.shadow,
             signed: parts.signature_text.is_some(),
@@ -331,7 +326,7 @@ pub(super) fn pack(args: &PackArgs) -> Result<u8, Failure> {
             false => format!("velero-wasm-module-{}", parts.name),
         });
         let (yaml, too_big_to_apply, report) =
-            configmap_yaml(parts, &name, &namespace, args, key.as_ref())?;
+            configmap_yaml(parts, &name, &namespace, args, signer.as_ref())?;
         if too_big_to_apply {
             server_side.push(name);
         }
@@ -392,34 +387,16 @@ fn modules_to_pack(args: &PackArgs) -> Result<Vec<Parts>, Failure> {
     Ok(modules)
 }
 
-/// Checks one module as the host would load it and, with a key, signs it (until `expires`).
-fn check_and_sign(
-    parts: &mut Parts,
-    key: Option<&PrivateKey>,
-    expires: Option<std::time::SystemTime>,
-) -> Result<(), Failure> {
-    if key.is_some() {
+/// Checks one module as the host would load it and, with a signer, signs it.
+fn check_and_sign(parts: &mut Parts, signer: Option<&Signer>) -> Result<(), Failure> {
+    if signer.is_some() {
         parts.signature_text = None;
     }
     let checked = parts
         .check(None)
         .map_err(|e| Failure::bad_input(format!("{}: {e}", parts.source)))?;
-    if let Some(key) = key {
-        let signature = key.sign_until(
-            &parts.name,
-            checked.sha256.as_deref(),
-            &parts.manifest_text,
-            expires,
-        );
-        parts.signature_text = Some(signature.to_text());
-        if checked.version.is_none() {
-            eprintln!(
-                "module {}: its manifest has no version, so hosts cannot refuse an older signed copy \
-                 in its place: add version = \"1.0.0\" near its top, before any [table] (and raise \
-                 it with each change)",
-                parts.name
-            );
-        }
+    if let Some(signer) = signer {
+        parts.signature_text = Some(signer.sign(parts, &checked, "nothing written")?);
     }
     Ok(())
 }
@@ -431,7 +408,7 @@ fn configmap_yaml(
     name: &str,
     namespace: &str,
     args: &PackArgs,
-    key: Option<&PrivateKey>,
+    signer: Option<&Signer>,
 ) -> Result<(String, bool, String), Failure> {
     let mut object = configmap(parts, name, namespace).map_err(Failure::failed)?;
     if args.shadow {
@@ -447,8 +424,8 @@ fn configmap_yaml(
             parts.name
         )));
     }
-    let signed = match key {
-        Some(key) => format!(", signed by key {}", key.key_id()),
+    let signed = match signer {
+        Some(signer) => format!(", signed by key {} {}", signer.key_id(), signer.until()),
         None if parts.signature_text.is_some() => ", with its signature".to_string(),
         None => ", unsigned".to_string(),
     };

@@ -9,7 +9,8 @@ use std::path::PathBuf;
 use bytes::Bytes;
 use serde_json::json;
 
-use super::module::{expiry, read_directory, read_parts, signing_key, Parts};
+use super::module::{read_directory, read_parts, Parts};
+use super::signing::SigningArgs;
 use super::{Failure, EXIT_OK};
 use crate::modules::oci::{self, layout, Reference, Registry};
 
@@ -32,13 +33,9 @@ pub struct PushArgs {
     #[arg(long, value_name = "NAME")]
     module: Option<String>,
 
-    /// Sign the module with this private key (from `module keygen`), replacing any signature beside it.
-    #[arg(long, value_name = "KEYFILE")]
-    sign: Option<PathBuf>,
-
-    /// With --sign: hosts refuse the signature after this long (`90d`) or this time (RFC 3339).
-    #[arg(long, value_name = "DURATION|TIME", requires = "sign")]
-    expires: Option<String>,
+    /// How the module is signed: --sign KEY, with --expires, --no-expiry, --unversioned.
+    #[command(flatten)]
+    signing: SigningArgs,
 
     /// A docker config holding the registry's credentials (`docker login` writes one); default:
     /// $DOCKER_CONFIG/config.json, else ~/.docker/config.json, when there is one.
@@ -124,8 +121,8 @@ struct Prepared {
 /// it).
 fn prepare(args: &PushArgs) -> Result<Prepared, Failure> {
     let mut parts = module_parts(args)?;
-    let key = signing_key(args.sign.as_deref())?;
-    if key.is_some() {
+    let signer = args.signing.signer()?;
+    if signer.is_some() {
         parts.signature_text = None;
     }
     let checked = parts
@@ -137,18 +134,11 @@ fn prepare(args: &PushArgs) -> Result<Prepared, Failure> {
             parts.source
         )));
     };
-    if let Some(key) = &key {
-        let expires = args.expires.as_deref().map(expiry).transpose()?;
-        let signature = key.sign_until(
-            &parts.name,
-            checked.sha256.as_deref(),
-            &parts.manifest_text,
-            expires,
-        );
-        parts.signature_text = Some(signature.to_text());
+    if let Some(signer) = &signer {
+        parts.signature_text = Some(signer.sign(&parts, &checked, "nothing pushed")?);
     }
-    let signed = match (&key, &parts.signature_text) {
-        (Some(key), _) => format!("signed by key {}", key.key_id()),
+    let signed = match (&signer, &parts.signature_text) {
+        (Some(signer), _) => format!("signed by key {} {}", signer.key_id(), signer.until()),
         (None, Some(_)) => "with its signature".to_string(),
         (None, None) => "unsigned".to_string(),
     };
