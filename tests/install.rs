@@ -1101,7 +1101,7 @@ async fn packed_stock_modules_apply_server_side_and_all_but_signing_apply_client
                 assert_eq!(code, 422, "{name}: {message}");
                 assert_eq!(
                     message,
-                    format!("ConfigMap \"{configmap}\" is invalid: metadata.annotations: Too long: must have at most 262144 bytes"),
+                    format!("ConfigMap \"{configmap}\" is invalid: metadata.annotations: Too long: may not be more than 262144 bytes"),
                     "{name}"
                 );
                 assert!(
@@ -1142,7 +1142,7 @@ async fn packed_stock_modules_apply_server_side_and_all_but_signing_apply_client
     let (code, message) = refusal(api.create(&Default::default(), &big).await).unwrap();
     assert_eq!(code, 422);
     assert!(
-        message.ends_with("is invalid: []: Too long: must have at most 1048576 bytes"),
+        message.ends_with("is invalid: []: Too long: may not be more than 1048576 bytes"),
         "{message}"
     );
 }

@@ -33,10 +33,11 @@
 //! - hcp.rs: plays HyperShift's controller ([`ApiServer::controller`], [`ApiServer::set_status`]),
 //!   which no real server runs.
 //!
+//! Its size-limit messages are worded as kube-apiserver v1.34.4 words them (`Too long: may not be
+//! more than N bytes`).
+//!
 //! Where kube-apiserver v1.34.4 answers otherwise (seen against the real server; none of it changes
 //! what the host does, but a test asserting it here asserts the imitation):
-//! - size limits word `Too long: may not be more than N bytes` (this server: the older `must have
-//!   at most N bytes`);
 //! - list items of every built-in type lack `apiVersion`/`kind`, dotted groups too
 //!   (`rbac.authorization.k8s.io`); only custom resources carry them. Objects come `kind` first;
 //! - continue tokens are opaque (base64 JSON), not `offset-N`;
@@ -956,7 +957,7 @@ fn too_large(t: &ResourceType, object: &Value) -> Option<Answer> {
         .and_then(Value::as_str)
         .unwrap_or("");
     let text =
-        |field: &str, limit: usize| format!("{field}: Too long: must have at most {limit} bytes");
+        |field: &str, limit: usize| format!("{field}: Too long: may not be more than {limit} bytes");
     let message = format!(
         "{} \"{name}\" is invalid: {}",
         t.kind,
@@ -969,7 +970,7 @@ fn too_large(t: &ResourceType, object: &Value) -> Option<Answer> {
     let causes: Vec<Value> = causes
         .iter()
         .map(|(field, limit)| {
-            json!({"reason": "FieldValueTooLong", "message": format!("Too long: must have at most {limit} bytes"), "field": field})
+            json!({"reason": "FieldValueTooLong", "message": format!("Too long: may not be more than {limit} bytes"), "field": field})
         })
         .collect();
     Some(status(
