@@ -53,7 +53,7 @@ image: ## The plugin image for amd64 and arm64 as OCI archives in target/image/,
 	@.ci/deps image
 	deploy/build-image.sh
 
-e2e: ## A backup and a restore in real Velero 1.18.3 (server, AWS plugin, moto's S3, kube-apiserver on loopback), also with a trapping shadow; last line the result (tests/e2e/run.sh; 11-13 min of Go builds the first time, then under a minute after the test build; not part of test)
+e2e: ## A backup and a restore in real Velero 1.18.3 (server, AWS plugin, moto's S3, kube-apiserver on loopback), also with a trapping shadow; last line the result (tests/e2e/run.sh; about 4 min after the test build, most of it building Velero; not part of test, CI runs it after it)
 	@.ci/deps e2e
 	$(TEST_BUILD)
 	tests/e2e/run.sh
