@@ -956,8 +956,9 @@ fn too_large(t: &ResourceType, object: &Value) -> Option<Answer> {
         .pointer("/metadata/name")
         .and_then(Value::as_str)
         .unwrap_or("");
-    let text =
-        |field: &str, limit: usize| format!("{field}: Too long: may not be more than {limit} bytes");
+    let text = |field: &str, limit: usize| {
+        format!("{field}: Too long: may not be more than {limit} bytes")
+    };
     let message = format!(
         "{} \"{name}\" is invalid: {}",
         t.kind,
