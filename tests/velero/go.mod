@@ -9,7 +9,7 @@ require (
 	github.com/sirupsen/logrus v1.9.4
 	github.com/spf13/pflag v1.0.10
 	github.com/vmware-tanzu/velero v1.18.3
-	k8s.io/apimachinery v0.33.12
+	k8s.io/apimachinery v0.33.13
 )
 
 require (
@@ -76,9 +76,9 @@ require (
 	gopkg.in/evanphx/json-patch.v4 v4.12.0 // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
-	k8s.io/api v0.33.12 // indirect
+	k8s.io/api v0.33.13 // indirect
 	k8s.io/apiextensions-apiserver v0.33.12 // indirect
-	k8s.io/client-go v0.33.12 // indirect
+	k8s.io/client-go v0.33.13 // indirect
 	k8s.io/klog/v2 v2.140.0 // indirect
 	k8s.io/kube-openapi v0.0.0-20250318190949-c8a335a9a2ff // indirect
 	k8s.io/utils v0.0.0-20241210054802-24370beab758 // indirect

@@ -19,10 +19,12 @@ for name in kinds misbehave; do
 done
 
 echo "--- build the driver (Velero v1.18.3's plugin client; $(go version | cut -d' ' -f3))"
-export GOTOOLCHAIN=local GOFLAGS="-buildvcs=false -mod=readonly" GOCACHE="$root/target/go/cache"
+# The same Go environment and flags as tests/e2e/build.sh (and the same k8s.io versions in go.mod), so
+# the two builds share one build cache.
+export GOTOOLCHAIN=local GOFLAGS="-buildvcs=false -mod=readonly" CGO_ENABLED=0 GOCACHE="$root/target/go/cache"
 mkdir -p "$out"
 start=$SECONDS
-(cd tests/velero && go build -o "$out/velero-driver" .)
+(cd tests/velero && go build -trimpath -o "$out/velero-driver" .)
 echo "built in $((SECONDS - start)) s"
 
 echo "--- run against $binary"
