@@ -1332,6 +1332,8 @@ fn each_python_kind_is_scaffolded_with_unit_tests_that_pass() {
         assert!(tests.status.success(), "{kind}: {report}");
         assert!(
             report.contains("test_a_value_of_the_wrong_type_names_its_key")
+                && report
+                    .contains("test_the_hosts_settings_are_read_without_importing_during_the_call")
                 && report.contains("OK"),
             "{kind}: the settings reader's tests ran: {report}"
         );

@@ -23,6 +23,14 @@ import json
 import types
 import typing
 
+# The host's settings, imported with this module: componentize-py snapshots the interpreter after
+# importing app.py and what it imports, and the component has no files to import from afterwards, so
+# an import first made inside `read`, during a call, fails there (ImportError for `config`).
+try:
+    from wit_world.imports import config as host_config
+except ImportError:  # natively, without the bindings: a unit test gives `read` its own `get`
+    host_config = None
+
 
 class SettingError(ValueError):
     """A setting whose value does not read as its field's type."""
@@ -32,9 +40,7 @@ def read(cls, get=None):
     """An instance of the dataclass `cls`, each field read from its setting through `get(key)` (text
     or None; by default the host's `config.get`)."""
     if get is None:
-        from wit_world.imports import config
-
-        get = config.get
+        get = host_get()
     hints = typing.get_type_hints(cls)
     values = {}
     for field in dataclasses.fields(cls):
@@ -43,6 +49,21 @@ def read(cls, get=None):
         if text is not None:
             values[field.name] = convert(key, text, hints.get(field.name, str))
     return cls(**values)
+
+
+def host_get():
+    """The host's `config.get`: the one imported with this module (in the component), else the
+    bindings a unit test stubbed after importing it."""
+    global host_config
+    if host_config is None:
+        try:
+            from wit_world.imports import config as host_config
+        except ImportError:
+            raise SettingError(
+                "settings.read(cls) reads the host's settings, which only the component has: "
+                "natively, give it the settings, e.g. settings.read(cls, {\"retries\": \"5\"}.get)"
+            ) from None
+    return host_config.get
 
 
 def convert(key, text, kind):

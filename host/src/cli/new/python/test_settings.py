@@ -1,8 +1,12 @@
 """Unit tests of `settings.read`, natively (`python3 -m unittest`)."""
 
+import importlib.util
+import sys
+import types
 import unittest
 from dataclasses import dataclass, field
 from typing import Optional
+from unittest import mock
 
 import settings
 
@@ -43,6 +47,38 @@ class Read(unittest.TestCase):
             with self.assertRaises(settings.SettingError) as raised:
                 settings.read(Example, {key: text}.get)
             self.assertIn(f"setting {key}: {text!r}", str(raised.exception))
+
+
+class InTheComponent(unittest.TestCase):
+    def test_the_hosts_settings_are_read_without_importing_during_the_call(self):
+        # As componentize-py builds it: the bindings exist while settings.py is imported (the
+        # snapshot), and no module can be imported afterwards, during a call: the component has no
+        # files. An import made only inside `read` failed there with an ImportError for `config`.
+        world = types.ModuleType("wit_world")
+        imports = types.ModuleType("wit_world.imports")
+        config = types.ModuleType("wit_world.imports.config")
+        config.get = {"retries": "7", "dry-run": "true"}.get
+        imports.config = config
+        world.imports = imports
+        snapshot = {"wit_world": world, "wit_world.imports": imports, "wit_world.imports.config": config}
+        with mock.patch.dict(sys.modules, snapshot):
+            spec = importlib.util.spec_from_file_location("settings_in_component", settings.__file__)
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+        # The call: the bindings' modules are out of reach of `import`.
+        del imports.config
+        with mock.patch.dict(sys.modules, {"wit_world": None, "wit_world.imports": None}):
+            read = module.read(Example)
+        self.assertEqual((read.retries, read.dry_run, read.mode), (7, True, "fast"))
+
+    def test_natively_without_bindings_read_asks_for_the_settings(self):
+        spec = importlib.util.spec_from_file_location("settings_native", settings.__file__)
+        module = importlib.util.module_from_spec(spec)
+        with mock.patch.dict(sys.modules, {"wit_world": None, "wit_world.imports": None}):
+            spec.loader.exec_module(module)
+            with self.assertRaises(module.SettingError) as raised:
+                module.read(Example)
+        self.assertIn("settings.read(cls, {", str(raised.exception))
 
 
 if __name__ == "__main__":
