@@ -29,6 +29,7 @@ mod plugin_protocol;
 mod rate_limit;
 mod read_views;
 mod runtime;
+mod scaffolds;
 mod shadow;
 mod signing;
 mod state_dir;

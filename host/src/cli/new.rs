@@ -468,10 +468,17 @@ mod tests {
 
     /// The keys of the suite format `velero-wasm test` reads (the subset every generated suite keeps to).
     const SUITE_KEYS: [&str; 3] = ["modules", "stock", "cases"];
-    const CASE_KEYS: [&str; 8] = [
-        "name", "action", "item", "backup", "restore", "cluster", "now", "expect",
+    const CASE_KEYS: [&str; 9] = [
+        "name", "action", "item", "backup", "restore", "cluster", "now", "settings", "expect",
     ];
-    const EXPECT_KEYS: [&str; 4] = ["error", "additionalItems", "pointers", "clusterWrites"];
+    const EXPECT_KEYS: [&str; 6] = [
+        "error",
+        "additionalItems",
+        "relatedItems",
+        "pointers",
+        "clusterWrites",
+        "item",
+    ];
 
     #[test]
     fn every_suite_keeps_to_the_suite_format_and_names_files_the_crate_has() {
@@ -504,7 +511,12 @@ mod tests {
             for case in cases {
                 let case = case.as_mapping().unwrap();
                 keys(case, &CASE_KEYS);
-                keys(case["expect"].as_mapping().unwrap(), &EXPECT_KEYS);
+                let expect = case["expect"].as_mapping().unwrap();
+                keys(expect, &EXPECT_KEYS);
+                if let Some(item) = expect.get("item") {
+                    let path = format!("tests/{}", item.as_str().unwrap());
+                    assert!(has(&path), "{kind:?}: {path} is not generated");
+                }
                 let subject = kind.subject();
                 for file in ["item", subject] {
                     let path = format!("tests/{}", case[file].as_str().unwrap());

@@ -2,7 +2,7 @@
 //!
 //! It labels each PersistentVolumeClaim it backs up with the number of PVCs in its namespace. The
 //! logic is in `label`, on any `Cluster`: the host's (`HostCluster`) in the component, a `FakeCluster`
-//! in the unit tests below.
+//! in the unit tests below. Its setting `suspend` (the manifest's `[settings-schema]`) turns it off.
 
 use velero_wasm_sdk::*;
 
@@ -13,6 +13,16 @@ pub const ACTION: &str = "example.io/__NAME__";
 pub const LABEL: &str = "example.io/pvcs-in-namespace";
 
 const PVCS: Api = Api::new("", "v1", "persistentvolumeclaims");
+
+/// The module's settings, read typed (`config::read`): each is declared in the manifest
+/// (`[settings-schema]`), where the host checks what an operator or a suite case sets and fills in its
+/// default; changing one needs no rebuild.
+#[derive(serde::Deserialize, Default)]
+#[serde(default, rename_all = "kebab-case")]
+pub struct Settings {
+    /// `suspend = true`: the action hands each item back as it came and calls nothing.
+    pub suspend: bool,
+}
 
 /// The component: its actions and how they are called.
 pub struct Module;
@@ -30,13 +40,22 @@ impl Plugin for Module {
     }
 
     fn backup(_action: &str, request: BackupRequest) -> Result<BackupResponse, String> {
-        label(&HostCluster, &request.item)
+        let settings: Settings = config::read(&HostConfig)?;
+        label(&HostCluster, &settings, &request.item)
     }
 }
 
-/// Labels the PVC `item` (JSON) with the number of PVCs in its namespace.
-pub fn label(cluster: &impl Cluster, item: &str) -> Result<BackupResponse, String> {
+/// Labels the PVC `item` (JSON) with the number of PVCs in its namespace, unless `settings` suspend
+/// the action.
+pub fn label(
+    cluster: &impl Cluster,
+    settings: &Settings,
+    item: &str,
+) -> Result<BackupResponse, String> {
     let mut item = Object::parse(item)?;
+    if settings.suspend {
+        return Ok(BackupResponse::with_item(&item));
+    }
     let pvcs = cluster
         .list(PVCS, item.namespace(), "")
         .map_err(|e| format!("listing the PVCs of {}: {}", item.namespace(), e.message()))?;
@@ -75,7 +94,12 @@ mod tests {
     #[test]
     fn a_pvc_is_labelled_with_the_number_of_pvcs_in_its_namespace() {
         let cluster = cluster();
-        let response = label(&cluster, &pvc("apps", "data").to_json()).unwrap();
+        let response = label(
+            &cluster,
+            &Settings::default(),
+            &pvc("apps", "data").to_json(),
+        )
+        .unwrap();
         let item = Object::parse(&response.item.unwrap()).unwrap();
         assert_eq!(item.label(LABEL), Some("2"));
         assert!(response.additional_items.is_empty());
@@ -85,6 +109,16 @@ mod tests {
             (calls[0].verb, calls[0].namespace.as_str()),
             ("list", "apps")
         );
+    }
+
+    #[test]
+    fn a_suspended_action_hands_the_pvc_back_as_it_came() {
+        let cluster = cluster();
+        let settings = config::read(&FakeConfig::new().with("suspend", "true")).unwrap();
+        let response = label(&cluster, &settings, &pvc("apps", "data").to_json()).unwrap();
+        let item = Object::parse(&response.item.unwrap()).unwrap();
+        assert_eq!(item.label(LABEL), None);
+        assert!(cluster.calls().is_empty());
     }
 
     #[test]

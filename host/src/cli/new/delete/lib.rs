@@ -3,7 +3,8 @@
 //! When a backup is deleted, it deletes for each of its PersistentVolumeClaims the ConfigMap
 //! `<backup>-<pvc>` in the PVC's namespace (notes a backup action of yours may have left), if it is
 //! still there. The logic is in `forget`, on any `Cluster`: the host's (`HostCluster`) in the
-//! component, a `FakeCluster` in the unit tests below.
+//! component, a `FakeCluster` in the unit tests below. Its setting `suspend` (the manifest's
+//! `[settings-schema]`) turns it off.
 
 use velero_wasm_sdk::*;
 
@@ -11,6 +12,16 @@ use velero_wasm_sdk::*;
 pub const ACTION: &str = "example.io/__NAME__";
 
 const CONFIGMAPS: Api = Api::new("", "v1", "configmaps");
+
+/// The module's settings, read typed (`config::read`): each is declared in the manifest
+/// (`[settings-schema]`), where the host checks what an operator or a suite case sets and fills in its
+/// default; changing one needs no rebuild.
+#[derive(serde::Deserialize, Default)]
+#[serde(default, rename_all = "kebab-case")]
+pub struct Settings {
+    /// `suspend = true`: the action deletes nothing.
+    pub suspend: bool,
+}
 
 /// The component: its actions and how they are called.
 pub struct Module;
@@ -28,13 +39,22 @@ impl Plugin for Module {
     }
 
     fn delete(_action: &str, item: &str, backup: &str) -> Result<(), String> {
-        forget(&HostCluster, item, backup)
+        let settings: Settings = config::read(&HostConfig)?;
+        forget(&HostCluster, &settings, item, backup)
     }
 }
 
 /// Deletes the ConfigMap `<backup>-<pvc>` of the PVC `item` (JSON) of the deleted `backup` (JSON); one
-/// that is gone already is fine.
-pub fn forget(cluster: &impl Cluster, item: &str, backup: &str) -> Result<(), String> {
+/// that is gone already is fine. Suspended by `settings`, it deletes nothing.
+pub fn forget(
+    cluster: &impl Cluster,
+    settings: &Settings,
+    item: &str,
+    backup: &str,
+) -> Result<(), String> {
+    if settings.suspend {
+        return Ok(());
+    }
     let item = Object::parse(item)?;
     let backup = Object::parse(backup)?;
     let notes = format!("{}-{}", backup.name(), item.name());
@@ -77,7 +97,7 @@ mod tests {
     #[test]
     fn the_notes_of_the_pvc_in_the_deleted_backup_are_deleted() {
         let cluster = cluster();
-        forget(&cluster, ITEM, BACKUP).unwrap();
+        forget(&cluster, &Settings::default(), ITEM, BACKUP).unwrap();
         let calls = cluster.calls();
         assert_eq!(calls.len(), 1);
         assert_eq!(
@@ -93,7 +113,15 @@ mod tests {
             .delete(CONFIGMAPS, "apps", "nightly-data")
             .unwrap_err()
             .is_not_found());
-        forget(&cluster, ITEM, BACKUP).unwrap();
+        forget(&cluster, &Settings::default(), ITEM, BACKUP).unwrap();
+    }
+
+    #[test]
+    fn a_suspended_action_deletes_nothing() {
+        let cluster = cluster();
+        let settings = config::read(&FakeConfig::new().with("suspend", "true")).unwrap();
+        forget(&cluster, &settings, ITEM, BACKUP).unwrap();
+        assert!(cluster.calls().is_empty());
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //!
 //! It puts each PersistentVolumeClaim in one item block with the pods that mount it, so that Velero
 //! backs them up together. The logic is in `pods_of`, on any `Cluster`: the host's (`HostCluster`)
-//! in the component, a `FakeCluster` in the unit tests below.
+//! in the component, a `FakeCluster` in the unit tests below. Its setting `suspend` (the manifest's
+//! `[settings-schema]`) turns it off.
 
 use velero_wasm_sdk::*;
 
@@ -10,6 +11,16 @@ use velero_wasm_sdk::*;
 pub const ACTION: &str = "example.io/__NAME__";
 
 const PODS: Api = Api::new("", "v1", "pods");
+
+/// The module's settings, read typed (`config::read`): each is declared in the manifest
+/// (`[settings-schema]`), where the host checks what an operator or a suite case sets and fills in its
+/// default; changing one needs no rebuild.
+#[derive(serde::Deserialize, Default)]
+#[serde(default, rename_all = "kebab-case")]
+pub struct Settings {
+    /// `suspend = true`: the action relates nothing and calls nothing.
+    pub suspend: bool,
+}
 
 /// The component: its actions and how they are called.
 pub struct Module;
@@ -27,13 +38,22 @@ impl Plugin for Module {
     }
 
     fn related_items(_action: &str, item: &str, _backup: &str) -> Result<Vec<ResourceId>, String> {
-        pods_of(&HostCluster, item)
+        let settings: Settings = config::read(&HostConfig)?;
+        pods_of(&HostCluster, &settings, item)
     }
 }
 
-/// The pods in the namespace of the PVC `item` (JSON) that mount it.
-pub fn pods_of(cluster: &impl Cluster, item: &str) -> Result<Vec<ResourceId>, String> {
+/// The pods in the namespace of the PVC `item` (JSON) that mount it (none while `settings` suspend
+/// the action).
+pub fn pods_of(
+    cluster: &impl Cluster,
+    settings: &Settings,
+    item: &str,
+) -> Result<Vec<ResourceId>, String> {
     let pvc = Object::parse(item)?;
+    if settings.suspend {
+        return Ok(Vec::new());
+    }
     let pods = cluster
         .list(PODS, pvc.namespace(), "")
         .map_err(|e| format!("listing the pods of {}: {}", pvc.namespace(), e.message()))?;
@@ -82,9 +102,17 @@ mod tests {
 
     #[test]
     fn a_pvc_is_backed_up_with_the_pods_that_mount_it() {
-        let related = pods_of(&cluster(), ITEM).unwrap();
+        let related = pods_of(&cluster(), &Settings::default(), ITEM).unwrap();
         let related: Vec<String> = related.iter().map(ResourceId::to_string).collect();
         assert_eq!(related, ["pods apps/shop-0"]);
+    }
+
+    #[test]
+    fn a_suspended_action_relates_nothing() {
+        let cluster = cluster();
+        let settings = config::read(&FakeConfig::new().with("suspend", "true")).unwrap();
+        assert!(pods_of(&cluster, &settings, ITEM).unwrap().is_empty());
+        assert!(cluster.calls().is_empty());
     }
 
     #[test]

@@ -13,3 +13,13 @@ class Label(unittest.TestCase):
         self.assertEqual(labelled["metadata"]["labels"][app.LABEL], "2")
         self.assertEqual(response.additional_items, [])
         self.assertEqual(listed, ["apps"])
+
+    def test_a_suspended_action_hands_the_pvc_back_as_it_came(self):
+        item = {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                "metadata": {"name": "data", "namespace": "apps"}}
+        suspended = app.settings.read(app.Settings, {"suspend": "true"}.get)
+        response = app.label(json.dumps(item), lambda namespace: self.fail("listed"), suspended)
+        self.assertEqual(json.loads(response.item), item)
+
+    def test_the_settings_default_to_the_manifests_defaults(self):
+        self.assertEqual(app.settings.read(app.Settings, {}.get), app.Settings(suspend=False))

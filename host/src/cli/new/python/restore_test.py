@@ -22,3 +22,10 @@ class Restore(unittest.TestCase):
         response = app.restore(self.pvc("logs"), self.RESTORE, self.get_pvc)
         self.assertTrue(response.skip_restore)
         self.assertIsNone(response.item)
+
+    def test_a_suspended_action_hands_the_pvc_back_as_it_came(self):
+        suspended = app.settings.read(app.Settings, {"suspend": "true"}.get)
+        response = app.restore(self.pvc("data"), self.RESTORE, self.get_pvc, suspended)
+        self.assertFalse(response.skip_restore)
+        self.assertEqual(json.loads(response.item), json.loads(self.pvc("data")))
+        self.assertEqual(self.read, [])

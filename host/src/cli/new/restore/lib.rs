@@ -2,7 +2,8 @@
 //!
 //! It restores each PersistentVolumeClaim with the label `example.io/restored-by` naming the restore,
 //! and skips a PVC that already exists in the cluster. The logic is in `restore`, on any `Cluster`:
-//! the host's (`HostCluster`) in the component, a `FakeCluster` in the unit tests below.
+//! the host's (`HostCluster`) in the component, a `FakeCluster` in the unit tests below. Its setting
+//! `suspend` (the manifest's `[settings-schema]`) turns it off.
 
 use velero_wasm_sdk::*;
 
@@ -13,6 +14,16 @@ pub const ACTION: &str = "example.io/__NAME__";
 pub const LABEL: &str = "example.io/restored-by";
 
 const PVCS: Api = Api::new("", "v1", "persistentvolumeclaims");
+
+/// The module's settings, read typed (`config::read`): each is declared in the manifest
+/// (`[settings-schema]`), where the host checks what an operator or a suite case sets and fills in its
+/// default; changing one needs no rebuild.
+#[derive(serde::Deserialize, Default)]
+#[serde(default, rename_all = "kebab-case")]
+pub struct Settings {
+    /// `suspend = true`: the action hands each item back as it came and calls nothing.
+    pub suspend: bool,
+}
 
 /// The component: its actions and how they are called.
 pub struct Module;
@@ -30,18 +41,23 @@ impl Plugin for Module {
     }
 
     fn restore(_action: &str, request: RestoreRequest) -> Result<RestoreResponse, String> {
-        restore(&HostCluster, &request.item, &request.restore)
+        let settings: Settings = config::read(&HostConfig)?;
+        restore(&HostCluster, &settings, &request.item, &request.restore)
     }
 }
 
 /// Restores the PVC `item` (JSON, as it will be created) labelled with the name of `restore`, unless a
-/// PVC of its name exists already.
+/// PVC of its name exists already or `settings` suspend the action.
 pub fn restore(
     cluster: &impl Cluster,
+    settings: &Settings,
     item: &str,
     restore: &str,
 ) -> Result<RestoreResponse, String> {
     let mut item = Object::parse(item)?;
+    if settings.suspend {
+        return Ok(RestoreResponse::with_item(&item));
+    }
     let restore = Object::parse(restore)?;
     match cluster.get(PVCS, item.namespace(), item.name()) {
         Ok(_) => return Ok(RestoreResponse::skip()),
@@ -89,7 +105,13 @@ mod tests {
     #[test]
     fn a_missing_pvc_is_restored_with_the_name_of_its_restore() {
         let cluster = cluster();
-        let response = restore(&cluster, &pvc("apps", "data").to_json(), RESTORE).unwrap();
+        let response = restore(
+            &cluster,
+            &Settings::default(),
+            &pvc("apps", "data").to_json(),
+            RESTORE,
+        )
+        .unwrap();
         assert!(!response.skip_restore);
         let item = Object::parse(&response.item.unwrap()).unwrap();
         assert_eq!(item.label(LABEL), Some("nightly-restore"));
@@ -98,8 +120,26 @@ mod tests {
 
     #[test]
     fn a_pvc_that_exists_is_skipped() {
-        let response = restore(&cluster(), &pvc("apps", "logs").to_json(), RESTORE).unwrap();
+        let response = restore(
+            &cluster(),
+            &Settings::default(),
+            &pvc("apps", "logs").to_json(),
+            RESTORE,
+        )
+        .unwrap();
         assert!(response.skip_restore);
+    }
+
+    #[test]
+    fn a_suspended_action_hands_the_pvc_back_as_it_came() {
+        let cluster = cluster();
+        let settings = config::read(&FakeConfig::new().with("suspend", "true")).unwrap();
+        let response =
+            restore(&cluster, &settings, &pvc("apps", "data").to_json(), RESTORE).unwrap();
+        assert!(!response.skip_restore);
+        let item = Object::parse(&response.item.unwrap()).unwrap();
+        assert_eq!(item.label(LABEL), None);
+        assert!(cluster.calls().is_empty());
     }
 
     #[test]
