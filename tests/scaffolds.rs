@@ -240,3 +240,24 @@ fn the_delete_scaffold_works_as_generated() {
 fn the_item_block_scaffold_works_as_generated() {
     scaffold_works_as_generated("item-block");
 }
+
+/// The same scaffold, generated and built in two directories, gives the same component, byte for byte
+/// (issue 44): what a reviewer rebuilds from the source matches the sha256 a manifest pins. Nothing of
+/// the crate's path reaches the component (Cargo passes rustc the crate's and its path dependencies'
+/// sources relative to the crate; registry sources have the same path on one machine).
+#[test]
+fn the_same_scaffold_built_in_two_directories_gives_the_same_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let sha256 = |place: &str| {
+        let crate_dir = scaffold(&dir.path().join(place), "same-bytes", "backup");
+        let out = build(&crate_dir);
+        assert_eq!(out.status.code(), Some(0), "{place}: {}", stderr(&out));
+        let wasm = std::fs::read(crate_dir.join("module/same-bytes.wasm")).unwrap();
+        let pinned = std::fs::read_to_string(crate_dir.join("same-bytes.toml")).unwrap();
+        let sha = velero_wasm::modules::sha256_hex(&wasm);
+        assert!(pinned.contains(&sha), "{pinned}");
+        sha
+    };
+    let first = sha256("one");
+    assert_eq!(first, sha256("another/place"));
+}
