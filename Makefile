@@ -46,7 +46,7 @@ memory: ## Endless answers from a hostile API server, the host inside a 1 GiB me
 	$(TEST_BUILD)
 	tests/memory/run.sh
 
-python: ## Python modules (componentize-py from PyPI), backup, restore and delete, pass their Rust twins' suites; bench and size of each (about 3 min after the test build; not part of test)
+python: ## Python modules (componentize-py from PyPI), backup, restore and delete, pass their Rust twins' suites and a suite of their settings path; bench and size of each (about 7 min after the test build; not part of test, CI runs it after e2e)
 	tests/python/run.sh
 
 image: ## The plugin image for amd64 and arm64 as OCI archives in target/image/, each checked (tests/image/run.sh; root, buildah; not part of test)

@@ -2,7 +2,9 @@
 # `make python`: the second language. For the backup, restore and delete kinds, `velero-wasm new --lang
 # python --kind KIND` and `velero-wasm new --kind KIND` (Rust) in a scratch directory; the Python
 # module's unit tests; both built with `velero-wasm build`; the one suite both generate (the same
-# file) passes on each; then `velero-wasm bench` of each and their sizes. Not part of `make test`: componentize-py snapshots an
+# file, its second case overriding the setting `suspend`, which the action reads typed) passes on each,
+# and so does a suite of the settings path (an operator's override, a misspelt key, a wrong type);
+# then `velero-wasm bench` of each and their sizes. Not part of `make test`: componentize-py snapshots an
 # interpreter (about a minute) and a debug host compiles the 18 MB component for a minute or two.
 #
 # componentize-py comes from PyPI into target/python-venv (COMPONENTIZE_PY names another); the Rust
@@ -25,6 +27,37 @@ export COMPONENTIZE_PY
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+
+# The settings path of module NAME of KIND, as a suite against the module directory ../operator (its
+# manifest sets `suspend = true`, as an operator's override would): the override reaches the action, a
+# misspelt key and a value of the wrong type are refused naming the key. tests/scaffolds.rs runs the
+# same on every Rust kind in `make test`.
+settings_suite() {
+    name=$1 kind=$2
+    subject=$([ "$kind" = restore ] && echo restore || echo backup)
+    case $kind in
+        delete) suspended='clusterWrites: []' ;;
+        *) suspended='additionalItems: []
+      item: fixtures/item.json' ;;
+    esac
+    echo "modules: ../operator"
+    echo "stock: none"
+    echo "cases:"
+    for probe in "as the module directory's manifest sets it||$suspended" \
+        "a misspelt setting|{suspnd: true}|error: 'did you mean \"suspend\"'" \
+        "a value of the wrong type|{suspend: sometimes}|error: 'settings.suspend'"; do
+        title=${probe%%|*} rest=${probe#*|}
+        settings=${rest%%|*} expect=${rest#*|}
+        echo "  - name: $title"
+        echo "    action: example.io/$name"
+        echo "    item: fixtures/item.json"
+        echo "    $subject: fixtures/$subject.json"
+        echo "    cluster: [fixtures/cluster]"
+        [ -z "$settings" ] || echo "    settings: $settings"
+        echo "    expect:"
+        echo "      $expect"
+    done
+}
 
 # One module of each kind in each language: the same name, hence the same action and the same suite.
 for kind in backup restore delete; do
@@ -50,6 +83,15 @@ for kind in backup restore delete; do
         start=$(date +%s)
         "$bin" test "$dir/tests/suite.yaml"
         echo "   (test took $(($(date +%s) - start)) s, loading and compiling the component included)"
+    done
+
+    for dir in "$py" "$rust"; do
+        echo "== $dir: the settings path (an operator's override, a misspelt key, a wrong type)"
+        mkdir "$dir/operator"
+        cp "$dir/module/$name.wasm" "$dir/operator/"
+        { cat "$dir/module/$name.toml"; printf '\n[settings]\nsuspend = true\n'; } > "$dir/operator/$name.toml"
+        settings_suite "$name" "$kind" > "$dir/tests/settings.yaml"
+        "$bin" test "$dir/tests/settings.yaml"
     done
 
     for dir in "$py" "$rust"; do
