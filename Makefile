@@ -60,12 +60,17 @@ e2e: ## A backup and a restore in real Velero 1.18.3 (server, AWS plugin, moto's
 
 # Every fuzz target (fuzz/fuzz_targets/), each run for FUZZ_SECONDS; see fuzz/README.md.
 FUZZ_SECONDS ?= 600
-FUZZ_TARGETS ?= grpc documents manifest selectors kube_calls guest_capabilities
-FUZZ := nice -n 19 $(CARGO) +nightly fuzz
+FUZZ_TARGETS ?= grpc documents manifest selectors kube_calls guest_capabilities diff_archive oci settings
+# The components are built by the default (stable) toolchain, as `make build` builds them, and the
+# nightly build of the host embeds those (host/build.rs): nightly needs no wasm32-wasip2 std.
+COMPONENTS := $(notdir $(patsubst %/Cargo.toml,%,$(wildcard actions/*/Cargo.toml tests/components/*/Cargo.toml)))
+FUZZ := VELERO_WASM_PREBUILT_COMPONENTS=$(CURDIR)/target/wasm/wasm32-wasip2/component nice -n 19 $(CARGO) +nightly fuzz
 
 fuzz: ## Fuzz each target for FUZZ_SECONDS (default 600) at the lowest priority, then minimise its corpus
-	@rustup target list --toolchain nightly --installed 2>/dev/null | grep -qx wasm32-wasip2 || rustup toolchain install nightly --profile minimal --target wasm32-wasip2
+	@rustup target list --installed | grep -qx wasm32-wasip2 || rustup target add wasm32-wasip2
+	@rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
 	@$(CARGO) +nightly fuzz --version >/dev/null 2>&1 || $(CARGO) install cargo-fuzz --locked
+	$(CARGO) build --target wasm32-wasip2 --profile component --target-dir target/wasm $(addprefix -p ,$(COMPONENTS))
 	$(FUZZ) build -s none
 	@failed=""; for target in $(FUZZ_TARGETS); do \
 	  echo "== fuzz $$target for $(FUZZ_SECONDS) s"; \

@@ -15,7 +15,8 @@
 //!
 //! The components are built by a nested `cargo build --target wasm32-wasip2 --profile component` with
 //! its own target directory (`target/wasm` in the workspace), so it never waits on the outer build's
-//! lock.
+//! lock; or, with `VELERO_WASM_PREBUILT_COMPONENTS` set, taken from that directory as built (`make
+//! fuzz`: the stable toolchain builds them, the nightly one the host).
 
 // A build script reports a failure by panicking, with the message cargo shows.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -30,6 +31,11 @@ use sha2::Digest;
 
 const TARGET: &str = "wasm32-wasip2";
 const PROFILE: &str = "component";
+
+/// A directory of components already built (`<name>.wasm` for every crate of `actions/` and
+/// `tests/components/`), used instead of building them: a build on another toolchain (the fuzz
+/// build on nightly, which lacks `wasm32-wasip2`'s std) embeds the ones the stable toolchain built.
+const PREBUILT_ENV: &str = "VELERO_WASM_PREBUILT_COMPONENTS";
 
 fn main() {
     let manifest_dir =
@@ -57,10 +63,16 @@ fn main() {
     let test_components = crates_in(&root.join("tests/components"));
     let wasm_target_dir = root.join("target").join("wasm");
     let all: Vec<&String> = stock.iter().chain(test_components.iter()).collect();
-    if !all.is_empty() {
-        build_components(&root, &wasm_target_dir, &all);
-    }
-    let built = wasm_target_dir.join(TARGET).join(PROFILE);
+    println!("cargo:rerun-if-env-changed={PREBUILT_ENV}");
+    let built = match env::var_os(PREBUILT_ENV).filter(|dir| !dir.is_empty()) {
+        Some(dir) => prebuilt(PathBuf::from(dir), &all),
+        None => {
+            if !all.is_empty() {
+                build_components(&root, &wasm_target_dir, &all);
+            }
+            wasm_target_dir.join(TARGET).join(PROFILE)
+        }
+    };
 
     let mut code = String::from("const STOCK: &[Stock] = &[\n");
     for name in &stock {
@@ -222,6 +234,30 @@ fn crates_in(dir: &Path) -> Vec<String> {
         .collect();
     names.sort();
     names
+}
+
+/// `dir`, once every component of `crates` is in it: [`PREBUILT_ENV`]'s directory.
+fn prebuilt(dir: PathBuf, crates: &[&String]) -> PathBuf {
+    if !dir.is_absolute() {
+        panic!(
+            "{PREBUILT_ENV}={}: give an absolute path (the build script runs in host/)",
+            dir.display()
+        );
+    }
+    for name in crates {
+        let wasm = dir.join(format!("{}.wasm", name.replace('-', "_")));
+        println!("cargo:rerun-if-changed={}", wasm.display());
+        if !wasm.is_file() {
+            panic!(
+                "{PREBUILT_ENV}={}: {} is missing; build the components first with \
+                 `cargo build --target {TARGET} --profile {PROFILE} --target-dir target/wasm -p {name} …` \
+                 (every crate of actions/ and tests/components/)",
+                dir.display(),
+                wasm.display()
+            );
+        }
+    }
+    dir
 }
 
 fn build_components(root: &Path, target_dir: &Path, crates: &[&String]) {

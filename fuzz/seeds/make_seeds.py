@@ -114,3 +114,63 @@ write("guest_capabilities", b"\1" + b"s3://bucket/key\0us-east-1\0[default]\naws
 write("guest_capabilities", b"\2" + b"\0\0\0\0FUZZ_VARIABLE\0FUZZ_FILE\0\0\0")
 write("guest_capabilities", b"\3" + b"\0\0\0\0\0\0persistentvolumeclaims\0web-logs\0vm-workloads")
 write("guest_capabilities", b"\3" + b"\0\0\0\0\0\0secrets\0fedora-web-01-cloudinit-user\0kube-system")
+
+# diff_archive: [mode] then the file (mode 0), the bytes to gzip (mode 1), or tar entries (mode 2)
+import io
+import tarfile
+
+
+def tar_of(files):
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.GNU_FORMAT) as t:
+        for name, data in files:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            t.addfile(info, io.BytesIO(data))
+    return out.getvalue()
+
+
+velero_archive = tar_of([
+    ("metadata/version", b"1\n"),
+    ("resources/virtualmachines.kubevirt.io/namespaces/vm-workloads/fedora-web-01.json", vm.encode()),
+    ("resources/pods/namespaces/vm-workloads/virt-launcher.json", pod.encode()),
+    ("resources/persistentvolumes/cluster/pv-1.json", b'{"kind":"PersistentVolume","metadata":{"name":"pv-1"}}'),
+    ("resources/" + "x" * 120 + "/cluster/long.json", b'{"kind":"X","metadata":{"name":"long"}}'),
+])
+write("diff_archive", b"\1" + velero_archive)
+write("diff_archive", b"\0" + pvc.encode())
+write("diff_archive", b"\2" + b"\x02\x30\x02\xff\x00\x05" + b'{"a":1}')
+
+# oci: image manifest \0 reference \0 docker config \0 registry
+layer = {"mediaType": "application/wasm", "digest": "sha256:" + "0" * 64, "size": 4,
+         "annotations": {"org.opencontainers.image.title": "m.wasm"}}
+image = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+         "config": {"mediaType": "application/vnd.wasm.config.v0+json", "digest": "sha256:" + "1" * 64, "size": 2},
+         "layers": [layer],
+         "annotations": {"io.velero-wasm.module.name": "m", "io.velero-wasm.module.manifest": "[limits]\ntimeout = \"5s\"\n"}}
+index = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json", "manifests": [layer]}
+docker = '{"auths":{"https://index.docker.io/v1/":{"auth":"cm9ib3Q6czNjcmV0"},"127.0.0.1:5000":{"username":"u","password":"p"}}}'
+write("oci", json.dumps(image) + "\0oci://127.0.0.1:5000/mods/kubevirt:1.2@sha256:" + "a" * 64 + "\0" + docker + "\0docker.io")
+write("oci", json.dumps(index) + "\0registry.example.com/team/m:latest\0" + docker + "\0127.0.0.1:5000")
+
+# settings: manifest (or override) \0 key=value lines
+write("settings", '''[settings]
+mode = "extended"
+storage-classes = { gp2 = "gp3" }
+
+[settings-schema.mode]
+values = ["upstream", "extended"]
+default = "extended"
+
+[settings-schema.storage-classes]
+type = "map"
+items = "string"
+default = {}
+
+[settings-schema.retries]
+type = "integer"
+default = 3
+\0mode=upstrem
+retries=x
+storage-classes={"a":1}''')
+write("settings", '[settings]\nmode = "upstream"\n\0mode=extended')

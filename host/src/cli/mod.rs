@@ -12,7 +12,8 @@ mod bench;
 mod build;
 mod build_freshness;
 mod diff;
-mod diff_archive;
+/// Public for the fuzz target `diff_archive` (fuzz/): what `diff` reads from a backup archive.
+pub mod diff_archive;
 mod install;
 mod module;
 mod module_command;

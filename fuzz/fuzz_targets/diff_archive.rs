@@ -1,0 +1,112 @@
+//! The backup archive reader of `diff` (`cli::diff_archive::read`): a gzipped tar as Velero writes
+//! it, or a file of manifests, within its bounds (entries, item and total bytes, extension headers),
+//! then the items written back as the fixture cluster `diff` runs against reads them.
+//!
+//! Input: a mode byte, then either the file's bytes (as they are, or gzipped), or entries that are
+//! laid out as a tar (each: an entry type byte, a name and data; long names, PAX headers and any
+//! other type included) and gzipped, split into one or more gzip members.
+#![no_main]
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+use arbitrary::{Arbitrary, Unstructured};
+use flate2::write::GzEncoder;
+use flate2::Compression;
+use libfuzzer_sys::fuzz_target;
+use velero_wasm::cli::diff_archive::{read, write_cluster};
+use velero_wasm::documents::read_objects;
+
+/// One tar entry as the fuzzer lays it out.
+#[derive(Arbitrary, Debug)]
+struct Entry {
+    /// The header's type flag (`0` file, `5` directory, `L` GNU long name, `x` PAX, …).
+    kind: u8,
+    /// The header's name field (up to 100 bytes are kept).
+    name: Vec<u8>,
+    /// The entry's data.
+    data: Vec<u8>,
+}
+
+/// A directory per process, with the archive file in it.
+fn dir() -> &'static tempfile::TempDir {
+    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
+    DIR.get_or_init(|| tempfile::tempdir().expect("a temporary directory"))
+}
+
+fn gzip(members: &[&[u8]]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for member in members {
+        let mut encoder = GzEncoder::new(Vec::new(), Compression::fast());
+        encoder.write_all(member).expect("writing to memory");
+        out.extend(encoder.finish().expect("writing to memory"));
+    }
+    out
+}
+
+/// Names the fuzzer is unlikely to find byte by byte: Velero's layout.
+const NAMES: &[&str] = &[
+    "resources/pods/namespaces/ns/p.json",
+    "./resources/persistentvolumes/cluster/pv.json",
+    "resources/pods/v1-preferredversion/namespaces/ns/p.json",
+    "metadata/version",
+];
+
+fn tar(entries: &[Entry]) -> Vec<u8> {
+    let mut builder = tar::Builder::new(Vec::new());
+    for entry in entries {
+        let mut header = tar::Header::new_gnu();
+        let name: &[u8] = match entry.name.as_slice() {
+            [0xff, i] => NAMES[*i as usize % NAMES.len()].as_bytes(),
+            name => name,
+        };
+        let field = &mut header.as_old_mut().name;
+        let n = name.len().min(field.len());
+        field[..n].copy_from_slice(&name[..n]);
+        header.set_entry_type(tar::EntryType::new(entry.kind));
+        header.set_size(entry.data.len() as u64);
+        header.set_mode(0o644);
+        header.set_cksum();
+        builder
+            .append(&header, entry.data.as_slice())
+            .expect("writing to memory");
+    }
+    builder.into_inner().expect("writing to memory")
+}
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&mode, rest)) = data.split_first() else {
+        return;
+    };
+    let bytes = match mode % 3 {
+        0 => rest.to_vec(),
+        1 => gzip(&[rest]),
+        _ => {
+            let mut u = Unstructured::new(rest);
+            let Ok(entries) = Vec::<Entry>::arbitrary(&mut u) else {
+                return;
+            };
+            let archive = tar(&entries);
+            // Cut into members where the mode says: every member must be read.
+            let cut = (mode as usize / 3) % (archive.len() + 1);
+            gzip(&[&archive[..cut], &archive[cut..]])
+        }
+    };
+    let path = dir().path().join("backup.tar.gz");
+    std::fs::write(&path, &bytes).expect("the temporary file is writable");
+    let Ok(backup) = read(&path) else {
+        return;
+    };
+    // What diff promises the fixture cluster: every item is an object.
+    assert!(backup.items.iter().all(|(_, item)| item.is_object()));
+    if !backup.archive || backup.items.is_empty() {
+        return;
+    }
+    // The items written back as diff writes them, and read as the fixture cluster reads them.
+    let cluster = tempfile::tempdir_in(dir().path()).expect("a temporary directory");
+    let written = write_cluster(&backup.items, cluster.path()).expect("writing the items");
+    assert_eq!(written.len(), backup.items.len());
+    // A `List` item is expanded there, and may fail with a reason: only no panic is asked.
+    let _ = read_objects(&[PathBuf::from(cluster.path())]);
+});
