@@ -9,6 +9,8 @@
 //!   serving module: its answers are the serving ones, the write never reaches the API server, the
 //!   faults are counted.
 //! - Shadow calls over the shadows' budget are dropped and counted, never queued.
+//! - Shadows cost bounded CPU: one thread for all of them, and a CPU share per call past which a
+//!   spinning shadow is stopped and counted, whatever its deadline.
 
 use crate::support;
 
@@ -135,7 +137,12 @@ fn status(state: &Path) -> Value {
 
 /// The status once `done(shadow figures)` holds (the shadows run after the answers).
 fn status_when(state: &Path, done: impl Fn(&Value) -> bool) -> Value {
-    let until = Instant::now() + Duration::from_secs(30);
+    status_within(state, Duration::from_secs(30), done)
+}
+
+/// [`status_when`], waiting at most `limit` (a failure, not a figure: nothing asserts how long).
+fn status_within(state: &Path, limit: Duration, done: impl Fn(&Value) -> bool) -> Value {
+    let until = Instant::now() + limit;
     loop {
         let output = velero_wasm(&["status", "--state-dir", state.to_str().unwrap(), "--json"]);
         if output.status.code() == Some(0) {
@@ -394,6 +401,81 @@ async fn shadow_calls_over_the_budget_are_dropped_and_counted() {
     let shadow = &status["shadows"]["misbehave"];
     assert_eq!(shadow["dropped"], json!({"busy": 1}), "{shadow:#}");
     assert_eq!(count(shadow, "/compared"), 0, "{shadow:#}");
+    plugin.shutdown().await;
+}
+
+/// The threads of process `pid` named `name`: (nice value, CPU time in clock ticks) of each, from
+/// `/proc/<pid>/task/<tid>/stat`.
+fn threads_named(pid: u32, name: &str) -> Vec<(i64, u64)> {
+    let mut found = Vec::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let stat = std::fs::read_to_string(task.unwrap().path().join("stat")).unwrap_or_default();
+        // `tid (comm) state ppid …`: the fields after the name, from `state` (field 3) on.
+        let Some((head, rest)) = stat.rsplit_once(") ") else {
+            continue;
+        };
+        if head.split_once(" (").map(|(_, comm)| comm) != Some(name) {
+            continue;
+        }
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        // utime and stime are fields 14 and 15, nice field 19 (proc(5)); `fields[0]` is field 3.
+        let number = |field: usize| fields[field - 3].parse::<i64>().unwrap();
+        found.push((number(19), (number(14) + number(15)) as u64));
+    }
+    found
+}
+
+/// Shadows that spin forever cost bounded CPU: each is stopped once it has used its CPU share and
+/// counted as a `cpu` fault (its deadline is ten minutes away), all of them ran on the one shadows'
+/// thread at the nice value asked for, and the serving calls made meanwhile answer as ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shadows_that_spin_stop_at_their_cpu_share_on_one_thread_while_serving_calls_answer() {
+    // The shadow of `label` spins; the shadow of `counter` is `counter`, answering the same.
+    let scene = Scene::new("label:loop");
+    let plugin = scene.start(&[
+        ("VELERO_WASM_SHADOW_TIMEOUT", "10m"),
+        ("VELERO_WASM_SHADOW_CPU", "50ms"),
+        ("VELERO_WASM_SHADOW_NICE", "19"),
+        // Room for every shadow call below at once: none is dropped.
+        ("VELERO_WASM_SHADOW_CALLS", "8"),
+    ]);
+    let mut labelled = item();
+    labelled["metadata"]["labels"] = json!({"velero-wasm.io/seen": "true"});
+    let mut counted = item();
+    counted["metadata"]["annotations"] = json!({"test.velero-wasm.io/calls": "1"});
+    for round in 0..4 {
+        assert_eq!(
+            execute(&plugin, "label").await,
+            (labelled.clone(), vec![]),
+            "round {round}"
+        );
+        // Served while the shadows before it spin.
+        assert_eq!(
+            execute(&plugin, "counter").await,
+            (counted.clone(), vec![]),
+            "round {round}"
+        );
+    }
+    // Waiting on the figures: a spinning shadow at nice 19 on a busy machine gets little CPU, and
+    // its share is CPU time, so it may take a while of wall-clock time to use it.
+    let status = status_within(&scene.state(), Duration::from_secs(240), |s| {
+        count(s, "/faults/cpu") + count(s, "/compared") == 8
+    });
+    let shadow = &status["shadows"]["misbehave"];
+    assert_eq!(shadow["faults"], json!({"cpu": 4}), "{shadow:#}");
+    assert_eq!(
+        (count(shadow, "/compared"), count(shadow, "/same")),
+        (4, 4),
+        "{shadow:#}"
+    );
+    // One shadows' thread, at nice 19, which did the spinning: at least the four shares of 50 ms
+    // (USER_HZ is 100 on Linux: 20 ticks; one tick of rounding per share allowed).
+    let pid = plugin.child.0.id();
+    let threads = threads_named(pid, velero_wasm::shadow::THREAD_NAME);
+    assert_eq!(threads.len(), 1, "{threads:?}");
+    let (nice, ticks) = threads[0];
+    assert_eq!(nice, 19);
+    assert!(ticks >= 16, "the shadows' thread used {ticks} ticks of CPU");
     plugin.shutdown().await;
 }
 

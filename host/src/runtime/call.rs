@@ -10,6 +10,7 @@ use std::time::Duration;
 use wasmtime::Store;
 
 use super::calls::{self, ActionCall};
+use super::cpu_share::CpuShare;
 use super::error::{CallError, Cause, Fault, InstantiateError, Trapped};
 use super::module::LoadedModule;
 use super::registry::ActionEntry;
@@ -23,7 +24,7 @@ use crate::capabilities::{CallId, CallState};
 
 /// How a call is admitted and bounded: a serving call waits for one of the runtime's slots and draws
 /// on the process's memory budget; a shadow call (`crate::shadow`) was admitted by the shadows' own
-/// budget, takes no slot, and runs under the shadows' deadline and memory budget.
+/// budget, takes no slot, and runs under the shadows' deadline, CPU share and memory budget.
 #[derive(Clone, Copy, Debug)]
 pub enum Lane {
     /// A call whose answer goes to Velero.
@@ -32,6 +33,8 @@ pub enum Lane {
     Shadow {
         /// The longest a shadow call may run (the module's own timeout, if shorter, wins).
         timeout: Duration,
+        /// The CPU time one shadow call may use ([`CpuShare`]).
+        cpu: Duration,
         /// The guest memory all shadow calls together may hold.
         memory: &'static MemoryBudget,
     },
@@ -121,6 +124,7 @@ impl Runtime {
             caps: linked.caps.clone(),
             limits: linked.source.manifest.limits,
             budget: None,
+            cpu: None,
         };
         let (result, id) = self
             .run_in_store(pre, input, |plugin, store| {
@@ -151,10 +155,16 @@ impl Runtime {
         let module = &entry.module;
         let mut input = CallInput::of(module, &entry.info().name, item);
         input.id = input.id.for_backup(backup);
-        if let Lane::Shadow { timeout, memory } = lane {
+        if let Lane::Shadow {
+            timeout,
+            cpu,
+            memory,
+        } = lane
+        {
             input.id = input.id.as_shadow();
             input.limits.timeout = input.limits.timeout.min(timeout);
             input.budget = Some(memory);
+            input.cpu = Some(cpu);
         }
         let exports = module
             .exports()
@@ -220,6 +230,8 @@ pub(super) struct CallInput {
     pub limits: crate::modules::Limits,
     /// The memory budget the call draws on, when not the process's (a shadow call's).
     pub budget: Option<&'static MemoryBudget>,
+    /// The CPU time the call may use, when it has a share (a shadow call's).
+    pub cpu: Option<Duration>,
 }
 
 impl CallInput {
@@ -230,6 +242,7 @@ impl CallInput {
             caps: module.caps.clone(),
             limits: module.limits,
             budget: None,
+            cpu: None,
         }
     }
 }
@@ -269,6 +282,7 @@ pub(super) async fn run_in_store<P: Prepared, R: Send + 'static>(
         caps,
         limits,
         budget,
+        cpu,
     } = input;
     let mut state = CallState::new(id, caps, host.services.clone(), &limits)
         .until(host.services.clock.limit(limits.timeout))
@@ -279,25 +293,43 @@ pub(super) async fn run_in_store<P: Prepared, R: Send + 'static>(
     let mut store = Store::new(host.engine, state);
     store.limiter(CallState::limiter);
     // Yield at every tick (so the deadline can end a spinning guest), and stop a call whose host work
-    // ran into a limit (`WorkBudget::exceed`).
+    // ran into a limit (`WorkBudget::exceed`) or that used its CPU share.
+    let share = cpu.map(CpuShare::new);
+    let stop = share.clone();
     store.set_epoch_deadline(1);
-    store.epoch_deadline_callback(|store| match store.data().exceeded() {
-        Some(_) => Err(wasmtime::format_err!(
-            "stopped by the host: a limit was exceeded"
-        )),
-        None => Ok(wasmtime::UpdateDeadline::Yield(1)),
+    store.epoch_deadline_callback(move |store| {
+        if store.data().exceeded().is_some() {
+            return Err(wasmtime::format_err!(
+                "stopped by the host: a limit was exceeded"
+            ));
+        }
+        if stop.as_ref().is_some_and(|share| share.spent()) {
+            return Err(wasmtime::format_err!(
+                "stopped by the host: the call used its CPU share"
+            ));
+        }
+        Ok(wasmtime::UpdateDeadline::Yield(1))
     });
-    let outcome = tokio::time::timeout(limits.timeout, async {
+    let work = async {
         match pre.instantiate(&mut store).await {
             Err(e) => Stage::Instantiate(e),
             Ok(instance) => Stage::Called(call(&instance, &mut store).await),
         }
-    })
-    .await;
+    };
+    let outcome = match &share {
+        Some(share) => tokio::time::timeout(limits.timeout, share.metered(work)).await,
+        None => tokio::time::timeout(limits.timeout, work).await,
+    };
     let state = store.into_data();
     log_guest_output(&state);
+    let spent = share.filter(|share| share.spent());
     let result = match (outcome, state.exceeded().cloned()) {
         (Err(_elapsed), _) => Err(Fault::Timeout(limits.timeout)),
+        // Stopped at an interruption once its share was used (or finished just past it: the share
+        // is what a shadow call may use, and the call's own answer is then not compared).
+        (Ok(_), None) if spent.is_some() => Err(Fault::CpuShare(
+            spent.map(|share| share.share()).unwrap_or_default(),
+        )),
         // A limit the host's work ran into fails the call even when the guest carried on.
         (Ok(_), Some(exceeded)) => Err(Fault::Limit(exceeded)),
         (Ok(Stage::Called(Ok(r))), None) => Ok(r),

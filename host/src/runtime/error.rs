@@ -64,6 +64,7 @@ impl crate::metrics::FailureKind for CallError {
             CallError::Fault { fault, .. } => match fault {
                 Fault::Trap(_) | Fault::Exit(_) | Fault::Instantiate(_) => "trap",
                 Fault::Timeout(_) | Fault::NoSlot { .. } => "deadline",
+                Fault::CpuShare(_) => "cpu",
                 Fault::Memory { .. } | Fault::MemoryBudget { .. } => "memory",
                 Fault::Limit(_) => "limit",
                 Fault::Output(_) => "output",
@@ -84,6 +85,9 @@ pub enum Fault {
     /// The call ran past its deadline and was stopped.
     #[error("did not finish within its deadline of {}", humantime::format_duration(*.0))]
     Timeout(Duration),
+    /// A shadow call used its CPU share (`VELERO_WASM_SHADOW_CPU`) and was stopped.
+    #[error("used its CPU share of {} and was stopped (a shadow's share: VELERO_WASM_SHADOW_CPU)", humantime::format_duration(*.0))]
+    CpuShare(Duration),
     /// The guest asked for more memory than its cap.
     #[error("exceeded its memory limit of {limit_mib} MiB")]
     Memory {

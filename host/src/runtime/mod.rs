@@ -9,6 +9,7 @@ mod benchmark;
 mod cache;
 mod call;
 pub mod calls;
+mod cpu_share;
 mod engine;
 mod error;
 mod loading;

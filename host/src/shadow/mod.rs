@@ -7,8 +7,10 @@
 //! results ([`crate::action::compare`]). Nothing the shadow does reaches Velero:
 //!
 //! - it runs after the answer is made, on its own budget ([`Budget`]): a few calls at a time (a call
-//!   over that is dropped, never queued), its own deadline, its own memory budget (a call that would
-//!   not fit is dropped); it never takes one of the serving calls' slots;
+//!   over that is dropped, never queued), its own deadline, a CPU share per call, its own memory
+//!   budget (a call that would not fit is dropped); it never takes one of the serving calls' slots;
+//! - all shadow calls run on one thread of their own ([`shadow_thread`]): together they never take
+//!   more than one core, at the priority [`NICE_ENV`] gives that thread;
 //! - its `kube` writes and its HTTP requests other than GET and HEAD are refused (reads stay within
 //!   its own grant), so the cluster is as if it had not run;
 //! - its faults (trap, deadline, memory) are counted, never raised.
@@ -41,6 +43,13 @@ pub const CALLS_ENV: &str = "VELERO_WASM_SHADOW_CALLS";
 /// The longest one shadow call may run (`VELERO_WASM_SHADOW_TIMEOUT`, e.g. `10s`; default 30 s; the
 /// module's own timeout wins when shorter).
 pub const TIMEOUT_ENV: &str = "VELERO_WASM_SHADOW_TIMEOUT";
+/// The CPU time one shadow call may use (`VELERO_WASM_SHADOW_CPU`, e.g. `2s`; default 10 s): past it
+/// the call is stopped and counted as a `cpu` fault, whatever its deadline.
+pub const CPU_ENV: &str = "VELERO_WASM_SHADOW_CPU";
+/// The nice value of the shadows' thread (`VELERO_WASM_SHADOW_NICE`, 0 to 19; default 0, the
+/// plugin's own): 19 lets the serving calls' threads have the processor whenever they want it, at the
+/// cost of shadows that may then wait past their deadline on a busy node.
+pub const NICE_ENV: &str = "VELERO_WASM_SHADOW_NICE";
 /// The guest memory all shadow calls together may hold (`VELERO_WASM_SHADOW_MEMORY`, e.g. `512MiB`;
 /// default a quarter of the process's budget).
 pub const MEMORY_ENV: &str = "VELERO_WASM_SHADOW_MEMORY";
@@ -50,6 +59,7 @@ pub const IDLE_ENV: &str = "VELERO_WASM_SHADOW_IDLE";
 
 const DEFAULT_CALLS: usize = 2;
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+const DEFAULT_CPU: Duration = Duration::from_secs(10);
 const DEFAULT_IDLE: Duration = Duration::from_secs(60);
 
 /// What shadow calls may use, all together.
@@ -59,6 +69,10 @@ pub struct Budget {
     pub calls: usize,
     /// The longest one call may run.
     pub timeout: Duration,
+    /// The CPU time one call may use.
+    pub cpu: Duration,
+    /// The nice value of the shadows' thread.
+    pub nice: i32,
     /// Guest memory of all shadow calls together.
     pub memory: &'static MemoryBudget,
     /// How long a backup's calls must have stopped before its summary.
@@ -68,7 +82,8 @@ pub struct Budget {
 static SHADOW_MEMORY: OnceLock<MemoryBudget> = OnceLock::new();
 
 impl Budget {
-    /// The budget the environment sets ([`CALLS_ENV`], [`TIMEOUT_ENV`], [`MEMORY_ENV`], [`IDLE_ENV`]);
+    /// The budget the environment sets ([`CALLS_ENV`], [`TIMEOUT_ENV`], [`CPU_ENV`], [`NICE_ENV`],
+    /// [`MEMORY_ENV`], [`IDLE_ENV`]);
     /// a value that cannot be used is a warning, and the default is used.
     pub fn from_env() -> Budget {
         fn var<T>(name: &str, parse: impl Fn(&str) -> Option<T>) -> Option<T> {
@@ -88,6 +103,11 @@ impl Budget {
         Budget {
             calls: var(CALLS_ENV, |t| t.parse::<usize>().ok()).unwrap_or(DEFAULT_CALLS),
             timeout: var(TIMEOUT_ENV, duration).unwrap_or(DEFAULT_TIMEOUT),
+            cpu: var(CPU_ENV, duration).unwrap_or(DEFAULT_CPU),
+            nice: var(NICE_ENV, |t| {
+                t.parse::<i32>().ok().filter(|n| (0..=19).contains(n))
+            })
+            .unwrap_or(0),
             memory,
             idle: var(IDLE_ENV, duration).unwrap_or(DEFAULT_IDLE),
         }
@@ -243,6 +263,61 @@ impl Mirrored {
     }
 }
 
+/// The name of the thread every shadow call runs on (`/proc/<pid>/task/*/comm` shows it).
+pub const THREAD_NAME: &str = "vw-shadows";
+/// The name of the threads the shadows' runtime starts for blocking work.
+const IO_THREAD_NAME: &str = "vw-shadows-io";
+
+/// The runtime of the one thread shadow calls run on, started on first use with nice value `nice`
+/// (a process's shadows share one thread, and so the first call's value): shadows together never take
+/// more than that one core. `None` when the thread cannot be started (the shadows then run on the
+/// caller's runtime, under their CPU share alone; said once, at info).
+pub fn shadow_thread(nice: i32) -> Option<&'static tokio::runtime::Handle> {
+    static THREAD: OnceLock<Option<tokio::runtime::Handle>> = OnceLock::new();
+    THREAD
+        .get_or_init(|| match start_shadow_thread(nice) {
+            Ok(handle) => Some(handle),
+            Err(e) => {
+                tracing::info!(
+                    "cannot start the shadows' own thread ({e}); shadows share the serving threads"
+                );
+                None
+            }
+        })
+        .as_ref()
+}
+
+fn start_shadow_thread(nice: i32) -> std::io::Result<tokio::runtime::Handle> {
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name(THREAD_NAME.into())
+        .spawn(move || {
+            // Per thread on Linux; threads it starts (the runtime's blocking pool) inherit it.
+            if nice != 0 {
+                let me = Some(rustix::thread::gettid());
+                if let Err(e) = rustix::process::setpriority_process(me, nice) {
+                    tracing::info!("cannot set the shadows' thread to nice {nice}: {e}");
+                }
+            }
+            let runtime = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .thread_name(IO_THREAD_NAME)
+                .build()
+            {
+                Ok(runtime) => runtime,
+                Err(e) => {
+                    let _ = sender.send(Err(e));
+                    return;
+                }
+            };
+            let _ = sender.send(Ok(runtime.handle().clone()));
+            runtime.block_on(std::future::pending::<()>());
+        })?;
+    receiver
+        .recv()
+        .map_err(|_| std::io::Error::other("the shadows' thread ended at start"))?
+}
+
 /// The shadows of one plugin process: their budget, what they did, and where that is written.
 pub struct Shadows {
     budget: Budget,
@@ -286,13 +361,17 @@ impl Shadows {
         let (module, action) = (entry.module.name.to_string(), entry.info().name.clone());
         let subject = call.subject();
         self.book().started(&subject, &module);
-        tokio::spawn(async move {
+        let task = async move {
             // The answer to Velero is on its way: let it go first.
             tokio::task::yield_now().await;
             let outcome = me.run(&runtime, &module, &action, &call).await;
             me.book()
                 .finished(&subject, &module, &action, call.item(), outcome);
-        });
+        };
+        match shadow_thread(self.budget.nice) {
+            Some(shadows) => drop(shadows.spawn(task)),
+            None => drop(tokio::spawn(task)),
+        }
     }
 
     /// Calls the shadow and compares; returns what happened.
@@ -343,6 +422,7 @@ impl Shadows {
         }
         let lane = Lane::Shadow {
             timeout: self.budget.timeout,
+            cpu: self.budget.cpu,
             memory,
         };
         let shadow = call.again(runtime, lane, &entry).await;
