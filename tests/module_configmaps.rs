@@ -1126,7 +1126,10 @@ fn a_mounted_directory_read_during_the_kubelet_s_swap_gives_one_whole_version() 
         assert!(scan.problems.is_empty(), "{:?}", scan.problems);
         assert_eq!(scan.modules.len(), 1);
         let module = &scan.modules[0];
-        let version = &module.manifest.settings["version"];
+        let version = module.manifest.settings["version"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
         assert!(
             module
                 .wasm
@@ -1146,7 +1149,7 @@ fn a_mounted_directory_read_during_the_kubelet_s_swap_gives_one_whole_version() 
     let last = scan_directory(dir.path(), None).unwrap();
     assert_eq!(
         last.modules[0].manifest.settings["version"],
-        SWAPS.to_string()
+        serde_json::Value::String(SWAPS.to_string())
     );
 }
 

@@ -47,6 +47,37 @@
 //! let e = config::read::<Settings>(&FakeConfig::new().with("retries", "many")).err().unwrap();
 //! assert!(e.starts_with("settings.retries: "), "{e}");
 //! ```
+//!
+//! In native unit tests, [`FakeConfig::with_manifest`] starts from what the host would pass: the
+//! manifest's `[settings]` over the defaults of its `[settings-schema]`, so a default is written once,
+//! in the manifest:
+//!
+//! ```
+//! use velero_wasm_sdk::config::{self, FakeConfig};
+//!
+//! #[derive(serde::Deserialize)]
+//! #[serde(rename_all = "kebab-case")]
+//! struct Settings {
+//!     retries: u32,
+//!     zones: Vec<String>,
+//! }
+//!
+//! let manifest = r#"
+//!     [settings-schema.retries]
+//!     type = "integer"
+//!     minimum = 1
+//!     default = 3
+//!     [settings-schema.zones]
+//!     type = "array"
+//!     items = { type = "string" }
+//!     default = ["a"]
+//! "#;
+//! let settings: Settings = config::read(&FakeConfig::with_manifest(manifest)?).unwrap();
+//! assert_eq!((settings.retries, settings.zones), (3, vec!["a".to_string()]));
+//! let config = FakeConfig::with_manifest(manifest)?.with("retries", "5");
+//! assert_eq!(config::read::<Settings>(&config).unwrap().retries, 5);
+//! # Ok::<(), String>(())
+//! ```
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -89,6 +120,36 @@ impl FakeConfig {
         FakeConfig::default()
     }
 
+    /// The settings the host would pass a module with this manifest (its text): the manifest's
+    /// `[settings]`, and the `default` of each `[settings-schema.<key>]` that `[settings]` does not
+    /// set, as the module reads them (strings as written, other scalars as TOML writes them, arrays
+    /// and tables as JSON). The host checks them against the schema; this does not.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn with_manifest(manifest: &str) -> Result<FakeConfig, String> {
+        let manifest: toml::Table =
+            toml::from_str(manifest).map_err(|e| format!("the manifest: {e}"))?;
+        let table = |name: &str| match manifest.get(name) {
+            None => Ok(toml::Table::new()),
+            Some(toml::Value::Table(table)) => Ok(table.clone()),
+            Some(_) => Err(format!("the manifest: [{name}] is not a table")),
+        };
+        let mut settings: BTreeMap<String, String> = table("settings")?
+            .into_iter()
+            .map(|(key, value)| (key, toml_text(value)))
+            .collect();
+        for (key, schema) in table("settings-schema")? {
+            if let Some(default) = schema.get("default") {
+                settings
+                    .entry(key)
+                    .or_insert_with(|| toml_text(default.clone()));
+            }
+        }
+        Ok(FakeConfig {
+            settings,
+            reads: RefCell::default(),
+        })
+    }
+
     /// Sets `key`.
     pub fn with(mut self, key: &str, value: &str) -> FakeConfig {
         self.settings.insert(key.to_string(), value.to_string());
@@ -111,6 +172,33 @@ impl Config for FakeConfig {
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect()
+    }
+}
+
+/// A manifest's value as the host passes it to a module (the host's `settings_schema::to_text`).
+#[cfg(not(target_arch = "wasm32"))]
+fn toml_text(value: toml::Value) -> String {
+    match value {
+        toml::Value::String(s) => s,
+        toml::Value::Integer(i) => i.to_string(),
+        toml::Value::Float(f) => f.to_string(),
+        toml::Value::Boolean(b) => b.to_string(),
+        toml::Value::Datetime(d) => d.to_string(),
+        other => serde_json::to_string(&json(other)).unwrap_or_default(),
+    }
+}
+
+/// A TOML value as JSON (datetimes as their text), as the host reads a manifest.
+#[cfg(not(target_arch = "wasm32"))]
+fn json(value: toml::Value) -> serde_json::Value {
+    match value {
+        toml::Value::String(s) => serde_json::Value::String(s),
+        toml::Value::Integer(i) => i.into(),
+        toml::Value::Float(f) => f.into(),
+        toml::Value::Boolean(b) => b.into(),
+        toml::Value::Datetime(d) => d.to_string().into(),
+        toml::Value::Array(items) => items.into_iter().map(json).collect(),
+        toml::Value::Table(table) => table.into_iter().map(|(k, v)| (k, json(v))).collect(),
     }
 }
 
@@ -401,5 +489,39 @@ mod typed_tests {
         assert!(e.contains("missing field `mode`"), "{e}");
         let e = read::<Settings>(&base().with("mode", "upstream").with("colour", "x")).unwrap_err();
         assert!(e.contains("unknown field `colour`"), "{e}");
+    }
+
+    #[test]
+    fn a_default_written_once_in_the_manifest_reaches_the_test() {
+        let manifest = r#"
+            [settings]
+            name = "from-settings"
+            [settings-schema.mode]
+            type = "string"
+            enum = ["upstream", "extended"]
+            default = "extended"
+            [settings-schema.zones]
+            type = "array"
+            items = { type = "string", minLength = 1 }
+            default = ["a", "b"]
+            [settings-schema.name]
+            type = "string"
+            default = "from-default"
+            [settings-schema.limit]
+            type = "number"
+            default = 2.5
+            [settings-schema.dry-run]
+            type = "boolean"
+        "#;
+        let config = FakeConfig::with_manifest(manifest).unwrap();
+        let s: Settings = read(&config).unwrap();
+        assert_eq!(s.mode, Mode::Extended);
+        assert_eq!(s.zones, ["a", "b"]);
+        assert_eq!(s.name, "from-settings", "[settings] wins over a default");
+        assert_eq!(s.limit, 2.5);
+        assert_eq!(s.dry_run, None, "no default: unset");
+        let s: Settings = read(&config.with("mode", "upstream")).unwrap();
+        assert_eq!(s.mode, Mode::Upstream, "with() wins over the manifest");
+        assert!(FakeConfig::with_manifest("settings = 3").is_err());
     }
 }

@@ -117,7 +117,7 @@ pub struct RunArgs {
     /// Settings of the action's module over its manifest's, for this run only (`test`: a case's
     /// `settings`).
     #[arg(skip)]
-    pub(super) settings: std::collections::BTreeMap<String, String>,
+    pub(super) settings: std::collections::BTreeMap<String, serde_json::Value>,
 }
 
 /// Runs the command; returns the exit status.

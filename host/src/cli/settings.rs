@@ -14,7 +14,7 @@ pub(super) async fn apply_settings(
     runtime: &Runtime,
     modules: &ModuleArgs,
     action: &str,
-    settings: &BTreeMap<String, String>,
+    settings: &BTreeMap<String, serde_json::Value>,
 ) -> Result<(), Failure> {
     let Some(entry) = runtime.action(action) else {
         return Ok(());

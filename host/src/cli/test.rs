@@ -98,13 +98,14 @@ enum Setting {
 }
 
 impl Setting {
-    fn text(&self) -> String {
+    /// The value typed, as the module's settings schema checks it (a list is never a string).
+    fn json(&self) -> serde_json::Value {
         match self {
-            Setting::Text(s) => s.clone(),
-            Setting::Flag(b) => b.to_string(),
-            Setting::Integer(n) => n.to_string(),
-            Setting::Number(x) => x.to_string(),
-            Setting::Structured(value) => value.to_string(),
+            Setting::Text(s) => serde_json::Value::String(s.clone()),
+            Setting::Flag(b) => serde_json::Value::Bool(*b),
+            Setting::Integer(n) => serde_json::Value::from(*n),
+            Setting::Number(x) => serde_json::Value::from(*x),
+            Setting::Structured(value) => value.clone(),
         }
     }
 }
@@ -497,7 +498,7 @@ fn run_args(dir: &Path, suite: &Suite, case: &Case) -> Result<RunArgs, Failure> 
         settings: case
             .settings
             .iter()
-            .map(|(key, value)| (key.clone(), value.text()))
+            .map(|(key, value)| (key.clone(), value.json()))
             .collect(),
         modules: ModuleArgs {
             modules: suite.modules.as_ref().map(at),

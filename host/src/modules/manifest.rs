@@ -38,8 +38,9 @@
 //! [settings]
 //! mode = "extended"                    # scalars, arrays and tables (see settings_schema)
 //!
-//! [settings-schema.mode]               # the settings the module reads, declared once:
-//! values = ["upstream", "extended"]    # checked at load (modules::settings_schema)
+//! [settings-schema.mode]               # the settings the module reads, declared once as
+//! type = "string"                      # JSON Schema: checked at load (modules::settings_schema)
+//! enum = ["upstream", "extended"]
 //! description = "which upstream behaviour to follow"
 //! ```
 
@@ -66,8 +67,9 @@ pub struct Manifest {
     pub limits: Limits,
     /// What the module may do.
     pub grant: Grant,
-    /// Settings the module reads through the `config` capability, as it reads them (text).
-    pub settings: BTreeMap<String, String>,
+    /// Settings the module reads through the `config` capability, typed as written (the module
+    /// reads them as text: `settings_schema::to_text`).
+    pub settings: BTreeMap<String, serde_json::Value>,
     /// The settings the module declares (`[settings-schema]`); empty: not checked.
     pub settings_schema: SettingsSchema,
     /// `read-views = false`: the module's reads always go to the API server (docs/read-views.md).
@@ -90,7 +92,7 @@ struct ManifestText {
     #[serde(default)]
     grant: GrantText,
     #[serde(default, deserialize_with = "settings")]
-    settings: BTreeMap<String, String>,
+    settings: BTreeMap<String, serde_json::Value>,
     #[serde(default, rename = "settings-schema")]
     settings_schema: BTreeMap<String, SpecText>,
     #[serde(default = "read_views_default", rename = "read-views")]
@@ -182,11 +184,13 @@ fn check_sha256(sha: &str) -> Result<(), ManifestError> {
     Ok(())
 }
 
-fn settings<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, String>, D::Error> {
+fn settings<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<BTreeMap<String, serde_json::Value>, D::Error> {
     let raw = BTreeMap::<String, toml::Value>::deserialize(d)?;
     Ok(raw
         .into_iter()
-        .map(|(k, v)| (k, settings_schema::toml_to_text(v)))
+        .map(|(k, v)| (k, settings_schema::toml_to_json(v)))
         .collect())
 }
 
@@ -223,7 +227,7 @@ mod tests {
         assert_eq!(m.limits.memory, 64 << 20);
         assert_eq!(m.limits.output, 64 << 20);
         assert_eq!(m.limits.capability_calls, 50);
-        assert_eq!(m.settings["retries"], "3");
+        assert_eq!(m.settings["retries"], 3);
         assert_eq!(
             m.grant.to_string(),
             "get,list pods in @item; http *.blob.core.windows.net; env AZURE_*; env-files AZURE_FEDERATED_TOKEN_FILE"
@@ -316,6 +320,40 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.starts_with("settings-schema.x: "), "{e}");
+    }
+
+    /// Issue 44: bounds, a pattern and a nested object, checked when the manifest loads, each error
+    /// naming the key (with the path inside it) and the rule; a list is never a string.
+    #[test]
+    fn settings_are_checked_against_a_json_schema_at_load() {
+        let schema = r#"
+            [settings-schema.retries]
+            type = "integer"
+            minimum = 1
+            maximum = 10
+            [settings-schema.label-key]
+            type = "string"
+            pattern = "^[a-z./-]+$"
+            [settings-schema.limits]
+            type = "object"
+            properties.cpu = { type = "integer", minimum = 1 }
+            properties.memory = { type = "string", pattern = "^[0-9]+Mi$" }
+        "#;
+        let parse = |settings: &str| Manifest::parse(&format!("[settings]\n{settings}\n{schema}"));
+        let m = parse("retries = 3\nlabel-key = \"example.io/x\"\nlimits = { cpu = 2 }").unwrap();
+        assert_eq!(m.settings["limits"]["cpu"], 2);
+        for (settings, says) in [
+            ("retries = 0", "settings.retries: 0 is less than the minimum of 1 (rule: minimum = 1)"),
+            ("retries = 11", "settings.retries: 11 is greater than the maximum of 10 (rule: maximum = 10)"),
+            ("label-key = \"A\"", "settings.label-key: \"A\" does not match \"^[a-z./-]+$\" (rule: pattern = \"^[a-z./-]+$\")"),
+            ("label-key = [\"a\", \"b\"]", "settings.label-key: [\"a\",\"b\"] is not of type \"string\" (rule: type = \"string\")"),
+            ("limits = { cpu = 0 }", "settings.limits.cpu: 0 is less than the minimum of 1 (rule: minimum = 1)"),
+            ("limits = { memory = \"1Gi\" }", "settings.limits.memory: \"1Gi\" does not match"),
+            ("limits = { cpus = 1 }", "settings.limits.cpus: no property \"cpus\"; did you mean \"cpu\"?"),
+        ] {
+            let e = parse(settings).unwrap_err().to_string();
+            assert!(e.starts_with(says), "{settings}: {e}");
+        }
     }
 
     fn kube_rule_error(resources: &str, verbs: &str, namespaces: &str) -> String {

@@ -356,6 +356,13 @@ pub(super) fn finish(
             }
         }
     }
+    // A settings schema in the old vocabulary loads, converted: say what to write instead.
+    let deprecations = &linked.source.manifest.settings_schema.deprecations;
+    warnings.extend(
+        deprecations
+            .iter()
+            .map(|d| format!("module {}: {d}", linked.source.name)),
+    );
     let source = linked.source;
     let (exports, compiler) = match linked.exports {
         Some(exports) => (
