@@ -10,10 +10,12 @@
 
     current = settings.read(Settings)                     # in the component: the host's settings
     current = settings.read(Settings, {"retries": "5"}.get)  # in a unit test
+    # in a unit test, from the manifest: its [settings] over its schema's defaults, then yours
+    current = settings.read(Settings, settings.manifest(open("module.toml").read(), {"retries": "5"}).get)
 
 Each field reads the setting of its name in kebab-case (`storage_classes` from `storage-classes`); a
-setting not given keeps the field's default (declare the same default in the manifest's
-`[settings-schema]`). The host passes lists and maps as JSON, other values as text; the field's type
+setting not given keeps the field's default; the host fills in the manifest's `[settings-schema]`
+defaults, and `manifest(text)` does the same natively, so a default need only be written there. The host passes lists and maps as JSON, other values as text; the field's type
 says how to read one: str, int, float, bool, list or dict (also `list[str]`, `dict[str, str]`,
 `Optional[...]`). A value that does not read as its type raises `SettingError`, naming the key.
 """
@@ -49,6 +51,33 @@ def read(cls, get=None):
         if text is not None:
             values[field.name] = convert(key, text, hints.get(field.name, str))
     return cls(**values)
+
+
+def manifest(text, given=None):
+    """The settings the host would pass a module with the manifest `text` (a dict of text, for
+    `read(cls, manifest(text).get)`): its `[settings]`, then the `default` of each
+    `[settings-schema.<key>]` not set there, then `given` over them. Natively only (tomllib)."""
+    import tomllib
+
+    parsed = tomllib.loads(text)
+    values = {key: as_text(value) for key, value in parsed.get("settings", {}).items()}
+    for key, schema in parsed.get("settings-schema", {}).items():
+        if "default" in schema:
+            values.setdefault(key, as_text(schema["default"]))
+    values.update(given or {})
+    return values
+
+
+def as_text(value):
+    """A manifest's value as the host passes it: strings as written, numbers and booleans as TOML
+    writes them, arrays and tables as JSON."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, (list, dict)):
+        return json.dumps(value, separators=(",", ":"), default=str)
+    return str(value)
 
 
 def host_get():

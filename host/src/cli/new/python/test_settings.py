@@ -49,6 +49,35 @@ class Read(unittest.TestCase):
             self.assertIn(f"setting {key}: {text!r}", str(raised.exception))
 
 
+class FromTheManifest(unittest.TestCase):
+    def test_a_default_written_once_in_the_manifest_reaches_the_test(self):
+        text = """
+[settings]
+mode = "thorough"
+
+[settings-schema.retries]
+type = "integer"
+minimum = 1
+default = 7
+
+[settings-schema.namespaces]
+type = "array"
+items = { type = "string" }
+default = ["apps"]
+
+[settings-schema.mode]
+type = "string"
+enum = ["fast", "thorough"]
+default = "fast"
+"""
+        read = settings.read(Example, settings.manifest(text).get)
+        self.assertEqual((read.retries, read.namespaces, read.mode), (7, ["apps"], "thorough"))
+        read = settings.read(Example, settings.manifest(text, {"retries": "2"}).get)
+        self.assertEqual(read.retries, 2)
+        self.assertEqual(settings.as_text(3.0), "3")
+        self.assertEqual(settings.as_text({"gp2": "gp3"}), '{"gp2":"gp3"}')
+
+
 class InTheComponent(unittest.TestCase):
     def test_the_hosts_settings_are_read_without_importing_during_the_call(self):
         # As componentize-py builds it: the bindings exist while settings.py is imported (the
