@@ -2682,3 +2682,184 @@ fn module_export_writes_the_stock_version_to_raise() {
     let out = velero_wasm(&["module", "verify", "--json", packed.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
 }
+
+/// Sets `path`'s modification time `seconds` before now.
+fn modified_ago(path: &Path, seconds: u64) {
+    let at = std::time::SystemTime::now() - std::time::Duration::from_secs(seconds);
+    std::fs::File::options()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_modified(at)
+        .unwrap();
+}
+
+/// A module's crate as `velero-wasm build` leaves it: `Cargo.toml`, `src/lib.rs`, the manifest, and
+/// `module/` (the misbehave component and the same manifest) built after them.
+fn built_crate() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    std::fs::create_dir_all(root.join("src")).unwrap();
+    std::fs::create_dir_all(root.join("module")).unwrap();
+    write(root, "Cargo.toml", "[package]\nname = \"misbehave\"\n");
+    write(&root.join("src"), "lib.rs", "// the action\n");
+    support::add_module(&root.join("module"), "misbehave", "misbehave", MANIFEST);
+    std::fs::copy(
+        root.join("module/misbehave.toml"),
+        root.join("misbehave.toml"),
+    )
+    .unwrap();
+    for source in ["Cargo.toml", "src/lib.rs", "misbehave.toml"] {
+        modified_ago(&root.join(source), 120);
+    }
+    for built in ["module/misbehave.wasm", "module/misbehave.toml"] {
+        modified_ago(&root.join(built), 60);
+    }
+    dir
+}
+
+#[test]
+fn run_bench_pack_and_push_refuse_a_module_its_sources_moved_past_unless_allow_stale() {
+    let scene = Scene::new();
+    let krate = built_crate();
+    let module = krate.path().join("module");
+    let module_text = module.to_str().unwrap().to_string();
+    let wasm_text = module.join("misbehave.wasm").display().to_string();
+    let (item, backup, cluster) = (
+        scene.path("item.json"),
+        scene.path("backup.json"),
+        scene.path("cluster"),
+    );
+    let inputs = [
+        "--action",
+        "test.velero-wasm.io/echo",
+        "--item",
+        &item,
+        "--backup",
+        &backup,
+        "--cluster",
+        &cluster,
+        "--stock",
+        "none",
+        "--modules",
+        &module_text,
+    ];
+    let run: Vec<&str> = ["run"].iter().chain(&inputs).copied().collect();
+    let bench: Vec<&str> = ["bench", "-n", "1", "--warmup", "0"]
+        .iter()
+        .chain(&inputs)
+        .copied()
+        .collect();
+    let pack = ["module", "pack", &module_text];
+    let pack_one = ["module", "pack", &wasm_text];
+    // Nothing listens on the discard port: a push that gets past the check fails to connect.
+    let target = "oci://127.0.0.1:9/velero/misbehave:1.0.0";
+    let push = ["module", "push", &module_text, target, "--plain-http"];
+    let commands: [&[&str]; 5] = [&run, &bench, &pack, &pack_one, &push];
+
+    // Fresh: each goes ahead (push as far as the registry).
+    for command in commands {
+        let out = velero_wasm(command);
+        let expected = if command[1] == "push" { 1 } else { 0 };
+        assert_eq!(
+            out.status.code(),
+            Some(expected),
+            "{command:?}: {}",
+            stderr(&out)
+        );
+        assert!(
+            !stderr(&out).contains("not the latest build"),
+            "{}",
+            stderr(&out)
+        );
+    }
+
+    // The source edited, not rebuilt: each refuses with `test`'s message, exit 2.
+    write(
+        &krate.path().join("src"),
+        "lib.rs",
+        "// the action, changed\n",
+    );
+    for command in commands {
+        let out = velero_wasm(command);
+        assert_eq!(out.status.code(), Some(2), "{command:?}: {}", stderr(&out));
+        let message = stderr(&out);
+        assert!(
+            message.contains(&format!("{module_text} is not the latest build"))
+                && message.contains("src/lib.rs changed after")
+                && message.contains("run `velero-wasm build` in")
+                && message.contains("--allow-stale uses it as it is"),
+            "{command:?}: {message}"
+        );
+        assert!(out.stdout.is_empty(), "{command:?}: nothing written");
+        // Told so, it goes ahead.
+        let allowed: Vec<&str> = command.iter().copied().chain(["--allow-stale"]).collect();
+        let out = velero_wasm(&allowed);
+        let expected = if command[1] == "push" { 1 } else { 0 };
+        assert_eq!(
+            out.status.code(),
+            Some(expected),
+            "{allowed:?}: {}",
+            stderr(&out)
+        );
+        assert!(
+            !stderr(&out).contains("not the latest build"),
+            "{}",
+            stderr(&out)
+        );
+    }
+
+    // A manifest changed since the build (a version raised, not rebuilt): refused the same way.
+    write(
+        &krate.path().join("src"),
+        "lib.rs",
+        "// the action, changed\n",
+    );
+    modified_ago(&krate.path().join("src/lib.rs"), 120);
+    let raised = std::fs::read_to_string(krate.path().join("misbehave.toml")).unwrap()
+        + "version = \"0.2.0\"\n";
+    write(krate.path(), "misbehave.toml", &raised);
+    let out = velero_wasm(&pack);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("misbehave.toml differs from"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn pack_of_a_module_too_big_for_a_configmap_says_to_push_it_or_mount_a_directory() {
+    use sha2::Digest;
+    let dir = tempfile::tempdir().unwrap();
+    // 3 MB that gzip cannot shrink (xorshift), pinned by its manifest, as a Python module's would be.
+    let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+    let wasm: Vec<u8> = (0..3_000_000)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state as u8
+        })
+        .collect();
+    std::fs::write(dir.path().join("big.wasm"), &wasm).unwrap();
+    let sha: String = sha2::Sha256::digest(&wasm)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    write(dir.path(), "big.toml", &format!("sha256 = \"{sha}\"\n"));
+    let path = dir.path().to_str().unwrap();
+    let out = velero_wasm(&["module", "pack", path]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(out.stdout.is_empty());
+    let message = stderr(&out);
+    assert!(
+        message.contains("over Kubernetes' limit of 1048576 bytes")
+            && message.contains(&format!(
+                "velero-wasm module push {path} oci://REGISTRY/REPOSITORY:TAG"
+            ))
+            && message.contains("--from-literal=big.oci=REFERENCE")
+            && message.contains("point VELERO_WASM_MODULES at it"),
+        "{message}"
+    );
+}

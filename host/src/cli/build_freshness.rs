@@ -5,9 +5,47 @@
 //! Two checks, each cheap: the crate's manifest must equal the one in `module/` (`build` pins the
 //! component's sha256 into the crate's manifest even when it then refuses to place the module), and
 //! no source file (`Cargo.toml`, `src/**`, a Python module's `*.py`) may be newer than the component.
+//!
+//! `run`, `bench`, `module pack` and `module push` refuse such a `module/` the same way (exit 2, the
+//! same message), unless `--allow-stale` ([`StaleArgs`]) says the author means it: packing or running
+//! the last build while believing the edit is in it is how an old version gets signed and served.
 
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
+
+use super::Failure;
+
+/// `--allow-stale`, the one definition `run`, `bench`, `module pack` and `module push` share.
+#[derive(Debug, Default, Clone, clap::Args)]
+pub struct StaleArgs {
+    /// Use a crate's module/ even when its sources or manifest changed after it was built (by
+    /// default that is refused, as `test` refuses it: run `velero-wasm build` first).
+    #[arg(long)]
+    pub allow_stale: bool,
+}
+
+impl StaleArgs {
+    /// Refuses (bad input) a crate's `module/` that is not its latest build, unless `--allow-stale`.
+    /// `path` is a module directory, or a file in one (`module/<name>.wasm` or `.toml`).
+    pub fn check(&self, path: &Path) -> Result<(), Failure> {
+        if self.allow_stale {
+            return Ok(());
+        }
+        let dir = match path.is_dir() {
+            true => path,
+            false => match path.extension().and_then(|e| e.to_str()) {
+                Some("wasm" | "toml" | "gz") => path.parent().unwrap_or(Path::new("")),
+                _ => return Ok(()),
+            },
+        };
+        match stale_reason(dir) {
+            None => Ok(()),
+            Some(reason) => Err(Failure::bad_input(format!(
+                "{reason}; --allow-stale uses it as it is"
+            ))),
+        }
+    }
+}
 
 /// Why `module_dir` is not the latest build of the crate around it; `None` when it is, or when it is
 /// not a crate's `module/` (a directory of modules given by hand is the author's to keep).

@@ -12,6 +12,7 @@ use anyhow::anyhow;
 use base64::Engine as _;
 use serde_json::{json, Value};
 
+use super::build_freshness::StaleArgs;
 use super::signing::{Signer, SigningArgs};
 use super::{
     output_file, pack_guard, read_trusted_keys, velero_namespace, Failure, EXIT_FAILED, EXIT_OK,
@@ -86,6 +87,9 @@ pub struct PackArgs {
     /// How each module is signed: --sign KEY, with --expires, --no-expiry, --unversioned.
     #[command(flatten)]
     signing: SigningArgs,
+
+    #[command(flatten)]
+    stale: StaleArgs,
 
     /// Write the YAML to this file instead of stdout (replaced whole, never through a symbolic link).
     #[arg(long, value_name = "FILE")]
@@ -360,6 +364,8 @@ pub(super) fn pack(args: &PackArgs) -> Result<u8, Failure> {
 
 /// The modules `pack` was given: a directory's, or one module's files.
 fn modules_to_pack(args: &PackArgs) -> Result<Vec<Parts>, Failure> {
+    // Packing a crate's module/ its sources moved past signs the last build, not the code on screen.
+    args.stale.check(&args.path)?;
     let meta = std::fs::metadata(&args.path)
         .map_err(|e| Failure::bad_input(format!("{}: cannot be read: {e}", args.path.display())))?;
     let modules = if meta.is_dir() {
@@ -420,8 +426,9 @@ fn configmap_yaml(
     let share = size * 100 / MAX_OBJECT;
     if size > MAX_OBJECT {
         return Err(Failure::bad_input(format!(
-            "ConfigMap {name} (module {}) would be {size} bytes, over Kubernetes' limit of {MAX_OBJECT} bytes (1 MiB) for one object: nothing written",
-            parts.name
+            "ConfigMap {name} (module {}) would be {size} bytes, over Kubernetes' limit of {MAX_OBJECT} bytes (1 MiB) for one object: nothing written. {}",
+            parts.name,
+            too_big_hint(parts, &args.path)
         )));
     }
     let signed = match signer {
@@ -443,6 +450,26 @@ fn configmap_yaml(
         "ConfigMap {namespace}/{name}: {size} bytes ({share}% of the {MAX_OBJECT}-byte limit){component}{signed}"
     );
     Ok((yaml, last_applied_bytes(&object) > MAX_ANNOTATIONS, report))
+}
+
+/// Where a module too big for a ConfigMap goes instead, with the commands: an OCI registry (a
+/// ConfigMap then names it), or a module directory mounted into Velero's pod.
+fn too_big_hint(parts: &Parts, path: &Path) -> String {
+    let name = &parts.name;
+    let from = match path.is_dir() {
+        true => path.display().to_string(),
+        false => path
+            .with_file_name(format!("{name}.wasm"))
+            .display()
+            .to_string(),
+    };
+    format!(
+        "Push it to an OCI registry instead: `velero-wasm module push {from} oci://REGISTRY/REPOSITORY:TAG --sign KEY` \
+         prints a reference pinned by digest, which a ConfigMap names as {name}.oci (`kubectl -n NAMESPACE create configmap \
+         velero-wasm-module-{name} --from-literal={name}.oci=REFERENCE` and label it velero-wasm.io/module={name}; \
+         docs/modules.md §7). Or mount a directory holding {name}.wasm and {name}.toml into Velero's pod (a volume of \
+         an image or a PersistentVolumeClaim) and point VELERO_WASM_MODULES at it (docs/modules.md §1)."
+    )
 }
 
 /// `text` to `--out`, or to stdout.

@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use bytes::Bytes;
 use serde_json::json;
 
+use super::build_freshness::StaleArgs;
 use super::module::{read_directory, read_parts, Parts};
 use super::signing::SigningArgs;
 use super::{Failure, EXIT_OK};
@@ -36,6 +37,9 @@ pub struct PushArgs {
     /// How the module is signed: --sign KEY, with --expires, --no-expiry, --unversioned.
     #[command(flatten)]
     signing: SigningArgs,
+
+    #[command(flatten)]
+    stale: StaleArgs,
 
     /// A docker config holding the registry's credentials (`docker login` writes one); default:
     /// $DOCKER_CONFIG/config.json, else ~/.docker/config.json, when there is one.
@@ -184,6 +188,8 @@ fn report(
 
 /// The one module `args` names.
 fn module_parts(args: &PushArgs) -> Result<Parts, Failure> {
+    // Pushing a crate's module/ its sources moved past publishes the last build, not the code on screen.
+    args.stale.check(&args.path)?;
     let meta = std::fs::metadata(&args.path)
         .map_err(|e| Failure::bad_input(format!("{}: cannot be read: {e}", args.path.display())))?;
     if !meta.is_dir() {

@@ -18,6 +18,7 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::{json, Map, Value};
 
+use super::build_freshness::StaleArgs;
 use super::restore_input::{mapped_namespace, reset_for_restore};
 use super::{load_runtime, Failure, ModuleArgs, EXIT_OK};
 use crate::action::{
@@ -109,6 +110,9 @@ pub struct RunArgs {
     #[command(flatten)]
     pub(super) modules: ModuleArgs,
 
+    #[command(flatten)]
+    pub(super) stale: StaleArgs,
+
     /// Without --cluster or --replay, no cluster at all rather than the live one (`test`: a suite
     /// never reaches a live cluster).
     #[arg(skip)]
@@ -179,6 +183,10 @@ pub(super) async fn prepare(
     args: RunArgs,
     wrap: impl FnOnce(Services) -> Services,
 ) -> Result<Prepared, Failure> {
+    // A crate's module/ its sources moved past would run the last build, not the code on screen.
+    if let Some(dir) = &args.modules.modules {
+        args.stale.check(dir)?;
+    }
     let replay = match &args.replay {
         Some(path) => Some(Arc::new(Replay::new(
             Recording::read(path).map_err(replay_error)?,

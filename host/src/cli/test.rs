@@ -505,6 +505,8 @@ fn run_args(dir: &Path, suite: &Suite, case: &Case) -> Result<RunArgs, Failure> 
             stock,
             trusted_keys: std::env::var_os("VELERO_WASM_TRUSTED_KEYS").map(PathBuf::from),
         },
+        // Checked for the suite as it is read (`load_all`); checked again per case, as `run` does.
+        stale: Default::default(),
         offline: true,
     })
 }
