@@ -435,3 +435,53 @@ fn status_sums_counts_past_u64_without_failing() {
     let max = max.to_string();
     assert_eq!(row[1..4], [max.as_str(); 3], "{text}");
 }
+
+/// What a status file, a module directory or a ConfigMap names reaches a terminal escaped: an ESC
+/// sequence could clear the screen or restyle a refusal, a bidi override reorder a name. JSON output
+/// keeps the exact text (its own escaping is exact).
+#[test]
+fn printed_names_and_sources_are_escaped_and_json_keeps_them_exact() {
+    const HOSTILE: &str = "m\u{1b}[2J\u{202e}gnp.exe";
+    let state = tempfile::tempdir().unwrap();
+    let status = state.path().join("status");
+    std::fs::create_dir(&status).unwrap();
+    chmod(&status, 0o700);
+    let modules = serde_json::json!({"written": "2026-01-01T00:00:00.000Z", "pid": 1,
+        "modules": [{"name": HOSTILE, "role": "serving", "source": format!("ConfigMap {HOSTILE}"),
+                     "sha256": "x"}]});
+    write(&status, "modules.json", &modules.to_string());
+    let raw = |text: &str| text.contains('\u{1b}') || text.contains('\u{202e}');
+
+    let out = Run::cli(["status", "--state-dir"])
+        .arg(state.path())
+        .output();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!raw(&text), "printed raw: {text:?}");
+    assert!(text.contains("m\\u{1b}[2J\\u{202e}gnp.exe"), "{text}");
+    let out = Run::cli(["status", "--json", "--state-dir"])
+        .arg(state.path())
+        .output();
+    assert_eq!(stdout_json(&out)["modules"][0]["name"], HOSTILE);
+
+    // `actions`: an override in a directory whose path holds the same is shown by its path.
+    let dir = tempfile::tempdir().unwrap();
+    let modules = dir.path().join(HOSTILE);
+    std::fs::create_dir(&modules).unwrap();
+    write(
+        &modules,
+        "kubevirt.toml",
+        "[settings]\nmode = \"upstream\"\n",
+    );
+    let out = Run::cli(["actions", "--stock", "kubevirt", "--modules"])
+        .arg(&modules)
+        .env("COLUMNS", "400")
+        .output();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!raw(&text), "printed raw: {text:?}");
+    assert!(
+        text.contains("stock + override") && text.contains("\\u{1b}[2J\\u{202e}gnp.exe"),
+        "{text}"
+    );
+}

@@ -52,7 +52,7 @@ pub async fn actions(args: ActionsArgs) -> u8 {
     let (runtime, problems) = match load(&args).await {
         Ok(loaded) => loaded,
         Err(failure) => {
-            eprintln!("velero-wasm actions: {}", failure.message);
+            eprintln!("velero-wasm actions: {}", text::printable(&failure.message));
             return failure.code;
         }
     };
@@ -206,7 +206,7 @@ fn print_table(
     problems: &[LoadProblem],
 ) {
     if let Some(module) = &module {
-        println!("{}", detail(module));
+        println!("{}", text::printable(&detail(module)));
     }
     let mut rows = vec![vec![
         "NAME".to_string(),
@@ -245,7 +245,7 @@ fn print_table(
     if args.wide {
         columns.extend([Column::Wraps, Column::Wraps]);
     }
-    print!("{}", table(&rows, &columns, width));
+    print!("{}", text::printable(&table(&rows, &columns, width)));
     // Where each module comes from (stock, a directory, a ConfigMap, an override).
     let mut sources = vec![vec!["MODULE".to_string(), "SOURCE".to_string()]];
     for m in catalog.modules() {
@@ -267,7 +267,8 @@ fn print_table(
         } else {
             "warning"
         };
-        eprintln!("velero-wasm actions: {what}: {problem}");
+        let problem = problem.to_string();
+        eprintln!("velero-wasm actions: {what}: {}", text::printable(&problem));
     }
 }
 

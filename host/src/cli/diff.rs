@@ -83,7 +83,8 @@ pub async fn diff(args: DiffArgs) -> u8 {
                     serde_json::to_string_pretty(&report.json()).unwrap_or_default()
                 );
             } else {
-                print!("{}", report.text(super::text::width()));
+                let shown = report.text(super::text::width());
+                print!("{}", super::text::printable(&shown));
             }
             if report.differences() > 0 {
                 EXIT_FAILED
@@ -92,7 +93,10 @@ pub async fn diff(args: DiffArgs) -> u8 {
             }
         }
         Err(failure) => {
-            eprintln!("velero-wasm diff: {}", failure.message);
+            eprintln!(
+                "velero-wasm diff: {}",
+                super::text::printable(&failure.message)
+            );
             failure.code
         }
     }

@@ -57,7 +57,10 @@ pub fn status(args: StatusArgs) -> u8 {
         }
     };
     for problem in &read.problems {
-        eprintln!("velero-wasm status: warning: {problem}");
+        eprintln!(
+            "velero-wasm status: warning: {}",
+            super::text::printable(&problem.to_string())
+        );
     }
     let Some(modules) = &read.modules else {
         eprintln!(
@@ -85,16 +88,14 @@ pub fn status(args: StatusArgs) -> u8 {
             serde_json::to_string_pretty(&report).unwrap_or_default()
         );
     } else {
-        print!(
-            "{}",
-            text(
-                &modules.modules,
-                &modules.written,
-                &shadows,
-                read.processes.len(),
-                super::text::width()
-            )
+        let shown = text(
+            &modules.modules,
+            &modules.written,
+            &shadows,
+            read.processes.len(),
+            super::text::width(),
         );
+        print!("{}", super::text::printable(&shown));
     }
     EXIT_OK
 }

@@ -43,9 +43,47 @@ fn terminal_columns() -> Option<usize> {
     (done == 0 && size.ws_col > 0).then_some(usize::from(size.ws_col))
 }
 
+/// Whether `c` is shown escaped: a control character (C0, DEL, C1: ESC starts a terminal's escape
+/// sequences, CR rewrites a line) or one that reorders or hides text (bidi embeddings, overrides,
+/// isolates and marks, zero-width characters), so that no name a ConfigMap, a directory or a status
+/// file gives can restyle, hide or reorder what the operator reads.
+fn escaped_char(c: char) -> bool {
+    c.is_control()
+        || matches!(c,
+            '\u{061C}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}'
+            | '\u{2060}'..='\u{2069}' | '\u{FEFF}')
+}
+
+/// `text` with every character [`escaped_char`] names written as `\u{…}`; newlines are kept when
+/// `keep_newlines` (whole output whose lines are ours), escaped otherwise (one cell, one name).
+fn escape(text: &str, keep_newlines: bool) -> std::borrow::Cow<'_, str> {
+    if !text
+        .chars()
+        .any(|c| escaped_char(c) && !(keep_newlines && c == '\n'))
+    {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if escaped_char(c) && !(keep_newlines && c == '\n') {
+            out.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// Human output as it may be printed: its lines kept, every other control or bidi character
+/// escaped (JSON output is printed as it is: its own escaping is exact).
+pub(super) fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    escape(text, true)
+}
+
 /// `text` cut to `width` characters, an ellipsis marking the cut: only for what may be shortened
 /// (a value shown whole elsewhere), never a count, an error or a signature state.
 pub(super) fn cut(text: &str, width: usize) -> String {
+    let text = &*escape(text, false);
     if text.chars().count() <= width {
         return text.to_string();
     }
@@ -58,6 +96,7 @@ pub(super) fn cut(text: &str, width: usize) -> String {
 /// indented by `indent` spaces; a word longer than a line is broken, nothing is left out. Ends with a
 /// newline.
 pub(super) fn wrap(text: &str, width: usize, indent: usize) -> String {
+    let text = &*escape(text, true);
     let body = text.trim_start_matches(' ');
     let first = " ".repeat(text.len() - body.len());
     let pad = " ".repeat(indent);
@@ -90,6 +129,16 @@ pub(super) enum Column {
 /// wide, the widest wrapping columns narrow (to [`MIN_WRAP`] at least) and their cells continue on
 /// the lines below. Every character of every cell is printed.
 pub(super) fn table(rows: &[Vec<String>], columns: &[Column], width: usize) -> String {
+    // Each cell one line of printable text: what it holds may come from anyone's ConfigMap.
+    let rows: Vec<Vec<String>> = rows
+        .iter()
+        .map(|row| {
+            row.iter()
+                .map(|cell| escape(cell, false).into_owned())
+                .collect()
+        })
+        .collect();
+    let rows = rows.as_slice();
     let count = columns.len();
     let mut widths = vec![0usize; count];
     for row in rows {
@@ -171,6 +220,21 @@ pub(super) fn table(rows: &[Vec<String>], columns: &[Column], width: usize) -> S
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn terminal_escapes_and_bidi_overrides_are_shown_escaped() {
+        let name = "evil\u{1b}[2J\u{202e}cod.exe\r\u{9b}";
+        let rows = vec![vec!["NAME".to_string()], vec![name.to_string()]];
+        let shown = table(&rows, &[Column::Wraps], 100);
+        assert_eq!(shown, "NAME\nevil\\u{1b}[2J\\u{202e}cod.exe\\u{d}\\u{9b}\n");
+        assert_eq!(cut("a\nb", 10), "a\\u{a}b");
+        assert_eq!(wrap("x\u{1b}y", 80, 0), "x\\u{1b}y\n");
+        assert_eq!(printable("line\u{7}\nnext é\n"), "line\\u{7}\nnext é\n");
+        assert!(matches!(
+            printable("plain\n"),
+            std::borrow::Cow::Borrowed(_)
+        ));
+    }
 
     #[test]
     fn cuts_at_a_character_and_marks_the_cut() {
