@@ -640,3 +640,107 @@ async fn a_30_mb_component_is_pulled_and_served() {
         .await;
     assert_serves(&listed, &session, "big.example.io", Some("module pulled"));
 }
+
+/// A registry answering every request `401` with a Bearer challenge whose token realm is `realm`.
+async fn bearer_registry(realm: String) -> (std::net::SocketAddr, tokio::task::JoinHandle<()>) {
+    use http_body_util::Full;
+    use hyper::body::Bytes;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let task = tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                return;
+            };
+            let realm = realm.clone();
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(move |_request| {
+                    let challenge = format!("Bearer realm=\"{realm}\",service=\"registry\"");
+                    async move {
+                        hyper::Response::builder()
+                            .status(401)
+                            .header("www-authenticate", challenge)
+                            .body(Full::new(Bytes::new()))
+                    }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    (addr, task)
+}
+
+/// Whether anything connected to `listener` (which is non-blocking).
+fn connected(listener: &std::net::TcpListener) -> bool {
+    listener.accept().is_ok()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_listed_registries_are_reached_and_a_plain_token_realm_elsewhere_gets_nothing() {
+    let registry = Registry::start(false, None);
+    let scene = Scene::new();
+    let good = push(
+        module_dir("v1.example.io", "1.0.0").path(),
+        &format!("{}/mods/misbehave:1", registry.host),
+        &["--plain-http"],
+        &[],
+    );
+    let digest = format!("sha256:{}", sha256_hex(b"whatever"));
+
+    // A registry VELERO_WASM_OCI_REGISTRIES does not list: refused, never connected to.
+    let elsewhere = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    elsewhere.set_nonblocking(true).unwrap();
+    let elsewhere_host = elsewhere.local_addr().unwrap().to_string();
+    let plain = format!("{},{elsewhere_host}", registry.host);
+    let env = [
+        ("VELERO_WASM_OCI_PLAIN_HTTP", plain.as_str()),
+        ("VELERO_WASM_OCI_REGISTRIES", registry.host.as_str()),
+    ];
+    scene.server.apply(oci_configmap(
+        "misbehave",
+        good["reference"].as_str().unwrap(),
+    ));
+    let (listed, session) = scene.serves(&env).await;
+    assert_serves(&listed, &session, "v1.example.io", Some("module pulled"));
+    scene.server.apply(oci_configmap(
+        "misbehave",
+        &format!("{elsewhere_host}/mods/misbehave:2@{digest}"),
+    ));
+    let (listed, session) = scene.serves(&env).await;
+    assert_serves(
+        &listed,
+        &session,
+        "v1.example.io",
+        Some(&format!(
+            "registry {elsewhere_host} is not one VELERO_WASM_OCI_REGISTRIES lists ({}): refused",
+            registry.host
+        )),
+    );
+    assert!(!connected(&elsewhere), "the unlisted registry was reached");
+
+    // A plain registry whose token realm is plain HTTP on a host not listed: no token is asked for.
+    let realm = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    realm.set_nonblocking(true).unwrap();
+    let realm_url = format!("http://{}/token", realm.local_addr().unwrap());
+    let (bearer, task) = bearer_registry(realm_url.clone()).await;
+    let plain = format!("{},{bearer}", registry.host);
+    let env = [("VELERO_WASM_OCI_PLAIN_HTTP", plain.as_str())];
+    scene.server.apply(oci_configmap(
+        "misbehave",
+        &format!("{bearer}/mods/misbehave:3@{digest}"),
+    ));
+    let (listed, session) = scene.serves(&env).await;
+    assert_serves(
+        &listed,
+        &session,
+        "v1.example.io",
+        Some(&format!(
+            "the Bearer token realm {realm_url} is plain HTTP and {} is not listed",
+            realm.local_addr().unwrap()
+        )),
+    );
+    assert!(!connected(&realm), "the plain realm was asked for a token");
+    task.abort();
+}

@@ -85,6 +85,14 @@ pub enum OciError {
     /// A tag without a digest, where tags are not resolved.
     #[error("{0} names a tag without a digest: pin it (`velero-wasm module push` prints {0}@sha256:…), or set {TAGS_ENV}=resolve to resolve tags")]
     TagWithoutDigest(Reference),
+    /// A registry that [`REGISTRIES_ENV`](super::REGISTRIES_ENV) does not list.
+    #[error("registry {registry} is not one {env} lists ({allowed}): refused, nothing was sent to it (add it to {env} to pull from it)", env = super::REGISTRIES_ENV)]
+    NotAllowed {
+        /// The registry the reference names.
+        registry: String,
+        /// The registries listed, comma-separated.
+        allowed: String,
+    },
     /// The pull Secrets' credentials for the registry cannot be read.
     #[error("the credentials for {registry}: {source}")]
     Credentials {

@@ -39,6 +39,10 @@ pub use registry::{Credentials, Registry, RegistryError};
 pub const PULL_SECRETS_ENV: &str = "VELERO_WASM_OCI_PULL_SECRETS";
 /// Lists the registries (`host:port`, comma-separated) reached over plain HTTP instead of HTTPS.
 pub const PLAIN_HTTP_ENV: &str = "VELERO_WASM_OCI_PLAIN_HTTP";
+/// Lists the registries (`host[:port]`, comma-separated) module ConfigMaps may name: unset, any; set,
+/// a reference to another is refused before anything is sent (whoever writes ConfigMaps in Velero's
+/// namespace otherwise chooses where the plugin connects).
+pub const REGISTRIES_ENV: &str = "VELERO_WASM_OCI_REGISTRIES";
 /// `resolve` lets a reference name a tag without a digest (resolved once per ConfigMap version).
 pub const TAGS_ENV: &str = "VELERO_WASM_OCI_TAGS";
 /// How long one exchange with a registry may take.
@@ -110,6 +114,8 @@ pub struct PullSettings {
     pub allow_tags: bool,
     /// Docker configs (`.dockerconfigjson` contents), searched in order.
     pub docker_configs: Vec<Vec<u8>>,
+    /// The registries references may name ([`REGISTRIES_ENV`]); `None`: any.
+    pub allowed: Option<Vec<String>>,
 }
 
 impl PullSettings {
@@ -125,7 +131,24 @@ impl PullSettings {
                 .collect(),
             allow_tags: std::env::var(TAGS_ENV).is_ok_and(|v| v.trim() == "resolve"),
             docker_configs: Vec::new(),
+            allowed: std::env::var(REGISTRIES_ENV)
+                .ok()
+                .filter(|v| !v.trim().is_empty())
+                .map(|v| {
+                    v.split(',')
+                        .map(str::trim)
+                        .filter(|s| !s.is_empty())
+                        .map(str::to_string)
+                        .collect()
+                }),
         }
+    }
+
+    /// Whether a reference may name `registry` ([`REGISTRIES_ENV`]).
+    pub fn is_allowed(&self, registry: &str) -> bool {
+        self.allowed
+            .as_ref()
+            .is_none_or(|allowed| allowed.iter().any(|r| r == registry))
     }
 
     /// Whether `registry` is reached over plain HTTP.
@@ -166,6 +189,12 @@ pub async fn pull(
     let reference = Reference::parse(reference)?;
     if reference.digest.is_none() && !settings.allow_tags {
         return Err(OciError::TagWithoutDigest(reference));
+    }
+    if !settings.is_allowed(&reference.registry) {
+        return Err(OciError::NotAllowed {
+            registry: reference.registry.clone(),
+            allowed: settings.allowed.clone().unwrap_or_default().join(","),
+        });
     }
     let registry = std::sync::OnceLock::new();
     let connect = || connect(&registry, &reference, settings);
@@ -319,6 +348,7 @@ fn connect<'a>(
             EXCHANGE_TIMEOUT,
             false,
         )
+        .with_plain_hosts(&settings.plain_http)
     }))
 }
 

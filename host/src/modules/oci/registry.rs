@@ -73,6 +73,9 @@ pub struct Registry {
     actions: &'static str,
     timeout: Duration,
     authorization: Mutex<Option<HeaderValue>>,
+    /// Hosts (`host:port`) besides the registry's own that may be reached over plain HTTP: a Bearer
+    /// token realm elsewhere must be HTTPS, or credentials would cross the network in the clear.
+    plain_hosts: Vec<String>,
 }
 
 /// An answer, its body read within the cap.
@@ -104,7 +107,19 @@ impl Registry {
             actions: if push { "pull,push" } else { "pull" },
             timeout,
             authorization: Mutex::new(None),
+            plain_hosts: if plain_http {
+                vec![reference.api_host().to_string()]
+            } else {
+                Vec::new()
+            },
         }
+    }
+
+    /// Lets token realms on these hosts (`host:port`, as [`super::PLAIN_HTTP_ENV`] lists them) be
+    /// plain HTTP too.
+    pub fn with_plain_hosts(mut self, hosts: &[String]) -> Registry {
+        self.plain_hosts.extend(hosts.iter().cloned());
+        self
     }
 
     /// `https://host/v2/<repository>/<rest>`.
@@ -327,6 +342,25 @@ impl Registry {
         url: &str,
     ) -> Result<HeaderValue, RegistryError> {
         let refused = |why: String| RegistryError::Refused(format!("{url}: {why}"));
+        // The registry's scheme rules hold for its realm too: plain HTTP only to a host listed plain.
+        if let Some(rest) = realm.strip_prefix("http://") {
+            let host = rest.split(['/', '?']).next().unwrap_or("");
+            let host = if host.contains(':') {
+                host.to_string()
+            } else {
+                format!("{host}:80")
+            };
+            let listed = self
+                .plain_hosts
+                .iter()
+                .any(|h| *h == host || format!("{h}:80") == host);
+            if !listed {
+                return Err(refused(format!(
+                    "the Bearer token realm {realm} is plain HTTP and {host} is not listed in {}: no credentials or token are asked for over it (serve the realm over HTTPS, or list its host:port)",
+                    super::PLAIN_HTTP_ENV
+                )));
+            }
+        }
         let mut query = form_query(&[(
             "scope",
             &format!("repository:{}:{}", self.repository, self.actions),
