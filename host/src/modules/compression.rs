@@ -14,8 +14,10 @@ use std::io::{Read as _, Write as _};
 /// The file extension of a compressed component (`<name>.wasm.gz`).
 pub const COMPRESSED_EXTENSION: &str = "wasm.gz";
 
-/// The most a compressed component may expand to: eight times the object limit, far above any
-/// component that fits in a ConfigMap once compressed (components compress to a third or so).
+/// The most a compressed component in a ConfigMap may expand to: eight times the object limit, far
+/// above any component that fits in a ConfigMap once compressed (components compress to a third or
+/// so). A module directory's `<name>.wasm.gz` is not bound by it but by the component cap,
+/// [`crate::modules::oci::layout::MAX_COMPONENT`] ([`expanded_within`]).
 pub const MAX_COMPONENT_BYTES: u64 = 8 << 20;
 
 /// Why a compressed component cannot be expanded.
@@ -75,10 +77,20 @@ pub fn expand(gzip: &[u8], limit: u64) -> Result<Vec<u8>, ExpandError> {
 /// A ConfigMap file as the loader sees it: `<name>.wasm.gz` expanded (within
 /// [`MAX_COMPONENT_BYTES`]) to `<name>.wasm`; any other key as it is.
 pub fn expanded(key: &str, bytes: Vec<u8>) -> Result<(String, Vec<u8>), KeyExpandError> {
+    expanded_within(key, bytes, MAX_COMPONENT_BYTES)
+}
+
+/// Like [`expanded`], expanding to at most `limit` bytes (a module directory's components may be as
+/// large as any component: a gzipped one must not be held to less than the same one unzipped).
+pub fn expanded_within(
+    key: &str,
+    bytes: Vec<u8>,
+    limit: u64,
+) -> Result<(String, Vec<u8>), KeyExpandError> {
     let Some(stem) = key.strip_suffix(&format!(".{COMPRESSED_EXTENSION}")) else {
         return Ok((key.to_string(), bytes));
     };
-    let wasm = expand(&bytes, MAX_COMPONENT_BYTES).map_err(|source| KeyExpandError {
+    let wasm = expand(&bytes, limit).map_err(|source| KeyExpandError {
         key: key.to_string(),
         source,
     })?;

@@ -186,7 +186,9 @@ pub fn read_module(
     let signature = read_signature_file(&signature_path)?;
     let wasm = std::fs::read(wasm_path).map_err(ReadError::Component)?;
     let wasm = if packed {
-        super::compression::expanded(file_name, wasm)?.1
+        // Held to the component cap, as a component pulled from a registry is: the 8 MiB bound of a
+        // ConfigMap's would refuse here what loads unzipped beside it.
+        super::compression::expanded_within(file_name, wasm, super::oci::layout::MAX_COMPONENT)?.1
     } else {
         wasm
     };
@@ -384,5 +386,25 @@ mod tests {
         let scan = scan_directory(d, None).unwrap();
         assert!(scan.modules.is_empty() && scan.overrides.is_empty());
         assert_eq!(scan.problems[0].0, d.join("packed.wasm.gz"));
+    }
+
+    #[test]
+    fn a_gzipped_component_over_a_configmaps_bound_loads_from_a_directory() {
+        // Larger than a ConfigMap's component may expand to, as a Python module's is (about 19 MB).
+        let wasm =
+            vec![7u8; (crate::modules::compression::MAX_COMPONENT_BYTES + (1 << 20)) as usize];
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let gzip = crate::modules::compression::compress(&wasm).unwrap();
+        std::fs::write(d.join("big.wasm.gz"), gzip).unwrap();
+        std::fs::write(
+            d.join("big.toml"),
+            format!("sha256 = \"{}\"", sha256_hex(&wasm)),
+        )
+        .unwrap();
+        let scan = scan_directory(d, None).unwrap();
+        assert!(scan.problems.is_empty(), "{:?}", scan.problems);
+        assert_eq!(scan.modules.len(), 1);
+        assert_eq!(scan.modules[0].wasm.len(), wasm.len());
     }
 }

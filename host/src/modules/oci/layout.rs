@@ -32,7 +32,8 @@ const VERSION: &str = "org.opencontainers.image.version";
 
 /// The most an image manifest may take (the distribution registry's own limit).
 pub const MAX_MANIFEST: u64 = 4 << 20;
-/// The largest component pulled.
+/// The component cap: the largest component pulled, and the most a module directory's gzipped
+/// component (`<name>.wasm.gz`) may expand to.
 pub const MAX_COMPONENT: u64 = 256 << 20;
 
 /// An OCI descriptor.
