@@ -613,6 +613,121 @@ async fn with_trusted_keys_no_signed_module_serves_while_the_version_floor_is_op
     );
 }
 
+/// The version in the floor the cluster keeps (the Secret `velero-wasm-version-floor`), if any.
+fn cluster_floor(server: &ApiServer, module: &str) -> Option<String> {
+    let secret = server.object("secrets", "velero", "velero-wasm-version-floor")?;
+    let record = secret["data"][format!("{module}.json")].as_str()?;
+    let record: Value = serde_json::from_slice(
+        &base64::engine::general_purpose::STANDARD
+            .decode(record)
+            .unwrap(),
+    )
+    .unwrap();
+    Some(record["version"].as_str().unwrap().to_string())
+}
+
+/// A pod restart empties the state directory (an `emptyDir`); the floor kept in the cluster still
+/// refuses an older signed version. Without that Secret (whoever can write Secrets in Velero's
+/// namespace deleted it) only the expiry holds: the boundary docs/modules.md §5 states. A floor that
+/// cannot be read refuses the signed modules a new pod has no record of.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_trusted_keys_an_older_signed_version_is_refused_after_a_restart_with_an_empty_state_directory(
+) {
+    let t = Trusting::new();
+    let state = t.scene.path("state");
+    let restart = || {
+        std::fs::remove_dir_all(&state).unwrap();
+        std::fs::create_dir(&state).unwrap();
+    };
+    t.scene
+        .server
+        .apply(signed_version("v2.example.io", &t.key, Some("1.2.0")));
+    let (listed, log) = t.serves().await;
+    assert!(
+        listed.contains(&"v2.example.io/echo".to_string()),
+        "{listed:?}"
+    );
+    assert_eq!(
+        cluster_floor(&t.scene.server, "misbehave").as_deref(),
+        Some("1.2.0"),
+        "{log:#?}"
+    );
+
+    // The pod restarts (its state directory empty); someone re-applies an older signed version.
+    restart();
+    t.scene
+        .server
+        .apply(signed_version("v1.example.io", &t.key, Some("1.1.9")));
+    let (listed, log) = t.serves().await;
+    assert!(
+        !listed.iter().any(|n| n.starts_with("v1.example.io/")),
+        "the older version serves after a restart: {listed:?}"
+    );
+    let refusal = log
+        .iter()
+        .find(|m| {
+            m.contains("version 1.1.9 is older than version 1.2.0")
+                && m.contains("rollback refused")
+        })
+        .unwrap_or_else(|| panic!("no refusal: {log:#?}"));
+    eprintln!("after a restart with an empty state directory: {refusal}");
+    assert_eq!(
+        cluster_floor(&t.scene.server, "misbehave").as_deref(),
+        Some("1.2.0")
+    );
+
+    // A higher version raises the cluster's floor too; the state directory, emptied, learns it back.
+    t.scene
+        .server
+        .apply(signed_version("v3.example.io", &t.key, Some("1.3.0")));
+    assert!(t
+        .serves()
+        .await
+        .0
+        .contains(&"v3.example.io/echo".to_string()));
+    assert_eq!(
+        cluster_floor(&t.scene.server, "misbehave").as_deref(),
+        Some("1.3.0")
+    );
+    restart();
+    t.scene
+        .server
+        .apply(signed_version("v2.example.io", &t.key, Some("1.2.0")));
+    let (listed, log) = t.serves().await;
+    assert!(
+        !listed.iter().any(|n| n.starts_with("v2.example.io/")),
+        "{listed:?}"
+    );
+    assert!(
+        log.iter()
+            .any(|m| m.contains("version 1.2.0 is older than version 1.3.0")),
+        "{log:#?}"
+    );
+
+    // The floor cannot be read (here RBAC refuses it): a new pod serves no signed module it has no
+    // record of, and says why.
+    restart();
+    t.scene.server.forbid("secrets");
+    t.scene
+        .server
+        .apply(signed_version("v4.example.io", &t.key, Some("1.4.0")));
+    let (listed, log) = t.serves().await;
+    assert!(
+        !listed.iter().any(|n| n.starts_with("v4.example.io/")),
+        "{listed:?}"
+    );
+    assert!(
+        log.iter()
+            .any(|m| m.contains("the version floor kept in the cluster cannot be read")),
+        "{log:#?}"
+    );
+    assert!(
+        log.iter().any(|m| m.contains("that floor cannot be read")
+            && m.contains("while this pod's state directory has no record of the module")),
+        "{log:#?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_trusted_keys_a_deleted_signed_module_is_not_resurrected_by_junk_with_its_label() {
     let t = Trusting::new();

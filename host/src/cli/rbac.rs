@@ -6,7 +6,10 @@
 //! each Role names the modules that need it; `--omit-namespace` leaves out the Role of a namespace
 //! the cluster does not have (such as `hypershift` where HyperShift is not installed). The OCI pull
 //! Secrets the host reads (`VELERO_WASM_OCI_PULL_SECRETS`, docs/modules.md#s7) get a `get` scoped to
-//! their names in Velero's namespace.
+//! their names in Velero's namespace. With trusted keys (`--trusted-keys`), the version floor the
+//! plugin keeps in the cluster (the Secret `velero-wasm-version-floor`, docs/modules.md#s5-rollback)
+//! gets `get` and `update` on that one name, and the empty Secret is printed too: RBAC cannot limit
+//! `create` to a name.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -14,7 +17,9 @@ use serde_json::{json, Value};
 
 use super::{Failure, ModuleArgs, EXIT_OK};
 use crate::action::Verb;
-use crate::modules::{chosen_stock_modules, scan_directory, KubeRule, ModuleSource, NamespaceRule};
+use crate::modules::{
+    chosen_stock_modules, cluster_floor, scan_directory, KubeRule, ModuleSource, NamespaceRule,
+};
 
 /// The verbs of the `kube` capability: what a grant's `*` stands for (never RBAC's `*`, which also
 /// means watch, deletecollection, escalate, …).
@@ -189,6 +194,17 @@ fn documents(args: &RbacArgs) -> Result<String, Failure> {
                 }
                 why.push_str(&line);
             }
+            if args.modules.trusted_keys.is_some() {
+                if let Some(rules) = role["rules"].as_array_mut() {
+                    rules.push(json!({"apiGroups": [""], "resources": ["secrets"],
+                                      "resourceNames": [cluster_floor::SECRET],
+                                      "verbs": ["get", "update"]}));
+                }
+                why.push_str(&format!(
+                    "# The host's version floor (with trusted keys): get and update of the Secret {}.\n",
+                    cluster_floor::SECRET
+                ));
+            }
         }
         docs.push((why, role));
         docs.push((String::new(), binding));
@@ -201,6 +217,15 @@ fn documents(args: &RbacArgs) -> Result<String, Failure> {
     );
     for line in omitted {
         out.push_str(&line);
+    }
+    if args.modules.trusted_keys.is_some() {
+        docs.push((
+            "# The Secret the version floor is kept in, empty until the plugin raises it (RBAC cannot\n# limit create to a name, so it is created here; apply it once, never replace it).\n"
+                .to_string(),
+            json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                   "metadata": {"name": cluster_floor::SECRET, "namespace": args.velero_namespace,
+                                "labels": {"app.kubernetes.io/name": "velero-wasm"}}}),
+        ));
     }
     for (why, doc) in docs {
         out.push_str("---\n");

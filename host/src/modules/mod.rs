@@ -6,6 +6,7 @@
 //! module's settings and limits and may narrow its grant ([`stock_override`]). A module ConfigMap may
 //! name an OCI artifact instead of holding the files ([`oci`]).
 
+pub mod cluster_floor;
 pub mod compression;
 mod configmap_file;
 pub mod configmaps;

@@ -14,8 +14,10 @@
 //! symbolic link in place of it) could have had its files removed, so while it is so no signed module
 //! serves ([`Rollback::Untrusted`]); its files are read and written without following a link.
 
+use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
@@ -26,14 +28,25 @@ use super::ModuleSource;
 pub struct VersionFloor {
     root: PathBuf,
     dir: PathBuf,
+    /// Why the floor kept in the cluster could not be read, when it could not (shared by the clones
+    /// of this floor: the plugin learns it after the runtime holds its floor).
+    cluster_unknown: Arc<Mutex<Option<String>>>,
 }
 
-/// What is kept of the highest version served.
+/// What is kept of the highest version served (also the form of each entry of the cluster's floor).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-struct Served {
-    version: String,
+pub struct Served {
+    /// The version, as the manifest wrote it (semantic versioning).
+    pub version: String,
     /// sha256 of the component (`-` for a manifest without one) and of the manifest, as served.
-    content: String,
+    pub content: String,
+}
+
+impl Served {
+    /// The version, parsed; an error names the version that is not semver.
+    pub fn parsed(&self) -> Result<semver::Version, BadVersion> {
+        parse(&self.version)
+    }
 }
 
 /// Why a module is below its floor.
@@ -67,6 +80,10 @@ pub enum Rollback {
     /// nothing signed is served.
     #[error("the versions this host has served are kept where others can change them ({0}): refused, as rollback protection cannot hold there (make the state directory belong to the plugin's user, mode 0700)")]
     Untrusted(String),
+    /// The floor kept in the cluster cannot be read and this state directory has no record of the
+    /// module (a new pod's): an older signed version would go unnoticed, so it is not served.
+    #[error("the versions served are kept in the cluster, and that floor cannot be read ({0}), while this pod's state directory has no record of the module: refused, as an older signed version could serve after a restart")]
+    ClusterUnknown(String),
 }
 
 impl VersionFloor {
@@ -75,7 +92,65 @@ impl VersionFloor {
         VersionFloor {
             root: state.to_path_buf(),
             dir: state.join("versions"),
+            cluster_unknown: Arc::default(),
         }
+    }
+
+    /// Says that the floor kept in the cluster could not be read (`why`), or could (`None`): while it
+    /// could not, a module without a record here is refused ([`Rollback::ClusterUnknown`]).
+    pub fn set_cluster_unknown(&self, why: Option<String>) {
+        *self
+            .cluster_unknown
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = why;
+    }
+
+    fn cluster_unknown(&self) -> Option<String> {
+        self.cluster_unknown
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Every module's record in this directory (a file that cannot be read or parsed is left out: the
+    /// check of that module refuses it anyway).
+    pub fn records(&self) -> Result<BTreeMap<String, Served>, Rollback> {
+        crate::state::private_dir(&self.root, &self.dir)
+            .map_err(|e| Rollback::Untrusted(e.to_string()))?;
+        let entries = std::fs::read_dir(&self.dir)
+            .map_err(|e| Rollback::Unreadable(format!("{}: {e}", self.dir.display())))?;
+        let mut records = BTreeMap::new();
+        for entry in entries.flatten() {
+            let file = entry.file_name();
+            let Some(name) = file.to_str().and_then(|f| f.strip_suffix(".json")) else {
+                continue;
+            };
+            if !super::valid_module_name(name) {
+                continue;
+            }
+            if let Ok(Some(served)) = self.read(name) {
+                records.insert(name.to_string(), served);
+            }
+        }
+        Ok(records)
+    }
+
+    /// Raises the record of `module` to `served` when it is higher than the record here (or there is
+    /// none); returns whether it did. The same version with other content leaves the record here.
+    pub fn raise_record(&self, module: &str, served: &Served) -> io::Result<bool> {
+        let offered = served.parsed().map_err(io::Error::other)?;
+        let higher = match self.read(module) {
+            Ok(Some(kept)) => parse(&kept.version).map_or(true, |k| offered > k),
+            Ok(None) => true,
+            Err(e) => return Err(io::Error::other(e.to_string())),
+        };
+        if !higher {
+            return Ok(false);
+        }
+        crate::state::private_dir(&self.root, &self.dir).map_err(io::Error::other)?;
+        let text = serde_json::to_vec(served).map_err(io::Error::other)?;
+        crate::state::write_atomically(&self.path(module), &text)?;
+        Ok(true)
     }
 
     /// Whether `module` may serve: at or above its floor, and with the content served if at it.
@@ -85,7 +160,12 @@ impl VersionFloor {
         crate::state::private_dir(&self.root, &self.dir)
             .map_err(|e| Rollback::Untrusted(e.to_string()))?;
         let Some(served) = self.read(&module.name)? else {
-            return Ok(());
+            // Nothing here; the cluster's floor, read into this directory at start, had nothing
+            // either, unless it could not be read.
+            return match self.cluster_unknown() {
+                Some(why) => Err(Rollback::ClusterUnknown(why)),
+                None => Ok(()),
+            };
         };
         let served_version =
             parse(&served.version).map_err(|e| Rollback::Unreadable(e.to_string()))?;
@@ -152,7 +232,7 @@ impl VersionFloor {
 /// A version in the floor's file that is not semver.
 #[derive(Debug, thiserror::Error)]
 #[error("{version:?}: {source}")]
-struct BadVersion {
+pub struct BadVersion {
     version: String,
     source: semver::Error,
 }

@@ -47,7 +47,7 @@ use crate::capabilities::kube::view::ReadViews;
 use crate::capabilities::{Backend, Clock, Environment, KubeCall, Services};
 use crate::modules::configmaps::{self, ConfigMapModules};
 use crate::modules::signature::TRUSTED_KEYS_ENV;
-use crate::modules::{LastGood, StockChoice, TrustedKeys, VersionFloor, STOCK_ENV};
+use crate::modules::{cluster_floor, LastGood, StockChoice, TrustedKeys, VersionFloor, STOCK_ENV};
 use crate::runtime::{CompileCache, ModuleConfig, Runtime};
 use dispatch::Dispatch;
 use handshake::{PluginArgs, Socket};
@@ -143,7 +143,9 @@ async fn serve(args: PluginArgs, parent: u32) -> anyhow::Result<()> {
     let started = Instant::now();
     let state = crate::state::default_dir();
     let cluster = kube_backend(&args);
-    let runtime = plugin_runtime(cluster.clone(), state.as_deref())?;
+    // One floor, shared with the runtime: the background load reads the cluster's into it.
+    let floor = state.as_deref().map(VersionFloor::at);
+    let runtime = plugin_runtime(cluster.clone(), state.as_deref(), floor.clone())?;
     let directory = std::env::var_os(MODULES_ENV)
         .filter(|d| !d.is_empty())
         .map(PathBuf::from);
@@ -196,6 +198,7 @@ async fn serve(args: PluginArgs, parent: u32) -> anyhow::Result<()> {
         retired_from,
         dispatch: dispatch.clone(),
         started,
+        floor,
     };
     tokio::spawn(background.run());
 
@@ -266,8 +269,12 @@ async fn stop_serving(
 
 /// The runtime of the plugin: the capabilities' services over `cluster` (reads of one backup may be
 /// answered from what the host read for it, docs/read-views.md), with the compile cache and the
-/// version floor of the state directory.
-fn plugin_runtime(cluster: Arc<LazyCluster>, state: Option<&Path>) -> anyhow::Result<Arc<Runtime>> {
+/// version `floor` of the state directory.
+fn plugin_runtime(
+    cluster: Arc<LazyCluster>,
+    state: Option<&Path>,
+    floor: Option<VersionFloor>,
+) -> anyhow::Result<Arc<Runtime>> {
     let mut services = Services::new(
         cluster as Arc<dyn Backend<KubeCall>>,
         Clock::System,
@@ -277,7 +284,7 @@ fn plugin_runtime(cluster: Arc<LazyCluster>, state: Option<&Path>) -> anyhow::Re
     Ok(Arc::new(
         Runtime::new(services)?
             .with_compile_cache(state.and_then(|d| CompileCache::open(d.join("compiled"))))
-            .with_version_floor(state.map(VersionFloor::at)),
+            .with_version_floor(floor),
     ))
 }
 
@@ -368,6 +375,8 @@ struct BackgroundLoad {
     retired_from: Option<Vec<Listed>>,
     dispatch: Dispatch,
     started: Instant,
+    /// The runtime's version floor (the state directory's), if there is a state directory.
+    floor: Option<VersionFloor>,
 }
 
 impl BackgroundLoad {
@@ -383,6 +392,7 @@ impl BackgroundLoad {
             retired_from,
             dispatch,
             started,
+            floor,
         } = self;
         // However this task ends, calls stop waiting for it.
         let _finish = FinishLoading(runtime.clone());
@@ -391,7 +401,10 @@ impl BackgroundLoad {
             .environment
             .velero_namespace()
             .to_string();
-        let configmaps = configmaps::read(&cluster, &velero_namespace, state.as_deref()).await;
+        let (configmaps, cluster_floor) = tokio::join!(
+            configmaps::read(&cluster, &velero_namespace, state.as_deref()),
+            pull_version_floor(&cluster, &velero_namespace, floor)
+        );
         load_modules(
             &runtime,
             state.as_deref(),
@@ -415,6 +428,11 @@ impl BackgroundLoad {
             write_status(state, &runtime, dispatch.shadows());
         }
         dispatch.set_retired(retired);
+        // Before the modules are all in: `ListPlugins` (never a call to a module already settled)
+        // waits for it, so a plugin stopped right after its first list has recorded its floor.
+        if let Some((floor, namespace)) = cluster_floor {
+            push_version_floor(&cluster, &namespace, &floor).await;
+        }
         runtime.loading().finish();
         tracing::debug!(
             actions = provided.len(),
@@ -428,6 +446,61 @@ impl BackgroundLoad {
             compiled_ms = started.elapsed().as_millis() as u64,
             "modules compiled"
         );
+    }
+}
+
+/// With trusted keys, and the cluster read (in a pod, or `VELERO_WASM_CONFIGMAPS=on`), the version
+/// floor kept in the cluster read into `floor` ([`cluster_floor`]); with the namespace it is kept in,
+/// to write it back once the modules serve. When it cannot be read, the floor is unknown, which
+/// refuses signed modules the state directory has no record of: a warning says so.
+async fn pull_version_floor(
+    cluster: &LazyCluster,
+    velero_namespace: &str,
+    floor: Option<VersionFloor>,
+) -> Option<(VersionFloor, String)> {
+    let floor = floor?;
+    std::env::var_os(TRUSTED_KEYS_ENV).filter(|v| !v.is_empty())?;
+    let (switch, _) = configmaps::Switch::from_env();
+    if !(switch.enabled() || configmaps::Switch::Auto.enabled()) {
+        return None;
+    }
+    let Some(namespace) = cluster_floor::namespace_of(cluster, velero_namespace).await else {
+        let why = format!(
+            "Secret {}: no cluster to ask within {} s",
+            cluster_floor::SECRET,
+            cluster_floor::TIMEOUT.as_secs()
+        );
+        floor.set_cluster_unknown(Some(why.clone()));
+        tracing::warn!("{}", floor_unknown(&why));
+        return None;
+    };
+    if let Some(why) = cluster_floor::pull(cluster, &namespace, &floor).await {
+        tracing::warn!("{}", floor_unknown(&why));
+    }
+    Some((floor, namespace))
+}
+
+/// The line about a cluster floor that cannot be read.
+fn floor_unknown(why: &str) -> String {
+    format!(
+        "the version floor kept in the cluster cannot be read: {why}; signed modules this pod's state directory has no record of are refused until it can be (velero-wasm rbac --trusted-keys prints the Role and Secret it needs)"
+    )
+}
+
+/// Writes the state directory's floor back to the cluster's ([`cluster_floor::push`]); a failure is
+/// a warning: the next pod would not know the versions this one served.
+async fn push_version_floor(cluster: &LazyCluster, namespace: &str, floor: &VersionFloor) {
+    match cluster_floor::push(cluster, namespace, floor).await {
+        Ok(pushed) if pushed.raised.is_empty() => {}
+        Ok(pushed) => tracing::info!(
+            modules = pushed.raised.join(","),
+            created = pushed.created,
+            "version floor raised in Secret {namespace}/{}",
+            cluster_floor::SECRET
+        ),
+        Err(e) => tracing::warn!(
+            "the version served cannot be recorded in the cluster: {e}; after a restart this pod's versions are not held to (velero-wasm rbac --trusted-keys prints the Role and Secret it needs)"
+        ),
     }
 }
 

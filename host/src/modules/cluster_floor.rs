@@ -1,0 +1,207 @@
+//! The version floor kept in the cluster, so that a pod restart does not forget it: the Secret
+//! [`SECRET`] in Velero's namespace, one key per module (`<name>.json`, the record
+//! [`VersionFloor`](super::VersionFloor) keeps: `{"version", "content"}`).
+//!
+//! - **At start** ([`pull`]), each record is read into the state directory's floor, which keeps the
+//!   higher of the two; a Secret that does not exist is an empty floor. One that cannot be read (RBAC,
+//!   the API server down or slow, a record that does not parse) leaves the floor unknown: a module the
+//!   state directory has no record of is then refused signed (a new pod's directory has none).
+//! - **Once the modules serve** ([`push`]), the state directory's records are written back, each where
+//!   it is higher than the Secret's: an update pinned to the resourceVersion read (a conflict reads
+//!   again), or a create when there is none. The plugin only ever raises a record; one someone lowered
+//!   (or a Secret deleted) is raised again from the state directory by the next plugin process of the
+//!   pod.
+//!
+//! Why a Secret and not a ConfigMap (docs/modules.md §5, threat model): whoever can write ConfigMaps in
+//! Velero's namespace is the attacker the floor is for. A Secret of Velero's namespace is written by
+//! those who can write the trusted keys' Secret beside it, who can already make any module verify.
+//! RBAC needs only `get` and `update` on this one name (`velero-wasm rbac --trusted-keys`); `create`
+//! cannot be limited to a name, so `rbac` prints the empty Secret to apply with the Role.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use base64::Engine as _;
+use serde_json::{json, Value};
+
+use super::version_floor::{Served, VersionFloor};
+use crate::capabilities::kube::live::LazyCluster;
+use crate::capabilities::kube::{ApiResource, KubeApi, KubeError};
+
+/// The name of the Secret that keeps the floor, in Velero's namespace.
+pub const SECRET: &str = "velero-wasm-version-floor";
+/// How long each exchange with the API server may take (Velero's calls wait for the modules).
+pub const TIMEOUT: Duration = Duration::from_secs(5);
+/// How many times a write that met a concurrent one reads again.
+const ATTEMPTS: usize = 4;
+
+fn secrets() -> ApiResource {
+    ApiResource::new("", "v1", "secrets")
+}
+
+/// Velero's namespace: `velero_namespace`, else the one the cluster configuration names (`None`
+/// when it cannot be had within [`TIMEOUT`]).
+pub async fn namespace_of(cluster: &LazyCluster, velero_namespace: &str) -> Option<String> {
+    if !velero_namespace.is_empty() {
+        return Some(velero_namespace.to_string());
+    }
+    match tokio::time::timeout(TIMEOUT, cluster.default_namespace()).await {
+        Ok(Ok(namespace)) => Some(namespace),
+        _ => None,
+    }
+}
+
+/// The Secret's records, or `None` when there is no Secret; an error says why it cannot be read.
+async fn read(
+    cluster: &LazyCluster,
+    namespace: &str,
+) -> Result<Option<(Value, BTreeMap<String, Served>)>, String> {
+    let got = tokio::time::timeout(TIMEOUT, cluster.get(&secrets(), namespace, SECRET))
+        .await
+        .map_err(|_| format!("no answer within {} s", TIMEOUT.as_secs()))?;
+    let secret = match got {
+        Ok(secret) => secret,
+        Err(KubeError::NotFound(_)) => return Ok(None),
+        Err(e) => return Err(e.to_string()),
+    };
+    let mut records = BTreeMap::new();
+    if let Some(data) = secret.get("data").and_then(Value::as_object) {
+        for (key, value) in data {
+            let Some(module) = key
+                .strip_suffix(".json")
+                .filter(|m| super::valid_module_name(m))
+            else {
+                return Err(format!("key {key:?} is not <module>.json"));
+            };
+            let served = value
+                .as_str()
+                .and_then(|v| base64::engine::general_purpose::STANDARD.decode(v).ok())
+                .and_then(|bytes| serde_json::from_slice::<Served>(&bytes).ok())
+                .filter(|s| s.parsed().is_ok())
+                .ok_or_else(|| {
+                    format!("key {key:?} is not a version record ({{\"version\", \"content\"}})")
+                })?;
+            records.insert(module.to_string(), served);
+        }
+    }
+    Ok(Some((secret, records)))
+}
+
+/// Reads the floor kept in the cluster into `floor` (each module at the higher of the two), or marks
+/// it unknown when it cannot be read. Returns what is worth a line: why it could not be read.
+pub async fn pull(cluster: &LazyCluster, namespace: &str, floor: &VersionFloor) -> Option<String> {
+    let records = match read(cluster, namespace).await {
+        Ok(found) => found.map(|(_, records)| records).unwrap_or_default(),
+        Err(why) => {
+            let why = format!("Secret {namespace}/{SECRET}: {why}");
+            floor.set_cluster_unknown(Some(why.clone()));
+            return Some(why);
+        }
+    };
+    for (module, served) in &records {
+        if let Err(e) = floor.raise_record(module, served) {
+            // The state directory's floor is refused as a whole when it cannot be trusted; this
+            // record is then unknown here, which holds the module to nothing: refuse it instead.
+            let why = format!(
+                "Secret {namespace}/{SECRET}: module {module}'s version {} cannot be kept in the state directory: {e}",
+                served.version
+            );
+            floor.set_cluster_unknown(Some(why.clone()));
+            return Some(why);
+        }
+    }
+    floor.set_cluster_unknown(None);
+    tracing::debug!(
+        namespace,
+        modules = records.len(),
+        "version floor read from Secret {SECRET}"
+    );
+    None
+}
+
+/// What [`push`] did.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Pushed {
+    /// The modules whose record was raised in the Secret.
+    pub raised: Vec<String>,
+    /// Whether the Secret was created.
+    pub created: bool,
+}
+
+/// Writes the records of `floor` into the Secret where they are higher (creating it if there is none).
+pub async fn push(
+    cluster: &LazyCluster,
+    namespace: &str,
+    floor: &VersionFloor,
+) -> Result<Pushed, String> {
+    let local = floor.records().map_err(|e| e.to_string())?;
+    let mut last = String::new();
+    for _ in 0..ATTEMPTS {
+        let found = read(cluster, namespace)
+            .await
+            .map_err(|why| format!("Secret {namespace}/{SECRET}: {why}"))?;
+        let (secret, records) = match found {
+            Some((secret, records)) => (Some(secret), records),
+            None => (None, BTreeMap::new()),
+        };
+        let mut pushed = Pushed::default();
+        let mut merged = records.clone();
+        for (module, served) in &local {
+            let Ok(version) = served.parsed() else {
+                continue;
+            };
+            let higher = match records.get(module).map(Served::parsed) {
+                Some(Ok(there)) => version > there,
+                Some(Err(_)) | None => true,
+            };
+            if higher {
+                merged.insert(module.clone(), served.clone());
+                pushed.raised.push(module.clone());
+            }
+        }
+        if pushed.raised.is_empty() {
+            return Ok(pushed);
+        }
+        let data: serde_json::Map<String, Value> = merged
+            .iter()
+            .map(|(module, served)| {
+                let text = serde_json::to_vec(served).unwrap_or_default();
+                (
+                    format!("{module}.json"),
+                    json!(base64::engine::general_purpose::STANDARD.encode(text)),
+                )
+            })
+            .collect();
+        let written = match secret {
+            Some(mut secret) => {
+                secret["data"] = Value::Object(data);
+                tokio::time::timeout(TIMEOUT, cluster.update(&secrets(), namespace, secret)).await
+            }
+            None => {
+                pushed.created = true;
+                let secret = json!({
+                    "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                    "metadata": {"name": SECRET, "namespace": namespace,
+                                 "labels": {"app.kubernetes.io/name": "velero-wasm"}},
+                    "data": data,
+                });
+                tokio::time::timeout(TIMEOUT, cluster.create(&secrets(), namespace, secret)).await
+            }
+        };
+        match written {
+            Ok(Ok(_)) => return Ok(pushed),
+            // Another plugin process wrote meanwhile (or created it): read again and merge.
+            Ok(Err(KubeError::Conflict(e))) => last = e,
+            Ok(Err(e)) => return Err(format!("Secret {namespace}/{SECRET}: {e}")),
+            Err(_) => {
+                return Err(format!(
+                    "Secret {namespace}/{SECRET}: no answer within {} s",
+                    TIMEOUT.as_secs()
+                ))
+            }
+        }
+    }
+    Err(format!(
+        "Secret {namespace}/{SECRET}: still changing after {ATTEMPTS} attempts: {last}"
+    ))
+}
