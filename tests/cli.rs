@@ -2538,6 +2538,8 @@ fn status_scene() -> tempfile::TempDir {
         sha256: "0".repeat(64),
         signed_by: signed_by.map(str::to_string),
         verified: false,
+        signature_expires: None,
+        failure_policy: None,
     };
     let modules = Modules {
         written: "2026-12-04T16:00:00.000Z".into(),

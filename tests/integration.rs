@@ -13,6 +13,7 @@ mod support;
 mod cli;
 mod diff;
 mod environment;
+mod failure_policy;
 mod hcp;
 #[path = "http.rs"]
 mod http_capability;

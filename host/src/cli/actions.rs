@@ -138,7 +138,7 @@ async fn load(args: &ActionsArgs) -> Result<(Runtime, Vec<LoadProblem>), Failure
             ),
             broken: false,
             served: true,
-            shadow: false,
+            ..LoadProblem::default()
         });
     }
     Ok((runtime, problems))
@@ -160,7 +160,12 @@ fn print_json(entries: &[ActionEntry], catalog: &Catalog, problems: &[LoadProble
                 "module": &*module.name,
                 "origin": module.origin.to_string(),
                 "sha256": module.sha256,
-                "signature": module.signature.as_ref().map(|s| json!({"key": s.key, "verified": s.verified})),
+                "signature": module.signature.as_ref().map(|s| json!({
+                    "key": s.key,
+                    "verified": s.verified,
+                    "expires": s.expires,
+                    "expiresInDays": s.expires_within_warning(std::time::SystemTime::now()),
+                })),
                 "grant": {
                     "kube": module.grant.kube.iter().map(|r| json!({
                         "resources": r.resources, "verbs": r.verbs, "namespaces": r.namespaces,
@@ -186,7 +191,21 @@ fn print_json(entries: &[ActionEntry], catalog: &Catalog, problems: &[LoadProble
         .map(|p| json!({"message": p.message, "broken": p.broken, "served": p.served}))
         .collect();
     let module = |m: &Arc<LoadedModule>| json!({"name": &*m.name, "source": m.origin.to_string(), "settings": m.settings(), "settingsSchema": m.settings_schema.entries});
-    let mut modules: Vec<_> = catalog.modules().map(&module).collect();
+    let mut modules: Vec<_> = catalog
+        .modules()
+        .map(|m| {
+            let mut serving = module(m);
+            serving["failurePolicy"] = json!(catalog.policy(&m.name));
+            serving
+        })
+        .collect();
+    // A module whose failure policy triggered with nothing of its name in service.
+    modules.extend(
+        catalog
+            .policies()
+            .filter(|(name, _)| !catalog.modules().any(|m| &*m.name == name.as_str()))
+            .map(|(name, policy)| json!({"name": name, "source": null, "failurePolicy": policy})),
+    );
     modules.extend(catalog.shadows().map(|m| {
         let mut shadow = module(m);
         shadow["shadowOf"] = json!(&*m.name);
@@ -228,8 +247,8 @@ fn print_table(
             info.name.clone(),
             info.kind.to_string(),
             match &entry.module.signature {
-                Some(s) if s.verified => format!("{name} (signed {})", s.key),
-                Some(s) => format!("{name} (signed {}, unverified)", s.key),
+                Some(s) if s.verified => format!("{name} (signed {}{})", s.key, expiry_note(s)),
+                Some(s) => format!("{name} (signed {}, unverified{})", s.key, expiry_note(s)),
                 None => name,
             },
             applies_to(&info.applies_to),
@@ -247,20 +266,58 @@ fn print_table(
     }
     print!("{}", text::printable(&table(&rows, &columns, width)));
     // Where each module comes from (stock, a directory, a ConfigMap, an override).
-    let mut sources = vec![vec!["MODULE".to_string(), "SOURCE".to_string()]];
+    // and what happens when a new version of it cannot be loaded (its failure policy), and whether
+    // that happened now.
+    let mut sources = vec![vec![
+        "MODULE".to_string(),
+        "SOURCE".to_string(),
+        "ON FAILURE".to_string(),
+    ]];
     for m in catalog.modules() {
-        sources.push(vec![m.name.to_string(), m.origin.to_string()]);
+        sources.push(vec![
+            m.name.to_string(),
+            m.origin.to_string(),
+            super::status::policy_cell(catalog.policy(&m.name)),
+        ]);
+    }
+    for (name, policy) in catalog.policies() {
+        if !catalog.modules().any(|m| &*m.name == name.as_str()) {
+            sources.push(vec![
+                name.clone(),
+                "not served".to_string(),
+                super::status::policy_cell(Some(policy)),
+            ]);
+        }
     }
     for m in catalog.shadows() {
         sources.push(vec![
             format!("{} (shadow of {})", m.name, m.name),
             m.origin.to_string(),
+            "-".to_string(),
         ]);
     }
     print!(
         "\n{}",
-        table(&sources, &[Column::Wraps, Column::Wraps], width)
+        table(
+            &sources,
+            &[Column::Wraps, Column::Wraps, Column::Wraps],
+            width
+        )
     );
+    // Signatures about to expire, each once.
+    for m in catalog.modules() {
+        if let Some(s) = &m.signature {
+            if let Some(days) = s.expires_within_warning(std::time::SystemTime::now()) {
+                eprintln!(
+                    "velero-wasm actions: warning: module {}: its signature by key {} {} ({}): sign it again and apply it before then, or the module stops serving",
+                    m.name,
+                    s.key,
+                    super::status::expiry_words(days),
+                    s.expires.as_deref().unwrap_or("-")
+                );
+            }
+        }
+    }
     for problem in problems {
         let what = if problem.broken {
             "module left out"
@@ -270,6 +327,14 @@ fn print_table(
         let problem = problem.to_string();
         eprintln!("velero-wasm actions: {what}: {}", text::printable(&problem));
     }
+}
+
+/// `, expires in 3 days` when a signature expires within the warning window, else nothing.
+fn expiry_note(signature: &crate::modules::ModuleSignature) -> String {
+    signature
+        .expires_within_warning(std::time::SystemTime::now())
+        .map(|days| format!(", {}", super::status::expiry_words(days)))
+        .unwrap_or_default()
 }
 
 /// One module in full, a field a line (the grant one rule a line), for `--module NAME`.

@@ -18,6 +18,7 @@ use serde_json::json;
 use super::text::{table, wrap, Column};
 use super::{EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK};
 use crate::action::compare::patch_lines;
+use crate::modules::failure_policy::PolicyState;
 use crate::shadow::status::{self, ModuleStatus};
 use crate::shadow::Tally;
 
@@ -76,10 +77,21 @@ pub fn status(args: StatusArgs) -> u8 {
         }
     }
     if args.json {
+        let now = std::time::SystemTime::now();
+        let listed: Vec<serde_json::Value> = modules
+            .modules
+            .iter()
+            .map(|m| {
+                let mut shown = serde_json::to_value(m).unwrap_or_default();
+                // Computed now: the file may have been written days ago.
+                shown["signatureExpiresInDays"] = json!(expiry_days(m, now));
+                shown
+            })
+            .collect();
         let report = json!({
             "stateDir": state.display().to_string(),
             "modulesWritten": modules.written,
-            "modules": modules.modules,
+            "modules": listed,
             "processes": read.processes.len(),
             "shadows": shadows,
         });
@@ -123,28 +135,106 @@ fn text(
     out
 }
 
-/// The modules loaded: name, role, version, source and signature, one a row; long cells wrap.
+/// Whole days until a module's signature expires, when that is within
+/// [`EXPIRY_WARNING_DAYS`](crate::modules::signature::EXPIRY_WARNING_DAYS) of `now` (0: expired).
+fn expiry_days(m: &ModuleStatus, now: std::time::SystemTime) -> Option<u64> {
+    crate::modules::signature::expiry_warning(m.signature_expires.as_deref()?, now)
+}
+
+/// `expires in 3 days`, `expires today`, `expired`: a signature's expiry when it is near.
+pub(super) fn expiry_words(days: u64) -> String {
+    match days {
+        0 => "expired".to_string(),
+        1 => "expires within a day".to_string(),
+        n => format!("expires in {n} days"),
+    }
+}
+
+/// A failure policy as a table cell: `refuse (manifest)`, with `TRIGGERED: …` when it did.
+pub(super) fn policy_cell(policy: Option<&PolicyState>) -> String {
+    match policy {
+        None => "-".to_string(),
+        Some(p) => match &p.triggered {
+            Some(t) => format!("{} ({}), TRIGGERED: {}", p.policy, p.from, t.outcome),
+            None => format!("{} ({})", p.policy, p.from),
+        },
+    }
+}
+
+/// The modules loaded: name, role, version, source, signature (with its expiry when near) and
+/// failure policy, one a row; long cells wrap. Then, per module, why a policy triggered and which
+/// signature is about to expire.
 fn modules_table(modules: &[ModuleStatus], written: &str, width: usize) -> String {
+    let now = std::time::SystemTime::now();
     let mut out = format!("modules (as loaded at {written}):\n");
-    let mut rows = vec![["MODULE", "ROLE", "VERSION", "SOURCE", "SIGNATURE"]
-        .map(String::from)
-        .to_vec()];
+    let mut rows = vec![[
+        "MODULE",
+        "ROLE",
+        "VERSION",
+        "SOURCE",
+        "SIGNATURE",
+        "ON FAILURE",
+    ]
+    .map(String::from)
+    .to_vec()];
+    let mut notes = String::new();
     for m in modules {
-        let signature = match (&m.signed_by, m.verified) {
+        let mut signature = match (&m.signed_by, m.verified) {
             (Some(key), true) => format!("{key} (verified)"),
             (Some(key), false) => format!("{key} (not verified)"),
             (None, _) => "unsigned".to_string(),
         };
+        if let (Some(days), Some(at)) = (expiry_days(m, now), &m.signature_expires) {
+            signature.push_str(&format!(", {}", expiry_words(days)));
+            notes.push_str(&wrap(
+                &format!(
+                    "{}: its signature by key {} {} ({at}): sign it again and apply it before then, or the module stops serving",
+                    m.name,
+                    m.signed_by.as_deref().unwrap_or("-"),
+                    expiry_words(days)
+                ),
+                width,
+                2,
+            ));
+        }
+        if let Some(triggered) = m.failure_policy.as_ref().and_then(|p| p.triggered.as_ref()) {
+            notes.push_str(&wrap(
+                &format!(
+                    "{}: failure policy {} triggered ({}): {}",
+                    m.name,
+                    m.failure_policy
+                        .as_ref()
+                        .map(|p| p.policy.as_str())
+                        .unwrap_or("-"),
+                    triggered.outcome,
+                    triggered.cause
+                ),
+                width,
+                2,
+            ));
+        }
         rows.push(vec![
             m.name.clone(),
             m.role.clone(),
             m.version.clone().unwrap_or_else(|| "-".to_string()),
             m.source.clone(),
             signature,
+            policy_cell(m.failure_policy.as_ref()),
         ]);
     }
+    // Only modules that are not stock have a failure policy: without one, no column for it.
+    if !modules.iter().any(|m| m.failure_policy.is_some()) {
+        for row in &mut rows {
+            row.pop();
+        }
+    }
     use Column::{Fixed, Wraps};
-    out.push_str(&table(&rows, &[Wraps, Fixed, Wraps, Wraps, Wraps], width));
+    let columns = [Wraps, Fixed, Wraps, Wraps, Wraps, Wraps];
+    out.push_str(&table(&rows, &columns[..rows[0].len()], width));
+    if !notes.is_empty() {
+        out.push('\n');
+        out.push_str(&notes);
+    }
     out
 }
 

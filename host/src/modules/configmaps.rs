@@ -335,6 +335,11 @@ pub struct Cached {
     /// Labelled [`SHADOW_LABEL`]: its module is a shadow, not served.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub shadow: bool,
+    /// Its annotation [`ANNOTATION`](super::failure_policy::ANNOTATION) as written: the module's
+    /// failure policy when no manifest of it can be trusted (kept in the listing, for when the list
+    /// cannot be read).
+    #[serde(default, rename = "onFailure", skip_serializing_if = "Option::is_none")]
+    pub on_failure: Option<String>,
 }
 
 impl Cached {
@@ -379,6 +384,10 @@ pub struct ConfigMapModules {
     pub pruned: usize,
     /// Set when the API could not be used and the last listed ConfigMaps are loaded instead.
     pub fallback: Option<String>,
+    /// The annotation [`ANNOTATION`](super::failure_policy::ANNOTATION) of each listed ConfigMap that
+    /// has one, by uid, those that could not be used too: what a module whose ConfigMap cannot be
+    /// used falls back on is the ConfigMap's to say when no manifest of it can be trusted.
+    pub on_failure: BTreeMap<String, String>,
 }
 
 /// The ConfigMap cache of a state directory.
@@ -429,6 +438,9 @@ impl Cache {
         sorted.sort_by_key(|cm| name_of(cm).to_string());
         for item in sorted {
             let configmap = name_of(item).to_string();
+            if let Some(policy) = on_failure_of(item) {
+                out.on_failure.insert(field_of(item, "uid"), policy);
+            }
             let module = item
                 .pointer("/metadata/labels")
                 .and_then(|l| l.get(LABEL))
@@ -509,6 +521,7 @@ impl Cache {
             resource_version: version,
             dir: dir.clone(),
             shadow: is_shadow(item),
+            on_failure: on_failure_of(item),
         };
         if dir.is_dir() {
             // Used again: not pruned while in use.
@@ -602,6 +615,14 @@ impl Cache {
         }
         pruned
     }
+}
+
+/// A ConfigMap's failure-policy annotation, as written (checked where it is used).
+fn on_failure_of(item: &Value) -> Option<String> {
+    item.pointer("/metadata/annotations")
+        .and_then(|a| a.get(super::failure_policy::ANNOTATION))
+        .and_then(Value::as_str)
+        .map(str::to_string)
 }
 
 /// A `metadata` field of a ConfigMap, empty when it has none.

@@ -8,6 +8,9 @@
 //! description = "KubeVirt VM backup and restore"
 //! read-views = false                   # never answer this module's reads from a backup's read view
 //!                                      # (default true; docs/read-views.md)
+//! on-failure = "refuse"                # when a new version of it cannot be loaded: "last-good"
+//!                                      # (default), "stock" or "refuse" its actions
+//!                                      # (docs/modules.md#s2-3)
 //!
 //! [limits]
 //! timeout = "30s"                      # per call (default 30s)
@@ -74,6 +77,9 @@ pub struct Manifest {
     pub settings_schema: SettingsSchema,
     /// `read-views = false`: the module's reads always go to the API server (docs/read-views.md).
     pub no_read_views: bool,
+    /// `on-failure`: what serves when a new version of the module cannot be loaded (see
+    /// [`super::failure_policy`]); `None` when the manifest does not say.
+    pub on_failure: Option<super::FailurePolicy>,
 }
 
 /// A manifest as TOML gives it, before its kube rules are read ([`Manifest::parse`] checks and types
@@ -97,6 +103,8 @@ struct ManifestText {
     settings_schema: BTreeMap<String, SpecText>,
     #[serde(default = "read_views_default", rename = "read-views")]
     read_views: bool,
+    #[serde(default, rename = "on-failure")]
+    on_failure: Option<String>,
 }
 
 /// Reads may be answered from read views unless a manifest says otherwise.
@@ -156,6 +164,11 @@ impl Manifest {
         settings_schema
             .check(&raw.settings)
             .map_err(|e| invalid(format!("settings.{}", e.key), e.problem.to_string()))?;
+        let on_failure = raw
+            .on_failure
+            .as_deref()
+            .map(|p| super::FailurePolicy::parse(p).map_err(|e| invalid("on-failure", e)))
+            .transpose()?;
         Ok(Manifest {
             sha256: raw.sha256,
             version,
@@ -165,6 +178,7 @@ impl Manifest {
             settings: raw.settings,
             settings_schema,
             no_read_views: !raw.read_views,
+            on_failure,
         })
     }
 }

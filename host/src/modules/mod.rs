@@ -11,6 +11,7 @@ pub mod compression;
 mod configmap_file;
 pub mod configmaps;
 mod directory;
+pub mod failure_policy;
 mod last_good;
 mod manifest;
 pub mod oci;
@@ -28,6 +29,7 @@ use std::sync::Arc;
 pub use directory::{
     module_from_parts, read_module, DirectoryScan, OverrideFile, PartError, ReadError,
 };
+pub use failure_policy::FailurePolicy;
 pub use last_good::{LastGood, RecallError};
 pub use manifest::{
     parse_byte_size, Grant, KubeRule, Limits, Manifest, ManifestError, NamespaceRule, Verbs,

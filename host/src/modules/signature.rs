@@ -382,6 +382,32 @@ pub struct ModuleSignature {
     pub verified: bool,
     /// The signature file as written (kept with the module's last good copy).
     pub text: Arc<str>,
+    /// When it stops being accepted (RFC 3339, as signed), if it has an expiry.
+    pub expires: Option<String>,
+}
+
+/// How close to its expiry a serving module's signature is called out by `velero-wasm status` and
+/// `velero-wasm actions`: two weeks, the room to sign and apply it again before it stops serving.
+pub const EXPIRY_WARNING_DAYS: u64 = 14;
+
+impl ModuleSignature {
+    /// Whole days (rounded up) until the signature expires, when it expires within
+    /// [`EXPIRY_WARNING_DAYS`] of `now`; `Some(0)` once it has expired.
+    pub fn expires_within_warning(&self, now: std::time::SystemTime) -> Option<u64> {
+        expiry_warning(self.expires.as_deref()?, now)
+    }
+}
+
+/// Whole days (rounded up) from `now` to the RFC 3339 time `expires`, when that is within
+/// [`EXPIRY_WARNING_DAYS`]; `Some(0)` once passed; `None` when further off or not a time.
+pub fn expiry_warning(expires: &str, now: std::time::SystemTime) -> Option<u64> {
+    let at = humantime::parse_rfc3339(expires).ok()?;
+    let left = match at.duration_since(now) {
+        Ok(left) => left.as_secs(),
+        Err(_) => return Some(0),
+    };
+    let days = left.div_ceil(24 * 3600);
+    (days <= EXPIRY_WARNING_DAYS).then_some(days)
 }
 
 impl fmt::Display for ModuleSignature {
@@ -502,6 +528,7 @@ pub fn verify(
             key: file.key,
             verified: false,
             text: Arc::from(text),
+            expires: file.expires,
         }));
     };
     let Some(key) = keys.keys.iter().find(|k| k.id == file.key) else {
@@ -537,6 +564,7 @@ pub fn verify(
         key: file.key,
         verified: true,
         text: Arc::from(text),
+        expires: file.expires,
     }))
 }
 

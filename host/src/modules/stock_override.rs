@@ -85,6 +85,9 @@ pub fn apply(stock: &ModuleSource, text: &str, from: Origin) -> Result<ModuleSou
         merged.description = manifest.description.clone();
     }
     merged.version = manifest.version.clone();
+    // What serves when this override cannot be used is the override's to say (the stock manifest
+    // states none).
+    merged.on_failure = manifest.on_failure;
     Ok(ModuleSource {
         name: stock.name.clone(),
         wasm: stock.wasm.clone(),

@@ -563,6 +563,10 @@ async fn load_modules(
                 // (docs/operation.md#what-velero-counts); `velero-wasm status` lists the shadows loaded.
                 if problem.shadow {
                     tracing::info!(shadow = true, "{problem}");
+                } else if problem.refused {
+                    // A failure policy refused the module: each item its actions are given fails
+                    // with the reason, which is what Velero counts (docs/modules.md#s2-3).
+                    tracing::info!(refused = true, "{problem}");
                 } else if problem.served {
                     tracing::warn!("{problem}");
                 } else {

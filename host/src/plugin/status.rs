@@ -39,6 +39,20 @@ pub fn call_failed(kind: ActionKind, error: &CallError) -> Status {
         ),
         CallError::Action(message) => status(Code::Unknown, message),
         CallError::NoSigner => status(Code::Unknown, &error.to_string()),
+        // A refused module's call fails its item, as an action's error does; the item's name comes
+        // from the request: quoted, not copied whole.
+        CallError::Refused {
+            module,
+            action,
+            item,
+            why,
+        } => status(
+            Code::Unknown,
+            &format!(
+                "module {module}, action {action}{}: refused: {why}",
+                quoted(item)
+            ),
+        ),
         // The item's namespace and name come from the request: quoted, not copied whole.
         CallError::Fault {
             module,

@@ -166,6 +166,15 @@ impl Runtime {
             input.budget = Some(memory);
             input.cpu = Some(cpu);
         }
+        // A module whose failure policy refused it answers every call with why, running nothing.
+        if let Some(why) = module.refusal() {
+            return Err(CallError::Refused {
+                module: module.name.to_string(),
+                action: input.id.action.clone(),
+                item: input.id.on_item(),
+                why: Arc::from(why),
+            });
+        }
         let exports = module
             .exports()
             .await

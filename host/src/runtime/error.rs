@@ -30,6 +30,19 @@ pub enum CallError {
     /// The action ran and returned an error: its message, verbatim.
     #[error("{0}")]
     Action(String),
+    /// The module's actions are refused: its new version could not be loaded and its failure policy
+    /// is `refuse` (docs/modules.md#s2-3). The call did not run.
+    #[error("module {module}, action {action}{item}: refused: {why}")]
+    Refused {
+        /// Module name.
+        module: String,
+        /// Action name.
+        action: String,
+        /// `" on item <resource.group ns/name>"`, or "".
+        item: String,
+        /// Why, naming the version that could not be loaded and the policy.
+        why: Arc<str>,
+    },
     /// The module misbehaved: this call failed, the host goes on serving.
     #[error("module {module}, action {action}{item}: {fault}")]
     Fault {
@@ -61,6 +74,7 @@ impl crate::metrics::FailureKind for CallError {
         match self {
             CallError::Action(_) if denied => "denied",
             CallError::Action(_) => "action",
+            CallError::Refused { .. } => "refused",
             CallError::Fault { fault, .. } => match fault {
                 Fault::Trap(_) | Fault::Exit(_) | Fault::Instantiate(_) => "trap",
                 Fault::Timeout(_) | Fault::NoSlot { .. } => "deadline",

@@ -41,9 +41,10 @@ pub use signer::{types as signing_types, Signing};
 
 use crate::capabilities::{self, Services};
 use crate::modules::configmaps::{Cached, ConfigMapModules};
+use crate::modules::failure_policy::{PolicyState, Triggered};
 use crate::modules::{
-    chosen_stock_modules, scan_directory, stock_override, DirectoryScan, LastGood, ModuleSource,
-    Origin, OverrideFile, StockChoice, TrustedKeys, VersionFloor,
+    chosen_stock_modules, scan_directory, stock_override, DirectoryScan, FailurePolicy, LastGood,
+    ModuleSource, Origin, OverrideFile, StockChoice, TrustedKeys, VersionFloor,
 };
 
 /// The runtime: modules, and the services their capabilities use.
@@ -75,7 +76,7 @@ pub struct ModuleConfig {
 }
 
 /// Something about the modules worth telling the operator.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct LoadProblem {
     /// What happened.
     pub message: String,
@@ -87,6 +88,9 @@ pub struct LoadProblem {
     /// It concerns a shadow module only: the serving module is untouched, so the plugin logs it
     /// at info, never where Velero counts it (docs/operation.md#what-velero-counts).
     pub shadow: bool,
+    /// The module's failure policy refused its actions: each item they are given fails with the
+    /// reason, which is what Velero counts, so the plugin logs this at info.
+    pub refused: bool,
 }
 
 impl LoadProblem {
@@ -95,7 +99,7 @@ impl LoadProblem {
             message,
             broken: false,
             served: true,
-            shadow: false,
+            ..LoadProblem::default()
         }
     }
 
@@ -112,7 +116,7 @@ impl LoadProblem {
             message,
             broken: true,
             served: false,
-            shadow: false,
+            ..LoadProblem::default()
         }
     }
 }
@@ -378,6 +382,16 @@ impl Runtime {
         let mut problems = Vec::new();
         let trusted = config.trusted_keys.as_ref();
         let stock = self.load_stock(&config.stock, &mut problems).await;
+        let annotations = config
+            .configmaps
+            .as_ref()
+            .map(|c| annotated_policies(c, &mut problems))
+            .unwrap_or_default();
+        let sources = Sources {
+            stock: &stock,
+            trusted,
+            annotations: &annotations,
+        };
 
         // Read every source first: which modules are still to come.
         let directory = match &config.directory {
@@ -421,12 +435,12 @@ impl Runtime {
                 .load_scan(
                     scan,
                     last_good,
-                    &stock,
+                    sources,
                     &|o: &OverrideFile| Origin::File(o.path.clone()),
                     &mut problems,
                 )
                 .await;
-            self.fall_back(broken, last_good, trusted, &mut problems)
+            self.fall_back(broken, last_good, sources, &mut problems)
                 .await;
             for name in from_directory.difference(&from_configmaps) {
                 settle(name);
@@ -438,18 +452,40 @@ impl Runtime {
                 shadows: Vec::new(),
                 early_broken,
             };
-            let sources = Sources {
-                stock: &stock,
-                trusted,
-            };
             self.load_configmap_modules(configmaps, plan, sources, &settle, &mut problems)
                 .await;
         }
+        self.record_policies(&annotations);
         for (cached, scan) in shadows {
             self.load_shadows(cached, scan, &stock, &mut problems).await;
             self.loading.settled(&cached.module);
         }
         Ok(problems)
+    }
+
+    /// Records the failure policy in force for each module in service that is not stock and whose
+    /// policy did not trigger: its manifest's, or its ConfigMap's annotation, the stricter
+    /// ([`FailurePolicy::strictest`]), else the default.
+    fn record_policies(&self, annotations: &BTreeMap<String, FailurePolicy>) {
+        let catalog = self.catalog();
+        for module in catalog.modules() {
+            if module.origin == Origin::Stock || catalog.policy(&module.name).is_some() {
+                continue;
+            }
+            let annotation = configmap_uid(&module.origin)
+                .and_then(|uid| annotations.get(uid))
+                .map(|p| (*p, ANNOTATION_SOURCE));
+            let stated = module.on_failure.map(|p| (p, MANIFEST_SOURCE));
+            let (policy, from) = FailurePolicy::strictest(stated.into_iter().chain(annotation));
+            self.registry.set_policy(
+                &module.name,
+                Some(PolicyState {
+                    policy: policy.to_string(),
+                    from: from.to_string(),
+                    triggered: None,
+                }),
+            );
+        }
     }
 
     /// Loads the modules of the ConfigMaps `plan` chose, the one a call waits for first; a module
@@ -462,7 +498,6 @@ impl Runtime {
         settle: &(dyn Fn(&str) + Sync),
         problems: &mut Vec<LoadProblem>,
     ) {
-        let Sources { stock, trusted } = sources;
         let ConfigMapPlan {
             mut chosen,
             early_broken,
@@ -471,7 +506,7 @@ impl Runtime {
         let last_good = self.open_last_good(configmaps.last_good.as_ref(), problems);
         for broken in early_broken {
             let name = broken.module.clone();
-            self.fall_back(vec![broken], last_good, trusted, problems)
+            self.fall_back(vec![broken], last_good, sources, problems)
                 .await;
             settle(&name);
         }
@@ -483,7 +518,7 @@ impl Runtime {
                 .load_scan(
                     scan,
                     last_good,
-                    stock,
+                    sources,
                     &|_: &OverrideFile| from.clone(),
                     problems,
                 )
@@ -494,7 +529,7 @@ impl Runtime {
                     ..b
                 })
                 .collect();
-            self.fall_back(broken, last_good, trusted, problems).await;
+            self.fall_back(broken, last_good, sources, problems).await;
             settle(&cached.module);
         }
     }
@@ -590,7 +625,7 @@ impl Runtime {
         &self,
         scan: DirectoryScan,
         last_good: Option<&LastGood>,
-        stock: &BTreeMap<String, ModuleSource>,
+        sources: Sources<'_>,
         override_origin: &(dyn Fn(&OverrideFile) -> Origin + Sync),
         problems: &mut Vec<LoadProblem>,
     ) -> Vec<Broken> {
@@ -612,6 +647,7 @@ impl Runtime {
                     module: name,
                     message,
                     configmap: None,
+                    stated: None,
                 }
             })
             .collect();
@@ -621,6 +657,8 @@ impl Runtime {
             match loaded {
                 Ok(loaded) => {
                     problems.extend(loaded.warnings.into_iter().map(LoadProblem::warning));
+                    // A version that serves replaces whatever a failure policy did under its name.
+                    self.registry.set_policy(&kept.name, None);
                     if let Some(store) = last_good {
                         if let Err(e) = store.remember(&kept) {
                             problems.push(LoadProblem::warning(format!(
@@ -635,11 +673,15 @@ impl Runtime {
                     module: kept.name.clone(),
                     message: e.to_string(),
                     configmap: None,
+                    stated: kept
+                        .manifest
+                        .on_failure
+                        .filter(|_| sources.stated_by_operator(kept.signature.as_ref())),
                 }),
             }
         }
         for file in scan.overrides {
-            self.load_override(file, stock, override_origin, problems)
+            self.load_override(file, sources, override_origin, problems)
                 .await;
         }
         broken
@@ -650,12 +692,12 @@ impl Runtime {
     async fn load_override(
         &self,
         file: OverrideFile,
-        stock: &BTreeMap<String, ModuleSource>,
+        sources: Sources<'_>,
         override_origin: &(dyn Fn(&OverrideFile) -> Origin + Sync),
         problems: &mut Vec<LoadProblem>,
     ) {
         let from = override_origin(&file);
-        let Some(base) = stock.get(&file.name) else {
+        let Some(base) = sources.stock.get(&file.name) else {
             let (served, now) = self.serving(&file.name);
             problems.push(LoadProblem {
                 message: format!(
@@ -664,7 +706,7 @@ impl Runtime {
                 ),
                 broken: true,
                 served,
-                shadow: false,
+                ..LoadProblem::default()
             });
             return;
         };
@@ -678,36 +720,67 @@ impl Runtime {
             {
                 Ok(loaded) => {
                     problems.extend(loaded.warnings.into_iter().map(LoadProblem::warning));
+                    self.registry.set_policy(&file.name, None);
                     return;
                 }
                 Err(e) => e.to_string(),
             },
             Err(why) => why.to_string(),
         };
-        let (served, now) = self.serving(&file.name);
+        let problem = format!("override {from} of module {} refused: {refused}", file.name);
+        // Its policy: the override's own (when its manifest reads and is the operator's), or its
+        // ConfigMap's annotation. No last good copy is kept of an override: last-good serves stock.
+        let manifest = crate::modules::Manifest::parse(&file.text).ok();
+        let stated = manifest
+            .and_then(|m| m.on_failure)
+            .filter(|_| sources.stated_by_operator(file.signature.as_ref()))
+            .map(|p| (p, MANIFEST_SOURCE));
+        let annotation = sources.annotation(&from).map(|p| (p, ANNOTATION_SOURCE));
+        let (policy, stated_in) = FailurePolicy::strictest(stated.into_iter().chain(annotation));
+        let (served, now, outcome) = match policy {
+            FailurePolicy::Refuse => self.refuse(&file.name, &problem, stated_in, None).await,
+            _ => {
+                let (served, now) = self.serving(&file.name);
+                (served, now, outcome_of(served, false))
+            }
+        };
+        let message = format!("{problem}; {now}");
+        self.registry.set_policy(
+            &file.name,
+            Some(PolicyState {
+                policy: policy.to_string(),
+                from: stated_in.to_string(),
+                triggered: Some(Triggered {
+                    outcome: outcome.to_string(),
+                    cause: message.clone(),
+                }),
+            }),
+        );
         problems.push(LoadProblem {
-            message: format!(
-                "override {from} of module {} refused: {refused}; {now}",
-                file.name
-            ),
+            message,
             broken: true,
             served,
-            shadow: false,
+            refused: policy == FailurePolicy::Refuse && !served,
+            ..LoadProblem::default()
         });
     }
 
-    /// Puts the last good version of each broken module in service, or says what serves instead.
+    /// Applies each broken module's failure policy ([`FailurePolicy`]): puts its last good version
+    /// in service (`last-good`, the default, which without one leaves what serves under its name),
+    /// leaves what serves under its name (`stock`), or refuses its actions (`refuse`); says which.
     async fn fall_back(
         &self,
         broken: Vec<Broken>,
         last_good: Option<&LastGood>,
-        trusted: Option<&TrustedKeys>,
+        sources: Sources<'_>,
         problems: &mut Vec<LoadProblem>,
     ) {
+        let trusted = sources.trusted;
         for Broken {
             module: name,
             message: problem,
             configmap,
+            stated,
         } in broken
         {
             // With trusted keys, a remembered version stands in for a broken update of the ConfigMap
@@ -717,38 +790,132 @@ impl Runtime {
                 (Some(_), Some(uid), Some(store)) => store.came_from(&name).as_ref() != Some(uid),
                 _ => false,
             };
-            let (served, fallback) = match last_good {
-                Some(_) if other_object => self.stock_fallback(
-                    &name,
-                    "its last good version came from another ConfigMap (deleted since), so it does not stand in for this one",
+            // The copy that may stand in, or why none may.
+            let recalled: Result<ModuleSource, String> = match last_good {
+                Some(_) if other_object => Err(
+                    "its last good version came from another ConfigMap (deleted since), so it does not stand in for this one".to_string(),
                 ),
-                Some(store) => match store.recall(&name, trusted) {
-                    Ok(previous) => {
-                        let sha = previous.sha256.clone();
-                        match self.load(previous).await {
-                            Ok(_) => (
-                                true,
-                                format!("serving its last good version (sha256 {sha}) instead"),
-                            ),
-                            Err(e) => self.stock_fallback(
-                                &name,
-                                &format!("its last good version does not load either: {e}"),
-                            ),
-                        }
-                    }
-                    Err(why) => self.stock_fallback(&name, &why.to_string()),
-                },
-                None => self.stock_fallback(
-                    &name,
-                    "no earlier copy that loaded is kept to fall back on (the plugin keeps one in its state directory)",
+                Some(store) => store.recall(&name, trusted).map_err(|why| why.to_string()),
+                None => Err(
+                    "no earlier copy that loaded is kept to fall back on (the plugin keeps one in its state directory)".to_string(),
                 ),
             };
+            // The policy: the strictest that the failed version's manifest (when it is the
+            // operator's), the ConfigMap's annotation and the last good copy's manifest state.
+            let annotation = configmap
+                .as_ref()
+                .and_then(|uid| sources.annotations.get(uid))
+                .map(|p| (*p, ANNOTATION_SOURCE));
+            let kept = recalled
+                .as_ref()
+                .ok()
+                .and_then(|copy| copy.manifest.on_failure)
+                .map(|p| (p, LAST_GOOD_SOURCE));
+            let stated_here = stated.map(|p| (p, MANIFEST_SOURCE));
+            let (policy, stated_in) =
+                FailurePolicy::strictest(stated_here.into_iter().chain(annotation).chain(kept));
+            let (served, fallback, outcome) = match policy {
+                FailurePolicy::LastGood => {
+                    let (served, fallback) = match recalled {
+                        Ok(previous) => {
+                            let sha = previous.sha256.clone();
+                            match self.load(previous).await {
+                                Ok(_) => (
+                                    true,
+                                    format!("serving its last good version (sha256 {sha}) instead"),
+                                ),
+                                Err(e) => self.stock_fallback(
+                                    &name,
+                                    &format!("its last good version does not load either: {e}"),
+                                ),
+                            }
+                        }
+                        Err(why) => self.stock_fallback(&name, &why),
+                    };
+                    let copy = served && fallback.starts_with("serving its last good");
+                    (served, fallback, outcome_of(served, copy))
+                }
+                FailurePolicy::Stock => {
+                    let (served, fallback) = self.stock_fallback(
+                        &name,
+                        &format!(
+                            "its failure policy is stock ({stated_in}), so no kept copy stands in"
+                        ),
+                    );
+                    (served, fallback, outcome_of(served, false))
+                }
+                FailurePolicy::Refuse => {
+                    self.refuse(&name, &problem, stated_in, recalled.ok()).await
+                }
+            };
+            let message = format!("{problem}; {fallback}");
+            self.registry.set_policy(
+                &name,
+                Some(PolicyState {
+                    policy: policy.to_string(),
+                    from: stated_in.to_string(),
+                    triggered: Some(Triggered {
+                        outcome: outcome.to_string(),
+                        cause: message.clone(),
+                    }),
+                }),
+            );
             problems.push(LoadProblem {
-                message: format!("{problem}; {fallback}"),
+                message,
                 broken: true,
                 served,
-                shadow: false,
+                refused: outcome == REFUSING,
+                ..LoadProblem::default()
             });
+        }
+    }
+
+    /// Refuses the actions of module `name` (failure policy `refuse`, stated in `stated_in`) because
+    /// of `problem`: the module that lists them — its last good `copy` when one may stand in (its own
+    /// actions), else what serves under its name — stays in service, and every call of them fails
+    /// with the reason, so the items they are given fail rather than go to a module the operator
+    /// did not choose. Returns whether anything serves (never), what was done, and the outcome.
+    async fn refuse(
+        &self,
+        name: &str,
+        problem: &str,
+        stated_in: &str,
+        copy: Option<ModuleSource>,
+    ) -> (bool, String, &'static str) {
+        let mut lists = String::new();
+        if let Some(copy) = copy {
+            let sha = copy.sha256.clone();
+            match self.load(copy).await {
+                Ok(_) => lists = format!("its last good version (sha256 {sha})"),
+                Err(e) => {
+                    tracing::debug!(module = name, "its last good version does not load: {e}")
+                }
+            }
+        }
+        let why = format!(
+            "module {name} cannot be loaded and its failure policy is refuse ({stated_in}): {problem}"
+        );
+        match self.catalog().modules().find(|m| &*m.name == name) {
+            Some(module) => {
+                module.refuse(&why);
+                if lists.is_empty() {
+                    lists = module.origin.to_string();
+                }
+                (
+                    false,
+                    format!(
+                        "refusing its actions (failure policy refuse, {stated_in}): each item they are given fails with this reason; the actions are those of {lists}"
+                    ),
+                    REFUSING,
+                )
+            }
+            None => (
+                false,
+                format!(
+                    "its failure policy is refuse ({stated_in}), but no module {name} is in service whose actions could be refused: Velero is not told of its actions"
+                ),
+                "not served",
+            ),
         }
     }
 
@@ -786,6 +953,64 @@ struct Broken {
     message: String,
     /// The uid of the ConfigMap it came from, if it came from one.
     configmap: Option<String>,
+    /// The failure policy its own manifest states, when that manifest is the operator's (its
+    /// signature verified, or no keys are trusted).
+    stated: Option<FailurePolicy>,
+}
+
+/// Where a failure policy was stated, as `status` and `actions` show it.
+const MANIFEST_SOURCE: &str = "manifest";
+const ANNOTATION_SOURCE: &str = "ConfigMap annotation";
+const LAST_GOOD_SOURCE: &str = "last good copy's manifest";
+/// The outcome of a failure policy that refused a module's actions.
+const REFUSING: &str = "refusing";
+
+/// The outcome of a failure policy that did not refuse, for `status`.
+fn outcome_of(served: bool, last_good_copy: bool) -> &'static str {
+    match (served, last_good_copy) {
+        (true, true) => "serving last good copy",
+        (true, false) => "serving stock",
+        (false, _) => "not served",
+    }
+}
+
+/// The uid of the ConfigMap a module (or the override of a stock one) came from.
+fn configmap_uid(origin: &Origin) -> Option<&str> {
+    match origin {
+        Origin::ConfigMap { uid, .. } => Some(uid),
+        Origin::Override(from) => configmap_uid(from),
+        _ => None,
+    }
+}
+
+/// The failure policies module ConfigMaps state in their annotation, by uid; a value that is no
+/// policy is reported and taken as `refuse`, the strictest: the operator asked for one.
+fn annotated_policies(
+    configmaps: &ConfigMapModules,
+    problems: &mut Vec<LoadProblem>,
+) -> BTreeMap<String, FailurePolicy> {
+    let mut written: BTreeMap<String, (String, String)> = configmaps
+        .on_failure
+        .iter()
+        .map(|(uid, text)| (uid.clone(), (uid.clone(), text.clone())))
+        .collect();
+    for cached in configmaps.configmaps.iter().filter(|c| !c.shadow) {
+        if let Some(text) = &cached.on_failure {
+            written.insert(cached.uid.clone(), (cached.configmap.clone(), text.clone()));
+        }
+    }
+    let mut policies = BTreeMap::new();
+    for (uid, (configmap, text)) in written {
+        let policy = FailurePolicy::parse(&text).unwrap_or_else(|why| {
+            problems.push(LoadProblem::warning(format!(
+                "ConfigMap {configmap}: annotation {}: {why}; taken as refuse, the strictest, until it is corrected",
+                crate::modules::failure_policy::ANNOTATION
+            )));
+            FailurePolicy::Refuse
+        });
+        policies.insert(uid, policy);
+    }
+    policies
 }
 
 /// What a module source falls back on: the stock modules (a manifest without a component overrides
@@ -794,6 +1019,21 @@ struct Broken {
 struct Sources<'a> {
     stock: &'a BTreeMap<String, ModuleSource>,
     trusted: Option<&'a TrustedKeys>,
+    /// The failure policies module ConfigMaps state in their annotation, by uid.
+    annotations: &'a BTreeMap<String, FailurePolicy>,
+}
+
+impl Sources<'_> {
+    /// Whether what a manifest with this signature states is the operator's: no keys are trusted,
+    /// or a trusted key signed it.
+    fn stated_by_operator(&self, signature: Option<&crate::modules::ModuleSignature>) -> bool {
+        self.trusted.is_none() || signature.is_some_and(|s| s.verified)
+    }
+
+    /// The failure policy the annotation of the ConfigMap `origin` came from states, if any.
+    fn annotation(&self, origin: &Origin) -> Option<FailurePolicy> {
+        self.annotations.get(configmap_uid(origin)?).copied()
+    }
 }
 
 /// The module ConfigMaps' copies as read: the one copy of each module that is to serve, the one to
@@ -868,12 +1108,13 @@ fn plan_configmaps<'a>(
                 ),
                 broken: true,
                 served: true,
-                shadow: false,
+                ..LoadProblem::default()
             }),
             (Some(name), None) => early_broken.push(Broken {
                 module: name.clone(),
                 message: problem.message.clone(),
                 configmap: Some(problem.uid.clone().unwrap_or_default()),
+                stated: None,
             }),
             (None, _) => problems.push(LoadProblem::not_served(problem.message.clone())),
         }
@@ -939,7 +1180,7 @@ fn one_per_module<'a>(
             ),
             broken: true,
             served: true,
-            shadow: false,
+            ..LoadProblem::default()
         });
     }
     chosen

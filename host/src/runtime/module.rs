@@ -41,6 +41,11 @@ pub struct LoadedModule {
     pub version: Option<String>,
     /// Its actions, as it describes them.
     pub actions: Vec<ActionInfo>,
+    /// The failure policy its manifest states (`on-failure`), if any.
+    pub on_failure: Option<crate::modules::FailurePolicy>,
+    /// Set when its actions are refused (a failure policy `refuse` triggered for its name): every
+    /// call fails with this reason instead of running.
+    refusal: std::sync::OnceLock<Arc<str>>,
     pub(super) applies_to: Vec<AppliesTo>,
     pub(super) caps: Arc<ModuleCaps>,
     /// Which of the two interfaces it exports.
@@ -87,6 +92,18 @@ impl LoadedModule {
     /// The prepared selector of action number `index`.
     pub fn applies_to(&self, index: usize) -> &AppliesTo {
         &self.applies_to[index]
+    }
+
+    /// Refuses every call of the module's actions from now on, with `why` (a failure policy
+    /// `refuse` that triggered: the module stays listed so that its items fail rather than go
+    /// unhandled). A second refusal keeps the first reason.
+    pub fn refuse(&self, why: &str) {
+        let _ = self.refusal.set(Arc::from(why));
+    }
+
+    /// Why its actions are refused, if they are.
+    pub fn refusal(&self) -> Option<&str> {
+        self.refusal.get().map(|why| &**why)
     }
 
     /// Whether the module exports `velero-wasm:plugin/signing`.
@@ -385,6 +402,8 @@ pub(super) fn finish(
             description: source.manifest.description,
             settings_schema: source.manifest.settings_schema,
             version: source.manifest.version.as_ref().map(ToString::to_string),
+            on_failure: source.manifest.on_failure,
+            refusal: std::sync::OnceLock::new(),
             actions,
             applies_to,
             caps: linked.caps,

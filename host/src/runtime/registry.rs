@@ -7,6 +7,7 @@ use std::sync::{Arc, RwLock};
 
 use super::module::LoadedModule;
 use crate::action::ActionInfo;
+use crate::modules::failure_policy::PolicyState;
 
 /// One action and the module that provides it.
 #[derive(Clone, Debug)]
@@ -33,6 +34,9 @@ pub struct Catalog {
     /// Shadow modules, by the name of the module they shadow (which is their own name too): called
     /// after the serving module, never instead of it (`crate::shadow`).
     shadows: BTreeMap<String, Arc<LoadedModule>>,
+    /// The failure policy of each module that is not stock, by name, and whether it triggered
+    /// (a refused module without a module of its name in service has an entry too).
+    policies: BTreeMap<String, PolicyState>,
 }
 
 /// Why a module cannot join the modules in service: it would provide what another module provides.
@@ -98,6 +102,7 @@ impl Catalog {
             actions,
             signer,
             shadows: self.shadows.clone(),
+            policies: self.policies.clone(),
         })
     }
 
@@ -111,7 +116,34 @@ impl Catalog {
             actions: self.actions.clone(),
             signer: self.signer.clone(),
             shadows,
+            policies: self.policies.clone(),
         }
+    }
+
+    /// The catalog with `state` as the failure policy of module `name` (none: forgotten).
+    fn with_policy(&self, name: &str, state: Option<PolicyState>) -> Catalog {
+        let mut policies = self.policies.clone();
+        match state {
+            Some(state) => policies.insert(name.to_string(), state),
+            None => policies.remove(name),
+        };
+        Catalog {
+            modules: self.modules.clone(),
+            actions: self.actions.clone(),
+            signer: self.signer.clone(),
+            shadows: self.shadows.clone(),
+            policies,
+        }
+    }
+
+    /// The failure policy of module `name` and whether it triggered, if it has one recorded.
+    pub fn policy(&self, name: &str) -> Option<&PolicyState> {
+        self.policies.get(name)
+    }
+
+    /// Every failure policy recorded, by module name.
+    pub fn policies(&self) -> impl Iterator<Item = (&String, &PolicyState)> {
+        self.policies.iter()
     }
 
     /// The shadow of `module`, if it has one.
@@ -182,6 +214,13 @@ impl Registry {
         let next = current.with(module)?;
         *current = Arc::new(next);
         Ok(())
+    }
+
+    /// Records the failure policy of module `name` (`None`: forgets it).
+    pub fn set_policy(&self, name: &str, state: Option<PolicyState>) {
+        let mut current = self.current.write().unwrap_or_else(|e| e.into_inner());
+        let next = current.with_policy(name, state);
+        *current = Arc::new(next);
     }
 
     /// Adds or replaces a shadow module.

@@ -52,6 +52,14 @@ impl Signing {
         let catalog = self.registry.snapshot();
         let module = catalog.signer().ok_or(CallError::NoSigner)?.clone();
         let input = CallInput::of(&module, function, None);
+        if let Some(why) = module.refusal() {
+            return Err(CallError::Refused {
+                module: module.name.to_string(),
+                action: function.to_string(),
+                item: String::new(),
+                why: Arc::from(why),
+            });
+        }
         let exports = module
             .exports()
             .await

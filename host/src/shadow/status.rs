@@ -16,6 +16,7 @@ use std::time::{Duration, SystemTime};
 use serde::{Deserialize, Serialize};
 
 use super::Tally;
+use crate::modules::failure_policy::PolicyState;
 use crate::runtime::{Catalog, LoadedModule};
 
 /// The directory under the state directory.
@@ -48,6 +49,13 @@ pub struct ModuleStatus {
     /// Whether that signature was verified with a trusted key.
     #[serde(default)]
     pub verified: bool,
+    /// When that signature expires (RFC 3339), if it does: `status` warns within
+    /// [`EXPIRY_WARNING_DAYS`](crate::modules::signature::EXPIRY_WARNING_DAYS).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature_expires: Option<String>,
+    /// Its failure policy, where it was stated and whether it triggered (modules that are not stock).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_policy: Option<PolicyState>,
 }
 
 impl ModuleStatus {
@@ -60,6 +68,23 @@ impl ModuleStatus {
             sha256: module.sha256.clone(),
             signed_by: module.signature.as_ref().map(|s| s.key.clone()),
             verified: module.signature.as_ref().is_some_and(|s| s.verified),
+            signature_expires: module.signature.as_ref().and_then(|s| s.expires.clone()),
+            failure_policy: None,
+        }
+    }
+
+    /// A module whose failure policy triggered with nothing of its name in service.
+    fn not_served(name: &str, policy: &PolicyState) -> ModuleStatus {
+        ModuleStatus {
+            name: name.to_string(),
+            role: "not served".to_string(),
+            version: None,
+            source: "-".to_string(),
+            sha256: String::new(),
+            signed_by: None,
+            verified: false,
+            signature_expires: None,
+            failure_policy: Some(policy.clone()),
         }
     }
 }
@@ -103,7 +128,16 @@ pub fn write_modules(dir: &Path, catalog: &Catalog) -> std::io::Result<PathBuf> 
         pid: std::process::id(),
         modules: catalog
             .modules()
-            .map(|m| ModuleStatus::of(m, "serving"))
+            .map(|m| ModuleStatus {
+                failure_policy: catalog.policy(&m.name).cloned(),
+                ..ModuleStatus::of(m, "serving")
+            })
+            .chain(
+                catalog
+                    .policies()
+                    .filter(|(name, _)| !catalog.modules().any(|m| &*m.name == name.as_str()))
+                    .map(|(name, policy)| ModuleStatus::not_served(name, policy)),
+            )
             .chain(catalog.shadows().map(|m| ModuleStatus::of(m, "shadow")))
             .collect(),
     };
