@@ -4,7 +4,8 @@
 # module's unit tests; both built with `velero-wasm build`; the one suite both generate (the same
 # file, its second case overriding the setting `suspend`, which the action reads typed) passes on each,
 # and so does a suite of the settings path (an operator's override, a misspelt key, a wrong type);
-# then `velero-wasm bench` of each and their sizes. Not part of `make test`: componentize-py snapshots an
+# an exception the Python backup action does not catch shows its traceback in `run`'s error; then
+# `velero-wasm bench` of each and their sizes. Not part of `make test`: componentize-py snapshots an
 # interpreter (about a minute) and a debug host compiles the 18 MB component for a minute or two.
 #
 # componentize-py comes from PyPI into target/python-venv (COMPONENTIZE_PY names another); the Rust
@@ -93,6 +94,27 @@ for kind in backup restore delete; do
         settings_suite "$name" "$kind" > "$dir/tests/settings.yaml"
         "$bin" test "$dir/tests/settings.yaml"
     done
+
+    if [ "$kind" = backup ]; then
+        # An exception the action does not catch: `run` prints the traceback at the default log level.
+        echo "== $py: an uncaught exception's traceback is in run's error"
+        python3 -c 'import json, sys; item = json.load(open(sys.argv[1])); item["metadata"] = []; print(json.dumps(item))' \
+            "$py/tests/fixtures/item.json" > "$work/metadata-a-list.json"
+        if (cd "$py" && "$bin" run --modules module --stock none --action "example.io/$name" \
+            --item "$work/metadata-a-list.json" --backup tests/fixtures/backup.json \
+            --cluster tests/fixtures/cluster) 2> "$work/raised.err"; then
+            echo "run of an action that raises exited 0" >&2
+            exit 1
+        fi
+        for line in 'Traceback (most recent call last):' ', in label' \
+            "AttributeError: 'list' object has no attribute 'get'"; do
+            grep -qF "$line" "$work/raised.err" || {
+                echo "run's error lacks the line: $line" >&2
+                cat "$work/raised.err" >&2
+                exit 1
+            }
+        done
+    fi
 
     for dir in "$py" "$rust"; do
         wasm=$dir/module/$name.wasm

@@ -376,6 +376,7 @@ fn classify(error: wasmtime::Error, state: &CallState, memory_limit: u64) -> Fau
         cause,
         frame,
         panic: state.output().stderr.panic_message(),
+        traceback: state.output().stderr.python_traceback(),
     })
 }
 

@@ -147,6 +147,9 @@ pub struct Trapped {
     pub frame: Option<String>,
     /// The message of a Rust panic the guest printed to stderr before trapping.
     pub panic: Option<String>,
+    /// The Python traceback the guest printed to stderr before trapping (an exception its code did not
+    /// catch), bounded; shown on the lines after the error's own.
+    pub traceback: Option<String>,
 }
 
 impl Trapped {
@@ -156,6 +159,7 @@ impl Trapped {
             cause: cause.into(),
             frame: None,
             panic: None,
+            traceback: None,
         }
     }
 }
@@ -171,6 +175,9 @@ impl std::fmt::Display for Trapped {
         }
         if self.panic.is_some() {
             f.write_str(")")?;
+        }
+        if let Some(traceback) = &self.traceback {
+            write!(f, "\n{traceback}")?;
         }
         Ok(())
     }
