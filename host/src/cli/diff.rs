@@ -412,7 +412,8 @@ async fn load_set(
     };
     let runtime = Runtime::new(services)
         .map_err(|e| Failure::failed(format!("{e:#}")))?
-        .with_compile_cache(super::compile_cache());
+        .with_compile_cache(super::compile_cache())
+        .with_compile_watch(super::compile_progress::watch());
     let config = ModuleConfig {
         directory,
         last_good: None,

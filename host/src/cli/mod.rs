@@ -11,6 +11,7 @@ mod actions;
 mod bench;
 mod build;
 mod build_freshness;
+mod compile_progress;
 mod diff;
 /// Public for the fuzz target `diff_archive` (fuzz/): what `diff` reads from a backup archive.
 pub mod diff_archive;
@@ -247,6 +248,7 @@ async fn load_runtime_with(
     let runtime = Runtime::new(services)
         .map_err(|e| Failure::failed(format!("{e:#}")))?
         .with_compile_cache(compile_cache())
+        .with_compile_watch(compile_progress::watch())
         .with_version_floor(floor);
     let config = ModuleConfig {
         directory: args.modules.clone(),

@@ -212,7 +212,8 @@ async fn runtime(modules: &ModuleArgs, clock: Clock) -> Result<Runtime, Failure>
         Environment::from_process(),
     ))
     .map_err(|e| Failure::failed(format!("{e:#}")))?
-    .with_compile_cache(super::compile_cache());
+    .with_compile_cache(super::compile_cache())
+    .with_compile_watch(super::compile_progress::watch());
     let mut sources: Vec<_> = chosen_stock_modules(&modules.stock)
         .into_iter()
         .filter_map(Result::ok)

@@ -35,7 +35,7 @@ pub use error::{
     BadOutput, CallError, Cause, CompileError, Fault, InstantiateError, LoadError, Trapped,
 };
 pub use loading::Loading;
-pub use module::{validate_name, LoadedModule, NameError};
+pub use module::{validate_name, CompileWatch, LoadedModule, NameError};
 pub use registry::{ActionEntry, Catalog, Registry};
 pub use signer::{types as signing_types, Signing};
 
@@ -159,6 +159,7 @@ impl Runtime {
                 engine,
                 linker,
                 cache: None,
+                watch: None,
             },
             registry,
             services,
@@ -172,6 +173,12 @@ impl Runtime {
     /// Keeps compiled modules in `cache`, and loads them from there.
     pub fn with_compile_cache(mut self, cache: Option<CompileCache>) -> Runtime {
         self.compiler.cache = cache;
+        self
+    }
+
+    /// Tells `watch` of every module compiled rather than read from the cache.
+    pub fn with_compile_watch(mut self, watch: Option<Arc<dyn CompileWatch>>) -> Runtime {
+        self.compiler.watch = watch;
         self
     }
 

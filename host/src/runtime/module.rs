@@ -64,12 +64,23 @@ pub(super) struct Exports {
     pub signing: Option<SigningExport>,
 }
 
-/// What compiling a module needs: the engine, the capabilities to link, the compile cache.
+/// What compiling a module needs: the engine, the capabilities to link, the compile cache, and who
+/// is told of a compile.
 #[derive(Clone)]
 pub(super) struct Compiler {
     pub engine: Engine,
     pub linker: Linker<CallState>,
     pub cache: Option<CompileCache>,
+    pub watch: Option<Arc<dyn CompileWatch>>,
+}
+
+/// Told when a module's code is compiled rather than read from the cache: a large module (an
+/// interpreter with it) compiles for seconds to minutes, which a person at a terminal should see.
+pub trait CompileWatch: Send + Sync {
+    /// Module `module`, `bytes` long, begins compiling.
+    fn started(&self, module: &str, bytes: usize);
+    /// Its compile is over (done or failed).
+    fn finished(&self, module: &str);
 }
 
 /// A module's `signing` export, type-checked at load.
@@ -253,6 +264,7 @@ fn compile(
         engine,
         linker,
         cache,
+        watch,
     } = compiler;
     let cache = cache.as_ref();
     // The cache key is the hash of the bytes at hand, whatever the source says of itself; the bytes
@@ -272,8 +284,15 @@ fn compile(
                 Some(component) => component,
                 None => {
                     tracing::debug!(module = name, "compiling");
-                    let component = Component::new(engine, wasm)
-                        .map_err(|e| CompileError::NotComponent(Cause::from(e)))?;
+                    if let Some(watch) = watch {
+                        watch.started(name, wasm.len());
+                    }
+                    let component = Component::new(engine, wasm);
+                    if let Some(watch) = watch {
+                        watch.finished(name);
+                    }
+                    let component =
+                        component.map_err(|e| CompileError::NotComponent(Cause::from(e)))?;
                     if let Some(cache) = cache {
                         cache.store(engine, &key, &component);
                     }
