@@ -154,6 +154,7 @@ fn componentize_py(dir: &Path, name: &str) -> Result<PathBuf, Failure> {
     std::fs::create_dir_all(dir.join("target"))
         .map_err(|e| Failure::failed(format!("{}: {e}", dir.join("target").display())))?;
     eprintln!("velero-wasm build: componentize-py: app.py against wit/ (a minute or so: it snapshots an interpreter)");
+    let started = std::time::Instant::now();
     let status = Command::new(&tool)
         .current_dir(dir)
         .args(["-d", "wit", "-w", "plugin", "componentize", "app", "-o"])
@@ -173,6 +174,10 @@ fn componentize_py(dir: &Path, name: &str) -> Result<PathBuf, Failure> {
             "componentize-py failed ({status}): its messages are above"
         )));
     }
+    eprintln!(
+        "velero-wasm build: componentize-py done in {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
     Ok(out)
 }
 
