@@ -495,6 +495,29 @@ impl Runtime {
         }
     }
 
+    /// Records that module `name`'s failure policy (stated in `from`) triggered: what it led to and
+    /// why, for `status` and `actions`.
+    fn record_trigger(
+        &self,
+        name: &str,
+        policy: FailurePolicy,
+        from: &str,
+        outcome: &str,
+        cause: &str,
+    ) {
+        self.registry.set_policy(
+            name,
+            Some(PolicyState {
+                policy: policy.to_string(),
+                from: from.to_string(),
+                triggered: Some(Triggered {
+                    outcome: outcome.to_string(),
+                    cause: cause.to_string(),
+                }),
+            }),
+        );
+    }
+
     /// Loads the modules of the ConfigMaps `plan` chose, the one a call waits for first; a module
     /// whose ConfigMap cannot be used falls back to its last good version, or to what already serves.
     async fn load_configmap_modules(
@@ -752,17 +775,7 @@ impl Runtime {
             }
         };
         let message = format!("{problem}; {now}");
-        self.registry.set_policy(
-            &file.name,
-            Some(PolicyState {
-                policy: policy.to_string(),
-                from: stated_in.to_string(),
-                triggered: Some(Triggered {
-                    outcome: outcome.to_string(),
-                    cause: message.clone(),
-                }),
-            }),
-        );
+        self.record_trigger(&file.name, policy, stated_in, outcome, &message);
         problems.push(LoadProblem {
             message,
             broken: true,
@@ -856,17 +869,7 @@ impl Runtime {
                 }
             };
             let message = format!("{problem}; {fallback}");
-            self.registry.set_policy(
-                &name,
-                Some(PolicyState {
-                    policy: policy.to_string(),
-                    from: stated_in.to_string(),
-                    triggered: Some(Triggered {
-                        outcome: outcome.to_string(),
-                        cause: message.clone(),
-                    }),
-                }),
-            );
+            self.record_trigger(&name, policy, stated_in, outcome, &message);
             problems.push(LoadProblem {
                 message,
                 broken: true,
