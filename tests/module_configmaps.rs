@@ -755,7 +755,8 @@ async fn with_trusted_keys_a_deleted_signed_module_is_not_resurrected_by_junk_wi
     );
     assert!(
         log.iter().any(|m| m.contains("ConfigMap junk")
-            && m.contains("came from another ConfigMap (deleted since)")
+            && m.contains("came from another ConfigMap object (uid ")
+            && m.contains("not this one (uid ")
             && m.contains("module misbehave is not served")),
         "{log:#?}"
     );

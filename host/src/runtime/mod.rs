@@ -807,16 +807,20 @@ impl Runtime {
             // it came from, never for another: a signed module whose ConfigMap was deleted stays
             // deleted, whatever junk is labelled with its name afterwards.
             let other_object = match (trusted, &configmap, last_good) {
-                (Some(_), Some(uid), Some(store)) => store.came_from(&name).as_ref() != Some(uid),
-                _ => false,
+                (Some(_), Some(uid), Some(store)) => match store.came_from(&name) {
+                    Some(kept) if &kept == uid => None,
+                    kept => Some((kept, uid.clone())),
+                },
+                _ => None,
             };
             // The copy that may stand in, or why none may.
-            let recalled: Result<ModuleSource, String> = match last_good {
-                Some(_) if other_object => Err(
-                    "its last good version came from another ConfigMap (deleted since), so it does not stand in for this one".to_string(),
-                ),
-                Some(store) => store.recall(&name, trusted).map_err(|why| why.to_string()),
-                None => Err(
+            let recalled: Result<ModuleSource, String> = match (last_good, other_object) {
+                (Some(_), Some((kept, uid))) => Err(format!(
+                    "its last good version came from another ConfigMap object (uid {}), not this one (uid {uid}), so it does not stand in for it",
+                    kept.as_deref().unwrap_or("unrecorded")
+                )),
+                (Some(store), None) => store.recall(&name, trusted).map_err(|why| why.to_string()),
+                (None, _) => Err(
                     "no earlier copy that loaded is kept to fall back on (the plugin keeps one in its state directory)".to_string(),
                 ),
             };
