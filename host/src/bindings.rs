@@ -24,6 +24,11 @@ wasmtime::component::bindgen!({
 
 pub use self::exports::velero_wasm::plugin::actions as wit_actions;
 
+/// The export that makes a module a provider of actions. Export names are looked up
+/// semver-compatibly: a component built against 0.1.0 exports `actions@0.1.0`, which this finds
+/// (docs/wit-versioning.md).
+pub const ACTIONS: &str = "velero-wasm:plugin/actions@0.1.1";
+
 /// The `signer` world: the exports of the module that exports `signing`. Its imports are the ones
 /// generated above (the same linker serves both worlds). Its items are generated: their docs are the
 /// WIT package's.

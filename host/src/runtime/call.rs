@@ -2,14 +2,12 @@
 //! a fresh store under the module's memory cap and deadline, call the export, turn misbehaviour into a
 //! [`Fault`], check what came back.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use wasmtime::Store;
 
-use super::calls::{self, ActionCall};
+use super::calls::{self, ActionCall, GuestCall};
 use super::cpu_share::CpuShare;
 use super::error::{CallError, Cause, Fault, InstantiateError, Trapped};
 use super::module::LoadedModule;
@@ -45,8 +43,6 @@ enum Stage<R> {
     Instantiate(wasmtime::Error),
     Called(wasmtime::Result<R>),
 }
-
-pub(super) type GuestCall<'a, R> = Pin<Box<dyn Future<Output = wasmtime::Result<R>> + Send + 'a>>;
 
 impl Runtime {
     /// The action named `name`, if some module provides it.

@@ -2,12 +2,13 @@
 //! have it, how the export is called and what is checked of its answer. [`super::Runtime::call`] is
 //! the one path that runs any of them, in the lane the caller chooses.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use serde::Deserialize;
 use wasmtime::Store;
 
-use super::call::GuestCall;
 use super::error::{BadOutput, CallError, Fault};
 use super::module::LoadedModule;
 use crate::action::{
@@ -16,6 +17,9 @@ use crate::action::{
 };
 use crate::bindings::{backup_outcome, restore_outcome, wit_actions, wit_types, Plugin};
 use crate::capabilities::{CallId, CallState};
+
+/// A guest call under way: the future wasmtime's bindings return, borrowing the store.
+pub(super) type GuestCall<'a, R> = Pin<Box<dyn Future<Output = wasmtime::Result<R>> + Send + 'a>>;
 
 /// The most additional (or related, or post-operation) items one call may return.
 pub const MAX_ITEMS: usize = 100_000;
@@ -438,7 +442,14 @@ fn check_ids(
 ) -> Result<(), CallError> {
     if ids.len() > MAX_ITEMS {
         let count = ids.len();
-        return Err(fault(ctx, BadOutput::TooManyIds { count, what }));
+        return Err(fault(
+            ctx,
+            BadOutput::TooManyIds {
+                count,
+                limit: MAX_ITEMS,
+                what,
+            },
+        ));
     }
     for (i, id) in ids.iter().enumerate() {
         let bad_resource = id.resource.is_empty()

@@ -200,11 +200,13 @@ pub enum BadOutput {
     /// The item has no (or an empty) `kind`.
     #[error("an item without a kind")]
     NoKind,
-    /// More identifiers than [`super::calls::MAX_ITEMS`].
-    #[error("{count} {what}, more than the {} allowed", super::calls::MAX_ITEMS)]
+    /// More identifiers than a call may return.
+    #[error("{count} {what}, more than the {limit} allowed")]
     TooManyIds {
         /// How many came back.
         count: usize,
+        /// How many may.
+        limit: usize,
         /// Which list ("additional items", …).
         what: &'static str,
     },
@@ -274,7 +276,7 @@ pub enum CompileError {
     /// It exports neither interface.
     #[error(
         "exports neither {} nor {}: a module must export one of them, or both",
-        super::module::ACTIONS,
+        crate::bindings::ACTIONS,
         crate::capabilities::signing::INTERFACE
     )]
     NoExports,

@@ -15,7 +15,7 @@ use super::cache::{CompileCache, Interfaces};
 use super::error::{Cause, CompileError, InstantiateError, LoadError};
 use crate::action::{ActionInfo, AppliesTo};
 use crate::bindings::signer::SignerIndices;
-use crate::bindings::PluginPre;
+use crate::bindings::{PluginPre, ACTIONS};
 use crate::capabilities::{signing, CallState, EnvGrant, HttpGrant, KubeGrant, ModuleCaps};
 use crate::modules::{sha256_hex, Grant, Limits, ModuleSignature, ModuleSource, Origin};
 
@@ -212,11 +212,6 @@ pub(super) fn load_error(source: &ModuleSource, problem: impl Into<String>) -> L
         problem: problem.into(),
     }
 }
-
-/// The export that makes a module a provider of actions. Export names are looked up
-/// semver-compatibly: a component built against 0.1.0 exports `actions@0.1.0`, which this finds
-/// (docs/wit-versioning.md).
-pub(super) const ACTIONS: &str = "velero-wasm:plugin/actions@0.1.1";
 
 /// Compiles (or finds in the cache) and links a module (CPU-bound: run it off the async threads).
 pub(super) fn link(compiler: &Compiler, source: ModuleSource) -> Result<Linked, LoadError> {

@@ -7,7 +7,6 @@
 use base64::Engine as _;
 use serde_json::Value;
 
-use super::error::CredentialsError;
 use super::registry::Credentials;
 
 /// The credentials a docker config holds for `registry` (`host[:port]`), if any. Keys are matched
@@ -70,6 +69,34 @@ fn normalise(key: &str) -> String {
         }
         _ => host,
     }
+}
+
+/// A docker config that cannot give credentials.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CredentialsError {
+    /// Not JSON.
+    #[error("the docker config is not JSON: {0}")]
+    Json(String),
+    /// No `auths` map.
+    #[error("the docker config holds no `auths` object")]
+    NoAuths,
+    /// An `auth` that is not base64.
+    #[error("the `auth` of {key} is not base64: {why}")]
+    Base64 {
+        /// The entry's key.
+        key: String,
+        /// The decoder's reason.
+        why: String,
+    },
+    /// An `auth` that is not UTF-8.
+    #[error("the `auth` of {0} is not UTF-8")]
+    Utf8(String),
+    /// An `auth` without `:`.
+    #[error("the `auth` of {0} is not user:password")]
+    NotUserPassword(String),
+    /// An entry with neither `auth` nor `username`.
+    #[error("the docker config's entry for {0} has neither `auth` nor `username` (identity tokens and credential helpers are not supported)")]
+    Unsupported(String),
 }
 
 #[cfg(test)]

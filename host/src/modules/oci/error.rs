@@ -1,80 +1,12 @@
-//! Why a reference, an image manifest, a docker config, the blob store or a pull failed: one type per
-//! part, so that a caller can tell a refused artifact from an unreachable registry; each says what an
-//! operator needs to fix it.
+//! Why a pull, or keeping a blob, failed: over the errors of each part (a reference, an image
+//! manifest, a docker config, the registry, each in its own file), so that a caller can tell a
+//! refused artifact from an unreachable registry; each says what an operator needs to fix it.
 
-use super::reference::Reference;
+use super::credentials::CredentialsError;
+use super::layout::LayoutError;
+use super::reference::{Reference, ReferenceError};
 use super::registry::RegistryError;
 use super::TAGS_ENV;
-
-/// A module reference that cannot be read.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{text:?} is not an OCI reference (registry/repository:tag@sha256:…): {why}")]
-pub struct ReferenceError {
-    /// The reference as written (trimmed).
-    pub text: String,
-    /// What is wrong with it.
-    pub why: &'static str,
-}
-
-/// An image manifest that is not a module's.
-#[derive(Debug, thiserror::Error)]
-pub enum LayoutError {
-    /// Not an image manifest's JSON.
-    #[error("the image manifest cannot be read: {0}")]
-    Json(#[from] serde_json::Error),
-    /// Another schema version.
-    #[error("the image manifest has schemaVersion {0}, not 2")]
-    SchemaVersion(u32),
-    /// An index or a container image.
-    #[error("the manifest is a {0}, not an OCI image manifest ({oci}): an index or a container image is not a module", oci = super::layout::OCI_MANIFEST)]
-    MediaType(String),
-    /// Another artifact's config.
-    #[error("its config is a {0}, not a wasm artifact's ({wasm}): push modules with `velero-wasm module push`", wasm = super::layout::WASM_CONFIG)]
-    Config(String),
-    /// No component layer.
-    #[error("it has no {layer} layer", layer = super::layout::WASM_LAYER)]
-    NoComponent,
-    /// More than one component layer.
-    #[error("it has more than one {layer} layer", layer = super::layout::WASM_LAYER)]
-    ManyComponents,
-    /// The component's digest is not a sha256 one.
-    #[error("its component's digest {0:?} is not sha256: and 64 hex digits")]
-    Digest(String),
-    /// The component is larger than a module may be.
-    #[error("its component is {0} bytes, over the {max} bytes a module may have", max = super::layout::MAX_COMPONENT)]
-    TooLarge(u64),
-    /// No module manifest annotation.
-    #[error("it carries no module manifest (annotation {annotation}): push modules with `velero-wasm module push`", annotation = super::layout::MANIFEST)]
-    NoManifest,
-}
-
-/// A docker config that cannot give credentials.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum CredentialsError {
-    /// Not JSON.
-    #[error("the docker config is not JSON: {0}")]
-    Json(String),
-    /// No `auths` map.
-    #[error("the docker config holds no `auths` object")]
-    NoAuths,
-    /// An `auth` that is not base64.
-    #[error("the `auth` of {key} is not base64: {why}")]
-    Base64 {
-        /// The entry's key.
-        key: String,
-        /// The decoder's reason.
-        why: String,
-    },
-    /// An `auth` that is not UTF-8.
-    #[error("the `auth` of {0} is not UTF-8")]
-    Utf8(String),
-    /// An `auth` without `:`.
-    #[error("the `auth` of {0} is not user:password")]
-    NotUserPassword(String),
-    /// An entry with neither `auth` nor `username`.
-    #[error("the docker config's entry for {0} has neither `auth` nor `username` (identity tokens and credential helpers are not supported)")]
-    Unsupported(String),
-}
 
 /// Why a pull (or keeping a blob) failed.
 #[derive(Debug, thiserror::Error)]

@@ -10,7 +10,6 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::error::LayoutError;
 use super::reference::is_digest;
 
 /// The OCI image manifest media type.
@@ -189,6 +188,38 @@ pub fn read(bytes: &[u8]) -> Result<ModuleLayout, LayoutError> {
         manifest_text,
         signature_text: manifest.annotations.get(SIGNATURE).cloned(),
     })
+}
+
+/// An image manifest that is not a module's.
+#[derive(Debug, thiserror::Error)]
+pub enum LayoutError {
+    /// Not an image manifest's JSON.
+    #[error("the image manifest cannot be read: {0}")]
+    Json(#[from] serde_json::Error),
+    /// Another schema version.
+    #[error("the image manifest has schemaVersion {0}, not 2")]
+    SchemaVersion(u32),
+    /// An index or a container image.
+    #[error("the manifest is a {0}, not an OCI image manifest ({oci}): an index or a container image is not a module", oci = OCI_MANIFEST)]
+    MediaType(String),
+    /// Another artifact's config.
+    #[error("its config is a {0}, not a wasm artifact's ({wasm}): push modules with `velero-wasm module push`", wasm = WASM_CONFIG)]
+    Config(String),
+    /// No component layer.
+    #[error("it has no {layer} layer", layer = WASM_LAYER)]
+    NoComponent,
+    /// More than one component layer.
+    #[error("it has more than one {layer} layer", layer = WASM_LAYER)]
+    ManyComponents,
+    /// The component's digest is not a sha256 one.
+    #[error("its component's digest {0:?} is not sha256: and 64 hex digits")]
+    Digest(String),
+    /// The component is larger than a module may be.
+    #[error("its component is {0} bytes, over the {max} bytes a module may have", max = MAX_COMPONENT)]
+    TooLarge(u64),
+    /// No module manifest annotation.
+    #[error("it carries no module manifest (annotation {annotation}): push modules with `velero-wasm module push`", annotation = MANIFEST)]
+    NoManifest,
 }
 
 #[cfg(test)]

@@ -30,8 +30,11 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-pub use error::{CredentialsError, LayoutError, OciError, ReferenceError};
+pub use credentials::CredentialsError;
+pub use error::OciError;
+pub use layout::LayoutError;
 pub use reference::Reference;
+pub use reference::ReferenceError;
 pub use registry::{Credentials, Registry, RegistryError};
 
 /// Names the `kubernetes.io/dockerconfigjson` Secrets (comma-separated, in Velero's namespace) whose

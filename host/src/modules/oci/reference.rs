@@ -5,8 +5,6 @@
 
 use std::fmt;
 
-use super::error::ReferenceError;
-
 /// A parsed reference.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reference {
@@ -133,6 +131,16 @@ pub fn is_digest(text: &str) -> bool {
                 .bytes()
                 .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
     })
+}
+
+/// A module reference that cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{text:?} is not an OCI reference (registry/repository:tag@sha256:…): {why}")]
+pub struct ReferenceError {
+    /// The reference as written (trimmed).
+    pub text: String,
+    /// What is wrong with it.
+    pub why: &'static str,
 }
 
 #[cfg(test)]
