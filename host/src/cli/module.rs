@@ -13,7 +13,7 @@ use base64::Engine as _;
 use serde_json::{json, Value};
 
 use super::build_freshness::StaleArgs;
-use super::signing::{Signer, SigningArgs};
+use super::signing::{Signable, Signer, SigningArgs};
 use super::{
     output_file, pack_guard, read_trusted_keys, velero_namespace, Failure, EXIT_FAILED, EXIT_OK,
 };
@@ -205,6 +205,17 @@ pub(super) struct Checked {
 }
 
 impl Parts {
+    /// What a signature of this module, checked as `checked`, covers.
+    pub(super) fn signable<'a>(&'a self, checked: &'a Checked) -> Signable<'a> {
+        Signable {
+            name: &self.name,
+            source: &self.source,
+            manifest_text: &self.manifest_text,
+            sha256: checked.sha256.as_deref(),
+            versioned: checked.version.is_some(),
+        }
+    }
+
     /// Checks the module as the host's directory loader does (name, manifest, sha256 pin, signature);
     /// a manifest alone is checked for form and signature.
     pub(super) fn check(&self, trusted: Option<&TrustedKeys>) -> anyhow::Result<Checked> {
@@ -402,7 +413,7 @@ fn check_and_sign(parts: &mut Parts, signer: Option<&Signer>) -> Result<(), Fail
         .check(None)
         .map_err(|e| Failure::bad_input(format!("{}: {e}", parts.source)))?;
     if let Some(signer) = signer {
-        parts.signature_text = Some(signer.sign(parts, &checked, "nothing written")?);
+        parts.signature_text = Some(signer.sign(parts.signable(&checked), "nothing written")?);
     }
     Ok(())
 }
@@ -487,32 +498,6 @@ fn write_out(out: Option<&std::path::Path>, text: &str) -> Result<(), Failure> {
                 .map_err(|e| Failure::failed(format!("cannot write to stdout: {e}")))
         }
     }
-}
-
-/// The private key `--sign` names, if it names one.
-pub(super) fn signing_key(path: Option<&Path>) -> Result<Option<PrivateKey>, Failure> {
-    path.map(PrivateKey::read)
-        .transpose()
-        .map_err(|e| Failure::bad_input(format!("--sign {e}")))
-}
-
-/// When a signature made now stops being accepted: `now + DURATION`, or a time, which must be ahead.
-pub(super) fn expiry(text: &str) -> Result<std::time::SystemTime, Failure> {
-    let now = std::time::SystemTime::now();
-    let at = match humantime::parse_duration(text) {
-        Ok(after) => now + after,
-        Err(_) => humantime::parse_rfc3339_weak(text).map_err(|e| {
-            Failure::bad_input(format!(
-                "--expires {text:?}: neither a duration (90d, 12h) nor a time (2027-06-30T00:00:00Z): {e}"
-            ))
-        })?,
-    };
-    if at <= now {
-        return Err(Failure::bad_input(format!(
-            "--expires {text:?}: that time has passed"
-        )));
-    }
-    Ok(at)
 }
 
 /// The ConfigMap of one module: the component gzipped under `binaryData` (`<name>.wasm.gz`, see

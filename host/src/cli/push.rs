@@ -139,7 +139,7 @@ fn prepare(args: &PushArgs) -> Result<Prepared, Failure> {
         )));
     };
     if let Some(signer) = &signer {
-        parts.signature_text = Some(signer.sign(&parts, &checked, "nothing pushed")?);
+        parts.signature_text = Some(signer.sign(parts.signable(&checked), "nothing pushed")?);
     }
     let signed = match (&signer, &parts.signature_text) {
         (Some(signer), _) => format!("signed by key {} {}", signer.key_id(), signer.until()),

@@ -3,10 +3,9 @@
 //! expiry of [`DEFAULT_EXPIRY_DAYS`] (what still holds where the floor is lost with the pod). Leaving
 //! either out takes a flag that says so: `--unversioned`, `--no-expiry` (docs/modules.md §5).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use super::module::{expiry, signing_key, Checked, Parts};
 use super::Failure;
 use crate::modules::signature::PrivateKey;
 
@@ -89,33 +88,72 @@ impl Signer {
     /// The signature file of the checked module `parts`. A manifest without a version is refused
     /// unless `--unversioned` was given (then signed with a warning); `nothing` says what was not done
     /// (`nothing written`), for the message.
-    pub(super) fn sign(
-        &self,
-        parts: &Parts,
-        checked: &Checked,
-        nothing: &str,
-    ) -> Result<String, Failure> {
-        if checked.version.is_none() {
+    pub(super) fn sign(&self, module: Signable<'_>, nothing: &str) -> Result<String, Failure> {
+        let Signable {
+            name,
+            source,
+            manifest_text,
+            sha256,
+            versioned,
+        } = module;
+        if !versioned {
             if !self.unversioned {
                 return Err(Failure::bad_input(format!(
                     "{}: module {}: its manifest has no version, so hosts cannot refuse an older signed \
                      copy in its place: add version = \"1.0.0\" near its top, before any [table] (and \
                      raise it with each change), or sign it without one with --unversioned; {nothing}",
-                    parts.source, parts.name
+                    source, name
                 )));
             }
             eprintln!(
                 "module {}: its manifest has no version, so hosts cannot refuse an older signed copy \
                  in its place (signed anyway: --unversioned)",
-                parts.name
+                name
             );
         }
-        let signature = self.key.sign_until(
-            &parts.name,
-            checked.sha256.as_deref(),
-            &parts.manifest_text,
-            self.expires,
-        );
+        let signature = self
+            .key
+            .sign_until(name, sha256, manifest_text, self.expires);
         Ok(signature.to_text())
     }
+}
+
+/// What a signature covers of a checked module, and what its messages name.
+pub(super) struct Signable<'a> {
+    /// The module's name.
+    pub(super) name: &'a str,
+    /// Where it came from (a file, a ConfigMap).
+    pub(super) source: &'a str,
+    /// The manifest, as signed.
+    pub(super) manifest_text: &'a str,
+    /// The component's sha256; none for a manifest alone.
+    pub(super) sha256: Option<&'a str>,
+    /// Whether the manifest has a version.
+    pub(super) versioned: bool,
+}
+
+/// The private key `--sign` names, if it names one.
+pub(super) fn signing_key(path: Option<&Path>) -> Result<Option<PrivateKey>, Failure> {
+    path.map(PrivateKey::read)
+        .transpose()
+        .map_err(|e| Failure::bad_input(format!("--sign {e}")))
+}
+
+/// When a signature made now stops being accepted: `now + DURATION`, or a time, which must be ahead.
+pub(super) fn expiry(text: &str) -> Result<std::time::SystemTime, Failure> {
+    let now = std::time::SystemTime::now();
+    let at = match humantime::parse_duration(text) {
+        Ok(after) => now + after,
+        Err(_) => humantime::parse_rfc3339_weak(text).map_err(|e| {
+            Failure::bad_input(format!(
+                "--expires {text:?}: neither a duration (90d, 12h) nor a time (2027-06-30T00:00:00Z): {e}"
+            ))
+        })?,
+    };
+    if at <= now {
+        return Err(Failure::bad_input(format!(
+            "--expires {text:?}: that time has passed"
+        )));
+    }
+    Ok(at)
 }
