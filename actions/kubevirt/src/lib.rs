@@ -9,6 +9,7 @@ pub mod backup;
 pub mod catalog;
 pub mod context;
 pub mod fields;
+pub mod filter_names;
 pub mod glob;
 pub mod go_json;
 pub mod graph;

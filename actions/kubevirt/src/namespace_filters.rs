@@ -5,8 +5,8 @@
 
 use serde::Deserialize;
 
+use crate::filter_names::Resource;
 use crate::glob::{is_namespace_glob, Glob, GlobError};
-use crate::scope::Resource;
 
 /// One `namespacedFilterPolicies` entry as written (other keys, label selectors among them, are
 /// ignored).
@@ -173,7 +173,7 @@ fn names_resource(kind: &str, resource: &Resource) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scope::{DATA_VOLUMES, PERSISTENT_VOLUME_CLAIMS, PODS, VIRTUAL_MACHINES};
+    use crate::filter_names::{DATA_VOLUMES, PERSISTENT_VOLUME_CLAIMS, PODS, VIRTUAL_MACHINES};
     use serde_json::json;
 
     fn filters(policies: serde_json::Value) -> NamespaceFilters {
