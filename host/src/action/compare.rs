@@ -69,8 +69,20 @@ pub fn delete_result<E: std::fmt::Display>(result: &Result<(), E>) -> Value {
     }
 }
 
-/// An item as compared: its JSON, or its text when it is not JSON.
+/// The largest item compared field by field. A larger one (up to a module's 64 MiB output limit) is
+/// compared by its bytes' sha256 and reported as too large to diff: parsed whole, a 60 MB item took
+/// gigabytes, and a shadow's comparison took the plugin process down with it.
+pub const MAX_PARSED_ITEM: usize = 1 << 20;
+
+/// An item as compared: its JSON, its text when it is not JSON, or, past [`MAX_PARSED_ITEM`], its
+/// size and sha256 (so equal bytes compare equal and any change shows as a changed digest).
 fn item_value(item: &str) -> Value {
+    if item.len() > MAX_PARSED_ITEM {
+        use sha2::Digest as _;
+        let digest = sha2::Sha256::digest(item.as_bytes());
+        let sha256: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+        return json!({"tooLargeToDiff": {"bytes": item.len(), "sha256": sha256}});
+    }
     serde_json::from_str::<Value>(item).unwrap_or_else(|_| Value::String(item.to_string()))
 }
 
@@ -232,6 +244,34 @@ mod tests {
         assert_eq!(Comparison::of(&failed, &a).kinds, ["error"]);
         let other = backup_result::<String>(kind, &Err("bang".into()));
         assert_eq!(Comparison::of(&failed, &other).kinds, ["error-message"]);
+    }
+
+    #[test]
+    fn items_past_the_parse_limit_are_compared_by_digest_and_say_so() {
+        let kind = ActionKind::Backup;
+        let big = |fill: char| {
+            let padding: String = std::iter::repeat_n(fill, MAX_PARSED_ITEM).collect();
+            format!(r#"{{"kind":"Pod","data":"{padding}"}}"#)
+        };
+        let a = backup_result(kind, &outcome(&big('a'), vec![]));
+        assert!(Comparison::of(&a, &backup_result(kind, &outcome(&big('a'), vec![]))).same());
+        // Nothing of the item's text is kept: its size and digest stand for it.
+        assert!(a.to_string().len() < 256, "{a}");
+        assert_eq!(a["item"]["tooLargeToDiff"]["bytes"], big('a').len());
+
+        let b = backup_result(kind, &outcome(&big('b'), vec![]));
+        let c = Comparison::of(&a, &b);
+        assert_eq!(c.kinds, ["item"]);
+        assert!(
+            patch_lines(&c.patch)[0].starts_with("replace /item/tooLargeToDiff/sha256 "),
+            "{:?}",
+            patch_lines(&c.patch)
+        );
+
+        // Just under the limit, an item is still compared field by field.
+        let small = format!(r#"{{"kind":"Pod","data":"{}"}}"#, "a".repeat(64));
+        let parsed = backup_result(kind, &outcome(&small, vec![]));
+        assert_eq!(parsed["item"]["kind"], "Pod");
     }
 
     #[test]
