@@ -764,9 +764,10 @@ fn without_any_cluster_configuration_actions_that_need_none_still_run() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("test.velero-wasm.io/kube-probe"));
 }
 
-/// A server that answers one path with `status` and a body that never ends (JSON whitespace, in
-/// chunks), and everything else as a minimal API server would (the `/api/v1` discovery of
-/// ConfigMaps, or 404). It counts the bytes of endless body it got out before the client hung up.
+/// A server that answers one path (or, for a path ending in `/`, every path under it) with `status`
+/// and a body that never ends (JSON whitespace, in chunks), and everything else as a minimal API
+/// server would (the `/api/v1` discovery of ConfigMaps, or 404). It counts the bytes of endless body
+/// it got out before the client hung up.
 struct EndlessServer {
     addr: std::net::SocketAddr,
     sent: std::sync::Arc<std::sync::atomic::AtomicU64>,
@@ -798,7 +799,9 @@ impl EndlessServer {
                         while reader.read_line(&mut line).unwrap_or(0) > 2 {
                             line.clear();
                         }
-                        if path == endless_path {
+                        let endless = path == endless_path
+                            || (endless_path.ends_with('/') && path.starts_with(endless_path));
+                        if endless {
                             let head = format!("HTTP/1.1 {status}\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n");
                             if stream.write_all(head.as_bytes()).is_err() {
                                 return;
@@ -899,4 +902,34 @@ async fn an_endless_answer_fails_its_call_after_a_bounded_read() {
             "{what}: the server got {sent} bytes out, more than the cap of {cap} and the buffers"
         );
     }
+}
+
+/// One read-all of 24 gets, each answered without end, holds at most the module's memory (64 MiB)
+/// of answers, not 24 answers of up to 16 MiB each (384 MiB; 64 such reads took a plugin past 1 GiB):
+/// the bytes are charged as they arrive, the batch is refused once they would pass the module's
+/// memory, and the call is stopped saying so.
+#[test]
+fn a_read_all_holds_no_more_answers_than_the_module_s_memory() {
+    let case = Case::new();
+    let wasm = std::fs::read(case.path("modules/kube-probe.wasm")).unwrap();
+    let sha = format!("{:x}", Sha256::digest(&wasm));
+    std::fs::write(
+        case.path("modules/kube-probe.toml"),
+        format!(
+            "sha256 = \"{sha}\"\n[limits]\nmemory = \"64MiB\"\n\n[[grant.kube]]\nresources = [\"configmaps\"]\nverbs = [\"get\"]\nnamespaces = [\"@item\"]\n\n[settings]\nreads = \"24\"\n"
+        ),
+    )
+    .unwrap();
+    let server = EndlessServer::start("/api/v1/namespaces/probe/configmaps/", "200 OK");
+    let kubeconfig = server.kubeconfig(case.dir.path());
+    let out = case.run(
+        "test.velero-wasm.io/kube-read-all",
+        &["--kubeconfig", kubeconfig.to_str().unwrap()],
+    );
+    let error = stderr(&out);
+    assert!(!out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(
+        error.contains("the answers would take more than the module's memory limit of 64 MiB"),
+        "{error}"
+    );
 }

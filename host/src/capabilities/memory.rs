@@ -180,9 +180,103 @@ impl ResourceLimiter for MemoryCap {
     }
 }
 
+/// What the host may hold of the answers it reads for one of a guest's imports at once (a `kube` get,
+/// list or read-all, a write's result, a view's listing made for it): at most the module's memory
+/// limit, what the guest could take anyway, and every byte also reserved from the process's
+/// [`MemoryBudget`] while held. Without it a read-all of 64 answers of 15 MiB each, or 64 concurrent
+/// gets, held a gigabyte for modules of 64 MiB and the process was killed. The bytes are charged as
+/// they arrive, before they are kept, and given back to the budget when the account is dropped (once
+/// the answers are the guest's).
+#[derive(Debug)]
+pub struct AnswerAccount {
+    limit: u64,
+    taken: AtomicU64,
+    budget: &'static MemoryBudget,
+}
+
+/// Why an answer could not be read further.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AnswerRefusal {
+    /// The answers of this import would not fit the module's memory.
+    #[error("the answers would take more than the module's memory limit of {limit_mib} MiB; not read further")]
+    Cap {
+        /// The module's memory limit, in MiB.
+        limit_mib: u64,
+    },
+    /// The process's budget is held by other calls.
+    #[error("the process's memory budget of {budget_mib} MiB for all calls is in use; the answer was not read further")]
+    Budget {
+        /// The process's budget, in MiB.
+        budget_mib: u64,
+    },
+}
+
+impl AnswerAccount {
+    /// An account of `limit` bytes (the module's memory limit), drawing on `budget`.
+    pub fn new(limit: u64, budget: &'static MemoryBudget) -> AnswerAccount {
+        AnswerAccount {
+            limit,
+            taken: AtomicU64::new(0),
+            budget,
+        }
+    }
+
+    /// Charges `bytes` more of answer, or says why they may not be held.
+    pub fn take(&self, bytes: u64) -> Result<(), AnswerRefusal> {
+        let limit = self.limit;
+        self.taken
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |taken| {
+                taken.checked_add(bytes).filter(|&total| total <= limit)
+            })
+            .map_err(|_| AnswerRefusal::Cap {
+                limit_mib: limit >> 20,
+            })?;
+        if !self.budget.reserve(bytes) {
+            self.taken.fetch_sub(bytes, Ordering::AcqRel);
+            return Err(AnswerRefusal::Budget {
+                budget_mib: self.budget.limit >> 20,
+            });
+        }
+        Ok(())
+    }
+
+    /// Bytes charged so far.
+    pub fn taken(&self) -> u64 {
+        self.taken.load(Ordering::Acquire)
+    }
+}
+
+impl Drop for AnswerAccount {
+    fn drop(&mut self) {
+        self.budget.release(*self.taken.get_mut());
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn answers_are_held_within_the_module_s_memory_and_the_process_budget() {
+        let budget = leaked(100 << 20);
+        let account = AnswerAccount::new(64 << 20, budget);
+        account.take(40 << 20).unwrap();
+        assert_eq!(
+            account.take(30 << 20),
+            Err(AnswerRefusal::Cap { limit_mib: 64 })
+        );
+        // A call at its cap elsewhere leaves too little of the budget for this one's answers.
+        let mut other = MemoryCap::new(64 << 20, budget);
+        assert!(other.memory_growing(0, 50 << 20, None).unwrap());
+        assert_eq!(
+            account.take(20 << 20),
+            Err(AnswerRefusal::Budget { budget_mib: 100 })
+        );
+        assert_eq!(account.taken(), 40 << 20);
+        assert_eq!(budget.used(), 90 << 20);
+        drop(account);
+        assert_eq!(budget.used(), 50 << 20);
+    }
 
     fn leaked(limit: u64) -> &'static MemoryBudget {
         Box::leak(Box::new(MemoryBudget::new(limit)))

@@ -138,6 +138,7 @@ impl CallState {
             velero_namespace: self.services.environment.velero_namespace(),
             budget: &mut self.budget,
             memory_limit: self.memory.limit(),
+            memory_budget: self.memory.budget(),
         }
     }
 

@@ -64,6 +64,10 @@ tokio::task_local! {
     /// The deadline of the module call a Kubernetes request is made for (set by the capability around
     /// each backend call): waits for a `Retry-After` never go past it.
     pub static CALL_DEADLINE: tokio::time::Instant;
+    /// What the host may still hold of the answers read for the guest's import a request is made
+    /// for (set by the capability around each backend call): every frame of an answer is charged to
+    /// it as it arrives, before it is kept.
+    pub static CALL_ANSWERS: std::sync::Arc<crate::capabilities::memory::AnswerAccount>;
 }
 
 /// A client-side rate limit: `qps` requests a second, `burst` at once after an idle spell.
@@ -345,6 +349,15 @@ impl LiveCluster {
                     if (bytes.len() + data.len()) as u64 > max {
                         complete = false;
                         break;
+                    }
+                    let charged = CALL_ANSWERS
+                        .try_with(|account| account.take(data.len() as u64))
+                        .unwrap_or(Ok(()));
+                    if let Err(refused) = charged {
+                        return Err(KubeError::TooLarge(format!(
+                            "{method} {}{uri}: {refused}",
+                            self.server
+                        )));
                     }
                     bytes.extend_from_slice(&data);
                 }

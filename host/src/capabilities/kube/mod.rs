@@ -23,6 +23,7 @@ pub mod view;
 pub mod writes;
 
 use std::fmt;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use label_selector::LabelSelector;
@@ -30,6 +31,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::backend::{Backend, Call};
+use super::memory::{AnswerAccount, MemoryBudget};
 use super::{CallId, ModuleCaps, WorkBudget};
 use crate::action::Verb;
 use crate::bindings::velero_wasm::plugin::kube::{self as wit, Host};
@@ -105,8 +107,10 @@ pub enum KubeError {
     /// Anything else.
     #[error("{0}")]
     Other(String),
-    /// A list larger than [`ListOptions::max_bytes`]: the guest could not take it (`other` to the
-    /// guest, and the call is stopped).
+    /// A list larger than [`ListOptions::max_bytes`], or answers the host would not hold for the guest
+    /// (past its memory limit, or the process's budget: see
+    /// [`AnswerAccount`](crate::capabilities::memory::AnswerAccount)): `other` to the guest, and the
+    /// call is stopped.
     #[error("{0}")]
     TooLarge(String),
 }
@@ -676,11 +680,14 @@ impl From<wit::ApiResource> for ApiResource {
 }
 
 /// Runs a backend call under the deadline of the module call it is made for, so that a backend that
-/// waits (a live cluster asked to retry later) knows how long it may.
+/// waits (a live cluster asked to retry later) knows how long it may, and charging what it reads to
+/// `answers`, the account of the guest's import it is made for.
 async fn within<T>(
     deadline: Option<tokio::time::Instant>,
+    answers: Arc<AnswerAccount>,
     call: impl std::future::Future<Output = T>,
 ) -> T {
+    let call = live::CALL_ANSWERS.scope(answers, call);
     match deadline {
         Some(deadline) => live::CALL_DEADLINE.scope(deadline, call).await,
         None => call.await,
@@ -698,6 +705,7 @@ pub struct KubeView<'a> {
     pub(super) velero_namespace: &'a str,
     pub(super) budget: &'a mut WorkBudget,
     pub(super) memory_limit: u64,
+    pub(super) memory_budget: &'static MemoryBudget,
 }
 
 /// The `kube` import's host functions take a [`KubeView`] of the call.
@@ -831,7 +839,12 @@ impl KubeView<'_> {
                 views.invalidate(api, namespace);
             }
         }
-        within(self.deadline(), self.backend.call(call))
+        within(self.deadline(), self.answers(), self.backend.call(call))
+    }
+
+    /// A fresh account for the answers of one of the guest's imports (a read-all's reads share one).
+    fn answers(&self) -> Arc<AnswerAccount> {
+        Arc::new(AnswerAccount::new(self.memory_limit, self.memory_budget))
     }
 
     /// Sends an authorized, checked read: answered from the backup's read view when one may answer it
@@ -840,6 +853,7 @@ impl KubeView<'_> {
     fn read(
         &self,
         call: KubeCall,
+        answers: Arc<AnswerAccount>,
     ) -> impl std::future::Future<Output = Result<KubeAnswer, KubeError>> + Send + 'static {
         let view = match (self.views, &self.call.backup) {
             (Some(views), Some(backup)) if self.viewable(&call) => {
@@ -852,12 +866,12 @@ impl KubeView<'_> {
         let limit = self.memory_limit;
         async move {
             if let Some((views, backup)) = view {
-                let fetch = |list| within(deadline, kube.call(list));
+                let fetch = |list| within(deadline, answers.clone(), kube.call(list));
                 if let Some(answer) = views.answer(&backup, &call, limit, fetch).await {
                     return answer;
                 }
             }
-            within(deadline, kube.call(call)).await
+            within(deadline, answers, kube.call(call)).await
         }
     }
 
@@ -931,7 +945,15 @@ impl Host for KubeView<'_> {
             namespace,
             name,
         };
-        Ok(self.read(call).await?.object()?.into_string())
+        match self.read(call, self.answers()).await {
+            // An answer the host would not hold for the module stops the call, as a list does.
+            Err(too_large @ KubeError::TooLarge(_)) => {
+                let message = too_large.to_string();
+                self.budget.exceed(too_large);
+                Err(wit::Error::Other(message))
+            }
+            answer => Ok(answer?.object()?.into_string()),
+        }
     }
 
     async fn list(
@@ -951,7 +973,11 @@ impl Host for KubeView<'_> {
             namespace,
             options,
         };
-        let objects = match self.read(call).await.and_then(KubeAnswer::objects) {
+        let objects = match self
+            .read(call, self.answers())
+            .await
+            .and_then(KubeAnswer::objects)
+        {
             Err(too_large @ KubeError::TooLarge(_)) => {
                 let message = too_large.to_string();
                 self.budget.exceed(too_large);
@@ -989,11 +1015,13 @@ impl Host for KubeView<'_> {
         }
         // Each read is checked and counted as the single call would be, in order; then all are sent.
         let limit = self.memory_limit;
+        // One account for all of them: together they must fit what one list may take.
+        let answers = self.answers();
         let mut sent = Vec::with_capacity(reads.len());
         for read in reads {
             sent.push(self.batched(read, limit).map(|call| {
                 let api = call.target().0.clone();
-                (api, self.read(call))
+                (api, self.read(call, answers.clone()))
             }));
         }
         let answered = sent.into_iter().map(|call| async move {
@@ -1028,9 +1056,16 @@ impl Host for KubeView<'_> {
                 }),
                 Err(e) => Err(e),
             };
-            if total > limit || matches!(answer, Err(KubeError::TooLarge(_))) {
-                let api = api.unwrap_or_else(|| ApiResource::new("", "", "reads"));
-                let message = KubeError::list_too_large(&api, limit).to_string();
+            let refused = match &answer {
+                // Its own words: a list past the limit, or answers the host would not hold.
+                Err(KubeError::TooLarge(message)) => Some(message.clone()),
+                _ if total > limit => {
+                    let api = api.unwrap_or_else(|| ApiResource::new("", "", "reads"));
+                    Some(KubeError::list_too_large(&api, limit).to_string())
+                }
+                _ => None,
+            };
+            if let Some(message) = refused {
                 self.budget.exceed(message.clone());
                 out.push(Err(wit::Error::Other(message)));
                 continue;

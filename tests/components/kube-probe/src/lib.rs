@@ -8,13 +8,16 @@
 //!   additional items are the ConfigMaps labelled `app=web`.
 //! - `test.velero-wasm.io/kube-secret` (backup, ConfigMaps): reads the Secret named by setting `secret`
 //!   in the item's namespace and reports the answer (to see `forbidden` from the server).
+//! - `test.velero-wasm.io/kube-read-all` (backup, ConfigMaps): one `read-all` of the ConfigMaps
+//!   `big-0` … `big-<N-1>` of the item's namespace (N: setting `reads`, default 16) and reports each
+//!   answer's length or error (to see what the host holds for one batch).
 //!
 //! Server-set metadata (uid, resourceVersion, creationTimestamp) differs between backends by nature:
 //! the report says whether it was set, not what it was.
 
 use serde_json::{json, Map, Value};
 use velero_wasm_sdk::bindings::velero_wasm::plugin::kube::{
-    self, ApiResource, ListOptions, PatchType,
+    self, ApiResource, GetRead, ListOptions, PatchType, Read, ReadAnswer,
 };
 use velero_wasm_sdk::*;
 
@@ -263,6 +266,10 @@ impl Plugin for Probe {
                         Verb::Delete,
                     ],
                 ),
+            ActionInfo::new("test.velero-wasm.io/kube-read-all", Kind::Backup)
+                .applies_to(Selector::resources(&["configmaps"]))
+                .description("reads N ConfigMaps in one read-all and reports each answer")
+                .needs_kube("configmaps", &[Verb::Get]),
             ActionInfo::new("test.velero-wasm.io/kube-secret", Kind::Backup)
                 .applies_to(Selector::resources(&["configmaps"]))
                 .description("reads the Secret named by setting `secret` and reports the answer")
@@ -275,6 +282,30 @@ impl Plugin for Probe {
         let ns = item.namespace().to_string();
         let (report, additional) = match action {
             "test.velero-wasm.io/kube-probe" => probe(&ns),
+            "test.velero-wasm.io/kube-read-all" => {
+                let reads: usize = config::get("reads")
+                    .map(|n| n.parse().map_err(|e| format!("setting `reads`: {e}")))
+                    .transpose()?
+                    .unwrap_or(16);
+                let batch: Vec<Read> = (0..reads)
+                    .map(|i| {
+                        Read::Get(GetRead {
+                            api: configmaps(),
+                            namespace: ns.clone(),
+                            name: format!("big-{i}"),
+                        })
+                    })
+                    .collect();
+                let answers = kube::read_all(&batch)
+                    .iter()
+                    .map(|answer| match answer {
+                        Ok(ReadAnswer::Object(text)) => json!({"length": text.len()}),
+                        Ok(ReadAnswer::Objects(texts)) => json!({"objects": texts.len()}),
+                        Err(e) => json!({"error": error(e)}),
+                    })
+                    .collect();
+                (Value::Array(answers), Vec::new())
+            }
             "test.velero-wasm.io/kube-secret" => {
                 let name = config::get("secret").ok_or("setting `secret` is not set")?;
                 let secrets = ApiResource {
