@@ -927,7 +927,11 @@ fn a_read_all_holds_no_more_answers_than_the_module_s_memory() {
         &["--kubeconfig", kubeconfig.to_str().unwrap()],
     );
     let error = stderr(&out);
-    assert!(!out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(
+        !out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     assert!(
         error.contains("the answers would take more than the module's memory limit of 64 MiB"),
         "{error}"
