@@ -201,7 +201,21 @@ async fn the_call_deadline_bounds_a_request() {
 /// are read once per process): the probe granted `origin`, the test CA trusted (`SSL_CERT_FILE`), no
 /// proxy variable but those of `env`. Returns the item's `data` and the process's stderr.
 async fn run_get(url: &str, origin: &str, env: &[(&str, &str)]) -> (Value, String) {
-    let modules = support::module_dir("probe", "probe", &format!("[grant]\nhttp = [\"{origin}\"]"));
+    run_get_with("", url, origin, env).await
+}
+
+/// [`run_get`] with `manifest` (e.g. a `[limits]` table) before the probe's grant.
+async fn run_get_with(
+    manifest: &str,
+    url: &str,
+    origin: &str,
+    env: &[(&str, &str)],
+) -> (Value, String) {
+    let modules = support::module_dir(
+        "probe",
+        "probe",
+        &format!("{manifest}[grant]\nhttp = [\"{origin}\"]"),
+    );
     let dir = tempfile::tempdir().unwrap();
     let item = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "probe", "namespace": "test"}, "data": {"url": url}});
     let item = support::write(dir.path(), "item.json", &item.to_string());
@@ -320,4 +334,25 @@ async fn proxy_credentials_reach_the_proxy_only_and_a_refusal_is_a_clear_error()
             assert!(!shown.contains(secret), "{secret} shown: {shown}");
         }
     }
+}
+
+/// What the host holds of an answer is charged to the process's memory budget as it arrives, before
+/// it is kept: with a budget of 24 MiB, of which the guest holds at least its first MiB, an answer of
+/// 23.75 MiB is not read to the end, and the module is told why (before, the host read it whole and
+/// the guest then failed to grow).
+#[tokio::test]
+async fn an_answer_is_charged_to_the_process_memory_budget_as_it_arrives() {
+    let server = Loopback::start(|_| Reply::new(200, vec![b'a'; (24 << 20) - (256 << 10)])).await;
+    let (data, stderr) = run_get_with(
+        "[limits]\nhttp-response = \"32MiB\"\n",
+        &format!("{}/big", server.origin()),
+        &server.origin(),
+        &[("VELERO_WASM_MEMORY_BUDGET", "24MiB")],
+    )
+    .await;
+    let error = data["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("the process's memory budget of 24 MiB for all calls is in use"),
+        "{data}\n{stderr}"
+    );
 }

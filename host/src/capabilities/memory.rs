@@ -211,7 +211,31 @@ pub enum AnswerRefusal {
     },
 }
 
+tokio::task_local! {
+    /// The account of the guest import a backend call is made for, set by the capability around the
+    /// call ([`AnswerAccount::scope`]) and charged by the clients as bytes arrive
+    /// ([`AnswerAccount::charge`]).
+    static CALL_ANSWERS: std::sync::Arc<AnswerAccount>;
+}
+
 impl AnswerAccount {
+    /// Runs `call` (a backend call made for a guest's import) with `account` as the account its
+    /// answers are charged to.
+    pub async fn scope<T>(
+        account: std::sync::Arc<AnswerAccount>,
+        call: impl std::future::Future<Output = T>,
+    ) -> T {
+        CALL_ANSWERS.scope(account, call).await
+    }
+
+    /// Charges `bytes` of answer that just arrived to the account of the guest import being served,
+    /// if any (a client used outside a guest's call, such as the plugin's own reads, has none).
+    pub fn charge(bytes: usize) -> Result<(), AnswerRefusal> {
+        CALL_ANSWERS
+            .try_with(|account| account.take(bytes as u64))
+            .unwrap_or(Ok(()))
+    }
+
     /// An account of `limit` bytes (the module's memory limit), drawing on `budget`.
     pub fn new(limit: u64, budget: &'static MemoryBudget) -> AnswerAccount {
         AnswerAccount {

@@ -149,6 +149,8 @@ impl CallState {
             caps: &self.caps,
             backend: &self.services.http,
             budget: &mut self.budget,
+            memory_limit: self.memory.limit(),
+            memory_budget: self.memory.budget(),
         }
     }
 

@@ -140,6 +140,10 @@ pub struct HttpView<'a> {
     pub(super) caps: &'a ModuleCaps,
     pub(super) backend: &'a std::sync::Arc<dyn Backend<Exchange>>,
     pub(super) budget: &'a mut WorkBudget,
+    /// The module's memory limit, which what the host holds of an answer must fit.
+    pub(super) memory_limit: u64,
+    /// The process's budget, which it is charged to while held.
+    pub(super) memory_budget: &'static super::memory::MemoryBudget,
 }
 
 /// The `http` import's host functions take an [`HttpView`] of the call.
@@ -168,14 +172,20 @@ impl HttpView<'_> {
             timeout,
         };
         let started = std::time::Instant::now();
-        let outcome = self.backend.call(exchange).await.and_then(|answer| {
-            // A replayed answer meets the module's limit of today, not the recorded run's.
-            if answer.body.len() as u64 > max_response {
-                Err(transport::too_large(&origin, max_response))
-            } else {
-                Ok(answer)
-            }
-        });
+        let answers = std::sync::Arc::new(super::memory::AnswerAccount::new(
+            self.memory_limit,
+            self.memory_budget,
+        ));
+        let outcome = super::memory::AnswerAccount::scope(answers, self.backend.call(exchange))
+            .await
+            .and_then(|answer| {
+                // A replayed answer meets the module's limit of today, not the recorded run's.
+                if answer.body.len() as u64 > max_response {
+                    Err(transport::too_large(&origin, max_response))
+                } else {
+                    Ok(answer)
+                }
+            });
         let elapsed_ms = started.elapsed().as_millis() as u64;
         match &outcome {
             Ok(answer) => tracing::debug!(

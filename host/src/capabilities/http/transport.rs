@@ -20,7 +20,9 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Full};
+
+use crate::capabilities::memory::AnswerAccount;
 use hyper::body::Bytes;
 use hyper_util::client::legacy::connect::proxy::Tunnel;
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -290,25 +292,29 @@ impl Backend<Exchange> for NetworkTransport {
                     )
                 })
                 .collect();
-            let limit = usize::try_from(max_response).unwrap_or(usize::MAX);
-            let body = Limited::new(response.into_body(), limit)
-                .collect()
-                .await
-                .map_err(|e| {
-                    if e.downcast_ref::<http_body_util::LengthLimitError>()
-                        .is_some()
-                    {
-                        too_large(&origin, max_response)
-                    } else {
-                        ExchangeError::Transport(format!(
-                            "{method} {origin}: reading the answer: {e}"
-                        ))
-                    }
+            // Frame by frame: past the limit nothing more is read, and each frame is charged to the
+            // guest's account (when made for a guest) before it is kept.
+            let mut incoming = response.into_body();
+            let mut body = Vec::new();
+            while let Some(frame) = incoming.frame().await {
+                let frame = frame.map_err(|e| {
+                    ExchangeError::Transport(format!("{method} {origin}: reading the answer: {e}"))
                 })?;
+                let Ok(data) = frame.into_data() else {
+                    continue;
+                };
+                if (body.len() + data.len()) as u64 > max_response {
+                    return Err(too_large(&origin, max_response));
+                }
+                AnswerAccount::charge(data.len()).map_err(|refused| {
+                    ExchangeError::TooLarge(format!("{method} {origin}: {refused}"))
+                })?;
+                body.extend_from_slice(&data);
+            }
             Ok(Answer {
                 status,
                 headers,
-                body: body.to_bytes().to_vec(),
+                body,
             })
         };
         match tokio::time::timeout(timeout, exchange).await {

@@ -42,6 +42,7 @@ use tower::ServiceExt;
 
 use super::{ApiResource, Json, KubeAnswer, KubeCall, KubeError, ListOptions, Patch};
 use crate::capabilities::backend::Backend;
+use crate::capabilities::memory::AnswerAccount;
 
 /// Objects asked for per page when listing (kubectl's default chunk size).
 pub const LIST_PAGE_SIZE: u32 = 500;
@@ -64,10 +65,6 @@ tokio::task_local! {
     /// The deadline of the module call a Kubernetes request is made for (set by the capability around
     /// each backend call): waits for a `Retry-After` never go past it.
     pub static CALL_DEADLINE: tokio::time::Instant;
-    /// What the host may still hold of the answers read for the guest's import a request is made
-    /// for (set by the capability around each backend call): every frame of an answer is charged to
-    /// it as it arrives, before it is kept.
-    pub static CALL_ANSWERS: std::sync::Arc<crate::capabilities::memory::AnswerAccount>;
 }
 
 /// A client-side rate limit: `qps` requests a second, `burst` at once after an idle spell.
@@ -350,10 +347,7 @@ impl LiveCluster {
                         complete = false;
                         break;
                     }
-                    let charged = CALL_ANSWERS
-                        .try_with(|account| account.take(data.len() as u64))
-                        .unwrap_or(Ok(()));
-                    if let Err(refused) = charged {
+                    if let Err(refused) = AnswerAccount::charge(data.len()) {
                         return Err(KubeError::TooLarge(format!(
                             "{method} {}{uri}: {refused}",
                             self.server

@@ -687,7 +687,7 @@ async fn within<T>(
     answers: Arc<AnswerAccount>,
     call: impl std::future::Future<Output = T>,
 ) -> T {
-    let call = live::CALL_ANSWERS.scope(answers, call);
+    let call = AnswerAccount::scope(answers, call);
     match deadline {
         Some(deadline) => live::CALL_DEADLINE.scope(deadline, call).await,
         None => call.await,
