@@ -619,3 +619,28 @@ fn long_names_in_gnu_and_pax_headers_name_items() {
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.starts_with(&format!("2 items of {backup}")), "{text}");
 }
+
+#[test]
+fn items_that_would_parse_past_the_memory_bound_are_refused_before_they_are_kept() {
+    // Five ConfigMaps of 7.5 MiB each, every one an array of zeros: small as text (and as an archive),
+    // four million values each once parsed. Read whole, four such items took diff past 1 GiB.
+    let dir = tempfile::tempdir().unwrap();
+    let zeros = vec!["0"; 3_900_000].join(",");
+    let objects: Vec<Value> = (0..5)
+        .map(|i| {
+            serde_json::from_str(&format!(
+                r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"zeros-{i}","namespace":"apps"}},"zeros":[{zeros}]}}"#
+            ))
+            .unwrap()
+        })
+        .collect();
+    let path = dir.path().join("zeros.tar.gz");
+    velero_archive(&objects, &path);
+    let out = diff_within_a_minute(&path.display().to_string());
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("would take more than 768 MiB once parsed"),
+        "{}",
+        stderr(&out)
+    );
+}

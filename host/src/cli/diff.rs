@@ -116,7 +116,6 @@ async fn execute(args: &DiffArgs) -> Result<Report, Failure> {
         diff_archive::read(&args.source).map_err(|e| Failure::bad_input(format!("{e:#}")))?;
     let backup = read_backup(args)?;
     let restore = read_restore(args, &backup)?;
-    let items = items_of(&source)?;
     // The fixture cluster reads files: an archive's items are written out for it.
     let scratch = tempfile::tempdir()
         .map_err(|e| Failure::failed(format!("cannot make a temporary directory: {e}")))?;
@@ -129,6 +128,8 @@ async fn execute(args: &DiffArgs) -> Result<Report, Failure> {
     } else {
         vec![args.source.clone()]
     };
+    let format_version = source.format_version.clone();
+    let items = items_of(source)?;
     let sides = load_sides(args, trusted, &cluster_paths, &backup).await?;
     let (old_name, new_name) = (sides[0].name.clone(), sides[1].name.clone());
     let all = every_action(&sides);
@@ -184,7 +185,7 @@ async fn execute(args: &DiffArgs) -> Result<Report, Failure> {
         old: old_name,
         new: new_name,
         source: args.source.display().to_string(),
-        format_version: source.format_version,
+        format_version,
         items: items.len(),
         actions,
         seconds: started.elapsed().as_secs_f64(),
@@ -261,10 +262,9 @@ fn read_restore(args: &DiffArgs, backup: &Value) -> Result<Value, Failure> {
 
 /// The items in a stable order, each with its identity and its JSON text; an object without a kind
 /// or a name is no item, and an error.
-fn items_of(source: &diff_archive::BackupItems) -> Result<Vec<(ItemRef, String)>, Failure> {
+fn items_of(source: diff_archive::BackupItems) -> Result<Vec<(ItemRef, String)>, Failure> {
     let mut items = Vec::with_capacity(source.items.len());
-    for (from, value) in &source.items {
-        let text = value.to_string();
+    for (from, text) in source.items {
         let identity =
             ItemRef::parse(&text).map_err(|e| Failure::bad_input(format!("{from}: {e}")))?;
         if identity.kind.is_empty() || identity.name.is_empty() {

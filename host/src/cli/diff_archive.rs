@@ -7,7 +7,6 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context};
 use flate2::read::MultiGzDecoder;
-use serde_json::Value;
 
 /// Most entries read from an archive (files, directories and anything else in the tar).
 pub const MAX_ENTRIES: usize = 500_000;
@@ -15,6 +14,13 @@ pub const MAX_ENTRIES: usize = 500_000;
 pub const MAX_ITEM_BYTES: u64 = 8 << 20;
 /// Most bytes of items kept from one archive, in all.
 pub const MAX_TOTAL_BYTES: u64 = 1 << 30;
+/// Most memory the items of one archive are taken to need once parsed (by [`parsed_estimate`]), for
+/// the fixture cluster `diff` runs against holds them parsed: 8 MiB of `[0,0,…]` is four million
+/// values, hundreds of MiB parsed, and four such items took `diff` past 1 GiB.
+pub const MAX_PARSED_BYTES: u64 = 768 << 20;
+/// What one JSON value is taken to cost once parsed, besides its text: the value and its share of
+/// the array or object around it.
+const BYTES_PER_VALUE: u64 = 48;
 
 /// Most bytes read from an archive once uncompressed, skipped entries included: a gzip stream of
 /// zeros would otherwise keep `diff` decompressing for as long as it likes.
@@ -26,8 +32,10 @@ pub const MAX_EXTENSION_BYTES: u64 = 64 << 10;
 
 /// The items of a backup, each with where it was read from (an archive entry or a file).
 pub struct BackupItems {
-    /// Items, in the order read.
-    pub items: Vec<(String, Value)>,
+    /// Items, in the order read: where each was read from, and its JSON text (an object). An
+    /// archive's items are checked to be JSON objects without being parsed into a tree: the fixture
+    /// cluster keeps the one parsed copy.
+    pub items: Vec<(String, String)>,
     /// The backup format version of `metadata/version`, when the source is an archive that has one.
     pub format_version: Option<String>,
     /// Whether they come from an archive (rather than from files the fixture cluster can read).
@@ -53,7 +61,7 @@ pub fn read(path: &Path) -> anyhow::Result<BackupItems> {
     Ok(BackupItems {
         items: objects
             .into_iter()
-            .map(|(file, value)| (file.display().to_string(), value))
+            .map(|(file, value)| (file.display().to_string(), value.to_string()))
             .collect(),
         format_version: None,
         archive: false,
@@ -116,6 +124,7 @@ fn read_archive(path: &Path) -> anyhow::Result<BackupItems> {
     let mut items = Vec::new();
     let mut format_version = None;
     let mut total: u64 = 0;
+    let mut parsed: u64 = 0;
     // Raw: extension headers come as entries of their own, so their size is checked before
     // anything of them is read (the crate's own handling reads them whole, whatever their size).
     let entries = archive
@@ -170,12 +179,24 @@ fn read_archive(path: &Path) -> anyhow::Result<BackupItems> {
                 format_version = Some(String::from_utf8_lossy(&bytes).trim().to_string());
             }
             Entry::Item => {
-                let value: Value = serde_json::from_slice(&bytes)
+                let text = String::from_utf8(bytes)
+                    .map_err(|_| anyhow!("{name}: not a JSON object (not UTF-8)"))?;
+                // Checked without building a tree: nothing of it is kept but the text.
+                serde_json::from_str::<serde::de::IgnoredAny>(&text)
                     .with_context(|| format!("{name}: not a JSON object"))?;
-                if !value.is_object() {
+                if !text.trim_start().starts_with('{') {
                     bail!("{name}: not a JSON object");
                 }
-                items.push((name, value));
+                parsed += parsed_estimate(&text);
+                if parsed > MAX_PARSED_BYTES {
+                    bail!(
+                        "{name}: its items would take more than {} MiB once parsed ({} bytes of text and \
+                         about one value per separator): not read further",
+                        MAX_PARSED_BYTES >> 20,
+                        total
+                    );
+                }
+                items.push((name, text));
             }
             Entry::Other => {}
         }
@@ -271,19 +292,29 @@ impl<R: Read> Read for Bounded<R> {
     }
 }
 
+/// Memory `text` is taken to need once parsed: the text, and [`BYTES_PER_VALUE`] for each `,`, `:`,
+/// `[` and `{` in it (at most one value each; inside strings they count too, which only errs high).
+pub fn parsed_estimate(text: &str) -> u64 {
+    let values = text
+        .bytes()
+        .filter(|b| matches!(b, b',' | b':' | b'[' | b'{'))
+        .count() as u64;
+    text.len() as u64 + values * BYTES_PER_VALUE
+}
+
 /// Writes the items as JSON files in `dir` (one each, numbered), so that the fixture cluster reads
 /// them as it reads `--cluster` directories.
-pub fn write_cluster(items: &[(String, Value)], dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+pub fn write_cluster(items: &[(String, String)], dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     let mut paths = Vec::with_capacity(items.len());
     for (i, (_, item)) in items.iter().enumerate() {
         let path = dir.join(format!("{i:07}.json"));
-        let bytes = serde_json::to_vec(item)?;
+        let bytes = item.as_bytes();
         // Into a directory of our own, and new files only (O_EXCL): never through a link.
         std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .open(&path)
-            .and_then(|mut file| std::io::Write::write_all(&mut file, &bytes))
+            .and_then(|mut file| std::io::Write::write_all(&mut file, bytes))
             .with_context(|| path.display().to_string())?;
         paths.push(path);
     }
