@@ -644,3 +644,82 @@ fn items_that_would_parse_past_the_memory_bound_are_refused_before_they_are_kept
         stderr(&out)
     );
 }
+
+/// docs/modules.md §9, run as written up to what needs a cluster: `module export`, the edits, `diff`
+/// on a backup archive (exit 1, the items upstream mode changes), `module pack --shadow --sign`,
+/// `module verify` and `diff` of the packed file. The archive stands in for the one `aws s3 cp`
+/// fetches, the key for the operator's `ops.key`; `aws` and `kubectl` lines are left out.
+#[test]
+fn the_modules_walkthrough_runs_as_written_up_to_the_cluster() {
+    let doc = std::fs::read_to_string(root().join("docs/modules.md")).unwrap();
+    let section = doc
+        .split("## 9. Walkthrough")
+        .nth(1)
+        .expect("docs/modules.md has §9");
+    let block = section
+        .split("```sh\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n```").next())
+        .expect("§9 opens with a sh block");
+    let dir = tempfile::tempdir().unwrap();
+    velero_archive(
+        &fixture_objects(),
+        &dir.path().join("nightly-20261202.tar.gz"),
+    );
+    let keygen = support::run::Run::cli(["module", "keygen", "--out", "ops"])
+        .command()
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(keygen.status.success(), "{}", stderr(&keygen));
+    let bin_dir = Path::new(support::run::binary()).parent().unwrap();
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut ran = Vec::new();
+    for line in block.lines() {
+        let command = line.split(" #").next().unwrap_or("").trim();
+        if command.is_empty()
+            || command.starts_with('#')
+            || command.starts_with("aws ")
+            || command.starts_with("kubectl ")
+        {
+            continue;
+        }
+        let mut sh = std::process::Command::new("sh");
+        support::run::hermetic(&mut sh)
+            .args(["-c", command])
+            .current_dir(dir.path())
+            .env("PATH", &path)
+            .stdin(std::process::Stdio::null());
+        let out = sh.output().unwrap();
+        // The first diff finds the items upstream mode changes (exit 1), as §9 says; so does the
+        // diff of the packed file; everything else succeeds.
+        let expected = if command.starts_with("velero-wasm diff") {
+            1
+        } else {
+            0
+        };
+        assert_eq!(
+            out.status.code(),
+            Some(expected),
+            "`{command}`:\nstdout:\n{}\nstderr:\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            stderr(&out)
+        );
+        ran.push(command.to_string());
+    }
+    assert_eq!(ran.len(), 7, "{ran:#?}");
+    // The shadow ConfigMap as packed: signed, a shadow, version 0.1.1, upstream mode.
+    let packed = std::fs::read_to_string(dir.path().join("kubevirt-shadow.yaml")).unwrap();
+    let data = packed.split("\ndata:").nth(1).unwrap_or_default();
+    assert!(
+        packed.contains("velero-wasm.io/shadow: 'true'"),
+        "not a shadow"
+    );
+    for wanted in ["kubevirt.sig", "0.1.1", "upstream"] {
+        assert!(data.contains(wanted), "no {wanted} in its data:\n{data}");
+    }
+}
