@@ -15,6 +15,8 @@
 //!   token: every need of the stock grants allowed, anything beyond refused (403).
 //! - Read views and batched reads answer a VM backup from the real server as without them, with
 //!   fewer requests.
+//! - The version floor outlives the pod: kept in its Secret by a plugin holding what `rbac
+//!   --trusted-keys` printed, it makes a new pod refuse an older signed version.
 
 use crate::support;
 
@@ -1016,4 +1018,123 @@ async fn read_views_answer_a_vm_backup_from_the_real_server_as_without_them() {
         "views read {calls_with} times, without {calls_without}"
     );
     println!("requests to the real server: {calls_without} without views, {calls_with} with");
+}
+
+/// `module pack --sign` of stock `agent` as version `version`, for Velero in `namespace`: the one
+/// ConfigMap, signed with `key`.
+fn signed_agent(dir: &Path, namespace: &str, key: &Path, version: &str) -> Value {
+    let modules = dir.join(format!("agent-{version}"));
+    let out = support::velero_wasm(&["module", "export", "agent", modules.to_str().unwrap()]);
+    assert!(out.status.success(), "export: {}", support::stderr(&out));
+    let manifest = modules.join("agent.toml");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    let text: String = text
+        .lines()
+        .map(|line| match line.starts_with("version = ") {
+            true => format!("version = \"{version}\"\n"),
+            false => format!("{line}\n"),
+        })
+        .collect();
+    std::fs::write(&manifest, text).unwrap();
+    let packed = dir.join(format!("agent-{version}.yaml"));
+    let out = support::velero_wasm(&[
+        "module",
+        "pack",
+        modules.to_str().unwrap(),
+        "--namespace",
+        namespace,
+        "--sign",
+        key.to_str().unwrap(),
+        "--out",
+        packed.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "pack: {}", support::stderr(&out));
+    let text = std::fs::read_to_string(&packed).unwrap();
+    serde_norway::from_str(&text).unwrap()
+}
+
+/// The version floor outlives the pod through the real server: a plugin that runs as the service
+/// account holding what `rbac --trusted-keys` printed records the signed version it served in the
+/// Secret `velero-wasm-version-floor`, and a plugin with an empty state directory (a new pod) then
+/// refuses an older signed version of the module that the ConfigMap writer put back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_version_floor_outlives_the_pod_through_the_real_server_under_rbac() {
+    let server = shared();
+    let velero = server.namespace("floor");
+    let scratch = tempfile::tempdir().unwrap();
+    let keys = scratch.path().join("ops");
+    let out = support::velero_wasm(&["module", "keygen", "--out", keys.to_str().unwrap()]);
+    assert!(out.status.success(), "keygen: {}", support::stderr(&out));
+    let (key, public) = (keys.with_extension("key"), keys.with_extension("pub"));
+
+    let out = support::velero_wasm(&[
+        "rbac",
+        "--velero-namespace",
+        &velero,
+        "--name",
+        &format!("velero-wasm-{velero}"),
+        "--trusted-keys",
+        public.to_str().unwrap(),
+        "--stock",
+        "none",
+    ]);
+    assert!(out.status.success(), "rbac: {}", support::stderr(&out));
+    let rbac: Vec<Value> =
+        serde_norway::Deserializer::from_str(&String::from_utf8_lossy(&out.stdout))
+            .map(|d| <Value as serde::Deserialize>::deserialize(d).unwrap())
+            .filter(|d: &Value| !d.is_null())
+            .collect();
+    apply_rbac(server, &rbac);
+    let kubeconfig = scratch.path().join("velero.kubeconfig");
+    server.service_account(&velero, "velero", &kubeconfig);
+
+    let start = |state: &Path| {
+        std::fs::create_dir_all(state).unwrap();
+        support::plugin::Plugin::start_with(
+            support::plugin::binary(),
+            &["--log-level", "info"],
+            &[
+                ("KUBECONFIG", kubeconfig.to_str().unwrap()),
+                ("VELERO_WASM_STATE_DIR", state.to_str().unwrap()),
+                ("VELERO_WASM_CONFIGMAPS", "on"),
+                ("VELERO_NAMESPACE", velero.as_str()),
+                ("VELERO_WASM_STOCK", "none"),
+                ("VELERO_WASM_TRUSTED_KEYS", public.to_str().unwrap()),
+            ],
+            |c| {
+                c.env_remove("KUBERNETES_SERVICE_HOST");
+            },
+        )
+    };
+
+    // Version 1.2.0 serves, and the floor is raised in the Secret.
+    server.apply(&signed_agent(scratch.path(), &velero, &key, "1.2.0"));
+    let plugin = start(&scratch.path().join("pod-1"));
+    let listed: Vec<String> = plugin.list().await.into_iter().map(|p| p.name).collect();
+    assert!(!listed.is_empty(), "agent's actions are not listed");
+    let session = plugin.shutdown().await;
+    let secret = server
+        .get(&format!(
+            "/api/v1/namespaces/{velero}/secrets/velero-wasm-version-floor"
+        ))
+        .unwrap_or_else(|| panic!("no floor Secret:\n{}", session.stderr));
+    assert!(
+        secret["data"]["agent.json"].is_string(),
+        "{secret}\n{}",
+        session.stderr
+    );
+
+    // The ConfigMap writer puts 1.1.0 back; a new pod, whose state directory knows nothing, refuses it.
+    server.apply(&signed_agent(scratch.path(), &velero, &key, "1.1.0"));
+    let plugin = start(&scratch.path().join("pod-2"));
+    let listed: Vec<String> = plugin.list().await.into_iter().map(|p| p.name).collect();
+    let session = plugin.shutdown().await;
+    assert!(listed.is_empty(), "{listed:?}\n{}", session.stderr);
+    assert!(
+        session
+            .stderr
+            .contains("version 1.1.0 is older than version 1.2.0"),
+        "{}",
+        session.stderr
+    );
 }
