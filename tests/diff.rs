@@ -18,9 +18,12 @@ use crate::support;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
+use serde_json::json;
 use serde_json::Value;
 use support::{root, stderr, stdout_json, velero_wasm};
 use velero_wasm::action::ItemRef;
+use velero_wasm::plugin::proto::generated::backup_item_action_client::BackupItemActionClient;
+use velero_wasm::plugin::proto::generated::ExecuteRequest;
 
 /// The fixture cluster's objects.
 fn fixture_objects() -> Vec<Value> {
@@ -645,12 +648,15 @@ fn items_that_would_parse_past_the_memory_bound_are_refused_before_they_are_kept
     );
 }
 
-/// docs/modules.md §9, run as written up to what needs a cluster: `module export`, the edits, `diff`
-/// on a backup archive (exit 1, the items upstream mode changes), `module pack --shadow --sign`,
-/// `module verify` and `diff` of the packed file. The archive stands in for the one `aws s3 cp`
-/// fetches, the key for the operator's `ops.key`; `aws` and `kubectl` lines are left out.
-#[test]
-fn the_modules_walkthrough_runs_as_written_up_to_the_cluster() {
+/// docs/modules.md §9, run as written: `module export`, the edits, `diff` on a backup archive (exit
+/// 1, the items upstream mode changes), `module pack --shadow --sign`, `module verify` and `diff` of
+/// the packed file as the commands are written; then what the `kubectl` lines do, against the
+/// loopback API server holding the KubeVirt fixtures: the shadow applied, a plugin trusting the key
+/// serving stock kubevirt to a backup Execute while the shadow differs, `status` counting it, and,
+/// the shadow label removed, the next plugin serving the candidate. The archive stands in for the
+/// one `aws s3 cp` fetches, the key for the operator's `ops.key`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_modules_walkthrough_runs_as_written() {
     let doc = std::fs::read_to_string(root().join("docs/modules.md")).unwrap();
     let section = doc
         .split("## 9. Walkthrough")
@@ -722,4 +728,132 @@ fn the_modules_walkthrough_runs_as_written_up_to_the_cluster() {
     for wanted in ["kubevirt.sig", "0.1.1", "upstream"] {
         assert!(data.contains(wanted), "no {wanted} in its data:\n{data}");
     }
+    // 4's `kubectl apply`: the shadow ConfigMap into the API server.
+    let mut shadow: Value = serde_norway::from_str(&packed).unwrap();
+    let server =
+        support::apiserver::ApiServer::start(&[&root().join("tests/fixtures/kubevirt/cluster")]);
+    server.apply(shadow.clone());
+    let kubeconfig = dir.path().join("kubeconfig");
+    server.write_kubeconfig(&kubeconfig);
+    let state = dir.path().join("state");
+    std::fs::create_dir(&state).unwrap();
+    let public = dir.path().join("ops.pub");
+    let start = || {
+        support::plugin::Plugin::start_with(
+            support::plugin::binary(),
+            &["--log-level", "info"],
+            &[
+                ("KUBECONFIG", kubeconfig.to_str().unwrap()),
+                ("VELERO_WASM_STATE_DIR", state.to_str().unwrap()),
+                ("VELERO_WASM_CONFIGMAPS", "on"),
+                ("VELERO_NAMESPACE", "velero"),
+                ("VELERO_WASM_TRUSTED_KEYS", public.to_str().unwrap()),
+            ],
+            |c| {
+                c.env_remove("KUBERNETES_SERVICE_HOST");
+            },
+        )
+    };
+
+    // 5: backups run; stock kubevirt answers them, the shadow is compared. One Execute of an item
+    // whose result step 3 showed to differ.
+    let out = velero_wasm(&[
+        "diff",
+        &dir.path()
+            .join("nightly-20261202.tar.gz")
+            .display()
+            .to_string(),
+        "--new",
+        &dir.path().join("candidate").display().to_string(),
+        "--json",
+    ]);
+    let report = stdout_json(&out);
+    let (action, differing) = report["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["kind"] == "backup")
+        .find_map(|a| Some((a["action"].as_str()?, a["differing"].as_array()?.first()?)))
+        .unwrap_or_else(|| panic!("no backup action differs: {report:#}"));
+    let item = fixture_objects()
+        .into_iter()
+        .find(|o| {
+            o["metadata"]["name"] == differing["name"]
+                && o["metadata"]["namespace"] == differing["namespace"]
+        })
+        .unwrap_or_else(|| panic!("no fixture object for {differing}"));
+    let plugin = start();
+    let backup = json!({"apiVersion": "velero.io/v1", "kind": "Backup",
+                        "metadata": {"name": "nightly-20261203", "namespace": "velero", "uid": "b-uid-9"},
+                        "spec": {}});
+    BackupItemActionClient::new(plugin.channel().await)
+        .execute(ExecuteRequest {
+            plugin: action.to_string(),
+            item: item.to_string().into_bytes(),
+            backup: backup.to_string().into_bytes(),
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{action}: {e}"));
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let status = loop {
+        let out = velero_wasm(&["status", "--state-dir", state.to_str().unwrap(), "--json"]);
+        if out.status.success() {
+            let status = stdout_json(&out);
+            if status["shadows"]["kubevirt"]["differing"].as_u64() >= Some(1) {
+                break status;
+            }
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "the shadow's difference never showed: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let roles: BTreeSet<(String, String)> = status["modules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["name"] == "kubevirt")
+        .map(|m| {
+            (
+                m["role"].as_str().unwrap().to_string(),
+                m["source"].as_str().unwrap().to_string(),
+            )
+        })
+        .map(|(role, source)| (role, source.split('@').next().unwrap().to_string()))
+        .collect();
+    assert_eq!(
+        roles,
+        BTreeSet::from([
+            ("serving".to_string(), "stock".to_string()),
+            (
+                "shadow".to_string(),
+                "ConfigMap velero-wasm-module-kubevirt-shadow".to_string()
+            ),
+        ])
+    );
+    plugin.shutdown().await;
+
+    // 6: promoted (the shadow label removed): the next plugin process serves the candidate.
+    shadow["metadata"]["labels"]
+        .as_object_mut()
+        .unwrap()
+        .remove("velero-wasm.io/shadow");
+    server.apply(shadow);
+    let plugin = start();
+    plugin.list().await;
+    let session = plugin.shutdown().await;
+    let line = session
+        .log_lines()
+        .into_iter()
+        .find(|l| l["@message"] == "modules in service")
+        .unwrap_or_else(|| panic!("no `modules in service` line:\n{}", session.stderr));
+    assert!(
+        line["modules"]
+            .as_str()
+            .unwrap()
+            .contains("kubevirt: ConfigMap velero-wasm-module-kubevirt-shadow@"),
+        "{line:?}"
+    );
 }
