@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """A hostile Kubernetes API server for `make memory` (tests/memory/run.sh): answers discovery for the core group
-and kubevirt.io/v1, then answers everything else (or discovery itself) with a body that never ends."""
+and kubevirt.io/v1, then answers everything else (or discovery itself) with a body that never ends; in mode
+`big-gets`, every other GET with a ConfigMap of 15 MiB (under the host's 16 MiB cap of one answer)."""
 import http.server, json, sys, socketserver
 
-MODE = sys.argv[1]          # get | error | discovery
+MODE = sys.argv[1]          # get | error | discovery | big-gets
 PORT = int(sys.argv[2])
 CHUNK = b"x" * 65536
 
@@ -39,7 +40,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
-        self.wfile.write(body)
+        try:
+            self.wfile.write(body)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the host hung up: what the attack is about
     def do_GET(self):
         path = self.path.split("?")[0]
         if path == "/api/v1":
@@ -50,6 +54,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self.answer({"kind": "APIVersions", "versions": ["v1"]})
         if path == "/apis":
             return self.answer({"kind": "APIGroupList", "groups": []})
+        if MODE == "big-gets":
+            name = path.rsplit("/", 1)[-1]
+            return self.answer({"apiVersion": "v1", "kind": "ConfigMap",
+                                "metadata": {"name": name, "namespace": "velero"},
+                                "data": {"big": "x" * (15 << 20)}})
         return self.endless(500 if MODE == "error" else 200)
 
 class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):

@@ -7,6 +7,11 @@
 #   get        a granted GET answered with an endless 200 body (kubevirt's VM backup, `run`)
 #   error      the same GET answered with an endless 500 body
 #   discovery  an endless /api/v1 while module ConfigMaps are listed at start (`actions`)
+#   read-all   one kube.read-all of 64 gets, each answered with a 15 MiB ConfigMap, for a module of
+#              64 MiB (the test component kube-probe; `run`): the answers are charged to the module's
+#              memory as they arrive, so the call stops near 64 MiB of answers (it held 1 GiB before)
+#   diff       `diff` of a 160 KiB archive of five 7.5 MiB items of [0,0,…] (35 million values once
+#              parsed): refused by the parsed-size bound before the items are kept
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BINARY=${BINARY:-$PWD/target/$(uname -m)-unknown-linux-musl/debug/velero-wasm}
@@ -26,14 +31,43 @@ else
   reset() { :; }
 fi
 work=$(mktemp -d)
-trap 'kill $server 2>/dev/null; rmdir "$CG" 2>/dev/null; rm -rf "$work"' EXIT
+# Under set -e a failing command ends the trap too: each step may fail (the server already gone).
+trap 'kill $server 2>/dev/null || true; rmdir "$CG" 2>/dev/null || true; rm -rf "$work"' EXIT
 server=
 port=$((20000 + RANDOM % 20000))
 
 echo "machine: $(nproc) cores, $(uname -m); binary: $BINARY; cgroup limit 1 GiB"
 printf '| attack | exit | peak memory | time | last line |\n|---|---|---|---|---|\n'
-for mode in get error discovery; do
-  python3 tests/memory/hostile_apiserver.py "$mode" "$port" & server=$!
+PROBE=${PROBE:-$PWD/target/wasm/wasm32-wasip2/component/kube_probe.wasm}
+[ -f "$PROBE" ] || { echo "memory: no kube-probe component at $PROBE (make velero builds it)"; exit 2; }
+mkdir -p "$work/probe"
+cp "$PROBE" "$work/probe/kube-probe.wasm"
+cat > "$work/probe/kube-probe.toml" <<M
+sha256 = "$(sha256sum "$PROBE" | cut -d' ' -f1)"
+[limits]
+memory = "64MiB"
+[[grant.kube]]
+resources = ["configmaps"]
+verbs = ["get"]
+namespaces = ["@item"]
+[settings]
+reads = "64"
+M
+echo '{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"item","namespace":"velero"}}' > "$work/item.json"
+python3 - "$work/zeros.tar.gz" <<'Z'
+import io, json, sys, tarfile
+zeros = ",".join(["0"] * 3_900_000)
+with tarfile.open(sys.argv[1], "w:gz") as tar:
+    def add(name, data):
+        info = tarfile.TarInfo(name); info.size = len(data); tar.addfile(info, io.BytesIO(data))
+    add("metadata/version", b"1.1.0\n")
+    for i in range(5):
+        item = '{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"zeros-%d","namespace":"apps"},"zeros":[%s]}' % (i, zeros)
+        add("resources/configmaps/namespaces/apps/zeros-%d.json" % i, item.encode())
+Z
+
+for mode in get error discovery read-all diff; do
+  python3 tests/memory/hostile_apiserver.py "$([ "$mode" = read-all ] && echo big-gets || echo "$mode")" "$port" & server=$!
   for _ in $(seq 50); do (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.1; done
   cat > "$work/kubeconfig" <<K
 apiVersion: v1
@@ -45,7 +79,11 @@ current-context: c
 K
   if [ "$mode" = discovery ]; then
     mkdir -p -m 700 "$work/state"
-    cmd="VELERO_WASM_CONFIGMAPS=on VELERO_WASM_STATE_DIR=$work/state VELERO_NAMESPACE= $BINARY actions --json"
+    cmd="VELERO_WASM_CONFIGMAPS=on VELERO_WASM_STATE_DIR=$work/state VELERO_NAMESPACE= $BINARY actions"
+  elif [ "$mode" = read-all ]; then
+    cmd="$BINARY run --modules $work/probe --stock none --action test.velero-wasm.io/kube-read-all --item $work/item.json --backup $FIX/velero/backup-nightly.json"
+  elif [ "$mode" = diff ]; then
+    cmd="$BINARY diff $work/zeros.tar.gz --new stock"
   else
     cmd="$BINARY run --action kubevirt-velero-plugin/backup-virtualmachine-action --item $FIX/cluster/vm-fedora-web-01.json --backup $FIX/velero/backup-nightly.json"
   fi
@@ -54,7 +92,7 @@ K
   status=0
   out=$(sh -c "echo \$\$ > $CG/cgroup.procs; exec env KUBECONFIG=$work/kubeconfig $cmd" 2>&1 >/dev/null) || status=$?
   took=$(( ($(date +%s%N) - start) / 1000000 ))
-  said=$(printf '%s\n' "$out" | grep -v '^\s*$' | tail -1 | cut -c1-140 | tr '|' '/')
+  said=$(printf '%s\n' "$out" | { grep -v '^\s*$' || true; } | tail -1 | cut -c1-140 | tr '|' '/')
   printf '| %s | %s | %s MiB | %d ms | %s |\n' "$mode" "$status" "$(peak)" "$took" "$said"
   kill $server; wait $server 2>/dev/null || true
   [ "$status" -ne 137 ] || { echo "memory: $mode: the host was killed at the memory limit"; exit 1; }
