@@ -224,7 +224,7 @@ fn componentize_js(dir: &Path, name: &str) -> Result<PathBuf, Failure> {
     };
     std::fs::create_dir_all(dir.join("target"))
         .map_err(|e| Failure::failed(format!("{}: {e}", dir.join("target").display())))?;
-    eprintln!("velero-wasm build: componentize-js: app.js against wit/ (half a minute or so: it snapshots a JavaScript engine)");
+    eprintln!("velero-wasm build: componentize-js: app.js against wit/ (some seconds: it snapshots a JavaScript engine)");
     let started = std::time::Instant::now();
     // Without WASI's http and fetch-event: the host offers HTTP through velero-wasm:plugin/http only,
     // and a component importing wasi:http would not load.
