@@ -10,7 +10,7 @@
 import { list } from 'velero-wasm:plugin/kube@0.1.1';
 
 import * as settings from './settings.js';
-import { unimplemented } from './unimplemented.js';
+import { failingWithText, unimplemented } from './unimplemented.js';
 
 export const ACTION = 'example.io/__NAME__';
 export const LABEL = 'example.io/pvcs-in-namespace';
@@ -56,7 +56,8 @@ function describeError(e) {
   return error?.val ?? String(error);
 }
 
-export const actions = {
+// failingWithText: a bug's exception fails the call with its message and stack instead of trapping.
+export const actions = failingWithText({
   ...unimplemented,
   describe() {
     return [
@@ -80,4 +81,4 @@ export const actions = {
   backup(action, request) {
     return label(request.item, hostList, settings.read(SETTINGS));
   },
-};
+});

@@ -11,7 +11,7 @@
 import { delete as kubeDelete } from 'velero-wasm:plugin/kube@0.1.1';
 
 import * as settings from './settings.js';
-import { unimplemented } from './unimplemented.js';
+import { failingWithText, unimplemented } from './unimplemented.js';
 
 export const ACTION = 'example.io/__NAME__';
 const CONFIGMAPS = { group: '', version: 'v1', resource: 'configmaps' };
@@ -46,7 +46,8 @@ function hostDelete(namespace, name) {
   }
 }
 
-export const actions = {
+// failingWithText: a bug's exception fails the call with its message and stack instead of trapping.
+export const actions = failingWithText({
   ...unimplemented,
   describe() {
     return [
@@ -68,4 +69,4 @@ export const actions = {
   delete(action, item, backup) {
     forget(item, backup, hostDelete, settings.read(SETTINGS));
   },
-};
+});

@@ -11,7 +11,7 @@
 import { get } from 'velero-wasm:plugin/kube@0.1.1';
 
 import * as settings from './settings.js';
-import { unimplemented } from './unimplemented.js';
+import { failingWithText, unimplemented } from './unimplemented.js';
 
 export const ACTION = 'example.io/__NAME__';
 export const LABEL = 'example.io/restored-by';
@@ -60,7 +60,8 @@ function hostGet(namespace, name) {
   }
 }
 
-export const actions = {
+// failingWithText: a bug's exception fails the call with its message and stack instead of trapping.
+export const actions = failingWithText({
   ...unimplemented,
   describe() {
     return [
@@ -82,4 +83,4 @@ export const actions = {
   restore(action, request) {
     return restore(request.item, request.restore, hostGet, settings.read(SETTINGS));
   },
-};
+});
