@@ -7,7 +7,7 @@ MUSL := $(shell uname -m)-unknown-linux-musl
 TEST_BUILD := $(CARGO) test --workspace --target $(MUSL) --no-run
 FIXTURES := tests/fixtures
 
-.PHONY: help deps build test lint run bench velero static memory image python e2e fuzz clean
+.PHONY: help deps build test lint run bench velero static memory image python javascript e2e fuzz clean
 
 help: ## List the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -48,6 +48,9 @@ memory: ## Memory attacks (endless answers, a read-all of 64 answers of 15 MiB, 
 
 python: ## Python modules (componentize-py from PyPI), backup, restore and delete, pass their Rust twins' suites and a suite of their settings path; bench and size of each (about 7 min after the test build; not part of test, CI runs it after e2e)
 	tests/python/run.sh
+
+javascript: ## JavaScript modules (componentize-js from npm), backup, restore and delete, pass their Rust twins' suites and a suite of their settings path; bench and size of each (about 5 min after the host build; not part of test nor CI)
+	tests/javascript/run.sh
 
 image: ## The plugin image for amd64 and arm64 as OCI archives in target/image/, each checked (tests/image/run.sh; root, buildah; not part of test)
 	@.ci/deps image

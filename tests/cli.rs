@@ -1355,6 +1355,86 @@ fn each_python_kind_is_scaffolded_with_unit_tests_that_pass() {
     assert!(!dir.path().join("py-block").exists());
 }
 
+/// `new --lang javascript` of each kind it writes: the files, the suite byte for byte its Rust twin's,
+/// and the module's own unit tests (the action's on fakes of the WIT's imports, and the typed settings
+/// reader's) pass natively with `node --test`, as its README says to run them (`make javascript`
+/// builds and runs the component).
+#[test]
+fn each_javascript_kind_is_scaffolded_with_its_rust_twins_suite_and_unit_tests_that_pass() {
+    let dir = tempfile::tempdir().unwrap();
+    for kind in ["backup", "restore", "delete"] {
+        let module = dir.path().join("js").join(format!("{kind}-pvcs"));
+        let rust = dir.path().join("rust").join(format!("{kind}-pvcs"));
+        let lang = ["--lang", "javascript"];
+        let out = velero_wasm(
+            &[
+                &["new"][..],
+                &lang,
+                &["--kind", kind, module.to_str().unwrap()],
+            ]
+            .concat(),
+        );
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        assert!(
+            stdout(&out).contains(&format!(
+                "the {kind} action example.io/{kind}-pvcs in JavaScript"
+            )),
+            "{}",
+            stdout(&out)
+        );
+        let out = velero_wasm(&["new", "--kind", kind, rust.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        for file in [
+            "app.js",
+            "app.test.js",
+            "settings.js",
+            "settings.test.js",
+            "unimplemented.js",
+            "fakes/hooks.js",
+            "package.json",
+            ".gitignore",
+            "wit/world.wit",
+        ] {
+            assert!(module.join(file).is_file(), "{kind}: {file} is not written");
+        }
+        for same in ["tests/suite.yaml", &format!("{kind}-pvcs.toml")] {
+            assert_eq!(
+                std::fs::read(module.join(same)).unwrap(),
+                std::fs::read(rust.join(same)).unwrap(),
+                "{kind}: {same} differs from the Rust twin's"
+            );
+        }
+        let tests = std::process::Command::new("node")
+            .arg("--test")
+            .current_dir(&module)
+            .output()
+            .expect("node runs");
+        let report = String::from_utf8_lossy(&tests.stdout);
+        assert!(tests.status.success(), "{kind}: {report}{}", stderr(&tests));
+        assert!(
+            report.contains("a value of the wrong type names its key")
+                && report.contains("suspended")
+                && report.contains("# fail 0"),
+            "{kind}: the action's and the settings reader's tests ran: {report}"
+        );
+    }
+    let out = velero_wasm(&[
+        "new",
+        "--lang",
+        "javascript",
+        "--kind",
+        "item-block",
+        dir.path().join("js-block").to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("--lang javascript writes a backup, restore or delete"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!dir.path().join("js-block").exists());
+}
+
 // `velero-wasm test`: suites of cases written as data (docs/suites.md).
 
 fn stdout(output: &std::process::Output) -> String {

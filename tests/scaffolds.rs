@@ -3,7 +3,8 @@
 //! (`velero-wasm build`), its generated suite run (`velero-wasm test`), and its settings path
 //! exercised: the typed setting read at its default and overridden (by a suite case and by an
 //! operator's `[settings]`), a misspelt key and a value of the wrong type refused, naming the key.
-//! The Python scaffolds take minutes to build and run in `make python` (tests/python/run.sh).
+//! The Python scaffolds take minutes to build and run in `make python` (tests/python/run.sh), the
+//! JavaScript ones in `make javascript` (tests/javascript/run.sh).
 //!
 //! Builds are offline, with the workspace's Cargo.lock and one target directory for every crate
 //! (target/author-crate, shared with the authoring guide's test), so the SDK's dependencies build once.

@@ -1,5 +1,6 @@
 //! `velero-wasm build [DIR]`: builds the crate in DIR as a component (`cargo build --target
-//! wasm32-wasip2 --release`; a Python module, app.py without Cargo.toml, with componentize-py), writes the component's sha256 into the manifest beside it
+//! wasm32-wasip2 --release`; a Python module, app.py without Cargo.toml, with componentize-py; a
+//! JavaScript module, app.js without either, with componentize-js), writes the component's sha256 into the manifest beside it
 //! (`<package>.toml` in DIR) without touching the rest of the file, then loads it as `run` would and
 //! checks what its actions say they need against the manifest's grant. When the grant covers them, the
 //! component and its manifest are laid out as a module directory, `DIR/module/` (what `run --modules`,
@@ -39,16 +40,17 @@ pub async fn build(args: BuildArgs) -> u8 {
 }
 
 async fn build_and_check(dir: &Path) -> Result<u8, Failure> {
-    // A Python module (`new --lang python`): app.py and no Cargo.toml.
-    let python = !dir.join("Cargo.toml").exists() && dir.join("app.py").exists();
-    let package = match python {
-        true => python_module_name(dir)?,
-        false => package_name(dir)?,
+    let language = Language::of(dir);
+    let package = match language {
+        Language::Rust => package_name(dir)?,
+        Language::Python => source_module_name(dir, "app.py")?,
+        Language::JavaScript => source_module_name(dir, "app.js")?,
     };
     let manifest_path = dir.join(format!("{package}.toml"));
-    let wasm_path = match python {
-        true => componentize_py(dir, &package)?,
-        false => cargo_build(dir)?,
+    let wasm_path = match language {
+        Language::Rust => cargo_build(dir)?,
+        Language::Python => componentize_py(dir, &package)?,
+        Language::JavaScript => componentize_js(dir, &package)?,
     };
     let wasm = std::fs::read(&wasm_path)
         .map_err(|e| Failure::failed(format!("{}: {e}", wasm_path.display())))?;
@@ -111,6 +113,32 @@ async fn build_and_check(dir: &Path) -> Result<u8, Failure> {
     })
 }
 
+/// The language of the module in a directory, which says how to build it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Language {
+    /// A crate: Cargo.toml.
+    Rust,
+    /// `new --lang python`: app.py and no Cargo.toml.
+    Python,
+    /// `new --lang javascript`: app.js and neither Cargo.toml nor app.py.
+    JavaScript,
+}
+
+impl Language {
+    fn of(dir: &Path) -> Language {
+        if dir.join("Cargo.toml").exists() {
+            Language::Rust
+        } else if dir.join("app.py").exists() {
+            Language::Python
+        } else if dir.join("app.js").exists() {
+            Language::JavaScript
+        } else {
+            // Cargo's error (no Cargo.toml) is the one to show.
+            Language::Rust
+        }
+    }
+}
+
 /// The package name in `dir/Cargo.toml`.
 fn package_name(dir: &Path) -> Result<String, Failure> {
     let path = dir.join("Cargo.toml");
@@ -127,9 +155,9 @@ fn package_name(dir: &Path) -> Result<String, Failure> {
         .ok_or_else(|| Failure::bad_input(format!("{}: no [package] name", path.display())))
 }
 
-/// A Python module's name: its directory's (as `new --lang python` named it), which its manifest
-/// `<name>.toml` beside app.py confirms.
-fn python_module_name(dir: &Path) -> Result<String, Failure> {
+/// A Python or JavaScript module's name: its directory's (as `new --lang` named it), which its
+/// manifest `<name>.toml` beside `source` (app.py, app.js) confirms.
+fn source_module_name(dir: &Path, source: &str) -> Result<String, Failure> {
     let absolute = std::fs::canonicalize(dir)
         .map_err(|e| Failure::bad_input(format!("{}: {e}", dir.display())))?;
     let name = absolute
@@ -139,7 +167,7 @@ fn python_module_name(dir: &Path) -> Result<String, Failure> {
         .to_string();
     if !dir.join(format!("{name}.toml")).exists() {
         return Err(Failure::bad_input(format!(
-            "{}: a Python module's manifest is <directory name>.toml beside app.py, and there is no {name}.toml",
+            "{}: the module's manifest is <directory name>.toml beside {source}, and there is no {name}.toml",
             dir.display()
         )));
     }
@@ -179,6 +207,55 @@ fn componentize_py(dir: &Path, name: &str) -> Result<PathBuf, Failure> {
         started.elapsed().as_secs_f64()
     );
     Ok(out)
+}
+
+/// Builds the JavaScript module in `dir` (app.js, an ES module, against the WIT in `dir/wit`) with
+/// componentize-js into `dir/target/<name>.wasm`, and returns that path. The tool is the executable
+/// `COMPONENTIZE_JS` names, else the module's own (`npm install` puts the version package.json pins in
+/// node_modules/.bin), else `componentize-js` on PATH.
+fn componentize_js(dir: &Path, name: &str) -> Result<PathBuf, Failure> {
+    let local = dir.join("node_modules/.bin/componentize-js");
+    let tool = match std::env::var_os("COMPONENTIZE_JS") {
+        Some(tool) => PathBuf::from(tool),
+        // Absolute: the command runs in `dir`.
+        None if local.exists() => std::path::absolute(&local)
+            .map_err(|e| Failure::failed(format!("{}: {e}", local.display())))?,
+        None => PathBuf::from("componentize-js"),
+    };
+    std::fs::create_dir_all(dir.join("target"))
+        .map_err(|e| Failure::failed(format!("{}: {e}", dir.join("target").display())))?;
+    eprintln!("velero-wasm build: componentize-js: app.js against wit/ (some seconds: it snapshots a JavaScript engine)");
+    let started = std::time::Instant::now();
+    // Without WASI's http and fetch-event: the host offers HTTP through velero-wasm:plugin/http only,
+    // and a component importing wasi:http would not load.
+    let status = Command::new(&tool)
+        .current_dir(dir)
+        .args(["app.js", "--wit", "wit", "--world-name", "plugin"])
+        .args(["--disable", "http", "fetch-event", "--out"])
+        .arg(format!("target/{name}.wasm"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .status()
+        .map_err(|e| {
+            Failure::failed(format!(
+                "cannot run {}: {e}; install it with `npm install` in {} (package.json pins it), or \
+                 `npm install @bytecodealliance/componentize-js@{}` and name it with COMPONENTIZE_JS",
+                tool.display(),
+                dir.display(),
+                super::new::COMPONENTIZE_JS_VERSION
+            ))
+        })?;
+    if !status.success() {
+        return Err(Failure::failed(format!(
+            "componentize-js failed ({status}): its messages are above"
+        )));
+    }
+    eprintln!(
+        "velero-wasm build: componentize-js done in {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(dir.join("target").join(format!("{name}.wasm")))
 }
 
 /// Builds the crate in `dir` for [`TARGET`] (release) and returns the path of its component. Cargo's

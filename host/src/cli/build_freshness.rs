@@ -4,7 +4,8 @@
 //!
 //! Two checks, each cheap: the crate's manifest must equal the one in `module/` (`build` pins the
 //! component's sha256 into the crate's manifest even when it then refuses to place the module), and
-//! no source file (`Cargo.toml`, `src/**`, a Python module's `*.py`) may be newer than the component.
+//! no source file (`Cargo.toml`, `src/**`, a Python module's `*.py`, a JavaScript module's `*.js`) may
+//! be newer than the component.
 //!
 //! `run`, `bench`, `module pack` and `module push` refuse such a `module/` the same way (exit 2, the
 //! same message), unless `--allow-stale` ([`StaleArgs`]) says the author means it: packing or running
@@ -54,7 +55,9 @@ pub fn stale_reason(module_dir: &Path) -> Option<String> {
         return None;
     }
     let krate = module_dir.parent()?;
-    let is_crate = krate.join("Cargo.toml").is_file() || krate.join("app.py").is_file();
+    let is_crate = ["Cargo.toml", "app.py", "app.js"]
+        .iter()
+        .any(|source| krate.join(source).is_file());
     if !is_crate {
         return None;
     }
@@ -112,18 +115,19 @@ fn built_components(module_dir: &Path) -> Vec<(PathBuf, SystemTime)> {
 fn newest_source_after(krate: &Path, than: SystemTime) -> Option<PathBuf> {
     let mut sources = vec![krate.join("Cargo.toml")];
     let mut pending = vec![krate.join("src")];
-    // A Python module's sources sit at the top of its directory, beside its unit tests (`test_*.py`,
-    // which the component does not need).
+    // A Python or JavaScript module's sources sit at the top of its directory, beside its unit tests
+    // (`test_*.py`, `*.test.js`, which the component does not need).
     if let Ok(entries) = std::fs::read_dir(krate) {
         sources.extend(
             entries
                 .flatten()
                 .map(|entry| entry.path())
-                .filter(|path| path.extension().is_some_and(|e| e == "py"))
+                .filter(|path| path.extension().is_some_and(|e| e == "py" || e == "js"))
                 .filter(|path| {
-                    !path
-                        .file_name()
-                        .is_some_and(|n| n.to_string_lossy().starts_with("test_"))
+                    !path.file_name().is_some_and(|n| {
+                        let n = n.to_string_lossy();
+                        n.starts_with("test_") || n.ends_with(".test.js")
+                    })
                 }),
         );
     }
@@ -200,6 +204,32 @@ mod tests {
             .unwrap();
         let reason = stale_reason(&dir.path().join("module")).expect("stale");
         assert!(reason.contains("src/lib.rs changed after"), "{reason}");
+    }
+
+    #[test]
+    fn a_javascript_modules_source_edited_after_the_build_makes_module_stale_but_not_its_tests() {
+        let dir = built_crate();
+        let root = dir.path();
+        std::fs::remove_file(root.join("Cargo.toml")).unwrap();
+        let later = SystemTime::now() + Duration::from_secs(120);
+        for file in ["app.js", "app.test.js"] {
+            std::fs::write(root.join(file), "// source\n").unwrap();
+        }
+        std::fs::File::options()
+            .write(true)
+            .open(root.join("app.test.js"))
+            .unwrap()
+            .set_modified(later)
+            .unwrap();
+        assert_eq!(stale_reason(&root.join("module")), None);
+        std::fs::File::options()
+            .write(true)
+            .open(root.join("app.js"))
+            .unwrap()
+            .set_modified(later)
+            .unwrap();
+        let reason = stale_reason(&root.join("module")).expect("stale");
+        assert!(reason.contains("app.js changed after"), "{reason}");
     }
 
     #[test]

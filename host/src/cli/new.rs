@@ -29,9 +29,9 @@ pub struct NewArgs {
     #[arg(long, value_enum, default_value_t = ActionKind::Backup)]
     kind: ActionKind,
 
-    /// The language of the module: rust (the SDK's crate), or python (componentize-py; --kind backup,
-    /// restore or delete, with a typed settings reader; `velero-wasm build` needs componentize-py on
-    /// PATH).
+    /// The language of the module: rust (the SDK's crate), python (componentize-py) or javascript
+    /// (componentize-js); python and javascript write --kind backup, restore or delete, with a typed
+    /// settings reader, and `velero-wasm build` needs their tool (its README says how to install it).
     #[arg(long, value_enum, default_value_t = Lang::Rust)]
     lang: Lang,
 
@@ -47,6 +47,7 @@ pub struct NewArgs {
 enum Lang {
     Rust,
     Python,
+    Javascript,
 }
 
 /// The kinds of action the WIT contract offers, as `new --kind` names them.
@@ -132,8 +133,10 @@ pub fn new(args: NewArgs) -> u8 {
 
 fn create(args: &NewArgs) -> Result<(), Failure> {
     let name = crate_name(&args.path)?;
-    if args.lang == Lang::Python {
-        return create_python(args, &name);
+    match args.lang {
+        Lang::Python => return create_python(args, &name),
+        Lang::Javascript => return create_javascript(args, &name),
+        Lang::Rust => {}
     }
     let dependency = sdk_dependency(args.sdk.as_deref())?;
     let mut files = render(&name, args.kind, &dependency);
@@ -259,12 +262,135 @@ fn render_python(name: &str, kind: ActionKind) -> Result<Vec<(String, String)>, 
     .into_iter()
     .map(|(path, template)| (path, fill(template)))
     .collect();
+    files.extend(wit_files()?);
+    Ok(files)
+}
+
+/// The WIT contract, as `wit/<file>`: what a module in another language than Rust is built against.
+fn wit_files() -> Result<Vec<(String, String)>, Failure> {
     let wit = format!("{VENDOR_DIR}/wit/");
-    for (path, text) in vendored_sdk::files().map_err(Failure::failed)? {
-        if let Some(file) = path.strip_prefix(&wit) {
-            files.push((format!("wit/{file}"), text));
-        }
+    Ok(vendored_sdk::files()
+        .map_err(Failure::failed)?
+        .into_iter()
+        .filter_map(|(path, text)| {
+            path.strip_prefix(&wit)
+                .map(|file| (format!("wit/{file}"), text))
+        })
+        .collect())
+}
+
+/// `new --lang javascript`: the example of the kind in JavaScript (`app.js`, an ES module), its unit
+/// tests on fakes of the WIT's imports (`node --test`), the typed settings reader (`settings.js`), a
+/// package.json pinning componentize-js, the WIT, and the same manifest, fixtures and suite as the
+/// Rust example of that kind.
+fn create_javascript(args: &NewArgs, name: &str) -> Result<(), Failure> {
+    if args.sdk.is_some() {
+        return Err(Failure::bad_input(
+            "--sdk is the Rust SDK's: a JavaScript module is built against the WIT, which new writes into wit/",
+        ));
     }
+    let files = render_javascript(name, args.kind)?;
+    write_files(&args.path, &files)?;
+    let dir = args.path.display();
+    let kind = args.kind.names().1;
+    println!("created {dir}: the {kind} action example.io/{name} in JavaScript (app.js, settings.js), its manifest {name}.toml, fixtures and tests/suite.yaml");
+    println!("the WIT: {dir}/wit, from this binary; `velero-wasm build` runs componentize-js {COMPONENTIZE_JS_VERSION} (`npm install` in {dir} installs it)");
+    println!("next: (cd {dir} && npm install && node --test) && velero-wasm build {dir} && velero-wasm test {dir}/tests/suite.yaml");
+    Ok(())
+}
+
+/// The componentize-js version the JavaScript scaffold's package.json pins (and `make javascript`
+/// tests).
+pub const COMPONENTIZE_JS_VERSION: &str = "0.23.0";
+
+/// The JavaScript example of `kind` (its action and its unit tests), or why there is none.
+fn javascript_templates(kind: ActionKind) -> Result<(&'static str, &'static str), Failure> {
+    match kind {
+        ActionKind::Backup => Ok((
+            include_str!("new/javascript/backup.js"),
+            include_str!("new/javascript/backup.test.js"),
+        )),
+        ActionKind::Restore => Ok((
+            include_str!("new/javascript/restore.js"),
+            include_str!("new/javascript/restore.test.js"),
+        )),
+        ActionKind::Delete => Ok((
+            include_str!("new/javascript/delete.js"),
+            include_str!("new/javascript/delete.test.js"),
+        )),
+        other => Err(Failure::bad_input(format!(
+            "--lang javascript writes a backup, restore or delete action (not {}): start from one of \
+             them and change the kind; the WIT in wit/ has every kind",
+            other.names().1
+        ))),
+    }
+}
+
+/// The JavaScript module's files: relative path and text.
+fn render_javascript(name: &str, kind: ActionKind) -> Result<Vec<(String, String)>, Failure> {
+    let (app, tests) = javascript_templates(kind)?;
+    let own = kind.templates();
+    let subject = kind.subject();
+    let subject_fixture = match subject {
+        "restore" => include_str!("new/common/restore.json"),
+        _ => include_str!("new/common/backup.json"),
+    };
+    let test_app = include_str!("new/javascript/app.test.js").replace("__TESTS__", tests);
+    let fill = |template: &str| {
+        template
+            .replace("__NAME__", name)
+            .replace("__KIND_NAME__", kind.names().1)
+            .replace("__SUBJECT__", subject)
+    };
+    let mut files: Vec<(String, String)> = [
+        ("app.js".to_string(), app),
+        ("app.test.js".into(), &test_app),
+        (
+            "settings.js".into(),
+            include_str!("new/javascript/settings.js"),
+        ),
+        (
+            "settings.test.js".into(),
+            include_str!("new/javascript/settings.test.js"),
+        ),
+        (
+            "unimplemented.js".into(),
+            include_str!("new/javascript/unimplemented.js"),
+        ),
+        (
+            "fakes/hooks.js".into(),
+            include_str!("new/javascript/fakes/hooks.js"),
+        ),
+        (
+            "fakes/kube.js".into(),
+            include_str!("new/javascript/fakes/kube.js"),
+        ),
+        (
+            "fakes/config.js".into(),
+            include_str!("new/javascript/fakes/config.js"),
+        ),
+        (
+            "package.json".into(),
+            include_str!("new/javascript/package.json"),
+        ),
+        (
+            ".gitignore".into(),
+            include_str!("new/javascript/gitignore"),
+        ),
+        ("README.md".into(), include_str!("new/javascript/README.md")),
+        (format!("{name}.toml"), own.manifest),
+        ("tests/suite.yaml".into(), own.suite),
+        (
+            "tests/fixtures/item.json".into(),
+            include_str!("new/common/item.json"),
+        ),
+        (format!("tests/fixtures/{subject}.json"), subject_fixture),
+        ("tests/fixtures/cluster/objects.yaml".into(), own.cluster),
+    ]
+    .into_iter()
+    .map(|(path, template)| (path, fill(template)))
+    .collect();
+    files.extend(wit_files()?);
     Ok(files)
 }
 
@@ -576,6 +702,63 @@ mod tests {
         }
         let refused = render_python("count-pvcs", ActionKind::ItemBlock).unwrap_err();
         assert!(refused.message.contains("backup, restore or delete"));
+    }
+
+    #[test]
+    fn each_javascript_module_has_its_rust_twins_suite_the_wit_and_the_pinned_tool() {
+        let file = |files: &[(String, String)], p: &str| {
+            files
+                .iter()
+                .find(|(path, _)| path == p)
+                .map(|(_, t)| t.clone())
+        };
+        for kind in [ActionKind::Backup, ActionKind::Restore, ActionKind::Delete] {
+            let js = render_javascript("count-pvcs", kind)
+                .map_err(|f| f.message)
+                .unwrap();
+            let rust = render("count-pvcs", kind, "velero-wasm-sdk = \"0.1.0\"");
+            let subject = format!("tests/fixtures/{}.json", kind.subject());
+            for same in [
+                "tests/suite.yaml",
+                "count-pvcs.toml",
+                "tests/fixtures/item.json",
+                "tests/fixtures/cluster/objects.yaml",
+                &subject,
+            ] {
+                assert!(file(&js, same).is_some(), "{kind:?} {same}");
+                assert_eq!(file(&js, same), file(&rust, same), "{kind:?} {same}");
+            }
+            for (path, text) in &js {
+                assert!(
+                    !text.contains("__"),
+                    "{kind:?} {path}: a placeholder is left"
+                );
+            }
+            let app = file(&js, "app.js").unwrap();
+            assert!(app.contains("export const ACTION = 'example.io/count-pvcs';"));
+            assert!(
+                app.contains(&format!("kind: '{}'", kind.names().1)),
+                "{kind:?}"
+            );
+            assert!(app.contains("...unimplemented,"), "{kind:?}");
+            assert!(file(&js, "app.test.js").unwrap().contains("test('"));
+            assert!(file(&js, "settings.js")
+                .unwrap()
+                .contains("export function read("));
+            let package: serde_json::Value =
+                serde_json::from_str(&file(&js, "package.json").unwrap()).unwrap();
+            assert_eq!(package["name"], "count-pvcs");
+            assert_eq!(package["type"], "module");
+            assert_eq!(
+                package["devDependencies"]["@bytecodealliance/componentize-js"],
+                COMPONENTIZE_JS_VERSION
+            );
+            assert!(file(&js, "wit/world.wit").unwrap().contains("world plugin"));
+        }
+        let refused = render_javascript("count-pvcs", ActionKind::ItemBlock).unwrap_err();
+        assert!(refused
+            .message
+            .contains("--lang javascript writes a backup, restore or delete"));
     }
 
     #[test]
