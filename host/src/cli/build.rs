@@ -177,36 +177,22 @@ fn source_module_name(dir: &Path, source: &str) -> Result<String, Failure> {
 /// Builds the Python module in `dir` (app.py, against the WIT in `dir/wit`) with componentize-py
 /// (`COMPONENTIZE_PY`, or on PATH) into `dir/target/<name>.wasm`, and returns that path.
 fn componentize_py(dir: &Path, name: &str) -> Result<PathBuf, Failure> {
-    let tool = std::env::var_os("COMPONENTIZE_PY").unwrap_or_else(|| "componentize-py".into());
-    let out = dir.join("target").join(format!("{name}.wasm"));
-    std::fs::create_dir_all(dir.join("target"))
-        .map_err(|e| Failure::failed(format!("{}: {e}", dir.join("target").display())))?;
-    eprintln!("velero-wasm build: componentize-py: app.py against wit/ (a minute or so: it snapshots an interpreter)");
-    let started = std::time::Instant::now();
-    let status = Command::new(&tool)
-        .current_dir(dir)
-        .args(["-d", "wit", "-w", "plugin", "componentize", "app", "-o"])
-        .arg(format!("target/{name}.wasm"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .status()
-        .map_err(|e| {
-            Failure::failed(format!(
-                "cannot run {}: {e}; install it with `pip install componentize-py==0.25.1` (or name it with COMPONENTIZE_PY)",
-                Path::new(&tool).display()
-            ))
-        })?;
-    if !status.success() {
-        return Err(Failure::failed(format!(
-            "componentize-py failed ({status}): its messages are above"
-        )));
-    }
-    eprintln!(
-        "velero-wasm build: componentize-py done in {:.0} s",
-        started.elapsed().as_secs_f64()
+    let tool = PathBuf::from(
+        std::env::var_os("COMPONENTIZE_PY").unwrap_or_else(|| "componentize-py".into()),
     );
-    Ok(out)
+    let tool = Builder {
+        name: "componentize-py",
+        source: "app.py",
+        takes: "a minute or so: it snapshots an interpreter",
+        install: "install it with `pip install componentize-py==0.25.1` (or name it with COMPONENTIZE_PY)"
+            .to_string(),
+        tool,
+    };
+    tool.run(
+        dir,
+        name,
+        &["-d", "wit", "-w", "plugin", "componentize", "app", "-o"],
+    )
 }
 
 /// Builds the JavaScript module in `dir` (app.js, an ES module, against the WIT in `dir/wit`) with
@@ -222,40 +208,91 @@ fn componentize_js(dir: &Path, name: &str) -> Result<PathBuf, Failure> {
             .map_err(|e| Failure::failed(format!("{}: {e}", local.display())))?,
         None => PathBuf::from("componentize-js"),
     };
-    std::fs::create_dir_all(dir.join("target"))
-        .map_err(|e| Failure::failed(format!("{}: {e}", dir.join("target").display())))?;
-    eprintln!("velero-wasm build: componentize-js: app.js against wit/ (some seconds: it snapshots a JavaScript engine)");
-    let started = std::time::Instant::now();
+    let tool = Builder {
+        name: "componentize-js",
+        source: "app.js",
+        takes: "some seconds: it snapshots a JavaScript engine",
+        install: format!(
+            "install it with `npm install` in {} (package.json pins it), or \
+             `npm install @bytecodealliance/componentize-js@{}` and name it with COMPONENTIZE_JS",
+            dir.display(),
+            super::new::COMPONENTIZE_JS_VERSION
+        ),
+        tool,
+    };
     // Without WASI's http and fetch-event: the host offers HTTP through velero-wasm:plugin/http only,
     // and a component importing wasi:http would not load.
-    let status = Command::new(&tool)
-        .current_dir(dir)
-        .args(["app.js", "--wit", "wit", "--world-name", "plugin"])
-        .args(["--disable", "http", "fetch-event", "--out"])
-        .arg(format!("target/{name}.wasm"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .status()
-        .map_err(|e| {
-            Failure::failed(format!(
-                "cannot run {}: {e}; install it with `npm install` in {} (package.json pins it), or \
-                 `npm install @bytecodealliance/componentize-js@{}` and name it with COMPONENTIZE_JS",
-                tool.display(),
-                dir.display(),
-                super::new::COMPONENTIZE_JS_VERSION
-            ))
-        })?;
-    if !status.success() {
-        return Err(Failure::failed(format!(
-            "componentize-js failed ({status}): its messages are above"
-        )));
+    tool.run(
+        dir,
+        name,
+        &[
+            "app.js",
+            "--wit",
+            "wit",
+            "--world-name",
+            "plugin",
+            "--disable",
+            "http",
+            "fetch-event",
+            "--out",
+        ],
+    )
+}
+
+/// A tool that turns a module's source into a component (componentize-py, componentize-js).
+struct Builder {
+    /// Its name, for messages.
+    name: &'static str,
+    /// The source file it reads, for the first message.
+    source: &'static str,
+    /// How long it takes, for the first message.
+    takes: &'static str,
+    /// How to install it, for the error when it cannot be run.
+    install: String,
+    /// The executable.
+    tool: PathBuf,
+}
+
+impl Builder {
+    /// Runs the tool in `dir` with `args` and then `target/<name>.wasm` (where it writes the
+    /// component), its own messages on stderr, saying when it starts and how long it took; returns
+    /// the component's path.
+    fn run(&self, dir: &Path, name: &str, args: &[&str]) -> Result<PathBuf, Failure> {
+        std::fs::create_dir_all(dir.join("target"))
+            .map_err(|e| Failure::failed(format!("{}: {e}", dir.join("target").display())))?;
+        eprintln!(
+            "velero-wasm build: {}: {} against wit/ ({})",
+            self.name, self.source, self.takes
+        );
+        let started = std::time::Instant::now();
+        let status = Command::new(&self.tool)
+            .current_dir(dir)
+            .args(args)
+            .arg(format!("target/{name}.wasm"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .status()
+            .map_err(|e| {
+                Failure::failed(format!(
+                    "cannot run {}: {e}; {}",
+                    self.tool.display(),
+                    self.install
+                ))
+            })?;
+        if !status.success() {
+            return Err(Failure::failed(format!(
+                "{} failed ({status}): its messages are above",
+                self.name
+            )));
+        }
+        eprintln!(
+            "velero-wasm build: {} done in {:.0} s",
+            self.name,
+            started.elapsed().as_secs_f64()
+        );
+        Ok(dir.join("target").join(format!("{name}.wasm")))
     }
-    eprintln!(
-        "velero-wasm build: componentize-js done in {:.0} s",
-        started.elapsed().as_secs_f64()
-    );
-    Ok(dir.join("target").join(format!("{name}.wasm")))
 }
 
 /// Builds the crate in `dir` for [`TARGET`] (release) and returns the path of its component. Cargo's

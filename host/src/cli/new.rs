@@ -223,45 +223,64 @@ fn python_templates(kind: ActionKind) -> Result<(&'static str, &'static str), Fa
 /// The Python module's files: relative path and text.
 fn render_python(name: &str, kind: ActionKind) -> Result<Vec<(String, String)>, Failure> {
     let (app, tests) = python_templates(kind)?;
-    let own = kind.templates();
+    let test_app = include_str!("new/python/test_app.py").replace("__TESTS__", tests);
+    let own: Vec<(&str, &str)> = vec![
+        ("app.py", app),
+        ("test_app.py", &test_app),
+        ("settings.py", include_str!("new/python/settings.py")),
+        (
+            "unimplemented.py",
+            include_str!("new/python/unimplemented.py"),
+        ),
+        (
+            "test_settings.py",
+            include_str!("new/python/test_settings.py"),
+        ),
+        (".gitignore", include_str!("new/python/gitignore")),
+        ("README.md", include_str!("new/python/README.md")),
+    ];
+    render_source_module(name, kind, &own)
+}
+
+/// A module in a language other than Rust: its own files (`own`: relative path and template), then
+/// what every language shares with the Rust example of `kind` (its manifest, suite and fixtures) and
+/// the WIT, each template filled in with the module's name, kind and subject.
+fn render_source_module(
+    name: &str,
+    kind: ActionKind,
+    own: &[(&str, &str)],
+) -> Result<Vec<(String, String)>, Failure> {
+    let shared = kind.templates();
     let subject = kind.subject();
     let subject_fixture = match subject {
         "restore" => include_str!("new/common/restore.json"),
         _ => include_str!("new/common/backup.json"),
     };
-    let test_app = include_str!("new/python/test_app.py").replace("__TESTS__", tests);
     let fill = |template: &str| {
         template
             .replace("__NAME__", name)
             .replace("__KIND_NAME__", kind.names().1)
             .replace("__SUBJECT__", subject)
     };
-    let mut files: Vec<(String, String)> = [
-        ("app.py".to_string(), app),
-        ("test_app.py".into(), &test_app),
-        ("settings.py".into(), include_str!("new/python/settings.py")),
-        (
-            "unimplemented.py".into(),
-            include_str!("new/python/unimplemented.py"),
-        ),
-        (
-            "test_settings.py".into(),
-            include_str!("new/python/test_settings.py"),
-        ),
-        (".gitignore".into(), include_str!("new/python/gitignore")),
-        ("README.md".into(), include_str!("new/python/README.md")),
-        (format!("{name}.toml"), own.manifest),
-        ("tests/suite.yaml".into(), own.suite),
+    let common = [
+        (format!("{name}.toml"), shared.manifest),
+        ("tests/suite.yaml".into(), shared.suite),
         (
             "tests/fixtures/item.json".into(),
             include_str!("new/common/item.json"),
         ),
         (format!("tests/fixtures/{subject}.json"), subject_fixture),
-        ("tests/fixtures/cluster/objects.yaml".into(), own.cluster),
-    ]
-    .into_iter()
-    .map(|(path, template)| (path, fill(template)))
-    .collect();
+        ("tests/fixtures/cluster/objects.yaml".into(), shared.cluster),
+    ];
+    let mut files: Vec<(String, String)> = own
+        .iter()
+        .map(|(path, template)| (path.to_string(), fill(template)))
+        .chain(
+            common
+                .iter()
+                .map(|(path, template)| (path.clone(), fill(template))),
+        )
+        .collect();
     files.extend(wit_files()?);
     Ok(files)
 }
@@ -329,69 +348,36 @@ fn javascript_templates(kind: ActionKind) -> Result<(&'static str, &'static str)
 /// The JavaScript module's files: relative path and text.
 fn render_javascript(name: &str, kind: ActionKind) -> Result<Vec<(String, String)>, Failure> {
     let (app, tests) = javascript_templates(kind)?;
-    let own = kind.templates();
-    let subject = kind.subject();
-    let subject_fixture = match subject {
-        "restore" => include_str!("new/common/restore.json"),
-        _ => include_str!("new/common/backup.json"),
-    };
     let test_app = include_str!("new/javascript/app.test.js").replace("__TESTS__", tests);
-    let fill = |template: &str| {
-        template
-            .replace("__NAME__", name)
-            .replace("__KIND_NAME__", kind.names().1)
-            .replace("__SUBJECT__", subject)
-    };
-    let mut files: Vec<(String, String)> = [
-        ("app.js".to_string(), app),
-        ("app.test.js".into(), &test_app),
+    let own: Vec<(&str, &str)> = vec![
+        ("app.js", app),
+        ("app.test.js", &test_app),
+        ("settings.js", include_str!("new/javascript/settings.js")),
         (
-            "settings.js".into(),
-            include_str!("new/javascript/settings.js"),
-        ),
-        (
-            "settings.test.js".into(),
+            "settings.test.js",
             include_str!("new/javascript/settings.test.js"),
         ),
         (
-            "unimplemented.js".into(),
+            "unimplemented.js",
             include_str!("new/javascript/unimplemented.js"),
         ),
         (
-            "fakes/hooks.js".into(),
+            "fakes/hooks.js",
             include_str!("new/javascript/fakes/hooks.js"),
         ),
         (
-            "fakes/kube.js".into(),
+            "fakes/kube.js",
             include_str!("new/javascript/fakes/kube.js"),
         ),
         (
-            "fakes/config.js".into(),
+            "fakes/config.js",
             include_str!("new/javascript/fakes/config.js"),
         ),
-        (
-            "package.json".into(),
-            include_str!("new/javascript/package.json"),
-        ),
-        (
-            ".gitignore".into(),
-            include_str!("new/javascript/gitignore"),
-        ),
-        ("README.md".into(), include_str!("new/javascript/README.md")),
-        (format!("{name}.toml"), own.manifest),
-        ("tests/suite.yaml".into(), own.suite),
-        (
-            "tests/fixtures/item.json".into(),
-            include_str!("new/common/item.json"),
-        ),
-        (format!("tests/fixtures/{subject}.json"), subject_fixture),
-        ("tests/fixtures/cluster/objects.yaml".into(), own.cluster),
-    ]
-    .into_iter()
-    .map(|(path, template)| (path, fill(template)))
-    .collect();
-    files.extend(wit_files()?);
-    Ok(files)
+        ("package.json", include_str!("new/javascript/package.json")),
+        (".gitignore", include_str!("new/javascript/gitignore")),
+        ("README.md", include_str!("new/javascript/README.md")),
+    ];
+    render_source_module(name, kind, &own)
 }
 
 /// The crate's name: the last component of `path`, which must also be a valid module name (the
