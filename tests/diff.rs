@@ -739,19 +739,11 @@ async fn the_modules_walkthrough_runs_as_written() {
     std::fs::create_dir(&state).unwrap();
     let public = dir.path().join("ops.pub");
     let start = || {
-        support::plugin::Plugin::start_with(
-            support::plugin::binary(),
-            &["--log-level", "info"],
-            &[
-                ("KUBECONFIG", kubeconfig.to_str().unwrap()),
-                ("VELERO_WASM_STATE_DIR", state.to_str().unwrap()),
-                ("VELERO_WASM_CONFIGMAPS", "on"),
-                ("VELERO_NAMESPACE", "velero"),
-                ("VELERO_WASM_TRUSTED_KEYS", public.to_str().unwrap()),
-            ],
-            |c| {
-                c.env_remove("KUBERNETES_SERVICE_HOST");
-            },
+        support::plugin::Plugin::reading_configmaps(
+            &kubeconfig,
+            &state,
+            "velero",
+            &[("VELERO_WASM_TRUSTED_KEYS", public.to_str().unwrap())],
         )
     };
 

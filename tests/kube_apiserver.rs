@@ -615,19 +615,11 @@ async fn every_packed_stock_module_applied_server_side_serves_from_its_configmap
     let state = scratch.path().join("state");
     std::fs::create_dir(&state).unwrap();
     let start = || {
-        support::plugin::Plugin::start_with(
-            support::plugin::binary(),
-            &["--log-level", "info"],
-            &[
-                ("KUBECONFIG", kubeconfig.to_str().unwrap()),
-                ("VELERO_WASM_STATE_DIR", state.to_str().unwrap()),
-                ("VELERO_WASM_CONFIGMAPS", "on"),
-                ("VELERO_NAMESPACE", velero.as_str()),
-                ("VELERO_WASM_STOCK", "none"),
-            ],
-            |c| {
-                c.env_remove("KUBERNETES_SERVICE_HOST");
-            },
+        support::plugin::Plugin::reading_configmaps(
+            &kubeconfig,
+            &state,
+            &velero,
+            &[("VELERO_WASM_STOCK", "none")],
         )
     };
     let plugin = start();
@@ -1090,20 +1082,14 @@ async fn the_version_floor_outlives_the_pod_through_the_real_server_under_rbac()
 
     let start = |state: &Path| {
         std::fs::create_dir_all(state).unwrap();
-        support::plugin::Plugin::start_with(
-            support::plugin::binary(),
-            &["--log-level", "info"],
+        support::plugin::Plugin::reading_configmaps(
+            &kubeconfig,
+            state,
+            &velero,
             &[
-                ("KUBECONFIG", kubeconfig.to_str().unwrap()),
-                ("VELERO_WASM_STATE_DIR", state.to_str().unwrap()),
-                ("VELERO_WASM_CONFIGMAPS", "on"),
-                ("VELERO_NAMESPACE", velero.as_str()),
                 ("VELERO_WASM_STOCK", "none"),
                 ("VELERO_WASM_TRUSTED_KEYS", public.to_str().unwrap()),
             ],
-            |c| {
-                c.env_remove("KUBERNETES_SERVICE_HOST");
-            },
         )
     };
 

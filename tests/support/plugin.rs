@@ -3,7 +3,7 @@
 
 use std::io::{BufRead, BufReader, Read};
 use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -82,6 +82,27 @@ impl Plugin {
     /// name a module directory in `VELERO_WASM_MODULES`).
     pub fn start_as(arg0: &str, args: &[&str], env: &[(&str, &str)]) -> Plugin {
         Plugin::start_with(arg0, args, env, |_| {})
+    }
+
+    /// The plugin as it runs in Velero's pod reading module ConfigMaps: against the cluster of
+    /// `kubeconfig` (never an in-cluster one), its state in `state`, Velero in `namespace`, at info
+    /// level, with `extra` variables besides.
+    pub fn reading_configmaps(
+        kubeconfig: &Path,
+        state: &Path,
+        namespace: &str,
+        extra: &[(&str, &str)],
+    ) -> Plugin {
+        let mut env = vec![
+            ("KUBECONFIG", kubeconfig.to_str().unwrap()),
+            ("VELERO_WASM_STATE_DIR", state.to_str().unwrap()),
+            ("VELERO_WASM_CONFIGMAPS", "on"),
+            ("VELERO_NAMESPACE", namespace),
+        ];
+        env.extend_from_slice(extra);
+        Plugin::start_with(binary(), &["--log-level", "info"], &env, |c| {
+            c.env_remove("KUBERNETES_SERVICE_HOST");
+        })
     }
 
     /// Like [`Plugin::start_as`], with `adjust` applied to the command before it is spawned (a
