@@ -404,6 +404,45 @@ async fn shadow_calls_over_the_budget_are_dropped_and_counted() {
     plugin.shutdown().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_a_shadow_call_keeps_for_its_comparison_is_held_from_the_shadows_memory() {
+    // The shadows' budget has room for the shadow's 256 MiB of guest memory and 5 MiB more: a call
+    // on an item of 3 MiB keeps its input and the serving answer (6 MiB) until it is compared, so
+    // it is dropped before it runs; a small item's call runs.
+    let scene = Scene::new("echo:label");
+    let plugin = scene.start(&[("VELERO_WASM_SHADOW_MEMORY", "261MiB")]);
+    let mut big = item();
+    big["data"]["padding"] = json!("x".repeat(3 << 20));
+    let backup = json!({"apiVersion": "velero.io/v1", "kind": "Backup",
+                        "metadata": {"name": "nightly", "namespace": "velero", "uid": "b-uid-1"},
+                        "spec": {}});
+    let response = BackupItemActionClient::new(plugin.channel().await)
+        .execute(ExecuteRequest {
+            plugin: format!("{DOMAIN}/echo"),
+            item: big.to_string().into_bytes(),
+            backup: backup.to_string().into_bytes(),
+        })
+        .await
+        .expect("Velero gets the serving answer")
+        .into_inner();
+    assert_eq!(response.additional_items.len(), 1, "{response:?}");
+    let status = status_when(&scene.state(), |s| count(s, "/dropped/memory") == 1);
+    assert_eq!(
+        count(&status, "/shadows/misbehave/compared"),
+        0,
+        "{status:#}"
+    );
+    // A small item's copy fits: its shadow runs and differs (echo against label).
+    execute(&plugin, "echo").await;
+    let status = status_when(&scene.state(), |s| count(s, "/compared") == 1);
+    assert_eq!(
+        count(&status, "/shadows/misbehave/dropped/memory"),
+        1,
+        "{status:#}"
+    );
+    plugin.shutdown().await;
+}
+
 /// The threads of process `pid` named `name`: (nice value, CPU time in clock ticks) of each, from
 /// `/proc/<pid>/task/<tid>/stat`.
 fn threads_named(pid: u32, name: &str) -> Vec<(i64, u64)> {

@@ -8,7 +8,9 @@
 //!
 //! - it runs after the answer is made, on its own budget ([`Budget`]): a few calls at a time (a call
 //!   over that is dropped, never queued), its own deadline, a CPU share per call, its own memory
-//!   budget (a call that would not fit is dropped); it never takes one of the serving calls' slots;
+//!   budget (a call that would not fit is dropped), which also holds what the host keeps of each call
+//!   for the comparison (its input and the serving answer: a call whose copy would not fit is dropped
+//!   before it is queued); it never takes one of the serving calls' slots;
 //! - all shadow calls run on one thread of their own ([`shadow_thread`]): together they never take
 //!   more than one core, at the priority [`NICE_ENV`] gives that thread;
 //! - its `kube` writes and its HTTP requests other than GET and HEAD are refused (reads stay within
@@ -33,6 +35,7 @@ use tokio::sync::Semaphore;
 
 use crate::action::compare::{self, Comparison};
 use crate::action::{ActionKind, BackupOutcome, ItemRef, ResourceId, RestoreOutcome};
+use crate::capabilities::memory::AnswerAccount;
 use crate::capabilities::MemoryBudget;
 use crate::metrics::{self, ShadowEvent};
 use crate::runtime::{calls, ActionCall, ActionEntry, CallError, Fault, Lane, Runtime};
@@ -197,6 +200,51 @@ impl Mirror for calls::Delete {
 }
 
 impl Mirrored {
+    /// Bytes of text the host keeps of the call for the comparison: its input and the serving answer.
+    fn held_bytes(&self) -> u64 {
+        fn ids(ids: &[ResourceId]) -> usize {
+            ids.iter()
+                .map(|id| id.group.len() + id.resource.len() + id.namespace.len() + id.name.len())
+                .sum()
+        }
+        fn error(e: &CallError) -> usize {
+            e.to_string().len()
+        }
+        let bytes = match self {
+            Mirrored::Backup { call, served, .. } => {
+                call.request.item.len()
+                    + call.request.backup.len()
+                    + match served {
+                        Ok(o) => {
+                            o.item.len() + ids(&o.additional_items) + ids(&o.post_operation_items)
+                        }
+                        Err(e) => error(e),
+                    }
+            }
+            Mirrored::Restore { call, served, .. } => {
+                call.request.item.len()
+                    + call.request.item_from_backup.len()
+                    + call.request.restore.len()
+                    + match served {
+                        Ok(o) => o.item.len() + ids(&o.additional_items),
+                        Err(e) => error(e),
+                    }
+            }
+            Mirrored::Related { call, served } => {
+                call.text.len()
+                    + call.backup.len()
+                    + match served {
+                        Ok(related) => ids(related),
+                        Err(e) => error(e),
+                    }
+            }
+            Mirrored::Delete { call, served } => {
+                call.text.len() + call.backup.len() + served.as_ref().err().map_or(0, |e| error(e))
+            }
+        };
+        bytes as u64
+    }
+
     fn item(&self) -> &ItemRef {
         match self {
             Mirrored::Backup { call, .. } => &call.item,
@@ -361,12 +409,28 @@ impl Shadows {
         let (module, action) = (entry.module.name.to_string(), entry.info().name.clone());
         let subject = call.subject();
         self.book().started(&subject, &module);
+        // What is kept for the comparison is held from the shadows' memory budget until it is done;
+        // a call whose copy would not fit is dropped now, its copy with it.
+        let kept = AnswerAccount::new(u64::MAX, self.budget.memory);
+        if kept.take(call.held_bytes()).is_err() {
+            metrics::shadow(
+                &module,
+                &action,
+                call.call(),
+                ShadowEvent::Dropped("memory"),
+            );
+            let dropped = book::Outcome::Dropped("memory");
+            self.book()
+                .finished(&subject, &module, &action, call.item(), dropped);
+            return;
+        }
         let task = async move {
             // The answer to Velero is on its way: let it go first.
             tokio::task::yield_now().await;
             let outcome = me.run(&runtime, &module, &action, &call).await;
             me.book()
                 .finished(&subject, &module, &action, call.item(), outcome);
+            drop((call, kept));
         };
         match shadow_thread(self.budget.nice) {
             Some(shadows) => drop(shadows.spawn(task)),
