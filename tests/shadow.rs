@@ -104,20 +104,25 @@ fn item() -> Value {
 
 /// What Velero receives from backup Execute of `case`: the item and the additional items.
 async fn execute(plugin: &Plugin, case: &str) -> (Value, Vec<String>) {
+    execute_on(plugin, case, &item()).await
+}
+
+/// What Velero receives from backup Execute of `case` on `item`.
+async fn execute_on(plugin: &Plugin, case: &str, item: &Value) -> (Value, Vec<String>) {
     let backup = json!({"apiVersion": "velero.io/v1", "kind": "Backup",
                         "metadata": {"name": "nightly", "namespace": "velero", "uid": "b-uid-1"},
                         "spec": {}});
     let response = BackupItemActionClient::new(plugin.channel().await)
         .execute(ExecuteRequest {
             plugin: format!("{DOMAIN}/{case}"),
-            item: item().to_string().into_bytes(),
+            item: item.to_string().into_bytes(),
             backup: backup.to_string().into_bytes(),
         })
         .await
         .unwrap_or_else(|e| panic!("{case}: {e}"))
         .into_inner();
     let returned = match response.item.is_empty() {
-        true => item(),
+        true => item.clone(),
         false => serde_json::from_slice(&response.item).unwrap(),
     };
     let additional = response
@@ -413,19 +418,8 @@ async fn what_a_shadow_call_keeps_for_its_comparison_is_held_from_the_shadows_me
     let plugin = scene.start(&[("VELERO_WASM_SHADOW_MEMORY", "261MiB")]);
     let mut big = item();
     big["data"]["padding"] = json!("x".repeat(3 << 20));
-    let backup = json!({"apiVersion": "velero.io/v1", "kind": "Backup",
-                        "metadata": {"name": "nightly", "namespace": "velero", "uid": "b-uid-1"},
-                        "spec": {}});
-    let response = BackupItemActionClient::new(plugin.channel().await)
-        .execute(ExecuteRequest {
-            plugin: format!("{DOMAIN}/echo"),
-            item: big.to_string().into_bytes(),
-            backup: backup.to_string().into_bytes(),
-        })
-        .await
-        .expect("Velero gets the serving answer")
-        .into_inner();
-    assert_eq!(response.additional_items.len(), 1, "{response:?}");
+    let (_, additional) = execute_on(&plugin, "echo", &big).await;
+    assert_eq!(additional.len(), 1, "{additional:?}");
     let status = status_when(&scene.state(), |s| count(s, "/dropped/memory") == 1);
     assert_eq!(
         count(&status, "/shadows/misbehave/compared"),
