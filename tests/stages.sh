@@ -29,7 +29,8 @@ stage() {
   local result=ok
   [ "$status" -eq 0 ] || result="FAILED (exit $status)"
   summary+=("$(printf '%-8s %12s  %s' "$name" "$(human "$took")" "$result")")
-  echo "=== $name: $result in $(human "$took")"
+  # Free disk after each stage: a build that fills the disk fails in ways that do not say so.
+  echo "=== $name: $result in $(human "$took") ($(df -h --output=avail . | tail -1 | tr -d ' ') free on disk)"
   if [ "$status" -ne 0 ]; then
     report
     exit "$status"
