@@ -12,6 +12,10 @@
 #              memory as they arrive, so the call stops near 64 MiB of answers (it held 1 GiB before)
 #   diff       `diff` of a 160 KiB archive of five 7.5 MiB items of [0,0,…] (35 million values once
 #              parsed): refused by the parsed-size bound before the items are kept
+#   shadow     Velero's own plugin client (tests/velero's driver, `-only big-shadow`) backs up four
+#              items through misbehave while its shadow answers each with a 60 MB item of [0,0,…]
+#              (within the 64 MiB output limit): compared by hash past the parsed-size bound, each
+#              differs, Velero counts nothing (exit 0 and `N passed, 0 failed`, or the run fails)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BINARY=${BINARY:-$PWD/target/$(uname -m)-unknown-linux-musl/debug/velero-wasm}
@@ -35,6 +39,11 @@ work=$(mktemp -d)
 trap 'kill $server 2>/dev/null || true; rmdir "$CG" 2>/dev/null || true; rm -rf "$work"' EXIT
 server=
 port=$((20000 + RANDOM % 20000))
+
+# The shadow row's driver: Velero's plugin client, built with Go (tests/velero/build.sh).
+tests/velero/build.sh >&2
+DRIVER=$PWD/target/velero/velero-driver
+COMPONENTS=$PWD/target/wasm/wasm32-wasip2/component
 
 echo "machine: $(nproc) cores, $(uname -m); binary: $BINARY; cgroup limit 1 GiB"
 printf '| attack | exit | peak memory | time | last line |\n|---|---|---|---|---|\n'
@@ -66,6 +75,20 @@ with tarfile.open(sys.argv[1], "w:gz") as tar:
         add("resources/configmaps/namespaces/apps/zeros-%d.json" % i, item.encode())
 Z
 
+# row MODE CMD: runs CMD inside the cgroup and prints its row; the run fails when the host was killed
+# at the limit. Sets $status and $out (what CMD printed on stderr).
+row() {
+  local mode=$1 cmd=$2 start took said
+  reset
+  start=$(date +%s%N)
+  status=0
+  out=$(sh -c "echo \$\$ > $CG/cgroup.procs; exec env KUBECONFIG=$work/kubeconfig $cmd" 2>&1 >/dev/null) || status=$?
+  took=$(( ($(date +%s%N) - start) / 1000000 ))
+  said=$(printf '%s\n' "$out" | { grep -v '^\s*$' || true; } | tail -1 | cut -c1-140 | tr '|' '/')
+  printf '| %s | %s | %s MiB | %d ms | %s |\n' "$mode" "$status" "$(peak)" "$took" "$said"
+  [ "$status" -ne 137 ] || { echo "memory: $mode: the host was killed at the memory limit"; exit 1; }
+}
+
 for mode in get error discovery read-all diff; do
   python3 tests/memory/hostile_apiserver.py "$([ "$mode" = read-all ] && echo big-gets || echo "$mode")" "$port" & server=$!
   for _ in $(seq 50); do (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.1; done
@@ -87,13 +110,15 @@ K
   else
     cmd="$BINARY run --action kubevirt-velero-plugin/backup-virtualmachine-action --item $FIX/cluster/vm-fedora-web-01.json --backup $FIX/velero/backup-nightly.json"
   fi
-  reset
-  start=$(date +%s%N)
-  status=0
-  out=$(sh -c "echo \$\$ > $CG/cgroup.procs; exec env KUBECONFIG=$work/kubeconfig $cmd" 2>&1 >/dev/null) || status=$?
-  took=$(( ($(date +%s%N) - start) / 1000000 ))
-  said=$(printf '%s\n' "$out" | { grep -v '^\s*$' || true; } | tail -1 | cut -c1-140 | tr '|' '/')
-  printf '| %s | %s | %s MiB | %d ms | %s |\n' "$mode" "$status" "$(peak)" "$took" "$said"
+  row "$mode" "$cmd"
   kill $server; wait $server 2>/dev/null || true
-  [ "$status" -ne 137 ] || { echo "memory: $mode: the host was killed at the memory limit"; exit 1; }
 done
+
+# The driver serves the module ConfigMaps itself (its scenario sets KUBECONFIG); its checks, on
+# stdout, go to stderr so that the row's last line is its `N passed, N failed`.
+row shadow "$DRIVER -binary $BINARY -components $COMPONENTS -work $work/velero -only big-shadow 1>&2"
+if [ "$status" -ne 0 ]; then
+  printf '%s\n' "$out" | grep '^FAIL' >&2 || true
+  echo "memory: shadow: the driver's checks failed"
+  exit 1
+fi

@@ -452,3 +452,59 @@ func number2(status map[string]any) (map[string]any, bool) {
 	m, ok := shadows["misbehave"].(map[string]any)
 	return m, ok
 }
+
+// bigShadow is `make memory`'s shadow attack: a shadow of misbehave whose `echo` answers a 60 MB item
+// of [0,0,…] (within the 64 MiB output limit) while the serving module answers the item unchanged.
+// Four backups' calls are compared, by hash past the parsed-size bound, so each differs; Velero
+// counts nothing; and the plugin stays within its memory cgroup (the caller measures that).
+func bigShadow(c *checks, e *env, registry process.Registry, level logrus.Level) {
+	cm, err := shadowConfigMap("misbehave", filepath.Join(e.components, "misbehave.wasm"), "echo:giant-output")
+	if !c.noErr(err, "the shadow's ConfigMap") {
+		return
+	}
+	api, err := startConfigMapServer([]map[string]any{cm})
+	if !c.noErr(err, "the ConfigMap list is served") {
+		return
+	}
+	kubeconfig := filepath.Join(e.work, "kubeconfig")
+	if !c.noErr(api.kubeconfig(kubeconfig), "kubeconfig written") {
+		return
+	}
+	for k, v := range map[string]string{"KUBECONFIG": kubeconfig, "VELERO_WASM_CONFIGMAPS": "on",
+		"VELERO_WASM_SHADOW_TIMEOUT": "30s", "VELERO_WASM_SHADOW_IDLE": "2s"} {
+		os.Setenv(k, v)
+	}
+	defer func() {
+		os.Setenv("VELERO_WASM_CONFIGMAPS", "off")
+		os.Unsetenv("KUBECONFIG")
+	}()
+
+	b, err := newBackupRun("big-shadow", registry, level)
+	if !c.noErr(err, "the backup's logger and plugin manager are set up") {
+		return
+	}
+	defer closeBackup(c, e, b)
+	a, err := b.manager.GetBackupItemActionV2(prefix + "echo")
+	if !c.noErr(err, "GetBackupItemActionV2 echo") {
+		return
+	}
+	// One call at a time, each waiting for its comparison: the peak is one giant answer's, not four.
+	var figures map[string]any
+	for i := 1; i <= 4; i++ {
+		item, _, _, _, err := a.Execute(configMap(), backup("big-shadow"))
+		c.ok(err == nil && item != nil, fmt.Sprintf("call %d: Velero gets the serving answer", i), err)
+		deadline := time.Now().Add(60 * time.Second)
+		for time.Now().Before(deadline) {
+			if status, err := e.status(); err == nil {
+				figures, _ = number2(status)
+				if number(figures, "compared") >= float64(i) {
+					break
+				}
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	c.ok(number(figures, "compared") == 4 && number(figures, "differing") == 4,
+		"velero-wasm status shows four calls compared, each differing (the shadow's 60 MB item)", figures)
+	c.counted(b, 0, 0, "a shadow answering 60 MB items")
+}
