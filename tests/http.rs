@@ -24,7 +24,9 @@ async fn probe(manifest: &str) -> Runtime {
     let runtime = Runtime::new(Services::new(
         Arc::new(NoCluster::default()),
         Clock::System,
-        velero_wasm::capabilities::Environment::from_process(),
+        velero_wasm::capabilities::Environment::from_config(
+            &velero_wasm::config::Config::from_env(),
+        ),
     ))
     .unwrap();
     let source =

@@ -11,6 +11,7 @@
 mod support;
 
 mod cli;
+mod config_once;
 mod diff;
 mod environment;
 mod failure_policy;

@@ -68,6 +68,7 @@ async fn connect(kubeconfig: &Path) -> LiveCluster {
     LiveCluster::connect(&ClusterOptions {
         kubeconfig: Some(kubeconfig.to_path_buf()),
         context: None,
+        ..Default::default()
     })
     .await
     .unwrap()
@@ -949,8 +950,11 @@ async fn read_views_answer_a_vm_backup_from_the_real_server_as_without_them() {
             inner: connect(&server.admin_kubeconfig()).await,
             calls: AtomicUsize::new(0),
         });
-        let mut services =
-            Services::new(backend.clone(), Clock::System, Environment::from_process());
+        let mut services = Services::new(
+            backend.clone(),
+            Clock::System,
+            Environment::from_config(&velero_wasm::config::Config::from_env()),
+        );
         if views {
             services.views = Some(ReadViews::new(Bounds::default()));
         }

@@ -414,6 +414,7 @@ async fn connect(kubeconfig: &Path) -> LiveCluster {
     LiveCluster::connect(&ClusterOptions {
         kubeconfig: Some(kubeconfig.to_path_buf()),
         context: None,
+        ..Default::default()
     })
     .await
     .unwrap()

@@ -68,7 +68,11 @@ async fn serve(
         in_flight: AtomicUsize::new(0),
         most_in_flight: AtomicUsize::new(0),
     });
-    let mut services = Services::new(backend.clone(), Clock::System, Environment::from_process());
+    let mut services = Services::new(
+        backend.clone(),
+        Clock::System,
+        Environment::from_config(&velero_wasm::config::Config::from_env()),
+    );
     if views {
         services.views = Some(ReadViews::new(Bounds::default()));
     }
@@ -228,7 +232,7 @@ async fn a_component_built_against_wit_0_1_0_still_runs() {
     let runtime = Runtime::new(Services::new(
         Arc::new(FixtureCluster::empty(Clock::System)),
         Clock::System,
-        Environment::from_process(),
+        Environment::from_config(&velero_wasm::config::Config::from_env()),
     ))
     .unwrap();
     let scan = scan_directory(dir.path(), None).unwrap();

@@ -62,7 +62,9 @@ async fn host() -> (Runtime, Arc<Counting>, tempfile::TempDir) {
     let runtime = Runtime::new(Services::new(
         backend.clone(),
         Clock::System,
-        velero_wasm::capabilities::Environment::from_process(),
+        velero_wasm::capabilities::Environment::from_config(
+            &velero_wasm::config::Config::from_env(),
+        ),
     ))
     .unwrap();
     let scan = scan_directory(modules.path(), None).unwrap();
@@ -299,7 +301,9 @@ async fn a_broken_update_of_a_module_falls_back_to_its_last_good_version() {
         Runtime::new(Services::new(
             Arc::new(velero_wasm::capabilities::kube::NoCluster::default()),
             Clock::System,
-            velero_wasm::capabilities::Environment::from_process(),
+            velero_wasm::capabilities::Environment::from_config(
+                &velero_wasm::config::Config::from_env(),
+            ),
         ))
         .unwrap()
     };
@@ -377,7 +381,9 @@ async fn compiled_modules_are_cached_and_a_damaged_cache_is_recompiled() {
         Runtime::new(Services::new(
             Arc::new(velero_wasm::capabilities::kube::NoCluster::default()),
             Clock::System,
-            velero_wasm::capabilities::Environment::from_process(),
+            velero_wasm::capabilities::Environment::from_config(
+                &velero_wasm::config::Config::from_env(),
+            ),
         ))
         .unwrap()
         .with_compile_cache(CompileCache::open(cache_dir.path().join("compiled")))

@@ -1015,7 +1015,9 @@ async fn runtime_with(extra: Vec<ModuleSource>, signing: bool) -> Runtime {
     let runtime = Runtime::new(Services::new(
         Arc::new(NoCluster::default()),
         Clock::System,
-        velero_wasm::capabilities::Environment::from_process(),
+        velero_wasm::capabilities::Environment::from_config(
+            &velero_wasm::config::Config::from_env(),
+        ),
     ))
     .unwrap();
     let mut sources: Vec<ModuleSource> = stock_modules()

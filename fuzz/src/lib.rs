@@ -127,7 +127,10 @@ fn build_host() -> anyhow::Result<PluginHost> {
         .map(|a| a.info().name.clone())
         .collect();
     actions.sort();
-    let routes = tokio.block_on(routes(Dispatch::new(runtime.clone())));
+    let routes = tokio.block_on(routes(Dispatch::new(
+        runtime.clone(),
+        velero_wasm::shadow::Budget::from_config(&velero_wasm::config::Config::from_env()),
+    )));
     Ok(PluginHost {
         tokio,
         runtime,

@@ -82,7 +82,9 @@ async fn runtime() -> (Runtime, tempfile::TempDir) {
     let runtime = Runtime::new(Services::new(
         Arc::new(NoCluster::default()),
         Clock::System,
-        velero_wasm::capabilities::Environment::from_process(),
+        velero_wasm::capabilities::Environment::from_config(
+            &velero_wasm::config::Config::from_env(),
+        ),
     ))
     .expect("runtime");
     let errors = runtime

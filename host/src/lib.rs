@@ -10,6 +10,7 @@ pub mod action;
 mod bindings;
 pub mod capabilities;
 pub mod cli;
+pub mod config;
 pub mod documents;
 use velero_wasm_grant::glob;
 mod guest_output;

@@ -13,10 +13,13 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    if std::env::var_os(velero_wasm::plugin::handshake::COOKIE_KEY)
+    // The one read of the environment: everything below gets its settings from this value.
+    let config = velero_wasm::config::Config::from_env();
+    if config
+        .var_os(velero_wasm::plugin::handshake::COOKIE_KEY)
         .is_some_and(|v| v == velero_wasm::plugin::handshake::COOKIE_VALUE)
     {
-        return velero_wasm::plugin::main();
+        return velero_wasm::plugin::main(config);
     }
     // Velero passes only flags; a person passes a command (or --help, --version), perhaps after the
     // global `--log-level LEVEL`.
@@ -49,5 +52,5 @@ fn main() -> ExitCode {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
-    velero_wasm::cli::main()
+    velero_wasm::cli::main(config)
 }

@@ -80,11 +80,11 @@ pub fn wanted(var: impl Fn(&str) -> Option<String>) -> bool {
 
 /// Starts exporting when the environment asks for it; the exports run on `runtime`. A configuration
 /// the exporter refuses is an info line (not a Velero warning): the plugin serves without metrics.
-pub fn init(runtime: &Handle) {
-    if !wanted(|k| std::env::var(k).ok()) {
+pub fn init(runtime: &Handle, config: &crate::config::Config) {
+    if !wanted(|k| config.var(k)) {
         return;
     }
-    match build(runtime) {
+    match build(runtime, config) {
         Ok(metrics) => {
             let _ = METRICS.set(metrics);
             tracing::debug!("exporting metrics over OTLP");
@@ -93,7 +93,10 @@ pub fn init(runtime: &Handle) {
     }
 }
 
-fn build(runtime: &Handle) -> Result<Metrics, opentelemetry_otlp::ExporterBuildError> {
+fn build(
+    runtime: &Handle,
+    config: &crate::config::Config,
+) -> Result<Metrics, opentelemetry_otlp::ExporterBuildError> {
     // The endpoint, headers, timeout and temporality come from the standard OTEL_* variables.
     let exporter = opentelemetry_otlp::MetricExporter::builder()
         .with_http()
@@ -102,7 +105,7 @@ fn build(runtime: &Handle) -> Result<Metrics, opentelemetry_otlp::ExporterBuildE
     let mut resource = Resource::builder()
         .with_attribute(KeyValue::new("service.instance.id", instance_id()))
         .with_attribute(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")));
-    if std::env::var_os("OTEL_SERVICE_NAME").is_none() {
+    if config.var_os("OTEL_SERVICE_NAME").is_none() {
         resource = resource.with_service_name("velero-wasm");
     }
     let provider = SdkMeterProvider::builder()

@@ -16,13 +16,9 @@
 use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Component, Path, PathBuf};
 
-/// The state directory for this environment, if one can be named.
-pub fn default_dir() -> Option<PathBuf> {
-    let var = |name: &str| {
-        std::env::var_os(name)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-    };
+/// The state directory `config` names, if one can be named.
+pub fn default_dir(config: &crate::config::Config) -> Option<PathBuf> {
+    let var = |name: &str| config.path(name);
     var("VELERO_WASM_STATE_DIR")
         .or_else(|| var("VELERO_SCRATCH_DIR").map(|d| d.join("velero-wasm")))
         .or_else(|| var("XDG_CACHE_HOME").map(|d| d.join("velero-wasm")))

@@ -35,26 +35,38 @@ impl MemoryBudget {
         }
     }
 
-    /// The process's budget: [`BUDGET_VARIABLE`] if set (an unusable value is reported and ignored),
-    /// else half of the cgroup's memory limit, else [`DEFAULT_BUDGET`].
+    /// The process's budget: [`BUDGET_VARIABLE`] of the configuration the edge gave
+    /// [`MemoryBudget::configure_process`] (an unusable value is reported and ignored), else half of
+    /// the cgroup's memory limit, else [`DEFAULT_BUDGET`]. The budget is one counter for every store
+    /// of the process, hence a static; only its limit comes from the configuration.
     pub fn process() -> &'static MemoryBudget {
-        PROCESS.get_or_init(|| {
-            let limit = match std::env::var(BUDGET_VARIABLE) {
-                Ok(text) => match velero_wasm_grant::parse_byte_size(&text) {
-                    Some(bytes) => Some(bytes),
-                    None => {
-                        tracing::warn!(
-                            "{BUDGET_VARIABLE}={text:?} is not a size like \"2GiB\"; using the default"
-                        );
-                        None
-                    }
-                },
-                Err(_) => None,
-            };
-            MemoryBudget::new(limit.unwrap_or_else(|| {
-                cgroup_limit().map_or(DEFAULT_BUDGET, |limit| limit / 2)
-            }))
-        })
+        PROCESS.get_or_init(|| MemoryBudget::process_limit(None))
+    }
+
+    /// Sets the process's budget from `config` ([`BUDGET_VARIABLE`]), once, before any call uses it:
+    /// the plugin and the CLI call this at start, after logging starts (an unusable value is a
+    /// warning). A process that never calls it (a test, a benchmark) has the default budget.
+    pub fn configure_process(config: &crate::config::Config) -> &'static MemoryBudget {
+        PROCESS.get_or_init(|| MemoryBudget::process_limit(config.var(BUDGET_VARIABLE)))
+    }
+
+    /// The budget `text` ([`BUDGET_VARIABLE`]'s value) sets, else the cgroup's or the default.
+    fn process_limit(text: Option<String>) -> MemoryBudget {
+        let limit = match text {
+            Some(text) => match velero_wasm_grant::parse_byte_size(&text) {
+                Some(bytes) => Some(bytes),
+                None => {
+                    tracing::warn!(
+                        "{BUDGET_VARIABLE}={text:?} is not a size like \"2GiB\"; using the default"
+                    );
+                    None
+                }
+            },
+            None => None,
+        };
+        MemoryBudget::new(
+            limit.unwrap_or_else(|| cgroup_limit().map_or(DEFAULT_BUDGET, |limit| limit / 2)),
+        )
     }
 
     /// The budget, in bytes.

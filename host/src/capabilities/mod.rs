@@ -57,6 +57,9 @@ pub struct Services {
     /// The read views of the backups being served (docs/read-views.md); `None`: every read goes to
     /// the backend (as in `run`, replays and tests, whose calls must stay as recorded).
     pub views: Option<Arc<kube::view::ReadViews>>,
+    /// Whether `read-all` sends its reads at once (true unless the configuration says
+    /// `VELERO_WASM_READ_BATCH=off`, [`kube::reads_at_once`]): one after another, to measure batching.
+    pub reads_at_once: bool,
 }
 
 impl Services {
@@ -74,6 +77,7 @@ impl Services {
             http: Arc::new(http::NetworkTransport),
             random: Arc::new(random::SystemRandom),
             views: None,
+            reads_at_once: true,
         }
     }
 }

@@ -139,6 +139,7 @@ impl CallState {
             budget: &mut self.budget,
             memory_limit: self.memory.limit(),
             memory_budget: self.memory.budget(),
+            reads_at_once: self.services.reads_at_once,
         }
     }
 

@@ -17,6 +17,7 @@ use crate::action::Selector;
 use crate::capabilities::kube::live::{ClusterOptions, LazyCluster};
 use crate::capabilities::kube::NoCluster;
 use crate::capabilities::{Clock, Environment, Services};
+use crate::config::Config;
 use crate::modules::configmaps;
 use crate::runtime::LoadProblem;
 use crate::runtime::{ActionEntry, Catalog, LoadedModule, Runtime};
@@ -48,8 +49,8 @@ pub struct ActionsArgs {
 }
 
 /// Runs the command; returns the exit status.
-pub async fn actions(args: ActionsArgs) -> u8 {
-    let (runtime, problems) = match load(&args).await {
+pub async fn actions(args: ActionsArgs, config: &Config) -> u8 {
+    let (runtime, problems) = match load(&args, config).await {
         Ok(loaded) => loaded,
         Err(failure) => {
             eprintln!("velero-wasm actions: {}", text::printable(&failure.message));
@@ -80,7 +81,14 @@ pub async fn actions(args: ActionsArgs) -> u8 {
     if args.json {
         print_json(&entries, &catalog, &problems);
     } else {
-        print_table(&args, module.as_deref(), &entries, &catalog, &problems);
+        print_table(
+            &args,
+            module.as_deref(),
+            &entries,
+            &catalog,
+            &problems,
+            config,
+        );
     }
     // A module left out, or an action that needs more than its module's grant allows (the warnings
     // here): the directory is not ready to go into a ConfigMap.
@@ -115,22 +123,23 @@ fn shadow_of<'c>(catalog: &'c Catalog, module: &Arc<LoadedModule>) -> Option<&'c
 
 /// The modules as the plugin would load them if it started now, and what went wrong: a failed
 /// pre-flight too when that is not what the cluster holds.
-async fn load(args: &ActionsArgs) -> Result<(Runtime, Vec<LoadProblem>), Failure> {
+async fn load(args: &ActionsArgs, config: &Config) -> Result<(Runtime, Vec<LoadProblem>), Failure> {
     // Velero's namespace as Velero's CLI finds it: modules see it too (`@velero` in grants).
-    let velero_namespace = velero_namespace::resolve(args.namespace.as_deref());
+    let velero_namespace = velero_namespace::resolve(args.namespace.as_deref(), config);
     let services = Services::new(
         Arc::new(NoCluster::default()),
         Clock::System,
-        Environment::from_process().with_velero_namespace(&velero_namespace),
+        Environment::from_config(config).with_velero_namespace(&velero_namespace),
     );
     // With VELERO_WASM_CONFIGMAPS=on (or in a pod), the module ConfigMaps too, as the plugin reads them.
-    let cluster = LazyCluster::new(ClusterOptions::default(), None);
-    let state = crate::state::default_dir();
-    let configmaps = configmaps::read(&cluster, &velero_namespace, state.as_deref()).await;
+    let cluster = LazyCluster::new(ClusterOptions::new(config.clone()), None);
+    let state = crate::state::default_dir(config);
+    let configmaps = configmaps::read(&cluster, &velero_namespace, state.as_deref(), config).await;
     // What the plugin would serve if it started now, and a failed pre-flight when that is not what
     // the cluster holds (the list could not be read: the ConfigMaps shown are an earlier list's).
     let fallback = configmaps.as_ref().and_then(|c| c.fallback.clone());
-    let (runtime, mut problems) = load_runtime_with(&args.modules, services, configmaps).await?;
+    let (runtime, mut problems) =
+        load_runtime_with(&args.modules, services, configmaps, config).await?;
     if let Some(why) = fallback {
         problems.push(LoadProblem {
             message: format!(
@@ -223,6 +232,7 @@ fn print_table(
     entries: &[ActionEntry],
     catalog: &Catalog,
     problems: &[LoadProblem],
+    config: &Config,
 ) {
     if let Some(module) = &module {
         println!("{}", text::printable(&detail(module)));
@@ -259,7 +269,11 @@ fn print_table(
         }
         rows.push(row);
     }
-    let width = if args.wide { usize::MAX } else { text::width() };
+    let width = if args.wide {
+        usize::MAX
+    } else {
+        text::width(config)
+    };
     let mut columns = vec![Column::Wraps, Column::Fixed, Column::Wraps, Column::Wraps];
     if args.wide {
         columns.extend([Column::Wraps, Column::Wraps]);

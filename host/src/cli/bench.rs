@@ -36,8 +36,8 @@ pub struct BenchArgs {
 }
 
 /// Runs the command; returns the exit status.
-pub async fn bench(args: BenchArgs) -> u8 {
-    match measure(args).await {
+pub async fn bench(args: BenchArgs, config: &crate::config::Config) -> u8 {
+    match measure(args, config).await {
         Ok(()) => EXIT_OK,
         Err(failure) => {
             eprintln!("velero-wasm bench: {}", failure.message);
@@ -90,7 +90,7 @@ fn micros(d: Duration) -> f64 {
     (d.as_secs_f64() * 1e7).round() / 10.0
 }
 
-async fn measure(args: BenchArgs) -> Result<(), Failure> {
+async fn measure(args: BenchArgs, config: &crate::config::Config) -> Result<(), Failure> {
     if args.run.record.is_some() || args.run.replay.is_some() {
         return Err(Failure::bad_input(
             "bench measures against a fixture (--cluster) or a live cluster; --record and --replay are for run",
@@ -103,7 +103,7 @@ async fn measure(args: BenchArgs) -> Result<(), Failure> {
         let counter = counter.clone();
         move |services: Services| counted(services, &counter)
     };
-    let prepared = run::prepare(args.run, wrap).await?;
+    let prepared = run::prepare(args.run, wrap, config).await?;
     let (served, per_call) = time_calls(&prepared, &counter, args.warmup, args.calls).await?;
     let instantiate = time_instantiation(&prepared, &action, args.calls).await?;
     let figures = Figures {

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use super::{Failure, EXIT_FAILED, EXIT_OK};
 use crate::capabilities::kube::NoCluster;
 use crate::capabilities::{Clock, Environment, Services};
+use crate::config::Config;
 use crate::modules::{sha256_hex, Manifest, ModuleSource, Origin};
 use crate::runtime::Runtime;
 
@@ -29,8 +30,8 @@ pub struct BuildArgs {
 }
 
 /// Runs the command; returns the exit status.
-pub async fn build(args: BuildArgs) -> u8 {
-    match build_and_check(&args.dir).await {
+pub async fn build(args: BuildArgs, config: &Config) -> u8 {
+    match build_and_check(&args.dir, config).await {
         Ok(code) => code,
         Err(failure) => {
             eprintln!("velero-wasm build: {}", failure.message);
@@ -39,7 +40,7 @@ pub async fn build(args: BuildArgs) -> u8 {
     }
 }
 
-async fn build_and_check(dir: &Path) -> Result<u8, Failure> {
+async fn build_and_check(dir: &Path, config: &Config) -> Result<u8, Failure> {
     let language = Language::of(dir);
     let package = match language {
         Language::Rust => package_name(dir)?,
@@ -48,9 +49,9 @@ async fn build_and_check(dir: &Path) -> Result<u8, Failure> {
     };
     let manifest_path = dir.join(format!("{package}.toml"));
     let wasm_path = match language {
-        Language::Rust => cargo_build(dir)?,
-        Language::Python => componentize_py(dir, &package)?,
-        Language::JavaScript => componentize_js(dir, &package)?,
+        Language::Rust => cargo_build(dir, config)?,
+        Language::Python => componentize_py(dir, &package, config)?,
+        Language::JavaScript => componentize_js(dir, &package, config)?,
     };
     let wasm = std::fs::read(&wasm_path)
         .map_err(|e| Failure::failed(format!("{}: {e}", wasm_path.display())))?;
@@ -67,7 +68,7 @@ async fn build_and_check(dir: &Path) -> Result<u8, Failure> {
     let services = Services::new(
         Arc::new(NoCluster::default()),
         Clock::System,
-        Environment::from_process(),
+        Environment::from_config(config),
     );
     let runtime = Runtime::new(services).map_err(|e| Failure::failed(format!("{e:#}")))?;
     let loaded = runtime
@@ -176,9 +177,11 @@ fn source_module_name(dir: &Path, source: &str) -> Result<String, Failure> {
 
 /// Builds the Python module in `dir` (app.py, against the WIT in `dir/wit`) with componentize-py
 /// (`COMPONENTIZE_PY`, or on PATH) into `dir/target/<name>.wasm`, and returns that path.
-fn componentize_py(dir: &Path, name: &str) -> Result<PathBuf, Failure> {
+fn componentize_py(dir: &Path, name: &str, config: &Config) -> Result<PathBuf, Failure> {
     let tool = PathBuf::from(
-        std::env::var_os("COMPONENTIZE_PY").unwrap_or_else(|| "componentize-py".into()),
+        config
+            .var_os("COMPONENTIZE_PY")
+            .unwrap_or("componentize-py".as_ref()),
     );
     let tool = Builder {
         name: "componentize-py",
@@ -199,9 +202,9 @@ fn componentize_py(dir: &Path, name: &str) -> Result<PathBuf, Failure> {
 /// componentize-js into `dir/target/<name>.wasm`, and returns that path. The tool is the executable
 /// `COMPONENTIZE_JS` names, else the module's own (`npm install` puts the version package.json pins in
 /// node_modules/.bin), else `componentize-js` on PATH.
-fn componentize_js(dir: &Path, name: &str) -> Result<PathBuf, Failure> {
+fn componentize_js(dir: &Path, name: &str, config: &Config) -> Result<PathBuf, Failure> {
     let local = dir.join("node_modules/.bin/componentize-js");
-    let tool = match std::env::var_os("COMPONENTIZE_JS") {
+    let tool = match config.var_os("COMPONENTIZE_JS") {
         Some(tool) => PathBuf::from(tool),
         // Absolute: the command runs in `dir`.
         None if local.exists() => std::path::absolute(&local)
@@ -297,8 +300,8 @@ impl Builder {
 
 /// Builds the crate in `dir` for [`TARGET`] (release) and returns the path of its component. Cargo's
 /// own messages go to stderr as it writes them.
-fn cargo_build(dir: &Path) -> Result<PathBuf, Failure> {
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+fn cargo_build(dir: &Path, config: &Config) -> Result<PathBuf, Failure> {
+    let cargo = config.var_os("CARGO").unwrap_or("cargo".as_ref());
     let output = Command::new(cargo)
         .current_dir(dir)
         .args(["build", "--target", TARGET, "--release", "--lib"])

@@ -30,6 +30,7 @@ use crate::action::compare::{self, Comparison};
 use crate::action::{ActionKind, BackupRequest, ItemRef, RestoreRequest};
 use crate::capabilities::kube::fixture::FixtureCluster;
 use crate::capabilities::{Clock, Environment, Services};
+use crate::config::Config;
 use crate::documents::read_object;
 use crate::modules::{StockChoice, TrustedKeys};
 use crate::runtime::{calls, ActionEntry, Lane, ModuleConfig, Runtime};
@@ -74,8 +75,8 @@ pub struct DiffArgs {
 }
 
 /// Runs the command; returns the exit status.
-pub async fn diff(args: DiffArgs) -> u8 {
-    match execute(&args).await {
+pub async fn diff(args: DiffArgs, config: &Config) -> u8 {
+    match execute(&args, config).await {
         Ok(report) => {
             if args.json {
                 println!(
@@ -83,7 +84,7 @@ pub async fn diff(args: DiffArgs) -> u8 {
                     serde_json::to_string_pretty(&report.json()).unwrap_or_default()
                 );
             } else {
-                let shown = report.text(super::text::width());
+                let shown = report.text(super::text::width(config));
                 print!("{}", super::text::printable(&shown));
             }
             if report.differences() > 0 {
@@ -109,7 +110,7 @@ struct Side {
 }
 
 /// Reads the inputs, loads both sets, runs every applicable action of each over every item.
-async fn execute(args: &DiffArgs) -> Result<Report, Failure> {
+async fn execute(args: &DiffArgs, config: &Config) -> Result<Report, Failure> {
     let started = Instant::now();
     let trusted = read_trusted_keys(args.trusted_keys.as_deref())?;
     let source =
@@ -130,7 +131,7 @@ async fn execute(args: &DiffArgs) -> Result<Report, Failure> {
     };
     let format_version = source.format_version.clone();
     let items = items_of(source)?;
-    let sides = load_sides(args, trusted, &cluster_paths, &backup).await?;
+    let sides = load_sides(args, trusted, &cluster_paths, &backup, config).await?;
     let (old_name, new_name) = (sides[0].name.clone(), sides[1].name.clone());
     let all = every_action(&sides);
     let progress = Progress::new(items.len());
@@ -285,6 +286,7 @@ async fn load_sides(
     trusted: Option<TrustedKeys>,
     cluster_paths: &[PathBuf],
     backup: &Value,
+    config: &Config,
 ) -> Result<Vec<Side>, Failure> {
     let namespace = backup
         .pointer("/metadata/namespace")
@@ -298,9 +300,10 @@ async fn load_sides(
         let clock = Clock::fixed(start);
         let cluster = FixtureCluster::load(cluster_paths, clock.clone())
             .map_err(|e| Failure::bad_input(format!("{}: {e}", args.source.display())))?;
-        let environment = Environment::from_process().with_velero_namespace(&namespace);
-        let services = Services::new(Arc::new(cluster), clock, environment);
-        let runtime = load_set(flag, set, trusted.clone(), services).await?;
+        let environment = Environment::from_config(config).with_velero_namespace(&namespace);
+        let mut services = Services::new(Arc::new(cluster), clock, environment);
+        services.reads_at_once = crate::capabilities::kube::reads_at_once(config);
+        let runtime = load_set(flag, set, trusted.clone(), services, config).await?;
         sides.push(Side {
             name: set.clone(),
             runtime,
@@ -396,6 +399,7 @@ async fn load_set(
     set: &str,
     trusted_keys: Option<TrustedKeys>,
     services: Services,
+    config: &Config,
 ) -> Result<Runtime, Failure> {
     let bad = |message: String| Failure::bad_input(format!("--{flag} {set}: {message}"));
     // A directory and a ConfigMap file load alike, as `--modules` loads them.
@@ -412,9 +416,9 @@ async fn load_set(
     };
     let runtime = Runtime::new(services)
         .map_err(|e| Failure::failed(format!("{e:#}")))?
-        .with_compile_cache(super::compile_cache())
+        .with_compile_cache(super::compile_cache(config))
         .with_compile_watch(super::compile_progress::watch());
-    let config = ModuleConfig {
+    let modules = ModuleConfig {
         directory,
         last_good: None,
         stock: StockChoice::parse("all").map_err(|e| Failure::failed(e.to_string()))?,
@@ -422,7 +426,7 @@ async fn load_set(
         configmaps: None,
     };
     let problems = runtime
-        .load_modules(&config)
+        .load_modules(&modules)
         .await
         .map_err(|e| bad(format!("cannot be read: {e}")))?;
     let broken: Vec<String> = problems

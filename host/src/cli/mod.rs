@@ -41,6 +41,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 use crate::capabilities::Services;
+use crate::config::Config;
 use crate::modules::configmaps::ConfigMapModules;
 use crate::modules::{StockChoice, TrustedKeys};
 use crate::runtime::{CompileCache, LoadProblem, ModuleConfig, Runtime};
@@ -142,10 +143,13 @@ pub const EXIT_FAILED: u8 = 1;
 /// Exit status: bad input (unreadable file, bad JSON or YAML, unknown action, wrong item).
 pub const EXIT_BAD_INPUT: u8 = 2;
 
-/// Runs the CLI with the process's arguments.
-pub fn main() -> ExitCode {
+/// Runs the CLI with the process's arguments and its `config` (read once by `main.rs`; clap reads
+/// the variables that stand for flags, `env = …` below, as it parses them).
+pub fn main(config: Config) -> ExitCode {
     let cli = Cli::parse();
     crate::logging::init_human(&cli.log_level);
+    crate::capabilities::memory::MemoryBudget::configure_process(&config);
+    let config = &config;
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -158,18 +162,18 @@ pub fn main() -> ExitCode {
     };
     let code = runtime.block_on(async {
         match cli.command {
-            Command::Run(args) => run::run(*args).await,
-            Command::Actions(args) => actions::actions(args).await,
-            Command::Sign(args) => sign::sign(*args).await,
+            Command::Run(args) => run::run(*args, config).await,
+            Command::Actions(args) => actions::actions(args, config).await,
+            Command::Sign(args) => sign::sign(*args, config).await,
             Command::InstallPlugin(args) => install::install_plugin(args),
             Command::Rbac(args) => rbac::rbac(args),
-            Command::Module(command) => module_command::run(command).await,
-            Command::Build(args) => build::build(args).await,
+            Command::Module(command) => module_command::run(command, config).await,
+            Command::Build(args) => build::build(args, config).await,
             Command::New(args) => new::new(args),
-            Command::Test(args) => test::test(args).await,
-            Command::Bench(args) => bench::bench(*args).await,
-            Command::Diff(args) => diff::diff(*args).await,
-            Command::Status(args) => status::status(args),
+            Command::Test(args) => test::test(args, config).await,
+            Command::Bench(args) => bench::bench(*args, config).await,
+            Command::Diff(args) => diff::diff(*args, config).await,
+            Command::Status(args) => status::status(args, config),
         }
     });
     ExitCode::from(code)
@@ -220,9 +224,9 @@ impl Failure {
     }
 }
 
-/// The compile cache of the state directory, if there is one.
-fn compile_cache() -> Option<CompileCache> {
-    crate::state::default_dir().and_then(|d| CompileCache::open(d.join("compiled")))
+/// The compile cache of the state directory `config` names, if there is one.
+fn compile_cache(config: &Config) -> Option<CompileCache> {
+    crate::state::default_dir(config).and_then(|d| CompileCache::open(d.join("compiled")))
 }
 
 /// A runtime with the stock modules and those of `--modules`. Returns it and the load problems
@@ -230,8 +234,9 @@ fn compile_cache() -> Option<CompileCache> {
 async fn load_runtime(
     args: &ModuleArgs,
     services: Services,
+    config: &Config,
 ) -> Result<(Runtime, Vec<LoadProblem>), Failure> {
-    load_runtime_with(args, services, None).await
+    load_runtime_with(args, services, None, config).await
 }
 
 /// Like [`load_runtime`], with the module ConfigMaps read through the API loaded last.
@@ -239,25 +244,26 @@ async fn load_runtime_with(
     args: &ModuleArgs,
     services: Services,
     configmaps: Option<ConfigMapModules>,
+    config: &Config,
 ) -> Result<(Runtime, Vec<LoadProblem>), Failure> {
     // Reading the cluster's modules as the plugin does, the plugin's rollback protection too.
     let floor = configmaps
         .as_ref()
-        .and(crate::state::default_dir())
+        .and(crate::state::default_dir(config))
         .map(|state| crate::modules::VersionFloor::at(&state));
     let runtime = Runtime::new(services)
         .map_err(|e| Failure::failed(format!("{e:#}")))?
-        .with_compile_cache(compile_cache())
+        .with_compile_cache(compile_cache(config))
         .with_compile_watch(compile_progress::watch())
         .with_version_floor(floor);
-    let config = ModuleConfig {
+    let modules = ModuleConfig {
         directory: args.modules.clone(),
         last_good: None,
         stock: args.stock.clone(),
         trusted_keys: args.trusted_keys()?,
         configmaps,
     };
-    let problems = runtime.load_modules(&config).await.map_err(|e| {
+    let problems = runtime.load_modules(&modules).await.map_err(|e| {
         let dir = args
             .modules
             .as_deref()

@@ -321,10 +321,10 @@ pub(super) fn read_directory(dir: &Path) -> Result<Vec<anyhow::Result<Parts>>, F
     Ok(paths.iter().map(|p| read_parts(p)).collect())
 }
 
-pub(super) fn pack(args: &PackArgs) -> Result<u8, Failure> {
+pub(super) fn pack(args: &PackArgs, config: &crate::config::Config) -> Result<u8, Failure> {
     let mut modules = modules_to_pack(args)?;
     let signer = args.signing.signer()?;
-    let namespace = velero_namespace::resolve(args.namespace.as_deref());
+    let namespace = velero_namespace::resolve(args.namespace.as_deref(), config);
     let mut documents = Vec::new();
     let mut server_side = Vec::new();
     let mut roles = Vec::new();

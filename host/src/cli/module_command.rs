@@ -23,13 +23,13 @@ pub enum ModuleCommand {
 }
 
 /// Runs a `module` subcommand; returns the exit status.
-pub async fn run(command: ModuleCommand) -> u8 {
+pub async fn run(command: ModuleCommand, config: &crate::config::Config) -> u8 {
     let (verb, result) = match command {
         ModuleCommand::Keygen(args) => ("keygen", module::keygen(&args)),
-        ModuleCommand::Pack(args) => ("pack", module::pack(&args)),
+        ModuleCommand::Pack(args) => ("pack", module::pack(&args, config)),
         ModuleCommand::Export(args) => ("export", module::export(&args)),
         ModuleCommand::Verify(args) => ("verify", module::verify(&args)),
-        ModuleCommand::Push(args) => ("push", push::push(&args).await),
+        ModuleCommand::Push(args) => ("push", push::push(&args, config).await),
     };
     match result {
         Ok(code) => code,

@@ -56,7 +56,7 @@ pub struct PushArgs {
 }
 
 /// Runs `module push`.
-pub async fn push(args: &PushArgs) -> Result<u8, Failure> {
+pub async fn push(args: &PushArgs, config: &crate::config::Config) -> Result<u8, Failure> {
     let reference = target(args)?;
     let prepared = prepare(args)?;
     let parts = &prepared.parts;
@@ -67,7 +67,7 @@ pub async fn push(args: &PushArgs) -> Result<u8, Failure> {
         parts.signature_text.as_deref(),
         prepared.version.as_deref(),
     );
-    let credentials = read_credentials(args.credentials.as_ref(), &reference.registry)?;
+    let credentials = read_credentials(args.credentials.as_ref(), &reference.registry, config)?;
     let registry = Registry::new(
         &reference,
         args.plain_http,
@@ -230,17 +230,24 @@ fn module_parts(args: &PushArgs) -> Result<Parts, Failure> {
         })
 }
 
-/// The credentials for `registry` from the docker config named or found.
+/// The credentials for `registry` from the docker config named or found (`DOCKER_CONFIG`, else
+/// `~/.docker`, of `config`).
 fn read_credentials(
     named: Option<&PathBuf>,
     registry: &str,
+    config: &crate::config::Config,
 ) -> Result<Option<oci::Credentials>, Failure> {
     let path = match named {
         Some(path) => path.clone(),
         None => {
-            let dir = std::env::var_os("DOCKER_CONFIG")
+            let dir = config
+                .var_os("DOCKER_CONFIG")
                 .map(PathBuf::from)
-                .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".docker")));
+                .or_else(|| {
+                    config
+                        .var_os("HOME")
+                        .map(|h| PathBuf::from(h).join(".docker"))
+                });
             match dir.map(|d| d.join("config.json")).filter(|p| p.is_file()) {
                 Some(path) => path,
                 None => return Ok(None),

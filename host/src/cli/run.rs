@@ -33,6 +33,7 @@ use crate::capabilities::recording::{
     Header, Recorded, Recorder, Recording, RecordingError, Replay, Replayed,
 };
 use crate::capabilities::{Backend, Clock, Environment, KubeCall, Services};
+use crate::config::Config;
 use crate::documents::read_object;
 use crate::runtime::{calls, ActionEntry, CallError, Lane, Runtime};
 
@@ -125,8 +126,8 @@ pub struct RunArgs {
 }
 
 /// Runs the command; returns the exit status.
-pub async fn run(args: RunArgs) -> u8 {
-    match execute(args).await {
+pub async fn run(args: RunArgs, config: &Config) -> u8 {
+    match execute(args, config).await {
         Ok(output) => {
             println!(
                 "{}",
@@ -147,8 +148,11 @@ fn read(flag: &str, path: &Path) -> Result<Value, Failure> {
 }
 
 /// Runs the action once, as `run` does: what `run` prints, or why it failed.
-pub(super) async fn execute(args: RunArgs) -> Result<Value, Failure> {
-    prepare(args, |services| services).await?.call().await
+pub(super) async fn execute(args: RunArgs, config: &Config) -> Result<Value, Failure> {
+    prepare(args, |services| services, config)
+        .await?
+        .call()
+        .await
 }
 
 /// A run with its inputs read, its cluster and modules loaded and its action found: ready to call
@@ -182,6 +186,7 @@ struct Capture {
 pub(super) async fn prepare(
     args: RunArgs,
     wrap: impl FnOnce(Services) -> Services,
+    config: &Config,
 ) -> Result<Prepared, Failure> {
     // A crate's module/ its sources moved past would run the last build, not the code on screen.
     if let Some(dir) = &args.modules.modules {
@@ -196,8 +201,8 @@ pub(super) async fn prepare(
     let clock = clock(&args, replay.as_deref())?;
     // Read every input before loading modules, so bad input is reported at once.
     let inputs = Inputs::read(&args)?;
-    let (services, capture) = assemble(&args, &inputs.subject, clock, replay).await?;
-    let (runtime, problems) = load_runtime(&args.modules, wrap(services)).await?;
+    let (services, capture) = assemble(&args, &inputs.subject, clock, replay, config).await?;
+    let (runtime, problems) = load_runtime(&args.modules, wrap(services), config).await?;
     // A module that cannot be used while another version of it (often the stock one) serves in its
     // place: an author testing a change would test something else. The plugin falls back; a run
     // stops. A broken module that stands in for nothing is a warning: the others still run.
@@ -276,6 +281,7 @@ async fn assemble(
     subject: &Value,
     clock: Clock,
     replay: Option<Arc<Replay>>,
+    config: &Config,
 ) -> Result<(Services, Capture), Failure> {
     // Velero's own objects live in Velero's namespace.
     let velero_namespace = args.velero_namespace.clone().unwrap_or_else(|| {
@@ -287,8 +293,8 @@ async fn assemble(
     });
     let environment = match &replay {
         Some(replay) => replayed_environment(replay, args.velero_namespace.as_deref())?,
-        None if velero_namespace.is_empty() => Environment::from_process(),
-        None => Environment::from_process().with_velero_namespace(&velero_namespace),
+        None if velero_namespace.is_empty() => Environment::from_config(config),
+        None => Environment::from_config(config).with_velero_namespace(&velero_namespace),
     };
     let kube: Arc<dyn Backend<KubeCall>> = match (args.cluster.is_empty(), &replay) {
         (false, _) => Arc::new(
@@ -299,9 +305,10 @@ async fn assemble(
         (true, None) if args.offline => Arc::new(NoCluster::because(
             "no cluster is given: add cluster: PATH (fixture files) or replay: FILE to the case",
         )),
-        (true, None) => live_cluster(args).await?,
+        (true, None) => live_cluster(args, config).await?,
     };
     let mut services = Services::new(kube, clock, environment);
+    services.reads_at_once = crate::capabilities::kube::reads_at_once(config);
     if let Some(replay) = &replay {
         services.http = Arc::new(Replayed::new(replay).map_err(replay_error)?);
         services.random = Arc::new(Replayed::new(replay).map_err(replay_error)?);
@@ -615,10 +622,14 @@ fn recorded(mut services: Services, recorder: &Arc<Recorder>) -> Services {
 
 /// The live cluster of `--kubeconfig`/`--context` (or kubectl's defaults). Without any configuration
 /// to be found, actions that never call the cluster still run: their calls fail saying what to give.
-async fn live_cluster(args: &RunArgs) -> Result<Arc<dyn Backend<KubeCall>>, Failure> {
+async fn live_cluster(
+    args: &RunArgs,
+    config: &Config,
+) -> Result<Arc<dyn Backend<KubeCall>>, Failure> {
     let options = ClusterOptions {
         kubeconfig: args.kubeconfig.clone(),
         context: args.context.clone(),
+        config: config.clone(),
     };
     if !options.is_configured() {
         return Ok(Arc::new(NoCluster::because(

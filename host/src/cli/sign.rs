@@ -22,6 +22,7 @@ use super::{Failure, ModuleArgs, EXIT_OK};
 use crate::bindings::signer::wit_signing as wit;
 use crate::capabilities::kube::NoCluster;
 use crate::capabilities::{Clock, Environment, Services};
+use crate::config::Config;
 use crate::modules::{chosen_stock_modules, scan_directory};
 use crate::runtime::{CallError, Runtime};
 
@@ -167,10 +168,10 @@ struct AzureArgs {
 }
 
 /// Runs the command; returns the exit status.
-pub async fn sign(args: SignArgs) -> u8 {
+pub async fn sign(args: SignArgs, config: &Config) -> u8 {
     let outcome = match args.target {
-        Target::S3(args) => s3(args).await,
-        Target::Azure(args) => azure(args).await,
+        Target::S3(args) => s3(args, config).await,
+        Target::Azure(args) => azure(args, config).await,
     };
     match outcome {
         Ok(url) => {
@@ -205,14 +206,14 @@ fn time(now: &Option<String>) -> Result<(Clock, Option<wit::Timestamp>), Failure
 }
 
 /// A runtime with only the module named `signing` loaded.
-async fn runtime(modules: &ModuleArgs, clock: Clock) -> Result<Runtime, Failure> {
+async fn runtime(modules: &ModuleArgs, clock: Clock, config: &Config) -> Result<Runtime, Failure> {
     let runtime = Runtime::new(Services::new(
         Arc::new(NoCluster::default()),
         clock,
-        Environment::from_process(),
+        Environment::from_config(config),
     ))
     .map_err(|e| Failure::failed(format!("{e:#}")))?
-    .with_compile_cache(super::compile_cache())
+    .with_compile_cache(super::compile_cache(config))
     .with_compile_watch(super::compile_progress::watch());
     let mut sources: Vec<_> = chosen_stock_modules(&modules.stock)
         .into_iter()
@@ -261,9 +262,9 @@ fn signing_failure(error: wit::SigningError) -> Failure {
     }
 }
 
-async fn s3(args: S3Args) -> Result<String, Failure> {
+async fn s3(args: S3Args, config: &Config) -> Result<String, Failure> {
     let (clock, now) = time(&args.common.now)?;
-    let runtime = runtime(&args.common.modules, clock).await?;
+    let runtime = runtime(&args.common.modules, clock, config).await?;
     let web_identity =
         |role_arn: String, token_file: &Path, flag: &str| -> Result<wit::AwsCredentials, Failure> {
             Ok(wit::AwsCredentials::WebIdentity(wit::WebIdentity {
@@ -290,7 +291,7 @@ async fn s3(args: S3Args) -> Result<String, Failure> {
             Err(error) => return Err(signing_failure(error).prefixed(&format!("--credentials-file {}: ", path.display()))),
             Ok(wit::AwsCredentialSource::Keys(keys)) => wit::AwsCredentials::Keys(keys),
             Ok(wit::AwsCredentialSource::WebIdentity((arn, Some(file)))) => web_identity(arn, Path::new(&file), "credentials-file's web_identity_token_file")?,
-            Ok(wit::AwsCredentialSource::WebIdentity((arn, None))) => match std::env::var_os("AWS_WEB_IDENTITY_TOKEN_FILE") {
+            Ok(wit::AwsCredentialSource::WebIdentity((arn, None))) => match config.var_os("AWS_WEB_IDENTITY_TOKEN_FILE") {
                 Some(file) => web_identity(arn, Path::new(&file), "credentials-file's AWS_WEB_IDENTITY_TOKEN_FILE")?,
                 None => {
                     return Err(Failure::bad_input(format!(
@@ -334,7 +335,7 @@ struct DelegationKeyFile {
     value: String,
 }
 
-async fn azure(args: AzureArgs) -> Result<String, Failure> {
+async fn azure(args: AzureArgs, config: &Config) -> Result<String, Failure> {
     let (clock, now) = time(&args.common.now)?;
     let credentials = if let Some(key) = &args.account_key {
         wit::AzureCredentials::AccountKey(key.clone())
@@ -380,7 +381,7 @@ async fn azure(args: AzureArgs) -> Result<String, Failure> {
             "give --account-key, --delegation-key-file, or --tenant-id with --client-id",
         ));
     };
-    let runtime = runtime(&args.common.modules, clock).await?;
+    let runtime = runtime(&args.common.modules, clock, config).await?;
     let request = wit::AzureRequest {
         account: args.account,
         container: args.container,

@@ -37,8 +37,12 @@ pub struct StatusArgs {
 }
 
 /// Runs the command; returns the exit status.
-pub fn status(args: StatusArgs) -> u8 {
-    let Some(state) = args.state_dir.clone().or_else(crate::state::default_dir) else {
+pub fn status(args: StatusArgs, config: &crate::config::Config) -> u8 {
+    let Some(state) = args
+        .state_dir
+        .clone()
+        .or_else(|| crate::state::default_dir(config))
+    else {
         eprintln!("velero-wasm status: no state directory: give --state-dir, or set VELERO_WASM_STATE_DIR");
         return EXIT_BAD_INPUT;
     };
@@ -105,7 +109,7 @@ pub fn status(args: StatusArgs) -> u8 {
             &modules.written,
             &shadows,
             read.processes.len(),
-            super::text::width(),
+            super::text::width(config),
         );
         print!("{}", super::text::printable(&shown));
     }

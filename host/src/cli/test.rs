@@ -19,6 +19,7 @@ use super::run::{self, RunArgs};
 use super::suite_layout;
 use super::text::cut;
 use super::{Failure, ModuleArgs, EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK};
+use crate::config::Config;
 use crate::modules::StockChoice;
 
 /// The suite read when none is named: where `velero-wasm new` puts it.
@@ -248,7 +249,7 @@ struct Outcome {
 }
 
 /// Runs the command; returns the exit status.
-pub async fn test(args: TestArgs) -> u8 {
+pub async fn test(args: TestArgs, config: &Config) -> u8 {
     let suites = match load_all(&args) {
         Ok(suites) => suites,
         Err(status) => return status,
@@ -257,9 +258,9 @@ pub async fn test(args: TestArgs) -> u8 {
     let mut tally = Tally::default();
     for (file, suite, text) in &suites {
         println!("{}", file.display());
-        let outcomes = run_and_update(file, suite, text, args.update).await;
+        let outcomes = run_and_update(file, suite, text, args.update, config).await;
         for outcome in &outcomes {
-            print_row(outcome);
+            print_row(outcome, config);
             tally.count(outcome);
         }
         report.add_test_suite(junit_suite(file, &outcomes));
@@ -319,8 +320,14 @@ fn load_all(args: &TestArgs) -> Result<Vec<(PathBuf, Suite, String)>, u8> {
 }
 
 /// Runs a suite's cases and, with `--update`, rewrites the expectations of those that failed.
-async fn run_and_update(file: &Path, suite: &Suite, text: &str, update_file: bool) -> Vec<Outcome> {
-    let mut outcomes = run_suite(file, suite).await;
+async fn run_and_update(
+    file: &Path,
+    suite: &Suite,
+    text: &str,
+    update_file: bool,
+    config: &Config,
+) -> Vec<Outcome> {
+    let mut outcomes = run_suite(file, suite, config).await;
     if !update_file {
         return outcomes;
     }
@@ -439,13 +446,13 @@ fn parse(text: &str) -> anyhow::Result<Suite> {
 }
 
 /// Runs every case of a suite, in order.
-async fn run_suite(file: &Path, suite: &Suite) -> Vec<Outcome> {
+async fn run_suite(file: &Path, suite: &Suite, config: &Config) -> Vec<Outcome> {
     let dir = file.parent().unwrap_or(Path::new("")).to_path_buf();
     let mut outcomes = Vec::new();
     for case in &suite.cases {
         let start = Instant::now();
-        let result = match run_args(&dir, suite, case) {
-            Ok(args) => run::execute(args).await,
+        let result = match run_args(&dir, suite, case, config) {
+            Ok(args) => run::execute(args, config).await,
             Err(failure) => Err(failure),
         };
         let time = start.elapsed();
@@ -474,7 +481,7 @@ async fn run_suite(file: &Path, suite: &Suite) -> Vec<Outcome> {
 }
 
 /// The arguments `run` would be given for a case, paths taken from the suite's directory.
-fn run_args(dir: &Path, suite: &Suite, case: &Case) -> Result<RunArgs, Failure> {
+fn run_args(dir: &Path, suite: &Suite, case: &Case, config: &Config) -> Result<RunArgs, Failure> {
     let at = |p: &PathBuf| dir.join(p);
     let stock = match &suite.stock {
         Some(text) => StockChoice::parse(text).map_err(|e| Failure::bad_input(e.to_string()))?,
@@ -503,7 +510,7 @@ fn run_args(dir: &Path, suite: &Suite, case: &Case) -> Result<RunArgs, Failure> 
         modules: ModuleArgs {
             modules: suite.modules.as_ref().map(at),
             stock,
-            trusted_keys: std::env::var_os("VELERO_WASM_TRUSTED_KEYS").map(PathBuf::from),
+            trusted_keys: config.var_os("VELERO_WASM_TRUSTED_KEYS").map(PathBuf::from),
         },
         // Checked for the suite as it is read (`load_all`); checked again per case, as `run` does.
         stale: Default::default(),
@@ -1131,7 +1138,7 @@ fn write_no_follow(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 }
 
 /// One row of the table: the case, its result, its time; then why it failed.
-fn print_row(outcome: &Outcome) {
+fn print_row(outcome: &Outcome, config: &Config) {
     let result = match (outcome.reasons.is_empty(), outcome.updated) {
         (true, _) => "ok",
         (false, true) => "UPDATED",
@@ -1139,7 +1146,7 @@ fn print_row(outcome: &Outcome) {
     };
     let time = format!("{:.2} s", outcome.time.as_secs_f64());
     // The terminal's width (`COLUMNS`, the tty's, else 100).
-    let width = super::text::width().max(MIN_WIDTH);
+    let width = super::text::width(config).max(MIN_WIDTH);
     let name_width = width - 2 - 2 - 7 - 1 - 8;
     println!(
         "  {:<name_width$}  {result:<7} {time:>8}",

@@ -10,11 +10,11 @@ pub(super) const DEFAULT_WIDTH: usize = 100;
 /// The narrowest a wrapping column gets, whatever the width.
 const MIN_WRAP: usize = 10;
 
-/// The width text fits: `COLUMNS` when it is a number (as shells and `watch` set it), else the width
-/// of the terminal stdout is, else [`DEFAULT_WIDTH`].
-pub(super) fn width() -> usize {
-    if let Some(columns) = std::env::var("COLUMNS")
-        .ok()
+/// The width text fits: `COLUMNS` of `config` when it is a number (as shells and `watch` set it),
+/// else the width of the terminal stdout is, else [`DEFAULT_WIDTH`].
+pub(super) fn width(config: &crate::config::Config) -> usize {
+    if let Some(columns) = config
+        .var("COLUMNS")
         .and_then(|c| c.trim().parse::<usize>().ok())
         .filter(|c| *c > 0)
     {

@@ -8,6 +8,8 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 
+use crate::config::Config;
+
 /// The variable Velero's CLI (and Deployment) name the namespace with.
 const VARIABLE: &str = "VELERO_NAMESPACE";
 
@@ -17,28 +19,28 @@ pub(super) const DEFAULT: &str = "velero";
 /// The largest client config file read: it holds a few short settings.
 const MAX_CONFIG: u64 = 1 << 20;
 
-/// Velero's namespace: `flag` when given, else as Velero's CLI finds it. A config file that cannot
-/// be read is a warning, as in Velero's CLI, and the next source is used.
-pub(super) fn resolve(flag: Option<&str>) -> String {
+/// Velero's namespace: `flag` when given, else as Velero's CLI finds it (its variables from
+/// `config`). A config file that cannot be read is a warning, as in Velero's CLI, and the next source
+/// is used.
+pub(super) fn resolve(flag: Option<&str>, config: &Config) -> String {
     if let Some(namespace) = flag.filter(|n| !n.is_empty()) {
         return namespace.to_string();
     }
-    let config = config_file().and_then(|path| match config_namespace(&path) {
+    let from_file = config_file(config).and_then(|path| match config_namespace(&path) {
         Ok(namespace) => namespace,
         Err(why) => {
             eprintln!("velero-wasm: warning: {}: {why}", path.display());
             None
         }
     });
-    config
-        .or_else(|| std::env::var(VARIABLE).ok().filter(|n| !n.is_empty()))
+    from_file
+        .or_else(|| config.var(VARIABLE).filter(|n| !n.is_empty()))
         .unwrap_or_else(|| DEFAULT.to_string())
 }
 
 /// `$HOME/.config/velero/config.json`, where Velero's CLI keeps its settings.
-fn config_file() -> Option<PathBuf> {
-    let home = std::env::var_os("HOME").filter(|h| !h.is_empty())?;
-    Some(PathBuf::from(home).join(".config/velero/config.json"))
+fn config_file(config: &Config) -> Option<PathBuf> {
+    Some(config.home()?.join(".config/velero/config.json"))
 }
 
 /// The `namespace` the config file at `path` sets: `None` when the file does not exist or sets none
@@ -77,6 +79,21 @@ mod tests {
             .unwrap_err()
             .contains("is not Velero's client config"));
         // The flag wins over everything.
-        assert_eq!(resolve(Some("mine")), "mine");
+        assert_eq!(resolve(Some("mine"), &Config::default()), "mine");
+        // Then the client config file under HOME, then VELERO_NAMESPACE, then `velero`.
+        let home = dir.path().join("home");
+        std::fs::create_dir_all(home.join(".config/velero")).unwrap();
+        let config = Config::from_vars([
+            ("HOME", home.display().to_string()),
+            ("VELERO_NAMESPACE", "from-variable".to_string()),
+        ]);
+        assert_eq!(resolve(None, &config), "from-variable");
+        std::fs::write(
+            home.join(".config/velero/config.json"),
+            r#"{"namespace": "from-file"}"#,
+        )
+        .unwrap();
+        assert_eq!(resolve(None, &config), "from-file");
+        assert_eq!(resolve(None, &Config::default()), DEFAULT);
     }
 }

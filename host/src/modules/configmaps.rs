@@ -38,6 +38,7 @@ use super::{valid_module_name, LastGood, Origin};
 use crate::capabilities::kube::live::LazyCluster;
 use crate::capabilities::kube::{ApiResource, KubeApi, KubeCall, KubeError, ListOptions};
 use crate::capabilities::Backend;
+use crate::config::Config;
 
 /// The label key module ConfigMaps carry (its value is the module's name).
 pub const LABEL: &str = "velero-wasm.io/module";
@@ -71,9 +72,9 @@ pub enum Switch {
 }
 
 impl Switch {
-    /// The switch of this process's environment; an unknown value is an error (and means `auto`).
-    pub fn from_env() -> (Switch, Option<String>) {
-        match std::env::var(SWITCH_ENV).ok().as_deref().map(str::trim) {
+    /// The switch `config` sets; an unknown value is an error (and means `auto`).
+    pub fn from_config(config: &Config) -> (Switch, Option<String>) {
+        match config.var(SWITCH_ENV).as_deref().map(str::trim) {
             None | Some("") | Some("auto") => (Switch::Auto, None),
             Some("on") | Some("true") | Some("1") => (Switch::On, None),
             Some("off") | Some("false") | Some("0") => (Switch::Off, None),
@@ -86,14 +87,13 @@ impl Switch {
         }
     }
 
-    /// Whether to read module ConfigMaps now.
-    pub fn enabled(self) -> bool {
+    /// Whether to read module ConfigMaps, for a process that runs in a pod or not
+    /// ([`Config::in_pod`]).
+    pub fn enabled(self, in_pod: bool) -> bool {
         match self {
             Switch::On => true,
             Switch::Off => false,
-            Switch::Auto => {
-                std::env::var_os("KUBERNETES_SERVICE_HOST").is_some_and(|v| !v.is_empty())
-            }
+            Switch::Auto => in_pod,
         }
     }
 }
@@ -106,12 +106,13 @@ pub async fn read(
     cluster: &LazyCluster,
     velero_namespace: &str,
     state: Option<&Path>,
+    config: &Config,
 ) -> Option<ConfigMapModules> {
-    let (switch, bad) = Switch::from_env();
+    let (switch, bad) = Switch::from_config(config);
     if let Some(bad) = bad {
         tracing::warn!("{bad}");
     }
-    if !switch.enabled() {
+    if !switch.enabled(config.in_pod()) {
         return None;
     }
     let Some(state) = state else {
@@ -127,7 +128,7 @@ pub async fn read(
     let (why, answering) = match list_within(cluster, namespace.as_deref()).await {
         Ok(items) => {
             let namespace = namespace.as_deref().unwrap_or_default();
-            return write_listed(&cache, state, cluster, namespace, &items).await;
+            return write_listed(&cache, state, cluster, namespace, &items, config).await;
         }
         Err(not_listed) => not_listed,
     };
@@ -190,8 +191,9 @@ async fn write_listed(
     cluster: &LazyCluster,
     namespace: &str,
     items: &[Value],
+    config: &Config,
 ) -> Option<ConfigMapModules> {
-    let pulled = pull_artifacts(cache, items, cluster, namespace).await;
+    let pulled = pull_artifacts(cache, items, cluster, namespace, config).await;
     match cache.materialise_pulled(items, &pulled) {
         Ok(modules) => {
             // Listed and written: the kept OCI blobs no module directory names can go.
@@ -645,12 +647,14 @@ fn is_artifact(files: &[(String, Vec<u8>)]) -> bool {
 pub type Pulls = BTreeMap<PathBuf, Result<Vec<(String, Vec<u8>)>, PullError>>;
 
 /// Pulls the artifacts the listed ConfigMaps name (those whose directory is not written yet), all
-/// within [`oci::PULL_TIMEOUT`], with the credentials of the Secrets [`oci::PULL_SECRETS_ENV`] names.
+/// within [`oci::PULL_TIMEOUT`], with the settings of `config` and the credentials of the Secrets
+/// its [`oci::PULL_SECRETS_ENV`] names.
 pub async fn pull_artifacts(
     cache: &Cache,
     items: &[Value],
     cluster: &LazyCluster,
     namespace: &str,
+    config: &Config,
 ) -> Pulls {
     let mut wanted = Vec::new();
     for item in items {
@@ -678,9 +682,9 @@ pub async fn pull_artifacts(
     if wanted.is_empty() {
         return pulls;
     }
-    let mut settings = PullSettings::from_env();
+    let mut settings = PullSettings::from_config(config);
     let mut secret_problem = None;
-    match pull_secrets(cluster, namespace).await {
+    match pull_secrets(cluster, namespace, config).await {
         Ok(configs) => settings.docker_configs = configs,
         Err(why) => secret_problem = Some(why),
     }
@@ -723,8 +727,12 @@ pub async fn pull_artifacts(
 }
 
 /// The docker configs of the Secrets [`oci::PULL_SECRETS_ENV`] names, in Velero's namespace.
-async fn pull_secrets(cluster: &LazyCluster, namespace: &str) -> Result<Vec<Vec<u8>>, SecretError> {
-    let names = std::env::var(oci::PULL_SECRETS_ENV).unwrap_or_default();
+async fn pull_secrets(
+    cluster: &LazyCluster,
+    namespace: &str,
+    config: &Config,
+) -> Result<Vec<Vec<u8>>, SecretError> {
+    let names = config.var(oci::PULL_SECRETS_ENV).unwrap_or_default();
     let api = ApiResource::new("", "v1", "secrets");
     let mut configs = Vec::new();
     for name in names.split(',').map(str::trim).filter(|n| !n.is_empty()) {

@@ -55,11 +55,12 @@ pub struct Item {
 }
 
 impl Dispatch {
-    /// Dispatches to `runtime`.
-    pub fn new(runtime: Arc<Runtime>) -> Dispatch {
+    /// Dispatches to `runtime`; shadow calls share `shadow_budget` (the configuration's, read at
+    /// start by the caller).
+    pub fn new(runtime: Arc<Runtime>, shadow_budget: ShadowBudget) -> Dispatch {
         Dispatch {
             runtime,
-            shadows: Shadows::new(ShadowBudget::from_env()),
+            shadows: Shadows::new(shadow_budget),
             retired: Arc::default(),
         }
     }

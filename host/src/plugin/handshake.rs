@@ -166,7 +166,8 @@ pub fn check_environment(lookup: impl Fn(&str) -> Option<String>) -> Result<(), 
 pub fn socket_dir(lookup: impl Fn(&str) -> Option<String>) -> PathBuf {
     match lookup("PLUGIN_UNIX_SOCKET_DIR").filter(|d| !d.is_empty()) {
         Some(dir) => PathBuf::from(dir),
-        None => std::env::temp_dir(),
+        // What `std::env::temp_dir` reads, from the lookup given.
+        None => PathBuf::from(lookup("TMPDIR").unwrap_or_else(|| "/tmp".to_string())),
     }
 }
 

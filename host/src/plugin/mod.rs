@@ -45,10 +45,12 @@ use tonic::transport::Server;
 use crate::capabilities::kube::live::{ClusterOptions, LazyCluster};
 use crate::capabilities::kube::view::ReadViews;
 use crate::capabilities::{Backend, Clock, Environment, KubeCall, Services};
+use crate::config::Config;
 use crate::modules::configmaps::{self, ConfigMapModules};
 use crate::modules::signature::TRUSTED_KEYS_ENV;
 use crate::modules::{cluster_floor, LastGood, StockChoice, TrustedKeys, VersionFloor, STOCK_ENV};
 use crate::runtime::{CompileCache, ModuleConfig, Runtime};
+use crate::shadow::Budget as ShadowBudget;
 use dispatch::Dispatch;
 use handshake::{PluginArgs, Socket};
 use kept_listing::{Listed, Listing};
@@ -89,11 +91,12 @@ const PARENT_CHECK: Duration = Duration::from_secs(1);
 /// the process 2 s after `Shutdown`).
 const SHUTDOWN_GRACE: Duration = Duration::from_millis(500);
 
-/// Runs as a Velero plugin; returns the process's exit status.
-pub fn main() -> ExitCode {
+/// Runs as a Velero plugin with the process's `config` (read once by `main.rs`); returns the
+/// process's exit status.
+pub fn main(config: Config) -> ExitCode {
     // Before anything else: the parent to watch is the one that started us.
     let parent = std::os::unix::process::parent_id();
-    if let Err(e) = handshake::check_environment(|k| std::env::var(k).ok()) {
+    if let Err(e) = handshake::check_environment(|k| config.var(k)) {
         eprintln!("velero-wasm: {e}");
         return ExitCode::from(1);
     }
@@ -109,8 +112,9 @@ pub fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    crate::metrics::init(runtime.handle());
-    let code = match runtime.block_on(serve(args, parent)) {
+    crate::metrics::init(runtime.handle(), &config);
+    crate::capabilities::memory::MemoryBudget::configure_process(&config);
+    let code = match runtime.block_on(serve(args, parent, config)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!("{e:#}");
@@ -128,37 +132,38 @@ pub fn main() -> ExitCode {
 /// The Kubernetes backend the capabilities use in plugin mode: the cluster Velero runs in (its pod's
 /// service account), or kubectl's configuration outside a pod, at Velero's client rate limit if it
 /// passed one. Nothing is read or sent until a module calls.
-fn kube_backend(args: &PluginArgs) -> Arc<LazyCluster> {
+fn kube_backend(args: &PluginArgs, config: &Config) -> Arc<LazyCluster> {
     let rate_limit = args.rate_limit().unwrap_or_else(|e| {
         tracing::warn!("{e}: the Kubernetes client runs without a rate limit of its own");
         None
     });
-    Arc::new(LazyCluster::new(ClusterOptions::default(), rate_limit))
+    Arc::new(LazyCluster::new(
+        ClusterOptions::new(config.clone()),
+        rate_limit,
+    ))
 }
 
 /// Listens, announces the socket, loads the modules (Velero's calls wait for them, see [`loading`]),
 /// and serves until `Shutdown`, SIGTERM, SIGHUP or the death of `parent` (the process that started
 /// us).
-async fn serve(args: PluginArgs, parent: u32) -> anyhow::Result<()> {
+async fn serve(args: PluginArgs, parent: u32, config: Config) -> anyhow::Result<()> {
     let started = Instant::now();
-    let state = crate::state::default_dir();
-    let cluster = kube_backend(&args);
+    let state = crate::state::default_dir(&config);
+    let cluster = kube_backend(&args, &config);
     // One floor, shared with the runtime: the background load reads the cluster's into it.
     let floor = state.as_deref().map(VersionFloor::at);
-    let runtime = plugin_runtime(cluster.clone(), state.as_deref(), floor.clone())?;
-    let directory = std::env::var_os(MODULES_ENV)
-        .filter(|d| !d.is_empty())
-        .map(PathBuf::from);
+    let runtime = plugin_runtime(cluster.clone(), state.as_deref(), floor.clone(), &config)?;
+    let directory = config.path(MODULES_ENV);
     let listing = state
         .as_deref()
         .map(|d| Listing::new(d, &args.command, directory.as_deref()));
-    let (kinds, stock) = chosen_kinds_and_stock();
+    let (kinds, stock) = chosen_kinds_and_stock(&config);
 
-    let env = |k: &str| std::env::var(k).ok();
+    let env = |k: &str| config.var(k);
     let (listener, socket) =
         Socket::bind(&handshake::socket_dir(env), handshake::socket_group(env)?)?;
     let shutdown = Arc::new(Notify::new());
-    let dispatch = Dispatch::new(runtime.clone());
+    let dispatch = Dispatch::new(runtime.clone(), ShadowBudget::from_config(&config));
     let retired_from = listing.as_ref().map(Listing::load);
     let listed_kinds = kinds.to_string();
     let lister = Lister {
@@ -178,7 +183,7 @@ async fn serve(args: PluginArgs, parent: u32) -> anyhow::Result<()> {
 
     // Before the announcement, so that a SIGTERM right after it still removes the socket.
     let mut stops = Stops::new(shutdown, parent)?;
-    announce(&args, &socket, &listed_kinds, &stock, started)?;
+    announce(&args, &socket, &listed_kinds, &stock, started, &config)?;
 
     // The modules, now that Velero has its socket. Its calls wait until every source has been read,
     // then each for the module it needs (runtime::Loading): a module that compiles holds up only the
@@ -199,6 +204,7 @@ async fn serve(args: PluginArgs, parent: u32) -> anyhow::Result<()> {
         dispatch: dispatch.clone(),
         started,
         floor,
+        config,
     };
     tokio::spawn(background.run());
 
@@ -222,8 +228,9 @@ fn announce(
     listed_kinds: &str,
     stock: &StockChoice,
     started: Instant,
+    config: &Config,
 ) -> anyhow::Result<()> {
-    let env = |k: &str| std::env::var(k).ok();
+    let env = |k: &str| config.var(k);
     let multiplex_asked = handshake::multiplex_asked(env);
     if multiplex_asked {
         tracing::warn!(
@@ -239,7 +246,7 @@ fn announce(
         startup_ms = started.elapsed().as_millis() as u64,
         log_level = args.log_level.as_str(),
         features = args.features.join(","),
-        client_accepts_v2 = handshake::client_accepts_v2(std::env::var("PLUGIN_PROTOCOL_VERSIONS").ok().as_deref()),
+        client_accepts_v2 = handshake::client_accepts_v2(config.var("PLUGIN_PROTOCOL_VERSIONS").as_deref()),
         "serving Velero's plugin protocol"
     );
     Ok(())
@@ -274,13 +281,15 @@ fn plugin_runtime(
     cluster: Arc<LazyCluster>,
     state: Option<&Path>,
     floor: Option<VersionFloor>,
+    config: &Config,
 ) -> anyhow::Result<Arc<Runtime>> {
     let mut services = Services::new(
         cluster as Arc<dyn Backend<KubeCall>>,
         Clock::System,
-        Environment::from_process(),
+        Environment::from_config(config),
     );
-    services.views = ReadViews::from_env();
+    services.views = ReadViews::from_config(config);
+    services.reads_at_once = crate::capabilities::kube::reads_at_once(config);
     Ok(Arc::new(
         Runtime::new(services)?
             .with_compile_cache(state.and_then(|d| CompileCache::open(d.join("compiled"))))
@@ -292,13 +301,12 @@ fn plugin_runtime(
 /// (`$VELERO_WASM_STOCK`). Like an unknown kind, an unknown stock module is an error line, not a
 /// crash: the names known still load (never more than asked for, which could clash with another
 /// plugin's names).
-fn chosen_kinds_and_stock() -> (Advertised, StockChoice) {
-    let (kinds, unknown) = Advertised::parse(std::env::var(KINDS_ENV).ok().as_deref());
+fn chosen_kinds_and_stock(config: &Config) -> (Advertised, StockChoice) {
+    let (kinds, unknown) = Advertised::parse(config.var(KINDS_ENV).as_deref());
     for name in unknown {
         tracing::error!("{KINDS_ENV}: {name:?} is not a kind velero-wasm provides; it is ignored");
     }
-    let (stock, unknown) =
-        StockChoice::parse_lenient(&std::env::var(STOCK_ENV).unwrap_or_default());
+    let (stock, unknown) = StockChoice::parse_lenient(&config.var(STOCK_ENV).unwrap_or_default());
     if let Some(unknown) = unknown {
         tracing::error!("{STOCK_ENV}: {unknown}; loading only {stock}");
     }
@@ -377,6 +385,8 @@ struct BackgroundLoad {
     started: Instant,
     /// The runtime's version floor (the state directory's), if there is a state directory.
     floor: Option<VersionFloor>,
+    /// The process's configuration (module ConfigMaps, OCI pulls, trusted keys).
+    config: Config,
 }
 
 impl BackgroundLoad {
@@ -393,6 +403,7 @@ impl BackgroundLoad {
             dispatch,
             started,
             floor,
+            config,
         } = self;
         // However this task ends, calls stop waiting for it.
         let _finish = FinishLoading(runtime.clone());
@@ -402,8 +413,8 @@ impl BackgroundLoad {
             .velero_namespace()
             .to_string();
         let (configmaps, cluster_floor) = tokio::join!(
-            configmaps::read(&cluster, &velero_namespace, state.as_deref()),
-            pull_version_floor(&cluster, &velero_namespace, floor)
+            configmaps::read(&cluster, &velero_namespace, state.as_deref(), &config),
+            pull_version_floor(&cluster, &velero_namespace, floor, &config)
         );
         load_modules(
             &runtime,
@@ -411,6 +422,7 @@ impl BackgroundLoad {
             directory.as_deref(),
             stock,
             configmaps,
+            &config,
         )
         .await;
         let provided: Vec<Listed> = runtime
@@ -457,11 +469,12 @@ async fn pull_version_floor(
     cluster: &LazyCluster,
     velero_namespace: &str,
     floor: Option<VersionFloor>,
+    config: &Config,
 ) -> Option<(VersionFloor, String)> {
     let floor = floor?;
-    std::env::var_os(TRUSTED_KEYS_ENV).filter(|v| !v.is_empty())?;
-    let (switch, _) = configmaps::Switch::from_env();
-    if !(switch.enabled() || configmaps::Switch::Auto.enabled()) {
+    config.path(TRUSTED_KEYS_ENV)?;
+    let (switch, _) = configmaps::Switch::from_config(config);
+    if !(switch.enabled(config.in_pod()) || configmaps::Switch::Auto.enabled(config.in_pod())) {
         return None;
     }
     let Some(namespace) = cluster_floor::namespace_of(cluster, velero_namespace).await else {
@@ -538,6 +551,7 @@ async fn load_modules(
     directory: Option<&Path>,
     stock: StockChoice,
     configmaps: Option<ConfigMapModules>,
+    config: &Config,
 ) {
     let directory = directory.map(Path::to_path_buf);
     let last_good = match (state, &directory) {
@@ -552,7 +566,7 @@ async fn load_modules(
         directory: directory.clone(),
         last_good,
         stock,
-        trusted_keys: trusted_keys(),
+        trusted_keys: trusted_keys(config),
         configmaps,
     };
     let mut rejected = Vec::new();
@@ -597,8 +611,8 @@ async fn load_modules(
 
 /// The keys of `$VELERO_WASM_TRUSTED_KEYS`, if it is set. Keys that cannot be read are an error line,
 /// and then no module that needs a signature loads (rather than every module loading unchecked).
-fn trusted_keys() -> Option<TrustedKeys> {
-    let path = PathBuf::from(std::env::var_os(TRUSTED_KEYS_ENV).filter(|v| !v.is_empty())?);
+fn trusted_keys(config: &Config) -> Option<TrustedKeys> {
+    let path = config.path(TRUSTED_KEYS_ENV)?;
     Some(match TrustedKeys::load(&path) {
         Ok(keys) => {
             tracing::info!(

@@ -85,12 +85,16 @@ pub struct Budget {
 static SHADOW_MEMORY: OnceLock<MemoryBudget> = OnceLock::new();
 
 impl Budget {
-    /// The budget the environment sets ([`CALLS_ENV`], [`TIMEOUT_ENV`], [`CPU_ENV`], [`NICE_ENV`],
+    /// The budget `config` sets ([`CALLS_ENV`], [`TIMEOUT_ENV`], [`CPU_ENV`], [`NICE_ENV`],
     /// [`MEMORY_ENV`], [`IDLE_ENV`]);
     /// a value that cannot be used is a warning, and the default is used.
-    pub fn from_env() -> Budget {
-        fn var<T>(name: &str, parse: impl Fn(&str) -> Option<T>) -> Option<T> {
-            let text = std::env::var(name).ok().filter(|t| !t.trim().is_empty())?;
+    pub fn from_config(config: &crate::config::Config) -> Budget {
+        fn var<T>(
+            config: &crate::config::Config,
+            name: &str,
+            parse: impl Fn(&str) -> Option<T>,
+        ) -> Option<T> {
+            let text = config.var(name).filter(|t| !t.trim().is_empty())?;
             let parsed = parse(text.trim());
             if parsed.is_none() {
                 tracing::info!("{name}={text:?} cannot be used; the default applies");
@@ -99,20 +103,20 @@ impl Budget {
         }
         let duration = |t: &str| humantime::parse_duration(t).ok().filter(|d| !d.is_zero());
         let memory = SHADOW_MEMORY.get_or_init(|| {
-            let bytes = var(MEMORY_ENV, crate::modules::parse_byte_size)
+            let bytes = var(config, MEMORY_ENV, crate::modules::parse_byte_size)
                 .unwrap_or_else(|| MemoryBudget::process().limit() / 4);
             MemoryBudget::new(bytes)
         });
         Budget {
-            calls: var(CALLS_ENV, |t| t.parse::<usize>().ok()).unwrap_or(DEFAULT_CALLS),
-            timeout: var(TIMEOUT_ENV, duration).unwrap_or(DEFAULT_TIMEOUT),
-            cpu: var(CPU_ENV, duration).unwrap_or(DEFAULT_CPU),
-            nice: var(NICE_ENV, |t| {
+            calls: var(config, CALLS_ENV, |t| t.parse::<usize>().ok()).unwrap_or(DEFAULT_CALLS),
+            timeout: var(config, TIMEOUT_ENV, duration).unwrap_or(DEFAULT_TIMEOUT),
+            cpu: var(config, CPU_ENV, duration).unwrap_or(DEFAULT_CPU),
+            nice: var(config, NICE_ENV, |t| {
                 t.parse::<i32>().ok().filter(|n| (0..=19).contains(n))
             })
             .unwrap_or(0),
             memory,
-            idle: var(IDLE_ENV, duration).unwrap_or(DEFAULT_IDLE),
+            idle: var(config, IDLE_ENV, duration).unwrap_or(DEFAULT_IDLE),
         }
     }
 }

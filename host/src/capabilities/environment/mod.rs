@@ -135,11 +135,12 @@ impl Environment {
         }
     }
 
-    /// The process's environment; Velero's namespace from `VELERO_NAMESPACE`, else the service
-    /// account's namespace file (trimmed), else "".
-    pub fn from_process() -> Environment {
-        let from_variable = std::env::var(VELERO_NAMESPACE_VARIABLE)
-            .ok()
+    /// The process's environment as `config` holds it (the variables guests may be granted);
+    /// Velero's namespace from `VELERO_NAMESPACE`, else the service account's namespace file
+    /// (trimmed), else "".
+    pub fn from_config(config: &crate::config::Config) -> Environment {
+        let from_variable = config
+            .var(VELERO_NAMESPACE_VARIABLE)
             .map(|v| v.trim().to_string())
             .filter(|v| !v.is_empty());
         let namespace = from_variable
@@ -151,7 +152,10 @@ impl Environment {
             .unwrap_or_default();
         Environment::new(
             &namespace,
-            Arc::new(Variables(Arc::new(|name| std::env::var(name).ok()))),
+            Arc::new(Variables(Arc::new({
+                let config = config.clone();
+                move |name| config.var(name)
+            }))),
         )
     }
 

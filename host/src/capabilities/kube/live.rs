@@ -43,6 +43,7 @@ use tower::ServiceExt;
 use super::{ApiResource, Json, KubeAnswer, KubeCall, KubeError, ListOptions, Patch};
 use crate::capabilities::backend::Backend;
 use crate::capabilities::memory::AnswerAccount;
+use crate::config::Config;
 
 /// Objects asked for per page when listing (kubectl's default chunk size).
 pub const LIST_PAGE_SIZE: u32 = 500;
@@ -140,18 +141,31 @@ pub struct ClusterOptions {
     pub kubeconfig: Option<PathBuf>,
     /// A context of the kubeconfig (`--context`); `None` is its current context.
     pub context: Option<String>,
+    /// The process's configuration, which says whether it runs in a pod (`KUBERNETES_SERVICE_HOST`)
+    /// and where kubectl's files are (`KUBECONFIG`, `HOME`). The default is an empty one.
+    pub config: Config,
 }
 
 impl ClusterOptions {
+    /// kubectl's defaults, as the process's `config` names them.
+    pub fn new(config: Config) -> ClusterOptions {
+        ClusterOptions {
+            kubeconfig: None,
+            context: None,
+            config,
+        }
+    }
+
     /// Whether there is any configuration to connect with: explicit options, a pod's service account
     /// (`KUBERNETES_SERVICE_HOST`), `KUBECONFIG`, or `~/.kube/config`.
     pub fn is_configured(&self) -> bool {
-        let set = |var: &str| std::env::var_os(var).is_some_and(|v| !v.is_empty());
+        let config = &self.config;
         self.kubeconfig.is_some()
             || self.context.is_some()
-            || set("KUBERNETES_SERVICE_HOST")
-            || set("KUBECONFIG")
-            || std::env::var_os("HOME")
+            || config.in_pod()
+            || config.is_set("KUBECONFIG")
+            || config
+                .var_os("HOME")
                 .is_some_and(|home| PathBuf::from(home).join(".kube/config").exists())
     }
 }
@@ -215,7 +229,7 @@ impl LiveCluster {
     pub async fn connect(options: &ClusterOptions) -> Result<LiveCluster, ConnectError> {
         install_crypto_provider();
         let explicit = options.kubeconfig.is_some() || options.context.is_some();
-        let config = if !explicit && std::env::var_os("KUBERNETES_SERVICE_HOST").is_some() {
+        let config = if !explicit && options.config.var_os("KUBERNETES_SERVICE_HOST").is_some() {
             kube::Config::incluster().map_err(ConnectError::InCluster)?
         } else {
             let kube_options = KubeConfigOptions {

@@ -144,16 +144,14 @@ pub const MAX_BATCH: usize = 64;
 /// once: to measure what batching gains (host/benches/scale.rs). The answers are the same.
 pub const BATCH_VARIABLE: &str = "VELERO_WASM_READ_BATCH";
 
-/// Whether `read-all` sends its reads at once (unless [`BATCH_VARIABLE`] says `off`; read once).
-fn reads_at_once() -> bool {
-    static AT_ONCE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *AT_ONCE.get_or_init(|| {
-        let switch = std::env::var(BATCH_VARIABLE).unwrap_or_default();
-        !matches!(
-            switch.trim().to_ascii_lowercase().as_str(),
-            "off" | "false" | "0" | "no"
-        )
-    })
+/// Whether `read-all` sends its reads at once, as `config` says (unless [`BATCH_VARIABLE`] says
+/// `off`); the plugin and the CLI put it in [`Services::reads_at_once`](crate::capabilities::Services).
+pub fn reads_at_once(config: &crate::config::Config) -> bool {
+    let switch = config.var(BATCH_VARIABLE).unwrap_or_default();
+    !matches!(
+        switch.trim().to_ascii_lowercase().as_str(),
+        "off" | "false" | "0" | "no"
+    )
 }
 
 /// The most terms a field selector may have.
@@ -706,6 +704,8 @@ pub struct KubeView<'a> {
     pub(super) budget: &'a mut WorkBudget,
     pub(super) memory_limit: u64,
     pub(super) memory_budget: &'static MemoryBudget,
+    /// Whether `read-all` sends its reads at once ([`reads_at_once`]).
+    pub(super) reads_at_once: bool,
 }
 
 /// The `kube` import's host functions take a [`KubeView`] of the call.
@@ -1030,7 +1030,7 @@ impl Host for KubeView<'_> {
                 Err(e) => (None, Err(e)),
             }
         });
-        let answers = if reads_at_once() {
+        let answers = if self.reads_at_once {
             futures::future::join_all(answered).await
         } else {
             let mut answers = Vec::with_capacity(answered.len());

@@ -141,13 +141,13 @@ impl ReadViews {
         })
     }
 
-    /// The views of the plugin process: `None` when [`SWITCH_VARIABLE`] turns them off; the budget
+    /// The views of the plugin process as `config` says: `None` when [`SWITCH_VARIABLE`] turns them off; the budget
     /// from [`BUDGET_VARIABLE`] (an unusable value is reported and the default used).
-    pub fn from_env() -> Option<Arc<ReadViews>> {
-        Self::from_vars(|name| std::env::var(name).ok())
+    pub fn from_config(config: &crate::config::Config) -> Option<Arc<ReadViews>> {
+        Self::from_vars(|name| config.var(name))
     }
 
-    /// [`ReadViews::from_env`] with the variables given.
+    /// [`ReadViews::from_config`] with the variables given.
     pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Option<Arc<ReadViews>> {
         if let Some(switch) = var(SWITCH_VARIABLE) {
             if matches!(

@@ -122,20 +122,21 @@ pub struct PullSettings {
 }
 
 impl PullSettings {
-    /// The settings of this process's environment (without credentials: those are Secrets).
-    pub fn from_env() -> PullSettings {
+    /// The settings `config` holds (without credentials: those are Secrets).
+    pub fn from_config(config: &crate::config::Config) -> PullSettings {
         PullSettings {
-            plain_http: std::env::var(PLAIN_HTTP_ENV)
+            plain_http: config
+                .var(PLAIN_HTTP_ENV)
                 .unwrap_or_default()
                 .split(',')
                 .map(str::trim)
                 .filter(|s| !s.is_empty())
                 .map(str::to_string)
                 .collect(),
-            allow_tags: std::env::var(TAGS_ENV).is_ok_and(|v| v.trim() == "resolve"),
+            allow_tags: config.var(TAGS_ENV).is_some_and(|v| v.trim() == "resolve"),
             docker_configs: Vec::new(),
-            allowed: std::env::var(REGISTRIES_ENV)
-                .ok()
+            allowed: config
+                .var(REGISTRIES_ENV)
                 .filter(|v| !v.trim().is_empty())
                 .map(|v| {
                     v.split(',')
