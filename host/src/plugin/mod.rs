@@ -5,7 +5,8 @@
 //! until `Shutdown`. The services are go-plugin's infrastructure ([`controller`], [`stdio`],
 //! [`broker`], health) and one per Velero kind ([`lister`], [`backup_v1`], [`backup_v2`],
 //! [`restore_v1`], [`restore_v2`], [`item_block`], [`delete`]); each converts protobuf to domain
-//! types ([`convert`], [`dispatch`]) and calls the [`Runtime`]. Errors become statuses in
+//! types ([`convert`], [`dispatch`]) and calls the actions in service through [`served`] (the
+//! [`Runtime`]'s in the plugin, a fake in protocol tests). Errors become statuses in
 //! [`status`]; logs are hclog JSON lines on stderr ([`log_format`]). ObjectStore and
 //! VolumeSnapshotter are not served.
 
@@ -27,6 +28,7 @@ pub mod log_format;
 pub mod proto;
 pub mod restore_v1;
 pub mod restore_v2;
+pub mod served;
 pub mod status;
 pub mod stdio;
 pub mod upload;
