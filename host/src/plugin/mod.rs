@@ -621,8 +621,9 @@ fn trusted_keys() -> Option<TrustedKeys> {
 
 /// Every service, on one router with the plugin's connection settings; Velero's calls wait at the
 /// gate until the modules are loaded, every message reaches a service whole ([`upload`]), and large
-/// answers go out as their clients take them ([`answer`]).
-async fn router(
+/// answers go out as their clients take them ([`answer`]). Public so that protocol tests serve this
+/// same stack over fake actions (tests/plugin_fake.rs).
+pub async fn router(
     dispatch: Dispatch,
     lister: Lister,
     shutdown: Arc<Notify>,
