@@ -26,6 +26,7 @@ mod live_kube;
 mod module_configmaps;
 mod module_signing;
 mod oci;
+mod plugin_fake;
 mod plugin_faults;
 mod plugin_protocol;
 mod rate_limit;

@@ -8,6 +8,7 @@
 
 use std::collections::BTreeSet;
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
@@ -17,22 +18,25 @@ use tracing::{Instrument, Span};
 use super::convert::resource_selector;
 use super::kept_listing::Listed;
 use super::proto::generated::ResourceSelector;
+use super::served::{RuntimeActions, ServedAction, ServedActions};
 use super::status;
 use crate::action::{
     ActionKind, BackupOutcome, BackupRequest, ItemRef, OperationProgress, ResourceId,
     RestoreOutcome, RestoreRequest,
 };
-use crate::runtime::{calls, ActionCall, ActionEntry, CallError, Lane, Runtime};
-use crate::shadow::{Budget as ShadowBudget, Mirror, Mirrored, Shadows};
+use crate::runtime::{calls, CallError, Runtime};
+use crate::shadow::{Budget as ShadowBudget, Mirror, Shadows};
 
 /// The only resource a retired action applies to: a name no API server serves.
 pub const RETIRED_RESOURCE: &str = "retired-action.velero-wasm.io";
 
-/// The runtime, as the gRPC services see it.
+/// The actions in service, as the gRPC services see them.
 #[derive(Clone)]
 pub struct Dispatch {
-    runtime: Arc<Runtime>,
-    /// The shadows the calls are mirrored to, after their answer.
+    /// What runs the actions: the wasm runtime in the plugin, a fake in protocol tests.
+    actions: Arc<dyn ServedActions>,
+    /// The shadows the calls are mirrored to, after their answer (their figures are written and
+    /// summed up through this).
     shadows: Arc<Shadows>,
     /// Known once the modules are loaded (after the handshake, see [`super::loading`]).
     retired: Arc<OnceLock<BTreeSet<Listed>>>,
@@ -41,7 +45,7 @@ pub struct Dispatch {
 /// What a request's `plugin` names.
 pub enum Found {
     /// A loaded action.
-    Action(ActionEntry),
+    Action(Box<dyn ServedAction>),
     /// An action Velero listed that no module provides any more.
     Retired,
 }
@@ -55,14 +59,27 @@ pub struct Item {
 }
 
 impl Dispatch {
-    /// Dispatches to `runtime`; shadow calls share `shadow_budget` (the configuration's, read at
-    /// start by the caller).
+    /// Dispatches to the modules of `runtime`, mirroring calls to their shadows within
+    /// `shadow_budget` (the configuration's, read at start by the caller): the plugin's dispatch.
     pub fn new(runtime: Arc<Runtime>, shadow_budget: ShadowBudget) -> Dispatch {
+        let shadows = Shadows::new(shadow_budget);
+        let actions = Arc::new(RuntimeActions::new(runtime, shadows.clone()));
+        Dispatch::serving(actions, shadows)
+    }
+
+    /// Dispatches to `actions`, whatever runs them (protocol tests serve a fake); `shadows` are those
+    /// the actions mirror their calls to, finished and written through [`Self::shadows`].
+    pub fn serving(actions: Arc<dyn ServedActions>, shadows: Arc<Shadows>) -> Dispatch {
         Dispatch {
-            runtime,
-            shadows: Shadows::new(shadow_budget),
+            actions,
+            shadows,
             retired: Arc::default(),
         }
+    }
+
+    /// The actions in service (`ListPlugins` lists them).
+    pub fn actions(&self) -> &dyn ServedActions {
+        &*self.actions
     }
 
     /// The shadows calls are mirrored to.
@@ -76,29 +93,12 @@ impl Dispatch {
         let _ = self.retired.set(retired);
     }
 
-    /// The runtime.
-    pub fn runtime(&self) -> &Runtime {
-        &self.runtime
-    }
-
-    /// Hands a call the serving module answered to its shadow (which runs on its own task, after the
-    /// answer: see [`crate::shadow`]).
-    fn mirror(&self, entry: &ActionEntry, call: Mirrored) {
-        self.shadows.mirror(self.runtime.clone(), entry, call);
-    }
-
     /// The action named `name`, if Velero's service for `kind` can run it, or a retired action of that
     /// kind and name; otherwise Velero's "not found" status. While modules load, waits for the module
     /// that provides it (for all of them, when none in service does yet).
     pub async fn find(&self, kind: ActionKind, name: &str) -> Result<Found, Status> {
-        let runtime = &self.runtime;
-        runtime
-            .loading()
-            .ready_for(name, |action| {
-                runtime.action(action).map(|e| e.module.name.to_string())
-            })
-            .await;
-        let Some(entry) = self.runtime.action(name) else {
+        self.actions.ready_for(name).await;
+        let Some(action) = self.actions.action(name) else {
             let listed = (kind, name.to_string());
             if self.retired.get().is_some_and(|r| r.contains(&listed)) {
                 tracing::warn!("{name} was listed to Velero but no module provides it any more: it does nothing until Velero restarts");
@@ -110,7 +110,7 @@ impl Dispatch {
                 "no loaded module provides it",
             ));
         };
-        let actual = entry.info().kind;
+        let actual = action.info().kind;
         if !kind.can_serve(actual) {
             return Err(status::not_found(
                 kind,
@@ -118,7 +118,7 @@ impl Dispatch {
                 &format!("it is a {} action", actual.velero_kind()),
             ));
         }
-        Ok(Found::Action(entry))
+        Ok(Found::Action(action))
     }
 
     /// Backup Execute (v1 and v2): checks the request's documents, names the item in the call's span,
@@ -134,7 +134,7 @@ impl Dispatch {
         let item = self::item("item", item)?;
         tag(&item.id);
         let backup = document("backup", backup)?;
-        let Found::Action(entry) = found else {
+        let Found::Action(action) = found else {
             return Ok(BackupOutcome {
                 item: item.text,
                 additional_items: Vec::new(),
@@ -150,7 +150,7 @@ impl Dispatch {
             item: item.id,
             request,
         };
-        let outcome = self.mirrored(kind, &entry, "Execute", call).await?;
+        let outcome = self.mirrored(kind, &*action, "Execute", call).await?;
         if let (ActionKind::Backup, Some(id)) = (kind, &outcome.operation_id) {
             return Err(status::untracked_operation(kind, name, id));
         }
@@ -178,7 +178,7 @@ impl Dispatch {
             item_from_backup: self::item("itemFromBackup", item_from_backup)?.text,
             restore: document("restore", restore)?,
         };
-        let Found::Action(entry) = found else {
+        let Found::Action(action) = found else {
             return Ok(RestoreOutcome {
                 item: request.item,
                 additional_items: Vec::new(),
@@ -189,7 +189,7 @@ impl Dispatch {
             });
         };
         let call = calls::Restore { item: id, request };
-        let outcome = self.mirrored(kind, &entry, "Execute", call).await?;
+        let outcome = self.mirrored(kind, &*action, "Execute", call).await?;
         if let (ActionKind::Restore, Some(id)) = (kind, &outcome.operation_id) {
             return Err(status::untracked_operation(kind, name, id));
         }
@@ -211,7 +211,7 @@ impl Dispatch {
         let item = self::item("item", item)?;
         tag(&item.id);
         let backup = document("backup", backup)?;
-        let Found::Action(entry) = found else {
+        let Found::Action(action) = found else {
             return Ok(Vec::new());
         };
         let call = calls::RelatedItems {
@@ -219,7 +219,7 @@ impl Dispatch {
             text: item.text,
             backup,
         };
-        self.mirrored(kind, &entry, "GetRelatedItems", call).await
+        self.mirrored(kind, &*action, "GetRelatedItems", call).await
     }
 
     /// DeleteItemAction Execute.
@@ -229,7 +229,7 @@ impl Dispatch {
         let item = self::item("item", item)?;
         tag(&item.id);
         let backup = document("backup", backup)?;
-        let Found::Action(entry) = found else {
+        let Found::Action(action) = found else {
             return Ok(());
         };
         let call = calls::Delete {
@@ -237,7 +237,7 @@ impl Dispatch {
             text: item.text,
             backup,
         };
-        self.mirrored(kind, &entry, "Execute", call).await
+        self.mirrored(kind, &*action, "Execute", call).await
     }
 
     /// Progress (v2): `subject` is the Backup or Restore, in the request field named `field`.
@@ -251,7 +251,7 @@ impl Dispatch {
     ) -> Result<OperationProgress, Status> {
         let found = self.find(kind, name).await?;
         let subject = document(field, subject)?;
-        let Found::Action(entry) = found else {
+        let Found::Action(action) = found else {
             return Err(status::retired_operation(name));
         };
         let operation_id = operation_id.to_string();
@@ -259,7 +259,7 @@ impl Dispatch {
             operation_id,
             subject,
         };
-        let progress = self.measured(&entry, "Progress", call).await;
+        let progress = measured(&*action, "Progress", action.progress(call)).await;
         progress.map_err(|e| status::call_failed(kind, &e))
     }
 
@@ -274,7 +274,7 @@ impl Dispatch {
     ) -> Result<(), Status> {
         let found = self.find(kind, name).await?;
         let subject = document(field, subject)?;
-        let Found::Action(entry) = found else {
+        let Found::Action(action) = found else {
             return Err(status::retired_operation(name));
         };
         let operation_id = operation_id.to_string();
@@ -282,7 +282,7 @@ impl Dispatch {
             operation_id,
             subject,
         };
-        let cancelled = self.measured(&entry, "Cancel", call).await;
+        let cancelled = measured(&*action, "Cancel", action.cancel(call)).await;
         cancelled.map_err(|e| status::call_failed(kind, &e))
     }
 
@@ -296,11 +296,16 @@ impl Dispatch {
         let kind = ActionKind::RestoreV2;
         let found = self.find(kind, name).await?;
         let restore = document("restore", restore)?;
-        let Found::Action(entry) = found else {
+        let Found::Action(action) = found else {
             return Ok(true);
         };
         let call = calls::ItemsReady { items, restore };
-        let ready = self.measured(&entry, "AreAdditionalItemsReady", call).await;
+        let ready = measured(
+            &*action,
+            "AreAdditionalItemsReady",
+            action.items_ready(call),
+        )
+        .await;
         ready.map_err(|e| status::call_failed(kind, &e))
     }
 
@@ -319,7 +324,7 @@ impl Dispatch {
                 span.in_scope(|| tracing::debug!("AppliesTo failed: {}", s.message()))
             })?;
         Ok(match found {
-            Found::Action(entry) => resource_selector(&entry.info().applies_to),
+            Found::Action(action) => resource_selector(&action.info().applies_to),
             Found::Retired => ResourceSelector {
                 included_resources: vec![RETIRED_RESOURCE.to_string()],
                 ..ResourceSelector::default()
@@ -329,40 +334,73 @@ impl Dispatch {
 }
 
 impl Dispatch {
-    /// Makes `call` for Velero ([`Self::measured`]), then hands it with its answer to the shadow of
-    /// the module, if it has one: the one path of the calls that are mirrored.
-    async fn mirrored<C: Mirror>(
+    /// Makes `call` for Velero ([`measured`]), then hands it with its answer to the shadow of the
+    /// module, if it has one: the one path of the calls that are mirrored.
+    async fn mirrored<C: Served>(
         &self,
         kind: ActionKind,
-        entry: &ActionEntry,
+        action: &dyn ServedAction,
         velero_call: &'static str,
         call: C,
     ) -> Result<C::Output, Status>
     where
         C::Output: Clone,
     {
-        let kept = Shadows::wanted(&self.runtime, entry).then(|| call.clone());
-        let result = self
-            .measured(entry, velero_call, call)
+        let kept = action.has_shadow().then(|| call.clone());
+        let result = measured(action, velero_call, call.served_by(action))
             .await
             .map_err(Arc::new);
         if let Some(call) = kept {
-            self.mirror(entry, call.mirrored(kind, result.clone()));
+            action.mirror(call.mirrored(kind, result.clone()));
         }
         result.map_err(|e| status::call_failed(kind, &e))
     }
+}
 
-    /// Makes `call` to the action of `entry` for Velero (whose name for it is `velero_call`),
-    /// recorded in the metrics when they are exported (see [`crate::metrics`]).
-    async fn measured<C: ActionCall>(
-        &self,
-        entry: &ActionEntry,
-        velero_call: &'static str,
-        call: C,
-    ) -> Result<C::Output, CallError> {
-        let work = self.runtime.call(Lane::Serving, entry, call);
-        crate::metrics::measured(&entry.module.name, &entry.info().name, velero_call, work).await
+/// A call to an action, made by [`ServedAction`] (the future of one of its methods).
+type ServedCall<'a, T> = Pin<Box<dyn Future<Output = Result<T, CallError>> + Send + 'a>>;
+
+/// The calls that are mirrored to shadows, each with the [`ServedAction`] method that makes it.
+trait Served: Mirror
+where
+    Self::Output: Clone,
+{
+    /// Makes the call to `action`.
+    fn served_by(self, action: &dyn ServedAction) -> ServedCall<'_, Self::Output>;
+}
+
+impl Served for calls::Backup {
+    fn served_by(self, action: &dyn ServedAction) -> ServedCall<'_, BackupOutcome> {
+        action.backup(self)
     }
+}
+
+impl Served for calls::Restore {
+    fn served_by(self, action: &dyn ServedAction) -> ServedCall<'_, RestoreOutcome> {
+        action.restore(self)
+    }
+}
+
+impl Served for calls::RelatedItems {
+    fn served_by(self, action: &dyn ServedAction) -> ServedCall<'_, Vec<ResourceId>> {
+        action.related_items(self)
+    }
+}
+
+impl Served for calls::Delete {
+    fn served_by(self, action: &dyn ServedAction) -> ServedCall<'_, ()> {
+        action.delete(self)
+    }
+}
+
+/// Waits for `work`, a call to `action` for Velero (whose name for it is `velero_call`), recorded in
+/// the metrics when they are exported (see [`crate::metrics`]).
+async fn measured<T>(
+    action: &dyn ServedAction,
+    velero_call: &'static str,
+    work: impl Future<Output = Result<T, CallError>>,
+) -> Result<T, CallError> {
+    crate::metrics::measured(action.module(), &action.info().name, velero_call, work).await
 }
 
 /// Reads an item field: UTF-8 JSON of an object with a non-empty `kind`, as Velero requires of items.

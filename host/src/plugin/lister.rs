@@ -89,18 +89,18 @@ pub struct Lister {
 impl Lister {
     /// The listing.
     pub fn plugins(&self) -> Vec<PluginIdentifier> {
-        let catalog = self.dispatch.runtime().catalog();
+        let actions = self.dispatch.actions().actions();
         let mut plugins = Vec::new();
         for kind in ActionKind::ALL
             .into_iter()
             .filter(|k| self.kinds.contains(*k))
         {
-            // The catalog is sorted by name.
-            for entry in catalog.actions().filter(|e| e.info().kind == kind) {
+            // The actions are sorted by name.
+            for (_, name) in actions.iter().filter(|(k, _)| *k == kind) {
                 plugins.push(PluginIdentifier {
                     command: self.command.clone(),
                     kind: kind.velero_kind().to_string(),
-                    name: entry.info().name.clone(),
+                    name: name.clone(),
                 });
             }
         }
@@ -115,7 +115,7 @@ impl PluginLister for Lister {
         _request: Request<Empty>,
     ) -> Result<Response<ListPluginsResponse>, Status> {
         // The whole list: every module, not only those in service so far.
-        self.dispatch.runtime().loading().all_done().await;
+        self.dispatch.actions().all_loaded().await;
         let plugins = self.plugins();
         tracing::debug!(plugins = plugins.len(), "ListPlugins");
         if let Some(listing) = &self.listing {

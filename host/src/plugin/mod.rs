@@ -5,7 +5,8 @@
 //! until `Shutdown`. The services are go-plugin's infrastructure ([`controller`], [`stdio`],
 //! [`broker`], health) and one per Velero kind ([`lister`], [`backup_v1`], [`backup_v2`],
 //! [`restore_v1`], [`restore_v2`], [`item_block`], [`delete`]); each converts protobuf to domain
-//! types ([`convert`], [`dispatch`]) and calls the [`Runtime`]. Errors become statuses in
+//! types ([`convert`], [`dispatch`]) and calls the actions in service through [`served`] (the
+//! [`Runtime`]'s in the plugin, a fake in protocol tests). Errors become statuses in
 //! [`status`]; logs are hclog JSON lines on stderr ([`log_format`]). ObjectStore and
 //! VolumeSnapshotter are not served.
 
@@ -27,6 +28,7 @@ pub mod log_format;
 pub mod proto;
 pub mod restore_v1;
 pub mod restore_v2;
+pub mod served;
 pub mod status;
 pub mod stdio;
 pub mod upload;
@@ -633,8 +635,9 @@ fn trusted_keys(config: &Config) -> Option<TrustedKeys> {
 
 /// Every service, on one router with the plugin's connection settings; Velero's calls wait at the
 /// gate until the modules are loaded, every message reaches a service whole ([`upload`]), and large
-/// answers go out as their clients take them ([`answer`]).
-async fn router(
+/// answers go out as their clients take them ([`answer`]). Public so that protocol tests serve this
+/// same stack over fake actions (tests/plugin_fake.rs).
+pub async fn router(
     dispatch: Dispatch,
     lister: Lister,
     shutdown: Arc<Notify>,
