@@ -9,8 +9,10 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // configMapServer answers what a plugin process asks of the Kubernetes API at start: the discovery
@@ -76,6 +78,11 @@ func (s *configMapServer) kubeconfig(path string) error {
 	return os.WriteFile(path, []byte(text), 0o600)
 }
 
+// shadowVersions numbers the shadow ConfigMaps this driver makes, as an API server numbers each change
+// of an object: the plugin caches a ConfigMap's files by uid and resourceVersion, so two scenarios'
+// different shadows of one module must not share both.
+var shadowVersions atomic.Int64
+
 // shadowConfigMap is the module ConfigMap of a shadow of module `module` (its component at
 // `wasm`), whose action runs another case as `instead` says ("label:echo,..." in misbehave).
 func shadowConfigMap(module, wasm, instead string) (map[string]any, error) {
@@ -89,8 +96,9 @@ func shadowConfigMap(module, wasm, instead string) (map[string]any, error) {
 	return map[string]any{
 		"apiVersion": "v1", "kind": "ConfigMap",
 		"metadata": map[string]any{
-			"name": module + "-candidate", "namespace": "velero", "uid": module + "-shadow-uid", "resourceVersion": "5",
-			"labels": map[string]any{"velero-wasm.io/module": module, "velero-wasm.io/shadow": "true"},
+			"name": module + "-candidate", "namespace": "velero", "uid": module + "-shadow-uid",
+			"resourceVersion": strconv.FormatInt(5+shadowVersions.Add(1), 10),
+			"labels":          map[string]any{"velero-wasm.io/module": module, "velero-wasm.io/shadow": "true"},
 		},
 		"binaryData": map[string]any{module + ".wasm": base64.StdEncoding.EncodeToString(bytes)},
 		"data":       map[string]any{module + ".toml": manifest},
