@@ -744,3 +744,88 @@ async fn only_listed_registries_are_reached_and_a_plain_token_realm_elsewhere_ge
     assert!(!connected(&realm), "the plain realm was asked for a token");
     task.abort();
 }
+
+/// A registry that accepts connections and never answers: how many it accepted, and how many of
+/// those the plugin has closed since (giving up on its pull).
+async fn silent_registry() -> (
+    std::net::SocketAddr,
+    std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    tokio::task::JoinHandle<()>,
+) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use tokio::io::AsyncReadExt;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (accepted, closed) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let (count, gone) = (accepted.clone(), closed.clone());
+    let task = tokio::spawn(async move {
+        loop {
+            let Ok((mut stream, _)) = listener.accept().await else {
+                return;
+            };
+            count.fetch_add(1, Ordering::SeqCst);
+            let gone = gone.clone();
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                while matches!(stream.read(&mut buf).await, Ok(n) if n > 0) {}
+                gone.fetch_add(1, Ordering::SeqCst);
+            });
+        }
+    });
+    (addr, accepted, closed, task)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stock_modules_serve_while_an_artifact_is_still_being_pulled() {
+    use std::sync::atomic::Ordering;
+    let scene = Scene::new();
+    let (silent, accepted, closed, task) = silent_registry().await;
+    let silent = silent.to_string();
+    let digest = format!("sha256:{}", sha256_hex(b"never answered"));
+    scene.server.apply(oci_configmap(
+        "late",
+        &format!("{silent}/mods/late:1@{digest}"),
+    ));
+    let plugin = scene.start(&[
+        ("VELERO_WASM_OCI_PLAIN_HTTP", silent.as_str()),
+        ("VELERO_WASM_STOCK", "kubevirt"),
+    ]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while accepted.load(Ordering::SeqCst) == 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        accepted.load(Ordering::SeqCst) > 0,
+        "the plugin never reached the registry"
+    );
+
+    // A stock action answers while the pull still waits on the registry (it gives up only after
+    // 30 s without an answer), not after it.
+    let pvc = json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                     "metadata": {"name": "data", "namespace": "shop"}, "spec": {}});
+    let backup = json!({"metadata": {"name": "nightly", "namespace": "velero"}, "spec": {}});
+    let answer = BackupItemActionClient::new(plugin.channel().await)
+        .execute(ExecuteRequest {
+            plugin: "kubevirt-velero-plugin/backup-pvc-action".into(),
+            item: pvc.to_string().into_bytes(),
+            backup: backup.to_string().into_bytes(),
+        })
+        .await;
+    assert_eq!(
+        closed.load(Ordering::SeqCst),
+        0,
+        "the call waited until the pull gave up: {answer:?}"
+    );
+    let answer = answer.expect("the stock action answers").into_inner();
+    let item: Value = serde_json::from_slice(&answer.item).unwrap();
+    assert_eq!(item["metadata"]["name"], "data", "{item}");
+    task.abort();
+    let session = plugin.shutdown().await;
+    assert!(
+        !session.stderr.contains("module pulled"),
+        "{}",
+        session.stderr
+    );
+}

@@ -134,7 +134,14 @@ async fn load(args: &ActionsArgs, config: &Config) -> Result<(Runtime, Vec<LoadP
     // With VELERO_WASM_CONFIGMAPS=on (or in a pod), the module ConfigMaps too, as the plugin reads them.
     let cluster = LazyCluster::new(ClusterOptions::new(config.clone()), None);
     let state = crate::state::default_dir(config);
-    let configmaps = configmaps::read(&cluster, &velero_namespace, state.as_deref(), config).await;
+    let configmaps = configmaps::read(
+        &cluster,
+        &velero_namespace,
+        state.as_deref(),
+        config,
+        |_| {},
+    )
+    .await;
     // What the plugin would serve if it started now, and a failed pre-flight when that is not what
     // the cluster holds (the list could not be read: the ConfigMaps shown are an earlier list's).
     let fallback = configmaps.as_ref().and_then(|c| c.fallback.clone());

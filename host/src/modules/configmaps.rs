@@ -102,11 +102,15 @@ impl Switch {
 /// configuration names), written out under the state directory; when the API cannot be used within
 /// [`LIST_TIMEOUT`], the ConfigMaps of the last successful list, with a warning. `None`
 /// when the channel is off (see [`Switch`]) or there is no state directory to write to.
+///
+/// Once the list is had, before any artifact is pulled, `listed` is given the module names the
+/// listed ConfigMaps label: every other module can serve while the pulls go on.
 pub async fn read(
     cluster: &LazyCluster,
     velero_namespace: &str,
     state: Option<&Path>,
     config: &Config,
+    listed: impl FnOnce(BTreeSet<String>),
 ) -> Option<ConfigMapModules> {
     let (switch, bad) = Switch::from_config(config);
     if let Some(bad) = bad {
@@ -127,12 +131,21 @@ pub async fn read(
     // keeping it large or slow, and the last list may name modules deleted since.
     let (why, answering) = match list_within(cluster, namespace.as_deref()).await {
         Ok(items) => {
+            listed(items.iter().filter_map(labelled_module).collect());
             let namespace = namespace.as_deref().unwrap_or_default();
             return write_listed(&cache, state, cluster, namespace, &items, config).await;
         }
         Err(not_listed) => not_listed,
     };
     fall_back_to_last(&cache, cluster, namespace.as_deref(), why, answering).await
+}
+
+/// The module a listed ConfigMap's label names.
+fn labelled_module(item: &Value) -> Option<String> {
+    item.pointer("/metadata/labels")?
+        .get(LABEL)?
+        .as_str()
+        .map(str::to_string)
 }
 
 /// Velero's namespace: `velero_namespace`, else the one the cluster configuration names (`None`

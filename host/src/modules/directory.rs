@@ -11,6 +11,7 @@
 //! version, and reads again (a few times at most) when `..data` moved while it was reading.
 
 use bytes::Bytes;
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -85,6 +86,31 @@ pub fn scan_directory(dir: &Path, trusted: Option<&TrustedKeys>) -> std::io::Res
         }
         return Ok(scan);
     }
+}
+
+/// Every module name the directory `dir` may put in service, without reading a module: each file's
+/// name up to any of its dots (`a.b.wasm.gz` may be module `a`, `a.b` or `a.b.wasm`). More names than
+/// [`scan_directory`] finds, never fewer; none when the directory cannot be read (the scan says why).
+pub(super) fn names(dir: &Path) -> BTreeSet<String> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return BTreeSet::new();
+    };
+    let mut names = BTreeSet::new();
+    for entry in entries.filter_map(Result::ok) {
+        let file_name = entry.file_name();
+        let Some(file_name) = file_name.to_str() else {
+            continue;
+        };
+        if file_name.starts_with('.') {
+            continue;
+        }
+        names.extend(
+            file_name
+                .match_indices('.')
+                .map(|(at, _)| file_name[..at].to_string()),
+        );
+    }
+    names
 }
 
 fn scan_once(dir: &Path, trusted: Option<&TrustedKeys>) -> std::io::Result<DirectoryScan> {
@@ -326,6 +352,27 @@ pub fn module_from_parts(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_cover_every_module_a_scan_may_find() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        for file in [
+            "plain.wasm",
+            "packed.wasm.gz",
+            "override.toml",
+            "a.b.wasm",
+            ".hidden.wasm",
+        ] {
+            std::fs::write(d.join(file), b"x").unwrap();
+        }
+        let found = names(d);
+        for name in ["plain", "packed", "override", "a", "a.b"] {
+            assert!(found.contains(name), "{name} missing from {found:?}");
+        }
+        assert!(!found.iter().any(|n| n.contains("hidden")), "{found:?}");
+        assert!(names(&d.join("absent")).is_empty());
+    }
 
     #[test]
     fn modules_need_a_matching_manifest() {

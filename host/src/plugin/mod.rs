@@ -33,6 +33,7 @@ pub mod status;
 pub mod stdio;
 pub mod upload;
 
+use std::collections::BTreeSet;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -50,8 +51,10 @@ use crate::capabilities::{Backend, Clock, Environment, KubeCall, Services};
 use crate::config::Config;
 use crate::modules::configmaps::{self, ConfigMapModules};
 use crate::modules::signature::TRUSTED_KEYS_ENV;
-use crate::modules::{cluster_floor, LastGood, StockChoice, TrustedKeys, VersionFloor, STOCK_ENV};
-use crate::runtime::{CompileCache, ModuleConfig, Runtime};
+use crate::modules::{
+    self, cluster_floor, LastGood, StockChoice, TrustedKeys, VersionFloor, STOCK_ENV,
+};
+use crate::runtime::{CompileCache, ModuleConfig, Runtime, StockInService};
 use crate::shadow::Budget as ShadowBudget;
 use dispatch::Dispatch;
 use handshake::{PluginArgs, Socket};
@@ -187,9 +190,9 @@ async fn serve(args: PluginArgs, parent: u32, config: Config) -> anyhow::Result<
     let mut stops = Stops::new(shutdown, parent)?;
     announce(&args, &socket, &listed_kinds, &stock, started, &config)?;
 
-    // The modules, now that Velero has its socket. Its calls wait until every source has been read,
-    // then each for the module it needs (runtime::Loading): a module that compiles holds up only the
-    // calls to it.
+    // The modules, now that Velero has its socket. Its calls wait until the sources are listed (the
+    // ConfigMaps, not yet the artifacts they name), then each for the module it needs
+    // (runtime::Loading): a module that compiles or is pulled holds up only the calls to it.
     runtime.loading().begin();
     let known = runtime.clone();
     tokio::spawn(async move {
@@ -414,15 +417,36 @@ impl BackgroundLoad {
             .environment
             .velero_namespace()
             .to_string();
+        // The stock modules serve first: once the ConfigMaps are listed, a call to one that no
+        // other source replaces runs while the artifacts the ConfigMaps name are still pulled.
+        let in_service = runtime.load_stock_modules(&stock).await;
+        let expect_listed = |labelled: BTreeSet<String>| {
+            let from_directory = match directory.as_deref() {
+                Some(dir) => modules::directory_names(dir),
+                None => Some(BTreeSet::new()),
+            };
+            // Every module these sources may put in service waits; the rest serve as they are.
+            if let Some(from_directory) = from_directory {
+                runtime
+                    .loading()
+                    .known(labelled.into_iter().chain(from_directory).collect());
+            }
+        };
         let (configmaps, cluster_floor) = tokio::join!(
-            configmaps::read(&cluster, &velero_namespace, state.as_deref(), &config),
+            configmaps::read(
+                &cluster,
+                &velero_namespace,
+                state.as_deref(),
+                &config,
+                expect_listed
+            ),
             pull_version_floor(&cluster, &velero_namespace, floor, &config)
         );
         load_modules(
             &runtime,
             state.as_deref(),
             directory.as_deref(),
-            stock,
+            (stock, in_service),
             configmaps,
             &config,
         )
@@ -543,7 +567,7 @@ impl Drop for FinishLoading {
     }
 }
 
-/// Loads the chosen stock modules, those of `$VELERO_WASM_MODULES` and the module ConfigMaps, keeping
+/// With the chosen stock modules in service, loads those of `$VELERO_WASM_MODULES` and the module ConfigMaps, keeping
 /// the last good version of each under the state directory, then logs one line naming where each
 /// module in service comes from. A module that cannot be used is an error line when nothing stands in
 /// for it, a warning when an earlier version or another source's module does.
@@ -551,7 +575,7 @@ async fn load_modules(
     runtime: &Runtime,
     state: Option<&Path>,
     directory: Option<&Path>,
-    stock: StockChoice,
+    (stock, in_service): (StockChoice, StockInService),
     configmaps: Option<ConfigMapModules>,
     config: &Config,
 ) {
@@ -572,7 +596,7 @@ async fn load_modules(
         configmaps,
     };
     let mut rejected = Vec::new();
-    match runtime.load_modules(&config).await {
+    match runtime.load_beyond_stock(&config, in_service).await {
         Ok(problems) => {
             for problem in problems {
                 // A shadow's problem leaves the serving module as it was: not Velero's to count

@@ -5,7 +5,9 @@
 //! whose module is in service and not about to be replaced runs at once, while the others compile. A
 //! call to an action of a module still loading waits for that module (and asks for it to load next); a
 //! call to an action no module in service provides waits until loading is over, since any module still
-//! to come may provide it.
+//! to come may provide it. The names still to come can be known before every source is read whole: a
+//! plugin names every module its ConfigMaps label as soon as they are listed, so the stock modules
+//! serve while artifacts are pulled.
 
 use std::collections::BTreeSet;
 use std::sync::Mutex;
@@ -55,7 +57,8 @@ impl Loading {
         });
     }
 
-    /// Every source was read: these modules are still to come.
+    /// These modules, and no others, are still to come (or may be: a plugin says so once its sources
+    /// are listed, before they are pulled and read, and again with the exact names once they are).
     pub fn known(&self, pending: BTreeSet<String>) {
         self.state.send_modify(|s| {
             s.known = true;

@@ -59,6 +59,14 @@ pub struct Runtime {
     loading: Loading,
 }
 
+/// The stock modules in service, with what was worth reporting about them
+/// ([`Runtime::load_stock_modules`]); later sources fall back to them.
+#[derive(Debug, Default)]
+pub struct StockInService {
+    sources: BTreeMap<String, ModuleSource>,
+    problems: Vec<LoadProblem>,
+}
+
 /// Where a host's modules come from, beyond the stock ones.
 #[derive(Debug, Clone, Default)]
 pub struct ModuleConfig {
@@ -386,9 +394,31 @@ impl Runtime {
         &self,
         config: &ModuleConfig,
     ) -> Result<Vec<LoadProblem>, std::io::Error> {
+        let stock = self.load_stock_modules(&config.stock).await;
+        self.load_beyond_stock(config, stock).await
+    }
+
+    /// Puts the stock modules `choice` names in service (the first step of [`Self::load_modules`]),
+    /// so that they can serve while the other sources are still read: a plugin does this before it
+    /// lists the module ConfigMaps and pulls the artifacts they name.
+    pub async fn load_stock_modules(&self, choice: &StockChoice) -> StockInService {
         let mut problems = Vec::new();
+        let sources = self.load_stock(choice, &mut problems).await;
+        StockInService { sources, problems }
+    }
+
+    /// The rest of [`Self::load_modules`] once `stock` ([`Self::load_stock_modules`] of
+    /// `config.stock`) serves: the module directory, then the module ConfigMaps.
+    pub async fn load_beyond_stock(
+        &self,
+        config: &ModuleConfig,
+        stock: StockInService,
+    ) -> Result<Vec<LoadProblem>, std::io::Error> {
+        let StockInService {
+            sources: stock,
+            mut problems,
+        } = stock;
         let trusted = config.trusted_keys.as_ref();
-        let stock = self.load_stock(&config.stock, &mut problems).await;
         let annotations = config
             .configmaps
             .as_ref()
