@@ -1,6 +1,6 @@
 //! The version floor kept in the cluster, so that a pod restart does not forget it: the Secret
 //! [`SECRET`] in Velero's namespace, one key per module (`<name>.json`, the record
-//! [`VersionFloor`](super::VersionFloor) keeps: `{"version", "content"}`).
+//! [`VersionFloor`] keeps: `{"version", "content"}`).
 //!
 //! - **At start** ([`pull`]), each record is read into the state directory's floor, which keeps the
 //!   higher of the two; a Secret that does not exist is an empty floor. One that cannot be read (RBAC,
@@ -69,7 +69,7 @@ async fn read(
         for (key, value) in data {
             let Some(module) = key
                 .strip_suffix(".json")
-                .filter(|m| super::valid_module_name(m))
+                .filter(|m| super::identity::valid_module_name(m))
             else {
                 return Err(format!("key {key:?} is not <module>.json"));
             };

@@ -10,7 +10,7 @@ use serde_json::Value;
 use super::configmaps::{files_of, FilesError, LABEL};
 use super::directory::{module_from_parts, DirectoryScan, OverrideFile, PartError};
 use super::signature::{verify, SignatureError, TrustedKeys};
-use super::{ModuleSource, Origin};
+use super::source::{ModuleSource, Origin};
 
 /// The modules of the ConfigMaps in `file` (YAML documents or JSON, `List`s unwrapped). A ConfigMap
 /// that cannot be used is a problem named `<file>/<module>.wasm`, as a directory's file would be.

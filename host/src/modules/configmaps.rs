@@ -33,8 +33,10 @@ use base64::Engine as _;
 use serde_json::Value;
 
 use super::compression::{self, COMPRESSED_EXTENSION};
+use super::identity::valid_module_name;
+use super::last_good::LastGood;
 use super::oci::{self, BlobStore, PullSettings};
-use super::{valid_module_name, LastGood, Origin};
+use super::source::Origin;
 use crate::capabilities::kube::live::LazyCluster;
 use crate::capabilities::kube::{ApiResource, KubeApi, KubeCall, KubeError, ListOptions};
 use crate::capabilities::Backend;
@@ -374,7 +376,7 @@ pub struct Problem {
     /// The module it was meant to hold, when its label says.
     pub module: Option<String>,
     /// The ConfigMap's uid, when it has one (a module's last good version stands in for a broken
-    /// ConfigMap only if it came from the same object, see `Runtime::load_modules`).
+    /// ConfigMap only if it came from the same object, see `plan::load_modules`).
     pub uid: Option<String>,
     /// What is wrong, naming the ConfigMap.
     pub message: String,

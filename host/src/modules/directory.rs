@@ -15,8 +15,11 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use super::identity::{sha256_hex, valid_module_name};
+use super::manifest::{Manifest, ManifestError};
+use super::signature::ModuleSignature;
 use super::signature::{read_signature_file, verify, SignatureError, TrustedKeys};
-use super::{sha256_hex, valid_module_name, Manifest, ModuleSource, Origin};
+use super::source::{ModuleSource, Origin};
 
 /// The kubelet's link to the current version of a mounted ConfigMap or Secret.
 const KUBELET_DATA: &str = "..data";
@@ -45,7 +48,7 @@ pub struct OverrideFile {
     /// The manifest as written.
     pub text: String,
     /// Its signature, as checked when it was read.
-    pub signature: Option<super::ModuleSignature>,
+    pub signature: Option<ModuleSignature>,
 }
 
 /// Reads every module in the directory `dir` (one whole version of a kubelet-mounted directory),
@@ -296,7 +299,7 @@ fn parts_message(manifest: &Path, signature: &Path, e: &PartError) -> String {
 pub enum PartError {
     /// The manifest is invalid.
     #[error("manifest: {0}")]
-    Manifest(#[from] super::ManifestError),
+    Manifest(#[from] ManifestError),
     /// The manifest pins no sha256 (the component's is given).
     #[error("the manifest has no sha256: a manifest's grant must be pinned to its module; add the line sha256 = \"{0}\"")]
     Unpinned(String),

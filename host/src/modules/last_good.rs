@@ -8,7 +8,10 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-use super::{read_module, ModuleSource, Origin, ReadError, TrustedKeys};
+use super::directory::{read_module, ReadError};
+use super::identity::sha256_hex;
+use super::signature::TrustedKeys;
+use super::source::{ModuleSource, Origin};
 use crate::state::PrivateDirError;
 
 /// A directory of modules that loaded successfully, by name.
@@ -34,7 +37,7 @@ impl LastGood {
     pub fn for_directory(state_dir: &Path, module_dir: &Path) -> LastGood {
         let canonical =
             std::fs::canonicalize(module_dir).unwrap_or_else(|_| module_dir.to_path_buf());
-        let key = super::sha256_hex(canonical.as_os_str().as_encoded_bytes());
+        let key = sha256_hex(canonical.as_os_str().as_encoded_bytes());
         LastGood {
             root: state_dir.to_path_buf(),
             dir: state_dir.join("last-good").join(&key[..16]),

@@ -55,6 +55,7 @@ pub use velero_wasm_grant::{
     parse_byte_size, Grant, KubeRule, Limits, NamespaceRule, Verbs, MAX_MEMORY,
 };
 
+use super::failure_policy::FailurePolicy;
 use super::settings_schema::{self, SettingsSchema, SpecText};
 
 /// A module's manifest, as typed values: read once, then never parsed again.
@@ -79,7 +80,7 @@ pub struct Manifest {
     pub no_read_views: bool,
     /// `on-failure`: what serves when a new version of the module cannot be loaded (see
     /// [`super::failure_policy`]); `None` when the manifest does not say.
-    pub on_failure: Option<super::FailurePolicy>,
+    pub on_failure: Option<FailurePolicy>,
 }
 
 /// A manifest as TOML gives it, before its kube rules are read ([`Manifest::parse`] checks and types
@@ -167,7 +168,7 @@ impl Manifest {
         let on_failure = raw
             .on_failure
             .as_deref()
-            .map(|p| super::FailurePolicy::parse(p).map_err(|e| invalid("on-failure", e)))
+            .map(|p| FailurePolicy::parse(p).map_err(|e| invalid("on-failure", e)))
             .transpose()?;
         Ok(Manifest {
             sha256: raw.sha256,

@@ -16,7 +16,7 @@ use ed25519_dalek::pkcs8::{DecodePrivateKey, DecodePublicKey, EncodePrivateKey, 
 use ed25519_dalek::{Signer, SigningKey, VerifyingKey};
 use serde::{Deserialize, Serialize};
 
-use super::sha256_hex;
+use super::identity::sha256_hex;
 
 /// The environment variable naming the trusted public keys: a `.pub` file or a directory of them.
 pub const TRUSTED_KEYS_ENV: &str = "VELERO_WASM_TRUSTED_KEYS";
@@ -26,7 +26,7 @@ const MAX_KEY_FILE: u64 = 16 << 10;
 
 /// The text that is signed: a format line, the module's name, the sha256 of its component (`-` when
 /// it has none: a manifest that overrides a stock module) and the sha256 of its manifest (which binds
-/// the manifest's `version`, and so rollback protection, see [`VersionFloor`](super::VersionFloor)).
+/// the manifest's `version`, and so rollback protection, see [`VersionFloor`](super::version_floor::VersionFloor)).
 /// A signature with an expiry signs format 2, which adds `expires <RFC 3339 time>`; one without
 /// signs format 1, which every earlier host verifies.
 pub fn signed_message(

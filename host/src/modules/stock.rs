@@ -7,7 +7,8 @@ use bytes::Bytes;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use super::{Manifest, ModuleSource, Origin};
+use super::manifest::{Manifest, ManifestError};
+use super::source::{ModuleSource, Origin};
 
 /// One embedded component: name, bytes, their sha256 (computed by the build script), manifest text.
 struct Stock {
@@ -161,7 +162,7 @@ pub struct StockError {
     pub module: &'static str,
     /// What is wrong with its manifest.
     #[source]
-    pub source: super::ManifestError,
+    pub source: ManifestError,
 }
 
 #[cfg(test)]
@@ -174,7 +175,7 @@ mod tests {
         for stock in STOCK {
             assert_eq!(
                 stock.sha256,
-                super::super::sha256_hex(stock.wasm),
+                super::super::identity::sha256_hex(stock.wasm),
                 "{}",
                 stock.name
             );

@@ -16,7 +16,8 @@ use std::sync::Arc;
 
 use velero_wasm_grant::HostRule;
 
-use super::{Grant, KubeRule, Manifest, ModuleSource, NamespaceRule, Origin};
+use super::manifest::{Grant, KubeRule, Manifest, ManifestError, NamespaceRule};
+use super::source::{ModuleSource, Origin};
 use crate::action::Verb;
 
 /// The stock module `stock` with the override manifest `text` (from `from`) applied, or why it is
@@ -105,7 +106,7 @@ pub fn apply(stock: &ModuleSource, text: &str, from: Origin) -> Result<ModuleSou
 pub enum Refused {
     /// The manifest is invalid.
     #[error(transparent)]
-    Manifest(#[from] super::ManifestError),
+    Manifest(#[from] ManifestError),
     /// The text is not TOML.
     #[error(transparent)]
     Toml(#[from] toml::de::Error),

@@ -21,7 +21,8 @@ use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
-use super::ModuleSource;
+use super::identity::{sha256_hex, valid_module_name};
+use super::source::ModuleSource;
 
 /// The highest version served of each signed module, kept in a state directory.
 #[derive(Debug, Clone)]
@@ -125,7 +126,7 @@ impl VersionFloor {
             let Some(name) = file.to_str().and_then(|f| f.strip_suffix(".json")) else {
                 continue;
             };
-            if !super::valid_module_name(name) {
+            if !valid_module_name(name) {
                 continue;
             }
             if let Ok(Some(served)) = self.read(name) {
@@ -253,7 +254,7 @@ fn content(module: &ModuleSource) -> String {
     };
     format!(
         "{component} {}",
-        super::sha256_hex(module.manifest_text.as_bytes())
+        sha256_hex(module.manifest_text.as_bytes())
     )
 }
 

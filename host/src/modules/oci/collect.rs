@@ -122,7 +122,10 @@ mod tests {
     /// manifest's and the component's digests.
     fn kept(store: &BlobStore, component: &[u8]) -> (String, String) {
         let artifact = layout::artifact("m", component, "sha256 = \"x\"\n", None, None);
-        let manifest = format!("sha256:{}", crate::modules::sha256_hex(&artifact.manifest));
+        let manifest = format!(
+            "sha256:{}",
+            crate::modules::identity::sha256_hex(&artifact.manifest)
+        );
         let layer = artifact.parsed.layers[0].digest.clone();
         store.put(&manifest, &artifact.manifest).unwrap();
         store.put(&layer, component).unwrap();

@@ -6,7 +6,7 @@ use super::credentials::CredentialsError;
 use super::layout::LayoutError;
 use super::reference::{Reference, ReferenceError};
 use super::registry::RegistryError;
-use super::TAGS_ENV;
+use super::variables::{REGISTRIES_ENV, TAGS_ENV};
 
 /// Why a pull (or keeping a blob) failed.
 #[derive(Debug, thiserror::Error)]
@@ -17,8 +17,8 @@ pub enum OciError {
     /// A tag without a digest, where tags are not resolved.
     #[error("{0} names a tag without a digest: pin it (`velero-wasm module push` prints {0}@sha256:…), or set {TAGS_ENV}=resolve to resolve tags")]
     TagWithoutDigest(Reference),
-    /// A registry that [`REGISTRIES_ENV`](super::REGISTRIES_ENV) does not list.
-    #[error("registry {registry} is not one {env} lists ({allowed}): refused, nothing was sent to it (add it to {env} to pull from it)", env = super::REGISTRIES_ENV)]
+    /// A registry that [`REGISTRIES_ENV`] does not list.
+    #[error("registry {registry} is not one {env} lists ({allowed}): refused, nothing was sent to it (add it to {env} to pull from it)", env = REGISTRIES_ENV)]
     NotAllowed {
         /// The registry the reference names.
         registry: String,

@@ -55,7 +55,7 @@ impl Descriptor {
     pub fn of(media_type: &str, bytes: &[u8]) -> Descriptor {
         Descriptor {
             media_type: media_type.to_string(),
-            digest: format!("sha256:{}", crate::modules::sha256_hex(bytes)),
+            digest: format!("sha256:{}", crate::modules::identity::sha256_hex(bytes)),
             size: bytes.len() as u64,
             annotations: BTreeMap::new(),
         }

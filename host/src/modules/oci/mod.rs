@@ -24,6 +24,7 @@ pub mod error;
 pub mod layout;
 pub mod reference;
 pub mod registry;
+mod variables;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -36,18 +37,8 @@ pub use layout::LayoutError;
 pub use reference::Reference;
 pub use reference::ReferenceError;
 pub use registry::{Credentials, Registry, RegistryError};
+pub use variables::{PLAIN_HTTP_ENV, PULL_SECRETS_ENV, REGISTRIES_ENV, TAGS_ENV};
 
-/// Names the `kubernetes.io/dockerconfigjson` Secrets (comma-separated, in Velero's namespace) whose
-/// credentials registries are pulled from with.
-pub const PULL_SECRETS_ENV: &str = "VELERO_WASM_OCI_PULL_SECRETS";
-/// Lists the registries (`host:port`, comma-separated) reached over plain HTTP instead of HTTPS.
-pub const PLAIN_HTTP_ENV: &str = "VELERO_WASM_OCI_PLAIN_HTTP";
-/// Lists the registries (`host[:port]`, comma-separated) module ConfigMaps may name: unset, any; set,
-/// a reference to another is refused before anything is sent (whoever writes ConfigMaps in Velero's
-/// namespace otherwise chooses where the plugin connects).
-pub const REGISTRIES_ENV: &str = "VELERO_WASM_OCI_REGISTRIES";
-/// `resolve` lets a reference name a tag without a digest (resolved once per ConfigMap version).
-pub const TAGS_ENV: &str = "VELERO_WASM_OCI_TAGS";
 /// How long one exchange with a registry may take.
 pub const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long all the pulls of one plugin start may take together.
@@ -81,7 +72,7 @@ impl BlobStore {
         let path = self.path(digest)?;
         crate::state::private_dir(&self.root, &self.dir).ok()?;
         let bytes = crate::regular_file::read(&path, limit).ok()?;
-        if format!("sha256:{}", super::sha256_hex(&bytes)) == digest {
+        if format!("sha256:{}", super::identity::sha256_hex(&bytes)) == digest {
             Some(bytes)
         } else {
             tracing::info!(
@@ -256,7 +247,7 @@ async fn fetch_manifest(
     let bytes = registry
         .manifest(reference.manifest_ref(), layout::MAX_MANIFEST)
         .await?;
-    let actual = format!("sha256:{}", super::sha256_hex(&bytes));
+    let actual = format!("sha256:{}", super::identity::sha256_hex(&bytes));
     match &reference.digest {
         Some(pinned) if *pinned != actual => {
             return Err(OciError::ManifestDigest {
@@ -290,7 +281,7 @@ async fn fetch_component(
             pinned: pinned.clone(),
             source,
         })?;
-    let actual = format!("sha256:{}", super::sha256_hex(&bytes));
+    let actual = format!("sha256:{}", super::identity::sha256_hex(&bytes));
     if actual != component.digest || bytes.len() as u64 != component.size {
         return Err(OciError::ComponentDigest {
             pinned: pinned.clone(),
@@ -398,7 +389,7 @@ pub async fn push(
         registry.upload_blob(&descriptor.digest, bytes).await?;
         uploaded.push(descriptor.digest.clone());
     }
-    let digest = format!("sha256:{}", super::sha256_hex(&artifact.manifest));
+    let digest = format!("sha256:{}", super::identity::sha256_hex(&artifact.manifest));
     progress(&format!("writing the manifest {digest} as tag {tag}"));
     let answered = registry
         .put_manifest(

@@ -16,6 +16,7 @@ use http_body_util::{BodyExt, Full, Limited};
 use tokio::sync::Mutex;
 
 use super::reference::Reference;
+use super::variables::PLAIN_HTTP_ENV;
 use crate::capabilities::http::transport::send;
 
 /// The largest token answer read from an authorization realm.
@@ -115,7 +116,7 @@ impl Registry {
         }
     }
 
-    /// Lets token realms on these hosts (`host:port`, as [`super::PLAIN_HTTP_ENV`] lists them) be
+    /// Lets token realms on these hosts (`host:port`, as [`PLAIN_HTTP_ENV`] lists them) be
     /// plain HTTP too.
     pub fn with_plain_hosts(mut self, hosts: &[String]) -> Registry {
         self.plain_hosts.extend(hosts.iter().cloned());
@@ -357,7 +358,7 @@ impl Registry {
             if !listed {
                 return Err(refused(format!(
                     "the Bearer token realm {realm} is plain HTTP and {host} is not listed in {}: no credentials or token are asked for over it (serve the realm over HTTPS, or list its host:port)",
-                    super::PLAIN_HTTP_ENV
+                    PLAIN_HTTP_ENV
                 )));
             }
         }
