@@ -11,9 +11,26 @@
 //! matches with its hyphens removed.
 
 use label_selector::{LabelSelector, ParseError};
+use serde::{Deserialize, Serialize};
 
-use super::{ItemRef, Selector};
+use super::item::ItemRef;
 use crate::glob::matches as glob;
+
+/// Which items an action applies to (Velero's `ResourceSelector`). Empty lists mean "all".
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Selector {
+    /// Namespaces to include.
+    pub included_namespaces: Vec<String>,
+    /// Namespaces to exclude.
+    pub excluded_namespaces: Vec<String>,
+    /// Resources to include (plural, kind, or `resource.group`).
+    pub included_resources: Vec<String>,
+    /// Resources to exclude.
+    pub excluded_resources: Vec<String>,
+    /// A Kubernetes label selector string.
+    pub label_selector: String,
+}
 
 /// A selector whose label part does not parse.
 #[derive(Debug, thiserror::Error)]

@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
-pub use applies_to::{AppliesTo, NoMatch, SelectorError};
+pub use applies_to::{AppliesTo, NoMatch, Selector, SelectorError};
 pub use item::{plural_of, ItemRef, NotAnObject};
 
 /// The kinds of Velero item action a component can provide.
@@ -126,22 +126,6 @@ impl fmt::Display for ResourceId {
             )
         }
     }
-}
-
-/// Which items an action applies to (Velero's `ResourceSelector`). Empty lists mean "all".
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Selector {
-    /// Namespaces to include.
-    pub included_namespaces: Vec<String>,
-    /// Namespaces to exclude.
-    pub excluded_namespaces: Vec<String>,
-    /// Resources to include (plural, kind, or `resource.group`).
-    pub included_resources: Vec<String>,
-    /// Resources to exclude.
-    pub excluded_resources: Vec<String>,
-    /// A Kubernetes label selector string.
-    pub label_selector: String,
 }
 
 /// A Kubernetes verb a module may be granted (the grant crate's, shared with the SDK).

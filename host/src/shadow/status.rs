@@ -15,7 +15,7 @@ use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
-use super::Tally;
+use super::book::Tally;
 use crate::modules::failure_policy::PolicyState;
 use crate::runtime::{Catalog, LoadedModule};
 
