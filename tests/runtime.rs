@@ -288,7 +288,7 @@ async fn unknown_actions_and_wrong_kinds_are_refused_by_name() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_broken_update_of_a_module_falls_back_to_its_last_good_version() {
     use velero_wasm::modules::LastGood;
-    use velero_wasm::runtime::ModuleConfig;
+    use velero_wasm::plan::{self, ModuleConfig};
 
     let modules = support::module_dir("misbehave", "misbehave", MANIFEST);
     let state = tempfile::tempdir().unwrap();
@@ -310,7 +310,10 @@ async fn a_broken_update_of_a_module_falls_back_to_its_last_good_version() {
 
     // A good version loads and is remembered.
     let first = fresh_runtime();
-    assert!(first.load_modules(&config).await.unwrap().is_empty());
+    assert!(plan::load_modules(&first, &config)
+        .await
+        .unwrap()
+        .is_empty());
 
     // The ConfigMap is updated with a module that does not load (its manifest pinned to it).
     let garbage = b"\0asm\x0d\0\x01\0truncated";
@@ -330,7 +333,7 @@ async fn a_broken_update_of_a_module_falls_back_to_its_last_good_version() {
 
     // The next host (a new plugin process) reports it and serves the last good version.
     let next = fresh_runtime();
-    let problems = next.load_modules(&config).await.unwrap();
+    let problems = plan::load_modules(&next, &config).await.unwrap();
     assert_eq!(problems.len(), 1, "{problems:?}");
     assert!(
         problems[0]
@@ -350,13 +353,15 @@ async fn a_broken_update_of_a_module_falls_back_to_its_last_good_version() {
 
     // Without a kept copy, the module is not served, and the problem says so.
     let forgetful = fresh_runtime();
-    let problems = forgetful
-        .load_modules(&ModuleConfig {
+    let problems = plan::load_modules(
+        &forgetful,
+        &ModuleConfig {
             directory: config.directory.clone(),
             ..ModuleConfig::default()
-        })
-        .await
-        .unwrap();
+        },
+    )
+    .await
+    .unwrap();
     assert!(
         problems[0]
             .message
@@ -369,7 +374,8 @@ async fn a_broken_update_of_a_module_falls_back_to_its_last_good_version() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn compiled_modules_are_cached_and_a_damaged_cache_is_recompiled() {
-    use velero_wasm::runtime::{CompileCache, ModuleConfig};
+    use velero_wasm::plan::{self, ModuleConfig};
+    use velero_wasm::runtime::CompileCache;
 
     let modules = support::module_dir("misbehave", "misbehave", MANIFEST);
     let cache_dir = tempfile::tempdir().unwrap();
@@ -388,7 +394,10 @@ async fn compiled_modules_are_cached_and_a_damaged_cache_is_recompiled() {
         .unwrap()
         .with_compile_cache(CompileCache::open(cache_dir.path().join("compiled")))
     };
-    assert!(host().load_modules(&config).await.unwrap().is_empty());
+    assert!(plan::load_modules(&host(), &config)
+        .await
+        .unwrap()
+        .is_empty());
     let sha: String = {
         use sha2::Digest;
         let wasm = std::fs::read(modules.path().join("misbehave.wasm")).unwrap();
@@ -408,7 +417,7 @@ async fn compiled_modules_are_cached_and_a_damaged_cache_is_recompiled() {
     assert_eq!(cached.len(), 1, "{cached:?}");
     std::fs::write(&cached[0], b"damaged").unwrap();
     let next = host();
-    assert!(next.load_modules(&config).await.unwrap().is_empty());
+    assert!(plan::load_modules(&next, &config).await.unwrap().is_empty());
     assert_still_serving(&next).await;
     assert!(
         std::fs::metadata(&cached[0]).unwrap().len() > 1000,

@@ -24,7 +24,8 @@ use velero_wasm::modules::{ModuleSource, Origin};
 use velero_wasm::plugin::dispatch::Dispatch;
 use velero_wasm::plugin::lister::{Advertised, Lister};
 use velero_wasm::plugin::upload::WholeMessagesLayer;
-use velero_wasm::runtime::{ModuleConfig, Runtime};
+use velero_wasm::plan::{self, ModuleConfig};
+use velero_wasm::runtime::Runtime;
 
 /// The repository's root.
 pub fn root() -> PathBuf {
@@ -106,7 +107,7 @@ fn build_host() -> anyhow::Result<PluginHost> {
     services.http = Arc::new(EchoTransport);
     let runtime = Runtime::new(services)?;
     tokio.block_on(async {
-        let problems = runtime.load_modules(&ModuleConfig::default()).await?;
+        let problems = plan::load_modules(&runtime, &ModuleConfig::default()).await?;
         if let Some(problem) = problems.iter().find(|p| !p.served) {
             anyhow::bail!("a stock module does not load: {problem}");
         }

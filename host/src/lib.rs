@@ -4,7 +4,8 @@
 //! calls [`runtime::Runtime`] with the action it found in the [`runtime::Registry`]; the runtime
 //! instantiates the module's component in a fresh store and calls it; the component reaches the outside world only
 //! through [`capabilities`], each checked against the module's grant. [`modules`] says where
-//! components and their manifests come from; [`action`] holds the domain types all layers share.
+//! components and their manifests come from, and [`plan`] which of them serves each name;
+//! [`action`] holds the domain types all layers share.
 
 pub mod action;
 mod bindings;
@@ -17,6 +18,7 @@ mod guest_output;
 pub mod logging;
 pub mod metrics;
 pub mod modules;
+pub mod plan;
 pub mod plugin;
 mod regular_file;
 pub mod runtime;

@@ -9,17 +9,17 @@ use std::sync::Arc;
 
 use serde_json::json;
 
+use super::failure::{Failure, EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK};
+use super::module_args::{load_runtime_with, ModuleArgs};
 use super::text::{self, table, Column};
-use super::{
-    load_runtime_with, velero_namespace, Failure, ModuleArgs, EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK,
-};
+use super::velero_namespace;
 use crate::action::Selector;
 use crate::capabilities::kube::live::{ClusterOptions, LazyCluster};
 use crate::capabilities::kube::NoCluster;
 use crate::capabilities::{Clock, Environment, Services};
 use crate::config::Config;
 use crate::modules::configmaps;
-use crate::runtime::LoadProblem;
+use crate::plan::LoadProblem;
 use crate::runtime::{ActionEntry, Catalog, LoadedModule, Runtime};
 
 /// Arguments of `actions`.

@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use serde_json::{json, Value};
 
+use super::failure::{Failure, EXIT_OK};
 use super::run::{self, RunArgs};
-use super::{Failure, EXIT_OK};
 use crate::capabilities::{Backend, Call, Services};
 
 /// Arguments of `bench`: those of `run`, and how many calls.

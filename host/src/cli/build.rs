@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 
-use super::{Failure, EXIT_FAILED, EXIT_OK};
+use super::failure::{Failure, EXIT_FAILED, EXIT_OK};
 use crate::capabilities::kube::NoCluster;
 use crate::capabilities::{Clock, Environment, Services};
 use crate::config::Config;

@@ -14,7 +14,7 @@
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use super::Failure;
+use super::failure::Failure;
 
 /// `--allow-stale`, the one definition `run`, `bench`, `module pack` and `module push` share.
 #[derive(Debug, Default, Clone, clap::Args)]

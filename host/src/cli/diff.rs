@@ -23,9 +23,10 @@ use futures::StreamExt;
 use serde_json::{json, Value};
 
 use super::diff_archive;
+use super::failure::{Failure, EXIT_FAILED, EXIT_OK};
+use super::module_args::read_trusted_keys;
 use super::restore_input::{mapped_namespace, reset_for_restore};
 use super::text::{table, wrap, Column};
-use super::{read_trusted_keys, Failure, EXIT_FAILED, EXIT_OK};
 use crate::action::compare::{self, Comparison};
 use crate::action::{ActionKind, BackupRequest, ItemRef, RestoreRequest};
 use crate::capabilities::kube::fixture::FixtureCluster;
@@ -33,7 +34,8 @@ use crate::capabilities::{Clock, Environment, Services};
 use crate::config::Config;
 use crate::documents::read_object;
 use crate::modules::{StockChoice, TrustedKeys};
-use crate::runtime::{calls, ActionEntry, Lane, ModuleConfig, Runtime};
+use crate::plan::{self, ModuleConfig};
+use crate::runtime::{calls, ActionEntry, Lane, Runtime};
 
 /// Arguments of `diff`.
 #[derive(Debug, clap::Args)]
@@ -416,7 +418,7 @@ async fn load_set(
     };
     let runtime = Runtime::new(services)
         .map_err(|e| Failure::failed(format!("{e:#}")))?
-        .with_compile_cache(super::compile_cache(config))
+        .with_compile_cache(super::module_args::compile_cache(config))
         .with_compile_watch(super::compile_progress::watch());
     let modules = ModuleConfig {
         directory,
@@ -425,8 +427,7 @@ async fn load_set(
         trusted_keys,
         configmaps: None,
     };
-    let problems = runtime
-        .load_modules(&modules)
+    let problems = plan::load_modules(&runtime, &modules)
         .await
         .map_err(|e| bad(format!("cannot be read: {e}")))?;
     let broken: Vec<String> = problems

@@ -8,7 +8,7 @@ use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use super::{Failure, EXIT_OK};
+use super::failure::{Failure, EXIT_OK};
 
 /// The file name in the plugin directory (Velero runs every executable file there).
 pub const INSTALLED_NAME: &str = "velero-wasm";
@@ -27,7 +27,7 @@ pub fn install_plugin(args: InstallArgs) -> u8 {
         Ok(path) => {
             println!(
                 "installed velero-wasm {} at {}",
-                super::VERSION,
+                super::version::VERSION,
                 path.display()
             );
             EXIT_OK

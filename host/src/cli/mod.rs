@@ -15,8 +15,10 @@ mod compile_progress;
 mod diff;
 /// Public for the fuzz target `diff_archive` (fuzz/): what `diff` reads from a backup archive.
 pub mod diff_archive;
+mod failure;
 mod install;
 mod module;
+mod module_args;
 mod module_command;
 mod new;
 mod output_file;
@@ -34,26 +36,15 @@ mod test;
 mod text;
 mod velero_namespace;
 mod vendored_sdk;
+mod version;
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use crate::capabilities::Services;
 use crate::config::Config;
-use crate::modules::configmaps::ConfigMapModules;
-use crate::modules::{StockChoice, TrustedKeys};
-use crate::runtime::{CompileCache, LoadProblem, ModuleConfig, Runtime};
-
-/// What `--version` prints after the name: the binary's version and the WIT package its components
-/// are built against (read from `wit/` when the binary is built).
-pub const VERSION: &str = concat!(
-    env!("CARGO_PKG_VERSION"),
-    " (WIT ",
-    env!("VELERO_WASM_WIT_PACKAGE"),
-    ")"
-);
+use failure::EXIT_FAILED;
+use version::VERSION;
 
 /// Velero item actions as sandboxed WebAssembly components.
 ///
@@ -102,47 +93,6 @@ enum Command {
     Status(status::StatusArgs),
 }
 
-/// Which stock modules load, and where modules beyond them come from.
-#[derive(Debug, clap::Args)]
-pub struct ModuleArgs {
-    /// A directory of modules (<name>.wasm with <name>.toml beside it), or a file of module
-    /// ConfigMaps as `module pack` writes them, that add to or replace the stock modules by name.
-    #[arg(long, env = "VELERO_WASM_MODULES", value_name = "DIR|FILE")]
-    modules: Option<PathBuf>,
-
-    /// The stock modules to load: `all`, `none`, or names separated by commas (hcp brings signing).
-    #[arg(long, env = "VELERO_WASM_STOCK", value_name = "LIST", default_value = "all",
-          value_parser = StockChoice::parse)]
-    stock: StockChoice,
-    /// Public keys (a .pub file or a directory of them): every module beyond the stock ones must be
-    /// signed by one of them.
-    #[arg(long, env = "VELERO_WASM_TRUSTED_KEYS", value_name = "FILE|DIR")]
-    trusted_keys: Option<PathBuf>,
-}
-
-impl ModuleArgs {
-    /// The trusted keys named, read; keys that cannot be read are bad input.
-    fn trusted_keys(&self) -> Result<Option<TrustedKeys>, Failure> {
-        read_trusted_keys(self.trusted_keys.as_deref())
-    }
-}
-
-/// Reads `--trusted-keys`, if given.
-fn read_trusted_keys(path: Option<&std::path::Path>) -> Result<Option<TrustedKeys>, Failure> {
-    path.filter(|p| !p.as_os_str().is_empty())
-        .map(|p| {
-            TrustedKeys::load(p).map_err(|e| Failure::bad_input(format!("--trusted-keys {e}")))
-        })
-        .transpose()
-}
-
-/// Exit status: the command worked.
-pub const EXIT_OK: u8 = 0;
-/// Exit status: the action (or something it needed) failed.
-pub const EXIT_FAILED: u8 = 1;
-/// Exit status: bad input (unreadable file, bad JSON or YAML, unknown action, wrong item).
-pub const EXIT_BAD_INPUT: u8 = 2;
-
 /// Runs the CLI with the process's arguments and its `config` (read once by `main.rs`; clap reads
 /// the variables that stand for flags, `env = …` below, as it parses them).
 pub fn main(config: Config) -> ExitCode {
@@ -177,107 +127,4 @@ pub fn main(config: Config) -> ExitCode {
         }
     });
     ExitCode::from(code)
-}
-
-/// Longest failure message printed: a module's error is the module's to size, stderr is not.
-const MAX_MESSAGE: usize = 16 << 10;
-
-/// A command's failure: what to print, and the exit status.
-pub struct Failure {
-    /// Exit status.
-    pub code: u8,
-    /// One line (or a few) for stderr.
-    pub message: String,
-}
-
-impl Failure {
-    fn bad_input(message: impl std::fmt::Display) -> Failure {
-        Failure {
-            code: EXIT_BAD_INPUT,
-            message: message.to_string(),
-        }
-    }
-
-    /// A failure whose message (an action's own error, quoted) is cut to [`MAX_MESSAGE`] bytes.
-    fn failed(message: impl std::fmt::Display) -> Failure {
-        let mut message = message.to_string();
-        if message.len() > MAX_MESSAGE {
-            let all = message.len();
-            let mut end = MAX_MESSAGE;
-            while !message.is_char_boundary(end) {
-                end -= 1;
-            }
-            message.truncate(end);
-            message.push_str(&format!("… ({all} bytes in all)"));
-        }
-        Failure {
-            code: EXIT_FAILED,
-            message,
-        }
-    }
-
-    fn prefixed(self, prefix: &str) -> Failure {
-        Failure {
-            code: self.code,
-            message: format!("{prefix}{}", self.message),
-        }
-    }
-}
-
-/// The compile cache of the state directory `config` names, if there is one.
-fn compile_cache(config: &Config) -> Option<CompileCache> {
-    crate::state::default_dir(config).and_then(|d| CompileCache::open(d.join("compiled")))
-}
-
-/// A runtime with the stock modules and those of `--modules`. Returns it and the load problems
-/// (modules left out, or served in an earlier version), which the caller reports.
-async fn load_runtime(
-    args: &ModuleArgs,
-    services: Services,
-    config: &Config,
-) -> Result<(Runtime, Vec<LoadProblem>), Failure> {
-    load_runtime_with(args, services, None, config).await
-}
-
-/// Like [`load_runtime`], with the module ConfigMaps read through the API loaded last.
-async fn load_runtime_with(
-    args: &ModuleArgs,
-    services: Services,
-    configmaps: Option<ConfigMapModules>,
-    config: &Config,
-) -> Result<(Runtime, Vec<LoadProblem>), Failure> {
-    // Reading the cluster's modules as the plugin does, the plugin's rollback protection too.
-    let floor = configmaps
-        .as_ref()
-        .and(crate::state::default_dir(config))
-        .map(|state| crate::modules::VersionFloor::at(&state));
-    let runtime = Runtime::new(services)
-        .map_err(|e| Failure::failed(format!("{e:#}")))?
-        .with_compile_cache(compile_cache(config))
-        .with_compile_watch(compile_progress::watch())
-        .with_version_floor(floor);
-    let modules = ModuleConfig {
-        directory: args.modules.clone(),
-        last_good: None,
-        stock: args.stock.clone(),
-        trusted_keys: args.trusted_keys()?,
-        configmaps,
-    };
-    let problems = runtime.load_modules(&modules).await.map_err(|e| {
-        let dir = args
-            .modules
-            .as_deref()
-            .unwrap_or(std::path::Path::new(""))
-            .display();
-        // A crate's suite names its `module/`, which only `velero-wasm build` makes.
-        let hint = match args.modules.as_deref() {
-            Some(path) if !path.exists() && path.file_name().is_some_and(|n| n == "module") => {
-                "; a crate's module/ is made by `velero-wasm build` in the crate's directory: build first"
-                    .to_string()
-            }
-            _ => String::new(),
-        };
-        Failure::bad_input(format!("--modules {dir}: cannot be read: {e}{hint}"))
-    })?;
-    Ok((runtime, problems))
 }

@@ -8,8 +8,8 @@
 
 use std::path::{Path, PathBuf};
 
+use super::failure::{Failure, EXIT_OK};
 use super::vendored_sdk::{self, VENDOR_DIR};
-use super::{Failure, EXIT_OK};
 use crate::modules::valid_module_name;
 
 /// Arguments of `new`.

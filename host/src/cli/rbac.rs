@@ -15,7 +15,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{json, Value};
 
-use super::{Failure, ModuleArgs, EXIT_OK};
+use super::failure::{Failure, EXIT_OK};
+use super::module_args::ModuleArgs;
 use crate::action::Verb;
 use crate::modules::{
     chosen_stock_modules, cluster_floor, scan_directory, KubeRule, ModuleSource, NamespaceRule,

@@ -19,8 +19,9 @@ use std::time::{Duration, SystemTime};
 use serde_json::{json, Map, Value};
 
 use super::build_freshness::StaleArgs;
+use super::failure::{Failure, EXIT_OK};
+use super::module_args::{load_runtime, ModuleArgs};
 use super::restore_input::{mapped_namespace, reset_for_restore};
-use super::{load_runtime, Failure, ModuleArgs, EXIT_OK};
 use crate::action::{
     ActionKind, BackupOutcome, BackupRequest, ItemRef, OperationProgress, ResourceId,
     RestoreOutcome, RestoreRequest,

@@ -3,7 +3,8 @@
 
 use std::collections::BTreeMap;
 
-use super::{Failure, ModuleArgs};
+use super::failure::Failure;
+use super::module_args::ModuleArgs;
 use crate::modules::{stock_modules, stock_override, ModuleSource, Origin};
 use crate::runtime::Runtime;
 

@@ -18,7 +18,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::UNIX_EPOCH;
 
-use super::{Failure, ModuleArgs, EXIT_OK};
+use super::failure::{Failure, EXIT_OK};
+use super::module_args::ModuleArgs;
 use crate::bindings::signer::wit_signing as wit;
 use crate::capabilities::kube::NoCluster;
 use crate::capabilities::{Clock, Environment, Services};
@@ -213,7 +214,7 @@ async fn runtime(modules: &ModuleArgs, clock: Clock, config: &Config) -> Result<
         Environment::from_config(config),
     ))
     .map_err(|e| Failure::failed(format!("{e:#}")))?
-    .with_compile_cache(super::compile_cache(config))
+    .with_compile_cache(super::module_args::compile_cache(config))
     .with_compile_watch(super::compile_progress::watch());
     let mut sources: Vec<_> = chosen_stock_modules(&modules.stock)
         .into_iter()

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use super::Failure;
+use super::failure::Failure;
 use crate::modules::signature::PrivateKey;
 
 /// How long a signature made without `--expires` is accepted: a replay window of one quarter, which

@@ -15,8 +15,8 @@ use std::path::PathBuf;
 
 use serde_json::json;
 
+use super::failure::{EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK};
 use super::text::{table, wrap, Column};
-use super::{EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK};
 use crate::action::compare::patch_lines;
 use crate::modules::failure_policy::PolicyState;
 use crate::shadow::status::{self, ModuleStatus};

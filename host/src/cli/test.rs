@@ -15,10 +15,11 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::build_freshness::stale_reason;
+use super::failure::{Failure, EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK};
+use super::module_args::ModuleArgs;
 use super::run::{self, RunArgs};
 use super::suite_layout;
 use super::text::cut;
-use super::{Failure, ModuleArgs, EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK};
 use crate::config::Config;
 use crate::modules::StockChoice;
 

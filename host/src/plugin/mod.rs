@@ -54,7 +54,8 @@ use crate::modules::signature::TRUSTED_KEYS_ENV;
 use crate::modules::{
     self, cluster_floor, LastGood, StockChoice, TrustedKeys, VersionFloor, STOCK_ENV,
 };
-use crate::runtime::{CompileCache, ModuleConfig, Runtime, StockInService};
+use crate::plan::{self, ModuleConfig, StockInService};
+use crate::runtime::{CompileCache, Runtime};
 use crate::shadow::Budget as ShadowBudget;
 use dispatch::Dispatch;
 use handshake::{PluginArgs, Socket};
@@ -419,7 +420,7 @@ impl BackgroundLoad {
             .to_string();
         // The stock modules serve first: once the ConfigMaps are listed, a call to one that no
         // other source replaces runs while the artifacts the ConfigMaps name are still pulled.
-        let in_service = runtime.load_stock_modules(&stock).await;
+        let in_service = plan::load_stock_modules(&runtime, &stock).await;
         let expect_listed = |labelled: BTreeSet<String>| {
             let from_directory = match directory.as_deref() {
                 Some(dir) => modules::directory_names(dir),
@@ -596,7 +597,7 @@ async fn load_modules(
         configmaps,
     };
     let mut rejected = Vec::new();
-    match runtime.load_beyond_stock(&config, in_service).await {
+    match plan::load_beyond_stock(runtime, &config, in_service).await {
         Ok(problems) => {
             for problem in problems {
                 // A shadow's problem leaves the serving module as it was: not Velero's to count

@@ -1,12 +1,14 @@
 //! For benchmarks only (`benches/call.rs`), hidden from the docs: one instance called again and again, to measure what the fresh instance of
 //! every served call costs. Serving never does this: state would leak from one item to the next.
 
+use std::sync::Arc;
+
 use wasmtime::Store;
 
-use super::Runtime;
+use super::registry::ActionEntry;
 use crate::action::BackupRequest;
 use crate::bindings::{wit_actions, Plugin};
-use crate::capabilities::{CallId, CallState};
+use crate::capabilities::{CallId, CallState, Services};
 
 /// An instantiated module kept across calls.
 pub struct WarmInstance {
@@ -15,22 +17,19 @@ pub struct WarmInstance {
     action: String,
 }
 
-impl Runtime {
-    /// Instantiates the module of a backup action once, for [`WarmInstance::backup`].
-    #[doc(hidden)]
-    pub async fn warm_instance(&self, action: &str) -> anyhow::Result<WarmInstance> {
-        let entry = self
-            .action(action)
-            .ok_or_else(|| anyhow::anyhow!("no action {action}"))?;
+impl WarmInstance {
+    /// Instantiates the module of `entry` (whose backup action is `action`) once, under its grant
+    /// and limits, in a store of its own.
+    pub(super) async fn new(
+        engine: &wasmtime::Engine,
+        services: &Arc<Services>,
+        entry: &ActionEntry,
+        action: &str,
+    ) -> anyhow::Result<WarmInstance> {
         let module = &entry.module;
         let ctx = CallId::new(module.name.clone(), action, None);
-        let state = CallState::new(
-            ctx,
-            module.caps.clone(),
-            self.services.clone(),
-            &module.limits,
-        );
-        let mut store = Store::new(&self.compiler.engine, state);
+        let state = CallState::new(ctx, module.caps.clone(), services.clone(), &module.limits);
+        let mut store = Store::new(engine, state);
         store.limiter(CallState::limiter);
         store.epoch_deadline_async_yield_and_update(1);
         let exports = module
@@ -51,9 +50,7 @@ impl Runtime {
             action: action.to_string(),
         })
     }
-}
 
-impl WarmInstance {
     /// Calls the backup action on the kept instance; returns the item it produced.
     pub async fn backup(&mut self, request: &BackupRequest) -> anyhow::Result<String> {
         let wit_request = wit_actions::BackupRequest {

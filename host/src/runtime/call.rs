@@ -5,17 +5,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::Semaphore;
 use wasmtime::Store;
 
-use super::calls::{self, ActionCall, GuestCall};
+use super::calls::{ActionCall, GuestCall};
 use super::cpu_share::CpuShare;
-use super::error::{CallError, Cause, Fault, InstantiateError, Trapped};
+use super::engine::MAX_CONCURRENT_CALLS;
+use super::error::{CallError, Cause, Fault, InstantiateError, LoadError, Trapped};
 use super::module::LoadedModule;
 use super::registry::ActionEntry;
-use super::Runtime;
-use crate::action::{
-    ActionInfo, BackupOutcome, BackupRequest, ItemRef, RestoreOutcome, RestoreRequest,
-};
+use crate::action::{ActionInfo, ItemRef};
 use crate::bindings::Plugin;
 use crate::capabilities::memory::{MemoryBudget, Refusal};
 use crate::capabilities::{CallId, CallState};
@@ -44,22 +43,19 @@ enum Stage<R> {
     Called(wasmtime::Result<R>),
 }
 
-impl Runtime {
-    /// The action named `name`, if some module provides it.
-    pub fn action(&self, name: &str) -> Option<ActionEntry> {
-        self.catalog().action(name).cloned()
-    }
+/// What every call runs with: the engine, the host's services, where a call's `signing` import goes,
+/// and the slots a serving call waits for. The runtime holds one; a call takes nothing else from it.
+pub(super) struct Caller {
+    pub engine: wasmtime::Engine,
+    pub services: Arc<crate::capabilities::Services>,
+    pub signing: Arc<dyn crate::capabilities::SigningService>,
+    pub slots: Semaphore,
+}
 
-    /// The action named `name` as a call needs it: the one lookup of a call, whose entry the call
-    /// methods below take.
-    pub fn resolve(&self, name: &str) -> Result<ActionEntry, CallError> {
-        self.action(name)
-            .ok_or_else(|| CallError::UnknownAction(name.to_string()))
-    }
-
+impl Caller {
     /// Makes `call` to the action of `entry` in `lane`: the one path of every call of the actions
     /// interface. A call the action's kind does not have (a v1 action has no Progress) is refused.
-    pub async fn call<C: ActionCall>(
+    pub(super) async fn call<C: ActionCall>(
         &self,
         lane: Lane,
         entry: &ActionEntry,
@@ -83,35 +79,11 @@ impl Runtime {
         C::answer(raw, &entry.module, &id)
     }
 
-    /// Runs a backup action (`backup`, `backup-v2`) on one item, serving Velero; `item` is the
-    /// identity of `request.item`, as the caller read it.
-    pub async fn backup(
-        &self,
-        entry: &ActionEntry,
-        item: ItemRef,
-        request: BackupRequest,
-    ) -> Result<BackupOutcome, CallError> {
-        let call = calls::Backup { item, request };
-        self.call(Lane::Serving, entry, call).await
-    }
-
-    /// Runs a restore action (`restore`, `restore-v2`) on one item, serving Velero; `item` is the
-    /// identity of `request.item`.
-    pub async fn restore(
-        &self,
-        entry: &ActionEntry,
-        item: ItemRef,
-        request: RestoreRequest,
-    ) -> Result<RestoreOutcome, CallError> {
-        let call = calls::Restore { item, request };
-        self.call(Lane::Serving, entry, call).await
-    }
-
     /// Asks a freshly linked module for its actions, under its own limits.
     pub(super) async fn describe(
         &self,
         linked: &super::module::Linked,
-    ) -> Result<Vec<ActionInfo>, super::LoadError> {
+    ) -> Result<Vec<ActionInfo>, LoadError> {
         let Some(pre) = linked.exports.as_ref().and_then(|e| e.pre.as_ref()) else {
             return Ok(Vec::new());
         };
@@ -205,13 +177,13 @@ impl Runtime {
             Some(Ok(Err(_)) | Err(_)) => {
                 let fault = Fault::NoSlot {
                     timeout,
-                    slots: super::MAX_CONCURRENT_CALLS,
+                    slots: MAX_CONCURRENT_CALLS,
                 };
                 return (Err(fault), input.id);
             }
         };
         let host = Host {
-            engine: &self.compiler.engine,
+            engine: &self.engine,
             services: &self.services,
             signing: Some(self.signing.clone()),
         };

@@ -1,0 +1,89 @@
+//! Where a failure policy is stated (a manifest, a ConfigMap's annotation, a last good copy) and
+//! what each source of modules falls back on.
+
+use std::collections::BTreeMap;
+
+use super::problem::LoadProblem;
+use crate::modules::configmaps::ConfigMapModules;
+use crate::modules::{FailurePolicy, ModuleSource, Origin, TrustedKeys};
+
+/// Where a failure policy was stated, as `status` and `actions` show it.
+pub(super) const MANIFEST_SOURCE: &str = "manifest";
+pub(super) const ANNOTATION_SOURCE: &str = "ConfigMap annotation";
+pub(super) const LAST_GOOD_SOURCE: &str = "last good copy's manifest";
+/// The outcome of a failure policy that refused a module's actions.
+pub(super) const REFUSING: &str = "refusing";
+
+/// The outcome of a failure policy that did not refuse, for `status`.
+pub(super) fn outcome_of(served: bool, last_good_copy: bool) -> &'static str {
+    match (served, last_good_copy) {
+        (true, true) => "serving last good copy",
+        (true, false) => "serving stock",
+        (false, _) => "not served",
+    }
+}
+
+/// The uid of the ConfigMap a module (or the override of a stock one) came from.
+pub(super) fn configmap_uid(origin: &Origin) -> Option<&str> {
+    match origin {
+        Origin::ConfigMap { uid, .. } => Some(uid),
+        Origin::Override(from) => configmap_uid(from),
+        _ => None,
+    }
+}
+
+/// The failure policies module ConfigMaps state in their annotation, by uid; a value that is no
+/// policy is reported and taken as `refuse`, the strictest: the operator asked for one.
+pub(super) fn annotated_policies(
+    configmaps: &ConfigMapModules,
+    problems: &mut Vec<LoadProblem>,
+) -> BTreeMap<String, FailurePolicy> {
+    let mut written: BTreeMap<String, (String, String)> = configmaps
+        .on_failure
+        .iter()
+        .map(|(uid, text)| (uid.clone(), (uid.clone(), text.clone())))
+        .collect();
+    for cached in configmaps.configmaps.iter().filter(|c| !c.shadow) {
+        if let Some(text) = &cached.on_failure {
+            written.insert(cached.uid.clone(), (cached.configmap.clone(), text.clone()));
+        }
+    }
+    let mut policies = BTreeMap::new();
+    for (uid, (configmap, text)) in written {
+        let policy = FailurePolicy::parse(&text).unwrap_or_else(|why| {
+            problems.push(LoadProblem::warning(format!(
+                "ConfigMap {configmap}: annotation {}: {why}; taken as refuse, the strictest, until it is corrected",
+                crate::modules::failure_policy::ANNOTATION
+            )));
+            FailurePolicy::Refuse
+        });
+        policies.insert(uid, policy);
+    }
+    policies
+}
+
+/// What a module source falls back on: the stock modules (a manifest without a component overrides
+/// one), and the keys that verify signatures.
+#[derive(Clone, Copy)]
+pub(super) struct Sources<'a> {
+    pub(super) stock: &'a BTreeMap<String, ModuleSource>,
+    pub(super) trusted: Option<&'a TrustedKeys>,
+    /// The failure policies module ConfigMaps state in their annotation, by uid.
+    pub(super) annotations: &'a BTreeMap<String, FailurePolicy>,
+}
+
+impl Sources<'_> {
+    /// Whether what a manifest with this signature states is the operator's: no keys are trusted,
+    /// or a trusted key signed it.
+    pub(super) fn stated_by_operator(
+        &self,
+        signature: Option<&crate::modules::ModuleSignature>,
+    ) -> bool {
+        self.trusted.is_none() || signature.is_some_and(|s| s.verified)
+    }
+
+    /// The failure policy the annotation of the ConfigMap `origin` came from states, if any.
+    pub(super) fn annotation(&self, origin: &Origin) -> Option<FailurePolicy> {
+        self.annotations.get(configmap_uid(origin)?).copied()
+    }
+}
