@@ -300,7 +300,7 @@ impl<C: Call> Backend<C> for Recorded<C> {
             Ok(call) => self
                 .recorder
                 .write(C::CAPABILITY, &call, &Outcome::of(&answer)),
-            Err(source) => self.recorder.fail(RecordFailure::Encode {
+            Err(source) => self.recorder.fail(RecordProblem::Encode {
                 capability: C::CAPABILITY.to_string(),
                 source,
             }),
@@ -347,7 +347,7 @@ pub struct Recorder {
     /// The file and the bytes written to it.
     file: Mutex<(File, u64)>,
     limit: u64,
-    failure: Mutex<Option<RecordFailure>>,
+    failure: Mutex<Option<RecordProblem>>,
 }
 
 impl Recorder {
@@ -424,7 +424,7 @@ impl Recorder {
             Ok(line) => line + "\n",
             Err(source) => {
                 let capability = capability.to_string();
-                return self.fail(RecordFailure::Encode { capability, source });
+                return self.fail(RecordProblem::Encode { capability, source });
             }
         };
         let mut guard = self.file.lock().unwrap_or_else(|e| e.into_inner());
@@ -434,7 +434,7 @@ impl Recorder {
             return;
         }
         if *written + line.len() as u64 > self.limit {
-            let problem = RecordFailure::Limit { limit: self.limit };
+            let problem = RecordProblem::Limit { limit: self.limit };
             tracing::error!(path = %self.path.display(), "recording stopped: {problem}");
             *failure = Some(problem);
             return;
@@ -443,13 +443,13 @@ impl Recorder {
             Ok(()) => *written += line.len() as u64,
             Err(e) => {
                 tracing::error!(path = %self.path.display(), "cannot write the recording: {e}");
-                *failure = Some(RecordFailure::Write(e));
+                *failure = Some(RecordProblem::Write(e));
             }
         }
     }
 
     /// Keeps `problem` for [`Recorder::finish`] (the first one wins); nothing is written after it.
-    fn fail(&self, problem: RecordFailure) {
+    fn fail(&self, problem: RecordProblem) {
         tracing::error!(path = %self.path.display(), "recording stopped: {problem}");
         self.failure
             .lock()
@@ -476,7 +476,7 @@ impl Recorder {
 
 /// Why a recording stopped before its run ended: the calls after that are not in it.
 #[derive(Debug, thiserror::Error)]
-pub enum RecordFailure {
+pub enum RecordProblem {
     /// A call or its answer cannot be written as JSON.
     #[error("a {capability} call cannot be written: {source}")]
     Encode {
@@ -504,7 +504,7 @@ pub struct Incomplete {
     pub path: PathBuf,
     /// Why it stopped.
     #[source]
-    pub failure: RecordFailure,
+    pub failure: RecordProblem,
 }
 
 /// A replayed call that is not in the recording, or whose recorded answers were all given.
