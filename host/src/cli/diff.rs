@@ -426,6 +426,7 @@ async fn load_set(
         stock: StockChoice::parse("all").map_err(|e| Failure::failed(e.to_string()))?,
         trusted_keys,
         configmaps: None,
+        floor: None,
     };
     let problems = plan::load_modules(&runtime, &modules)
         .await

@@ -78,14 +78,14 @@ pub(super) async fn load_runtime_with(
     let runtime = Runtime::new(services)
         .map_err(|e| Failure::failed(format!("{e:#}")))?
         .with_compile_cache(compile_cache(config))
-        .with_compile_watch(compile_progress::watch())
-        .with_version_floor(floor);
+        .with_compile_watch(compile_progress::watch());
     let modules = ModuleConfig {
         directory: args.modules.clone(),
         last_good: None,
         stock: args.stock.clone(),
         trusted_keys: args.trusted_keys()?,
         configmaps,
+        floor,
     };
     let problems = plan::load_modules(&runtime, &modules).await.map_err(|e| {
         let dir = args

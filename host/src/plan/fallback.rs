@@ -8,8 +8,9 @@ use super::policy::{
     REFUSING,
 };
 use super::problem::{Broken, LoadProblem};
+use super::rollback::serve;
 use crate::modules::failure_policy::{PolicyState, Triggered};
-use crate::modules::{FailurePolicy, LastGood, ModuleSource, Origin};
+use crate::modules::{FailurePolicy, LastGood, ModuleSource, Origin, VersionFloor};
 use crate::runtime::Runtime;
 
 /// Records the failure policy in force for each module in service that is not stock and whose
@@ -135,7 +136,7 @@ pub(super) async fn fall_back(
                 let (served, fallback) = match recalled {
                     Ok(previous) => {
                         let sha = previous.sha256.clone();
-                        match runtime.load(previous).await {
+                        match serve(runtime, sources.floor, previous).await {
                             Ok(_) => (
                                 true,
                                 format!("serving its last good version (sha256 {sha}) instead"),
@@ -163,7 +164,15 @@ pub(super) async fn fall_back(
                 (served, fallback, outcome_of(served, false))
             }
             FailurePolicy::Refuse => {
-                refuse(runtime, &name, &problem, stated_in, recalled.ok()).await
+                refuse(
+                    runtime,
+                    sources.floor,
+                    &name,
+                    &problem,
+                    stated_in,
+                    recalled.ok(),
+                )
+                .await
             }
         };
         let message = format!("{problem}; {fallback}");
@@ -185,6 +194,7 @@ pub(super) async fn fall_back(
 /// did not choose. Returns whether anything serves (never), what was done, and the outcome.
 pub(super) async fn refuse(
     runtime: &Runtime,
+    floor: Option<&VersionFloor>,
     name: &str,
     problem: &str,
     stated_in: &str,
@@ -193,7 +203,7 @@ pub(super) async fn refuse(
     let mut lists = String::new();
     if let Some(copy) = copy {
         let sha = copy.sha256.clone();
-        match runtime.load(copy).await {
+        match serve(runtime, floor, copy).await {
             Ok(_) => lists = format!("its last good version (sha256 {sha})"),
             Err(e) => {
                 tracing::debug!(module = name, "its last good version does not load: {e}")

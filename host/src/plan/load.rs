@@ -9,6 +9,7 @@ use super::choose::ConfigMapPlan;
 use super::fallback::{fall_back, open_last_good, record_trigger, refuse, serving};
 use super::policy::{outcome_of, Sources, ANNOTATION_SOURCE, MANIFEST_SOURCE};
 use super::problem::{Broken, LoadProblem};
+use super::rollback::{serve, shadow};
 use crate::modules::configmaps::{Cached, ConfigMapModules};
 use crate::modules::{
     chosen_stock_modules, stock_override, DirectoryScan, FailurePolicy, LastGood, ModuleSource,
@@ -94,9 +95,10 @@ pub(super) async fn load_shadows(
     runtime: &Runtime,
     cached: &Cached,
     scan: DirectoryScan,
-    stock: &BTreeMap<String, ModuleSource>,
+    sources: Sources<'_>,
     problems: &mut Vec<LoadProblem>,
 ) {
+    let (stock, floor) = (sources.stock, sources.floor);
     let origin = cached.origin();
     for (_, problem) in scan.problems {
         problems.push(LoadProblem::about_shadow(format!(
@@ -132,7 +134,7 @@ pub(super) async fn load_shadows(
             }
         };
         let name = source.name.clone();
-        match runtime.load_shadow(source).await {
+        match shadow(runtime, floor, source).await {
             Ok(loaded) => {
                 problems.extend(loaded.warnings.into_iter().map(LoadProblem::about_shadow));
                 let (served, _) = serving(runtime, &name);
@@ -183,7 +185,12 @@ pub(super) async fn load_scan(
         })
         .collect();
     let kept: Vec<ModuleSource> = scan.modules.clone();
-    let loads = join_all(scan.modules.into_iter().map(|module| runtime.load(module))).await;
+    let loads = join_all(
+        scan.modules
+            .into_iter()
+            .map(|module| serve(runtime, sources.floor, module)),
+    )
+    .await;
     for (loaded, kept) in loads.into_iter().zip(kept) {
         match loaded {
             Ok(loaded) => {
@@ -241,20 +248,20 @@ pub(super) async fn load_override(
         return;
     };
     let refused = match stock_override::apply(base, &file.text, from.clone()) {
-        Ok(mut source) => match runtime
-            .load({
-                source.signature = file.signature.clone();
-                source
-            })
-            .await
-        {
-            Ok(loaded) => {
-                problems.extend(loaded.warnings.into_iter().map(LoadProblem::warning));
-                runtime.set_policy(&file.name, None);
-                return;
+        Ok(source) => {
+            let source = ModuleSource {
+                signature: file.signature.clone(),
+                ..source
+            };
+            match serve(runtime, sources.floor, source).await {
+                Ok(loaded) => {
+                    problems.extend(loaded.warnings.into_iter().map(LoadProblem::warning));
+                    runtime.set_policy(&file.name, None);
+                    return;
+                }
+                Err(e) => e.to_string(),
             }
-            Err(e) => e.to_string(),
-        },
+        }
         Err(why) => why.to_string(),
     };
     let problem = format!("override {from} of module {} refused: {refused}", file.name);
@@ -268,7 +275,17 @@ pub(super) async fn load_override(
     let annotation = sources.annotation(&from).map(|p| (p, ANNOTATION_SOURCE));
     let (policy, stated_in) = FailurePolicy::strictest(stated.into_iter().chain(annotation));
     let (served, now, outcome) = match policy {
-        FailurePolicy::Refuse => refuse(runtime, &file.name, &problem, stated_in, None).await,
+        FailurePolicy::Refuse => {
+            refuse(
+                runtime,
+                sources.floor,
+                &file.name,
+                &problem,
+                stated_in,
+                None,
+            )
+            .await
+        }
         _ => {
             let (served, now) = serving(runtime, &file.name);
             (served, now, outcome_of(served, false))

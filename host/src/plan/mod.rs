@@ -10,6 +10,7 @@ mod fallback;
 mod load;
 mod policy;
 mod problem;
+mod rollback;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -17,6 +18,7 @@ use std::path::PathBuf;
 use crate::modules::configmaps::ConfigMapModules;
 use crate::modules::{
     scan_directory, LastGood, ModuleSource, Origin, OverrideFile, StockChoice, TrustedKeys,
+    VersionFloor,
 };
 use crate::runtime::Runtime;
 use choose::{plan_configmaps, scan_names, ConfigMapPlan};
@@ -47,6 +49,9 @@ pub struct ModuleConfig {
     pub trusted_keys: Option<TrustedKeys>,
     /// The module ConfigMaps read through the API (already written out), loaded after the directory.
     pub configmaps: Option<ConfigMapModules>,
+    /// Rollback protection: a module signed by a trusted key is refused below the version this floor
+    /// has seen served, and each one that serves raises it ([`VersionFloor`]).
+    pub floor: Option<VersionFloor>,
 }
 
 /// Loads the stock modules `config.stock` chooses (concurrently: the work is reading, checking
@@ -99,6 +104,7 @@ pub async fn load_beyond_stock(
         stock: &stock,
         trusted,
         annotations: &annotations,
+        floor: config.floor.as_ref(),
     };
 
     // Read every source first: which modules are still to come.
@@ -162,7 +168,7 @@ pub async fn load_beyond_stock(
     }
     record_policies(runtime, &annotations);
     for (cached, scan) in shadows {
-        load_shadows(runtime, cached, scan, &stock, &mut problems).await;
+        load_shadows(runtime, cached, scan, sources, &mut problems).await;
         runtime.loading().settled(&cached.module);
     }
     Ok(problems)

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use super::problem::LoadProblem;
 use crate::modules::configmaps::ConfigMapModules;
-use crate::modules::{FailurePolicy, ModuleSource, Origin, TrustedKeys};
+use crate::modules::{FailurePolicy, ModuleSource, Origin, TrustedKeys, VersionFloor};
 
 /// Where a failure policy was stated, as `status` and `actions` show it.
 pub(super) const MANIFEST_SOURCE: &str = "manifest";
@@ -70,6 +70,8 @@ pub(super) struct Sources<'a> {
     pub(super) trusted: Option<&'a TrustedKeys>,
     /// The failure policies module ConfigMaps state in their annotation, by uid.
     pub(super) annotations: &'a BTreeMap<String, FailurePolicy>,
+    /// The version floor a module signed by a trusted key is held to ([`super::rollback`]).
+    pub(super) floor: Option<&'a VersionFloor>,
 }
 
 impl Sources<'_> {

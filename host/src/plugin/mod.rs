@@ -156,9 +156,9 @@ async fn serve(args: PluginArgs, parent: u32, config: Config) -> anyhow::Result<
     let started = Instant::now();
     let state = crate::state::default_dir(&config);
     let cluster = kube_backend(&args, &config);
-    // One floor, shared with the runtime: the background load reads the cluster's into it.
+    // One floor, read from the cluster into it by the background load, then held to by the module plan.
     let floor = state.as_deref().map(VersionFloor::at);
-    let runtime = plugin_runtime(cluster.clone(), state.as_deref(), floor.clone(), &config)?;
+    let runtime = plugin_runtime(cluster.clone(), state.as_deref(), &config)?;
     let directory = config.path(MODULES_ENV);
     let listing = state
         .as_deref()
@@ -281,12 +281,11 @@ async fn stop_serving(
 }
 
 /// The runtime of the plugin: the capabilities' services over `cluster` (reads of one backup may be
-/// answered from what the host read for it, docs/read-views.md), with the compile cache and the
-/// version `floor` of the state directory.
+/// answered from what the host read for it, docs/read-views.md), with the compile cache of the
+/// state directory.
 fn plugin_runtime(
     cluster: Arc<LazyCluster>,
     state: Option<&Path>,
-    floor: Option<VersionFloor>,
     config: &Config,
 ) -> anyhow::Result<Arc<Runtime>> {
     let mut services = Services::new(
@@ -296,11 +295,9 @@ fn plugin_runtime(
     );
     services.views = ReadViews::from_config(config);
     services.reads_at_once = crate::capabilities::kube::reads_at_once(config);
-    Ok(Arc::new(
-        Runtime::new(services)?
-            .with_compile_cache(state.and_then(|d| CompileCache::open(d.join("compiled"))))
-            .with_version_floor(floor),
-    ))
+    Ok(Arc::new(Runtime::new(services)?.with_compile_cache(
+        state.and_then(|d| CompileCache::open(d.join("compiled"))),
+    )))
 }
 
 /// The kinds to advertise (`$VELERO_WASM_KINDS`) and the stock modules to load
@@ -389,7 +386,8 @@ struct BackgroundLoad {
     retired_from: Option<Vec<Listed>>,
     dispatch: Dispatch,
     started: Instant,
-    /// The runtime's version floor (the state directory's), if there is a state directory.
+    /// The version floor (the state directory's) the modules are held to, if there is a state
+    /// directory.
     floor: Option<VersionFloor>,
     /// The process's configuration (module ConfigMaps, OCI pulls, trusted keys).
     config: Config,
@@ -441,7 +439,7 @@ impl BackgroundLoad {
                 &config,
                 expect_listed
             ),
-            pull_version_floor(&cluster, &velero_namespace, floor, &config)
+            pull_version_floor(&cluster, &velero_namespace, floor.clone(), &config)
         );
         load_modules(
             &runtime,
@@ -449,6 +447,7 @@ impl BackgroundLoad {
             directory.as_deref(),
             (stock, in_service),
             configmaps,
+            floor,
             &config,
         )
         .await;
@@ -578,6 +577,7 @@ async fn load_modules(
     directory: Option<&Path>,
     (stock, in_service): (StockChoice, StockInService),
     configmaps: Option<ConfigMapModules>,
+    floor: Option<VersionFloor>,
     config: &Config,
 ) {
     let directory = directory.map(Path::to_path_buf);
@@ -595,6 +595,7 @@ async fn load_modules(
         stock,
         trusted_keys: trusted_keys(config),
         configmaps,
+        floor,
     };
     let mut rejected = Vec::new();
     match plan::load_beyond_stock(runtime, &config, in_service).await {

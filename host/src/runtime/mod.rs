@@ -40,7 +40,7 @@ pub use signer::{types as signing_types, Signing};
 use crate::action::{BackupOutcome, BackupRequest, ItemRef, RestoreOutcome, RestoreRequest};
 use crate::capabilities::{self, Services};
 use crate::modules::failure_policy::PolicyState;
-use crate::modules::{ModuleSource, VersionFloor};
+use crate::modules::ModuleSource;
 
 /// The runtime: modules, and the services their capabilities use.
 pub struct Runtime {
@@ -50,7 +50,6 @@ pub struct Runtime {
     /// What every call runs with (the engine, the services, the signing module, the call slots).
     caller: Caller,
     signing: Arc<Signing>,
-    floor: Option<VersionFloor>,
     loading: Loading,
 }
 
@@ -96,7 +95,6 @@ impl Runtime {
             },
             registry,
             signing,
-            floor: None,
             loading: Loading::default(),
         })
     }
@@ -113,13 +111,6 @@ impl Runtime {
         self
     }
 
-    /// Refuses a module signed by a trusted key below the version `floor` has seen served, and
-    /// raises the floor with each one that serves (rollback protection, [`VersionFloor`]).
-    pub fn with_version_floor(mut self, floor: Option<VersionFloor>) -> Runtime {
-        self.floor = floor;
-        self
-    }
-
     /// The services behind the capabilities.
     pub fn services(&self) -> &Services {
         &self.caller.services
@@ -133,26 +124,13 @@ impl Runtime {
         self.load_as(source, false).await
     }
 
-    /// Loads a module as the shadow of the module of its name ([`crate::shadow`]): checked as
-    /// [`Self::load`] checks a module (signature, version floor), but it never serves, may not write,
-    /// and does not raise the version floor.
+    /// Loads a module as the shadow of the module of its name ([`crate::shadow`]): described and
+    /// linked as [`Self::load`] does, but it never serves and may not write.
     pub async fn load_shadow(&self, source: ModuleSource) -> Result<Loaded, LoadError> {
         self.load_as(source, true).await
     }
 
     async fn load_as(&self, source: ModuleSource, shadow: bool) -> Result<Loaded, LoadError> {
-        // Only a verified signature says which version this is; without one there is nothing to hold
-        // it to (and no trusted keys to protect).
-        let floor = self
-            .floor
-            .as_ref()
-            .filter(|_| source.signature.as_ref().is_some_and(|s| s.verified));
-        if let Some(floor) = floor {
-            floor
-                .check(&source)
-                .map_err(|why| module::load_error(&source, why.to_string()))?;
-        }
-        let kept_source = floor.filter(|_| !shadow).map(|_| source.clone());
         let (mut linked, actions, key) = self.link_or_recall(source).await?;
         if shadow {
             match Arc::get_mut(&mut linked.caps) {
@@ -190,7 +168,7 @@ impl Runtime {
             self.registry.install_shadow(loaded);
             return Ok(report);
         }
-        self.install(loaded, floor.zip(kept_source))?;
+        self.install(loaded)?;
         Ok(report)
     }
 
@@ -230,26 +208,14 @@ impl Runtime {
         Ok((linked, actions, key))
     }
 
-    /// Puts `loaded` in service, and raises the version floor to its version when it is held to one.
-    fn install(
-        &self,
-        loaded: LoadedModule,
-        floor: Option<(&VersionFloor, ModuleSource)>,
-    ) -> Result<(), LoadError> {
+    /// Puts `loaded` in service.
+    fn install(&self, loaded: LoadedModule) -> Result<(), LoadError> {
         let (module, origin) = (loaded.name.to_string(), loaded.origin.to_string());
-        self.registry
-            .install(loaded)
-            .map_err(|conflict| LoadError {
-                module: module.clone(),
-                origin,
-                problem: conflict.to_string(),
-            })?;
-        if let Some((floor, source)) = floor {
-            if let Err(e) = floor.raise(&source) {
-                tracing::warn!(module = %module, "cannot record the version served: {e}");
-            }
-        }
-        Ok(())
+        self.registry.install(loaded).map_err(|conflict| LoadError {
+            module,
+            origin,
+            problem: conflict.to_string(),
+        })
     }
 
     /// Compiles every module in service that is not compiled yet, one at a time (leaving the other
