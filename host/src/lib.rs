@@ -7,9 +7,12 @@
 //! components and their manifests come from; [`action`] holds the domain types all layers share.
 
 pub mod action;
+pub mod answer_charge;
+pub mod backend;
 mod bindings;
 pub mod capabilities;
 pub mod cli;
+pub mod cluster;
 pub mod config;
 pub mod documents;
 use velero_wasm_grant::glob;
@@ -21,6 +24,7 @@ pub mod plugin;
 mod regular_file;
 pub mod runtime;
 pub mod shadow;
+mod shown;
 pub mod state;
 mod yaml_events;
 

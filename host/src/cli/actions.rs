@@ -14,9 +14,9 @@ use super::{
     load_runtime_with, velero_namespace, Failure, ModuleArgs, EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK,
 };
 use crate::action::Selector;
-use crate::capabilities::kube::live::{ClusterOptions, LazyCluster};
-use crate::capabilities::kube::NoCluster;
 use crate::capabilities::{Clock, Environment, Services};
+use crate::cluster::live::{ClusterOptions, LazyCluster};
+use crate::cluster::NoCluster;
 use crate::config::Config;
 use crate::modules::configmaps;
 use crate::runtime::LoadProblem;

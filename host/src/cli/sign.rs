@@ -20,8 +20,8 @@ use std::time::UNIX_EPOCH;
 
 use super::{Failure, ModuleArgs, EXIT_OK};
 use crate::bindings::signer::wit_signing as wit;
-use crate::capabilities::kube::NoCluster;
 use crate::capabilities::{Clock, Environment, Services};
+use crate::cluster::NoCluster;
 use crate::config::Config;
 use crate::modules::{chosen_stock_modules, scan_directory};
 use crate::runtime::{CallError, Runtime};

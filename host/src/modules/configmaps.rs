@@ -35,9 +35,9 @@ use serde_json::Value;
 use super::compression::{self, COMPRESSED_EXTENSION};
 use super::oci::{self, BlobStore, PullSettings};
 use super::{valid_module_name, LastGood, Origin};
-use crate::capabilities::kube::live::LazyCluster;
-use crate::capabilities::kube::{ApiResource, KubeApi, KubeCall, KubeError, ListOptions};
-use crate::capabilities::Backend;
+use crate::backend::Backend;
+use crate::cluster::live::LazyCluster;
+use crate::cluster::{ApiResource, KubeApi, KubeCall, KubeError, ListOptions};
 use crate::config::Config;
 
 /// The label key module ConfigMaps carry (its value is the module's name).

@@ -24,7 +24,8 @@ pub mod transport;
 
 use std::time::Duration;
 
-use super::{Backend, CallId, ModuleCaps, WorkBudget};
+use super::{CallId, ModuleCaps, WorkBudget};
+use crate::backend::Backend;
 use crate::bindings::velero_wasm::plugin::http::{Error, Host, Request, Response};
 pub use transport::{Answer, Exchange, ExchangeError, NetworkTransport};
 /// One entry of a module's HTTP grant: the grant crate's.
@@ -176,7 +177,7 @@ impl HttpView<'_> {
             self.memory_limit,
             self.memory_budget,
         ));
-        let outcome = super::memory::AnswerAccount::scope(answers, self.backend.call(exchange))
+        let outcome = crate::answer_charge::scope(answers, self.backend.call(exchange))
             .await
             .and_then(|answer| {
                 // A replayed answer meets the module's limit of today, not the recorded run's.
@@ -213,7 +214,7 @@ impl HttpView<'_> {
             .http
             .allows(&target.scheme, &target.host, target.port)
         {
-            let origin = super::shown(origin);
+            let origin = crate::shown::shown(origin);
             super::warn_unless_shadow!(self.call, module = &*self.call.module, action = self.call.action.as_str(), %origin, "http request denied by the module's grant");
             crate::metrics::note_denied();
             return Err(Error::Denied(format!(

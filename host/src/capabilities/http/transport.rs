@@ -22,7 +22,6 @@ use std::time::Duration;
 use async_trait::async_trait;
 use http_body_util::{BodyExt, Full};
 
-use crate::capabilities::memory::AnswerAccount;
 use hyper::body::Bytes;
 use hyper_util::client::legacy::connect::proxy::Tunnel;
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -32,7 +31,7 @@ use serde::{de, Deserialize, Deserializer, Serialize};
 
 use super::origin;
 use super::proxy::{Proxy, ProxyRules};
-use crate::capabilities::backend::{Backend, Call};
+use crate::backend::{Backend, Call};
 use crate::capabilities::recording::bytes;
 
 /// One request, as the capability has checked it: the `http` capability's call.
@@ -306,7 +305,7 @@ impl Backend<Exchange> for NetworkTransport {
                 if (body.len() + data.len()) as u64 > max_response {
                     return Err(too_large(&origin, max_response));
                 }
-                AnswerAccount::charge(data.len()).map_err(|refused| {
+                crate::answer_charge::charge(data.len()).map_err(|refused| {
                     ExchangeError::TooLarge(format!("{method} {origin}: {refused}"))
                 })?;
                 body.extend_from_slice(&data);
