@@ -20,6 +20,7 @@ mod guest_output;
 pub mod logging;
 pub mod metrics;
 pub mod modules;
+mod network;
 pub mod plugin;
 mod regular_file;
 pub mod runtime;

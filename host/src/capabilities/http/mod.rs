@@ -15,11 +15,10 @@
 //! followed. Logs name the module, method, host, status and sizes, never header values or bodies.
 //!
 //! Everything above is decided here; the [`Exchange`] itself goes to the `Backend<Exchange>` of the
-//! host's services: the network (directly, or through the environment's proxy: [`proxy`]), or a
+//! host's services: the network (directly, or through the environment's proxy: [`crate::network`]), or a
 //! recording or replay of it ([`transport`] says how exchanges are recorded). A request the capability
 //! refuses never reaches the backend.
 
-mod proxy;
 pub mod transport;
 
 use std::time::Duration;

@@ -16,7 +16,6 @@ use http_body_util::{BodyExt, Full, Limited};
 use tokio::sync::Mutex;
 
 use super::reference::Reference;
-use crate::capabilities::http::transport::send;
 
 /// The largest token answer read from an authorization realm.
 const MAX_TOKEN_ANSWER: u64 = 1 << 20;
@@ -420,9 +419,9 @@ impl Registry {
         let request = request(method, url, headers, body, authorization)
             .map_err(|e| RegistryError::Refused(format!("{what}: cannot be sent: {e}")))?;
         let exchange = async {
-            let response = send(request, &what)
+            let response = crate::network::send(request, &what)
                 .await
-                .map_err(|e| RegistryError::Unreachable(e.to_string()))?;
+                .map_err(RegistryError::Unreachable)?;
             read_answer(response, method, limit, &what).await
         };
         match tokio::time::timeout(self.timeout, exchange).await {
