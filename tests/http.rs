@@ -12,8 +12,8 @@ use support::loopback::{test_ca, Loopback, Reply};
 use support::proxy::{Connect, ConnectProxy};
 use support::run::Run;
 use velero_wasm::action::{BackupRequest, ItemRef};
-use velero_wasm::capabilities::kube::NoCluster;
 use velero_wasm::capabilities::{Clock, Services};
+use velero_wasm::cluster::NoCluster;
 use velero_wasm::modules::{ModuleSource, Origin};
 use velero_wasm::runtime::Runtime;
 

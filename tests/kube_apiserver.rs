@@ -29,12 +29,13 @@ use async_trait::async_trait;
 use serde_json::{json, Value};
 use support::kube_apiserver::{shared, KubeApiServer};
 use support::run::Run;
-use velero_wasm::capabilities::kube::fixture::FixtureCluster;
-use velero_wasm::capabilities::kube::live::{ClusterOptions, LiveCluster};
-use velero_wasm::capabilities::kube::{
+use velero_wasm::backend::Backend;
+use velero_wasm::capabilities::Clock;
+use velero_wasm::cluster::fixture::FixtureCluster;
+use velero_wasm::cluster::live::{ClusterOptions, LiveCluster};
+use velero_wasm::cluster::{
     ApiResource, KubeAnswer, KubeApi, KubeCall, KubeError, ListOptions, Patch,
 };
-use velero_wasm::capabilities::{Backend, Clock};
 
 /// How many ConfigMaps labelled `probe=many` the server holds, in namespaces bulk-0..2: more than
 /// two pages of 500.

@@ -9,9 +9,10 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde_json::Value;
 use velero_wasm::action::{BackupRequest, ItemRef};
-use velero_wasm::capabilities::kube::fixture::FixtureCluster;
-use velero_wasm::capabilities::kube::{KubeAnswer, KubeCall, KubeError};
-use velero_wasm::capabilities::{Backend, Clock, Services};
+use velero_wasm::backend::Backend;
+use velero_wasm::capabilities::{Clock, Services};
+use velero_wasm::cluster::fixture::FixtureCluster;
+use velero_wasm::cluster::{KubeAnswer, KubeCall, KubeError};
 use velero_wasm::modules::{scan_directory, ModuleSource, Origin};
 use velero_wasm::runtime::{CallError, Fault, Runtime};
 
@@ -299,7 +300,7 @@ async fn a_broken_update_of_a_module_falls_back_to_its_last_good_version() {
     };
     let fresh_runtime = || {
         Runtime::new(Services::new(
-            Arc::new(velero_wasm::capabilities::kube::NoCluster::default()),
+            Arc::new(velero_wasm::cluster::NoCluster::default()),
             Clock::System,
             velero_wasm::capabilities::Environment::from_config(
                 &velero_wasm::config::Config::from_env(),
@@ -385,7 +386,7 @@ async fn compiled_modules_are_cached_and_a_damaged_cache_is_recompiled() {
     };
     let host = || {
         Runtime::new(Services::new(
-            Arc::new(velero_wasm::capabilities::kube::NoCluster::default()),
+            Arc::new(velero_wasm::cluster::NoCluster::default()),
             Clock::System,
             velero_wasm::capabilities::Environment::from_config(
                 &velero_wasm::config::Config::from_env(),

@@ -10,8 +10,8 @@ use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
 use velero_wasm::action::ItemRef;
-use velero_wasm::capabilities::kube::fixture::FixtureCluster;
 use velero_wasm::capabilities::Clock;
+use velero_wasm::cluster::fixture::FixtureCluster;
 use velero_wasm::documents::{read_object, read_objects};
 use velero_wasm::plugin::dispatch;
 

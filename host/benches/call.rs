@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use sha2::Digest;
 use velero_wasm::action::{BackupRequest, ItemRef};
-use velero_wasm::capabilities::kube::NoCluster;
 use velero_wasm::capabilities::{Clock, Services};
+use velero_wasm::cluster::NoCluster;
 use velero_wasm::modules::scan_directory;
 use velero_wasm::runtime::Runtime;
 

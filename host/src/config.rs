@@ -15,7 +15,7 @@
 //! | `VELERO_WASM_MEMORY_BUDGET`, `VELERO_WASM_SHADOW_*` | `capabilities::memory`, `shadow::Budget` |
 //! | `VELERO_WASM_READ_VIEWS`, `VELERO_WASM_READ_VIEW_BUDGET`, `VELERO_WASM_READ_BATCH` | `capabilities::kube` |
 //! | `VELERO_NAMESPACE` | the `environment` capability, `cli` |
-//! | `KUBERNETES_SERVICE_HOST`, `KUBECONFIG`, `HOME` | `capabilities::kube::live`, `modules::configmaps` |
+//! | `KUBERNETES_SERVICE_HOST`, `KUBECONFIG`, `HOME` | `cluster::live`, `modules::configmaps` |
 //! | `VELERO_WASM_CONFIGMAPS`, `VELERO_WASM_OCI_*` | `modules::configmaps`, `modules::oci` |
 //! | `OTEL_EXPORTER_OTLP_*ENDPOINT`, `OTEL_SERVICE_NAME` | `metrics` |
 //! | `COLUMNS`, `CARGO`, `COMPONENTIZE_PY`, `COMPONENTIZE_JS`, `DOCKER_CONFIG`, `AWS_WEB_IDENTITY_TOKEN_FILE` | `cli` |

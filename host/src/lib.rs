@@ -5,12 +5,16 @@
 //! instantiates the module's component in a fresh store and calls it; the component reaches the outside world only
 //! through [`capabilities`], each checked against the module's grant. [`modules`] says where
 //! components and their manifests come from, and [`plan`] which of them serves each name;
+//! [`cluster`] talks to Kubernetes API servers for the `kube` capability and for the host itself;
 //! [`action`] holds the domain types all layers share.
 
 pub mod action;
+pub mod answer_charge;
+pub mod backend;
 mod bindings;
 pub mod capabilities;
 pub mod cli;
+pub mod cluster;
 pub mod config;
 pub mod documents;
 use velero_wasm_grant::glob;
@@ -18,11 +22,13 @@ mod guest_output;
 pub mod logging;
 pub mod metrics;
 pub mod modules;
+mod network;
 pub mod plan;
 pub mod plugin;
 mod regular_file;
 pub mod runtime;
 pub mod shadow;
+mod shown;
 pub mod state;
 mod yaml_events;
 

@@ -135,6 +135,13 @@ impl Clock {
     }
 }
 
+/// A fixture cluster stamps what it creates with this clock's time.
+impl crate::cluster::fixture::Now for Clock {
+    fn now(&self) -> SystemTime {
+        Clock::now(self)
+    }
+}
+
 impl HostWallClock for Clock {
     fn resolution(&self) -> Duration {
         Duration::from_nanos(1)

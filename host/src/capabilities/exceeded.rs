@@ -1,7 +1,7 @@
 //! A limit of the host's work for a guest that a call ran into: a capability sets it
 //! ([`super::WorkBudget::exceed`]) and the call is stopped and fails with it.
 
-use super::kube::KubeError;
+use crate::cluster::KubeError;
 
 /// Which limit of the host's work the call ran into; its text is the message the call fails with.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -10,6 +10,8 @@ use std::sync::OnceLock;
 
 use wasmtime::ResourceLimiter;
 
+use crate::answer_charge::{AnswerCharge, AnswerRefusal};
+
 /// The variable that sets the process's budget (`2GiB`, `512MiB`, or bytes).
 pub const BUDGET_VARIABLE: &str = "VELERO_WASM_MEMORY_BUDGET";
 
@@ -198,7 +200,8 @@ impl ResourceLimiter for MemoryCap {
 /// [`MemoryBudget`] while held. Without it a read-all of 64 answers of 15 MiB each, or 64 concurrent
 /// gets, held a gigabyte for modules of 64 MiB and the process was killed. The bytes are charged as
 /// they arrive, before they are kept, and given back to the budget when the account is dropped (once
-/// the answers are the guest's).
+/// the answers are the guest's). The capability sets it around each backend call
+/// ([`crate::answer_charge::scope`]); the clients charge it without knowing it is this.
 #[derive(Debug)]
 pub struct AnswerAccount {
     limit: u64,
@@ -206,48 +209,7 @@ pub struct AnswerAccount {
     budget: &'static MemoryBudget,
 }
 
-/// Why an answer could not be read further.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum AnswerRefusal {
-    /// The answers of this import would not fit the module's memory.
-    #[error("the answers would take more than the module's memory limit of {limit_mib} MiB; not read further")]
-    Cap {
-        /// The module's memory limit, in MiB.
-        limit_mib: u64,
-    },
-    /// The process's budget is held by other calls.
-    #[error("the process's memory budget of {budget_mib} MiB for all calls is in use; the answer was not read further")]
-    Budget {
-        /// The process's budget, in MiB.
-        budget_mib: u64,
-    },
-}
-
-tokio::task_local! {
-    /// The account of the guest import a backend call is made for, set by the capability around the
-    /// call ([`AnswerAccount::scope`]) and charged by the clients as bytes arrive
-    /// ([`AnswerAccount::charge`]).
-    static CALL_ANSWERS: std::sync::Arc<AnswerAccount>;
-}
-
 impl AnswerAccount {
-    /// Runs `call` (a backend call made for a guest's import) with `account` as the account its
-    /// answers are charged to.
-    pub async fn scope<T>(
-        account: std::sync::Arc<AnswerAccount>,
-        call: impl std::future::Future<Output = T>,
-    ) -> T {
-        CALL_ANSWERS.scope(account, call).await
-    }
-
-    /// Charges `bytes` of answer that just arrived to the account of the guest import being served,
-    /// if any (a client used outside a guest's call, such as the plugin's own reads, has none).
-    pub fn charge(bytes: usize) -> Result<(), AnswerRefusal> {
-        CALL_ANSWERS
-            .try_with(|account| account.take(bytes as u64))
-            .unwrap_or(Ok(()))
-    }
-
     /// An account of `limit` bytes (the module's memory limit), drawing on `budget`.
     pub fn new(limit: u64, budget: &'static MemoryBudget) -> AnswerAccount {
         AnswerAccount {
@@ -279,6 +241,12 @@ impl AnswerAccount {
     /// Bytes charged so far.
     pub fn taken(&self) -> u64 {
         self.taken.load(Ordering::Acquire)
+    }
+}
+
+impl AnswerCharge for AnswerAccount {
+    fn take(&self, bytes: u64) -> Result<(), AnswerRefusal> {
+        AnswerAccount::take(self, bytes)
     }
 }
 

@@ -1,14 +1,13 @@
 //! What a component can reach, one module per import: [`kube`], [`clock`], [`log`], [`config`],
-//! [`random`], [`http`], [`environment`], [`signing`]; plus [`backend`], the one shape of every
-//! capability's calls to its backend, and [`recording`], the record and replay of those calls. (Where
-//! the guest's stdout and stderr go is not a capability: [`crate::guest_output`].)
+//! [`random`], [`http`], [`environment`], [`signing`]; plus [`recording`], the record and replay of
+//! the calls each hands its backend ([`crate::backend`], the one shape of them all). (Where the
+//! guest's stdout and stderr go is not a capability: [`crate::guest_output`].)
 //!
 //! Every call of a component runs with a fresh [`CallState`] as its store data. It carries the call's
 //! identity (module, action, item) for logs and errors, the module's [`ModuleCaps`] (its grant and
 //! settings), the host-wide [`Services`] behind the capabilities, and the [`WorkBudget`] they charge;
 //! each capability's host functions see only their own view of it (`state.rs`).
 
-pub mod backend;
 mod budget;
 pub mod clock;
 mod config;
@@ -29,14 +28,15 @@ use std::sync::Arc;
 use wasmtime::component::{HasSelf, Linker};
 
 use crate::action::ItemRef;
+use crate::backend::Backend;
 use crate::bindings::velero_wasm::plugin as wit;
-pub use backend::{Backend, Call};
+use crate::cluster::KubeCall;
 pub use budget::WorkBudget;
 pub use clock::Clock;
 pub use environment::{EnvGrant, Environment};
 pub use exceeded::Exceeded;
 pub use http::HttpGrant;
-pub use kube::{KubeApi, KubeCall, KubeGrant};
+pub use kube::KubeGrant;
 pub use memory::{MemoryBudget, MemoryCap};
 pub use random::RandomCall;
 pub use signing::SigningService;
@@ -175,26 +175,6 @@ impl CallId {
             None => String::new(),
         }
     }
-}
-
-/// Longest piece of guest input quoted in a host log line or error (a name, a namespace, an origin).
-const MAX_SHOWN: usize = 256;
-
-/// `text` for a log line or a message: cut to [`MAX_SHOWN`] bytes, marked with `…` when cut.
-pub fn shown(text: &str) -> std::borrow::Cow<'_, str> {
-    shown_within(text, MAX_SHOWN)
-}
-
-/// `text` cut to `max` bytes, marked with `…` and its length when cut.
-pub fn shown_within(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
-    if text.len() <= max {
-        return text.into();
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}… ({} bytes)", &text[..end], text.len()).into()
 }
 
 /// A linker with every import a component may use: the WASI interfaces `std` needs, and ours.

@@ -14,9 +14,9 @@
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use super::backend::{Backend, Call, Failure};
 use super::recording::bytes;
 use super::WorkBudget;
+use crate::backend::{Backend, Call, Failure};
 use crate::bindings::velero_wasm::plugin::random::Host;
 
 /// The most bytes one `bytes` call returns; asking for more traps with a message saying so.

@@ -63,7 +63,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::backend::{Backend, Call};
+use crate::backend::{Backend, Call};
 
 /// The header's `recording` value.
 const MAGIC: &str = "velero-wasm";

@@ -12,7 +12,8 @@ use serde_json::{json, Value};
 
 use super::failure::{Failure, EXIT_OK};
 use super::run::{self, RunArgs};
-use crate::capabilities::{Backend, Call, Services};
+use crate::backend::{Backend, Call};
+use crate::capabilities::Services;
 
 /// Arguments of `bench`: those of `run`, and how many calls.
 #[derive(Debug, clap::Args)]

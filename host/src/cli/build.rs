@@ -11,8 +11,8 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 
 use super::failure::{Failure, EXIT_FAILED, EXIT_OK};
-use crate::capabilities::kube::NoCluster;
 use crate::capabilities::{Clock, Environment, Services};
+use crate::cluster::NoCluster;
 use crate::config::Config;
 use crate::modules::{sha256_hex, Manifest, ModuleSource, Origin};
 use crate::runtime::Runtime;

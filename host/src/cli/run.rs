@@ -26,14 +26,16 @@ use crate::action::{
     ActionKind, BackupOutcome, BackupRequest, ItemRef, OperationProgress, ResourceId,
     RestoreOutcome, RestoreRequest,
 };
-use crate::capabilities::kube::fixture::FixtureCluster;
-use crate::capabilities::kube::live::{ClusterOptions, LiveCluster};
-use crate::capabilities::kube::writes::WriteLog;
-use crate::capabilities::kube::NoCluster;
+use crate::backend::Backend;
 use crate::capabilities::recording::{
     Header, Recorded, Recorder, Recording, RecordingError, Replay, Replayed,
 };
-use crate::capabilities::{Backend, Clock, Environment, KubeCall, Services};
+use crate::capabilities::{Clock, Environment, Services};
+use crate::cluster::fixture::FixtureCluster;
+use crate::cluster::live::{ClusterOptions, LiveCluster};
+use crate::cluster::writes::WriteLog;
+use crate::cluster::KubeCall;
+use crate::cluster::NoCluster;
 use crate::config::Config;
 use crate::documents::read_object;
 use crate::runtime::{calls, ActionEntry, CallError, Lane, Runtime};

@@ -25,8 +25,8 @@ use base64::Engine as _;
 use serde_json::{json, Value};
 
 use super::version_floor::{Served, VersionFloor};
-use crate::capabilities::kube::live::LazyCluster;
-use crate::capabilities::kube::{ApiResource, KubeApi, KubeError};
+use crate::cluster::live::LazyCluster;
+use crate::cluster::{ApiResource, KubeApi, KubeError};
 
 /// The name of the Secret that keeps the floor, in Velero's namespace.
 pub const SECRET: &str = "velero-wasm-version-floor";

@@ -37,9 +37,9 @@ use super::identity::valid_module_name;
 use super::last_good::LastGood;
 use super::oci::{self, BlobStore, PullSettings};
 use super::source::Origin;
-use crate::capabilities::kube::live::LazyCluster;
-use crate::capabilities::kube::{ApiResource, KubeApi, KubeCall, KubeError, ListOptions};
-use crate::capabilities::Backend;
+use crate::backend::Backend;
+use crate::cluster::live::LazyCluster;
+use crate::cluster::{ApiResource, KubeApi, KubeCall, KubeError, ListOptions};
 use crate::config::Config;
 
 /// The label key module ConfigMaps carry (its value is the module's name).

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use tokio::net::UnixListener;
 
-use crate::capabilities::kube::live::{BadFlag, RateLimit};
+use crate::cluster::live::{BadFlag, RateLimit};
 
 /// The go-plugin magic cookie Velero sets: `VELERO_PLUGIN=hello`.
 pub const COOKIE_KEY: &str = "VELERO_PLUGIN";

@@ -45,9 +45,11 @@ use tokio::sync::Notify;
 use tonic::service::Routes;
 use tonic::transport::Server;
 
-use crate::capabilities::kube::live::{ClusterOptions, LazyCluster};
+use crate::backend::Backend;
 use crate::capabilities::kube::view::ReadViews;
-use crate::capabilities::{Backend, Clock, Environment, KubeCall, Services};
+use crate::capabilities::{Clock, Environment, Services};
+use crate::cluster::live::{ClusterOptions, LazyCluster};
+use crate::cluster::KubeCall;
 use crate::config::Config;
 use crate::modules::configmaps::{self, ConfigMapModules};
 use crate::modules::signature::TRUSTED_KEYS_ENV;

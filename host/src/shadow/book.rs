@@ -279,7 +279,7 @@ impl Book {
         );
         if self.logged.len() < MAX_LOGGED && self.logged.insert(key) {
             let patch = difference.patch.to_string();
-            let shown = crate::capabilities::shown_within(&patch, MAX_PATCH_LOGGED);
+            let shown = crate::shown::shown_within(&patch, MAX_PATCH_LOGGED);
             tracing::info!(
                 module,
                 action,

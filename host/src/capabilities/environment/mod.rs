@@ -28,9 +28,9 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use super::backend::{Backend, Call, Failure};
 use super::recording::bytes;
 use super::{CallId, ModuleCaps, WorkBudget};
+use crate::backend::{Backend, Call, Failure};
 use crate::bindings::velero_wasm::plugin::environment::Host;
 /// A module's environment grant: the grant crate's.
 pub use velero_wasm_grant::EnvGrant;
@@ -286,7 +286,7 @@ impl Host for EnvironmentView<'_> {
     async fn variable(&mut self, name: String) -> Result<Option<String>, String> {
         self.budget.charge().map_err(|e| e.to_string())?;
         if !self.caps.env.allows_variable(&name) {
-            let name = super::shown(&name);
+            let name = crate::shown::shown(&name);
             return Err(self.env_denied(&format!("the environment variable {name}")));
         }
         Ok(self.environment.variable(&name).await)
@@ -295,7 +295,7 @@ impl Host for EnvironmentView<'_> {
     async fn read_env_file(&mut self, variable: String) -> Result<Vec<u8>, String> {
         self.budget.charge().map_err(|e| e.to_string())?;
         if !self.caps.env.allows_file(&variable) {
-            let variable = super::shown(&variable);
+            let variable = crate::shown::shown(&variable);
             return Err(self.env_denied(&format!(
                 "the file named by the environment variable {variable}"
             )));

@@ -15,16 +15,16 @@
 //! followed. Logs name the module, method, host, status and sizes, never header values or bodies.
 //!
 //! Everything above is decided here; the [`Exchange`] itself goes to the `Backend<Exchange>` of the
-//! host's services: the network (directly, or through the environment's proxy: [`proxy`]), or a
+//! host's services: the network (directly, or through the environment's proxy: [`crate::network`]), or a
 //! recording or replay of it ([`transport`] says how exchanges are recorded). A request the capability
 //! refuses never reaches the backend.
 
-mod proxy;
 pub mod transport;
 
 use std::time::Duration;
 
-use super::{Backend, CallId, ModuleCaps, WorkBudget};
+use super::{CallId, ModuleCaps, WorkBudget};
+use crate::backend::Backend;
 use crate::bindings::velero_wasm::plugin::http::{Error, Host, Request, Response};
 pub use transport::{Answer, Exchange, ExchangeError, NetworkTransport};
 /// One entry of a module's HTTP grant: the grant crate's.
@@ -176,7 +176,7 @@ impl HttpView<'_> {
             self.memory_limit,
             self.memory_budget,
         ));
-        let outcome = super::memory::AnswerAccount::scope(answers, self.backend.call(exchange))
+        let outcome = crate::answer_charge::scope(answers, self.backend.call(exchange))
             .await
             .and_then(|answer| {
                 // A replayed answer meets the module's limit of today, not the recorded run's.
@@ -213,7 +213,7 @@ impl HttpView<'_> {
             .http
             .allows(&target.scheme, &target.host, target.port)
         {
-            let origin = super::shown(origin);
+            let origin = crate::shown::shown(origin);
             super::warn_unless_shadow!(self.call, module = &*self.call.module, action = self.call.action.as_str(), %origin, "http request denied by the module's grant");
             crate::metrics::note_denied();
             return Err(Error::Denied(format!(

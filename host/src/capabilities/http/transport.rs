@@ -16,23 +16,16 @@
 //! {"capability":"http","call":{"method":"GET","url":"https://acct.blob.core.windows.net/c/b","headers":[],"body":{"text":""}},"answer":{"error":{"reason":"timeout","message":"GET https://acct.blob.core.windows.net:443: no complete answer within 10s"}}}
 //! ```
 
-use std::sync::OnceLock;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use http_body_util::{BodyExt, Full};
 
-use crate::capabilities::memory::AnswerAccount;
 use hyper::body::Bytes;
-use hyper_util::client::legacy::connect::proxy::Tunnel;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
 use serde::{de, Deserialize, Deserializer, Serialize};
 
 use super::origin;
-use super::proxy::{Proxy, ProxyRules};
-use crate::capabilities::backend::{Backend, Call};
+use crate::backend::{Backend, Call};
 use crate::capabilities::recording::bytes;
 
 /// One request, as the capability has checked it: the `http` capability's call.
@@ -130,120 +123,14 @@ impl Call for Exchange {
     }
 }
 
-/// The network: one hyper client for every module (connection pool, TLS roots), and one more that
-/// tunnels HTTPS through the proxy of the environment ([`super::proxy`]).
+/// The network ([`crate::network`]): the host's shared clients, directly or through the proxy of the
+/// environment.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct NetworkTransport;
-
-type Direct = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
-type Tunneled = Client<hyper_rustls::HttpsConnector<Tunnel<HttpConnector>>, Full<Bytes>>;
-
-/// The clients every module's requests share, built on first use.
-struct Network {
-    rules: ProxyRules,
-    direct: Direct,
-    /// Through the proxy (the environment names one for HTTPS), built when first needed.
-    tunneled: OnceLock<Tunneled>,
-}
-
-fn network() -> &'static Network {
-    static NETWORK: OnceLock<Network> = OnceLock::new();
-    NETWORK.get_or_init(|| {
-        let mut http = HttpConnector::new();
-        http.enforce_http(false);
-        Network {
-            rules: ProxyRules::from_env(),
-            direct: client(tls().https_or_http().enable_http1().wrap_connector(http)),
-            tunneled: OnceLock::new(),
-        }
-    })
-}
-
-/// TLS with the system's roots (`SSL_CERT_FILE`/`SSL_CERT_DIR` replace them, as for OpenSSL), or
-/// Mozilla's (webpki-roots) where the system has none.
-fn tls() -> hyper_rustls::HttpsConnectorBuilder<hyper_rustls::builderstates::WantsSchemes> {
-    match hyper_rustls::HttpsConnectorBuilder::new().with_native_roots() {
-        Ok(native) => native,
-        Err(_) => hyper_rustls::HttpsConnectorBuilder::new().with_webpki_roots(),
-    }
-}
-
-fn client<C>(connector: C) -> Client<C, Full<Bytes>>
-where
-    C: hyper_util::client::legacy::connect::Connect + Clone,
-{
-    Client::builder(TokioExecutor::new())
-        .pool_idle_timeout(Duration::from_secs(30))
-        .build(connector)
-}
-
-impl Network {
-    /// The client through `proxy`.
-    fn through(&self, proxy: &Proxy) -> &Tunneled {
-        self.tunneled.get_or_init(|| {
-            let mut tunnel = Tunnel::new(proxy.origin.clone(), HttpConnector::new());
-            if let Some(authorization) = &proxy.authorization {
-                tunnel = tunnel.with_auth(authorization.clone());
-            }
-            client(tls().https_only().enable_http1().wrap_connector(tunnel))
-        })
-    }
-
-    /// Sends `request` directly or through the proxy its URL goes through.
-    async fn send(
-        &self,
-        request: hyper::Request<Full<Bytes>>,
-        what: &str,
-    ) -> Result<hyper::Response<hyper::body::Incoming>, ExchangeError> {
-        let proxy = self
-            .rules
-            .route(request.uri())
-            .map_err(|e| ExchangeError::Transport(format!("{what}: {e}")))?;
-        match proxy {
-            None => self
-                .direct
-                .request(request)
-                .await
-                .map_err(|e| ExchangeError::Transport(format!("{what}: {}", error_chain(&e)))),
-            Some(proxy) => {
-                tracing::debug!(proxy = proxy.name(), "{what} through the proxy");
-                self.through(&proxy).request(request).await.map_err(|e| {
-                    ExchangeError::Transport(format!(
-                        "{what} (through the proxy {}): {}",
-                        proxy.name(),
-                        error_chain(&e)
-                    ))
-                })
-            }
-        }
-    }
-}
-
-/// Sends one request the way the `http` capability's are sent (the same TLS roots, the environment's
-/// proxy for HTTPS): the OCI registry client ([`crate::modules::oci`]) uses it, so that registries are
-/// reached exactly as modules reach their hosts. The caller bounds the time and the answer.
-pub(crate) async fn send(
-    request: hyper::Request<Full<Bytes>>,
-    what: &str,
-) -> Result<hyper::Response<hyper::body::Incoming>, ExchangeError> {
-    network().send(request, what).await
-}
 
 /// The error of an answer over `limit` bytes.
 pub(super) fn too_large(origin: &str, limit: u64) -> ExchangeError {
     ExchangeError::TooLarge(format!("the answer of {origin} is over the module's limit of {limit} bytes (manifest [limits] http-response)"))
-}
-
-/// An error and its sources, `: `-joined (hyper's own message alone says little).
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(inner) = source {
-        text.push_str(": ");
-        text.push_str(&inner.to_string());
-        source = inner.source();
-    }
-    text
 }
 
 #[async_trait]
@@ -269,9 +156,9 @@ impl Backend<Exchange> for NetworkTransport {
             .body(Full::new(Bytes::from(body)))
             .map_err(|e| ExchangeError::Invalid(format!("request to {origin}: {e}")))?;
         let exchange = async {
-            let response = network()
-                .send(request, &format!("{method} {origin}"))
-                .await?;
+            let response = crate::network::send(request, &format!("{method} {origin}"))
+                .await
+                .map_err(ExchangeError::Transport)?;
             let status = response.status().as_u16();
             if let Some(length) = response
                 .headers()
@@ -306,7 +193,7 @@ impl Backend<Exchange> for NetworkTransport {
                 if (body.len() + data.len()) as u64 > max_response {
                     return Err(too_large(&origin, max_response));
                 }
-                AnswerAccount::charge(data.len()).map_err(|refused| {
+                crate::answer_charge::charge(data.len()).map_err(|refused| {
                     ExchangeError::TooLarge(format!("{method} {origin}: {refused}"))
                 })?;
                 body.extend_from_slice(&data);

@@ -31,7 +31,7 @@ use serde_json::Value;
 use tokio::sync::OnceCell;
 use tokio::time::Instant;
 
-use super::{ApiResource, Json, KubeAnswer, KubeCall, KubeError, ListOptions};
+use crate::cluster::{ApiResource, Json, KubeAnswer, KubeCall, KubeError, ListOptions};
 
 /// How long a view lives after the last read of its backup.
 pub const IDLE: Duration = Duration::from_secs(30);
@@ -487,10 +487,10 @@ fn metadata_fields_only(selector: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::capabilities::backend::Backend;
-    use crate::capabilities::kube::fixture::FixtureCluster;
-    use crate::capabilities::kube::KubeApi;
+    use crate::backend::Backend;
     use crate::capabilities::Clock;
+    use crate::cluster::fixture::FixtureCluster;
+    use crate::cluster::KubeApi;
     use serde_json::json;
     use std::sync::atomic::AtomicUsize;
 

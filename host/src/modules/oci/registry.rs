@@ -17,7 +17,6 @@ use tokio::sync::Mutex;
 
 use super::reference::Reference;
 use super::variables::PLAIN_HTTP_ENV;
-use crate::capabilities::http::transport::send;
 
 /// The largest token answer read from an authorization realm.
 const MAX_TOKEN_ANSWER: u64 = 1 << 20;
@@ -421,9 +420,9 @@ impl Registry {
         let request = request(method, url, headers, body, authorization)
             .map_err(|e| RegistryError::Refused(format!("{what}: cannot be sent: {e}")))?;
         let exchange = async {
-            let response = send(request, &what)
+            let response = crate::network::send(request, &what)
                 .await
-                .map_err(|e| RegistryError::Unreachable(e.to_string()))?;
+                .map_err(RegistryError::Unreachable)?;
             read_answer(response, method, limit, &what).await
         };
         match tokio::time::timeout(self.timeout, exchange).await {

@@ -2,7 +2,8 @@
 //! sizes, the names), it hands one [`Call`] value to its [`Backend`] and gets one answer back. Every
 //! backend of every capability has that one method, so whatever stands between the capability and the
 //! backend is written once for all of them: the recording and the replay
-//! ([`recording`](super::recording)), the write log of `run` ([`kube::writes`](super::kube::writes)).
+//! (`capabilities/recording.rs`), the write log of `run` (`cluster/writes.rs`). It sits below both
+//! the capabilities and the clients that answer them (`cluster/`), which share it.
 //!
 //! Calls, answers and errors are serde types: a recording is those values as JSON, and every error of
 //! every capability is recorded as `{"reason": …, "message": …}`.

@@ -6,14 +6,15 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Mutex;
+use std::time::SystemTime;
 
 use async_trait::async_trait;
 use serde_json::Value;
 
-use super::{ApiResource, Json, KubeAnswer, KubeCall, KubeError, ListOptions, Patch};
+use super::json::Json;
+use super::vocabulary::{ApiResource, KubeAnswer, KubeCall, KubeError, ListOptions, Patch};
 use crate::action::plural_of;
-use crate::capabilities::backend::Backend;
-use crate::capabilities::Clock;
+use crate::backend::Backend;
 use crate::documents::{read_objects, DocumentError};
 
 /// A fixture file that cannot become part of the cluster.
@@ -54,7 +55,21 @@ struct State {
 /// The in-memory cluster.
 pub struct FixtureCluster {
     state: Mutex<State>,
-    clock: Clock,
+    clock: Box<dyn Now>,
+}
+
+/// Where a fixture cluster reads the time it stamps on what it creates (`creationTimestamp`): the
+/// runtime's clock (`capabilities::Clock`), so that a run at a fixed time stamps the same times, or a
+/// fixed instant ([`SystemTime`]).
+pub trait Now: Send + Sync {
+    /// The time now.
+    fn now(&self) -> SystemTime;
+}
+
+impl Now for SystemTime {
+    fn now(&self) -> SystemTime {
+        *self
+    }
 }
 
 fn key_of(object: &Value) -> Option<Key> {
@@ -92,15 +107,18 @@ fn not_found(api: &ApiResource, name: &str) -> KubeError {
 
 impl FixtureCluster {
     /// An empty cluster.
-    pub fn empty(clock: Clock) -> FixtureCluster {
+    pub fn empty(clock: impl Now + 'static) -> FixtureCluster {
         FixtureCluster {
             state: Mutex::new(State::default()),
-            clock,
+            clock: Box::new(clock),
         }
     }
 
     /// A cluster holding every object in these files and directories.
-    pub fn load(paths: &[PathBuf], clock: Clock) -> Result<FixtureCluster, FixtureError> {
+    pub fn load(
+        paths: &[PathBuf],
+        clock: impl Now + 'static,
+    ) -> Result<FixtureCluster, FixtureError> {
         let mut objects: BTreeMap<Key, (PathBuf, Value)> = BTreeMap::new();
         for (path, object) in read_objects(paths)? {
             let key = key_of(&object).ok_or_else(|| FixtureError::NotAnObject {
@@ -126,7 +144,7 @@ impl FixtureCluster {
                 objects: objects.into_iter().map(|(k, (_, v))| (k, v)).collect(),
                 ..State::default()
             }),
-            clock,
+            clock: Box::new(clock),
         })
     }
 
@@ -442,14 +460,14 @@ fn json_size(value: &Value, limit: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::capabilities::kube::KubeApi;
+    use crate::cluster::KubeApi;
     use serde_json::json;
 
     fn cluster(objects: &[Value]) -> FixtureCluster {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("objects.json");
         std::fs::write(&path, Value::Array(objects.to_vec()).to_string()).unwrap();
-        FixtureCluster::load(&[path], Clock::fixed(std::time::UNIX_EPOCH)).unwrap()
+        FixtureCluster::load(&[path], std::time::UNIX_EPOCH).unwrap()
     }
 
     fn pod(ns: &str, name: &str, labels: Value) -> Value {
@@ -554,7 +572,7 @@ mod tests {
             pod("ns", "a", json!({})).to_string(),
         )
         .unwrap();
-        let e = FixtureCluster::load(&[dir.path().to_path_buf()], Clock::System)
+        let e = FixtureCluster::load(&[dir.path().to_path_buf()], SystemTime::now())
             .err()
             .unwrap()
             .to_string();
@@ -563,7 +581,7 @@ mod tests {
             "{e}"
         );
         std::fs::write(dir.path().join("b.json"), r#"{"kind":"Pod"}"#).unwrap();
-        let e = FixtureCluster::load(&[dir.path().to_path_buf()], Clock::System)
+        let e = FixtureCluster::load(&[dir.path().to_path_buf()], SystemTime::now())
             .err()
             .unwrap()
             .to_string();

@@ -7,9 +7,9 @@ use async_trait::async_trait;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{KubeAnswer, KubeApi, KubeCall, KubeError, Patch};
+use super::vocabulary::{KubeAnswer, KubeApi, KubeCall, KubeError, Patch};
 use crate::action::Verb;
-use crate::capabilities::backend::Backend;
+use crate::backend::Backend;
 
 /// One write an action made, as `run` reports it in `clusterWrites`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -123,17 +123,14 @@ impl Backend<KubeCall> for WriteLog {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::capabilities::kube::fixture::FixtureCluster;
-    use crate::capabilities::kube::ApiResource;
-    use crate::capabilities::Clock;
+    use crate::cluster::fixture::FixtureCluster;
+    use crate::cluster::ApiResource;
     use serde_json::json;
 
     #[tokio::test]
     async fn successful_writes_are_logged_with_the_stored_objects() {
         let pods = ApiResource::new("", "v1", "pods");
-        let log = WriteLog::new(Arc::new(FixtureCluster::empty(Clock::fixed(
-            std::time::UNIX_EPOCH,
-        ))));
+        let log = WriteLog::new(Arc::new(FixtureCluster::empty(std::time::UNIX_EPOCH)));
         let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a", "namespace": "ns"}});
         log.create(&pods, "ns", pod.clone()).await.unwrap();
         assert!(

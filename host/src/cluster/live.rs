@@ -40,9 +40,10 @@ use kube::core::Request;
 use serde_json::Value;
 use tower::ServiceExt;
 
-use super::{ApiResource, Json, KubeAnswer, KubeCall, KubeError, ListOptions, Patch};
-use crate::capabilities::backend::Backend;
-use crate::capabilities::memory::AnswerAccount;
+use super::json::Json;
+use super::vocabulary::{ApiResource, KubeAnswer, KubeCall, KubeError, ListOptions, Patch};
+use crate::answer_charge;
+use crate::backend::Backend;
 use crate::config::Config;
 
 /// Objects asked for per page when listing (kubectl's default chunk size).
@@ -361,7 +362,7 @@ impl LiveCluster {
                         complete = false;
                         break;
                     }
-                    if let Err(refused) = AnswerAccount::charge(data.len()) {
+                    if let Err(refused) = answer_charge::charge(data.len()) {
                         return Err(KubeError::TooLarge(format!(
                             "{method} {}{uri}: {refused}",
                             self.server
