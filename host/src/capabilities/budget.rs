@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use super::clock::{Clock, TimeLimit};
-use super::Exceeded;
+use super::exceeded::Exceeded;
 
 /// What the host may still do for the guest in this call: capability calls (manifest `[limits]
 /// capability-calls`), the call's time limit, and the first limit the call ran into.
@@ -65,6 +65,11 @@ impl WorkBudget {
     /// The real-time deadline of the call, if it has one.
     pub fn deadline(&self) -> Option<tokio::time::Instant> {
         self.limit.map(|limit| limit.deadline)
+    }
+
+    /// The call's time limit, if it has one.
+    pub fn time_limit(&self) -> Option<TimeLimit> {
+        self.limit
     }
 
     /// The time left before the call's limit, as `clock` reads it; `None` without a limit.

@@ -10,7 +10,6 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use wasmtime_wasi::{HostMonotonicClock, HostWallClock, WasiCtxBuilder};
 
-use super::WorkBudget;
 use crate::bindings::velero_wasm::plugin::clock::Host;
 use crate::bindings::{timestamp, wit_types::Timestamp};
 
@@ -164,11 +163,11 @@ impl HostMonotonicClock for Clock {
     }
 }
 
-/// What the `clock` capability sees of a call: the host's clock, and the work budget whose time limit
-/// `remaining` reads.
+/// What the `clock` capability sees of a call: the host's clock, and the call's time limit (the work
+/// budget's), which `remaining` reads.
 pub struct ClockView<'a> {
     pub(super) clock: &'a Clock,
-    pub(super) budget: &'a WorkBudget,
+    pub(super) limit: Option<TimeLimit>,
 }
 
 /// The `clock` import's host functions take a [`ClockView`] of the call.
@@ -192,7 +191,8 @@ impl Host for ClockView<'_> {
     }
 
     fn remaining(&mut self) -> u64 {
-        self.budget.remaining(self.clock).map_or(u64::MAX, |left| {
+        let left = self.limit.map(|limit| self.clock.remaining(&limit));
+        left.map_or(u64::MAX, |left| {
             u64::try_from(left.as_nanos()).unwrap_or(u64::MAX)
         })
     }

@@ -10,7 +10,7 @@
 
 use serde_json::{Map, Value};
 
-use super::CallId;
+use super::call_id::CallId;
 use crate::bindings::velero_wasm::plugin::log::{Host, Level};
 
 /// Lines one call may write; later ones are dropped (with one warning saying so).

@@ -14,8 +14,8 @@
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
+use super::budget::WorkBudget;
 use super::recording::bytes;
-use super::WorkBudget;
 use crate::backend::{Backend, Call, Failure};
 use crate::bindings::velero_wasm::plugin::random::Host;
 

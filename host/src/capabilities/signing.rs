@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use wasmtime::component::{Linker, Val};
 
-use super::{CallState, WorkBudget};
+use super::budget::WorkBudget;
 
 /// The interface, as imported and exported.
 pub const INTERFACE: &str = "velero-wasm:plugin/signing@0.1.1";
@@ -52,13 +52,17 @@ pub struct SigningView<'a> {
     pub(super) budget: &'a mut WorkBudget,
 }
 
-/// Defines the `signing` import in the linker (modules that do not import it are unaffected).
-pub fn add_to_linker(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
+/// Defines the `signing` import in the linker (modules that do not import it are unaffected); each
+/// call sees the store's data through `view`.
+pub fn add_to_linker<T: Send + 'static>(
+    linker: &mut Linker<T>,
+    view: fn(&mut T) -> SigningView<'_>,
+) -> wasmtime::Result<()> {
     let mut instance = linker.instance(INTERFACE)?;
     for &function in FUNCTIONS {
         instance.func_new_async(function, move |mut store, ty, params, results| {
             Box::new(async move {
-                let view = store.data_mut().signing();
+                let view = view(store.data_mut());
                 let counted = view.budget.charge();
                 let service = view.service.cloned();
                 let caller = view.caller.clone();

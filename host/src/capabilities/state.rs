@@ -8,16 +8,21 @@ use std::sync::Arc;
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
+use super::budget::WorkBudget;
+use super::call_id::CallId;
 use super::clock::{ClockView, TimeLimit};
 use super::config::ConfigView;
 use super::environment::EnvironmentView;
+use super::exceeded::Exceeded;
+use super::grants::ModuleCaps;
 use super::http::HttpView;
 use super::kube::KubeView;
 use super::log::{LogState, LogView};
 use super::memory::{MemoryBudget, MemoryCap};
 use super::random::RandomView;
+use super::services::Services;
+use super::signing::SigningService;
 use super::signing::SigningView;
-use super::{CallId, Exceeded, ModuleCaps, Services, SigningService, WorkBudget};
 use crate::guest_output::GuestStreams;
 
 /// The store data of one call.
@@ -177,7 +182,7 @@ impl CallState {
     pub(super) fn clock(&mut self) -> ClockView<'_> {
         ClockView {
             clock: &self.services.clock,
-            budget: &self.budget,
+            limit: self.budget.time_limit(),
         }
     }
 

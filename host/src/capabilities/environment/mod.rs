@@ -28,8 +28,10 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
+use super::budget::WorkBudget;
+use super::call_id::CallId;
+use super::grants::ModuleCaps;
 use super::recording::bytes;
-use super::{CallId, ModuleCaps, WorkBudget};
 use crate::backend::{Backend, Call, Failure};
 use crate::bindings::velero_wasm::plugin::environment::Host;
 /// A module's environment grant: the grant crate's.
@@ -247,7 +249,7 @@ impl EnvironmentView<'_> {
             self.caps.module
         );
         let item = self.call.item();
-        crate::capabilities::warn_unless_shadow!(
+        crate::capabilities::call_id::warn_unless_shadow!(
             self.call,
             module = &*self.call.module,
             action = self.call.action.as_str(),

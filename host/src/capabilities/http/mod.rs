@@ -19,13 +19,17 @@
 //! recording or replay of it ([`transport`] says how exchanges are recorded). A request the capability
 //! refuses never reaches the backend.
 
+mod target;
 pub mod transport;
 
 use std::time::Duration;
 
-use super::{CallId, ModuleCaps, WorkBudget};
+use super::budget::WorkBudget;
+use super::call_id::CallId;
+use super::grants::ModuleCaps;
 use crate::backend::Backend;
 use crate::bindings::velero_wasm::plugin::http::{Error, Host, Request, Response};
+use target::{target, Target};
 pub use transport::{Answer, Exchange, ExchangeError, NetworkTransport};
 /// One entry of a module's HTTP grant: the grant crate's.
 pub use velero_wasm_grant::HostRule;
@@ -35,101 +39,6 @@ const DEADLINE_MARGIN: Duration = Duration::from_millis(50);
 
 /// The largest request body a module may send.
 pub const MAX_REQUEST_BODY: usize = 1 << 20;
-
-/// A module's HTTP grant and limits.
-#[derive(Debug, Clone, Default)]
-pub struct HttpGrant {
-    rules: Vec<HostRule>,
-    /// Largest answer body, in bytes.
-    pub max_response: u64,
-    /// Time allowed for one exchange.
-    pub timeout: Duration,
-}
-
-impl HttpGrant {
-    /// The grant of a manifest's `[grant] http` entries (already validated at load; an invalid entry
-    /// allows nothing) with its limits.
-    pub fn new(entries: &[String], max_response: u64, timeout: Duration) -> HttpGrant {
-        HttpGrant {
-            rules: entries
-                .iter()
-                .filter_map(|e| HostRule::parse(e).ok())
-                .collect(),
-            max_response,
-            timeout,
-        }
-    }
-
-    /// Whether a request to `scheme://host:port` is allowed.
-    pub fn allows(&self, scheme: &str, host: &str, port: u16) -> bool {
-        let host = host.to_ascii_lowercase();
-        self.rules.iter().any(|r| r.allows(scheme, &host, port))
-    }
-}
-
-/// The parts of a URL a grant is checked against.
-struct Target {
-    scheme: String,
-    host: String,
-    port: u16,
-}
-
-fn target(url: &str) -> Result<Target, Error> {
-    let uri: hyper::Uri = url
-        .parse()
-        .map_err(|e| Error::Invalid(format!("URL {}: {e}", origin_of(url))))?;
-    let scheme = uri.scheme_str().unwrap_or("").to_ascii_lowercase();
-    if !matches!(scheme.as_str(), "http" | "https") {
-        return Err(Error::Invalid(format!(
-            "URL {}: only http and https are supported",
-            origin_of(url)
-        )));
-    }
-    let authority = uri
-        .authority()
-        .ok_or_else(|| Error::Invalid(format!("URL {}: no host", origin_of(url))))?;
-    if authority.as_str().contains('@') {
-        return Err(Error::Invalid(
-            "URLs with user information are not allowed".into(),
-        ));
-    }
-    let host = authority
-        .host()
-        .trim_start_matches('[')
-        .trim_end_matches(']')
-        .to_ascii_lowercase();
-    let port = authority
-        .port_u16()
-        .unwrap_or(if scheme == "https" { 443 } else { 80 });
-    Ok(Target { scheme, host, port })
-}
-
-/// `scheme://host[:port]` of a URL, for messages: never its path or query (which may carry a signature).
-fn origin_of(url: &str) -> String {
-    let end = url.find("://").map(|i| i + 3).unwrap_or(0);
-    let rest = &url[end..];
-    let cut = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let authority = &rest[..cut];
-    let authority = authority
-        .rsplit_once('@')
-        .map(|(_, a)| a)
-        .unwrap_or(authority);
-    format!("{}{authority}", &url[..end])
-}
-
-/// `scheme://host:port` of a URL, the port always written: how messages and logs name an origin.
-pub(crate) fn origin(url: &str) -> String {
-    match target(url) {
-        Ok(t) => t.origin(),
-        Err(_) => origin_of(url),
-    }
-}
-
-impl Target {
-    fn origin(&self) -> String {
-        format!("{}://{}:{}", self.scheme, self.host, self.port)
-    }
-}
 
 const METHODS: &[&str] = &["GET", "POST", "PUT", "DELETE", "HEAD", "PATCH"];
 
@@ -214,7 +123,7 @@ impl HttpView<'_> {
             .allows(&target.scheme, &target.host, target.port)
         {
             let origin = crate::shown::shown(origin);
-            super::warn_unless_shadow!(self.call, module = &*self.call.module, action = self.call.action.as_str(), %origin, "http request denied by the module's grant");
+            super::call_id::warn_unless_shadow!(self.call, module = &*self.call.module, action = self.call.action.as_str(), %origin, "http request denied by the module's grant");
             crate::metrics::note_denied();
             return Err(Error::Denied(format!(
                 "{origin} is not in the HTTP grant of module {} (manifest [grant] http)",
@@ -306,7 +215,9 @@ impl Host for HttpView<'_> {
 
 #[cfg(test)]
 mod tests {
+    use super::target::origin_of;
     use super::*;
+    use crate::capabilities::grants::HttpGrant;
 
     fn grant(entries: &[&str]) -> HttpGrant {
         let entries: Vec<String> = entries.iter().map(|e| e.to_string()).collect();

@@ -24,7 +24,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use serde::{de, Deserialize, Deserializer, Serialize};
 
-use super::origin;
+use super::target::origin;
 use crate::backend::{Backend, Call};
 use crate::capabilities::recording::bytes;
 

@@ -16,8 +16,10 @@ use crate::action::Verb;
 use crate::answer_charge;
 use crate::backend::Backend;
 use crate::bindings::velero_wasm::plugin::kube::{self as wit, Host};
+use crate::capabilities::budget::WorkBudget;
+use crate::capabilities::call_id::CallId;
+use crate::capabilities::grants::ModuleCaps;
 use crate::capabilities::memory::{AnswerAccount, MemoryBudget};
-use crate::capabilities::{CallId, ModuleCaps, WorkBudget};
 use crate::cluster::live::CALL_DEADLINE;
 use crate::cluster::{ApiResource, Json, KubeAnswer, KubeCall, KubeError, ListOptions, Patch};
 
@@ -184,7 +186,7 @@ impl KubeView<'_> {
             velero_namespace,
         );
         let item = self.call.item();
-        crate::capabilities::warn_unless_shadow!(
+        crate::capabilities::call_id::warn_unless_shadow!(
             self.call,
             module = &*self.call.module,
             action = self.call.action.as_str(),
