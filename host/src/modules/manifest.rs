@@ -51,9 +51,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Deserializer};
 use velero_wasm_grant::GrantText;
-pub use velero_wasm_grant::{
-    parse_byte_size, Grant, KubeRule, Limits, NamespaceRule, Verbs, MAX_MEMORY,
-};
+pub use velero_wasm_grant::{parse_byte_size, KubeRule, NamespaceRule, Verbs, MAX_MEMORY};
+pub(crate) use velero_wasm_grant::{Grant, Limits};
 
 use super::failure_policy::FailurePolicy;
 use super::settings_schema::{self, SettingsSchema, SpecText};
@@ -62,25 +61,25 @@ use super::settings_schema::{self, SettingsSchema, SpecText};
 #[derive(Debug, Clone, Default)]
 pub struct Manifest {
     /// Lower-case hex sha256 of the module's bytes.
-    pub sha256: Option<String>,
+    pub(crate) sha256: Option<String>,
     /// The module's version, which rollback protection compares (see `modules::version_floor`).
-    pub version: Option<semver::Version>,
+    pub(crate) version: Option<semver::Version>,
     /// One line for people.
-    pub description: String,
+    pub(crate) description: String,
     /// Per-call limits.
-    pub limits: Limits,
+    pub(crate) limits: Limits,
     /// What the module may do.
-    pub grant: Grant,
+    pub(crate) grant: Grant,
     /// Settings the module reads through the `config` capability, typed as written (the module
     /// reads them as text: `settings_schema::to_text`).
     pub settings: BTreeMap<String, serde_json::Value>,
     /// The settings the module declares (`[settings-schema]`); empty: not checked.
-    pub settings_schema: SettingsSchema,
+    pub(crate) settings_schema: SettingsSchema,
     /// `read-views = false`: the module's reads always go to the API server (docs/read-views.md).
-    pub no_read_views: bool,
+    pub(crate) no_read_views: bool,
     /// `on-failure`: what serves when a new version of the module cannot be loaded (see
     /// [`super::failure_policy`]); `None` when the manifest does not say.
-    pub on_failure: Option<FailurePolicy>,
+    pub(crate) on_failure: Option<FailurePolicy>,
 }
 
 /// A manifest as TOML gives it, before its kube rules are read ([`Manifest::parse`] checks and types
@@ -140,7 +139,7 @@ impl From<velero_wasm_grant::Invalid> for ManifestError {
 
 impl Manifest {
     /// Parses manifest text into typed values, checking each field once.
-    pub fn parse(text: &str) -> Result<Manifest, ManifestError> {
+    pub(crate) fn parse(text: &str) -> Result<Manifest, ManifestError> {
         let raw: ManifestText = toml::from_str(text)
             .map_err(|e| ManifestError::Syntax(e.to_string().trim_end().to_string()))?;
         if let Some(sha) = &raw.sha256 {

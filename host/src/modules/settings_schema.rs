@@ -42,22 +42,22 @@ use serde_json::{json, Map, Value};
 
 /// The declared settings of a module, by key.
 #[derive(Debug, Clone, Default)]
-pub struct SettingsSchema {
+pub(crate) struct SettingsSchema {
     /// Each declared setting.
-    pub entries: BTreeMap<String, SettingSpec>,
+    pub(crate) entries: BTreeMap<String, SettingSpec>,
     /// One line per setting written in the old vocabulary, converted at load: what to write instead.
-    pub deprecations: Vec<String>,
+    pub(crate) deprecations: Vec<String>,
 }
 
 /// One declared setting: its JSON Schema, compiled.
 #[derive(Clone)]
-pub struct SettingSpec {
+pub(crate) struct SettingSpec {
     /// The schema as declared (the old vocabulary converted), without the host's additions.
-    pub schema: Value,
+    pub(crate) schema: Value,
     /// Its value when no `[settings]` sets it.
-    pub default: Option<Value>,
+    pub(crate) default: Option<Value>,
     /// One line for people.
-    pub description: String,
+    pub(crate) description: String,
     /// The schema the validator runs: `schema` with `additionalProperties = false` wherever an
     /// object lists its `properties` and says nothing of others (unknown keys are refused, as a CRD's
     /// strict field validation does).
@@ -154,16 +154,16 @@ pub(super) struct SpecText(toml::Table);
 /// setting's key, with the path inside it for nested values (`limits.cpu`, `zones[1]`).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("settings.{key}: {problem}")]
-pub struct SettingError {
+pub(crate) struct SettingError {
     /// The key as written, and the path inside its value.
-    pub key: String,
+    pub(crate) key: String,
     /// What is wrong, and what to write.
-    pub problem: SettingProblem,
+    pub(crate) problem: SettingProblem,
 }
 
 /// What is wrong with a setting or its declaration, in words that say what to write.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum SettingProblem {
+pub(crate) enum SettingProblem {
     /// A key that is empty or holds spaces.
     #[error("a setting's key is a non-empty name without spaces")]
     Key,
@@ -216,7 +216,7 @@ fn mean(near: &Option<String>) -> String {
 }
 
 /// A TOML value as JSON: datetimes become their text.
-pub fn toml_to_json(value: toml::Value) -> Value {
+pub(crate) fn toml_to_json(value: toml::Value) -> Value {
     match value {
         toml::Value::String(s) => Value::String(s),
         toml::Value::Integer(i) => Value::from(i),
@@ -237,7 +237,7 @@ pub fn toml_to_json(value: toml::Value) -> Value {
 
 /// A setting's value as a module reads it: strings as written, other scalars as TOML writes them
 /// (`3`, `2.5`, `true`), arrays and tables as JSON.
-pub fn to_text(value: &Value) -> String {
+pub(crate) fn to_text(value: &Value) -> String {
     match value {
         Value::String(s) => s.clone(),
         Value::Number(n) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
@@ -504,13 +504,13 @@ impl SettingsSchema {
     }
 
     /// Whether the module declares no settings (then its settings are not checked).
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
 
     /// Checks every setting against the schema (none when the schema is empty): each key is declared
     /// and each value keeps its rules. The first problem, in key order.
-    pub fn check(&self, settings: &BTreeMap<String, Value>) -> Result<(), SettingError> {
+    pub(crate) fn check(&self, settings: &BTreeMap<String, Value>) -> Result<(), SettingError> {
         if self.is_empty() {
             return Ok(());
         }
@@ -527,7 +527,10 @@ impl SettingsSchema {
     }
 
     /// `settings` with the defaults of the keys they do not set, as the module reads them (text).
-    pub fn with_defaults(&self, settings: &BTreeMap<String, Value>) -> BTreeMap<String, String> {
+    pub(crate) fn with_defaults(
+        &self,
+        settings: &BTreeMap<String, Value>,
+    ) -> BTreeMap<String, String> {
         let mut all: BTreeMap<String, String> = settings
             .iter()
             .map(|(k, v)| (k.clone(), to_text(v)))
@@ -631,7 +634,7 @@ fn key_problem(key: &str) -> Option<SettingProblem> {
 }
 
 /// The candidate nearest to `word`, when it is near enough to be a likely typo.
-pub fn nearest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
+pub(crate) fn nearest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
     candidates
         .iter()
         .map(|c| (strsim::normalized_damerau_levenshtein(word, c), *c))

@@ -22,7 +22,11 @@ use crate::action::Verb;
 
 /// The stock module `stock` with the override manifest `text` (from `from`) applied, or why it is
 /// refused.
-pub fn apply(stock: &ModuleSource, text: &str, from: Origin) -> Result<ModuleSource, Refused> {
+pub(crate) fn apply(
+    stock: &ModuleSource,
+    text: &str,
+    from: Origin,
+) -> Result<ModuleSource, Refused> {
     let manifest = Manifest::parse(text)?;
     let table: toml::Table = toml::from_str(text)?;
     if let Some(sha) = &manifest.sha256 {
@@ -103,7 +107,7 @@ pub fn apply(stock: &ModuleSource, text: &str, from: Origin) -> Result<ModuleSou
 
 /// Why an override is refused (the stock module then serves unchanged).
 #[derive(Debug, thiserror::Error)]
-pub enum Refused {
+pub(crate) enum Refused {
     /// The manifest is invalid.
     #[error(transparent)]
     Manifest(#[from] ManifestError),
@@ -145,7 +149,7 @@ pub enum Refused {
 /// `https://host:443` is the host. An `env` name is covered by the same name or a stock prefix `P*`
 /// it starts with (a prefix `Q*` by a `P*` that `Q` starts with); `env-files` names only by
 /// themselves.
-pub fn widening(stock: &Grant, wanted: &Grant) -> Option<String> {
+pub(crate) fn widening(stock: &Grant, wanted: &Grant) -> Option<String> {
     for (i, rule) in wanted.kube.iter().enumerate() {
         let verbs = rule.verbs.each();
         for resource in &rule.resources {

@@ -9,18 +9,18 @@ use std::fmt;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reference {
     /// `host[:port]` as written.
-    pub registry: String,
+    pub(crate) registry: String,
     /// The repository path (`team/modules/kubevirt`).
-    pub repository: String,
+    pub(crate) repository: String,
     /// The tag, if one is written.
-    pub tag: Option<String>,
+    pub(crate) tag: Option<String>,
     /// `sha256:<64 hex>`, if pinned.
-    pub digest: Option<String>,
+    pub(crate) digest: Option<String>,
 }
 
 impl Reference {
     /// Parses `[oci://]registry/repository[:tag][@sha256:hex]`; a reference needs a tag or a digest.
-    pub fn parse(text: &str) -> Result<Reference, ReferenceError> {
+    pub(crate) fn parse(text: &str) -> Result<Reference, ReferenceError> {
         let text = text.trim();
         let bare = text.strip_prefix("oci://").unwrap_or(text);
         let bad = |why: &'static str| ReferenceError {
@@ -86,7 +86,7 @@ impl Reference {
     }
 
     /// The host the registry API is reached at (`docker.io` is `registry-1.docker.io`).
-    pub fn api_host(&self) -> &str {
+    pub(crate) fn api_host(&self) -> &str {
         match self.registry.as_str() {
             "docker.io" | "index.docker.io" => "registry-1.docker.io",
             other => other,
@@ -94,7 +94,7 @@ impl Reference {
     }
 
     /// What the manifest is asked for by: the digest when pinned, else the tag.
-    pub fn manifest_ref(&self) -> &str {
+    pub(crate) fn manifest_ref(&self) -> &str {
         self.digest
             .as_deref()
             .or(self.tag.as_deref())
@@ -102,7 +102,7 @@ impl Reference {
     }
 
     /// The same reference pinned to `digest`.
-    pub fn pinned(&self, digest: &str) -> Reference {
+    pub(crate) fn pinned(&self, digest: &str) -> Reference {
         Reference {
             digest: Some(digest.to_string()),
             ..self.clone()
@@ -124,7 +124,7 @@ impl fmt::Display for Reference {
 }
 
 /// Whether `text` is `sha256:` and 64 lower-case hex digits (the only digest algorithm accepted).
-pub fn is_digest(text: &str) -> bool {
+pub(crate) fn is_digest(text: &str) -> bool {
     text.strip_prefix("sha256:").is_some_and(|hex| {
         hex.len() == 64
             && hex
@@ -136,11 +136,11 @@ pub fn is_digest(text: &str) -> bool {
 /// A module reference that cannot be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{text:?} is not an OCI reference (registry/repository:tag@sha256:…): {why}")]
-pub struct ReferenceError {
+pub(crate) struct ReferenceError {
     /// The reference as written (trimmed).
-    pub text: String,
+    pub(crate) text: String,
     /// What is wrong with it.
-    pub why: &'static str,
+    pub(crate) why: &'static str,
 }
 
 #[cfg(test)]
