@@ -37,7 +37,7 @@ fn error(path: &Path, message: impl Into<String>) -> DocumentError {
 }
 
 /// Reads exactly one JSON object from a file (an item, a Backup, a Restore).
-pub(crate) fn read_object(path: &Path) -> Result<Value, DocumentError> {
+pub fn read_object(path: &Path) -> Result<Value, DocumentError> {
     let mut values = read_values(path)?;
     match values.len() {
         1 => match values.remove(0) {

@@ -35,7 +35,7 @@ pub struct Selector {
 /// A selector whose label part does not parse.
 #[derive(Debug, thiserror::Error)]
 #[error("label selector {selector:?} does not parse: {source}")]
-pub(crate) struct SelectorError {
+pub struct SelectorError {
     /// The selector string.
     pub(crate) selector: String,
     /// The parse error.
@@ -52,7 +52,7 @@ pub struct AppliesTo {
 
 impl AppliesTo {
     /// Prepares a selector; fails if its label selector does not parse (Velero would fail the backup).
-    pub(crate) fn new(selector: &Selector) -> Result<AppliesTo, SelectorError> {
+    pub fn new(selector: &Selector) -> Result<AppliesTo, SelectorError> {
         let labels =
             LabelSelector::parse(&selector.label_selector).map_err(|source| SelectorError {
                 selector: selector.label_selector.clone(),
@@ -66,7 +66,7 @@ impl AppliesTo {
 
     /// `Ok` when the selector matches the item, seen in `namespace` (for restores, the target
     /// namespace after Velero's namespace mapping); otherwise the reason it does not.
-    pub(crate) fn check(&self, item: &ItemRef, namespace: &str) -> Result<(), NoMatch> {
+    pub fn check(&self, item: &ItemRef, namespace: &str) -> Result<(), NoMatch> {
         let s = &self.selector;
         let resource = Forms::of(item);
         if s.excluded_resources
@@ -128,7 +128,7 @@ impl AppliesTo {
 
 /// Why a selector does not match an item.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum NoMatch {
+pub enum NoMatch {
     /// Its resource is excluded.
     #[error("{resource} is in excludedResources {excluded:?}")]
     ExcludedResource {

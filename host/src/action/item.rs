@@ -12,13 +12,13 @@ pub struct ItemRef {
     /// `apiVersion` (`kubevirt.io/v1`, `v1`).
     pub api_version: String,
     /// `kind`.
-    pub(crate) kind: String,
+    pub kind: String,
     /// `metadata.namespace` ("" when cluster-scoped).
     pub namespace: String,
     /// `metadata.name`.
     pub name: String,
     /// `metadata.labels`.
-    pub(crate) labels: BTreeMap<String, String>,
+    pub labels: BTreeMap<String, String>,
 }
 
 #[derive(Deserialize)]
@@ -66,7 +66,7 @@ impl ItemRef {
     }
 
     /// API group of `apiVersion` ("" for core).
-    pub(crate) fn group(&self) -> &str {
+    pub fn group(&self) -> &str {
         match self.api_version.rsplit_once('/') {
             Some((group, _)) => group,
             None => "",

@@ -31,20 +31,20 @@ pub(crate) const MAX_ARCHIVE_BYTES: u64 = 8 << 30;
 pub(crate) const MAX_EXTENSION_BYTES: u64 = 64 << 10;
 
 /// The items of a backup, each with where it was read from (an archive entry or a file).
-pub(crate) struct BackupItems {
+pub struct BackupItems {
     /// Items, in the order read: where each was read from, and its JSON text (an object). An
     /// archive's items are checked to be JSON objects without being parsed into a tree: the fixture
     /// cluster keeps the one parsed copy.
-    pub(crate) items: Vec<(String, String)>,
+    pub items: Vec<(String, String)>,
     /// The backup format version of `metadata/version`, when the source is an archive that has one.
     pub(crate) format_version: Option<String>,
     /// Whether they come from an archive (rather than from files the fixture cluster can read).
-    pub(crate) archive: bool,
+    pub archive: bool,
 }
 
 /// Reads the items of `path`: a directory (or file) of manifests as `run --cluster` reads them, or
 /// a Velero backup archive (gzipped tar). The error's message is its chain (`{:#}`).
-pub(crate) fn read(path: &Path) -> anyhow::Result<BackupItems> {
+pub fn read(path: &Path) -> anyhow::Result<BackupItems> {
     let at = || path.display().to_string();
     let meta = std::fs::metadata(path).with_context(at)?;
     if !meta.is_dir() && !meta.is_file() {
@@ -304,10 +304,7 @@ pub(crate) fn parsed_estimate(text: &str) -> u64 {
 
 /// Writes the items as JSON files in `dir` (one each, numbered), so that the fixture cluster reads
 /// them as it reads `--cluster` directories.
-pub(crate) fn write_cluster(
-    items: &[(String, String)],
-    dir: &Path,
-) -> anyhow::Result<Vec<PathBuf>> {
+pub fn write_cluster(items: &[(String, String)], dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     let mut paths = Vec::with_capacity(items.len());
     for (i, (_, item)) in items.iter().enumerate() {
         let path = dir.join(format!("{i:07}.json"));

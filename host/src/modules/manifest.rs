@@ -67,14 +67,14 @@ pub struct Manifest {
     /// One line for people.
     pub(crate) description: String,
     /// Per-call limits.
-    pub(crate) limits: Limits,
+    pub limits: Limits,
     /// What the module may do.
-    pub(crate) grant: Grant,
+    pub grant: Grant,
     /// Settings the module reads through the `config` capability, typed as written (the module
     /// reads them as text: `settings_schema::to_text`).
     pub settings: BTreeMap<String, serde_json::Value>,
     /// The settings the module declares (`[settings-schema]`); empty: not checked.
-    pub(crate) settings_schema: SettingsSchema,
+    pub settings_schema: SettingsSchema,
     /// `read-views = false`: the module's reads always go to the API server (docs/read-views.md).
     pub(crate) no_read_views: bool,
     /// `on-failure`: what serves when a new version of the module cannot be loaded (see
@@ -139,7 +139,7 @@ impl From<velero_wasm_grant::Invalid> for ManifestError {
 
 impl Manifest {
     /// Parses manifest text into typed values, checking each field once.
-    pub(crate) fn parse(text: &str) -> Result<Manifest, ManifestError> {
+    pub fn parse(text: &str) -> Result<Manifest, ManifestError> {
         let raw: ManifestText = toml::from_str(text)
             .map_err(|e| ManifestError::Syntax(e.to_string().trim_end().to_string()))?;
         if let Some(sha) = &raw.sha256 {

@@ -42,20 +42,20 @@ use serde_json::{json, Map, Value};
 
 /// The declared settings of a module, by key.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct SettingsSchema {
+pub struct SettingsSchema {
     /// Each declared setting.
-    pub(crate) entries: BTreeMap<String, SettingSpec>,
+    pub entries: BTreeMap<String, SettingSpec>,
     /// One line per setting written in the old vocabulary, converted at load: what to write instead.
     pub(crate) deprecations: Vec<String>,
 }
 
 /// One declared setting: its JSON Schema, compiled.
 #[derive(Clone)]
-pub(crate) struct SettingSpec {
+pub struct SettingSpec {
     /// The schema as declared (the old vocabulary converted), without the host's additions.
     pub(crate) schema: Value,
     /// Its value when no `[settings]` sets it.
-    pub(crate) default: Option<Value>,
+    pub default: Option<Value>,
     /// One line for people.
     pub(crate) description: String,
     /// The schema the validator runs: `schema` with `additionalProperties = false` wherever an
@@ -154,9 +154,9 @@ pub(super) struct SpecText(toml::Table);
 /// setting's key, with the path inside it for nested values (`limits.cpu`, `zones[1]`).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("settings.{key}: {problem}")]
-pub(crate) struct SettingError {
+pub struct SettingError {
     /// The key as written, and the path inside its value.
-    pub(crate) key: String,
+    pub key: String,
     /// What is wrong, and what to write.
     pub(crate) problem: SettingProblem,
 }
@@ -510,7 +510,7 @@ impl SettingsSchema {
 
     /// Checks every setting against the schema (none when the schema is empty): each key is declared
     /// and each value keeps its rules. The first problem, in key order.
-    pub(crate) fn check(&self, settings: &BTreeMap<String, Value>) -> Result<(), SettingError> {
+    pub fn check(&self, settings: &BTreeMap<String, Value>) -> Result<(), SettingError> {
         if self.is_empty() {
             return Ok(());
         }
@@ -634,7 +634,7 @@ fn key_problem(key: &str) -> Option<SettingProblem> {
 }
 
 /// The candidate nearest to `word`, when it is near enough to be a likely typo.
-pub(crate) fn nearest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
+pub fn nearest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
     candidates
         .iter()
         .map(|c| (strsim::normalized_damerau_levenshtein(word, c), *c))

@@ -22,11 +22,7 @@ use crate::action::Verb;
 
 /// The stock module `stock` with the override manifest `text` (from `from`) applied, or why it is
 /// refused.
-pub(crate) fn apply(
-    stock: &ModuleSource,
-    text: &str,
-    from: Origin,
-) -> Result<ModuleSource, Refused> {
+pub fn apply(stock: &ModuleSource, text: &str, from: Origin) -> Result<ModuleSource, Refused> {
     let manifest = Manifest::parse(text)?;
     let table: toml::Table = toml::from_str(text)?;
     if let Some(sha) = &manifest.sha256 {
@@ -107,7 +103,7 @@ pub(crate) fn apply(
 
 /// Why an override is refused (the stock module then serves unchanged).
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum Refused {
+pub enum Refused {
     /// The manifest is invalid.
     #[error(transparent)]
     Manifest(#[from] ManifestError),
@@ -149,7 +145,7 @@ pub(crate) enum Refused {
 /// `https://host:443` is the host. An `env` name is covered by the same name or a stock prefix `P*`
 /// it starts with (a prefix `Q*` by a `P*` that `Q` starts with); `env-files` names only by
 /// themselves.
-pub(crate) fn widening(stock: &Grant, wanted: &Grant) -> Option<String> {
+pub fn widening(stock: &Grant, wanted: &Grant) -> Option<String> {
     for (i, rule) in wanted.kube.iter().enumerate() {
         let verbs = rule.verbs.each();
         for resource in &rule.resources {

@@ -11,7 +11,7 @@ pub struct LoadProblem {
     /// that is in service.
     pub(crate) broken: bool,
     /// Whether the module concerned (or an earlier version of it) is in service.
-    pub(crate) served: bool,
+    pub served: bool,
     /// It concerns a shadow module only: the serving module is untouched, so the plugin logs it
     /// at info, never where Velero counts it (docs/operation.md#what-velero-counts).
     pub(crate) shadow: bool,

@@ -51,17 +51,17 @@ pub(crate) enum Found {
 }
 
 /// An item from a request: its JSON text and its identity.
-pub(crate) struct Item {
+pub struct Item {
     /// The JSON, exactly as received.
     pub(crate) text: String,
     /// Kind, resource, namespace, name.
-    pub(crate) id: ItemRef,
+    pub id: ItemRef,
 }
 
 impl Dispatch {
     /// Dispatches to the modules of `runtime`, mirroring calls to their shadows within
     /// `shadow_budget` (the configuration's, read at start by the caller): the plugin's dispatch.
-    pub(crate) fn new(runtime: Arc<Runtime>, shadow_budget: ShadowBudget) -> Dispatch {
+    pub fn new(runtime: Arc<Runtime>, shadow_budget: ShadowBudget) -> Dispatch {
         let shadows = Shadows::new(shadow_budget);
         let actions = Arc::new(RuntimeActions::new(runtime, shadows.clone()));
         Dispatch::serving(actions, shadows)
@@ -409,7 +409,7 @@ async fn measured<T>(
 }
 
 /// Reads an item field: UTF-8 JSON of an object with a non-empty `kind`, as Velero requires of items.
-pub(crate) fn item(field: &str, bytes: Vec<u8>) -> Result<Item, Status> {
+pub fn item(field: &str, bytes: Vec<u8>) -> Result<Item, Status> {
     let text = object(field, bytes)?;
     let id = ItemRef::parse(&text)
         .map_err(|e| status::bad_request(field, format!("not valid JSON: {}", e.0)))?;
@@ -423,7 +423,7 @@ pub(crate) fn item(field: &str, bytes: Vec<u8>) -> Result<Item, Status> {
 }
 
 /// Reads a Backup or Restore field: UTF-8 JSON of an object (its `kind` may be absent).
-pub(crate) fn document(field: &str, bytes: Vec<u8>) -> Result<String, Status> {
+pub fn document(field: &str, bytes: Vec<u8>) -> Result<String, Status> {
     let text = object(field, bytes)?;
     serde_json::from_str::<serde::de::IgnoredAny>(&text)
         .map_err(|e| status::bad_request(field, format!("not valid JSON: {e}")))?;

@@ -693,7 +693,7 @@ pub async fn router(
 
 /// Every service the plugin serves, routed by gRPC path: go-plugin's, health, and one per Velero kind
 /// (the fuzz targets call them in-process through this too).
-pub(crate) async fn services(dispatch: Dispatch, lister: Lister, shutdown: Arc<Notify>) -> Routes {
+pub async fn services(dispatch: Dispatch, lister: Lister, shutdown: Arc<Notify>) -> Routes {
     use proto::generated::backup_item_action_server::BackupItemActionServer as BiaV1;
     use proto::generated::delete_item_action_server::DeleteItemActionServer;
     use proto::generated::plugin_lister_server::PluginListerServer;

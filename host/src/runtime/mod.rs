@@ -348,7 +348,7 @@ impl Runtime {
     }
 
     /// The current catalog of modules and actions.
-    pub(crate) fn catalog(&self) -> Arc<Catalog> {
+    pub fn catalog(&self) -> Arc<Catalog> {
         self.registry.snapshot()
     }
 }

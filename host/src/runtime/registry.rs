@@ -20,14 +20,14 @@ pub struct ActionEntry {
 
 impl ActionEntry {
     /// The action's description.
-    pub(crate) fn info(&self) -> &ActionInfo {
+    pub fn info(&self) -> &ActionInfo {
         &self.module.actions[self.index]
     }
 }
 
 /// A consistent set of modules.
 #[derive(Default, Debug)]
-pub(crate) struct Catalog {
+pub struct Catalog {
     modules: BTreeMap<String, Arc<LoadedModule>>,
     actions: BTreeMap<String, ActionEntry>,
     signer: Option<Arc<LoadedModule>>,
@@ -183,7 +183,7 @@ impl Catalog {
     }
 
     /// Every action, by name.
-    pub(crate) fn actions(&self) -> impl Iterator<Item = &ActionEntry> {
+    pub fn actions(&self) -> impl Iterator<Item = &ActionEntry> {
         self.actions.values()
     }
 

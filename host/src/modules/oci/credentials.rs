@@ -11,7 +11,7 @@ use super::registry::Credentials;
 
 /// The credentials a docker config holds for `registry` (`host[:port]`), if any. Keys are matched
 /// without scheme or path (`https://r.io/v1/` is `r.io`); Docker Hub's names stand for each other.
-pub(crate) fn for_registry(
+pub fn for_registry(
     config: &[u8],
     registry: &str,
 ) -> Result<Option<Credentials>, CredentialsError> {
@@ -73,7 +73,7 @@ fn normalise(key: &str) -> String {
 
 /// A docker config that cannot give credentials.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum CredentialsError {
+pub enum CredentialsError {
     /// Not JSON.
     #[error("the docker config is not JSON: {0}")]
     Json(String),

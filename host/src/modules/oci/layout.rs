@@ -17,7 +17,7 @@ pub(crate) const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+jso
 /// The wasm artifact's config media type.
 pub(crate) const WASM_CONFIG: &str = "application/vnd.wasm.config.v0+json";
 /// The wasm artifact's component layer media type.
-pub(crate) const WASM_LAYER: &str = "application/wasm";
+pub const WASM_LAYER: &str = "application/wasm";
 /// Annotation: the module's name.
 pub(crate) const NAME: &str = "io.velero-wasm.module.name";
 /// Annotation: the module's manifest (TOML), as written.
@@ -33,18 +33,18 @@ const VERSION: &str = "org.opencontainers.image.version";
 pub(crate) const MAX_MANIFEST: u64 = 4 << 20;
 /// The component cap: the largest component pulled, and the most a module directory's gzipped
 /// component (`<name>.wasm.gz`) may expand to.
-pub(crate) const MAX_COMPONENT: u64 = 256 << 20;
+pub const MAX_COMPONENT: u64 = 256 << 20;
 
 /// An OCI descriptor.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub(crate) struct Descriptor {
+pub struct Descriptor {
     /// Media type.
-    pub(crate) media_type: String,
+    pub media_type: String,
     /// `sha256:…`.
-    pub(crate) digest: String,
+    pub digest: String,
     /// Bytes.
-    pub(crate) size: u64,
+    pub size: u64,
     /// Annotations.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub(crate) annotations: BTreeMap<String, String>,
@@ -137,9 +137,9 @@ pub(crate) fn artifact(
 /// What an image manifest says of a module: its component's descriptor, and its manifest and
 /// signature texts.
 #[derive(Debug)]
-pub(crate) struct ModuleLayout {
+pub struct ModuleLayout {
     /// The component layer.
-    pub(crate) component: Descriptor,
+    pub component: Descriptor,
     /// The name it was pushed as.
     pub(crate) name: Option<String>,
     /// The module manifest (TOML).
@@ -149,7 +149,7 @@ pub(crate) struct ModuleLayout {
 }
 
 /// Reads an image manifest as a module, or says why it is not one.
-pub(crate) fn read(bytes: &[u8]) -> Result<ModuleLayout, LayoutError> {
+pub fn read(bytes: &[u8]) -> Result<ModuleLayout, LayoutError> {
     let manifest: ImageManifest = serde_json::from_slice(bytes)?;
     if manifest.schema_version != 2 {
         return Err(LayoutError::SchemaVersion(manifest.schema_version));
@@ -192,7 +192,7 @@ pub(crate) fn read(bytes: &[u8]) -> Result<ModuleLayout, LayoutError> {
 
 /// An image manifest that is not a module's.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum LayoutError {
+pub enum LayoutError {
     /// Not an image manifest's JSON.
     #[error("the image manifest cannot be read: {0}")]
     Json(#[from] serde_json::Error),

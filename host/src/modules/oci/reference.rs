@@ -13,14 +13,14 @@ pub struct Reference {
     /// The repository path (`team/modules/kubevirt`).
     pub(crate) repository: String,
     /// The tag, if one is written.
-    pub(crate) tag: Option<String>,
+    pub tag: Option<String>,
     /// `sha256:<64 hex>`, if pinned.
-    pub(crate) digest: Option<String>,
+    pub digest: Option<String>,
 }
 
 impl Reference {
     /// Parses `[oci://]registry/repository[:tag][@sha256:hex]`; a reference needs a tag or a digest.
-    pub(crate) fn parse(text: &str) -> Result<Reference, ReferenceError> {
+    pub fn parse(text: &str) -> Result<Reference, ReferenceError> {
         let text = text.trim();
         let bare = text.strip_prefix("oci://").unwrap_or(text);
         let bad = |why: &'static str| ReferenceError {
@@ -86,7 +86,7 @@ impl Reference {
     }
 
     /// The host the registry API is reached at (`docker.io` is `registry-1.docker.io`).
-    pub(crate) fn api_host(&self) -> &str {
+    pub fn api_host(&self) -> &str {
         match self.registry.as_str() {
             "docker.io" | "index.docker.io" => "registry-1.docker.io",
             other => other,
@@ -94,7 +94,7 @@ impl Reference {
     }
 
     /// What the manifest is asked for by: the digest when pinned, else the tag.
-    pub(crate) fn manifest_ref(&self) -> &str {
+    pub fn manifest_ref(&self) -> &str {
         self.digest
             .as_deref()
             .or(self.tag.as_deref())
@@ -102,7 +102,7 @@ impl Reference {
     }
 
     /// The same reference pinned to `digest`.
-    pub(crate) fn pinned(&self, digest: &str) -> Reference {
+    pub fn pinned(&self, digest: &str) -> Reference {
         Reference {
             digest: Some(digest.to_string()),
             ..self.clone()
@@ -124,7 +124,7 @@ impl fmt::Display for Reference {
 }
 
 /// Whether `text` is `sha256:` and 64 lower-case hex digits (the only digest algorithm accepted).
-pub(crate) fn is_digest(text: &str) -> bool {
+pub fn is_digest(text: &str) -> bool {
     text.strip_prefix("sha256:").is_some_and(|hex| {
         hex.len() == 64
             && hex
@@ -136,7 +136,7 @@ pub(crate) fn is_digest(text: &str) -> bool {
 /// A module reference that cannot be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{text:?} is not an OCI reference (registry/repository:tag@sha256:…): {why}")]
-pub(crate) struct ReferenceError {
+pub struct ReferenceError {
     /// The reference as written (trimmed).
     pub(crate) text: String,
     /// What is wrong with it.

@@ -28,7 +28,7 @@ const MAX_REDIRECTS: usize = 3;
 
 /// Registry credentials (from a docker config: `.dockerconfigjson`).
 #[derive(Clone, PartialEq, Eq)]
-pub(crate) struct Credentials {
+pub struct Credentials {
     /// User name.
     pub(crate) username: String,
     /// Password or access token.
