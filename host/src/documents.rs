@@ -12,21 +12,21 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 /// The largest file read: 64 MiB.
-pub const MAX_FILE: u64 = 64 << 20;
+pub(crate) const MAX_FILE: u64 = 64 << 20;
 
 /// The deepest nesting of YAML collections read (serde_norway refuses deeper ones as well, but only
 /// once its parser has read the whole document, which takes time that grows with the square of the
 /// depth: seconds for a few kilobytes of `[`).
-pub const MAX_YAML_DEPTH: usize = 128;
+pub(crate) const MAX_YAML_DEPTH: usize = 128;
 
 /// A file that cannot be used.
 #[derive(Debug, thiserror::Error)]
 #[error("{}: {message}", path.display())]
 pub struct DocumentError {
     /// The file.
-    pub path: PathBuf,
+    pub(crate) path: PathBuf,
     /// What is wrong.
-    pub message: String,
+    pub(crate) message: String,
 }
 
 fn error(path: &Path, message: impl Into<String>) -> DocumentError {

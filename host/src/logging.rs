@@ -7,7 +7,7 @@ use tracing_subscriber::fmt::format::FmtSpan;
 use tracing_subscriber::EnvFilter;
 
 /// Log levels as Velero spells them (`--log-level`), mapped onto tracing's.
-pub fn filter(level: &str) -> EnvFilter {
+pub(crate) fn filter(level: &str) -> EnvFilter {
     let directive = match level.to_ascii_lowercase().as_str() {
         "trace" => "trace",
         "debug" => "debug",
@@ -21,7 +21,7 @@ pub fn filter(level: &str) -> EnvFilter {
 }
 
 /// Human-readable logs on stderr, for the CLI.
-pub fn init_human(level: &str) {
+pub(crate) fn init_human(level: &str) {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter(level))
         .with_writer(|| LineCap::new(std::io::stderr()))
@@ -33,11 +33,11 @@ pub fn init_human(level: &str) {
 }
 
 /// Longest line the CLI writes to stderr: whatever a module logs, the host's lines stay readable.
-pub const MAX_CLI_LINE: usize = 64 << 10;
+pub(crate) const MAX_CLI_LINE: usize = 64 << 10;
 
 /// A writer for one log line that passes at most [`MAX_CLI_LINE`] bytes and ends a cut line with a
 /// note and a newline (the formatter writes each line through a writer of its own).
-pub struct LineCap<W: Write> {
+pub(crate) struct LineCap<W: Write> {
     inner: W,
     written: usize,
     cut: bool,
@@ -45,7 +45,7 @@ pub struct LineCap<W: Write> {
 
 impl<W: Write> LineCap<W> {
     /// A capped writer for one line.
-    pub fn new(inner: W) -> LineCap<W> {
+    pub(crate) fn new(inner: W) -> LineCap<W> {
         LineCap {
             inner,
             written: 0,

@@ -30,9 +30,9 @@ use opentelemetry_sdk::Resource;
 use tokio::runtime::Handle;
 
 /// The standard variable for the collector's base URL (`/v1/metrics` is appended).
-pub const ENDPOINT_ENV: &str = "OTEL_EXPORTER_OTLP_ENDPOINT";
+pub(crate) const ENDPOINT_ENV: &str = "OTEL_EXPORTER_OTLP_ENDPOINT";
 /// The standard variable for the full URL metrics are posted to (wins over [`ENDPOINT_ENV`]).
-pub const METRICS_ENDPOINT_ENV: &str = "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT";
+pub(crate) const METRICS_ENDPOINT_ENV: &str = "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT";
 
 /// How long the exit waits for the last export: Velero kills a plugin 2 s after `Shutdown`, and the
 /// server has already waited up to 0.5 s for open calls.
@@ -72,7 +72,7 @@ tokio::task_local! {
 }
 
 /// Whether the environment asks for metrics: an OTLP endpoint for them is set and not empty.
-pub fn wanted(var: impl Fn(&str) -> Option<String>) -> bool {
+pub(crate) fn wanted(var: impl Fn(&str) -> Option<String>) -> bool {
     [METRICS_ENDPOINT_ENV, ENDPOINT_ENV]
         .iter()
         .any(|k| var(k).is_some_and(|v| !v.trim().is_empty()))
@@ -80,7 +80,7 @@ pub fn wanted(var: impl Fn(&str) -> Option<String>) -> bool {
 
 /// Starts exporting when the environment asks for it; the exports run on `runtime`. A configuration
 /// the exporter refuses is an info line (not a Velero warning): the plugin serves without metrics.
-pub fn init(runtime: &Handle, config: &crate::config::Config) {
+pub(crate) fn init(runtime: &Handle, config: &crate::config::Config) {
     if !wanted(|k| config.var(k)) {
         return;
     }
@@ -193,7 +193,7 @@ fn instance_id() -> String {
 
 /// Runs one `call` (Velero's name: `Execute`, `Progress`, …) of `action` in `module` and records it
 /// when metrics are exported; otherwise just runs it.
-pub async fn measured<T, E: FailureKind>(
+pub(crate) async fn measured<T, E: FailureKind>(
     module: &str,
     action: &str,
     call: &'static str,
@@ -228,7 +228,7 @@ pub async fn measured<T, E: FailureKind>(
 
 /// What happened to one shadow call, for [`shadow`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ShadowEvent {
+pub(crate) enum ShadowEvent {
     /// Compared with the serving module's result.
     Compared,
     /// Its result differed in this way (one per kind of difference).
@@ -240,7 +240,7 @@ pub enum ShadowEvent {
 }
 
 /// Counts one shadow event of `action` in shadow `module`, when metrics are exported.
-pub fn shadow(module: &str, action: &str, call: &'static str, event: ShadowEvent) {
+pub(crate) fn shadow(module: &str, action: &str, call: &'static str, event: ShadowEvent) {
     let Some(metrics) = METRICS.get() else {
         return;
     };
@@ -269,12 +269,12 @@ pub fn shadow(module: &str, action: &str, call: &'static str, event: ShadowEvent
 
 /// Notes that the host refused a capability call by the module's grant: if the action then fails
 /// with an error, the failure counts as `denied`. Outside a measured call, nothing.
-pub fn note_denied() {
+pub(crate) fn note_denied() {
     let _ = DENIED.try_with(|denied| denied.set(true));
 }
 
 /// Counts one read a read view could serve: answered from it (`hit`) or sent to the API server.
-pub fn note_view_read(hit: bool) {
+pub(crate) fn note_view_read(hit: bool) {
     if let Some(metrics) = METRICS.get() {
         let result = if hit { "hit" } else { "miss" };
         metrics
@@ -284,14 +284,14 @@ pub fn note_view_read(hit: bool) {
 }
 
 /// Notes bytes the read views took (positive) or gave back (negative).
-pub fn note_view_bytes(delta: i64) {
+pub(crate) fn note_view_bytes(delta: i64) {
     if let Some(metrics) = METRICS.get() {
         metrics.view_bytes.add(delta, &[]);
     }
 }
 
 /// An error a measured call can end with, as the metrics count it.
-pub trait FailureKind {
+pub(crate) trait FailureKind {
     /// The `kind` attribute of the failed call: `action` (the action returned an error), `denied` (it
     /// did after a refused capability call: `denied` says whether there was one), `trap`, `deadline`,
     /// `memory`, `limit` (host work for the guest ran past a limit), `output` (an answer Velero cannot
@@ -301,7 +301,7 @@ pub trait FailureKind {
 
 /// Sends the last figures and stops the exporter, waiting at most [`FLUSH_LIMIT`]. Called on every
 /// way out of the plugin, while the runtime that carries the export still runs.
-pub async fn shutdown() {
+pub(crate) async fn shutdown() {
     let Some(metrics) = METRICS.get() else {
         return;
     };

@@ -31,7 +31,7 @@ pub fn default_dir(config: &crate::config::Config) -> Option<PathBuf> {
 /// by handle, each directory opened relative to the one above with `O_NOFOLLOW`: a symbolic link in
 /// place of `root` or of any directory below it is refused, never followed (what is above `root` is
 /// the operator's path, followed as given). The error says which directory fails and why.
-pub fn private_dir(root: &Path, dir: &Path) -> Result<(), PrivateDirError> {
+pub(crate) fn private_dir(root: &Path, dir: &Path) -> Result<(), PrivateDirError> {
     // `dir` is meant to be under `root`; one that is not is checked on its own.
     let (root, below) = match dir.strip_prefix(root) {
         Ok(below) => (root, below),
@@ -114,7 +114,7 @@ fn open_private(
 /// name (created with `O_EXCL`, so nothing already there, a symbolic link least of all, is written
 /// through), then renamed over it, so a reader (another plugin process) sees the old file or the new
 /// one, never a part. The temporary file is removed if any step fails.
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
     let parent = path
         .parent()
@@ -134,7 +134,7 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 
 /// The contents of the regular file `path` of a private directory, up to `limit` bytes. A symbolic
 /// link in its place is refused (`O_NOFOLLOW`), not read through; a missing file is `NotFound`.
-pub fn read_file(path: &Path, limit: u64) -> Result<Vec<u8>, FileError> {
+pub(crate) fn read_file(path: &Path, limit: u64) -> Result<Vec<u8>, FileError> {
     use std::os::unix::fs::OpenOptionsExt;
     let file = std::fs::OpenOptions::new()
         .read(true)
@@ -156,7 +156,7 @@ pub fn read_file(path: &Path, limit: u64) -> Result<Vec<u8>, FileError> {
 
 /// Why a file of the state directory cannot be read.
 #[derive(Debug, thiserror::Error)]
-pub enum FileError {
+pub(crate) enum FileError {
     /// It cannot be opened or read (`NotFound` when it is not there).
     #[error("cannot be read: {0}")]
     Io(#[from] std::io::Error),
@@ -173,7 +173,7 @@ pub enum FileError {
 
 /// The effective user id of this process.
 #[allow(unsafe_code)] // A libc call: see the SAFETY comment.
-pub fn euid() -> u32 {
+pub(crate) fn euid() -> u32 {
     // SAFETY: geteuid has no preconditions and cannot fail.
     unsafe { libc::geteuid() }
 }

@@ -37,10 +37,10 @@ pub struct Selector {
 #[error("label selector {selector:?} does not parse: {source}")]
 pub struct SelectorError {
     /// The selector string.
-    pub selector: String,
+    pub(crate) selector: String,
     /// The parse error.
     #[source]
-    pub source: ParseError,
+    pub(crate) source: ParseError,
 }
 
 /// A selector ready for matching.

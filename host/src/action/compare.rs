@@ -12,7 +12,7 @@ use super::{ActionKind, BackupOutcome, ResourceId, RestoreOutcome};
 /// A backup action's result as compared: the output item and additional items (and, for backup-v2,
 /// the post-operation items), or the error. The operation id is left out: it is the action's own
 /// name for its work, different from one call to the next.
-pub fn backup_result<E: std::fmt::Display>(
+pub(crate) fn backup_result<E: std::fmt::Display>(
     kind: ActionKind,
     result: &Result<BackupOutcome, E>,
 ) -> Value {
@@ -33,7 +33,7 @@ pub fn backup_result<E: std::fmt::Display>(
 
 /// A restore action's result as compared: output item, additional items, `skipRestore` (and, for
 /// restore-v2, whether Velero waits for the additional items), or the error.
-pub fn restore_result<E: std::fmt::Display>(
+pub(crate) fn restore_result<E: std::fmt::Display>(
     kind: ActionKind,
     result: &Result<RestoreOutcome, E>,
 ) -> Value {
@@ -54,7 +54,7 @@ pub fn restore_result<E: std::fmt::Display>(
 }
 
 /// An item-block action's result as compared: the set of related items, or the error.
-pub fn related_result<E: std::fmt::Display>(result: &Result<Vec<ResourceId>, E>) -> Value {
+pub(crate) fn related_result<E: std::fmt::Display>(result: &Result<Vec<ResourceId>, E>) -> Value {
     match result {
         Ok(items) => json!({"relatedItems": id_set(items)}),
         Err(e) => json!({"error": e.to_string()}),
@@ -62,7 +62,7 @@ pub fn related_result<E: std::fmt::Display>(result: &Result<Vec<ResourceId>, E>)
 }
 
 /// A delete action's result as compared: done, or the error.
-pub fn delete_result<E: std::fmt::Display>(result: &Result<(), E>) -> Value {
+pub(crate) fn delete_result<E: std::fmt::Display>(result: &Result<(), E>) -> Value {
     match result {
         Ok(()) => json!({"deleted": true}),
         Err(e) => json!({"error": e.to_string()}),
@@ -72,7 +72,7 @@ pub fn delete_result<E: std::fmt::Display>(result: &Result<(), E>) -> Value {
 /// The largest item compared field by field. A larger one (up to a module's 64 MiB output limit) is
 /// compared by its bytes' sha256 and reported as too large to diff: parsed whole, a 60 MB item took
 /// gigabytes, and a shadow's comparison took the plugin process down with it.
-pub const MAX_PARSED_ITEM: usize = 1 << 20;
+pub(crate) const MAX_PARSED_ITEM: usize = 1 << 20;
 
 /// An item as compared: its JSON, its text when it is not JSON, or, past [`MAX_PARSED_ITEM`], its
 /// size and sha256 (so equal bytes compare equal and any change shows as a changed digest).
@@ -89,7 +89,7 @@ fn item_value(item: &str) -> Value {
 /// Resource ids as compared: an object keyed by Velero's notation (`resource.group ns/name`), so that
 /// a difference names the item added or removed rather than a position in a list (order is not
 /// compared: Velero backs additional items up whatever their order).
-pub fn id_set(ids: &[ResourceId]) -> Value {
+pub(crate) fn id_set(ids: &[ResourceId]) -> Value {
     let sorted: BTreeMap<String, Value> = ids
         .iter()
         .map(|id| (id.to_string(), Value::Bool(true)))
@@ -100,18 +100,18 @@ pub fn id_set(ids: &[ResourceId]) -> Value {
 /// How two results differ: the JSON Patch (RFC 6902) from the first to the second, and the kinds of
 /// difference it holds.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Comparison {
+pub(crate) struct Comparison {
     /// The patch from the old (serving) result to the new (candidate) one; empty when equal.
-    pub patch: Value,
+    pub(crate) patch: Value,
     /// The kinds of difference, in order: `error` (one failed, the other did not), `error-message`
     /// (both failed, differently), or the fields that differ: `item`, `additional-items`,
     /// `post-operation-items`, `related-items`, `skip-restore`, `wait-for-additional-items`.
-    pub kinds: Vec<&'static str>,
+    pub(crate) kinds: Vec<&'static str>,
 }
 
 impl Comparison {
     /// Compares two results made by the functions above.
-    pub fn of(old: &Value, new: &Value) -> Comparison {
+    pub(crate) fn of(old: &Value, new: &Value) -> Comparison {
         if old == new {
             return Comparison {
                 patch: Value::Array(Vec::new()),
@@ -140,7 +140,7 @@ impl Comparison {
     }
 
     /// Whether the two results are the same.
-    pub fn same(&self) -> bool {
+    pub(crate) fn same(&self) -> bool {
         self.kinds.is_empty()
     }
 }
@@ -160,13 +160,13 @@ fn field_kind(field: &str) -> &'static str {
 }
 
 /// A JSON pointer as people read it: `~1` and `~0` unescaped (a key may hold `/`).
-pub fn readable_pointer(pointer: &str) -> String {
+pub(crate) fn readable_pointer(pointer: &str) -> String {
     pointer.replace("~1", "/").replace("~0", "~")
 }
 
 /// A patch's operations one per line (`op pointer value`), as people read them; a set member's
 /// value (`true`) says nothing, so only its key is shown.
-pub fn patch_lines(patch: &Value) -> Vec<String> {
+pub(crate) fn patch_lines(patch: &Value) -> Vec<String> {
     patch
         .as_array()
         .into_iter()

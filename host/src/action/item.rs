@@ -74,7 +74,7 @@ impl ItemRef {
     }
 
     /// Plural lower-case resource, derived from the kind.
-    pub fn resource(&self) -> String {
+    pub(crate) fn resource(&self) -> String {
         plural_of(&self.kind)
     }
 

@@ -2,7 +2,7 @@
 //! goes in and what comes out. Neither gRPC nor wasmtime types appear here.
 
 mod applies_to;
-pub mod compare;
+pub(crate) mod compare;
 mod item;
 
 use std::fmt;
@@ -10,8 +10,8 @@ use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
-pub use applies_to::{AppliesTo, NoMatch, Selector, SelectorError};
-pub use item::{plural_of, ItemRef, NotAnObject};
+pub use applies_to::{AppliesTo, Selector};
+pub use item::{plural_of, ItemRef};
 
 /// The kinds of Velero item action a component can provide.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -33,7 +33,7 @@ pub enum ActionKind {
 
 impl ActionKind {
     /// Every kind, in the order Velero's Go framework lists them.
-    pub const ALL: [ActionKind; 6] = [
+    pub(crate) const ALL: [ActionKind; 6] = [
         ActionKind::Backup,
         ActionKind::BackupV2,
         ActionKind::Restore,
@@ -43,7 +43,7 @@ impl ActionKind {
     ];
 
     /// The kind string Velero's `ListPlugins` uses (`BackupItemActionV2`, …).
-    pub fn velero_kind(self) -> &'static str {
+    pub(crate) fn velero_kind(self) -> &'static str {
         match self {
             ActionKind::Backup => "BackupItemAction",
             ActionKind::BackupV2 => "BackupItemActionV2",
@@ -55,14 +55,14 @@ impl ActionKind {
     }
 
     /// Whether the action takes a Backup (backup, item-block and delete kinds) rather than a Restore.
-    pub fn takes_backup(self) -> bool {
+    pub(crate) fn takes_backup(self) -> bool {
         !matches!(self, ActionKind::Restore | ActionKind::RestoreV2)
     }
 
     /// Whether Velero's service for `self` can run an action of kind `actual`: the same kind, or the
     /// other version of it (v2 calls carry everything v1 calls do; a v1 call can carry no operation).
     /// A module update may move an action between versions while Velero still knows the old one.
-    pub fn can_serve(self, actual: ActionKind) -> bool {
+    pub(crate) fn can_serve(self, actual: ActionKind) -> bool {
         use ActionKind::*;
         self == actual
             || matches!(
@@ -75,14 +75,14 @@ impl ActionKind {
     }
 
     /// The kind of a Velero `ListPlugins` kind string.
-    pub fn from_velero_kind(kind: &str) -> Option<ActionKind> {
+    pub(crate) fn from_velero_kind(kind: &str) -> Option<ActionKind> {
         ActionKind::ALL
             .into_iter()
             .find(|k| k.velero_kind() == kind)
     }
 
     /// The WIT name (`backup-v2`).
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             ActionKind::Backup => "backup",
             ActionKind::BackupV2 => "backup-v2",
@@ -157,7 +157,7 @@ pub enum Need {
 
 impl Need {
     /// A kube need from its WIT form: `resource` may end in ` in ns,ns` (see [`Need`]).
-    pub fn kube(resource: &str, verbs: Vec<Verb>) -> Need {
+    pub(crate) fn kube(resource: &str, verbs: Vec<Verb>) -> Need {
         let (resource, namespaces) = match resource.split_once(" in ") {
             Some((resource, namespaces)) => (
                 resource.trim(),

@@ -24,7 +24,7 @@ use crate::runtime::{ActionEntry, Catalog, LoadedModule, Runtime};
 
 /// Arguments of `actions`.
 #[derive(Debug, clap::Args)]
-pub struct ActionsArgs {
+pub(crate) struct ActionsArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -49,7 +49,7 @@ pub struct ActionsArgs {
 }
 
 /// Runs the command; returns the exit status.
-pub async fn actions(args: ActionsArgs, config: &Config) -> u8 {
+pub(crate) async fn actions(args: ActionsArgs, config: &Config) -> u8 {
     let (runtime, problems) = match load(&args, config).await {
         Ok(loaded) => loaded,
         Err(failure) => {

@@ -17,7 +17,7 @@ use crate::capabilities::Services;
 
 /// Arguments of `bench`: those of `run`, and how many calls.
 #[derive(Debug, clap::Args)]
-pub struct BenchArgs {
+pub(crate) struct BenchArgs {
     #[command(flatten)]
     run: RunArgs,
 
@@ -37,7 +37,7 @@ pub struct BenchArgs {
 }
 
 /// Runs the command; returns the exit status.
-pub async fn bench(args: BenchArgs, config: &crate::config::Config) -> u8 {
+pub(crate) async fn bench(args: BenchArgs, config: &crate::config::Config) -> u8 {
     match measure(args, config).await {
         Ok(()) => EXIT_OK,
         Err(failure) => {

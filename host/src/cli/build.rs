@@ -22,7 +22,7 @@ const TARGET: &str = "wasm32-wasip2";
 
 /// Arguments of `build`.
 #[derive(Debug, clap::Args)]
-pub struct BuildArgs {
+pub(crate) struct BuildArgs {
     /// The crate to build (a directory with a Cargo.toml whose lib is a `cdylib`); its manifest is
     /// `<package name>.toml` beside Cargo.toml.
     #[arg(value_name = "DIR", default_value = ".")]
@@ -30,7 +30,7 @@ pub struct BuildArgs {
 }
 
 /// Runs the command; returns the exit status.
-pub async fn build(args: BuildArgs, config: &Config) -> u8 {
+pub(crate) async fn build(args: BuildArgs, config: &Config) -> u8 {
     match build_and_check(&args.dir, config).await {
         Ok(code) => code,
         Err(failure) => {

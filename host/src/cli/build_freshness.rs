@@ -18,17 +18,17 @@ use super::failure::Failure;
 
 /// `--allow-stale`, the one definition `run`, `bench`, `module pack` and `module push` share.
 #[derive(Debug, Default, Clone, clap::Args)]
-pub struct StaleArgs {
+pub(crate) struct StaleArgs {
     /// Use a crate's module/ even when its sources or manifest changed after it was built (by
     /// default that is refused, as `test` refuses it: run `velero-wasm build` first).
     #[arg(long)]
-    pub allow_stale: bool,
+    pub(crate) allow_stale: bool,
 }
 
 impl StaleArgs {
     /// Refuses (bad input) a crate's `module/` that is not its latest build, unless `--allow-stale`.
     /// `path` is a module directory, or a file in one (`module/<name>.wasm` or `.toml`).
-    pub fn check(&self, path: &Path) -> Result<(), Failure> {
+    pub(crate) fn check(&self, path: &Path) -> Result<(), Failure> {
         if self.allow_stale {
             return Ok(());
         }
@@ -50,7 +50,7 @@ impl StaleArgs {
 
 /// Why `module_dir` is not the latest build of the crate around it; `None` when it is, or when it is
 /// not a crate's `module/` (a directory of modules given by hand is the author's to keep).
-pub fn stale_reason(module_dir: &Path) -> Option<String> {
+pub(crate) fn stale_reason(module_dir: &Path) -> Option<String> {
     if module_dir.file_name()? != "module" {
         return None;
     }

@@ -39,7 +39,7 @@ use crate::runtime::{calls, ActionEntry, Lane, Runtime};
 
 /// Arguments of `diff`.
 #[derive(Debug, clap::Args)]
-pub struct DiffArgs {
+pub(crate) struct DiffArgs {
     /// The backup: a Velero backup archive (the backup's .tar.gz from object storage), or a file or
     /// directory of manifests (JSON or YAML, as `run --cluster` reads them).
     #[arg(value_name = "BACKUP")]
@@ -77,7 +77,7 @@ pub struct DiffArgs {
 }
 
 /// Runs the command; returns the exit status.
-pub async fn diff(args: DiffArgs, config: &Config) -> u8 {
+pub(crate) async fn diff(args: DiffArgs, config: &Config) -> u8 {
     match execute(&args, config).await {
         Ok(report) => {
             if args.json {

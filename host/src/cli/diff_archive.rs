@@ -9,26 +9,26 @@ use anyhow::{anyhow, bail, Context};
 use flate2::read::MultiGzDecoder;
 
 /// Most entries read from an archive (files, directories and anything else in the tar).
-pub const MAX_ENTRIES: usize = 500_000;
+pub(crate) const MAX_ENTRIES: usize = 500_000;
 /// Largest item file read: Kubernetes stores nothing near this big (etcd's limit is about 1.5 MiB).
-pub const MAX_ITEM_BYTES: u64 = 8 << 20;
+pub(crate) const MAX_ITEM_BYTES: u64 = 8 << 20;
 /// Most bytes of items kept from one archive, in all.
-pub const MAX_TOTAL_BYTES: u64 = 1 << 30;
+pub(crate) const MAX_TOTAL_BYTES: u64 = 1 << 30;
 /// Most memory the items of one archive are taken to need once parsed (by [`parsed_estimate`]), for
 /// the fixture cluster `diff` runs against holds them parsed: 8 MiB of `[0,0,…]` is four million
 /// values, hundreds of MiB parsed, and four such items took `diff` past 1 GiB.
-pub const MAX_PARSED_BYTES: u64 = 768 << 20;
+pub(crate) const MAX_PARSED_BYTES: u64 = 768 << 20;
 /// What one JSON value is taken to cost once parsed, besides its text: the value and its share of
 /// the array or object around it.
 const BYTES_PER_VALUE: u64 = 48;
 
 /// Most bytes read from an archive once uncompressed, skipped entries included: a gzip stream of
 /// zeros would otherwise keep `diff` decompressing for as long as it likes.
-pub const MAX_ARCHIVE_BYTES: u64 = 8 << 30;
+pub(crate) const MAX_ARCHIVE_BYTES: u64 = 8 << 30;
 
 /// Largest tar extension header (GNU long name `L`, long link name `K`, PAX `x` and `g`) read: they
 /// hold a path or a few records, and the `tar` crate would read one of any size whole into memory.
-pub const MAX_EXTENSION_BYTES: u64 = 64 << 10;
+pub(crate) const MAX_EXTENSION_BYTES: u64 = 64 << 10;
 
 /// The items of a backup, each with where it was read from (an archive entry or a file).
 pub struct BackupItems {
@@ -37,7 +37,7 @@ pub struct BackupItems {
     /// cluster keeps the one parsed copy.
     pub items: Vec<(String, String)>,
     /// The backup format version of `metadata/version`, when the source is an archive that has one.
-    pub format_version: Option<String>,
+    pub(crate) format_version: Option<String>,
     /// Whether they come from an archive (rather than from files the fixture cluster can read).
     pub archive: bool,
 }
@@ -294,7 +294,7 @@ impl<R: Read> Read for Bounded<R> {
 
 /// Memory `text` is taken to need once parsed: the text, and [`BYTES_PER_VALUE`] for each `,`, `:`,
 /// `[` and `{` in it (at most one value each; inside strings they count too, which only errs high).
-pub fn parsed_estimate(text: &str) -> u64 {
+pub(crate) fn parsed_estimate(text: &str) -> u64 {
     let values = text
         .bytes()
         .filter(|b| matches!(b, b',' | b':' | b'[' | b'{'))

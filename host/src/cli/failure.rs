@@ -1,21 +1,21 @@
 //! How a command ends: its exit status, and the message it prints when it fails.
 
 /// Exit status: the command worked.
-pub const EXIT_OK: u8 = 0;
+pub(crate) const EXIT_OK: u8 = 0;
 /// Exit status: the action (or something it needed) failed.
-pub const EXIT_FAILED: u8 = 1;
+pub(crate) const EXIT_FAILED: u8 = 1;
 /// Exit status: bad input (unreadable file, bad JSON or YAML, unknown action, wrong item).
-pub const EXIT_BAD_INPUT: u8 = 2;
+pub(crate) const EXIT_BAD_INPUT: u8 = 2;
 
 /// Longest failure message printed: a module's error is the module's to size, stderr is not.
 const MAX_MESSAGE: usize = 16 << 10;
 
 /// A command's failure: what to print, and the exit status.
-pub struct Failure {
+pub(crate) struct Failure {
     /// Exit status.
-    pub code: u8,
+    pub(crate) code: u8,
     /// One line (or a few) for stderr.
-    pub message: String,
+    pub(crate) message: String,
 }
 
 impl Failure {

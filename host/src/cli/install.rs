@@ -11,18 +11,18 @@ use std::path::{Path, PathBuf};
 use super::failure::{Failure, EXIT_OK};
 
 /// The file name in the plugin directory (Velero runs every executable file there).
-pub const INSTALLED_NAME: &str = "velero-wasm";
+pub(crate) const INSTALLED_NAME: &str = "velero-wasm";
 
 /// Arguments of `install-plugin`.
 #[derive(Debug, clap::Args)]
-pub struct InstallArgs {
+pub(crate) struct InstallArgs {
     /// Velero's plugin directory, as mounted in the init container (Velero's convention: /target).
     #[arg(value_name = "DIR")]
     dir: PathBuf,
 }
 
 /// Runs the command; returns the exit status.
-pub fn install_plugin(args: InstallArgs) -> u8 {
+pub(crate) fn install_plugin(args: InstallArgs) -> u8 {
     match install(&args.dir) {
         Ok(path) => {
             println!(

@@ -51,7 +51,7 @@ use version::VERSION;
 /// Velero runs this binary as a plugin (it sets VELERO_PLUGIN=hello); by hand, use the commands below.
 #[derive(Debug, Parser)]
 #[command(name = "velero-wasm", version = VERSION, propagate_version = true)]
-pub struct Cli {
+pub(crate) struct Cli {
     #[command(subcommand)]
     command: Command,
 

@@ -25,18 +25,18 @@ use crate::modules::{
 };
 
 /// The label key the host lists module ConfigMaps by; its value is the module's name.
-pub const MODULE_LABEL: &str = configmaps::LABEL;
+pub(crate) const MODULE_LABEL: &str = configmaps::LABEL;
 
 /// The largest object Kubernetes stores (etcd's limit for a ConfigMap): 1 MiB.
-pub const MAX_OBJECT: usize = 1 << 20;
+pub(crate) const MAX_OBJECT: usize = 1 << 20;
 
 /// The most all annotations of one object may hold together (Kubernetes' `TotalAnnotationSizeLimitB`).
 /// Client-side `kubectl apply` copies the whole object into its `last-applied-configuration`
 /// annotation, so a ConfigMap larger than this must be applied server-side or created.
-pub const MAX_ANNOTATIONS: usize = 256 << 10;
+pub(crate) const MAX_ANNOTATIONS: usize = 256 << 10;
 
 /// The annotation in which a client-side `kubectl apply` keeps the object as it was applied.
-pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+pub(crate) const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
 /// The bytes a client-side `kubectl apply` of `object` adds to its annotations, as Kubernetes counts
 /// them (key and value): the object as compact JSON, in which Go's encoder writes `<`, `>` and `&` as
@@ -55,7 +55,7 @@ const MAX_MODULE_FILE: u64 = 64 << 20;
 
 /// Arguments of `module keygen`.
 #[derive(Debug, clap::Args)]
-pub struct KeygenArgs {
+pub(crate) struct KeygenArgs {
     /// Where to write: PREFIX.key and PREFIX.pub (neither may exist).
     #[arg(long, value_name = "PREFIX")]
     out: PathBuf,
@@ -63,7 +63,7 @@ pub struct KeygenArgs {
 
 /// Arguments of `module pack`.
 #[derive(Debug, clap::Args)]
-pub struct PackArgs {
+pub(crate) struct PackArgs {
     /// A module directory, one module's component (<name>.wasm, with <name>.toml beside it), or a
     /// manifest alone (<name>.toml: an override of the stock module of that name).
     #[arg(value_name = "DIR|MODULE.wasm|MODULE.toml")]
@@ -106,7 +106,7 @@ const STOCK_VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// Arguments of `module export`.
 #[derive(Debug, clap::Args)]
-pub struct ExportArgs {
+pub(crate) struct ExportArgs {
     /// The stock module (see `velero-wasm actions`).
     name: String,
     /// The directory to write into (created if missing; existing files are not overwritten).
@@ -115,7 +115,7 @@ pub struct ExportArgs {
 
 /// Arguments of `module verify`.
 #[derive(Debug, clap::Args)]
-pub struct VerifyArgs {
+pub(crate) struct VerifyArgs {
     /// A module directory, or a YAML (or JSON) file of module ConfigMaps as `module pack` writes them.
     #[arg(value_name = "DIR|FILE.yaml")]
     path: PathBuf,

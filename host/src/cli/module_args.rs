@@ -14,7 +14,7 @@ use crate::runtime::{CompileCache, Runtime};
 
 /// Which stock modules load, and where modules beyond them come from.
 #[derive(Debug, clap::Args)]
-pub struct ModuleArgs {
+pub(crate) struct ModuleArgs {
     /// A directory of modules (<name>.wasm with <name>.toml beside it), or a file of module
     /// ConfigMaps as `module pack` writes them, that add to or replace the stock modules by name.
     #[arg(long, env = "VELERO_WASM_MODULES", value_name = "DIR|FILE")]

@@ -5,7 +5,7 @@ use super::{module, push};
 
 /// The subcommands of `module`.
 #[derive(Debug, clap::Subcommand)]
-pub enum ModuleCommand {
+pub(crate) enum ModuleCommand {
     /// Make a key pair for signing modules: PREFIX.key (private, mode 0600) and PREFIX.pub (for the
     /// hosts' VELERO_WASM_TRUSTED_KEYS). Prints the key id.
     Keygen(module::KeygenArgs),
@@ -23,7 +23,7 @@ pub enum ModuleCommand {
 }
 
 /// Runs a `module` subcommand; returns the exit status.
-pub async fn run(command: ModuleCommand, config: &crate::config::Config) -> u8 {
+pub(crate) async fn run(command: ModuleCommand, config: &crate::config::Config) -> u8 {
     let (verb, result) = match command {
         ModuleCommand::Keygen(args) => ("keygen", module::keygen(&args)),
         ModuleCommand::Pack(args) => ("pack", module::pack(&args, config)),

@@ -19,7 +19,7 @@ use crate::modules::valid_module_name;
     the crate, at vendor/velero-wasm-sdk, and Cargo.toml depends on it by path: the crate builds with \
     this binary and Cargo alone. --sdk uses another copy instead."
 )]
-pub struct NewArgs {
+pub(crate) struct NewArgs {
     /// The directory to create (or an empty one); its last component names the crate, the module and
     /// the action (`example.io/NAME`): lower-case letters, digits and `-`, starting with a letter.
     #[arg(value_name = "NAME")]
@@ -121,7 +121,7 @@ struct KindTemplates {
 }
 
 /// Runs the command; returns the exit status.
-pub fn new(args: NewArgs) -> u8 {
+pub(crate) fn new(args: NewArgs) -> u8 {
     match create(&args) {
         Ok(()) => EXIT_OK,
         Err(failure) => {
@@ -320,7 +320,7 @@ fn create_javascript(args: &NewArgs, name: &str) -> Result<(), Failure> {
 
 /// The componentize-js version the JavaScript scaffold's package.json pins (and `make javascript`
 /// tests).
-pub const COMPONENTIZE_JS_VERSION: &str = "0.23.0";
+pub(crate) const COMPONENTIZE_JS_VERSION: &str = "0.23.0";
 
 /// The JavaScript example of `kind` (its action and its unit tests), or why there is none.
 fn javascript_templates(kind: ActionKind) -> Result<(&'static str, &'static str), Failure> {

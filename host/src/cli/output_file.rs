@@ -10,7 +10,7 @@ use std::path::Path;
 
 /// Why a file was not written.
 #[derive(Debug, thiserror::Error)]
-pub enum WriteError {
+pub(crate) enum WriteError {
     /// The target is a symbolic link: writing through it would change the file it points to.
     #[error(
         "{path}: is a symbolic link (to {target}): not writing through it; give the file itself"
@@ -30,7 +30,7 @@ pub enum WriteError {
 
 /// Writes `bytes` to `path`, replacing the regular file there (its mode kept) or creating one
 /// (mode 0666 less the umask): never through a symbolic link, never half written.
-pub fn replace(path: &Path, bytes: &[u8]) -> Result<(), WriteError> {
+pub(crate) fn replace(path: &Path, bytes: &[u8]) -> Result<(), WriteError> {
     let shown = path.display().to_string();
     let io = |source: std::io::Error| WriteError::Io {
         path: shown.clone(),

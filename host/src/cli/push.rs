@@ -20,7 +20,7 @@ const PUSH_EXCHANGE_TIMEOUT: std::time::Duration = std::time::Duration::from_sec
 
 /// Arguments of `module push`.
 #[derive(Debug, clap::Args)]
-pub struct PushArgs {
+pub(crate) struct PushArgs {
     /// A module directory holding one module (or name it with --module), or one module's component
     /// (<name>.wasm, with <name>.toml and optionally <name>.sig beside it).
     #[arg(value_name = "DIR|MODULE.wasm")]
@@ -56,7 +56,7 @@ pub struct PushArgs {
 }
 
 /// Runs `module push`.
-pub async fn push(args: &PushArgs, config: &crate::config::Config) -> Result<u8, Failure> {
+pub(crate) async fn push(args: &PushArgs, config: &crate::config::Config) -> Result<u8, Failure> {
     let reference = target(args)?;
     let prepared = prepare(args)?;
     let parts = &prepared.parts;

@@ -28,7 +28,7 @@ const VERBS: [&str; 6] = ["get", "list", "create", "update", "patch", "delete"];
 
 /// Arguments of `rbac`.
 #[derive(Debug, clap::Args)]
-pub struct RbacArgs {
+pub(crate) struct RbacArgs {
     /// The service account Velero runs as.
     #[arg(long, default_value = "velero", value_name = "NAME")]
     service_account: String,
@@ -62,7 +62,7 @@ pub struct RbacArgs {
 }
 
 /// Runs the command; returns the exit status.
-pub fn rbac(args: RbacArgs) -> u8 {
+pub(crate) fn rbac(args: RbacArgs) -> u8 {
     match documents(&args) {
         Ok(yaml) => {
             print!("{yaml}");

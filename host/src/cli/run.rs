@@ -43,7 +43,7 @@ use crate::runtime::{calls, ActionEntry, CallError, Lane, Runtime};
 /// Arguments of `run`.
 #[derive(Debug, clap::Args)]
 #[command(group(clap::ArgGroup::new("subject").required(true).args(["backup", "restore"])))]
-pub struct RunArgs {
+pub(crate) struct RunArgs {
     /// The action, by its Velero name (see `velero-wasm actions`).
     #[arg(long, value_name = "NAME")]
     pub(super) action: String,
@@ -129,7 +129,7 @@ pub struct RunArgs {
 }
 
 /// Runs the command; returns the exit status.
-pub async fn run(args: RunArgs, config: &Config) -> u8 {
+pub(crate) async fn run(args: RunArgs, config: &Config) -> u8 {
     match execute(args, config).await {
         Ok(output) => {
             println!(

@@ -32,7 +32,7 @@ const MODULE: &str = "signing";
 
 /// Arguments of `sign`.
 #[derive(Debug, clap::Args)]
-pub struct SignArgs {
+pub(crate) struct SignArgs {
     #[command(subcommand)]
     target: Target,
 }
@@ -169,7 +169,7 @@ struct AzureArgs {
 }
 
 /// Runs the command; returns the exit status.
-pub async fn sign(args: SignArgs, config: &Config) -> u8 {
+pub(crate) async fn sign(args: SignArgs, config: &Config) -> u8 {
     let outcome = match args.target {
         Target::S3(args) => s3(args, config).await,
         Target::Azure(args) => azure(args, config).await,

@@ -24,7 +24,7 @@ use crate::shadow::Tally;
 
 /// Arguments of `status`.
 #[derive(Debug, clap::Args)]
-pub struct StatusArgs {
+pub(crate) struct StatusArgs {
     /// The plugin's state directory (default: as the plugin finds it: $VELERO_WASM_STATE_DIR, else
     /// $VELERO_SCRATCH_DIR/velero-wasm, …). In the Velero pod:
     /// `kubectl -n velero exec deploy/velero -- /plugins/velero-wasm status`.
@@ -37,7 +37,7 @@ pub struct StatusArgs {
 }
 
 /// Runs the command; returns the exit status.
-pub fn status(args: StatusArgs, config: &crate::config::Config) -> u8 {
+pub(crate) fn status(args: StatusArgs, config: &crate::config::Config) -> u8 {
     let Some(state) = args
         .state_dir
         .clone()

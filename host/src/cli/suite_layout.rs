@@ -11,27 +11,27 @@ use crate::yaml_events::{Event, Events, Kind, SyntaxError};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct CaseLayout {
     /// The 1-based line where the case begins.
-    pub line: u64,
+    pub(crate) line: u64,
     /// Where `--update` may write; None when the case is not written as `key: value` lines (a flow
     /// mapping `{...}` or an alias), which `--update` leaves to be changed by hand.
-    pub block: Option<Block>,
+    pub(crate) block: Option<Block>,
 }
 
 /// A case written as a block mapping.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Block {
     /// The column of the case's keys (0-based, in characters: spaces and `- ` only precede them).
-    pub indent: usize,
+    pub(crate) indent: usize,
     /// The bytes of `expect: …`, from the key to the last character of its value.
-    pub expect: Option<Range<usize>>,
+    pub(crate) expect: Option<Range<usize>>,
     /// The byte after the case's last character.
-    pub end: usize,
+    pub(crate) end: usize,
 }
 
 impl Block {
     /// The edit that makes `block` (`key: value` lines) this case's expectation: the bytes to
     /// replace and what replaces them.
-    pub fn edit(&self, text: &str, block: &str) -> (Range<usize>, String) {
+    pub(crate) fn edit(&self, text: &str, block: &str) -> (Range<usize>, String) {
         let lines = block
             .lines()
             .map(|line| format!("\n{}{line}", " ".repeat(self.indent + 2)))

@@ -39,7 +39,7 @@ const MAX_DIFF_LINES: usize = 12;
 
 /// Arguments of `test`.
 #[derive(Debug, clap::Args)]
-pub struct TestArgs {
+pub(crate) struct TestArgs {
     /// Suite files (YAML). Default: tests/suite.yaml.
     #[arg(value_name = "SUITE")]
     suites: Vec<PathBuf>,
@@ -250,7 +250,7 @@ struct Outcome {
 }
 
 /// Runs the command; returns the exit status.
-pub async fn test(args: TestArgs, config: &Config) -> u8 {
+pub(crate) async fn test(args: TestArgs, config: &Config) -> u8 {
     let suites = match load_all(&args) {
         Ok(suites) => suites,
         Err(status) => return status,

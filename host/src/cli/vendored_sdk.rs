@@ -7,7 +7,7 @@
 use anyhow::anyhow;
 
 /// Where `new` writes the SDK, relative to the new crate.
-pub const VENDOR_DIR: &str = "vendor/velero-wasm-sdk";
+pub(crate) const VENDOR_DIR: &str = "vendor/velero-wasm-sdk";
 
 // `SDK_FILES`: each file of sdk/ and its text (host/build.rs).
 include!(concat!(env!("OUT_DIR"), "/sdk_files.rs"));
@@ -16,7 +16,7 @@ include!(concat!(env!("OUT_DIR"), "/sdk_files.rs"));
 const WORKSPACE: &str = include_str!("../../../Cargo.toml");
 
 /// The SDK's files as `new` writes them: path under the new crate, text.
-pub fn files() -> anyhow::Result<Vec<(String, String)>> {
+pub(crate) fn files() -> anyhow::Result<Vec<(String, String)>> {
     let workspace: toml::Table = WORKSPACE
         .parse()
         .map_err(|e| anyhow!("the workspace Cargo.toml carried in the binary: {e}"))?;

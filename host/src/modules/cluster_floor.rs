@@ -29,9 +29,9 @@ use crate::cluster::live::LazyCluster;
 use crate::cluster::{ApiResource, KubeApi, KubeError};
 
 /// The name of the Secret that keeps the floor, in Velero's namespace.
-pub const SECRET: &str = "velero-wasm-version-floor";
+pub(crate) const SECRET: &str = "velero-wasm-version-floor";
 /// How long each exchange with the API server may take (Velero's calls wait for the modules).
-pub const TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const TIMEOUT: Duration = Duration::from_secs(5);
 /// How many times a write that met a concurrent one reads again.
 const ATTEMPTS: usize = 4;
 
@@ -41,7 +41,7 @@ fn secrets() -> ApiResource {
 
 /// Velero's namespace: `velero_namespace`, else the one the cluster configuration names (`None`
 /// when it cannot be had within [`TIMEOUT`]).
-pub async fn namespace_of(cluster: &LazyCluster, velero_namespace: &str) -> Option<String> {
+pub(crate) async fn namespace_of(cluster: &LazyCluster, velero_namespace: &str) -> Option<String> {
     if !velero_namespace.is_empty() {
         return Some(velero_namespace.to_string());
     }
@@ -89,7 +89,11 @@ async fn read(
 
 /// Reads the floor kept in the cluster into `floor` (each module at the higher of the two), or marks
 /// it unknown when it cannot be read. Returns what is worth a line: why it could not be read.
-pub async fn pull(cluster: &LazyCluster, namespace: &str, floor: &VersionFloor) -> Option<String> {
+pub(crate) async fn pull(
+    cluster: &LazyCluster,
+    namespace: &str,
+    floor: &VersionFloor,
+) -> Option<String> {
     let records = match read(cluster, namespace).await {
         Ok(found) => found.map(|(_, records)| records).unwrap_or_default(),
         Err(why) => {
@@ -121,15 +125,15 @@ pub async fn pull(cluster: &LazyCluster, namespace: &str, floor: &VersionFloor) 
 
 /// What [`push`] did.
 #[derive(Debug, Default, PartialEq, Eq)]
-pub struct Pushed {
+pub(crate) struct Pushed {
     /// The modules whose record was raised in the Secret.
-    pub raised: Vec<String>,
+    pub(crate) raised: Vec<String>,
     /// Whether the Secret was created.
-    pub created: bool,
+    pub(crate) created: bool,
 }
 
 /// Writes the records of `floor` into the Secret where they are higher (creating it if there is none).
-pub async fn push(
+pub(crate) async fn push(
     cluster: &LazyCluster,
     namespace: &str,
     floor: &VersionFloor,

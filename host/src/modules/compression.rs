@@ -12,7 +12,7 @@
 use std::io::{Read as _, Write as _};
 
 /// The file extension of a compressed component (`<name>.wasm.gz`).
-pub const COMPRESSED_EXTENSION: &str = "wasm.gz";
+pub(crate) const COMPRESSED_EXTENSION: &str = "wasm.gz";
 
 /// The most a compressed component in a ConfigMap may expand to: eight times the object limit, far
 /// above any component that fits in a ConfigMap once compressed (components compress to a third or
@@ -22,7 +22,7 @@ pub const MAX_COMPONENT_BYTES: u64 = 8 << 20;
 
 /// Why a compressed component cannot be expanded.
 #[derive(Debug, thiserror::Error)]
-pub enum ExpandError {
+pub(crate) enum ExpandError {
     /// The bytes are not one whole, intact gzip stream.
     #[error("is not gzip data, or is truncated or corrupt: {0}")]
     Corrupt(std::io::Error),
@@ -51,7 +51,7 @@ pub fn compress(wasm: &[u8]) -> std::io::Result<Vec<u8>> {
 }
 
 /// The component a gzip stream holds, at most `limit` bytes of it.
-pub fn expand(gzip: &[u8], limit: u64) -> Result<Vec<u8>, ExpandError> {
+pub(crate) fn expand(gzip: &[u8], limit: u64) -> Result<Vec<u8>, ExpandError> {
     let mut decoder = flate2::bufread::GzDecoder::new(gzip);
     let mut out = Vec::new();
     (&mut decoder)
@@ -82,7 +82,7 @@ pub fn expanded(key: &str, bytes: Vec<u8>) -> Result<(String, Vec<u8>), KeyExpan
 
 /// Like [`expanded`], expanding to at most `limit` bytes (a module directory's components may be as
 /// large as any component: a gzipped one must not be held to less than the same one unzipped).
-pub fn expanded_within(
+pub(crate) fn expanded_within(
     key: &str,
     bytes: Vec<u8>,
     limit: u64,
@@ -102,10 +102,10 @@ pub fn expanded_within(
 #[error("{key}: {source}")]
 pub struct KeyExpandError {
     /// The key, `<name>.wasm.gz`.
-    pub key: String,
+    pub(crate) key: String,
     /// Why it cannot be expanded.
     #[source]
-    pub source: ExpandError,
+    pub(crate) source: ExpandError,
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use super::source::{ModuleSource, Origin};
 
 /// The modules of the ConfigMaps in `file` (YAML documents or JSON, `List`s unwrapped). A ConfigMap
 /// that cannot be used is a problem named `<file>/<module>.wasm`, as a directory's file would be.
-pub fn scan(file: &Path, trusted: Option<&TrustedKeys>) -> DirectoryScan {
+pub(crate) fn scan(file: &Path, trusted: Option<&TrustedKeys>) -> DirectoryScan {
     let mut scan = DirectoryScan::default();
     let objects = match crate::documents::read_objects(&[file.to_path_buf()]) {
         Ok(objects) => objects,

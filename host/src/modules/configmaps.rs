@@ -49,22 +49,22 @@ pub const LABEL: &str = "velero-wasm.io/module";
 /// (`crate::shadow`). Removing the label promotes it.
 pub const SHADOW_LABEL: &str = "velero-wasm.io/shadow";
 /// The environment variable that turns the channel on, off, or leaves it to the environment.
-pub const SWITCH_ENV: &str = "VELERO_WASM_CONFIGMAPS";
+pub(crate) const SWITCH_ENV: &str = "VELERO_WASM_CONFIGMAPS";
 /// The most a module ConfigMap may hold, its files decoded (the API server's object limit).
-pub const MAX_CONFIGMAP_BYTES: u64 = 1 << 20;
+pub(crate) const MAX_CONFIGMAP_BYTES: u64 = 1 << 20;
 /// The most the list of module ConfigMaps may take, all pages together.
-pub const MAX_LIST_BYTES: u64 = 64 << 20;
+pub(crate) const MAX_LIST_BYTES: u64 = 64 << 20;
 /// How long connecting and listing may take at start (Velero's calls wait for the modules).
-pub const LIST_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const LIST_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long an unused cached ConfigMap directory is kept after it left the list.
-pub const PRUNE_AFTER: Duration = Duration::from_secs(600);
+pub(crate) const PRUNE_AFTER: Duration = Duration::from_secs(600);
 /// The file, in the cache, naming the ConfigMaps of the last successful list.
-pub const LISTING: &str = "listing.json";
+pub(crate) const LISTING: &str = "listing.json";
 
 /// Whether module ConfigMaps are read: [`SWITCH_ENV`] `on`, `off`, or `auto` (unset: in a pod,
 /// where `KUBERNETES_SERVICE_HOST` is set).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Switch {
+pub(crate) enum Switch {
     /// Read them, with whatever cluster configuration there is (in-cluster, `KUBECONFIG`).
     On,
     /// Never.
@@ -75,7 +75,7 @@ pub enum Switch {
 
 impl Switch {
     /// The switch `config` sets; an unknown value is an error (and means `auto`).
-    pub fn from_config(config: &Config) -> (Switch, Option<String>) {
+    pub(crate) fn from_config(config: &Config) -> (Switch, Option<String>) {
         match config.var(SWITCH_ENV).as_deref().map(str::trim) {
             None | Some("") | Some("auto") => (Switch::Auto, None),
             Some("on") | Some("true") | Some("1") => (Switch::On, None),
@@ -91,7 +91,7 @@ impl Switch {
 
     /// Whether to read module ConfigMaps, for a process that runs in a pod or not
     /// ([`Config::in_pod`]).
-    pub fn enabled(self, in_pod: bool) -> bool {
+    pub(crate) fn enabled(self, in_pod: bool) -> bool {
         match self {
             Switch::On => true,
             Switch::Off => false,
@@ -107,7 +107,7 @@ impl Switch {
 ///
 /// Once the list is had, before any artifact is pulled, `listed` is given the module names the
 /// listed ConfigMaps label: every other module can serve while the pulls go on.
-pub async fn read(
+pub(crate) async fn read(
     cluster: &LazyCluster,
     velero_namespace: &str,
     state: Option<&Path>,
@@ -318,7 +318,7 @@ async fn still_listed(
 
 /// Lists the module ConfigMaps of `namespace` (bounded by [`MAX_LIST_BYTES`]; the caller bounds the
 /// time).
-pub async fn list(
+pub(crate) async fn list(
     backend: &dyn Backend<KubeCall>,
     namespace: &str,
 ) -> Result<Vec<Value>, KubeError> {
@@ -340,28 +340,28 @@ pub struct Cached {
     pub configmap: String,
     /// The module its label names (empty in a listing written by an earlier version).
     #[serde(default)]
-    pub module: String,
+    pub(crate) module: String,
     /// Its uid (empty in a listing written by an earlier version).
     #[serde(default)]
-    pub uid: String,
+    pub(crate) uid: String,
     /// Its resourceVersion.
     #[serde(rename = "resourceVersion")]
-    pub resource_version: String,
+    pub(crate) resource_version: String,
     /// The directory holding its files (`<uid>-<resourceVersion>`, inside the cache).
     pub dir: PathBuf,
     /// Labelled [`SHADOW_LABEL`]: its module is a shadow, not served.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub shadow: bool,
+    pub(crate) shadow: bool,
     /// Its annotation [`ANNOTATION`](super::failure_policy::ANNOTATION) as written: the module's
     /// failure policy when no manifest of it can be trusted (kept in the listing, for when the list
     /// cannot be read).
     #[serde(default, rename = "onFailure", skip_serializing_if = "Option::is_none")]
-    pub on_failure: Option<String>,
+    pub(crate) on_failure: Option<String>,
 }
 
 impl Cached {
     /// Where its modules come from, for people.
-    pub fn origin(&self) -> Origin {
+    pub(crate) fn origin(&self) -> Origin {
         Origin::ConfigMap {
             name: self.configmap.clone(),
             uid: self.uid.clone(),
@@ -377,11 +377,11 @@ pub struct Problem {
     pub module: Option<String>,
     /// The ConfigMap's uid, when it has one (a module's last good version stands in for a broken
     /// ConfigMap only if it came from the same object, see `plan::load_modules`).
-    pub uid: Option<String>,
+    pub(crate) uid: Option<String>,
     /// What is wrong, naming the ConfigMap.
     pub message: String,
     /// The ConfigMap was labelled a shadow: the module it names serves as before.
-    pub shadow: bool,
+    pub(crate) shadow: bool,
 }
 
 /// What reading the module ConfigMaps gave: the directories to load, in order, and what to report.
@@ -392,19 +392,19 @@ pub struct ConfigMapModules {
     /// ConfigMaps left out.
     pub problems: Vec<Problem>,
     /// Where the last good version of each ConfigMap module is kept.
-    pub last_good: Option<LastGood>,
+    pub(crate) last_good: Option<LastGood>,
     /// Directories written by this process.
     pub written: usize,
     /// Directories an earlier process had written, used as they were.
     pub cached: usize,
     /// Old directories removed.
-    pub pruned: usize,
+    pub(crate) pruned: usize,
     /// Set when the API could not be used and the last listed ConfigMaps are loaded instead.
-    pub fallback: Option<String>,
+    pub(crate) fallback: Option<String>,
     /// The annotation [`ANNOTATION`](super::failure_policy::ANNOTATION) of each listed ConfigMap that
     /// has one, by uid, those that could not be used too: what a module whose ConfigMap cannot be
     /// used falls back on is the ConfigMap's to say when no manifest of it can be trusted.
-    pub on_failure: BTreeMap<String, String>,
+    pub(crate) on_failure: BTreeMap<String, String>,
 }
 
 /// The ConfigMap cache of a state directory.
@@ -424,12 +424,12 @@ impl Cache {
     }
 
     /// Where it is.
-    pub fn dir(&self) -> &Path {
+    pub(crate) fn dir(&self) -> &Path {
         &self.dir
     }
 
     /// The store of last good ConfigMap modules that goes with it.
-    pub fn last_good(&self) -> LastGood {
+    pub(crate) fn last_good(&self) -> LastGood {
         LastGood::for_directory(&self.root, &self.dir)
     }
 
@@ -441,7 +441,7 @@ impl Cache {
 
     /// [`Cache::materialise`], with the artifacts pulled for the ConfigMaps that name one (by the
     /// directory they are written to; see [`pull_artifacts`]).
-    pub fn materialise_pulled(
+    pub(crate) fn materialise_pulled(
         &self,
         items: &[Value],
         pulled: &Pulls,
@@ -659,12 +659,12 @@ fn is_artifact(files: &[(String, Vec<u8>)]) -> bool {
 
 /// The files pulled for ConfigMaps that name an artifact, by the directory each is written to (or
 /// why its pull failed).
-pub type Pulls = BTreeMap<PathBuf, Result<Vec<(String, Vec<u8>)>, PullError>>;
+pub(crate) type Pulls = BTreeMap<PathBuf, Result<Vec<(String, Vec<u8>)>, PullError>>;
 
 /// Pulls the artifacts the listed ConfigMaps name (those whose directory is not written yet), all
 /// within [`oci::PULL_TIMEOUT`], with the settings of `config` and the credentials of the Secrets
 /// its [`oci::PULL_SECRETS_ENV`] names.
-pub async fn pull_artifacts(
+pub(crate) async fn pull_artifacts(
     cache: &Cache,
     items: &[Value],
     cluster: &LazyCluster,
@@ -812,7 +812,7 @@ pub enum CacheError {
 
 /// Why one ConfigMap's files cannot be written to the cache.
 #[derive(Debug, thiserror::Error)]
-pub enum WriteError {
+pub(crate) enum WriteError {
     /// Its uid or resourceVersion cannot name a directory.
     #[error("metadata.{field} {value:?} is not usable as a directory name")]
     DirName {
@@ -840,7 +840,7 @@ pub enum WriteError {
 
 /// Why the artifact a ConfigMap names was not pulled.
 #[derive(Debug, Clone, thiserror::Error)]
-pub enum PullError {
+pub(crate) enum PullError {
     /// The pull failed; `secret` says why the pull Secrets could not be read, if they could not.
     #[error("cannot pull {reference}: {why}{}", secret.as_ref().map(|s| format!(" ({s})")).unwrap_or_default())]
     Failed {
@@ -864,7 +864,7 @@ pub enum PullError {
 
 /// Why a pull Secret gives no docker config.
 #[derive(Debug, thiserror::Error)]
-pub enum SecretError {
+pub(crate) enum SecretError {
     /// The API server did not answer in time.
     #[error("pull Secret {secret}: no answer within {} s", within.as_secs())]
     NoAnswer {
@@ -897,7 +897,7 @@ pub enum SecretError {
 }
 
 /// Whether a module ConfigMap is labelled a shadow ([`SHADOW_LABEL`] `"true"`).
-pub fn is_shadow(item: &Value) -> bool {
+pub(crate) fn is_shadow(item: &Value) -> bool {
     item.pointer("/metadata/labels")
         .and_then(|l| l.get(SHADOW_LABEL))
         .and_then(Value::as_str)
@@ -915,7 +915,10 @@ fn name_of(item: &Value) -> &str {
 /// stored; a component stored compressed (`<module>.wasm.gz`) comes out expanded, as `<module>.wasm`.
 /// `module` is the value of its [`LABEL`]. The host and `velero-wasm module verify` both check a
 /// ConfigMap with it, so that verify passes exactly what the host would load.
-pub fn files_of(item: &Value, module: Option<&str>) -> Result<Vec<(String, Vec<u8>)>, FilesError> {
+pub(crate) fn files_of(
+    item: &Value,
+    module: Option<&str>,
+) -> Result<Vec<(String, Vec<u8>)>, FilesError> {
     let module = match module {
         Some(m) if valid_module_name(m) => m,
         Some(m) => return Err(FilesError::Label(m.to_string())),
@@ -984,7 +987,7 @@ pub fn files_of(item: &Value, module: Option<&str>) -> Result<Vec<(String, Vec<u
 
 /// Why a module ConfigMap's files are not a module's (see [`files_of`]).
 #[derive(Debug, thiserror::Error)]
-pub enum FilesError {
+pub(crate) enum FilesError {
     /// Its label is not a module name.
     #[error("label {LABEL}={0:?} is not a module name (lower-case letters, digits and '-', starting with a letter)")]
     Label(String),

@@ -33,28 +33,31 @@ pub struct DirectoryScan {
     /// Modules ready to compile.
     pub modules: Vec<ModuleSource>,
     /// Manifests without a component: overrides of the stock module of their name.
-    pub overrides: Vec<OverrideFile>,
+    pub(crate) overrides: Vec<OverrideFile>,
     /// Files that could not be used, each with the reason.
     pub problems: Vec<(PathBuf, String)>,
 }
 
 /// A manifest found without its component (`<name>.toml` and no `<name>.wasm`).
 #[derive(Debug, Clone)]
-pub struct OverrideFile {
+pub(crate) struct OverrideFile {
     /// The module it overrides.
-    pub name: String,
+    pub(crate) name: String,
     /// Where it was found.
-    pub path: PathBuf,
+    pub(crate) path: PathBuf,
     /// The manifest as written.
-    pub text: String,
+    pub(crate) text: String,
     /// Its signature, as checked when it was read.
-    pub signature: Option<ModuleSignature>,
+    pub(crate) signature: Option<ModuleSignature>,
 }
 
 /// Reads every module in the directory `dir` (one whole version of a kubelet-mounted directory),
 /// checking signatures against `trusted` keys (see [`read_module`]). Fails only when the directory
 /// itself cannot be read.
-pub fn scan_directory(dir: &Path, trusted: Option<&TrustedKeys>) -> std::io::Result<DirectoryScan> {
+pub(crate) fn scan_directory(
+    dir: &Path,
+    trusted: Option<&TrustedKeys>,
+) -> std::io::Result<DirectoryScan> {
     let mut attempt = 0;
     loop {
         let version = std::fs::read_link(dir.join(KUBELET_DATA)).ok();
@@ -184,7 +187,7 @@ fn scan_once(dir: &Path, trusted: Option<&TrustedKeys>) -> std::io::Result<Direc
 /// Reads one module (`<name>.wasm`, `<name>.toml` and, if present, `<name>.sig` beside it), checking
 /// its name, its sha256 and its signature: with `trusted` keys it must be signed by one of them;
 /// without, a signature present must be well-formed.
-pub fn read_module(
+pub(crate) fn read_module(
     wasm_path: &Path,
     trusted: Option<&TrustedKeys>,
 ) -> Result<ModuleSource, ReadError> {
@@ -238,7 +241,7 @@ pub fn read_module(
 
 /// Why a module's files do not make a module.
 #[derive(Debug, thiserror::Error)]
-pub enum ReadError {
+pub(crate) enum ReadError {
     /// The component's file name is not UTF-8.
     #[error("the file name is not UTF-8")]
     NameNotUtf8,
@@ -296,7 +299,7 @@ fn parts_message(manifest: &Path, signature: &Path, e: &PartError) -> String {
 
 /// Why a module's parts do not make a module.
 #[derive(Debug, thiserror::Error)]
-pub enum PartError {
+pub(crate) enum PartError {
     /// The manifest is invalid.
     #[error("manifest: {0}")]
     Manifest(#[from] ManifestError),
@@ -318,7 +321,7 @@ pub enum PartError {
 
 /// A module from its parts, however they came (files, a packed ConfigMap): the manifest must parse
 /// and pin the component's sha256, and the signature must satisfy `trusted` (see [`verify`]).
-pub fn module_from_parts(
+pub(crate) fn module_from_parts(
     name: &str,
     wasm: Vec<u8>,
     manifest_text: &str,

@@ -18,7 +18,7 @@ pub const ANNOTATION: &str = "velero-wasm.io/on-failure";
 /// What happens when a module's new version cannot be loaded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum FailurePolicy {
+pub(crate) enum FailurePolicy {
     /// Serve the last good copy kept in the state directory; without one, what serves under the
     /// module's name (the stock module): the behaviour before policies existed, and the default.
     LastGood,
@@ -32,10 +32,10 @@ pub enum FailurePolicy {
 
 impl FailurePolicy {
     /// The policy of a module that states none.
-    pub const DEFAULT: FailurePolicy = FailurePolicy::LastGood;
+    pub(crate) const DEFAULT: FailurePolicy = FailurePolicy::LastGood;
 
     /// Parses `last-good`, `stock` or `refuse`.
-    pub fn parse(text: &str) -> Result<FailurePolicy, String> {
+    pub(crate) fn parse(text: &str) -> Result<FailurePolicy, String> {
         match text.trim() {
             "last-good" => Ok(FailurePolicy::LastGood),
             "stock" => Ok(FailurePolicy::Stock),
@@ -47,7 +47,7 @@ impl FailurePolicy {
     }
 
     /// How it is written.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             FailurePolicy::LastGood => "last-good",
             FailurePolicy::Stock => "stock",
@@ -66,7 +66,7 @@ impl FailurePolicy {
     }
 
     /// The strictest of the policies stated, with where it was stated; the default when none is.
-    pub fn strictest<'a>(
+    pub(crate) fn strictest<'a>(
         stated: impl IntoIterator<Item = (FailurePolicy, &'a str)>,
     ) -> (FailurePolicy, &'a str) {
         stated
@@ -94,23 +94,23 @@ impl fmt::Display for FailurePolicy {
 #[serde(rename_all = "camelCase")]
 pub struct PolicyState {
     /// `last-good`, `stock` or `refuse`.
-    pub policy: String,
+    pub(crate) policy: String,
     /// Where it was stated: `manifest`, `ConfigMap annotation`, `last good copy's manifest`, or
     /// `default`.
-    pub from: String,
+    pub(crate) from: String,
     /// Set when the module's new version could not be loaded and the policy decided what serves.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub triggered: Option<Triggered>,
+    pub(crate) triggered: Option<Triggered>,
 }
 
 /// What a failure policy did when it triggered.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Triggered {
+pub(crate) struct Triggered {
     /// `serving last good copy`, `serving stock`, `refusing` or `not served`.
-    pub outcome: String,
+    pub(crate) outcome: String,
     /// Why the new version could not be loaded, and what was done.
-    pub cause: String,
+    pub(crate) cause: String,
 }
 
 #[cfg(test)]

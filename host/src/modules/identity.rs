@@ -8,7 +8,7 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 }
 
 /// Whether a module name is acceptable: lower-case letters, digits and `-`, starting with a letter.
-pub fn valid_module_name(name: &str) -> bool {
+pub(crate) fn valid_module_name(name: &str) -> bool {
     name.starts_with(|c: char| c.is_ascii_lowercase())
         && name.len() <= 63
         && name

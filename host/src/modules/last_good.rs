@@ -34,7 +34,7 @@ impl LastGood {
 
     /// The store for the modules of `module_dir`, under `state_dir`: each module directory (a mounted
     /// ConfigMap) has its own, so that two directories never stand in for each other.
-    pub fn for_directory(state_dir: &Path, module_dir: &Path) -> LastGood {
+    pub(crate) fn for_directory(state_dir: &Path, module_dir: &Path) -> LastGood {
         let canonical =
             std::fs::canonicalize(module_dir).unwrap_or_else(|_| module_dir.to_path_buf());
         let key = sha256_hex(canonical.as_os_str().as_encoded_bytes());
@@ -45,19 +45,19 @@ impl LastGood {
     }
 
     /// Where the store lives.
-    pub fn dir(&self) -> &Path {
+    pub(crate) fn dir(&self) -> &Path {
         &self.dir
     }
 
     /// Creates the store, or says why it cannot be used: it cannot be created, or it (or a directory
     /// above it, up to the state directory) belongs to another user or others can write to it.
-    pub fn open(&self) -> Result<(), PrivateDirError> {
+    pub(crate) fn open(&self) -> Result<(), PrivateDirError> {
         crate::state::private_dir(&self.root, &self.dir)
     }
 
     /// Keeps a copy of a module that loaded, with its signature (so that it can be verified again
     /// when it is recalled). Each file is replaced atomically.
-    pub fn remember(&self, module: &ModuleSource) -> io::Result<()> {
+    pub(crate) fn remember(&self, module: &ModuleSource) -> io::Result<()> {
         self.open().map_err(io::Error::other)?;
         write_if_changed(
             &self.dir.join(format!("{}.toml", module.name)),
@@ -84,7 +84,7 @@ impl LastGood {
     /// The uid of the ConfigMap the remembered version of a module came from, if it came from one:
     /// with trusted keys, a last good version stands in only for a broken update of that same
     /// object, never for a ConfigMap created after it was deleted.
-    pub fn came_from(&self, name: &str) -> Option<String> {
+    pub(crate) fn came_from(&self, name: &str) -> Option<String> {
         let path = self.dir.join(format!("{name}.from"));
         let bytes = crate::regular_file::read(&path, 256).ok()?;
         String::from_utf8(bytes).ok()
@@ -92,7 +92,7 @@ impl LastGood {
 
     /// The remembered version of a module, if there is one, it is intact and its signature satisfies
     /// the `trusted` keys of now (a copy signed by a key no longer trusted is not served).
-    pub fn recall(
+    pub(crate) fn recall(
         &self,
         name: &str,
         trusted: Option<&TrustedKeys>,
@@ -111,7 +111,7 @@ impl LastGood {
 
 /// Why no last good version of a module can stand in for it.
 #[derive(Debug, thiserror::Error)]
-pub enum RecallError {
+pub(crate) enum RecallError {
     /// The store is not private, so nothing in it can be trusted.
     #[error("no earlier version of module {name} can be trusted: {source}")]
     Untrusted {

@@ -51,9 +51,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Deserializer};
 use velero_wasm_grant::GrantText;
-pub use velero_wasm_grant::{
-    parse_byte_size, Grant, KubeRule, Limits, NamespaceRule, Verbs, MAX_MEMORY,
-};
+pub use velero_wasm_grant::{parse_byte_size, KubeRule, NamespaceRule, Verbs, MAX_MEMORY};
+pub(crate) use velero_wasm_grant::{Grant, Limits};
 
 use super::failure_policy::FailurePolicy;
 use super::settings_schema::{self, SettingsSchema, SpecText};
@@ -62,11 +61,11 @@ use super::settings_schema::{self, SettingsSchema, SpecText};
 #[derive(Debug, Clone, Default)]
 pub struct Manifest {
     /// Lower-case hex sha256 of the module's bytes.
-    pub sha256: Option<String>,
+    pub(crate) sha256: Option<String>,
     /// The module's version, which rollback protection compares (see `modules::version_floor`).
-    pub version: Option<semver::Version>,
+    pub(crate) version: Option<semver::Version>,
     /// One line for people.
-    pub description: String,
+    pub(crate) description: String,
     /// Per-call limits.
     pub limits: Limits,
     /// What the module may do.
@@ -77,10 +76,10 @@ pub struct Manifest {
     /// The settings the module declares (`[settings-schema]`); empty: not checked.
     pub settings_schema: SettingsSchema,
     /// `read-views = false`: the module's reads always go to the API server (docs/read-views.md).
-    pub no_read_views: bool,
+    pub(crate) no_read_views: bool,
     /// `on-failure`: what serves when a new version of the module cannot be loaded (see
     /// [`super::failure_policy`]); `None` when the manifest does not say.
-    pub on_failure: Option<FailurePolicy>,
+    pub(crate) on_failure: Option<FailurePolicy>,
 }
 
 /// A manifest as TOML gives it, before its kube rules are read ([`Manifest::parse`] checks and types

@@ -6,7 +6,7 @@
 //! module's settings and limits and may narrow its grant ([`stock_override`]). A module ConfigMap may
 //! name an OCI artifact instead of holding the files ([`oci`]).
 
-pub mod cluster_floor;
+pub(crate) mod cluster_floor;
 pub mod compression;
 mod configmap_file;
 pub mod configmaps;
@@ -22,23 +22,19 @@ pub mod signature;
 mod source;
 mod stock;
 pub mod stock_override;
-pub mod version_floor;
+pub(crate) mod version_floor;
 
-pub use directory::{
-    module_from_parts, read_module, DirectoryScan, OverrideFile, PartError, ReadError,
-};
-pub use failure_policy::FailurePolicy;
-pub use identity::{sha256_hex, valid_module_name};
-pub use last_good::{LastGood, RecallError};
-pub use manifest::{
-    parse_byte_size, Grant, KubeRule, Limits, Manifest, ManifestError, NamespaceRule, Verbs,
-    MAX_MEMORY,
-};
-pub use scan::{directory_names, scan_directory};
-pub use signature::{ModuleSignature, TrustedKeys};
+pub(crate) use directory::{module_from_parts, read_module, DirectoryScan, OverrideFile};
+pub(crate) use failure_policy::FailurePolicy;
+pub use identity::sha256_hex;
+pub(crate) use identity::valid_module_name;
+pub use last_good::LastGood;
+pub use manifest::{parse_byte_size, KubeRule, Manifest, NamespaceRule, Verbs, MAX_MEMORY};
+pub(crate) use manifest::{Grant, Limits};
+pub(crate) use scan::directory_names;
+pub use scan::scan_directory;
+pub(crate) use signature::{ModuleSignature, TrustedKeys};
 pub use source::{ModuleSource, Origin};
-pub use stock::{
-    chosen_stock_modules, stock_modules, stock_names, StockChoice, StockError, UnknownStock,
-    STOCK_ENV,
-};
-pub use version_floor::{Rollback, VersionFloor};
+pub(crate) use stock::chosen_stock_modules;
+pub use stock::{stock_modules, stock_names, StockChoice, STOCK_ENV};
+pub(crate) use version_floor::VersionFloor;

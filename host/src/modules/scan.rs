@@ -20,7 +20,7 @@ pub fn scan_directory(
 
 /// Every module name `dir` ([`scan_directory`]'s) may put in service, without reading a module; `None`
 /// when that cannot be told without reading them all (`dir` is a file of module ConfigMaps).
-pub fn directory_names(dir: &std::path::Path) -> Option<std::collections::BTreeSet<String>> {
+pub(crate) fn directory_names(dir: &std::path::Path) -> Option<std::collections::BTreeSet<String>> {
     match std::fs::metadata(dir) {
         Ok(meta) if meta.is_file() => None,
         _ => Some(directory::names(dir)),

@@ -46,18 +46,18 @@ pub struct SettingsSchema {
     /// Each declared setting.
     pub entries: BTreeMap<String, SettingSpec>,
     /// One line per setting written in the old vocabulary, converted at load: what to write instead.
-    pub deprecations: Vec<String>,
+    pub(crate) deprecations: Vec<String>,
 }
 
 /// One declared setting: its JSON Schema, compiled.
 #[derive(Clone)]
 pub struct SettingSpec {
     /// The schema as declared (the old vocabulary converted), without the host's additions.
-    pub schema: Value,
+    pub(crate) schema: Value,
     /// Its value when no `[settings]` sets it.
     pub default: Option<Value>,
     /// One line for people.
-    pub description: String,
+    pub(crate) description: String,
     /// The schema the validator runs: `schema` with `additionalProperties = false` wherever an
     /// object lists its `properties` and says nothing of others (unknown keys are refused, as a CRD's
     /// strict field validation does).
@@ -158,12 +158,12 @@ pub struct SettingError {
     /// The key as written, and the path inside its value.
     pub key: String,
     /// What is wrong, and what to write.
-    pub problem: SettingProblem,
+    pub(crate) problem: SettingProblem,
 }
 
 /// What is wrong with a setting or its declaration, in words that say what to write.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum SettingProblem {
+pub(crate) enum SettingProblem {
     /// A key that is empty or holds spaces.
     #[error("a setting's key is a non-empty name without spaces")]
     Key,
@@ -216,7 +216,7 @@ fn mean(near: &Option<String>) -> String {
 }
 
 /// A TOML value as JSON: datetimes become their text.
-pub fn toml_to_json(value: toml::Value) -> Value {
+pub(crate) fn toml_to_json(value: toml::Value) -> Value {
     match value {
         toml::Value::String(s) => Value::String(s),
         toml::Value::Integer(i) => Value::from(i),
@@ -237,7 +237,7 @@ pub fn toml_to_json(value: toml::Value) -> Value {
 
 /// A setting's value as a module reads it: strings as written, other scalars as TOML writes them
 /// (`3`, `2.5`, `true`), arrays and tables as JSON.
-pub fn to_text(value: &Value) -> String {
+pub(crate) fn to_text(value: &Value) -> String {
     match value {
         Value::String(s) => s.clone(),
         Value::Number(n) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
@@ -504,7 +504,7 @@ impl SettingsSchema {
     }
 
     /// Whether the module declares no settings (then its settings are not checked).
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
 
@@ -527,7 +527,10 @@ impl SettingsSchema {
     }
 
     /// `settings` with the defaults of the keys they do not set, as the module reads them (text).
-    pub fn with_defaults(&self, settings: &BTreeMap<String, Value>) -> BTreeMap<String, String> {
+    pub(crate) fn with_defaults(
+        &self,
+        settings: &BTreeMap<String, Value>,
+    ) -> BTreeMap<String, String> {
         let mut all: BTreeMap<String, String> = settings
             .iter()
             .map(|(k, v)| (k.clone(), to_text(v)))

@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use super::identity::sha256_hex;
 
 /// The environment variable naming the trusted public keys: a `.pub` file or a directory of them.
-pub const TRUSTED_KEYS_ENV: &str = "VELERO_WASM_TRUSTED_KEYS";
+pub(crate) const TRUSTED_KEYS_ENV: &str = "VELERO_WASM_TRUSTED_KEYS";
 
 /// The largest key or signature file read (a PEM key is a few hundred bytes).
 const MAX_KEY_FILE: u64 = 16 << 10;
@@ -29,7 +29,7 @@ const MAX_KEY_FILE: u64 = 16 << 10;
 /// the manifest's `version`, and so rollback protection, see [`VersionFloor`](super::version_floor::VersionFloor)).
 /// A signature with an expiry signs format 2, which adds `expires <RFC 3339 time>`; one without
 /// signs format 1, which every earlier host verifies.
-pub fn signed_message(
+pub(crate) fn signed_message(
     name: &str,
     component_sha256: Option<&str>,
     manifest_sha256: &str,
@@ -45,13 +45,13 @@ pub fn signed_message(
 }
 
 /// A key's id: the first 8 bytes of the sha256 of its raw 32-byte public key, in lower-case hex.
-pub fn key_id(key: &VerifyingKey) -> String {
+pub(crate) fn key_id(key: &VerifyingKey) -> String {
     sha256_hex(key.as_bytes())[..16].to_string()
 }
 
 /// A key file or signature that cannot be used.
 #[derive(Debug, thiserror::Error)]
-pub enum KeyError {
+pub(crate) enum KeyError {
     /// The file or directory cannot be read.
     #[error("{}: {why}", path.display())]
     Unreadable {
@@ -106,7 +106,7 @@ pub struct PrivateKey {
 
 impl PrivateKey {
     /// A fresh key from the operating system's random source.
-    pub fn generate() -> Result<PrivateKey, KeyError> {
+    pub(crate) fn generate() -> Result<PrivateKey, KeyError> {
         let mut seed = [0u8; 32];
         getrandom::fill(&mut seed).map_err(KeyError::NoRandomness)?;
         let key = SigningKey::from_bytes(&seed);
@@ -115,7 +115,7 @@ impl PrivateKey {
     }
 
     /// Reads a PKCS#8 PEM private key (`PRIVATE KEY`).
-    pub fn read(path: &Path) -> Result<PrivateKey, KeyError> {
+    pub(crate) fn read(path: &Path) -> Result<PrivateKey, KeyError> {
         let text = read_text(path)?;
         let key = SigningKey::from_pkcs8_pem(&text).map_err(|e| KeyError::NotAKey {
             path: path.to_path_buf(),
@@ -126,7 +126,7 @@ impl PrivateKey {
     }
 
     /// The id of its public key.
-    pub fn key_id(&self) -> String {
+    pub(crate) fn key_id(&self) -> String {
         key_id(&self.key.verifying_key())
     }
 
@@ -134,7 +134,7 @@ impl PrivateKey {
     /// every other tool read it. (Version 2, which also carries the public key and is what
     /// ed25519-dalek writes by default, is refused by OpenSSL 3.0 as "unsupported"; [`read`](Self::read)
     /// takes both.)
-    pub fn private_pem(&self) -> Result<String, KeyError> {
+    pub(crate) fn private_pem(&self) -> Result<String, KeyError> {
         ed25519_dalek::pkcs8::KeypairBytes {
             secret_key: self.key.to_bytes(),
             public_key: None,
@@ -148,7 +148,7 @@ impl PrivateKey {
     }
 
     /// The public key as SPKI PEM, for the hosts that verify.
-    pub fn public_pem(&self) -> Result<String, KeyError> {
+    pub(crate) fn public_pem(&self) -> Result<String, KeyError> {
         self.key
             .verifying_key()
             .to_public_key_pem(ed25519_dalek::pkcs8::spki::der::pem::LineEnding::LF)
@@ -171,7 +171,7 @@ impl PrivateKey {
     /// The signature file of a module, refused by hosts after `expires` (when given): an old version
     /// cannot be replayed for longer than that, even to a host that has forgotten it served a newer
     /// one.
-    pub fn sign_until(
+    pub(crate) fn sign_until(
         &self,
         name: &str,
         component_sha256: Option<&str>,
@@ -221,7 +221,7 @@ impl TrustedKeys {
     /// Reads a `.pub` file (SPKI PEM, `PUBLIC KEY`), or every `.pub` file of a directory (a mounted
     /// Secret: its `..data` entries and other dotfiles are skipped, symbolic links followed). A key
     /// file that is not a key is an error naming it.
-    pub fn load(path: &Path) -> Result<TrustedKeys, KeyError> {
+    pub(crate) fn load(path: &Path) -> Result<TrustedKeys, KeyError> {
         let unreadable = |why: String| KeyError::Unreadable {
             path: path.to_path_buf(),
             why,
@@ -271,7 +271,7 @@ impl TrustedKeys {
 
     /// Keys that were configured but cannot be read: every module that needs a signature is refused
     /// with `why`, rather than loaded unchecked.
-    pub fn unusable(source: &Path, why: String) -> TrustedKeys {
+    pub(crate) fn unusable(source: &Path, why: String) -> TrustedKeys {
         TrustedKeys {
             source: source.to_path_buf(),
             keys: Vec::new(),
@@ -279,13 +279,8 @@ impl TrustedKeys {
         }
     }
 
-    /// Where the keys were read from.
-    pub fn source(&self) -> &Path {
-        &self.source
-    }
-
     /// The ids of the keys, in file order.
-    pub fn ids(&self) -> Vec<&str> {
+    pub(crate) fn ids(&self) -> Vec<&str> {
         self.keys.iter().map(|k| k.id.as_str()).collect()
     }
 
@@ -324,9 +319,9 @@ pub enum FormError {
 #[serde(deny_unknown_fields)]
 pub struct SignatureFile {
     /// The id of the signing key (see [`key_id`]).
-    pub key: String,
+    pub(crate) key: String,
     /// The ed25519 signature of [`signed_message`], base64 (standard alphabet, padded).
-    pub signature: String,
+    pub(crate) signature: String,
     /// When hosts stop accepting it (RFC 3339, UTC), if ever; part of the signed message.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires: Option<String>,
@@ -361,7 +356,7 @@ impl SignatureFile {
     }
 
     /// The file's text.
-    pub fn to_text(&self) -> String {
+    pub(crate) fn to_text(&self) -> String {
         let mut text = format!(
             "key = \"{}\"\nsignature = \"{}\"\n",
             self.key, self.signature
@@ -375,32 +370,32 @@ impl SignatureFile {
 
 /// A module's signature, as checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ModuleSignature {
+pub(crate) struct ModuleSignature {
     /// The id of the key it names.
-    pub key: String,
+    pub(crate) key: String,
     /// Whether it was verified with a trusted key. Without trusted keys only its form is checked.
-    pub verified: bool,
+    pub(crate) verified: bool,
     /// The signature file as written (kept with the module's last good copy).
-    pub text: Arc<str>,
+    pub(crate) text: Arc<str>,
     /// When it stops being accepted (RFC 3339, as signed), if it has an expiry.
-    pub expires: Option<String>,
+    pub(crate) expires: Option<String>,
 }
 
 /// How close to its expiry a serving module's signature is called out by `velero-wasm status` and
 /// `velero-wasm actions`: two weeks, the room to sign and apply it again before it stops serving.
-pub const EXPIRY_WARNING_DAYS: u64 = 14;
+pub(crate) const EXPIRY_WARNING_DAYS: u64 = 14;
 
 impl ModuleSignature {
     /// Whole days (rounded up) until the signature expires, when it expires within
     /// [`EXPIRY_WARNING_DAYS`] of `now`; `Some(0)` once it has expired.
-    pub fn expires_within_warning(&self, now: std::time::SystemTime) -> Option<u64> {
+    pub(crate) fn expires_within_warning(&self, now: std::time::SystemTime) -> Option<u64> {
         expiry_warning(self.expires.as_deref()?, now)
     }
 }
 
 /// Whole days (rounded up) from `now` to the RFC 3339 time `expires`, when that is within
 /// [`EXPIRY_WARNING_DAYS`]; `Some(0)` once passed; `None` when further off or not a time.
-pub fn expiry_warning(expires: &str, now: std::time::SystemTime) -> Option<u64> {
+pub(crate) fn expiry_warning(expires: &str, now: std::time::SystemTime) -> Option<u64> {
     let at = humantime::parse_rfc3339(expires).ok()?;
     let left = match at.duration_since(now) {
         Ok(left) => left.as_secs(),
@@ -426,7 +421,7 @@ impl fmt::Display for ModuleSignature {
 
 /// Why a module's signature is refused. Each message names the module and the key concerned.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SignatureError {
+pub(crate) enum SignatureError {
     /// Trusted keys are configured and the module has no signature.
     #[error("module {module} is not signed, and only modules signed by a trusted key are loaded (trusted: {trusted})")]
     Missing {
@@ -489,7 +484,7 @@ pub enum SignatureError {
 /// Checks a module's signature (`signature_text`, the content of its `<name>.sig`, if any). With
 /// `trusted` keys the module must be signed by one of them; without, a signature present must at
 /// least be well-formed. `component_sha256` is `None` for a module that is only a manifest.
-pub fn verify(
+pub(crate) fn verify(
     name: &str,
     component_sha256: Option<&str>,
     manifest_text: &str,
@@ -569,7 +564,7 @@ pub fn verify(
 }
 
 /// The text of the signature file beside a module (`<dir>/<name>.sig`), if there is one.
-pub fn read_signature_file(path: &Path) -> Result<Option<String>, KeyError> {
+pub(crate) fn read_signature_file(path: &Path) -> Result<Option<String>, KeyError> {
     match std::fs::symlink_metadata(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         _ => {}

@@ -22,11 +22,11 @@ pub struct ModuleSource {
     /// Its manifest.
     pub manifest: Manifest,
     /// The manifest as written (kept so that a good module can be remembered as it came).
-    pub manifest_text: Arc<str>,
+    pub(crate) manifest_text: Arc<str>,
     /// Where it came from.
     pub origin: Origin,
     /// Its signature, as checked when it was read (stock modules and modules made in code have none).
-    pub signature: Option<ModuleSignature>,
+    pub(crate) signature: Option<ModuleSignature>,
 }
 
 impl ModuleSource {
@@ -84,7 +84,7 @@ pub enum Origin {
 
 impl Origin {
     /// Whether the component is the binary's own (stock, or stock with an override manifest).
-    pub fn is_stock_component(&self) -> bool {
+    pub(crate) fn is_stock_component(&self) -> bool {
         matches!(self, Origin::Stock | Origin::Override(_))
     }
 }

@@ -42,7 +42,7 @@ pub enum StockChoice {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UnknownStock {
     /// The names not recognised.
-    pub unknown: Vec<String>,
+    pub(crate) unknown: Vec<String>,
 }
 
 impl std::fmt::Display for UnknownStock {
@@ -64,7 +64,7 @@ impl StockChoice {
     /// Reads `all`, `none`, or stock module names separated by commas; empty means `all`. Returns
     /// the choice of the names it knows, and an error naming the others (the caller decides whether
     /// that is fatal).
-    pub fn parse_lenient(text: &str) -> (StockChoice, Option<UnknownStock>) {
+    pub(crate) fn parse_lenient(text: &str) -> (StockChoice, Option<UnknownStock>) {
         let text = text.trim();
         match text {
             "" | "all" => return (StockChoice::All, None),
@@ -132,7 +132,7 @@ pub fn stock_modules() -> Vec<Result<ModuleSource, StockError>> {
 }
 
 /// The embedded modules `choice` includes (see [`stock_modules`]).
-pub fn chosen_stock_modules(choice: &StockChoice) -> Vec<Result<ModuleSource, StockError>> {
+pub(crate) fn chosen_stock_modules(choice: &StockChoice) -> Vec<Result<ModuleSource, StockError>> {
     STOCK
         .iter()
         .filter(|s| choice.includes(s.name))
@@ -159,10 +159,10 @@ pub fn chosen_stock_modules(choice: &StockChoice) -> Vec<Result<ModuleSource, St
 #[error("stock module {module}: manifest: {source}")]
 pub struct StockError {
     /// The stock module.
-    pub module: &'static str,
+    pub(crate) module: &'static str,
     /// What is wrong with its manifest.
     #[source]
-    pub source: ManifestError,
+    pub(crate) source: ManifestError,
 }
 
 #[cfg(test)]

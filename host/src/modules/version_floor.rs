@@ -36,23 +36,23 @@ pub struct VersionFloor {
 
 /// What is kept of the highest version served (also the form of each entry of the cluster's floor).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Served {
+pub(crate) struct Served {
     /// The version, as the manifest wrote it (semantic versioning).
-    pub version: String,
+    pub(crate) version: String,
     /// sha256 of the component (`-` for a manifest without one) and of the manifest, as served.
-    pub content: String,
+    pub(crate) content: String,
 }
 
 impl Served {
     /// The version, parsed; an error names the version that is not semver.
-    pub fn parsed(&self) -> Result<semver::Version, BadVersion> {
+    pub(crate) fn parsed(&self) -> Result<semver::Version, BadVersion> {
         parse(&self.version)
     }
 }
 
 /// Why a module is below its floor.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Rollback {
+pub(crate) enum Rollback {
     /// A lower version than one served.
     #[error("version {offered} is older than version {served}, which this host has served: rollback refused (sign the module with a higher version)")]
     Older {
@@ -89,7 +89,7 @@ pub enum Rollback {
 
 impl VersionFloor {
     /// The floor of the state directory `state` (`<state>/versions`; created when first raised).
-    pub fn at(state: &Path) -> VersionFloor {
+    pub(crate) fn at(state: &Path) -> VersionFloor {
         VersionFloor {
             root: state.to_path_buf(),
             dir: state.join("versions"),
@@ -99,7 +99,7 @@ impl VersionFloor {
 
     /// Says that the floor kept in the cluster could not be read (`why`), or could (`None`): while it
     /// could not, a module without a record here is refused ([`Rollback::ClusterUnknown`]).
-    pub fn set_cluster_unknown(&self, why: Option<String>) {
+    pub(crate) fn set_cluster_unknown(&self, why: Option<String>) {
         *self
             .cluster_unknown
             .lock()
@@ -115,7 +115,7 @@ impl VersionFloor {
 
     /// Every module's record in this directory (a file that cannot be read or parsed is left out: the
     /// check of that module refuses it anyway).
-    pub fn records(&self) -> Result<BTreeMap<String, Served>, Rollback> {
+    pub(crate) fn records(&self) -> Result<BTreeMap<String, Served>, Rollback> {
         crate::state::private_dir(&self.root, &self.dir)
             .map_err(|e| Rollback::Untrusted(e.to_string()))?;
         let entries = std::fs::read_dir(&self.dir)
@@ -138,7 +138,7 @@ impl VersionFloor {
 
     /// Raises the record of `module` to `served` when it is higher than the record here (or there is
     /// none); returns whether it did. The same version with other content leaves the record here.
-    pub fn raise_record(&self, module: &str, served: &Served) -> io::Result<bool> {
+    pub(crate) fn raise_record(&self, module: &str, served: &Served) -> io::Result<bool> {
         let offered = served.parsed().map_err(io::Error::other)?;
         let higher = match self.read(module) {
             Ok(Some(kept)) => parse(&kept.version).map_or(true, |k| offered > k),
@@ -155,7 +155,7 @@ impl VersionFloor {
     }
 
     /// Whether `module` may serve: at or above its floor, and with the content served if at it.
-    pub fn check(&self, module: &ModuleSource) -> Result<(), Rollback> {
+    pub(crate) fn check(&self, module: &ModuleSource) -> Result<(), Rollback> {
         // A floor anybody else could have removed or lowered says nothing: checked before each read,
         // as the directory may have changed since the last module.
         crate::state::private_dir(&self.root, &self.dir)
@@ -190,7 +190,7 @@ impl VersionFloor {
     }
 
     /// Records that `module` serves, if its version is higher than the floor (or there is none).
-    pub fn raise(&self, module: &ModuleSource) -> io::Result<()> {
+    pub(crate) fn raise(&self, module: &ModuleSource) -> io::Result<()> {
         let Some(version) = &module.manifest.version else {
             return Ok(());
         };
@@ -233,7 +233,7 @@ impl VersionFloor {
 /// A version in the floor's file that is not semver.
 #[derive(Debug, thiserror::Error)]
 #[error("{version:?}: {source}")]
-pub struct BadVersion {
+pub(crate) struct BadVersion {
     version: String,
     source: semver::Error,
 }

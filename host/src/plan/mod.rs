@@ -25,12 +25,12 @@ use choose::{plan_configmaps, scan_names, ConfigMapPlan};
 use fallback::{fall_back, open_last_good, record_policies};
 use load::{load_configmap_modules, load_scan, load_shadows, load_stock};
 use policy::{annotated_policies, Sources};
-pub use problem::LoadProblem;
+pub(crate) use problem::LoadProblem;
 
 /// The stock modules in service, with what was worth reporting about them
 /// ([`load_stock_modules`]); later sources fall back to them.
 #[derive(Debug, Default)]
-pub struct StockInService {
+pub(crate) struct StockInService {
     sources: BTreeMap<String, ModuleSource>,
     problems: Vec<LoadProblem>,
 }
@@ -77,7 +77,7 @@ pub async fn load_modules(
 /// Puts the stock modules `choice` names in service (the first step of [`load_modules`]),
 /// so that they can serve while the other sources are still read: a plugin does this before it
 /// lists the module ConfigMaps and pulls the artifacts they name.
-pub async fn load_stock_modules(runtime: &Runtime, choice: &StockChoice) -> StockInService {
+pub(crate) async fn load_stock_modules(runtime: &Runtime, choice: &StockChoice) -> StockInService {
     let mut problems = Vec::new();
     let sources = load_stock(runtime, choice, &mut problems).await;
     StockInService { sources, problems }
@@ -85,7 +85,7 @@ pub async fn load_stock_modules(runtime: &Runtime, choice: &StockChoice) -> Stoc
 
 /// The rest of [`load_modules`] once `stock` ([`load_stock_modules`] of
 /// `config.stock`) serves: the module directory, then the module ConfigMaps.
-pub async fn load_beyond_stock(
+pub(crate) async fn load_beyond_stock(
     runtime: &Runtime,
     config: &ModuleConfig,
     stock: StockInService,

@@ -9,15 +9,15 @@ pub struct LoadProblem {
     pub message: String,
     /// A module (or an update of it) could not be used; otherwise this is a warning about a module
     /// that is in service.
-    pub broken: bool,
+    pub(crate) broken: bool,
     /// Whether the module concerned (or an earlier version of it) is in service.
     pub served: bool,
     /// It concerns a shadow module only: the serving module is untouched, so the plugin logs it
     /// at info, never where Velero counts it (docs/operation.md#what-velero-counts).
-    pub shadow: bool,
+    pub(crate) shadow: bool,
     /// The module's failure policy refused its actions: each item they are given fails with the
     /// reason, which is what Velero counts, so the plugin logs this at info.
-    pub refused: bool,
+    pub(crate) refused: bool,
 }
 
 impl LoadProblem {

@@ -18,15 +18,15 @@ use tokio_stream::wrappers::ReceiverStream;
 
 /// Connections served at once. Velero opens one per plugin process; the rest is headroom, and the
 /// bound on what clients that stopped reading can hold until they are dropped.
-pub const MAX_CONNECTIONS: usize = 256;
+pub(crate) const MAX_CONNECTIONS: usize = 256;
 
 /// How long a new connection may stay silent before it is closed (a gRPC client sends its HTTP/2
 /// preface at once).
-pub const GREETING_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const GREETING_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How long the accept loop pauses after a failure such as running out of file descriptors, which
 /// would otherwise repeat at once for as long as it lasts.
-pub const ACCEPT_BACKOFF: Duration = Duration::from_millis(250);
+pub(crate) const ACCEPT_BACKOFF: Duration = Duration::from_millis(250);
 
 /// The connections `listener` accepts, for tonic's server. The accepting task stops when the stream
 /// is dropped.

@@ -25,7 +25,7 @@ use super::upload;
 
 /// The largest piece of an answer handed to the connection at once; answers up to this size pass
 /// through untouched (Velero's answers are an item, a few kilobytes).
-pub const SLICE: usize = 64 << 10;
+pub(crate) const SLICE: usize = 64 << 10;
 
 /// The tower layer that gives every response an [`Answer`] body.
 #[derive(Clone, Copy, Default)]
@@ -68,7 +68,7 @@ where
 
 /// A response body that hands large messages on a [`SLICE`] at a time, within the process budget
 /// (see the module's doc).
-pub struct Answer {
+pub(crate) struct Answer {
     inner: Body,
     /// The part of a large message not yet handed on, shared with its stall watchdog.
     rest: Option<Arc<Mutex<Rest>>>,
@@ -95,7 +95,7 @@ impl Rest {
 
 impl Answer {
     /// Wraps a response body.
-    pub fn new(inner: Body) -> Answer {
+    pub(crate) fn new(inner: Body) -> Answer {
         Answer {
             inner,
             rest: None,

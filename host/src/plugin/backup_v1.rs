@@ -14,7 +14,7 @@ use crate::action::ActionKind;
 const KIND: ActionKind = ActionKind::Backup;
 
 /// The service, serving the loaded `backup` actions.
-pub struct BackupV1(pub Dispatch);
+pub(crate) struct BackupV1(pub Dispatch);
 
 #[tonic::async_trait]
 impl BackupItemAction for BackupV1 {

@@ -17,7 +17,7 @@ use crate::action::ActionKind;
 const KIND: ActionKind = ActionKind::BackupV2;
 
 /// The service, serving the loaded `backup-v2` actions.
-pub struct BackupV2(pub Dispatch);
+pub(crate) struct BackupV2(pub Dispatch);
 
 #[tonic::async_trait]
 impl BackupItemAction for BackupV2 {

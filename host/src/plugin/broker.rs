@@ -12,10 +12,10 @@ use super::proto::plugin::grpc_broker_server::GrpcBroker;
 use super::proto::plugin::ConnInfo;
 
 /// The method's path: the one client stream of the plugin protocol.
-pub const PATH: &str = "/plugin.GRPCBroker/StartStream";
+pub(crate) const PATH: &str = "/plugin.GRPCBroker/StartStream";
 
 /// The service.
-pub struct Broker;
+pub(crate) struct Broker;
 
 #[tonic::async_trait]
 impl GrpcBroker for Broker {

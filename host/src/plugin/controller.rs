@@ -11,9 +11,9 @@ use super::proto::plugin::grpc_controller_server::GrpcController;
 use super::proto::plugin::Empty;
 
 /// The service: raises `shutdown` when called.
-pub struct Controller {
+pub(crate) struct Controller {
     /// Raised once Shutdown has been called.
-    pub shutdown: Arc<Notify>,
+    pub(crate) shutdown: Arc<Notify>,
 }
 
 #[tonic::async_trait]

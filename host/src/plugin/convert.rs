@@ -13,7 +13,7 @@ pub const GO_ZERO_TIME: prost_types::Timestamp = prost_types::Timestamp {
 };
 
 /// A domain identifier as a `ResourceIdentifier`.
-pub fn resource_identifier(id: ResourceId) -> pb::ResourceIdentifier {
+pub(crate) fn resource_identifier(id: ResourceId) -> pb::ResourceIdentifier {
     pb::ResourceIdentifier {
         group: id.group,
         resource: id.resource,
@@ -23,12 +23,12 @@ pub fn resource_identifier(id: ResourceId) -> pb::ResourceIdentifier {
 }
 
 /// A list of domain identifiers as `ResourceIdentifier`s.
-pub fn resource_identifiers(ids: Vec<ResourceId>) -> Vec<pb::ResourceIdentifier> {
+pub(crate) fn resource_identifiers(ids: Vec<ResourceId>) -> Vec<pb::ResourceIdentifier> {
     ids.into_iter().map(resource_identifier).collect()
 }
 
 /// A `ResourceIdentifier` as a domain identifier.
-pub fn resource_id(id: pb::ResourceIdentifier) -> ResourceId {
+pub(crate) fn resource_id(id: pb::ResourceIdentifier) -> ResourceId {
     ResourceId {
         group: id.group,
         resource: id.resource,
@@ -38,7 +38,7 @@ pub fn resource_id(id: pb::ResourceIdentifier) -> ResourceId {
 }
 
 /// An action's selector as the `ResourceSelector` of an AppliesTo response.
-pub fn resource_selector(selector: &Selector) -> pb::ResourceSelector {
+pub(crate) fn resource_selector(selector: &Selector) -> pb::ResourceSelector {
     pb::ResourceSelector {
         included_namespaces: selector.included_namespaces.clone(),
         excluded_namespaces: selector.excluded_namespaces.clone(),
@@ -50,7 +50,7 @@ pub fn resource_selector(selector: &Selector) -> pb::ResourceSelector {
 
 /// An operation's progress as `OperationProgress`. Times not (yet) known are sent as Go's zero time,
 /// which Velero treats as unset, exactly as a Go plugin would send them.
-pub fn operation_progress(progress: OperationProgress) -> pb::OperationProgress {
+pub(crate) fn operation_progress(progress: OperationProgress) -> pb::OperationProgress {
     pb::OperationProgress {
         completed: progress.completed,
         err: progress.error.unwrap_or_default(),
@@ -64,7 +64,7 @@ pub fn operation_progress(progress: OperationProgress) -> pb::OperationProgress 
 }
 
 /// A wall-clock time as a protobuf timestamp.
-pub fn timestamp(time: SystemTime) -> prost_types::Timestamp {
+pub(crate) fn timestamp(time: SystemTime) -> prost_types::Timestamp {
     match time.duration_since(UNIX_EPOCH) {
         Ok(d) => prost_types::Timestamp {
             seconds: i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
@@ -85,7 +85,7 @@ pub fn timestamp(time: SystemTime) -> prost_types::Timestamp {
 }
 
 /// A duration as a protobuf duration.
-pub fn duration(d: Duration) -> prost_types::Duration {
+pub(crate) fn duration(d: Duration) -> prost_types::Duration {
     prost_types::Duration {
         seconds: i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
         nanos: d.subsec_nanos() as i32,

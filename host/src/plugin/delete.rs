@@ -13,7 +13,7 @@ use crate::action::ActionKind;
 const KIND: ActionKind = ActionKind::Delete;
 
 /// The service, serving the loaded `delete` actions.
-pub struct Delete(pub Dispatch);
+pub(crate) struct Delete(pub Dispatch);
 
 #[tonic::async_trait]
 impl DeleteItemAction for Delete {

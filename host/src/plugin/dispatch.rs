@@ -43,7 +43,7 @@ pub struct Dispatch {
 }
 
 /// What a request's `plugin` names.
-pub enum Found {
+pub(crate) enum Found {
     /// A loaded action.
     Action(Box<dyn ServedAction>),
     /// An action Velero listed that no module provides any more.
@@ -53,7 +53,7 @@ pub enum Found {
 /// An item from a request: its JSON text and its identity.
 pub struct Item {
     /// The JSON, exactly as received.
-    pub text: String,
+    pub(crate) text: String,
     /// Kind, resource, namespace, name.
     pub id: ItemRef,
 }
@@ -78,12 +78,12 @@ impl Dispatch {
     }
 
     /// The actions in service (`ListPlugins` lists them).
-    pub fn actions(&self) -> &dyn ServedActions {
+    pub(crate) fn actions(&self) -> &dyn ServedActions {
         &*self.actions
     }
 
     /// The shadows calls are mirrored to.
-    pub fn shadows(&self) -> &Shadows {
+    pub(crate) fn shadows(&self) -> &Shadows {
         &self.shadows
     }
 
@@ -96,7 +96,7 @@ impl Dispatch {
     /// The action named `name`, if Velero's service for `kind` can run it, or a retired action of that
     /// kind and name; otherwise Velero's "not found" status. While modules load, waits for the module
     /// that provides it (for all of them, when none in service does yet).
-    pub async fn find(&self, kind: ActionKind, name: &str) -> Result<Found, Status> {
+    pub(crate) async fn find(&self, kind: ActionKind, name: &str) -> Result<Found, Status> {
         self.actions.ready_for(name).await;
         let Some(action) = self.actions.action(name) else {
             let listed = (kind, name.to_string());
@@ -123,7 +123,7 @@ impl Dispatch {
 
     /// Backup Execute (v1 and v2): checks the request's documents, names the item in the call's span,
     /// runs the action.
-    pub async fn backup(
+    pub(crate) async fn backup(
         &self,
         kind: ActionKind,
         name: &str,
@@ -161,7 +161,7 @@ impl Dispatch {
     }
 
     /// Restore Execute (v1 and v2), likewise.
-    pub async fn restore(
+    pub(crate) async fn restore(
         &self,
         kind: ActionKind,
         name: &str,
@@ -200,7 +200,7 @@ impl Dispatch {
     }
 
     /// ItemBlockAction GetRelatedItems.
-    pub async fn related_items(
+    pub(crate) async fn related_items(
         &self,
         name: &str,
         item: Vec<u8>,
@@ -223,7 +223,12 @@ impl Dispatch {
     }
 
     /// DeleteItemAction Execute.
-    pub async fn delete(&self, name: &str, item: Vec<u8>, backup: Vec<u8>) -> Result<(), Status> {
+    pub(crate) async fn delete(
+        &self,
+        name: &str,
+        item: Vec<u8>,
+        backup: Vec<u8>,
+    ) -> Result<(), Status> {
         let kind = ActionKind::Delete;
         let found = self.find(kind, name).await?;
         let item = self::item("item", item)?;
@@ -241,7 +246,7 @@ impl Dispatch {
     }
 
     /// Progress (v2): `subject` is the Backup or Restore, in the request field named `field`.
-    pub async fn progress(
+    pub(crate) async fn progress(
         &self,
         kind: ActionKind,
         name: &str,
@@ -264,7 +269,7 @@ impl Dispatch {
     }
 
     /// Cancel (v2), likewise.
-    pub async fn cancel(
+    pub(crate) async fn cancel(
         &self,
         kind: ActionKind,
         name: &str,
@@ -287,7 +292,7 @@ impl Dispatch {
     }
 
     /// AreAdditionalItemsReady (restore v2).
-    pub async fn items_ready(
+    pub(crate) async fn items_ready(
         &self,
         name: &str,
         items: Vec<ResourceId>,
@@ -310,7 +315,7 @@ impl Dispatch {
     }
 
     /// The AppliesTo answer for the action `name` of `kind`: its selector, always set.
-    pub async fn applies_to(
+    pub(crate) async fn applies_to(
         &self,
         kind: ActionKind,
         name: &str,
@@ -455,7 +460,7 @@ fn excerpt(text: &str) -> String {
 /// the call and the action, and once [`tag`] names it, the item's resource, namespace and name, so that
 /// Velero attributes it. Created at error level so that it is enabled whatever `--log-level` says; it
 /// only adds fields.
-pub fn call_span(kind: ActionKind, call: &'static str, action: &str) -> Span {
+pub(crate) fn call_span(kind: ActionKind, call: &'static str, action: &str) -> Span {
     tracing::error_span!(
         "call",
         kind = kind.velero_kind(),
@@ -468,7 +473,7 @@ pub fn call_span(kind: ActionKind, call: &'static str, action: &str) -> Span {
 }
 
 /// Names the item in the current call's span.
-pub fn tag(item: &ItemRef) {
+pub(crate) fn tag(item: &ItemRef) {
     let span = Span::current();
     span.record("resource", item.group_resource().as_str());
     span.record("namespace", item.namespace.as_str());
@@ -477,7 +482,7 @@ pub fn tag(item: &ItemRef) {
 
 /// Runs one call inside its span and logs its outcome at debug level (a failure is Velero's to
 /// report: it logs the status at error level itself).
-pub async fn traced<T>(
+pub(crate) async fn traced<T>(
     span: Span,
     call: impl Future<Output = Result<T, Status>>,
 ) -> Result<Response<T>, Status> {

@@ -14,29 +14,29 @@ pub const COOKIE_KEY: &str = "VELERO_PLUGIN";
 /// The cookie's value.
 pub const COOKIE_VALUE: &str = "hello";
 /// go-plugin's core protocol version (field 1 of the handshake line).
-pub const CORE_PROTOCOL_VERSION: u32 = 1;
+pub(crate) const CORE_PROTOCOL_VERSION: u32 = 1;
 /// Velero's application protocol version (field 2).
-pub const APP_PROTOCOL_VERSION: u32 = 2;
+pub(crate) const APP_PROTOCOL_VERSION: u32 = 2;
 
 /// What the command line says, as far as we care: everything else Velero passes is ignored.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PluginArgs {
+pub(crate) struct PluginArgs {
     /// `argv[0]`, verbatim: Velero re-executes exactly this (ListPlugins' `command`).
-    pub command: String,
+    pub(crate) command: String,
     /// `--log-level` (Velero's spelling: trace, debug, info, warning, error, fatal, panic); `info` by default.
-    pub log_level: String,
+    pub(crate) log_level: String,
     /// `--features`, comma-separated, if given.
-    pub features: Vec<String>,
+    pub(crate) features: Vec<String>,
     /// `--client-qps` of `velero server`, as given (Velero 1.15+ passes it on when the operator set it).
-    pub client_qps: Option<String>,
+    pub(crate) client_qps: Option<String>,
     /// `--client-burst` of `velero server`, as given.
-    pub client_burst: Option<String>,
+    pub(crate) client_burst: Option<String>,
 }
 
 impl PluginArgs {
     /// Reads the arguments Velero passes, in any of the forms it uses: `--flag value`, `--flag=value`
     /// and bare booleans, mixed. Unknown flags and stray values are ignored, never an error.
-    pub fn parse(args: &[OsString]) -> PluginArgs {
+    pub(crate) fn parse(args: &[OsString]) -> PluginArgs {
         let command = args
             .first()
             .map(|a| a.to_string_lossy().into_owned())
@@ -94,14 +94,14 @@ impl PluginArgs {
 
     /// The client-side rate limit of the Kubernetes client: Velero's own, when Velero passed
     /// `--client-qps` or `--client-burst`; none otherwise. A value that does not parse is an error.
-    pub fn rate_limit(&self) -> Result<Option<RateLimit>, BadFlag> {
+    pub(crate) fn rate_limit(&self) -> Result<Option<RateLimit>, BadFlag> {
         RateLimit::from_flags(self.client_qps.as_deref(), self.client_burst.as_deref())
     }
 }
 
 /// Why the process will not serve as a plugin.
 #[derive(Debug, thiserror::Error)]
-pub enum StartError {
+pub(crate) enum StartError {
     /// The cookie is absent or wrong: a person ran the binary.
     #[error(
         "this binary is a Velero plugin: Velero starts it from its plugin directory with {COOKIE_KEY}={COOKIE_VALUE}. \
@@ -136,7 +136,7 @@ pub enum StartError {
 
 /// Why a group name cannot be used.
 #[derive(Debug, thiserror::Error)]
-pub enum GroupError {
+pub(crate) enum GroupError {
     /// The name has a NUL byte.
     #[error("a group name has no NUL byte")]
     Nul,
@@ -152,7 +152,7 @@ pub enum GroupError {
 }
 
 /// Checks the magic cookie and the environment a go-plugin client sets.
-pub fn check_environment(lookup: impl Fn(&str) -> Option<String>) -> Result<(), StartError> {
+pub(crate) fn check_environment(lookup: impl Fn(&str) -> Option<String>) -> Result<(), StartError> {
     if lookup(COOKIE_KEY).as_deref() != Some(COOKIE_VALUE) {
         return Err(StartError::NoCookie);
     }
@@ -163,7 +163,7 @@ pub fn check_environment(lookup: impl Fn(&str) -> Option<String>) -> Result<(), 
 }
 
 /// The directory for the socket: `$PLUGIN_UNIX_SOCKET_DIR`, else the temp dir (`$TMPDIR`, else `/tmp`).
-pub fn socket_dir(lookup: impl Fn(&str) -> Option<String>) -> PathBuf {
+pub(crate) fn socket_dir(lookup: impl Fn(&str) -> Option<String>) -> PathBuf {
     match lookup("PLUGIN_UNIX_SOCKET_DIR").filter(|d| !d.is_empty()) {
         Some(dir) => PathBuf::from(dir),
         // What `std::env::temp_dir` reads, from the lookup given.
@@ -172,22 +172,24 @@ pub fn socket_dir(lookup: impl Fn(&str) -> Option<String>) -> PathBuf {
 }
 
 /// The socket's permissions: only our user (Velero's) may connect.
-pub const SOCKET_MODE: u32 = 0o600;
+pub(crate) const SOCKET_MODE: u32 = 0o600;
 /// The socket's permissions when the client named a group (`PLUGIN_UNIX_SOCKET_GROUP`): that group
 /// may connect too, as with a Go plugin.
-pub const GROUP_SOCKET_MODE: u32 = 0o660;
+pub(crate) const GROUP_SOCKET_MODE: u32 = 0o660;
 
 /// Whether the client asked for gRPC broker multiplexing (`PLUGIN_MULTIPLEX_GRPC`, any non-empty value,
 /// as a Go server reads it). Velero never does; go-plugin 1.6 and later clients may. We do not
 /// multiplex the broker (Velero's plugins never use the broker), so the handshake line says so.
-pub fn multiplex_asked(lookup: impl Fn(&str) -> Option<String>) -> bool {
+pub(crate) fn multiplex_asked(lookup: impl Fn(&str) -> Option<String>) -> bool {
     lookup("PLUGIN_MULTIPLEX_GRPC").is_some_and(|v| !v.is_empty())
 }
 
 /// The group the socket must be handed to (`PLUGIN_UNIX_SOCKET_GROUP`, a group name or a numeric id,
 /// as go-plugin accepts), or `None` when the variable is unset or empty. Velero never sets it; a
 /// go-plugin client that runs plugins as another user of a shared group does.
-pub fn socket_group(lookup: impl Fn(&str) -> Option<String>) -> Result<Option<u32>, StartError> {
+pub(crate) fn socket_group(
+    lookup: impl Fn(&str) -> Option<String>,
+) -> Result<Option<u32>, StartError> {
     let Some(group) = lookup("PLUGIN_UNIX_SOCKET_GROUP").filter(|g| !g.is_empty()) else {
         return Ok(None);
     };
@@ -234,9 +236,9 @@ fn group_id(name: &str) -> Result<u32, GroupError> {
 }
 
 /// The path of our Unix socket; the socket file is removed when this is dropped.
-pub struct Socket {
+pub(crate) struct Socket {
     /// The path.
-    pub path: PathBuf,
+    pub(crate) path: PathBuf,
 }
 
 impl Socket {
@@ -251,7 +253,10 @@ impl Socket {
     /// around `bind` would do it too, but the umask belongs to the whole process, which has threads by
     /// now (tokio's workers, wasmtime's, the module loading): a file or directory one of them created
     /// meanwhile would get the socket's umask (a directory without its owner's search bit, say).
-    pub fn bind(dir: &Path, group: Option<u32>) -> Result<(UnixListener, Socket), StartError> {
+    pub(crate) fn bind(
+        dir: &Path,
+        group: Option<u32>,
+    ) -> Result<(UnixListener, Socket), StartError> {
         use std::os::unix::fs::PermissionsExt;
         let listen = |source| StartError::Listen {
             dir: dir.to_path_buf(),
@@ -363,7 +368,7 @@ fn random_digits() -> u64 {
 /// When the client asked for broker multiplexing ([`multiplex_asked`]) a 7th field answers it, as only
 /// such a client reads one: `false`, so a go-plugin client that requires it stops with its own
 /// "plugin does not support the feature" error instead of misreading the connection.
-pub fn line(socket_path: &Path, multiplex_asked: bool) -> String {
+pub(crate) fn line(socket_path: &Path, multiplex_asked: bool) -> String {
     let mut line = format!(
         "{CORE_PROTOCOL_VERSION}|{APP_PROTOCOL_VERSION}|unix|{}|grpc|",
         socket_path.display()
@@ -375,7 +380,7 @@ pub fn line(socket_path: &Path, multiplex_asked: bool) -> String {
 }
 
 /// Writes the handshake line to stdout and flushes it. Nothing else is ever written to stdout.
-pub fn announce(socket_path: &Path, multiplex_asked: bool) -> Result<(), StartError> {
+pub(crate) fn announce(socket_path: &Path, multiplex_asked: bool) -> Result<(), StartError> {
     let mut out = std::io::stdout().lock();
     writeln!(out, "{}", line(socket_path, multiplex_asked))
         .and_then(|()| out.flush())
@@ -384,7 +389,7 @@ pub fn announce(socket_path: &Path, multiplex_asked: bool) -> Result<(), StartEr
 
 /// Whether the client accepts our application protocol version (`PLUGIN_PROTOCOL_VERSIONS`). Like a Go
 /// server, we announce ours regardless and let the client decide; this is only for a debug line.
-pub fn client_accepts_v2(versions: Option<&str>) -> bool {
+pub(crate) fn client_accepts_v2(versions: Option<&str>) -> bool {
     versions.is_none_or(|v| {
         v.split(',')
             .any(|v| v.trim() == APP_PROTOCOL_VERSION.to_string())

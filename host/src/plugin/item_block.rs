@@ -14,7 +14,7 @@ use crate::action::ActionKind;
 const KIND: ActionKind = ActionKind::ItemBlock;
 
 /// The service, serving the loaded `item-block` actions.
-pub struct ItemBlock(pub Dispatch);
+pub(crate) struct ItemBlock(pub Dispatch);
 
 #[tonic::async_trait]
 impl ItemBlockAction for ItemBlock {

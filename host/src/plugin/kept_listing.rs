@@ -31,7 +31,7 @@ pub struct Listing {
 }
 
 /// The largest listing file read: far more than any plugin lists (a few hundred bytes an action).
-pub const MAX_LISTING: u64 = 4 << 20;
+pub(crate) const MAX_LISTING: u64 = 4 << 20;
 
 /// One listed action.
 pub type Listed = (ActionKind, String);
@@ -50,7 +50,7 @@ struct Entry {
 impl Listing {
     /// The listing of the plugin started as `command` with the modules of `module_dir`, under
     /// `state_dir` (a pod's plugins share a state directory: each binary and directory has its own).
-    pub fn new(state_dir: &Path, command: &str, module_dir: Option<&Path>) -> Listing {
+    pub(crate) fn new(state_dir: &Path, command: &str, module_dir: Option<&Path>) -> Listing {
         let mut key = command.as_bytes().to_vec();
         if let Some(dir) = module_dir {
             let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
@@ -67,12 +67,12 @@ impl Listing {
     }
 
     /// Where the listing is kept.
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
     /// Keeps what was just listed to Velero (atomically: concurrent processes read a whole file).
-    pub fn save(&self, listed: &[Listed]) -> io::Result<()> {
+    pub(crate) fn save(&self, listed: &[Listed]) -> io::Result<()> {
         let file = File {
             listed: listed
                 .iter()
@@ -89,7 +89,7 @@ impl Listing {
 
     /// What was last listed to Velero; nothing when no listing was kept. A listing that cannot be read
     /// is reported and counts as none.
-    pub fn load(&self) -> Vec<Listed> {
+    pub(crate) fn load(&self) -> Vec<Listed> {
         if !self.path.exists() {
             return Vec::new();
         }
@@ -121,7 +121,7 @@ impl Listing {
 
 /// The listed actions that no action `provided` can stand in for (by name, and a kind whose Velero
 /// service can run it).
-pub fn retired(listed: Vec<Listed>, provided: &[Listed]) -> BTreeSet<Listed> {
+pub(crate) fn retired(listed: Vec<Listed>, provided: &[Listed]) -> BTreeSet<Listed> {
     listed
         .into_iter()
         .filter(|(kind, name)| {

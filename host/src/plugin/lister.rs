@@ -56,7 +56,7 @@ impl Advertised {
     }
 
     /// Whether `kind` is listed.
-    pub fn contains(&self, kind: ActionKind) -> bool {
+    pub(crate) fn contains(&self, kind: ActionKind) -> bool {
         self.0.contains(&kind)
     }
 }
@@ -88,7 +88,7 @@ pub struct Lister {
 
 impl Lister {
     /// The listing.
-    pub fn plugins(&self) -> Vec<PluginIdentifier> {
+    pub(crate) fn plugins(&self) -> Vec<PluginIdentifier> {
         let actions = self.dispatch.actions().actions();
         let mut plugins = Vec::new();
         for kind in ActionKind::ALL

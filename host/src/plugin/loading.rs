@@ -32,7 +32,7 @@ pub struct GateLayer {
 
 impl GateLayer {
     /// A gate that opens when `loaded` says true.
-    pub fn new(loaded: watch::Receiver<bool>) -> GateLayer {
+    pub(crate) fn new(loaded: watch::Receiver<bool>) -> GateLayer {
         GateLayer { loaded }
     }
 }

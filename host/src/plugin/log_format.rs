@@ -22,7 +22,7 @@ const MAX_MESSAGE: usize = 16 << 10;
 /// Longest field value kept.
 const MAX_VALUE: usize = 4 << 10;
 /// Longest line written (Velero's reader splits lines at 64 KiB and logs the pieces at debug).
-pub const MAX_LINE: usize = 60 << 10;
+pub(crate) const MAX_LINE: usize = 60 << 10;
 
 /// Keys a guest's own fields may not take: ours, and those Velero drops or interprets.
 const RESERVED: &[&str] = &[
@@ -42,7 +42,7 @@ const RESERVED: &[&str] = &[
 /// Installs hclog JSON logging on stderr at `level` (Velero's spelling), and the panic hook. The
 /// transport's own chatter (h2, hyper, tower) is kept to warnings: at Velero's `--log-level debug`
 /// it would drown the lines that matter.
-pub fn init(level: &str) {
+pub(crate) fn init(level: &str) {
     let mut filter = crate::logging::filter(level);
     for quiet in [
         "h2=warn",
@@ -63,13 +63,13 @@ pub fn init(level: &str) {
 }
 
 /// A [`Layer`] writing hclog JSON lines to the writers `W` makes.
-pub struct HclogLayer<W> {
+pub(crate) struct HclogLayer<W> {
     make_writer: W,
 }
 
 impl<W> HclogLayer<W> {
     /// A layer writing through `make_writer` (e.g. `std::io::stderr`).
-    pub fn new(make_writer: W) -> Self {
+    pub(crate) fn new(make_writer: W) -> Self {
         HclogLayer { make_writer }
     }
 }
@@ -163,7 +163,7 @@ impl Fields {
 
 /// One hclog JSON line, `\n`-terminated: `@level`, `@message`, `@timestamp`, then the fields (later
 /// ones replace earlier ones of the same key; empty `namespace`/`name`/`resource` are left out).
-pub fn format_line(
+pub(crate) fn format_line(
     level: Level,
     message: &str,
     pairs: &[(String, String)],
@@ -247,7 +247,7 @@ fn level_name(level: Level) -> &'static str {
 }
 
 /// The time in hclog's JSON layout, `2006-01-02T15:04:05.000000Z07:00`, in UTC.
-pub fn timestamp(now: SystemTime) -> String {
+pub(crate) fn timestamp(now: SystemTime) -> String {
     humantime::format_rfc3339_micros(now).to_string()
 }
 

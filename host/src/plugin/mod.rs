@@ -11,26 +11,26 @@
 //! VolumeSnapshotter are not served.
 
 pub mod accept;
-pub mod answer;
-pub mod backup_v1;
-pub mod backup_v2;
-pub mod broker;
-pub mod controller;
+pub(crate) mod answer;
+pub(crate) mod backup_v1;
+pub(crate) mod backup_v2;
+pub(crate) mod broker;
+pub(crate) mod controller;
 pub mod convert;
-pub mod delete;
+pub(crate) mod delete;
 pub mod dispatch;
 pub mod handshake;
-pub mod item_block;
+pub(crate) mod item_block;
 pub mod kept_listing;
 pub mod lister;
 pub mod loading;
-pub mod log_format;
+pub(crate) mod log_format;
 pub mod proto;
-pub mod restore_v1;
-pub mod restore_v2;
+pub(crate) mod restore_v1;
+pub(crate) mod restore_v2;
 pub mod served;
-pub mod status;
-pub mod stdio;
+pub(crate) mod status;
+pub(crate) mod stdio;
 pub mod upload;
 
 use std::collections::BTreeSet;
@@ -66,7 +66,7 @@ use lister::{Advertised, Lister, KINDS_ENV};
 
 /// The largest request or response message: Velero's own limit, 2^31−1 bytes (an item and its
 /// Backup can be far larger than gRPC's default 4 MiB).
-pub const MAX_MESSAGE: usize = i32::MAX as usize;
+pub(crate) const MAX_MESSAGE: usize = i32::MAX as usize;
 
 /// The environment variable naming a directory of extra modules.
 pub const MODULES_ENV: &str = "VELERO_WASM_MODULES";

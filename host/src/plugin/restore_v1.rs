@@ -14,7 +14,7 @@ use crate::action::ActionKind;
 const KIND: ActionKind = ActionKind::Restore;
 
 /// The service, serving the loaded `restore` actions.
-pub struct RestoreV1(pub Dispatch);
+pub(crate) struct RestoreV1(pub Dispatch);
 
 #[tonic::async_trait]
 impl RestoreItemAction for RestoreV1 {

@@ -18,7 +18,7 @@ use crate::action::ActionKind;
 const KIND: ActionKind = ActionKind::RestoreV2;
 
 /// The service, serving the loaded `restore-v2` actions.
-pub struct RestoreV2(pub Dispatch);
+pub(crate) struct RestoreV2(pub Dispatch);
 
 #[tonic::async_trait]
 impl RestoreItemAction for RestoreV2 {

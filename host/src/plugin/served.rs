@@ -75,14 +75,14 @@ pub trait ServedAction: Send + Sync {
 }
 
 /// The plugin's actions: those of the wasm runtime's modules in service, mirrored to their shadows.
-pub struct RuntimeActions {
+pub(crate) struct RuntimeActions {
     runtime: Arc<Runtime>,
     shadows: Arc<Shadows>,
 }
 
 impl RuntimeActions {
     /// The actions of `runtime`, whose calls are mirrored to `shadows`.
-    pub fn new(runtime: Arc<Runtime>, shadows: Arc<Shadows>) -> RuntimeActions {
+    pub(crate) fn new(runtime: Arc<Runtime>, shadows: Arc<Shadows>) -> RuntimeActions {
         RuntimeActions { runtime, shadows }
     }
 }

@@ -9,15 +9,15 @@ use crate::action::ActionKind;
 use crate::runtime::{CallError, Fault};
 
 /// Longest status message sent (it travels in an HTTP/2 header, and Velero puts it in a log line).
-pub const MAX_MESSAGE: usize = 16 << 10;
+pub(crate) const MAX_MESSAGE: usize = 16 << 10;
 
 /// Longest text from a request (an action name, an operation id) quoted in a status message, in
 /// characters: a client's text must not make the status too long for the client's header limits.
-pub const MAX_QUOTED: usize = 256;
+pub(crate) const MAX_QUOTED: usize = 256;
 
 /// `text` as a status quotes it: cut to [`MAX_QUOTED`] characters, with an ellipsis and the full
 /// length when cut.
-pub fn quoted(text: &str) -> std::borrow::Cow<'_, str> {
+pub(crate) fn quoted(text: &str) -> std::borrow::Cow<'_, str> {
     match text.char_indices().nth(MAX_QUOTED) {
         Some((end, _)) => format!("{}… ({} bytes in all)", &text[..end], text.len()).into(),
         None => text.into(),
@@ -25,7 +25,7 @@ pub fn quoted(text: &str) -> std::borrow::Cow<'_, str> {
 }
 
 /// The status for a failed call of an action Velero asked for as `kind`.
-pub fn call_failed(kind: ActionKind, error: &CallError) -> Status {
+pub(crate) fn call_failed(kind: ActionKind, error: &CallError) -> Status {
     match error {
         CallError::UnknownAction(name) => not_found(kind, name, "no loaded module provides it"),
         CallError::WrongKind {
@@ -87,7 +87,7 @@ fn status(code: Code, message: &str) -> Status {
 
 /// The status for a `plugin` name that names no action of `kind` (Go: `plugin: <name> was not found
 /// or has an invalid name format`), with our reason.
-pub fn not_found(kind: ActionKind, name: &str, reason: &str) -> Status {
+pub(crate) fn not_found(kind: ActionKind, name: &str, reason: &str) -> Status {
     status(
         Code::Unknown,
         &format!(
@@ -100,7 +100,7 @@ pub fn not_found(kind: ActionKind, name: &str, reason: &str) -> Status {
 
 /// The status for an operation a v2 action started through Velero's v1 service, which cannot report
 /// one (the action was v1 when Velero listed it).
-pub fn untracked_operation(kind: ActionKind, name: &str, id: &str) -> Status {
+pub(crate) fn untracked_operation(kind: ActionKind, name: &str, id: &str) -> Status {
     status(
         Code::Unknown,
         &format!(
@@ -113,7 +113,7 @@ pub fn untracked_operation(kind: ActionKind, name: &str, id: &str) -> Status {
 }
 
 /// The status of Progress or Cancel for an operation of a retired action.
-pub fn retired_operation(name: &str) -> Status {
+pub(crate) fn retired_operation(name: &str) -> Status {
     status(
         Code::Unknown,
         &format!(
@@ -124,7 +124,7 @@ pub fn retired_operation(name: &str) -> Status {
 }
 
 /// The status for a malformed request field.
-pub fn bad_request(field: &str, problem: impl std::fmt::Display) -> Status {
+pub(crate) fn bad_request(field: &str, problem: impl std::fmt::Display) -> Status {
     status(Code::InvalidArgument, &format!("{field}: {problem}"))
 }
 

@@ -11,7 +11,7 @@ use super::proto::plugin::grpc_stdio_server::GrpcStdio;
 use super::proto::plugin::StdioData;
 
 /// The service.
-pub struct Stdio;
+pub(crate) struct Stdio;
 
 #[tonic::async_trait]
 impl GrpcStdio for Stdio {

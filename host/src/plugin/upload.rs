@@ -35,11 +35,6 @@ pub const MAX_HELD: usize = 256 << 20;
 /// Bytes held by every [`WholeMessages`] of the process.
 static HELD: AtomicUsize = AtomicUsize::new(0);
 
-/// Bytes held now by the requests of this process (for tests and metrics).
-pub fn held() -> usize {
-    HELD.load(Ordering::Relaxed)
-}
-
 /// Takes `n` bytes of the process budget, or answers what is held already when they do not fit.
 pub(super) fn reserve(n: usize) -> Result<(), usize> {
     let before = HELD.fetch_add(n, Ordering::Relaxed);
@@ -99,7 +94,7 @@ where
 }
 
 /// A request body that holds back each gRPC message until it is complete (see the module's doc).
-pub struct WholeMessages {
+pub(crate) struct WholeMessages {
     inner: Body,
     /// Received and not yet passed on, in order.
     held: VecDeque<Bytes>,
@@ -126,7 +121,7 @@ pub struct WholeMessages {
 
 impl WholeMessages {
     /// Wraps a request body; `streaming` for a client stream, which may rest between messages.
-    pub fn new(inner: Body, streaming: bool) -> WholeMessages {
+    pub(crate) fn new(inner: Body, streaming: bool) -> WholeMessages {
         WholeMessages {
             inner,
             held: VecDeque::new(),

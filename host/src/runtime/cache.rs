@@ -54,7 +54,7 @@ impl CompileCache {
 
     /// The cached compilation of a module, if there is a usable one. A damaged entry is deleted.
     #[allow(unsafe_code)] // Deserializing compiled code: see the SAFETY comment below.
-    pub fn load(&self, engine: &Engine, sha256: &str) -> Option<Component> {
+    pub(crate) fn load(&self, engine: &Engine, sha256: &str) -> Option<Component> {
         let path = self.path(engine, sha256);
         let started = std::time::Instant::now();
         let entry = match std::fs::read(&path) {
@@ -98,7 +98,7 @@ impl CompileCache {
 
     /// Holds the compile lock of a module until dropped: processes starting at once (Velero starts one
     /// per backup; tests start many) compile a module once, and the others then find it cached.
-    pub fn lock(&self, engine: &Engine, sha256: &str) -> Option<std::fs::File> {
+    pub(crate) fn lock(&self, engine: &Engine, sha256: &str) -> Option<std::fs::File> {
         let path = self.path(engine, sha256).with_extension("lock");
         let file = std::fs::OpenOptions::new()
             .create(true)
@@ -111,7 +111,7 @@ impl CompileCache {
     }
 
     /// Stores a compilation; failures only cost a later compile, so they are logged and ignored.
-    pub fn store(&self, engine: &Engine, sha256: &str, component: &Component) {
+    pub(crate) fn store(&self, engine: &Engine, sha256: &str, component: &Component) {
         let path = self.path(engine, sha256);
         let written = component
             .serialize()
@@ -128,15 +128,15 @@ impl CompileCache {
 /// Which of `actions` and `signing` a module exports: known before it is compiled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(super) struct Interfaces {
-    pub actions: bool,
-    pub signing: bool,
+    pub(crate) actions: bool,
+    pub(crate) signing: bool,
 }
 
 /// What a module said of itself when it was loaded: its interfaces and its actions.
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub(super) struct Description {
-    pub interfaces: Interfaces,
-    pub actions: Vec<crate::action::ActionInfo>,
+    pub(crate) interfaces: Interfaces,
+    pub(crate) actions: Vec<crate::action::ActionInfo>,
 }
 
 impl CompileCache {

@@ -23,7 +23,7 @@ use crate::capabilities::{CallId, CallState};
 /// on the process's memory budget; a shadow call (`crate::shadow`) was admitted by the shadows' own
 /// budget, takes no slot, and runs under the shadows' deadline, CPU share and memory budget.
 #[derive(Clone, Copy, Debug)]
-pub enum Lane {
+pub(crate) enum Lane {
     /// A call whose answer goes to Velero.
     Serving,
     /// A shadow's call, compared and dropped.
@@ -46,10 +46,10 @@ enum Stage<R> {
 /// What every call runs with: the engine, the host's services, where a call's `signing` import goes,
 /// and the slots a serving call waits for. The runtime holds one; a call takes nothing else from it.
 pub(super) struct Caller {
-    pub engine: wasmtime::Engine,
-    pub services: Arc<crate::capabilities::Services>,
-    pub signing: Arc<dyn crate::capabilities::SigningService>,
-    pub slots: Semaphore,
+    pub(crate) engine: wasmtime::Engine,
+    pub(crate) services: Arc<crate::capabilities::Services>,
+    pub(crate) signing: Arc<dyn crate::capabilities::SigningService>,
+    pub(crate) slots: Semaphore,
 }
 
 impl Caller {
@@ -194,21 +194,21 @@ impl Caller {
 /// Where a call runs: the engine, the host-wide services, and where the call's `signing` import goes
 /// (`None` where the import is not offered: inside a signing call itself).
 pub(super) struct Host<'a> {
-    pub engine: &'a wasmtime::Engine,
-    pub services: &'a Arc<crate::capabilities::Services>,
-    pub signing: Option<Arc<dyn crate::capabilities::SigningService>>,
+    pub(crate) engine: &'a wasmtime::Engine,
+    pub(crate) services: &'a Arc<crate::capabilities::Services>,
+    pub(crate) signing: Option<Arc<dyn crate::capabilities::SigningService>>,
 }
 
 /// What one call is given besides its guest function: which call it is, and the grant and limits of
 /// its module.
 pub(super) struct CallInput {
-    pub id: CallId,
-    pub caps: Arc<crate::capabilities::ModuleCaps>,
-    pub limits: crate::modules::Limits,
+    pub(crate) id: CallId,
+    pub(crate) caps: Arc<crate::capabilities::ModuleCaps>,
+    pub(crate) limits: crate::modules::Limits,
     /// The memory budget the call draws on, when not the process's (a shadow call's).
-    pub budget: Option<&'static MemoryBudget>,
+    pub(crate) budget: Option<&'static MemoryBudget>,
     /// The CPU time the call may use, when it has a share (a shadow call's).
-    pub cpu: Option<Duration>,
+    pub(crate) cpu: Option<Duration>,
 }
 
 impl CallInput {

@@ -22,10 +22,10 @@ use crate::capabilities::{CallId, CallState};
 pub(super) type GuestCall<'a, R> = Pin<Box<dyn Future<Output = wasmtime::Result<R>> + Send + 'a>>;
 
 /// The most additional (or related, or post-operation) items one call may return.
-pub const MAX_ITEMS: usize = 100_000;
+pub(crate) const MAX_ITEMS: usize = 100_000;
 
 /// One call of the actions interface with its input.
-pub trait ActionCall: Send + 'static {
+pub(crate) trait ActionCall: Send + 'static {
     /// What the caller gets.
     type Output;
     /// What the guest's export returns, before it is checked.
@@ -175,9 +175,9 @@ pub struct RelatedItems {
     /// The item's identity.
     pub item: ItemRef,
     /// The item's JSON.
-    pub text: String,
+    pub(crate) text: String,
     /// The Backup's JSON.
-    pub backup: String,
+    pub(crate) backup: String,
 }
 
 impl ActionCall for RelatedItems {
@@ -220,9 +220,9 @@ pub struct Delete {
     /// The item's identity.
     pub item: ItemRef,
     /// The item's JSON.
-    pub text: String,
+    pub(crate) text: String,
     /// The Backup's JSON.
-    pub backup: String,
+    pub(crate) backup: String,
 }
 
 impl ActionCall for Delete {
@@ -262,7 +262,7 @@ pub struct Progress {
     /// The operation's id, as the action returned it.
     pub operation_id: String,
     /// The Backup or Restore JSON.
-    pub subject: String,
+    pub(crate) subject: String,
 }
 
 impl ActionCall for Progress {
@@ -302,7 +302,7 @@ pub struct Cancel {
     /// The operation's id.
     pub operation_id: String,
     /// The Backup or Restore JSON.
-    pub subject: String,
+    pub(crate) subject: String,
 }
 
 impl ActionCall for Cancel {
@@ -342,7 +342,7 @@ pub struct ItemsReady {
     /// The additional items.
     pub items: Vec<ResourceId>,
     /// The Restore JSON.
-    pub restore: String,
+    pub(crate) restore: String,
 }
 
 impl ActionCall for ItemsReady {

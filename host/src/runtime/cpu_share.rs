@@ -15,7 +15,7 @@ use std::time::Duration;
 
 /// The CPU time one call may use, and what it used so far.
 #[derive(Debug)]
-pub struct CpuShare {
+pub(crate) struct CpuShare {
     share: Duration,
     meter: Mutex<Meter>,
 }
@@ -30,7 +30,7 @@ struct Meter {
 
 impl CpuShare {
     /// A call that may use `share` of CPU time.
-    pub fn new(share: Duration) -> Arc<CpuShare> {
+    pub(crate) fn new(share: Duration) -> Arc<CpuShare> {
         Arc::new(CpuShare {
             share,
             meter: Mutex::new(Meter::default()),
@@ -38,12 +38,12 @@ impl CpuShare {
     }
 
     /// The share.
-    pub fn share(&self) -> Duration {
+    pub(crate) fn share(&self) -> Duration {
         self.share
     }
 
     /// The CPU time used so far, the poll under way included.
-    pub fn used(&self) -> Duration {
+    pub(crate) fn used(&self) -> Duration {
         let meter = self.meter();
         let current = meter
             .polling_since
@@ -53,12 +53,12 @@ impl CpuShare {
     }
 
     /// Whether the call has used its share.
-    pub fn spent(&self) -> bool {
+    pub(crate) fn spent(&self) -> bool {
         self.used() >= self.share
     }
 
     /// `future`, its CPU time counted against this share.
-    pub fn metered<F: Future>(self: &Arc<Self>, future: F) -> Metered<F> {
+    pub(crate) fn metered<F: Future>(self: &Arc<Self>, future: F) -> Metered<F> {
         Metered {
             inner: Box::pin(future),
             share: self.clone(),
@@ -71,7 +71,7 @@ impl CpuShare {
 }
 
 /// A future whose polls are timed on the polling thread's CPU clock ([`CpuShare::metered`]).
-pub struct Metered<F> {
+pub(crate) struct Metered<F> {
     inner: Pin<Box<F>>,
     share: Arc<CpuShare>,
 }

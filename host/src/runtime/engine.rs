@@ -13,11 +13,11 @@ pub const MAX_CONCURRENT_CALLS: u32 = 64;
 
 /// How often the epoch advances. A running guest yields to the async runtime at every tick, which is
 /// what lets a call's deadline end a guest that never returns.
-pub const EPOCH_TICK: Duration = Duration::from_millis(5);
+pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(5);
 
 /// Builds the engine. Falls back to on-demand allocation where the pool's virtual-memory reservation
 /// is refused (e.g. under a tight `ulimit -v`).
-pub fn new_engine() -> wasmtime::Result<Engine> {
+pub(crate) fn new_engine() -> wasmtime::Result<Engine> {
     let mut config = base_config();
     let mut pool = PoolingAllocationConfig::new();
     // Each running call may hold one nested instance: the signing module serving its `signing` import.

@@ -142,14 +142,14 @@ pub enum Fault {
 #[derive(Debug)]
 pub struct Trapped {
     /// What wasmtime says of the trap.
-    pub cause: String,
+    pub(crate) cause: String,
     /// The innermost guest function with a name, when the backtrace has one.
-    pub frame: Option<String>,
+    pub(crate) frame: Option<String>,
     /// The message of a Rust panic the guest printed to stderr before trapping.
-    pub panic: Option<String>,
+    pub(crate) panic: Option<String>,
     /// The Python traceback the guest printed to stderr before trapping (an exception its code did not
     /// catch), bounded; shown on the lines after the error's own.
-    pub traceback: Option<String>,
+    pub(crate) traceback: Option<String>,
 }
 
 impl Trapped {
@@ -319,11 +319,11 @@ impl std::error::Error for Cause {
 #[error("module {module} ({origin}): {problem}")]
 pub struct LoadError {
     /// Module name.
-    pub module: String,
+    pub(crate) module: String,
     /// Where it came from.
-    pub origin: String,
+    pub(crate) origin: String,
     /// What is wrong.
-    pub problem: String,
+    pub(crate) problem: String,
 }
 
 #[cfg(test)]

@@ -27,7 +27,7 @@ struct State {
 
 /// The loading progress of a runtime.
 #[derive(Debug)]
-pub struct Loading {
+pub(crate) struct Loading {
     state: watch::Sender<State>,
     /// Modules a call is waiting for, in the order asked: the loader takes these first.
     wanted: Mutex<Vec<String>>,
@@ -49,7 +49,7 @@ impl Default for Loading {
 
 impl Loading {
     /// Loading starts: calls wait until the sources are known.
-    pub fn begin(&self) {
+    pub(crate) fn begin(&self) {
         self.state.send_replace(State {
             known: false,
             pending: BTreeSet::new(),
@@ -59,7 +59,7 @@ impl Loading {
 
     /// These modules, and no others, are still to come (or may be: a plugin says so once its sources
     /// are listed, before they are pulled and read, and again with the exact names once they are).
-    pub fn known(&self, pending: BTreeSet<String>) {
+    pub(crate) fn known(&self, pending: BTreeSet<String>) {
         self.state.send_modify(|s| {
             s.known = true;
             s.pending = pending;
@@ -67,12 +67,12 @@ impl Loading {
     }
 
     /// A module is in service (or has fallen back, or is refused): its callers may go on.
-    pub fn settled(&self, module: &str) {
+    pub(crate) fn settled(&self, module: &str) {
         self.state.send_if_modified(|s| s.pending.remove(module));
     }
 
     /// Loading is over, whatever happened.
-    pub fn finish(&self) {
+    pub(crate) fn finish(&self) {
         self.state.send_modify(|s| {
             s.known = true;
             s.pending.clear();
@@ -81,18 +81,18 @@ impl Loading {
     }
 
     /// Waits until every source has been read (or loading is over).
-    pub async fn sources_known(&self) {
+    pub(crate) async fn sources_known(&self) {
         let _ = self.state.subscribe().wait_for(|s| s.known || s.done).await;
     }
 
     /// Waits until loading is over.
-    pub async fn all_done(&self) {
+    pub(crate) async fn all_done(&self) {
         let _ = self.state.subscribe().wait_for(|s| s.done).await;
     }
 
     /// Waits until a call to `action` can be served as it will stay: `module_of` says which module in
     /// service provides it now, if any.
-    pub async fn ready_for(&self, action: &str, module_of: impl Fn(&str) -> Option<String>) {
+    pub(crate) async fn ready_for(&self, action: &str, module_of: impl Fn(&str) -> Option<String>) {
         let mut state = self.state.subscribe();
         loop {
             {
@@ -123,7 +123,7 @@ impl Loading {
 
     /// Of `candidates` (module names, in the loader's order), the index of the one to load next: the
     /// first a call is waiting for, else the first.
-    pub fn next(&self, candidates: &[&str]) -> usize {
+    pub(crate) fn next(&self, candidates: &[&str]) -> usize {
         let wanted = self.wanted.lock().unwrap_or_else(|e| e.into_inner());
         wanted
             .iter()

@@ -23,19 +23,22 @@ use std::sync::Arc;
 use tokio::sync::Semaphore;
 
 #[doc(hidden)]
-pub use benchmark::WarmInstance;
+pub(crate) use benchmark::WarmInstance;
 pub use cache::CompileCache;
 use call::Caller;
-pub use call::Lane;
-pub use calls::ActionCall;
-pub use engine::{EPOCH_TICK, MAX_CONCURRENT_CALLS};
-pub use error::{
-    BadOutput, CallError, Cause, CompileError, Fault, InstantiateError, LoadError, Trapped,
-};
-pub use loading::Loading;
-pub use module::{validate_name, CompileWatch, LoadedModule, NameError};
-pub use registry::{ActionEntry, Catalog, Registry};
-pub use signer::{types as signing_types, Signing};
+pub(crate) use call::Lane;
+pub(crate) use calls::ActionCall;
+pub use engine::MAX_CONCURRENT_CALLS;
+pub(crate) use error::LoadError;
+#[cfg(test)]
+pub(crate) use error::Trapped;
+pub use error::{CallError, Fault};
+pub(crate) use loading::Loading;
+pub use module::validate_name;
+pub(crate) use module::{CompileWatch, LoadedModule};
+pub(crate) use registry::{ActionEntry, Catalog, Registry};
+pub use signer::types as signing_types;
+pub(crate) use signer::Signing;
 
 use crate::action::{BackupOutcome, BackupRequest, ItemRef, RestoreOutcome, RestoreRequest};
 use crate::capabilities::{self, Services};
@@ -59,11 +62,11 @@ pub struct Loaded {
     /// Module name.
     pub module: String,
     /// Number of actions it provides.
-    pub actions: usize,
+    pub(crate) actions: usize,
     /// Whether it exports `velero-wasm:plugin/signing`.
     pub signing: bool,
     /// Things worth telling the operator (needs the grant does not cover).
-    pub warnings: Vec<String>,
+    pub(crate) warnings: Vec<String>,
 }
 
 impl Runtime {
@@ -106,7 +109,7 @@ impl Runtime {
     }
 
     /// Tells `watch` of every module compiled rather than read from the cache.
-    pub fn with_compile_watch(mut self, watch: Option<Arc<dyn CompileWatch>>) -> Runtime {
+    pub(crate) fn with_compile_watch(mut self, watch: Option<Arc<dyn CompileWatch>>) -> Runtime {
         self.compiler.watch = watch;
         self
     }
@@ -126,7 +129,7 @@ impl Runtime {
 
     /// Loads a module as the shadow of the module of its name ([`crate::shadow`]): described and
     /// linked as [`Self::load`] does, but it never serves and may not write.
-    pub async fn load_shadow(&self, source: ModuleSource) -> Result<Loaded, LoadError> {
+    pub(crate) async fn load_shadow(&self, source: ModuleSource) -> Result<Loaded, LoadError> {
         self.load_as(source, true).await
     }
 
@@ -221,7 +224,7 @@ impl Runtime {
     /// Compiles every module in service that is not compiled yet, one at a time (leaving the other
     /// cores to the calls being served), so that no call waits for it later. A plugin does this once
     /// its modules are in service; a call to a module not compiled yet compiles it itself.
-    pub async fn compile_all(&self) {
+    pub(crate) async fn compile_all(&self) {
         for module in self.catalog().modules() {
             module.compile_now().await;
         }
@@ -239,13 +242,13 @@ impl Runtime {
     }
 
     /// How far loading is: a plugin's calls wait on it (see [`Loading`]).
-    pub fn loading(&self) -> &Loading {
+    pub(crate) fn loading(&self) -> &Loading {
         &self.loading
     }
 
     /// Records module `name`'s failure policy and whether it triggered (none: a version serves),
     /// for `status` and `actions`; the module plan ([`crate::plan`]) decides it.
-    pub fn set_policy(&self, name: &str, state: Option<PolicyState>) {
+    pub(crate) fn set_policy(&self, name: &str, state: Option<PolicyState>) {
         self.registry.set_policy(name, state);
     }
 
@@ -263,7 +266,7 @@ impl Runtime {
 
     /// Makes `call` to the action of `entry` in `lane`: the one path of every call of the actions
     /// interface. A call the action's kind does not have (a v1 action has no Progress) is refused.
-    pub async fn call<C: ActionCall>(
+    pub(crate) async fn call<C: ActionCall>(
         &self,
         lane: Lane,
         entry: &ActionEntry,

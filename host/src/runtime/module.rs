@@ -20,29 +20,29 @@ use crate::capabilities::{signing, CallState, EnvGrant, HttpGrant, KubeGrant, Mo
 use crate::modules::{sha256_hex, Grant, Limits, ModuleSignature, ModuleSource, Origin};
 
 /// A module ready to run.
-pub struct LoadedModule {
+pub(crate) struct LoadedModule {
     /// Module name.
-    pub name: Arc<str>,
+    pub(crate) name: Arc<str>,
     /// sha256 of its bytes.
-    pub sha256: String,
+    pub(crate) sha256: String,
     /// Where it came from.
-    pub origin: Origin,
+    pub(crate) origin: Origin,
     /// Its signature, as checked when it was read.
-    pub signature: Option<ModuleSignature>,
+    pub(crate) signature: Option<ModuleSignature>,
     /// Per-call limits.
-    pub limits: Limits,
+    pub(crate) limits: Limits,
     /// Its grant, as the manifest states it.
-    pub grant: Grant,
+    pub(crate) grant: Grant,
     /// One line for people, from the manifest.
-    pub description: String,
+    pub(crate) description: String,
     /// The settings it declares (`[settings-schema]`), for `actions` to show.
-    pub settings_schema: crate::modules::settings_schema::SettingsSchema,
+    pub(crate) settings_schema: crate::modules::settings_schema::SettingsSchema,
     /// The manifest's `version`, if it states one.
-    pub version: Option<String>,
+    pub(crate) version: Option<String>,
     /// Its actions, as it describes them.
-    pub actions: Vec<ActionInfo>,
+    pub(crate) actions: Vec<ActionInfo>,
     /// The failure policy its manifest states (`on-failure`), if any.
-    pub on_failure: Option<crate::modules::FailurePolicy>,
+    pub(crate) on_failure: Option<crate::modules::FailurePolicy>,
     /// Set when its actions are refused (a failure policy `refuse` triggered for its name): every
     /// call fails with this reason instead of running.
     refusal: std::sync::OnceLock<Arc<str>>,
@@ -59,24 +59,24 @@ pub struct LoadedModule {
 /// A module's exports, compiled and linked.
 pub(super) struct Exports {
     /// Set when the module exports `actions`.
-    pub pre: Option<PluginPre<CallState>>,
+    pub(crate) pre: Option<PluginPre<CallState>>,
     /// Set when the module exports `signing`.
-    pub signing: Option<SigningExport>,
+    pub(crate) signing: Option<SigningExport>,
 }
 
 /// What compiling a module needs: the engine, the capabilities to link, the compile cache, and who
 /// is told of a compile.
 #[derive(Clone)]
 pub(super) struct Compiler {
-    pub engine: Engine,
-    pub linker: Linker<CallState>,
-    pub cache: Option<CompileCache>,
-    pub watch: Option<Arc<dyn CompileWatch>>,
+    pub(crate) engine: Engine,
+    pub(crate) linker: Linker<CallState>,
+    pub(crate) cache: Option<CompileCache>,
+    pub(crate) watch: Option<Arc<dyn CompileWatch>>,
 }
 
 /// Told when a module's code is compiled rather than read from the cache: a large module (an
 /// interpreter with it) compiles for seconds to minutes, which a person at a terminal should see.
-pub trait CompileWatch: Send + Sync {
+pub(crate) trait CompileWatch: Send + Sync {
     /// Module `module`, `bytes` long, begins compiling.
     fn started(&self, module: &str, bytes: usize);
     /// Its compile is over (done or failed).
@@ -85,8 +85,8 @@ pub trait CompileWatch: Send + Sync {
 
 /// A module's `signing` export, type-checked at load.
 pub(super) struct SigningExport {
-    pub pre: wasmtime::component::InstancePre<CallState>,
-    pub indices: SignerIndices,
+    pub(crate) pre: wasmtime::component::InstancePre<CallState>,
+    pub(crate) indices: SignerIndices,
 }
 
 impl std::fmt::Debug for LoadedModule {
@@ -101,24 +101,24 @@ impl std::fmt::Debug for LoadedModule {
 
 impl LoadedModule {
     /// The prepared selector of action number `index`.
-    pub fn applies_to(&self, index: usize) -> &AppliesTo {
+    pub(crate) fn applies_to(&self, index: usize) -> &AppliesTo {
         &self.applies_to[index]
     }
 
     /// Refuses every call of the module's actions from now on, with `why` (a failure policy
     /// `refuse` that triggered: the module stays listed so that its items fail rather than go
     /// unhandled). A second refusal keeps the first reason.
-    pub fn refuse(&self, why: &str) {
+    pub(crate) fn refuse(&self, why: &str) {
         let _ = self.refusal.set(Arc::from(why));
     }
 
     /// Why its actions are refused, if they are.
-    pub fn refusal(&self) -> Option<&str> {
+    pub(crate) fn refusal(&self) -> Option<&str> {
         self.refusal.get().map(|why| &**why)
     }
 
     /// Whether the module exports `velero-wasm:plugin/signing`.
-    pub fn exports_signing(&self) -> bool {
+    pub(crate) fn exports_signing(&self) -> bool {
         self.interfaces.signing
     }
 
@@ -163,12 +163,12 @@ impl LoadedModule {
     }
 
     /// Its settings in effect (the manifest's, with an override's applied).
-    pub fn settings(&self) -> &std::collections::BTreeMap<String, String> {
+    pub(crate) fn settings(&self) -> &std::collections::BTreeMap<String, String> {
         &self.caps.settings
     }
 
     /// Compiles the module now if it is not yet (the plugin does this for every module once it serves).
-    pub async fn compile_now(&self) {
+    pub(crate) async fn compile_now(&self) {
         if let Err(problem) = self.exports().await {
             // A shadow that does not compile fails only its own calls, each counted as its fault.
             if self.caps.shadow {
@@ -182,7 +182,7 @@ impl LoadedModule {
 
 impl Exports {
     /// Which interfaces these exports provide.
-    pub fn interfaces(&self) -> Interfaces {
+    pub(crate) fn interfaces(&self) -> Interfaces {
         Interfaces {
             actions: self.pre.is_some(),
             signing: self.signing.is_some(),
@@ -192,15 +192,15 @@ impl Exports {
 
 /// A module whose actions are not yet known, with its exports if it was compiled to describe them.
 pub(super) struct Linked {
-    pub source: ModuleSource,
-    pub caps: Arc<ModuleCaps>,
-    pub interfaces: Interfaces,
-    pub exports: Option<Exports>,
-    pub compiler: Compiler,
+    pub(crate) source: ModuleSource,
+    pub(crate) caps: Arc<ModuleCaps>,
+    pub(crate) interfaces: Interfaces,
+    pub(crate) exports: Option<Exports>,
+    pub(crate) compiler: Compiler,
 }
 
 impl Linked {
-    pub fn error(&self, problem: impl Into<String>) -> LoadError {
+    pub(crate) fn error(&self, problem: impl Into<String>) -> LoadError {
         load_error(&self.source, problem)
     }
 }

@@ -13,7 +13,7 @@ use crate::modules::{Grant, KubeRule, NamespaceRule};
 
 /// Why `grant` does not cover `need` of an action that applies to `applies_to`, with what to write;
 /// `None` when it does.
-pub fn uncovered(grant: &Grant, need: &Need, applies_to: &Selector) -> Option<String> {
+pub(crate) fn uncovered(grant: &Grant, need: &Need, applies_to: &Selector) -> Option<String> {
     match need {
         Need::Kube {
             resource,

@@ -13,9 +13,9 @@ use crate::modules::failure_policy::PolicyState;
 #[derive(Clone, Debug)]
 pub struct ActionEntry {
     /// The module.
-    pub module: Arc<LoadedModule>,
+    pub(crate) module: Arc<LoadedModule>,
     /// Index of the action in `module.actions`.
-    pub index: usize,
+    pub(crate) index: usize,
 }
 
 impl ActionEntry {
@@ -41,7 +41,7 @@ pub struct Catalog {
 
 /// Why a module cannot join the modules in service: it would provide what another module provides.
 #[derive(Debug, thiserror::Error)]
-pub enum Conflict {
+pub(crate) enum Conflict {
     /// Two modules would export `velero-wasm:plugin/signing`.
     #[error("velero-wasm:plugin/signing is exported by both module {first} and module {second}; only one module may export it")]
     Signing {
@@ -137,28 +137,28 @@ impl Catalog {
     }
 
     /// The failure policy of module `name` and whether it triggered, if it has one recorded.
-    pub fn policy(&self, name: &str) -> Option<&PolicyState> {
+    pub(crate) fn policy(&self, name: &str) -> Option<&PolicyState> {
         self.policies.get(name)
     }
 
     /// Every failure policy recorded, by module name.
-    pub fn policies(&self) -> impl Iterator<Item = (&String, &PolicyState)> {
+    pub(crate) fn policies(&self) -> impl Iterator<Item = (&String, &PolicyState)> {
         self.policies.iter()
     }
 
     /// The shadow of `module`, if it has one.
-    pub fn shadow(&self, module: &str) -> Option<&Arc<LoadedModule>> {
+    pub(crate) fn shadow(&self, module: &str) -> Option<&Arc<LoadedModule>> {
         self.shadows.get(module)
     }
 
     /// Every shadow module, by name.
-    pub fn shadows(&self) -> impl Iterator<Item = &Arc<LoadedModule>> {
+    pub(crate) fn shadows(&self) -> impl Iterator<Item = &Arc<LoadedModule>> {
         self.shadows.values()
     }
 
     /// The shadow of `module`'s action `action`, if `module` has a shadow: `Some(None)` when the shadow
     /// does not provide that action.
-    pub fn shadow_action(&self, module: &str, action: &str) -> Option<Option<ActionEntry>> {
+    pub(crate) fn shadow_action(&self, module: &str, action: &str) -> Option<Option<ActionEntry>> {
         let shadow = self.shadows.get(module)?;
         Some(
             shadow
@@ -173,12 +173,12 @@ impl Catalog {
     }
 
     /// The module that exports `velero-wasm:plugin/signing`, if one is loaded.
-    pub fn signer(&self) -> Option<&Arc<LoadedModule>> {
+    pub(crate) fn signer(&self) -> Option<&Arc<LoadedModule>> {
         self.signer.as_ref()
     }
 
     /// Every module, by name.
-    pub fn modules(&self) -> impl Iterator<Item = &Arc<LoadedModule>> {
+    pub(crate) fn modules(&self) -> impl Iterator<Item = &Arc<LoadedModule>> {
         self.modules.values()
     }
 
@@ -188,20 +188,20 @@ impl Catalog {
     }
 
     /// One action.
-    pub fn action(&self, name: &str) -> Option<&ActionEntry> {
+    pub(crate) fn action(&self, name: &str) -> Option<&ActionEntry> {
         self.actions.get(name)
     }
 }
 
 /// The current catalog.
 #[derive(Default)]
-pub struct Registry {
+pub(crate) struct Registry {
     current: RwLock<Arc<Catalog>>,
 }
 
 impl Registry {
     /// A snapshot of the current catalog.
-    pub fn snapshot(&self) -> Arc<Catalog> {
+    pub(crate) fn snapshot(&self) -> Arc<Catalog> {
         self.current
             .read()
             .unwrap_or_else(|e| e.into_inner())
@@ -209,7 +209,7 @@ impl Registry {
     }
 
     /// Adds or replaces a module; on conflict nothing changes.
-    pub fn install(&self, module: LoadedModule) -> Result<(), Conflict> {
+    pub(crate) fn install(&self, module: LoadedModule) -> Result<(), Conflict> {
         let mut current = self.current.write().unwrap_or_else(|e| e.into_inner());
         let next = current.with(module)?;
         *current = Arc::new(next);
@@ -217,14 +217,14 @@ impl Registry {
     }
 
     /// Records the failure policy of module `name` (`None`: forgets it).
-    pub fn set_policy(&self, name: &str, state: Option<PolicyState>) {
+    pub(crate) fn set_policy(&self, name: &str, state: Option<PolicyState>) {
         let mut current = self.current.write().unwrap_or_else(|e| e.into_inner());
         let next = current.with_policy(name, state);
         *current = Arc::new(next);
     }
 
     /// Adds or replaces a shadow module.
-    pub fn install_shadow(&self, module: LoadedModule) {
+    pub(crate) fn install_shadow(&self, module: LoadedModule) {
         let mut current = self.current.write().unwrap_or_else(|e| e.into_inner());
         let next = current.with_shadow(module);
         *current = Arc::new(next);

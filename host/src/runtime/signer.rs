@@ -117,7 +117,7 @@ impl Signing {
     }
 
     /// What AWS credential data says to use.
-    pub async fn parse_aws_credentials(
+    pub(crate) async fn parse_aws_credentials(
         &self,
         data: String,
     ) -> Result<Result<wit::AwsCredentialSource, wit::SigningError>, CallError> {

@@ -19,7 +19,7 @@ const MAX_PATCH_LOGGED: usize = 16 << 10;
 
 /// How one shadow call ended.
 #[derive(Debug)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// Same result as the serving module's.
     Same,
     /// A different result.
@@ -32,18 +32,18 @@ pub enum Outcome {
 
 /// The Backup or Restore a call belongs to.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct SubjectKey {
+pub(crate) struct SubjectKey {
     /// `backup` or `restore`.
-    pub kind: &'static str,
+    pub(crate) kind: &'static str,
     /// Its `metadata.uid` (empty when it has none).
-    pub uid: String,
+    pub(crate) uid: String,
     /// Its `metadata.name`.
-    pub name: String,
+    pub(crate) name: String,
 }
 
 impl SubjectKey {
     /// The subject of kind `kind` whose JSON is `text`.
-    pub fn of(kind: &'static str, text: &str) -> SubjectKey {
+    pub(crate) fn of(kind: &'static str, text: &str) -> SubjectKey {
         #[derive(Deserialize, Default)]
         struct Meta {
             #[serde(default)]
@@ -92,7 +92,7 @@ pub struct Tally {
 impl Tally {
     /// Adds `other`'s counts to these; the later last difference wins. Counts saturate at
     /// `u64::MAX`: they come from status files, which any process of the user may have written.
-    pub fn add(&mut self, other: &Tally) {
+    pub(crate) fn add(&mut self, other: &Tally) {
         self.compared = self.compared.saturating_add(other.compared);
         self.same = self.same.saturating_add(other.same);
         self.differing = self.differing.saturating_add(other.differing);
@@ -120,12 +120,12 @@ impl Tally {
     }
 
     /// Faults in all.
-    pub fn fault_count(&self) -> u64 {
+    pub(crate) fn fault_count(&self) -> u64 {
         saturating_sum(&self.faults)
     }
 
     /// Dropped calls in all.
-    pub fn dropped_count(&self) -> u64 {
+    pub(crate) fn dropped_count(&self) -> u64 {
         saturating_sum(&self.dropped)
     }
 }
@@ -166,7 +166,7 @@ struct Open {
 }
 
 /// The summary of one backup for one shadow module, logged when its calls went idle.
-pub struct Summary {
+pub(crate) struct Summary {
     subject: SubjectKey,
     module: String,
     tally: Tally,
@@ -175,7 +175,7 @@ pub struct Summary {
 
 impl Summary {
     /// Logs it, at info.
-    pub fn log(&self) {
+    pub(crate) fn log(&self) {
         let t = &self.tally;
         let join = |m: &BTreeMap<String, u64>| {
             m.iter()
@@ -204,7 +204,7 @@ impl Summary {
 
 /// Everything the shadows did in this process.
 #[derive(Default)]
-pub struct Book {
+pub(crate) struct Book {
     modules: BTreeMap<String, Tally>,
     open: BTreeMap<SubjectKey, Open>,
     logged: HashSet<(SubjectKey, String, String, String)>,
@@ -213,7 +213,7 @@ pub struct Book {
 
 impl Book {
     /// A call of `module`'s shadow for `subject` begins.
-    pub fn started(&mut self, subject: &SubjectKey, module: &str) {
+    pub(crate) fn started(&mut self, subject: &SubjectKey, module: &str) {
         let open = self.open.entry(subject.clone()).or_insert_with(|| Open {
             last: Instant::now(),
             in_flight: 0,
@@ -226,7 +226,7 @@ impl Book {
 
     /// A call of `module`'s shadow for `subject` ended with `outcome`: counted, and a difference logged
     /// once per item.
-    pub fn finished(
+    pub(crate) fn finished(
         &mut self,
         subject: &SubjectKey,
         module: &str,
@@ -302,7 +302,7 @@ impl Book {
 
     /// Takes the summaries of the subjects idle for `idle` with no call in flight (every subject when
     /// `all`), forgetting them.
-    pub fn take_idle(&mut self, idle: Duration, all: bool) -> Vec<Summary> {
+    pub(crate) fn take_idle(&mut self, idle: Duration, all: bool) -> Vec<Summary> {
         let done: Vec<SubjectKey> = self
             .open
             .iter()
@@ -328,12 +328,12 @@ impl Book {
     }
 
     /// Whether something changed since the last call.
-    pub fn take_dirty(&mut self) -> bool {
+    pub(crate) fn take_dirty(&mut self) -> bool {
         std::mem::take(&mut self.dirty)
     }
 
     /// Per shadow module, everything so far.
-    pub fn tallies(&self) -> BTreeMap<String, Tally> {
+    pub(crate) fn tallies(&self) -> BTreeMap<String, Tally> {
         self.modules.clone()
     }
 }

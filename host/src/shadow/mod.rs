@@ -39,26 +39,27 @@ use crate::capabilities::memory::AnswerAccount;
 use crate::capabilities::MemoryBudget;
 use crate::metrics::{self, ShadowEvent};
 use crate::runtime::{calls, ActionCall, ActionEntry, CallError, Fault, Lane, Runtime};
-pub use book::{Book, LastDifference, SubjectKey, Tally};
+pub(crate) use book::{Book, SubjectKey};
+pub use book::{LastDifference, Tally};
 
 /// Shadow calls that may run at once (`VELERO_WASM_SHADOW_CALLS`, default 2): one more is dropped.
-pub const CALLS_ENV: &str = "VELERO_WASM_SHADOW_CALLS";
+pub(crate) const CALLS_ENV: &str = "VELERO_WASM_SHADOW_CALLS";
 /// The longest one shadow call may run (`VELERO_WASM_SHADOW_TIMEOUT`, e.g. `10s`; default 30 s; the
 /// module's own timeout wins when shorter).
-pub const TIMEOUT_ENV: &str = "VELERO_WASM_SHADOW_TIMEOUT";
+pub(crate) const TIMEOUT_ENV: &str = "VELERO_WASM_SHADOW_TIMEOUT";
 /// The CPU time one shadow call may use (`VELERO_WASM_SHADOW_CPU`, e.g. `2s`; default 10 s): past it
 /// the call is stopped and counted as a `cpu` fault, whatever its deadline.
-pub const CPU_ENV: &str = "VELERO_WASM_SHADOW_CPU";
+pub(crate) const CPU_ENV: &str = "VELERO_WASM_SHADOW_CPU";
 /// The nice value of the shadows' thread (`VELERO_WASM_SHADOW_NICE`, 0 to 19; default 0, the
 /// plugin's own): 19 lets the serving calls' threads have the processor whenever they want it, at the
 /// cost of shadows that may then wait past their deadline on a busy node.
-pub const NICE_ENV: &str = "VELERO_WASM_SHADOW_NICE";
+pub(crate) const NICE_ENV: &str = "VELERO_WASM_SHADOW_NICE";
 /// The guest memory all shadow calls together may hold (`VELERO_WASM_SHADOW_MEMORY`, e.g. `512MiB`;
 /// default a quarter of the process's budget).
-pub const MEMORY_ENV: &str = "VELERO_WASM_SHADOW_MEMORY";
+pub(crate) const MEMORY_ENV: &str = "VELERO_WASM_SHADOW_MEMORY";
 /// How long a backup's calls must have stopped before its summary is logged
 /// (`VELERO_WASM_SHADOW_IDLE`, default 60 s; the summary is logged at exit otherwise).
-pub const IDLE_ENV: &str = "VELERO_WASM_SHADOW_IDLE";
+pub(crate) const IDLE_ENV: &str = "VELERO_WASM_SHADOW_IDLE";
 
 const DEFAULT_CALLS: usize = 2;
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -71,15 +72,15 @@ pub struct Budget {
     /// Calls at once.
     pub calls: usize,
     /// The longest one call may run.
-    pub timeout: Duration,
+    pub(crate) timeout: Duration,
     /// The CPU time one call may use.
-    pub cpu: Duration,
+    pub(crate) cpu: Duration,
     /// The nice value of the shadows' thread.
     pub nice: i32,
     /// Guest memory of all shadow calls together.
-    pub memory: &'static MemoryBudget,
+    pub(crate) memory: &'static MemoryBudget,
     /// How long a backup's calls must have stopped before its summary.
-    pub idle: Duration,
+    pub(crate) idle: Duration,
 }
 
 static SHADOW_MEMORY: OnceLock<MemoryBudget> = OnceLock::new();
@@ -159,7 +160,7 @@ pub enum Mirrored {
 }
 
 /// A call that is mirrored to the shadow of the module that answered it.
-pub trait Mirror: ActionCall + Clone
+pub(crate) trait Mirror: ActionCall + Clone
 where
     Self::Output: Clone,
 {
@@ -324,7 +325,7 @@ const IO_THREAD_NAME: &str = "vw-shadows-io";
 /// (a process's shadows share one thread, and so the first call's value): shadows together never take
 /// more than that one core. `None` when the thread cannot be started (the shadows then run on the
 /// caller's runtime, under their CPU share alone; said once, at info).
-pub fn shadow_thread(nice: i32) -> Option<&'static tokio::runtime::Handle> {
+pub(crate) fn shadow_thread(nice: i32) -> Option<&'static tokio::runtime::Handle> {
     static THREAD: OnceLock<Option<tokio::runtime::Handle>> = OnceLock::new();
     THREAD
         .get_or_init(|| match start_shadow_thread(nice) {
@@ -394,18 +395,18 @@ impl Shadows {
     }
 
     /// Writes what the shadows did to `file` from now on (`status::Status`).
-    pub fn write_status_to(&self, file: PathBuf) {
+    pub(crate) fn write_status_to(&self, file: PathBuf) {
         let _ = self.status_file.set(file);
     }
 
     /// Whether the module of `entry` has a shadow: only then is a call's input kept for it.
-    pub fn wanted(runtime: &Runtime, entry: &ActionEntry) -> bool {
+    pub(crate) fn wanted(runtime: &Runtime, entry: &ActionEntry) -> bool {
         runtime.catalog().shadow(&entry.module.name).is_some()
     }
 
     /// Makes `call` again on the shadow of `entry`'s module, on a task of its own: what the shadow
     /// does is compared and counted, never returned.
-    pub fn mirror(&self, runtime: Arc<Runtime>, entry: &ActionEntry, call: Mirrored) {
+    pub(crate) fn mirror(&self, runtime: Arc<Runtime>, entry: &ActionEntry, call: Mirrored) {
         let Some(me) = self.me.upgrade() else {
             return;
         };
@@ -527,7 +528,7 @@ impl Shadows {
     }
 
     /// What the shadows did so far, per shadow module.
-    pub fn tallies(&self) -> std::collections::BTreeMap<String, Tally> {
+    pub(crate) fn tallies(&self) -> std::collections::BTreeMap<String, Tally> {
         self.book().tallies()
     }
 
@@ -569,7 +570,7 @@ impl Shadows {
     }
 
     /// Logs the summary of every backup still open and writes the status: the process is ending.
-    pub fn finish(&self) {
+    pub(crate) fn finish(&self) {
         self.sweep(true);
     }
 

@@ -20,11 +20,11 @@ use crate::modules::failure_policy::PolicyState;
 use crate::runtime::{Catalog, LoadedModule};
 
 /// The directory under the state directory.
-pub const DIR: &str = "status";
+pub(crate) const DIR: &str = "status";
 /// The file naming the modules in service.
-pub const MODULES: &str = "modules.json";
+pub(crate) const MODULES: &str = "modules.json";
 /// How long a process's shadow figures are kept.
-pub const KEEP: Duration = Duration::from_secs(7 * 24 * 3600);
+pub(crate) const KEEP: Duration = Duration::from_secs(7 * 24 * 3600);
 /// The largest status file read.
 const MAX_FILE: u64 = 16 << 20;
 
@@ -114,7 +114,7 @@ pub struct Process {
 }
 
 /// The status directory of the state directory `state`, made private if need be.
-pub fn dir(state: &Path) -> Result<PathBuf, crate::state::PrivateDirError> {
+pub(crate) fn dir(state: &Path) -> Result<PathBuf, crate::state::PrivateDirError> {
     let dir = state.join(DIR);
     crate::state::private_dir(state, &dir)?;
     Ok(dir)
@@ -122,7 +122,7 @@ pub fn dir(state: &Path) -> Result<PathBuf, crate::state::PrivateDirError> {
 
 /// Writes `modules.json` for `catalog`, and removes shadow figures older than [`KEEP`]. Returns the
 /// file this process's shadow figures go to.
-pub fn write_modules(dir: &Path, catalog: &Catalog) -> std::io::Result<PathBuf> {
+pub(crate) fn write_modules(dir: &Path, catalog: &Catalog) -> std::io::Result<PathBuf> {
     let modules = Modules {
         written: now(),
         pid: std::process::id(),
@@ -163,7 +163,7 @@ pub fn write_modules(dir: &Path, catalog: &Catalog) -> std::io::Result<PathBuf> 
 }
 
 /// Writes one process's shadow figures.
-pub fn write_shadows(file: &Path, tallies: &BTreeMap<String, Tally>) -> std::io::Result<()> {
+pub(crate) fn write_shadows(file: &Path, tallies: &BTreeMap<String, Tally>) -> std::io::Result<()> {
     let process = Process {
         pid: std::process::id(),
         updated: now(),
@@ -179,17 +179,17 @@ fn now() -> String {
 
 /// Everything the status directory holds, read.
 #[derive(Debug, Default)]
-pub struct Read {
+pub(crate) struct Read {
     /// `modules.json`, if a process wrote it.
-    pub modules: Option<Modules>,
+    pub(crate) modules: Option<Modules>,
     /// Each process's shadow figures, oldest first.
-    pub processes: Vec<Process>,
+    pub(crate) processes: Vec<Process>,
     /// Files that could not be read, with why.
-    pub problems: Vec<String>,
+    pub(crate) problems: Vec<String>,
 }
 
 /// Reads the status directory `dir`.
-pub fn read(dir: &Path) -> std::io::Result<Read> {
+pub(crate) fn read(dir: &Path) -> std::io::Result<Read> {
     let mut read = Read::default();
     let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)?
         .filter_map(Result::ok)

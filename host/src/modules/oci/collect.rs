@@ -15,11 +15,11 @@ use std::time::Duration;
 use super::{layout, BlobStore, OciError, Reference, EXTENSION};
 
 /// How old a blob nothing names must be before it is removed.
-pub const COLLECT_AFTER: Duration = Duration::from_secs(10 * 60);
+pub(crate) const COLLECT_AFTER: Duration = Duration::from_secs(10 * 60);
 
 /// The manifest digests the `<name>.oci` files of the module directories under `cache` pin (each
 /// directory one level down, as the ConfigMap cache writes them).
-pub fn referenced(cache: &Path) -> BTreeSet<String> {
+pub(crate) fn referenced(cache: &Path) -> BTreeSet<String> {
     let dirs: Vec<PathBuf> = match std::fs::read_dir(cache) {
         Ok(entries) => entries.filter_map(|e| Some(e.ok()?.path())).collect(),
         Err(_) => return BTreeSet::new(),
@@ -54,7 +54,7 @@ impl BlobStore {
     /// Removes the kept blobs that are neither one of `manifests` nor the component such a manifest
     /// describes, and have not been written for `older_than`. Returns how many were removed; a blob
     /// that cannot be removed is left for the next time.
-    pub fn collect(
+    pub(crate) fn collect(
         &self,
         manifests: &BTreeSet<String>,
         older_than: Duration,
@@ -101,7 +101,7 @@ impl BlobStore {
 
 /// Collects the store of `state` against the module directories of the ConfigMap cache `cache`,
 /// logging what it did; a store that cannot be collected is a warning (it only takes disk).
-pub fn collect_unreferenced(state: &Path, cache: &Path) {
+pub(crate) fn collect_unreferenced(state: &Path, cache: &Path) {
     let store = BlobStore::new(state);
     match store.collect(&referenced(cache), COLLECT_AFTER) {
         Ok(0) => {}

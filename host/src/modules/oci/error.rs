@@ -10,7 +10,7 @@ use super::variables::{REGISTRIES_ENV, TAGS_ENV};
 
 /// Why a pull (or keeping a blob) failed.
 #[derive(Debug, thiserror::Error)]
-pub enum OciError {
+pub(crate) enum OciError {
     /// The ConfigMap's reference cannot be read.
     #[error(transparent)]
     Reference(#[from] ReferenceError),

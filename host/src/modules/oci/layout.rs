@@ -13,24 +13,24 @@ use serde::{Deserialize, Serialize};
 use super::reference::is_digest;
 
 /// The OCI image manifest media type.
-pub const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
+pub(crate) const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
 /// The wasm artifact's config media type.
-pub const WASM_CONFIG: &str = "application/vnd.wasm.config.v0+json";
+pub(crate) const WASM_CONFIG: &str = "application/vnd.wasm.config.v0+json";
 /// The wasm artifact's component layer media type.
 pub const WASM_LAYER: &str = "application/wasm";
 /// Annotation: the module's name.
-pub const NAME: &str = "io.velero-wasm.module.name";
+pub(crate) const NAME: &str = "io.velero-wasm.module.name";
 /// Annotation: the module's manifest (TOML), as written.
-pub const MANIFEST: &str = "io.velero-wasm.module.manifest";
+pub(crate) const MANIFEST: &str = "io.velero-wasm.module.manifest";
 /// Annotation: the module's signature (`<name>.sig`), when signed.
-pub const SIGNATURE: &str = "io.velero-wasm.module.signature";
+pub(crate) const SIGNATURE: &str = "io.velero-wasm.module.signature";
 /// The standard title annotation (a layer's file name).
 const TITLE: &str = "org.opencontainers.image.title";
 /// The standard version annotation.
 const VERSION: &str = "org.opencontainers.image.version";
 
 /// The most an image manifest may take (the distribution registry's own limit).
-pub const MAX_MANIFEST: u64 = 4 << 20;
+pub(crate) const MAX_MANIFEST: u64 = 4 << 20;
 /// The component cap: the largest component pulled, and the most a module directory's gzipped
 /// component (`<name>.wasm.gz`) may expand to.
 pub const MAX_COMPONENT: u64 = 256 << 20;
@@ -47,12 +47,12 @@ pub struct Descriptor {
     pub size: u64,
     /// Annotations.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub annotations: BTreeMap<String, String>,
+    pub(crate) annotations: BTreeMap<String, String>,
 }
 
 impl Descriptor {
     /// The descriptor of `bytes` as `media_type`.
-    pub fn of(media_type: &str, bytes: &[u8]) -> Descriptor {
+    pub(crate) fn of(media_type: &str, bytes: &[u8]) -> Descriptor {
         Descriptor {
             media_type: media_type.to_string(),
             digest: format!("sha256:{}", crate::modules::identity::sha256_hex(bytes)),
@@ -65,34 +65,34 @@ impl Descriptor {
 /// An OCI image manifest (the fields used here).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ImageManifest {
+pub(crate) struct ImageManifest {
     /// Always 2.
-    pub schema_version: u32,
+    pub(crate) schema_version: u32,
     /// [`OCI_MANIFEST`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub media_type: Option<String>,
+    pub(crate) media_type: Option<String>,
     /// The config blob.
-    pub config: Descriptor,
+    pub(crate) config: Descriptor,
     /// The layers.
-    pub layers: Vec<Descriptor>,
+    pub(crate) layers: Vec<Descriptor>,
     /// Annotations.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub annotations: BTreeMap<String, String>,
+    pub(crate) annotations: BTreeMap<String, String>,
 }
 
 /// A module laid out for pushing: the config blob, the component and the image manifest.
-pub struct Artifact {
+pub(crate) struct Artifact {
     /// The config blob (JSON).
-    pub config: Vec<u8>,
+    pub(crate) config: Vec<u8>,
     /// The image manifest (JSON); its sha256 is the digest a reference pins.
-    pub manifest: Vec<u8>,
+    pub(crate) manifest: Vec<u8>,
     /// The parsed manifest.
-    pub parsed: ImageManifest,
+    pub(crate) parsed: ImageManifest,
 }
 
 /// Lays out a module: the same module always gives the same bytes (no timestamps), so pushing it
 /// again gives the same digest.
-pub fn artifact(
+pub(crate) fn artifact(
     name: &str,
     component: &[u8],
     manifest_text: &str,
@@ -141,11 +141,11 @@ pub struct ModuleLayout {
     /// The component layer.
     pub component: Descriptor,
     /// The name it was pushed as.
-    pub name: Option<String>,
+    pub(crate) name: Option<String>,
     /// The module manifest (TOML).
-    pub manifest_text: String,
+    pub(crate) manifest_text: String,
     /// The signature, if signed.
-    pub signature_text: Option<String>,
+    pub(crate) signature_text: Option<String>,
 }
 
 /// Reads an image manifest as a module, or says why it is not one.

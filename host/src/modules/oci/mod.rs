@@ -18,12 +18,12 @@
 //!   (`SSL_CERT_FILE` for a private CA); plain HTTP only for the registries [`PLAIN_HTTP_ENV`] lists.
 //!   Credentials come from the docker-config Secrets [`PULL_SECRETS_ENV`] names.
 
-pub mod collect;
+pub(crate) mod collect;
 pub mod credentials;
-pub mod error;
+pub(crate) mod error;
 pub mod layout;
 pub mod reference;
-pub mod registry;
+pub(crate) mod registry;
 mod variables;
 
 use std::path::{Path, PathBuf};
@@ -31,31 +31,30 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-pub use credentials::CredentialsError;
-pub use error::OciError;
-pub use layout::LayoutError;
+pub(crate) use credentials::CredentialsError;
+pub(crate) use error::OciError;
 pub use reference::Reference;
-pub use reference::ReferenceError;
-pub use registry::{Credentials, Registry, RegistryError};
-pub use variables::{PLAIN_HTTP_ENV, PULL_SECRETS_ENV, REGISTRIES_ENV, TAGS_ENV};
+pub(crate) use reference::ReferenceError;
+pub(crate) use registry::{Credentials, Registry, RegistryError};
+pub(crate) use variables::{PLAIN_HTTP_ENV, PULL_SECRETS_ENV, REGISTRIES_ENV, TAGS_ENV};
 
 /// How long one exchange with a registry may take.
-pub const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long all the pulls of one plugin start may take together.
-pub const PULL_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const PULL_TIMEOUT: Duration = Duration::from_secs(60);
 /// The key suffix of a module ConfigMap that names an artifact: `<name>.oci`.
-pub const EXTENSION: &str = "oci";
+pub(crate) const EXTENSION: &str = "oci";
 
 /// Manifests and blobs kept by digest under the state directory (`<state>/oci/sha256/<hex>`).
 #[derive(Debug, Clone)]
-pub struct BlobStore {
+pub(crate) struct BlobStore {
     root: PathBuf,
     dir: PathBuf,
 }
 
 impl BlobStore {
     /// The store of a state directory.
-    pub fn new(state: &Path) -> BlobStore {
+    pub(crate) fn new(state: &Path) -> BlobStore {
         BlobStore {
             root: state.to_path_buf(),
             dir: state.join("oci").join("sha256"),
@@ -68,7 +67,7 @@ impl BlobStore {
 
     /// A kept blob, if it is there, at most `limit` bytes and still has its digest (one that does
     /// not is removed: it is fetched again).
-    pub fn get(&self, digest: &str, limit: u64) -> Option<Vec<u8>> {
+    pub(crate) fn get(&self, digest: &str, limit: u64) -> Option<Vec<u8>> {
         let path = self.path(digest)?;
         crate::state::private_dir(&self.root, &self.dir).ok()?;
         let bytes = crate::regular_file::read(&path, limit).ok()?;
@@ -85,7 +84,7 @@ impl BlobStore {
     }
 
     /// Keeps a blob whose digest has been checked.
-    pub fn put(&self, digest: &str, bytes: &[u8]) -> Result<(), OciError> {
+    pub(crate) fn put(&self, digest: &str, bytes: &[u8]) -> Result<(), OciError> {
         let path = self
             .path(digest)
             .ok_or_else(|| OciError::NotDigest(digest.to_string()))?;
@@ -101,20 +100,20 @@ impl BlobStore {
 /// How pulls are made: which registries are plain HTTP, whether tags may stand alone, and the
 /// docker configs credentials come from.
 #[derive(Debug, Clone, Default)]
-pub struct PullSettings {
+pub(crate) struct PullSettings {
     /// Registries reached over plain HTTP.
-    pub plain_http: Vec<String>,
+    pub(crate) plain_http: Vec<String>,
     /// Whether a reference may name a tag without a digest.
-    pub allow_tags: bool,
+    pub(crate) allow_tags: bool,
     /// Docker configs (`.dockerconfigjson` contents), searched in order.
-    pub docker_configs: Vec<Vec<u8>>,
+    pub(crate) docker_configs: Vec<Vec<u8>>,
     /// The registries references may name ([`REGISTRIES_ENV`]); `None`: any.
-    pub allowed: Option<Vec<String>>,
+    pub(crate) allowed: Option<Vec<String>>,
 }
 
 impl PullSettings {
     /// The settings `config` holds (without credentials: those are Secrets).
-    pub fn from_config(config: &crate::config::Config) -> PullSettings {
+    pub(crate) fn from_config(config: &crate::config::Config) -> PullSettings {
         PullSettings {
             plain_http: config
                 .var(PLAIN_HTTP_ENV)
@@ -140,19 +139,22 @@ impl PullSettings {
     }
 
     /// Whether a reference may name `registry` ([`REGISTRIES_ENV`]).
-    pub fn is_allowed(&self, registry: &str) -> bool {
+    pub(crate) fn is_allowed(&self, registry: &str) -> bool {
         self.allowed
             .as_ref()
             .is_none_or(|allowed| allowed.iter().any(|r| r == registry))
     }
 
     /// Whether `registry` is reached over plain HTTP.
-    pub fn is_plain_http(&self, registry: &str) -> bool {
+    pub(crate) fn is_plain_http(&self, registry: &str) -> bool {
         self.plain_http.iter().any(|r| r == registry)
     }
 
     /// The credentials for `registry`: the first docker config that has some.
-    pub fn credentials(&self, registry: &str) -> Result<Option<Credentials>, CredentialsError> {
+    pub(crate) fn credentials(
+        &self,
+        registry: &str,
+    ) -> Result<Option<Credentials>, CredentialsError> {
         for config in &self.docker_configs {
             if let Some(found) = credentials::for_registry(config, registry)? {
                 return Ok(Some(found));
@@ -164,18 +166,18 @@ impl PullSettings {
 
 /// A pulled module: its files as a module directory holds them, and the reference pinned.
 #[derive(Debug)]
-pub struct Pulled {
+pub(crate) struct Pulled {
     /// `<name>.wasm`, `<name>.toml`, `<name>.sig` (if signed) and `<name>.oci` (the pinned reference).
-    pub files: Vec<(String, Vec<u8>)>,
+    pub(crate) files: Vec<(String, Vec<u8>)>,
     /// The reference with its digest.
-    pub pinned: Reference,
+    pub(crate) pinned: Reference,
     /// How many blobs (manifest included) came from the registry rather than the store.
-    pub fetched: usize,
+    pub(crate) fetched: usize,
 }
 
 /// Pulls module `module` from `reference` (kept blobs first), checking every digest; the files it
 /// gives are checked further (sha256 pin, signature) when the module is loaded.
-pub async fn pull(
+pub(crate) async fn pull(
     module: &str,
     reference: &str,
     store: &BlobStore,
@@ -349,15 +351,15 @@ fn connect<'a>(
 
 /// What a push did.
 #[derive(Debug)]
-pub struct Pushed {
+pub(crate) struct Pushed {
     /// The reference pushed to, pinned to the manifest's digest: what a ConfigMap names.
-    pub pinned: Reference,
+    pub(crate) pinned: Reference,
     /// The blobs uploaded, by digest (a blob the registry had already is not uploaded again).
-    pub uploaded: Vec<String>,
+    pub(crate) uploaded: Vec<String>,
 }
 
 /// Pushes a laid-out module to `reference` (which names a tag); `progress` is told each step.
-pub async fn push(
+pub(crate) async fn push(
     registry: &Registry,
     reference: &Reference,
     artifact: &layout::Artifact,

@@ -9,9 +9,9 @@ use std::fmt;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reference {
     /// `host[:port]` as written.
-    pub registry: String,
+    pub(crate) registry: String,
     /// The repository path (`team/modules/kubevirt`).
-    pub repository: String,
+    pub(crate) repository: String,
     /// The tag, if one is written.
     pub tag: Option<String>,
     /// `sha256:<64 hex>`, if pinned.
@@ -138,9 +138,9 @@ pub fn is_digest(text: &str) -> bool {
 #[error("{text:?} is not an OCI reference (registry/repository:tag@sha256:…): {why}")]
 pub struct ReferenceError {
     /// The reference as written (trimmed).
-    pub text: String,
+    pub(crate) text: String,
     /// What is wrong with it.
-    pub why: &'static str,
+    pub(crate) why: &'static str,
 }
 
 #[cfg(test)]

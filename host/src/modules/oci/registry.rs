@@ -29,9 +29,9 @@ const MAX_REDIRECTS: usize = 3;
 #[derive(Clone, PartialEq, Eq)]
 pub struct Credentials {
     /// User name.
-    pub username: String,
+    pub(crate) username: String,
     /// Password or access token.
-    pub password: String,
+    pub(crate) password: String,
 }
 
 impl std::fmt::Debug for Credentials {
@@ -52,7 +52,7 @@ impl Credentials {
 
 /// Why a registry exchange failed.
 #[derive(Debug, thiserror::Error)]
-pub enum RegistryError {
+pub(crate) enum RegistryError {
     /// The registry could not be reached, or did not answer in time: a last good copy may serve.
     #[error("{0}")]
     Unreachable(String),
@@ -65,7 +65,7 @@ pub enum RegistryError {
 }
 
 /// One repository of one registry, with the authorization it has obtained so far.
-pub struct Registry {
+pub(crate) struct Registry {
     base: String,
     repository: String,
     credentials: Option<Credentials>,
@@ -80,19 +80,19 @@ pub struct Registry {
 
 /// An answer, its body read within the cap.
 #[derive(Debug)]
-pub struct Answer {
+pub(crate) struct Answer {
     /// Status code.
-    pub status: u16,
+    pub(crate) status: u16,
     /// Headers.
-    pub headers: http::HeaderMap,
+    pub(crate) headers: http::HeaderMap,
     /// Body.
-    pub body: Bytes,
+    pub(crate) body: Bytes,
 }
 
 impl Registry {
     /// The repository of `reference`, over plain HTTP when `plain_http`; each exchange within
     /// `timeout`. `push` asks bearer tokens for push as well as pull.
-    pub fn new(
+    pub(crate) fn new(
         reference: &Reference,
         plain_http: bool,
         credentials: Option<Credentials>,
@@ -117,7 +117,7 @@ impl Registry {
 
     /// Lets token realms on these hosts (`host:port`, as [`PLAIN_HTTP_ENV`] lists them) be
     /// plain HTTP too.
-    pub fn with_plain_hosts(mut self, hosts: &[String]) -> Registry {
+    pub(crate) fn with_plain_hosts(mut self, hosts: &[String]) -> Registry {
         self.plain_hosts.extend(hosts.iter().cloned());
         self
     }
@@ -128,7 +128,11 @@ impl Registry {
     }
 
     /// A manifest, by tag or digest, at most `limit` bytes.
-    pub async fn manifest(&self, reference: &str, limit: u64) -> Result<Bytes, RegistryError> {
+    pub(crate) async fn manifest(
+        &self,
+        reference: &str,
+        limit: u64,
+    ) -> Result<Bytes, RegistryError> {
         let url = self.url(&format!("manifests/{reference}"));
         let accept = format!("{}, {}", super::layout::OCI_MANIFEST, DOCKER_MANIFEST);
         let answer = self
@@ -145,7 +149,7 @@ impl Registry {
     }
 
     /// A blob, which must be `size` bytes (more is refused as soon as it arrives).
-    pub async fn blob(&self, digest: &str, size: u64) -> Result<Bytes, RegistryError> {
+    pub(crate) async fn blob(&self, digest: &str, size: u64) -> Result<Bytes, RegistryError> {
         let url = self.url(&format!("blobs/{digest}"));
         let answer = self.exchange("GET", &url, &[], Bytes::new(), size).await?;
         expect(&answer, &[200], &format!("GET {url}"))?;
@@ -153,7 +157,7 @@ impl Registry {
     }
 
     /// Whether the repository has a blob.
-    pub async fn has_blob(&self, digest: &str) -> Result<bool, RegistryError> {
+    pub(crate) async fn has_blob(&self, digest: &str) -> Result<bool, RegistryError> {
         let url = self.url(&format!("blobs/{digest}"));
         let answer = self.exchange("HEAD", &url, &[], Bytes::new(), 0).await?;
         match answer.status {
@@ -164,7 +168,11 @@ impl Registry {
     }
 
     /// Uploads a blob in one request (POST for an upload location, then PUT with the digest).
-    pub async fn upload_blob(&self, digest: &str, bytes: Bytes) -> Result<(), RegistryError> {
+    pub(crate) async fn upload_blob(
+        &self,
+        digest: &str,
+        bytes: Bytes,
+    ) -> Result<(), RegistryError> {
         let start = self.url("blobs/uploads/");
         let answer = self
             .exchange("POST", &start, &[], Bytes::new(), MAX_ERROR_ANSWER)
@@ -197,7 +205,7 @@ impl Registry {
     }
 
     /// Puts a manifest under `tag`; returns the digest the registry gives it, if it says.
-    pub async fn put_manifest(
+    pub(crate) async fn put_manifest(
         &self,
         tag: &str,
         media_type: &str,

@@ -3,12 +3,12 @@
 
 /// Names the `kubernetes.io/dockerconfigjson` Secrets (comma-separated, in Velero's namespace) whose
 /// credentials registries are pulled from with.
-pub const PULL_SECRETS_ENV: &str = "VELERO_WASM_OCI_PULL_SECRETS";
+pub(crate) const PULL_SECRETS_ENV: &str = "VELERO_WASM_OCI_PULL_SECRETS";
 /// Lists the registries (`host:port`, comma-separated) reached over plain HTTP instead of HTTPS.
-pub const PLAIN_HTTP_ENV: &str = "VELERO_WASM_OCI_PLAIN_HTTP";
+pub(crate) const PLAIN_HTTP_ENV: &str = "VELERO_WASM_OCI_PLAIN_HTTP";
 /// Lists the registries (`host[:port]`, comma-separated) module ConfigMaps may name: unset, any; set,
 /// a reference to another is refused before anything is sent (whoever writes ConfigMaps in Velero's
 /// namespace otherwise chooses where the plugin connects).
-pub const REGISTRIES_ENV: &str = "VELERO_WASM_OCI_REGISTRIES";
+pub(crate) const REGISTRIES_ENV: &str = "VELERO_WASM_OCI_REGISTRIES";
 /// `resolve` lets a reference name a tag without a digest (resolved once per ConfigMap version).
-pub const TAGS_ENV: &str = "VELERO_WASM_OCI_TAGS";
+pub(crate) const TAGS_ENV: &str = "VELERO_WASM_OCI_TAGS";
