@@ -10,6 +10,8 @@
 //!   through the environment's HTTPS proxy; without credentials the pull is refused.
 //! - A registry that answers without end is refused within its cap.
 //! - A 30 MB component is pulled and served (about 6 s).
+//! - While an artifact is pulled, the modules that need no pull serve: stock ones, the module
+//!   directory's, and those of ConfigMaps holding their component.
 
 use crate::support;
 
@@ -821,6 +823,71 @@ async fn stock_modules_serve_while_an_artifact_is_still_being_pulled() {
     let answer = answer.expect("the stock action answers").into_inner();
     let item: Value = serde_json::from_slice(&answer.item).unwrap();
     assert_eq!(item["metadata"]["name"], "data", "{item}");
+    task.abort();
+    let session = plugin.shutdown().await;
+    assert!(
+        !session.stderr.contains("module pulled"),
+        "{}",
+        session.stderr
+    );
+}
+
+/// A module ConfigMap holding the misbehave component itself, as module `module`, its actions under
+/// `domain`: nothing to pull.
+fn inline_configmap(module: &str, domain: &str) -> Value {
+    let wasm = std::fs::read(components_dir().join("misbehave.wasm")).unwrap();
+    let manifest = format!(
+        "sha256 = \"{}\"\n[settings]\ndomain = \"{domain}\"\n",
+        sha256_hex(&wasm)
+    );
+    json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": format!("velero-wasm-module-{module}"), "namespace": "velero",
+                     "labels": {LABEL: module}},
+        "binaryData": {format!("{module}.wasm"): base64::engine::general_purpose::STANDARD.encode(&wasm)},
+        "data": {format!("{module}.toml"): manifest},
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_module_directory_and_configmaps_that_need_no_pull_serve_while_an_artifact_is_pulled() {
+    use std::sync::atomic::Ordering;
+    let scene = Scene::new();
+    let (silent, accepted, closed, task) = silent_registry().await;
+    let silent = silent.to_string();
+    let digest = format!("sha256:{}", sha256_hex(b"never answered"));
+    scene.server.apply(oci_configmap(
+        "late",
+        &format!("{silent}/mods/late:1@{digest}"),
+    ));
+    scene
+        .server
+        .apply(inline_configmap("inline", "configmap.example"));
+    let directory = module_dir("directory.example", "1.0.0");
+    let plugin = scene.start(&[
+        ("VELERO_WASM_OCI_PLAIN_HTTP", silent.as_str()),
+        ("VELERO_WASM_MODULES", directory.path().to_str().unwrap()),
+    ]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while accepted.load(Ordering::SeqCst) == 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        accepted.load(Ordering::SeqCst) > 0,
+        "the plugin never reached the registry"
+    );
+
+    // Both answer while the pull still waits on the registry (it gives up after 30 s), each from
+    // its own source.
+    for domain in ["directory.example", "configmap.example"] {
+        let answer = execute(&plugin, &format!("{domain}/echo")).await;
+        assert_eq!(
+            closed.load(Ordering::SeqCst),
+            0,
+            "the call to {domain}/echo waited until the pull gave up"
+        );
+        assert_eq!(answer, ["secrets shop/cm"], "{domain}");
+    }
     task.abort();
     let session = plugin.shutdown().await;
     assert!(

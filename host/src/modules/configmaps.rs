@@ -105,14 +105,15 @@ impl Switch {
 /// [`LIST_TIMEOUT`], the ConfigMaps of the last successful list, with a warning. `None`
 /// when the channel is off (see [`Switch`]) or there is no state directory to write to.
 ///
-/// Once the list is had, before any artifact is pulled, `listed` is given the module names the
-/// listed ConfigMaps label: every other module can serve while the pulls go on.
+/// Once the list is had, before any artifact is pulled, `listed` is given what it holds
+/// ([`Listed`]): the modules that need no pull can serve while the pulls go on. What `read`
+/// returns holds every listed ConfigMap, those given to `listed` too.
 pub(crate) async fn read(
     cluster: &LazyCluster,
     velero_namespace: &str,
     state: Option<&Path>,
     config: &Config,
-    listed: impl FnOnce(BTreeSet<String>),
+    listed: impl FnOnce(Listed),
 ) -> Option<ConfigMapModules> {
     let (switch, bad) = Switch::from_config(config);
     if let Some(bad) = bad {
@@ -133,9 +134,8 @@ pub(crate) async fn read(
     // keeping it large or slow, and the last list may name modules deleted since.
     let (why, answering) = match list_within(cluster, namespace.as_deref()).await {
         Ok(items) => {
-            listed(items.iter().filter_map(labelled_module).collect());
             let namespace = namespace.as_deref().unwrap_or_default();
-            return write_listed(&cache, state, cluster, namespace, &items, config).await;
+            return write_listed(&cache, state, cluster, namespace, &items, config, listed).await;
         }
         Err(not_listed) => not_listed,
     };
@@ -199,7 +199,19 @@ async fn list_within(
     }
 }
 
-/// The listed ConfigMaps (and the artifacts they name) written to the cache.
+/// What a list of the module ConfigMaps holds, before any artifact is pulled ([`read`]).
+#[derive(Debug, Default)]
+pub(crate) struct Listed {
+    /// Every module a listed ConfigMap labels.
+    pub(crate) labelled: BTreeSet<String>,
+    /// The modules one of whose ConfigMaps names an artifact not pulled yet.
+    pub(crate) to_pull: BTreeSet<String>,
+    /// The ConfigMaps of every other module, written out: they need no pull.
+    pub(crate) ready: ConfigMapModules,
+}
+
+/// The listed ConfigMaps (and the artifacts they name) written to the cache: first those of the
+/// modules that need no pull, given to `listed`, then the others once their artifacts are pulled.
 async fn write_listed(
     cache: &Cache,
     state: &Path,
@@ -207,9 +219,33 @@ async fn write_listed(
     namespace: &str,
     items: &[Value],
     config: &Config,
+    listed: impl FnOnce(Listed),
 ) -> Option<ConfigMapModules> {
-    let pulled = pull_artifacts(cache, items, cluster, namespace, config).await;
-    match cache.materialise_pulled(items, &pulled) {
+    let to_pull: BTreeSet<String> = items
+        .iter()
+        .filter_map(|item| cache.pull_wanted(item))
+        .map(|wanted| wanted.module)
+        .collect();
+    let (later, now): (Vec<&Value>, Vec<&Value>) = items
+        .iter()
+        .partition(|item| labelled_module(item).is_some_and(|m| to_pull.contains(&m)));
+    let written = cache.write_all(&now, &Pulls::new()).inspect(|ready| {
+        listed(Listed {
+            labelled: items.iter().filter_map(labelled_module).collect(),
+            to_pull,
+            ready: ready.clone(),
+        });
+    });
+    let written = match written {
+        Ok(ready) => {
+            let pulled = pull_artifacts(cache, &later, cluster, namespace, config).await;
+            cache
+                .write_all(&later, &pulled)
+                .and_then(|rest| cache.record(ready.merged(rest)))
+        }
+        Err(e) => Err(e),
+    };
+    match written {
         Ok(modules) => {
             // Listed and written: the kept OCI blobs no module directory names can go.
             oci::collect::collect_unreferenced(state, cache.dir());
@@ -407,6 +443,55 @@ pub struct ConfigMapModules {
     pub(crate) on_failure: BTreeMap<String, String>,
 }
 
+impl ConfigMapModules {
+    /// These ConfigMaps and `other`'s, as one list.
+    fn merged(mut self, other: ConfigMapModules) -> ConfigMapModules {
+        self.configmaps.extend(other.configmaps);
+        self.configmaps
+            .sort_by(|a, b| a.configmap.cmp(&b.configmap));
+        self.problems.extend(other.problems);
+        self.on_failure.extend(other.on_failure);
+        self.written += other.written;
+        self.cached += other.cached;
+        self.pruned += other.pruned;
+        self
+    }
+
+    /// Only the ConfigMaps (and problems) of `modules`.
+    pub(crate) fn only(&self, modules: &BTreeSet<String>) -> ConfigMapModules {
+        let of = |module: &str| modules.contains(module);
+        ConfigMapModules {
+            configmaps: self
+                .configmaps
+                .iter()
+                .filter(|c| of(&c.module))
+                .cloned()
+                .collect(),
+            problems: self
+                .problems
+                .iter()
+                .filter(|p| p.module.as_deref().is_some_and(of))
+                .cloned()
+                .collect(),
+            last_good: self.last_good.clone(),
+            written: self.written,
+            cached: self.cached,
+            pruned: self.pruned,
+            fallback: self.fallback.clone(),
+            on_failure: self.on_failure.clone(),
+        }
+    }
+
+    /// Every module these ConfigMaps (those that could not be used too) name.
+    pub(crate) fn modules(&self) -> BTreeSet<String> {
+        self.configmaps
+            .iter()
+            .map(|c| c.module.clone())
+            .chain(self.problems.iter().filter_map(|p| p.module.clone()))
+            .collect()
+    }
+}
+
 /// The ConfigMap cache of a state directory.
 #[derive(Debug, Clone)]
 pub struct Cache {
@@ -446,12 +531,19 @@ impl Cache {
         items: &[Value],
         pulled: &Pulls,
     ) -> Result<ConfigMapModules, CacheError> {
+        let items: Vec<&Value> = items.iter().collect();
+        self.record(self.write_all(&items, pulled)?)
+    }
+
+    /// Writes out the ConfigMaps of `items` not already written (those naming an artifact with
+    /// what `pulled` holds for them), without recording them as a list.
+    fn write_all(&self, items: &[&Value], pulled: &Pulls) -> Result<ConfigMapModules, CacheError> {
         crate::state::private_dir(&self.root, &self.dir)?;
         let mut out = ConfigMapModules {
             last_good: Some(self.last_good()),
             ..ConfigMapModules::default()
         };
-        let mut sorted: Vec<&Value> = items.iter().collect();
+        let mut sorted: Vec<&Value> = items.to_vec();
         sorted.sort_by_key(|cm| name_of(cm).to_string());
         for item in sorted {
             let configmap = name_of(item).to_string();
@@ -492,6 +584,12 @@ impl Cache {
                 Err(why) => out.problems.push(problem(&why)),
             }
         }
+        Ok(out)
+    }
+
+    /// Records `out`'s ConfigMaps as the last successful list and prunes the directories of
+    /// earlier ones.
+    fn record(&self, mut out: ConfigMapModules) -> Result<ConfigMapModules, CacheError> {
         let listing = serde_json::to_vec_pretty(&out.configmaps).unwrap_or_default();
         crate::state::write_atomically(&self.dir.join(LISTING), &listing).map_err(|source| {
             CacheError::Record {
@@ -610,6 +708,22 @@ impl Cache {
         Ok(self.dir.join(format!("{uid}-{version}")))
     }
 
+    /// The pull `item` needs: it names an artifact and its directory is not written yet.
+    fn pull_wanted(&self, item: &Value) -> Option<Wanted> {
+        let module = labelled_module(item)?;
+        let files = files_of(item, Some(&module)).ok()?;
+        let dir = self.dir_of(item).ok()?;
+        if dir.is_dir() || !is_artifact(&files) {
+            return None;
+        }
+        Some(Wanted {
+            dir,
+            reference: String::from_utf8_lossy(&files[0].1).trim().to_string(),
+            module,
+            configmap: name_of(item).to_string(),
+        })
+    }
+
     /// Removes directories not in `keep` that have not been used for [`PRUNE_AFTER`].
     fn prune(&self, keep: &[Cached]) -> usize {
         let keep: BTreeSet<&Path> = keep.iter().map(|c| c.dir.as_path()).collect();
@@ -650,6 +764,18 @@ fn field_of(item: &Value, name: &str) -> String {
         .to_string()
 }
 
+/// A pull a listed ConfigMap needs ([`Cache::pull_wanted`]).
+struct Wanted {
+    /// The directory its files are written to.
+    dir: PathBuf,
+    /// The module its label names.
+    module: String,
+    /// The artifact it names.
+    reference: String,
+    /// The ConfigMap's name.
+    configmap: String,
+}
+
 /// Whether a ConfigMap's files name an OCI artifact (`<name>.oci`) instead of holding the module.
 fn is_artifact(files: &[(String, Vec<u8>)]) -> bool {
     files
@@ -666,33 +792,16 @@ pub(crate) type Pulls = BTreeMap<PathBuf, Result<Vec<(String, Vec<u8>)>, PullErr
 /// its [`oci::PULL_SECRETS_ENV`] names.
 pub(crate) async fn pull_artifacts(
     cache: &Cache,
-    items: &[Value],
+    items: &[&Value],
     cluster: &LazyCluster,
     namespace: &str,
     config: &Config,
 ) -> Pulls {
-    let mut wanted = Vec::new();
-    for item in items {
-        let module = item
-            .pointer("/metadata/labels")
-            .and_then(|l| l.get(LABEL))
-            .and_then(Value::as_str);
-        let (Ok(files), Some(module), Ok(dir)) =
-            (files_of(item, module), module, cache.dir_of(item))
-        else {
-            continue;
-        };
-        if dir.is_dir() || !is_artifact(&files) {
-            continue;
-        }
-        let reference = String::from_utf8_lossy(&files[0].1).trim().to_string();
-        wanted.push((
-            dir,
-            module.to_string(),
-            reference,
-            name_of(item).to_string(),
-        ));
-    }
+    let wanted: Vec<(PathBuf, String, String, String)> = items
+        .iter()
+        .filter_map(|item| cache.pull_wanted(item))
+        .map(|w| (w.dir, w.module, w.reference, w.configmap))
+        .collect();
     let mut pulls = Pulls::new();
     if wanted.is_empty() {
         return pulls;

@@ -17,8 +17,8 @@ use std::path::PathBuf;
 
 use crate::modules::configmaps::ConfigMapModules;
 use crate::modules::{
-    scan_directory, LastGood, ModuleSource, Origin, OverrideFile, StockChoice, TrustedKeys,
-    VersionFloor,
+    scan_directory, FailurePolicy, LastGood, ModuleSource, Origin, OverrideFile, StockChoice,
+    TrustedKeys, VersionFloor,
 };
 use crate::runtime::Runtime;
 use choose::{plan_configmaps, scan_names, ConfigMapPlan};
@@ -90,62 +90,79 @@ pub(crate) async fn load_beyond_stock(
     config: &ModuleConfig,
     stock: StockInService,
 ) -> Result<Vec<LoadProblem>, std::io::Error> {
-    let StockInService {
-        sources: stock,
-        mut problems,
-    } = stock;
-    let trusted = config.trusted_keys.as_ref();
-    let annotations = config
+    let mut staged = Staged::new(runtime, config, stock);
+    let claimed = config
         .configmaps
         .as_ref()
-        .map(|c| annotated_policies(c, &mut problems))
+        .map(ConfigMapModules::modules)
         .unwrap_or_default();
-    let sources = Sources {
-        stock: &stock,
-        trusted,
-        annotations: &annotations,
-        floor: config.floor.as_ref(),
-    };
+    staged.directory(&claimed).await?;
+    if let Some(configmaps) = &config.configmaps {
+        staged.configmaps(configmaps, &BTreeSet::new()).await;
+    }
+    Ok(staged.finish())
+}
 
-    // Read every source first: which modules are still to come.
-    let directory = match &config.directory {
-        Some(dir) => Some(scan_directory(dir, trusted)?),
-        None => None,
-    };
-    let ConfigMapPlan {
-        chosen,
-        shadows,
-        early_broken,
-    } = config
-        .configmaps
-        .as_ref()
-        .map(|configmaps| plan_configmaps(configmaps, trusted, &mut problems))
-        .unwrap_or_default();
-    let from_configmaps: BTreeSet<String> = chosen
-        .iter()
-        .map(|(cached, _)| cached.module.clone())
-        .chain(early_broken.iter().map(|b| b.module.clone()))
-        .collect();
-    let from_directory: BTreeSet<String> = directory.as_ref().map(scan_names).unwrap_or_default();
-    // A module with a shadow is settled once its shadow is loaded too: the shadow sees every call.
-    let shadowed: BTreeSet<String> = shadows.iter().map(|(c, _)| c.module.clone()).collect();
-    let settle = |name: &str| {
-        if !shadowed.contains(name) {
-            runtime.loading().settled(name);
-        }
-    };
-    runtime.loading().known(
-        from_directory
-            .union(&from_configmaps)
-            .chain(&shadowed)
-            .cloned()
-            .collect(),
-    );
+/// [`load_beyond_stock`] one source at a time, as each arrives: a plugin puts the module directory
+/// and the ConfigMaps that need no pull in service while the artifacts others name are pulled. The
+/// steps go in this order: [`Staged::directory`], then [`Staged::configmaps`] once or more (each
+/// time for other modules), then [`Staged::finish`].
+pub(crate) struct Staged<'a> {
+    runtime: &'a Runtime,
+    /// The directory, its last good store, the trusted keys and the floor (not its ConfigMaps,
+    /// which each step is given).
+    config: &'a ModuleConfig,
+    stock: BTreeMap<String, ModuleSource>,
+    /// The failure policies ConfigMaps state in their annotation, by uid, of every step so far.
+    annotations: BTreeMap<String, FailurePolicy>,
+    problems: Vec<LoadProblem>,
+}
 
-    if let (Some(scan), Some(_)) = (directory, &config.directory) {
-        let last_good = open_last_good(config.last_good.as_ref(), &mut problems);
-        let broken = load_scan(
+impl<'a> Staged<'a> {
+    /// Loading beyond `stock`, with the sources `config` names.
+    pub(crate) fn new(
+        runtime: &'a Runtime,
+        config: &'a ModuleConfig,
+        stock: StockInService,
+    ) -> Staged<'a> {
+        Staged {
             runtime,
+            config,
+            stock: stock.sources,
+            annotations: BTreeMap::new(),
+            problems: stock.problems,
+        }
+    }
+
+    fn sources(&self) -> Sources<'_> {
+        Sources {
+            stock: &self.stock,
+            trusted: self.config.trusted_keys.as_ref(),
+            annotations: &self.annotations,
+            floor: self.config.floor.as_ref(),
+        }
+    }
+
+    /// Puts the module directory's modules in service. Those of a module in `claimed` (named by a
+    /// module ConfigMap, which replaces it) stay awaited: calls to them wait for the ConfigMaps.
+    /// Fails only when the directory itself cannot be read.
+    pub(crate) async fn directory(
+        &mut self,
+        claimed: &BTreeSet<String>,
+    ) -> Result<(), std::io::Error> {
+        let Some(dir) = &self.config.directory else {
+            return Ok(());
+        };
+        let scan = scan_directory(dir, self.config.trusted_keys.as_ref())?;
+        let from_directory = scan_names(&scan);
+        self.runtime
+            .loading()
+            .known(from_directory.union(claimed).cloned().collect());
+        let mut problems = std::mem::take(&mut self.problems);
+        let last_good = open_last_good(self.config.last_good.as_ref(), &mut problems);
+        let sources = self.sources();
+        let broken = load_scan(
+            self.runtime,
             scan,
             last_good,
             sources,
@@ -153,23 +170,64 @@ pub(crate) async fn load_beyond_stock(
             &mut problems,
         )
         .await;
-        fall_back(runtime, broken, last_good, sources, &mut problems).await;
-        for name in from_directory.difference(&from_configmaps) {
-            settle(name);
+        fall_back(self.runtime, broken, last_good, sources, &mut problems).await;
+        for name in from_directory.difference(claimed) {
+            self.runtime.loading().settled(name);
         }
+        self.problems = problems;
+        Ok(())
     }
-    if let Some(configmaps) = &config.configmaps {
+
+    /// Puts the modules of `configmaps` in service (their shadows too); the modules in `to_come`
+    /// come with a later step, so calls to them keep waiting.
+    pub(crate) async fn configmaps(
+        &mut self,
+        configmaps: &ConfigMapModules,
+        to_come: &BTreeSet<String>,
+    ) {
+        let mut problems = std::mem::take(&mut self.problems);
+        self.annotations
+            .extend(annotated_policies(configmaps, &mut problems));
+        let trusted = self.config.trusted_keys.as_ref();
+        let ConfigMapPlan {
+            chosen,
+            shadows,
+            early_broken,
+        } = plan_configmaps(configmaps, trusted, &mut problems);
+        // A module with a shadow is settled once its shadow is loaded too: the shadow sees every call.
+        let shadowed: BTreeSet<String> = shadows.iter().map(|(c, _)| c.module.clone()).collect();
+        let runtime = self.runtime;
+        runtime.loading().known(
+            chosen
+                .iter()
+                .map(|(cached, _)| cached.module.clone())
+                .chain(early_broken.iter().map(|b| b.module.clone()))
+                .chain(shadowed.iter().cloned())
+                .chain(to_come.iter().cloned())
+                .collect(),
+        );
+        let settle = |name: &str| {
+            if !shadowed.contains(name) {
+                runtime.loading().settled(name);
+            }
+        };
+        let sources = self.sources();
         let plan = ConfigMapPlan {
             chosen,
             shadows: Vec::new(),
             early_broken,
         };
         load_configmap_modules(runtime, configmaps, plan, sources, &settle, &mut problems).await;
+        for (cached, scan) in shadows {
+            load_shadows(runtime, cached, scan, sources, &mut problems).await;
+            runtime.loading().settled(&cached.module);
+        }
+        self.problems = problems;
     }
-    record_policies(runtime, &annotations);
-    for (cached, scan) in shadows {
-        load_shadows(runtime, cached, scan, sources, &mut problems).await;
-        runtime.loading().settled(&cached.module);
+
+    /// Records the failure policy in force for each module in service; what was worth reporting.
+    pub(crate) fn finish(self) -> Vec<LoadProblem> {
+        record_policies(self.runtime, &self.annotations);
+        self.problems
     }
-    Ok(problems)
 }

@@ -56,7 +56,7 @@ use crate::modules::signature::TRUSTED_KEYS_ENV;
 use crate::modules::{
     self, cluster_floor, LastGood, StockChoice, TrustedKeys, VersionFloor, STOCK_ENV,
 };
-use crate::plan::{self, ModuleConfig, StockInService};
+use crate::plan::{self, ModuleConfig};
 use crate::runtime::{CompileCache, Runtime};
 use crate::shadow::Budget as ShadowBudget;
 use dispatch::Dispatch;
@@ -421,38 +421,86 @@ impl BackgroundLoad {
         // The stock modules serve first: once the ConfigMaps are listed, a call to one that no
         // other source replaces runs while the artifacts the ConfigMaps name are still pulled.
         let in_service = plan::load_stock_modules(&runtime, &stock).await;
-        let expect_listed = |labelled: BTreeSet<String>| {
+        let modules = module_config(
+            state.as_deref(),
+            directory.as_deref(),
+            stock,
+            floor.clone(),
+            &config,
+        );
+        let (list_tx, list_rx) = tokio::sync::oneshot::channel::<configmaps::Listed>();
+        let on_list = |listed: configmaps::Listed| {
             let from_directory = match directory.as_deref() {
                 Some(dir) => modules::directory_names(dir),
                 None => Some(BTreeSet::new()),
             };
             // Every module these sources may put in service waits; the rest serve as they are.
             if let Some(from_directory) = from_directory {
-                runtime
-                    .loading()
-                    .known(labelled.into_iter().chain(from_directory).collect());
+                runtime.loading().known(
+                    listed
+                        .labelled
+                        .iter()
+                        .cloned()
+                        .chain(from_directory)
+                        .collect(),
+                );
             }
+            let _ = list_tx.send(listed);
         };
-        let (configmaps, cluster_floor) = tokio::join!(
+        // While the artifacts are pulled, the directory and the ConfigMaps that need no pull go
+        // in service (once the floor they are held to is read).
+        let early = async {
+            let cluster_floor =
+                pull_version_floor(&cluster, &velero_namespace, floor.clone(), &config).await;
+            let listed = list_rx.await.ok();
+            let mut staged = plan::Staged::new(&runtime, &modules, in_service);
+            let mut loaded = Ok(());
+            if let Some(listed) = &listed {
+                loaded = staged.directory(&listed.labelled).await;
+                if loaded.is_ok() {
+                    staged.configmaps(&listed.ready, &listed.to_pull).await;
+                }
+            }
+            (cluster_floor, listed, staged, loaded)
+        };
+        let (configmaps, (cluster_floor, listed, mut staged, mut loaded)) = tokio::join!(
             configmaps::read(
                 &cluster,
                 &velero_namespace,
                 state.as_deref(),
                 &config,
-                expect_listed
+                on_list
             ),
-            pull_version_floor(&cluster, &velero_namespace, floor.clone(), &config)
+            early
         );
-        load_modules(
+        match (&listed, &configmaps) {
+            // The directory cannot be read: nothing more loads (as when it is read first).
+            _ if loaded.is_err() => {}
+            // Listed: what was pulled goes in service now.
+            (Some(listed), Some(configmaps)) => {
+                staged
+                    .configmaps(&configmaps.only(&listed.to_pull), &BTreeSet::new())
+                    .await;
+            }
+            (Some(_), None) => {}
+            // Not listed (the channel is off, or the last list serves): every source, in order.
+            (None, configmaps) => {
+                let claimed = configmaps
+                    .as_ref()
+                    .map(ConfigMapModules::modules)
+                    .unwrap_or_default();
+                loaded = staged.directory(&claimed).await;
+                if let (Ok(()), Some(configmaps)) = (&loaded, configmaps) {
+                    staged.configmaps(configmaps, &BTreeSet::new()).await;
+                }
+            }
+        }
+        report_loaded(
             &runtime,
-            state.as_deref(),
+            loaded.map(|()| staged.finish()),
             directory.as_deref(),
-            (stock, in_service),
-            configmaps,
-            floor,
-            &config,
-        )
-        .await;
+            configmaps.as_ref(),
+        );
         let provided: Vec<Listed> = runtime
             .catalog()
             .actions()
@@ -569,38 +617,44 @@ impl Drop for FinishLoading {
     }
 }
 
-/// With the chosen stock modules in service, loads those of `$VELERO_WASM_MODULES` and the module ConfigMaps, keeping
-/// the last good version of each under the state directory, then logs one line naming where each
-/// module in service comes from. A module that cannot be used is an error line when nothing stands in
-/// for it, a warning when an earlier version or another source's module does.
-async fn load_modules(
-    runtime: &Runtime,
+/// Where the plugin's modules come from beyond the stock ones: `$VELERO_WASM_MODULES` (its last good
+/// versions kept under the state directory), the trusted keys and the version floor. The module
+/// ConfigMaps are given to each step of loading as they arrive.
+fn module_config(
     state: Option<&Path>,
     directory: Option<&Path>,
-    (stock, in_service): (StockChoice, StockInService),
-    configmaps: Option<ConfigMapModules>,
+    stock: StockChoice,
     floor: Option<VersionFloor>,
     config: &Config,
-) {
-    let directory = directory.map(Path::to_path_buf);
-    let last_good = match (state, &directory) {
+) -> ModuleConfig {
+    let last_good = match (state, directory) {
         (Some(state), Some(dir)) => Some(LastGood::for_directory(state, dir)),
         _ => None,
     };
-    let counts = configmaps
-        .as_ref()
-        .map(|c| format!("{} written, {} cached", c.written, c.cached))
-        .unwrap_or_else(|| "not read".to_string());
-    let config = ModuleConfig {
-        directory: directory.clone(),
+    ModuleConfig {
+        directory: directory.map(Path::to_path_buf),
         last_good,
         stock,
         trusted_keys: trusted_keys(config),
-        configmaps,
+        configmaps: None,
         floor,
-    };
+    }
+}
+
+/// Logs what loading the modules gave: each problem (an error line when nothing stands in for the
+/// module, a warning when an earlier version or another source's module does), then one line
+/// naming where each module in service comes from.
+fn report_loaded(
+    runtime: &Runtime,
+    loaded: Result<Vec<plan::LoadProblem>, std::io::Error>,
+    directory: Option<&Path>,
+    configmaps: Option<&ConfigMapModules>,
+) {
+    let counts = configmaps
+        .map(|c| format!("{} written, {} cached", c.written, c.cached))
+        .unwrap_or_else(|| "not read".to_string());
     let mut rejected = Vec::new();
-    match plan::load_beyond_stock(runtime, &config, in_service).await {
+    match loaded {
         Ok(problems) => {
             for problem in problems {
                 // A shadow's problem leaves the serving module as it was: not Velero's to count
@@ -622,7 +676,7 @@ async fn load_modules(
             }
         }
         Err(e) => {
-            let dir = directory.unwrap_or_default();
+            let dir = directory.unwrap_or(Path::new(""));
             tracing::error!("{MODULES_ENV}={}: cannot be read: {e}", dir.display());
         }
     }
