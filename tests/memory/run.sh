@@ -12,6 +12,9 @@
 #              memory as they arrive, so the call stops near 64 MiB of answers (it held 1 GiB before)
 #   diff       `diff` of a 160 KiB archive of five 7.5 MiB items of [0,0,…] (35 million values once
 #              parsed): refused by the parsed-size bound before the items are kept
+#   long-name, long-link, pax
+#              `diff` of a 3 KiB archive whose one tar header (GNU long name L, long link K, PAX x)
+#              says 3 GiB: refused by the extension-header bound before anything is read into memory
 #   shadow     Velero's own plugin client (tests/velero's driver, `-only big-shadow`) backs up four
 #              items through misbehave while its shadow answers each with a 60 MB item of [0,0,…]
 #              (within the 64 MiB output limit): compared by hash past the parsed-size bound, each
@@ -74,6 +77,25 @@ with tarfile.open(sys.argv[1], "w:gz") as tar:
         item = '{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"zeros-%d","namespace":"apps"},"zeros":[%s]}' % (i, zeros)
         add("resources/configmaps/namespaces/apps/zeros-%d.json" % i, item.encode())
 Z
+# One tar header of each extension kind that says 3 GiB, followed by 3 MiB (a tar reader that takes
+# the header's word reads it whole before looking at it).
+python3 - "$work" <<'H'
+import gzip, sys
+def header(name, typeflag, size):
+    h = bytearray(512)
+    h[0:len(name)] = name.encode()
+    for at, field in ((100, b"0000644\0"), (108, b"0000000\0"), (116, b"0000000\0"), (136, b"00000000000\0")):
+        h[at:at + len(field)] = field
+    h[124:136] = b"%011o\0" % size
+    h[148:156] = b" " * 8
+    h[156:157] = typeflag
+    h[257:265] = b"ustar  \0"
+    h[148:156] = b"%06o\0 " % sum(h)
+    return bytes(h)
+for flag, mode in ((b"L", "long-name"), (b"K", "long-link"), (b"x", "pax")):
+    with gzip.open("%s/%s.tar.gz" % (sys.argv[1], mode), "wb") as f:
+        f.write(header("././@LongLink", flag, 3 << 30) + b"a" * (3 << 20))
+H
 
 # row MODE CMD: runs CMD inside the cgroup and prints its row; the run fails when the host was killed
 # at the limit. Sets $status and $out (what CMD printed on stderr).
@@ -112,6 +134,11 @@ K
   fi
   row "$mode" "$cmd"
   kill $server; wait $server 2>/dev/null || true
+done
+
+for mode in long-name long-link pax; do
+  row "$mode" "$BINARY diff $work/$mode.tar.gz --new stock"
+  [ "$status" -eq 2 ] || { echo "memory: $mode: diff should refuse the archive (exit 2), it ended with $status"; exit 1; }
 done
 
 # The driver serves the module ConfigMaps itself (its scenario sets KUBECONFIG); its checks, on
