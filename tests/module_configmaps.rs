@@ -9,8 +9,8 @@
 //!   good version serves.
 //! - Updated 100 times while 8 callers start fresh plugin processes and call it, every call succeeds
 //!   and each process serves one whole version.
-//! - With the list forbidden or the API server down, the ConfigMaps of the last successful list
-//!   serve, with a warning.
+//! - With the list forbidden or the API server down (unreachable, hanging, or throttling every
+//!   request), the ConfigMaps of the last successful list serve, with a warning.
 //! - A ConfigMap too large or with keys that are not `<name>.wasm|toml|sig` is reported; the others
 //!   are written.
 //! - A mounted directory read while the kubelet swaps `..data` gives one whole version, never a mix;
@@ -1063,6 +1063,65 @@ async fn with_the_list_forbidden_or_the_api_server_down_the_last_listed_configma
                 .contains("the module ConfigMaps shown are those of the last successful list")),
         "{json}"
     );
+}
+
+/// An API server that throttles every request for good, or hangs (takes connections and never
+/// answers), is down, as one that cannot be reached is: the ConfigMaps of the last successful list
+/// serve. (Before, each read by name running out of time dropped its module, as if junk kept the
+/// list slow: stock served in its place, whatever the module's failure policy.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_api_server_throttling_every_request_or_hanging_the_last_listed_configmaps_serve()
+{
+    let scene = Scene::new(&[]);
+    scene.server.apply(misbehave_configmap("v1.example.io"));
+    let plugin = scene.start(&[]);
+    assert!(names(&plugin)
+        .await
+        .contains(&"v1.example.io/echo".to_string()));
+    plugin.shutdown().await;
+
+    let served_from_the_last_list = |session: &Session| {
+        let log = messages(session);
+        assert!(
+            log.iter().any(|m| m.contains("can be read by name either")
+                && m.ends_with(
+                    "serving the module ConfigMaps of the last successful list instead"
+                )),
+            "{log:#?}"
+        );
+        assert!(!log.iter().any(|m| m.ends_with("not served")), "{log:#?}");
+    };
+
+    // Every request answered 429, retry after 3 s: the list runs out of its 5 s, and so does the
+    // read by name.
+    scene.server.throttle(usize::MAX / 2, 3);
+    let plugin = scene.start(&[]);
+    assert_eq!(
+        echo(&plugin, "v1.example.io/echo").await.unwrap(),
+        ["secrets shop/cm"]
+    );
+    served_from_the_last_list(&plugin.shutdown().await);
+    scene.server.throttle(0, 0);
+
+    // A server that takes connections and never answers (the kernel accepts them; nobody reads).
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    std::fs::write(
+        scene.path("kubeconfig"),
+        format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: c\n\
+             clusters:\n- name: c\n  cluster:\n    server: http://{}\n\
+             users:\n- name: u\n  user:\n    token: t\n\
+             contexts:\n- name: c\n  context:\n    cluster: c\n    user: u\n",
+            silent.local_addr().unwrap()
+        ),
+    )
+    .unwrap();
+    let plugin = scene.start(&[]);
+    assert_eq!(
+        echo(&plugin, "v1.example.io/echo").await.unwrap(),
+        ["secrets shop/cm"]
+    );
+    served_from_the_last_list(&plugin.shutdown().await);
 }
 
 #[test]

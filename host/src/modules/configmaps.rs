@@ -282,9 +282,21 @@ async fn fall_back_to_last(
             return None;
         }
     };
-    let (last, problems) = match (namespace, answering) {
-        (Some(namespace), true) => still_listed(cluster, namespace, last).await,
-        _ => (last, Vec::new()),
+    let (last, problems, why) = match (namespace, answering) {
+        (Some(namespace), true) => match still_listed(cluster, namespace, &last).await {
+            Some((kept, problems)) => (kept, problems, why),
+            // Not one read by name got an answer either: the API server is down (hanging, or
+            // failing every request), not slowed by junk. As when it cannot be reached, the last
+            // list serves.
+            None => (
+                last,
+                Vec::new(),
+                format!(
+                    "{why}, and no module ConfigMap of the last list can be read by name either"
+                ),
+            ),
+        },
+        _ => (last, Vec::new(), why),
     };
     // The modules the operator last configured serve; nothing in this backup changes: not Velero's
     // to count (docs/operation.md#what-velero-counts).
@@ -304,19 +316,26 @@ async fn fall_back_to_last(
 /// The ConfigMaps of the last list that are still there, unchanged (each read by name: one object,
 /// bounded like any answer), and a problem for each deleted or changed since, or that cannot be read
 /// within [`LIST_TIMEOUT`]: the API server answers, so a ConfigMap it does not confirm is not served.
+/// `None` when no read got an answer (each ran out of time, or the server could not be reached or
+/// failed it to the end of its retries): the API server is then not answering at all, an outage,
+/// not a list someone keeps large or slow (that leaves a read of one object by name quick).
 async fn still_listed(
     cluster: &LazyCluster,
     namespace: &str,
-    last: Vec<Cached>,
-) -> (Vec<Cached>, Vec<Problem>) {
+    last: &[Cached],
+) -> Option<(Vec<Cached>, Vec<Problem>)> {
     let api = ApiResource::new("", "v1", "configmaps");
     let mut kept = Vec::new();
     let mut problems = Vec::new();
+    let mut answered = last.is_empty();
     let deadline = tokio::time::Instant::now() + LIST_TIMEOUT;
     for cached in last {
         let read =
-            tokio::time::timeout_at(deadline, cluster.get(&api, namespace, &cached.configmap));
-        let gone = match read.await {
+            tokio::time::timeout_at(deadline, cluster.get(&api, namespace, &cached.configmap))
+                .await;
+        // Out of time, unreachable, or a 5xx/429 to the end of its retries: no answer.
+        answered |= !matches!(read, Err(_) | Ok(Err(KubeError::Other(_))));
+        let gone = match read {
             Ok(Ok(now)) => {
                 let field = |name: &str| {
                     now.pointer(&format!("/metadata/{name}"))
@@ -336,7 +355,7 @@ async fn still_listed(
             )),
         };
         match gone {
-            None => kept.push(cached),
+            None => kept.push(cached.clone()),
             // No module named: a last good version must not stand in for it either.
             Some(how) => problems.push(Problem {
                 shadow: cached.shadow,
@@ -349,7 +368,7 @@ async fn still_listed(
             }),
         }
     }
-    (kept, problems)
+    answered.then_some((kept, problems))
 }
 
 /// Lists the module ConfigMaps of `namespace` (bounded by [`MAX_LIST_BYTES`]; the caller bounds the
