@@ -145,18 +145,7 @@ async fn vm_backup(plugin: &Plugin) -> Result<Vec<String>, tonic::Status> {
 /// The misbehave test component as module `misbehave`, its actions under `domain`: another module,
 /// which must keep serving whatever happens to kubevirt.
 fn misbehave_configmap(domain: &str) -> Value {
-    let wasm = std::fs::read(components_dir().join("misbehave.wasm")).unwrap();
-    let manifest = format!(
-        "sha256 = \"{}\"\n[settings]\ndomain = \"{domain}\"\n",
-        sha256_hex(&wasm)
-    );
-    json!({
-        "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": "velero-wasm-module-misbehave", "namespace": "velero",
-                     "labels": {LABEL: "misbehave"}},
-        "binaryData": {"misbehave.wasm": base64::engine::general_purpose::STANDARD.encode(&wasm)},
-        "data": {"misbehave.toml": manifest},
-    })
+    support::misbehave_configmap_as("misbehave", domain)
 }
 
 /// misbehave's `echo` on a ConfigMap item: its additional items.

@@ -55,12 +55,7 @@ fn module_configmap(module: &str, wasm: Option<&[u8]>, manifest: &str) -> Value 
 
 /// The misbehave test component as module `misbehave`, its actions under `domain`.
 fn misbehave_configmap(domain: &str) -> Value {
-    let wasm = std::fs::read(components_dir().join("misbehave.wasm")).unwrap();
-    let manifest = format!(
-        "sha256 = \"{}\"\n[settings]\ndomain = \"{domain}\"\n",
-        sha256_hex(&wasm)
-    );
-    module_configmap("misbehave", Some(&wasm), &manifest)
+    support::misbehave_configmap_as("misbehave", domain)
 }
 
 /// A plugin process pointed at `server` with module ConfigMaps on, its state in `state`.
@@ -103,6 +98,20 @@ impl Scene {
         Plugin::start_with(binary(), &["--log-level", level], &pairs, |c| {
             c.env_remove("KUBERNETES_SERVICE_HOST");
         })
+    }
+
+    /// Starts a plugin, checks that it lists `action`, and stops it: what it listed is the last
+    /// successful list from then on.
+    async fn lists(&self, action: &str) -> Session {
+        let plugin = self.start(&[]);
+        let listed = names(&plugin).await;
+        let session = plugin.shutdown().await;
+        assert!(
+            listed.iter().any(|n| n == action),
+            "{action} not listed: {listed:?}\n{}",
+            session.stderr
+        );
+        session
     }
 
     /// The cache directory of the one module ConfigMap written.
@@ -805,11 +814,7 @@ async fn with_trusted_keys_an_unsigned_configmap_sorting_first_does_not_keep_the
 async fn a_listing_made_too_large_or_slow_never_serves_a_module_deleted_since() {
     let scene = Scene::new(&[]);
     scene.server.apply(misbehave_configmap("a.example.io"));
-    let plugin = scene.start(&[]);
-    assert!(names(&plugin)
-        .await
-        .contains(&"a.example.io/echo".to_string()));
-    plugin.shutdown().await;
+    scene.lists("a.example.io/echo").await;
 
     // Junk labelled as modules takes the list past 64 MiB, and the module is deleted.
     for i in 0..50 {
@@ -973,11 +978,7 @@ async fn while_new_configmap_modules_compile_calls_to_other_modules_are_served_a
 async fn with_the_list_forbidden_or_the_api_server_down_the_last_listed_configmaps_serve() {
     let mut scene = Scene::new(&[]);
     scene.server.apply(misbehave_configmap("v1.example.io"));
-    let plugin = scene.start(&[]);
-    assert!(names(&plugin)
-        .await
-        .contains(&"v1.example.io/echo".to_string()));
-    plugin.shutdown().await;
+    scene.lists("v1.example.io/echo").await;
 
     // The service account may not list ConfigMaps (any more): the cached ones serve.
     scene.server.forbid("configmaps");
@@ -1074,11 +1075,7 @@ async fn with_the_api_server_throttling_every_request_or_hanging_the_last_listed
 {
     let scene = Scene::new(&[]);
     scene.server.apply(misbehave_configmap("v1.example.io"));
-    let plugin = scene.start(&[]);
-    assert!(names(&plugin)
-        .await
-        .contains(&"v1.example.io/echo".to_string()));
-    plugin.shutdown().await;
+    scene.lists("v1.example.io/echo").await;
 
     let served_from_the_last_list = |session: &Session| {
         let log = messages(session);

@@ -779,29 +779,72 @@ async fn silent_registry() -> (
     (addr, accepted, closed, task)
 }
 
+/// A module ConfigMap `late` naming an artifact on a [`silent_registry`]: its pull never ends on
+/// its own.
+struct StuckPull {
+    /// The registry's `host:port`.
+    registry: String,
+    accepted: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    closed: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl StuckPull {
+    async fn named_by(scene: &Scene) -> StuckPull {
+        let (registry, accepted, closed, task) = silent_registry().await;
+        let registry = registry.to_string();
+        let digest = format!("sha256:{}", sha256_hex(b"never answered"));
+        scene.server.apply(oci_configmap(
+            "late",
+            &format!("{registry}/mods/late:1@{digest}"),
+        ));
+        StuckPull {
+            registry,
+            accepted,
+            closed,
+            task,
+        }
+    }
+
+    /// Waits until the plugin has connected to the registry (the pull has begun).
+    async fn reached(&self) {
+        use std::sync::atomic::Ordering;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while self.accepted.load(Ordering::SeqCst) == 0 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(
+            self.accepted.load(Ordering::SeqCst) > 0,
+            "the plugin never reached the registry"
+        );
+    }
+
+    /// Stops the registry and `plugin`, whose pull must not have ended.
+    async fn end(self, plugin: Plugin) {
+        self.task.abort();
+        let session = plugin.shutdown().await;
+        assert!(
+            !session.stderr.contains("module pulled"),
+            "{}",
+            session.stderr
+        );
+    }
+
+    /// Whether the plugin gave up on the pull (closed a connection to the registry).
+    fn given_up(&self) -> bool {
+        self.closed.load(std::sync::atomic::Ordering::SeqCst) > 0
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stock_modules_serve_while_an_artifact_is_still_being_pulled() {
-    use std::sync::atomic::Ordering;
     let scene = Scene::new();
-    let (silent, accepted, closed, task) = silent_registry().await;
-    let silent = silent.to_string();
-    let digest = format!("sha256:{}", sha256_hex(b"never answered"));
-    scene.server.apply(oci_configmap(
-        "late",
-        &format!("{silent}/mods/late:1@{digest}"),
-    ));
+    let pull = StuckPull::named_by(&scene).await;
     let plugin = scene.start(&[
-        ("VELERO_WASM_OCI_PLAIN_HTTP", silent.as_str()),
+        ("VELERO_WASM_OCI_PLAIN_HTTP", pull.registry.as_str()),
         ("VELERO_WASM_STOCK", "kubevirt"),
     ]);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while accepted.load(Ordering::SeqCst) == 0 && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(
-        accepted.load(Ordering::SeqCst) > 0,
-        "the plugin never reached the registry"
-    );
+    pull.reached().await;
 
     // A stock action answers while the pull still waits on the registry (it gives up only after
     // 30 s without an answer), not after it.
@@ -815,84 +858,40 @@ async fn stock_modules_serve_while_an_artifact_is_still_being_pulled() {
             backup: backup.to_string().into_bytes(),
         })
         .await;
-    assert_eq!(
-        closed.load(Ordering::SeqCst),
-        0,
+    assert!(
+        !pull.given_up(),
         "the call waited until the pull gave up: {answer:?}"
     );
     let answer = answer.expect("the stock action answers").into_inner();
     let item: Value = serde_json::from_slice(&answer.item).unwrap();
     assert_eq!(item["metadata"]["name"], "data", "{item}");
-    task.abort();
-    let session = plugin.shutdown().await;
-    assert!(
-        !session.stderr.contains("module pulled"),
-        "{}",
-        session.stderr
-    );
-}
-
-/// A module ConfigMap holding the misbehave component itself, as module `module`, its actions under
-/// `domain`: nothing to pull.
-fn inline_configmap(module: &str, domain: &str) -> Value {
-    let wasm = std::fs::read(components_dir().join("misbehave.wasm")).unwrap();
-    let manifest = format!(
-        "sha256 = \"{}\"\n[settings]\ndomain = \"{domain}\"\n",
-        sha256_hex(&wasm)
-    );
-    json!({
-        "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": format!("velero-wasm-module-{module}"), "namespace": "velero",
-                     "labels": {LABEL: module}},
-        "binaryData": {format!("{module}.wasm"): base64::engine::general_purpose::STANDARD.encode(&wasm)},
-        "data": {format!("{module}.toml"): manifest},
-    })
+    pull.end(plugin).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_module_directory_and_configmaps_that_need_no_pull_serve_while_an_artifact_is_pulled() {
-    use std::sync::atomic::Ordering;
     let scene = Scene::new();
-    let (silent, accepted, closed, task) = silent_registry().await;
-    let silent = silent.to_string();
-    let digest = format!("sha256:{}", sha256_hex(b"never answered"));
-    scene.server.apply(oci_configmap(
-        "late",
-        &format!("{silent}/mods/late:1@{digest}"),
+    let pull = StuckPull::named_by(&scene).await;
+    scene.server.apply(support::misbehave_configmap_as(
+        "inline",
+        "configmap.example",
     ));
-    scene
-        .server
-        .apply(inline_configmap("inline", "configmap.example"));
     let directory = module_dir("directory.example", "1.0.0");
     let plugin = scene.start(&[
-        ("VELERO_WASM_OCI_PLAIN_HTTP", silent.as_str()),
+        ("VELERO_WASM_OCI_PLAIN_HTTP", pull.registry.as_str()),
         ("VELERO_WASM_MODULES", directory.path().to_str().unwrap()),
     ]);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while accepted.load(Ordering::SeqCst) == 0 && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(
-        accepted.load(Ordering::SeqCst) > 0,
-        "the plugin never reached the registry"
-    );
+    pull.reached().await;
 
     // Both answer while the pull still waits on the registry (it gives up after 30 s), each from
     // its own source.
     for domain in ["directory.example", "configmap.example"] {
         let answer = execute(&plugin, &format!("{domain}/echo")).await;
-        assert_eq!(
-            closed.load(Ordering::SeqCst),
-            0,
+        assert!(
+            !pull.given_up(),
             "the call to {domain}/echo waited until the pull gave up"
         );
         assert_eq!(answer, ["secrets shop/cm"], "{domain}");
     }
-    task.abort();
-    let session = plugin.shutdown().await;
-    assert!(
-        !session.stderr.contains("module pulled"),
-        "{}",
-        session.stderr
-    );
+    pull.end(plugin).await;
 }

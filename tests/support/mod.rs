@@ -82,3 +82,21 @@ pub fn stdout_json(output: &Output) -> serde_json::Value {
 pub fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
+
+/// A module ConfigMap (as `module pack` writes one) holding the misbehave test component as module
+/// `module`, its actions under `domain`: nothing to pull.
+pub fn misbehave_configmap_as(module: &str, domain: &str) -> serde_json::Value {
+    use base64::Engine as _;
+    let wasm = std::fs::read(components_dir().join("misbehave.wasm")).unwrap();
+    let manifest = format!(
+        "sha256 = \"{}\"\n[settings]\ndomain = \"{domain}\"\n",
+        velero_wasm::modules::sha256_hex(&wasm)
+    );
+    serde_json::json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": format!("velero-wasm-module-{module}"), "namespace": "velero",
+                     "labels": {velero_wasm::modules::configmaps::LABEL: module}},
+        "binaryData": {format!("{module}.wasm"): base64::engine::general_purpose::STANDARD.encode(&wasm)},
+        "data": {format!("{module}.toml"): manifest},
+    })
+}
