@@ -14,11 +14,8 @@
 //! - a view ends [`IDLE`] after the last read of its backup, and [`LIFETIME`] after it began,
 //!   whichever comes first (Velero does not tell a plugin that a backup ended);
 //! - the listings of all views together hold at most the process's view budget in bytes
-//!   ([`BUDGET_VARIABLE`]), those being read too: what a listing may take is held from the budget
-//!   before it is read (waiting while other listings being read hold it), and what it did not take
-//!   goes back after. A listing that does not fit is not
-//!   kept and its reads go to the API server as without views (read through). A listing that fails
-//!   is read through too;
+//!   ([`BUDGET_VARIABLE`]); a listing that does not fit is not kept and its reads go to the API server
+//!   as without views (read through). A listing that fails is read through too;
 //! - a listing is host work done for the module whose read starts it, so it counts against that
 //!   module's limits: it is read only while it fits what the module could receive in one answer (its
 //!   memory limit), and a listing larger than a module's memory limit never answers that module's
@@ -26,12 +23,12 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use serde_json::Value;
-use tokio::sync::{Notify, OnceCell};
+use tokio::sync::OnceCell;
 use tokio::time::Instant;
 
 use crate::cluster::{ApiResource, Json, KubeAnswer, KubeCall, KubeError, ListOptions};
@@ -87,10 +84,6 @@ pub struct ReadViews {
     bounds: Bounds,
     views: Mutex<HashMap<Arc<str>, Arc<View>>>,
     bytes: Arc<AtomicU64>,
-    /// Listings being read, each holding part of the budget ([`Reservation`]).
-    reading: AtomicUsize,
-    /// Told each time a listing being read gives back what it held.
-    released: Notify,
     hits: AtomicU64,
     misses: AtomicU64,
     sweeping: AtomicBool,
@@ -128,20 +121,6 @@ struct Listing {
     held: Arc<AtomicU64>,
 }
 
-/// Bytes of the views' budget held for a listing while it is read; given back when dropped.
-struct Reservation<'a> {
-    views: &'a ReadViews,
-    bytes: u64,
-}
-
-impl Drop for Reservation<'_> {
-    fn drop(&mut self) {
-        self.views.bytes.fetch_sub(self.bytes, Ordering::AcqRel);
-        self.views.reading.fetch_sub(1, Ordering::AcqRel);
-        self.views.released.notify_waiters();
-    }
-}
-
 impl Drop for Listing {
     fn drop(&mut self) {
         self.held.fetch_sub(self.bytes, Ordering::AcqRel);
@@ -156,8 +135,6 @@ impl ReadViews {
             bounds,
             views: Mutex::new(HashMap::new()),
             bytes: Arc::new(AtomicU64::new(0)),
-            reading: AtomicUsize::new(0),
-            released: Notify::new(),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
             sweeping: AtomicBool::new(false),
@@ -279,15 +256,12 @@ impl ReadViews {
         F: FnOnce(KubeCall) -> Fut,
         Fut: Future<Output = Result<KubeAnswer, KubeError>>,
     {
-        // What the listing may take is held from the budget before it is read, so that listings
-        // read at once (first reads in many namespaces) never take more than the budget together;
-        // what it did not take goes back once it is read, failed or dropped.
-        let Some(reserved) = self.reserve(limit).await else {
-            return Err(Failed::Budget);
-        };
-        let left = reserved.bytes;
+        let left = self
+            .bounds
+            .budget
+            .saturating_sub(self.bytes.load(Ordering::Relaxed));
         let options = ListOptions {
-            max_bytes: Some(left),
+            max_bytes: Some(left.min(limit)),
             ..ListOptions::default()
         };
         let call = KubeCall::List {
@@ -308,7 +282,6 @@ impl ReadViews {
             }
         };
         let listing = Listing::of(objects, self.bytes.clone());
-        drop(reserved);
         // Reserve the listing's bytes; over the budget it is dropped (its Drop gives nothing back).
         let reserved = self
             .bytes
@@ -329,35 +302,6 @@ impl ReadViews {
         }
         crate::metrics::note_view_bytes(listing.bytes as i64);
         Ok(Arc::new(listing))
-    }
-
-    /// Holds what a listing for a module of memory `limit` may take from the budget: `limit`, waiting
-    /// while listings being read hold what is missing; less when only kept listings hold the rest;
-    /// `None` when they hold it all.
-    async fn reserve(&self, limit: u64) -> Option<Reservation<'_>> {
-        loop {
-            let released = self.released.notified();
-            tokio::pin!(released);
-            released.as_mut().enable();
-            let others_reading = self.reading.load(Ordering::Acquire) > 0;
-            let mut bytes = 0;
-            let taken = self
-                .bytes
-                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
-                    bytes = self.bounds.budget.saturating_sub(used).min(limit);
-                    let enough = bytes == limit || (bytes > 0 && !others_reading);
-                    enough.then_some(used + bytes)
-                })
-                .is_ok();
-            if taken {
-                self.reading.fetch_add(1, Ordering::AcqRel);
-                return Some(Reservation { views: self, bytes });
-            }
-            if !others_reading {
-                return None;
-            }
-            released.await;
-        }
     }
 
     /// The view of `key`, made if there is none (or the one there has ended); ends expired views.
@@ -837,59 +781,6 @@ mod tests {
             read.await.unwrap();
         }
         assert_eq!(c.calls.load(Ordering::SeqCst), 1);
-    }
-
-    #[tokio::test]
-    async fn listings_read_at_once_never_take_more_than_the_budget_together() {
-        let namespaces: Vec<String> = (0..8).map(|i| format!("ns-{i}")).collect();
-        let pods: Vec<(&str, &str, &str)> = namespaces
-            .iter()
-            .map(|n| (n.as_str(), "p", "web"))
-            .collect();
-        let c = Arc::new(Counted::with_pods(&pods).await);
-        let budget = 4096;
-        let views = ReadViews::new(Bounds {
-            budget,
-            ..Bounds::default()
-        });
-        // What the listings being read may take together, at most, at any moment.
-        let (reading, most) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
-        let reads: Vec<_> = namespaces
-            .iter()
-            .map(|ns| {
-                let (c, views, ns) = (c.clone(), views.clone(), ns.clone());
-                let (reading, most) = (reading.clone(), most.clone());
-                tokio::spawn(async move {
-                    let fetch = |call: KubeCall| async {
-                        let KubeCall::List { options, .. } = &call else {
-                            unreachable!("a view only lists")
-                        };
-                        let may = options.max_bytes.unwrap_or(u64::MAX);
-                        let now = reading.fetch_add(may, Ordering::SeqCst).saturating_add(may);
-                        most.fetch_max(now, Ordering::SeqCst);
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                        reading.fetch_sub(may, Ordering::SeqCst);
-                        c.call(call).await
-                    };
-                    match views.answer("k", &get(&ns, "p"), 1 << 20, fetch).await {
-                        Some(answer) => answer,
-                        None => c.call(get(&ns, "p")).await,
-                    }
-                })
-            })
-            .collect();
-        for read in reads {
-            read.await.unwrap().unwrap();
-        }
-        let most = most.load(Ordering::SeqCst);
-        assert!(
-            most <= budget,
-            "listings being read could take {most} bytes together, over the budget of {budget}"
-        );
-        // Each waited for the budget rather than reading through: one list per namespace, all kept.
-        assert_eq!(c.calls.load(Ordering::SeqCst), namespaces.len());
-        let held = views.stats().bytes;
-        assert!(held > 0 && held <= budget, "{held}");
     }
 
     #[test]
