@@ -58,10 +58,12 @@ stage deps .ci/deps
 kube_log=$(mktemp)
 nice -n 10 tests/kube/build.sh >"$kube_log" 2>&1 &
 kube_pid=$!
-trap 'kill "$kube_pid" 2>/dev/null || true; rm -f "$kube_log"' EXIT
+# A run that stops early stops the Go build too (the script and the go command it runs).
+trap 'if [ -n "$kube_pid" ]; then pkill -P "$kube_pid" 2>/dev/null || true; kill "$kube_pid" 2>/dev/null || true; fi; rm -f "$kube_log"' EXIT
 kube_built() {
   local status=0
   wait "$kube_pid" || status=$?
+  kube_pid=
   cat "$kube_log"
   return "$status"
 }

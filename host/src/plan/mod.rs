@@ -151,6 +151,7 @@ impl<'a> Staged<'a> {
         claimed: &BTreeSet<String>,
     ) -> Result<(), std::io::Error> {
         let Some(dir) = &self.config.directory else {
+            self.runtime.loading().known(claimed.clone());
             return Ok(());
         };
         let scan = scan_directory(dir, self.config.trusted_keys.as_ref())?;
