@@ -6,9 +6,11 @@
 //! component and its manifest are laid out as a module directory, `DIR/module/` (what `run --modules`,
 //! `test` and `module pack` take); when not, `build` exits 1 and leaves `module/` as it was.
 
+use std::io::IsTerminal as _;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use super::failure::{Failure, EXIT_FAILED, EXIT_OK};
 use crate::capabilities::{Clock, Environment, Services};
@@ -267,15 +269,15 @@ impl Builder {
             "velero-wasm build: {}: {} against wit/ ({})",
             self.name, self.source, self.takes
         );
-        let started = std::time::Instant::now();
-        let status = Command::new(&self.tool)
+        let started = Instant::now();
+        let mut child = Command::new(&self.tool)
             .current_dir(dir)
             .args(args)
             .arg(format!("target/{name}.wasm"))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
-            .status()
+            .spawn()
             .map_err(|e| {
                 Failure::failed(format!(
                     "cannot run {}: {e}; {}",
@@ -283,6 +285,15 @@ impl Builder {
                     self.install
                 ))
             })?;
+        // The tools print nothing of their own while they snapshot an engine (up to a minute or so):
+        // a person at a terminal hears every so often that the build still runs.
+        let every = std::io::stderr()
+            .is_terminal()
+            .then_some(super::compile_progress::EVERY);
+        let status = wait_saying_so(&mut child, every, |secs| {
+            eprintln!("velero-wasm build: still running {} ({secs} s)", self.name)
+        })
+        .map_err(|e| Failure::failed(format!("waiting for {}: {e}", self.name)))?;
         if !status.success() {
             return Err(Failure::failed(format!(
                 "{} failed ({status}): its messages are above",
@@ -295,6 +306,30 @@ impl Builder {
             started.elapsed().as_secs_f64()
         );
         Ok(dir.join("target").join(format!("{name}.wasm")))
+    }
+}
+
+/// Waits for `child`; when `every` is given, calls `say` with the seconds elapsed each time that much
+/// more time has passed.
+fn wait_saying_so(
+    child: &mut Child,
+    every: Option<Duration>,
+    say: impl Fn(u64),
+) -> std::io::Result<ExitStatus> {
+    let Some(every) = every else {
+        return child.wait();
+    };
+    let started = Instant::now();
+    let mut next = every;
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return Ok(status);
+        }
+        if started.elapsed() >= next {
+            say(started.elapsed().as_secs());
+            next += every;
+        }
+        std::thread::sleep(Duration::from_millis(100).min(every));
     }
 }
 
@@ -425,5 +460,30 @@ mod tests {
             format!("sha256 = \"{SHA}\"\n")
         );
         assert!(with_sha256("[grant", SHA).is_err());
+    }
+
+    #[test]
+    fn a_long_build_is_mentioned_while_it_runs_and_a_short_one_never() {
+        use std::sync::Mutex;
+        let said = Mutex::new(Vec::new());
+        let mut child = Command::new("sleep").arg("0.45").spawn().unwrap();
+        let status = wait_saying_so(&mut child, Some(Duration::from_millis(100)), |secs| {
+            said.lock().unwrap().push(secs)
+        })
+        .unwrap();
+        assert!(status.success());
+        let times = said.lock().unwrap().len();
+        assert!(times >= 2, "mentioned {times} times in 0.45 s, every 0.1 s");
+
+        let mut child = Command::new("true").spawn().unwrap();
+        let status = wait_saying_so(&mut child, Some(Duration::from_secs(15)), |_| {
+            panic!("a build that ends at once is not mentioned")
+        })
+        .unwrap();
+        assert!(status.success());
+        let mut child = Command::new("false").spawn().unwrap();
+        assert!(!wait_saying_so(&mut child, None, |_| unreachable!())
+            .unwrap()
+            .success());
     }
 }

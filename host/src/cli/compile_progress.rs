@@ -12,8 +12,8 @@ use crate::runtime::CompileWatch;
 
 /// How long a compile goes unmentioned.
 const QUIET: Duration = Duration::from_secs(1);
-/// How often a long compile is mentioned again.
-const EVERY: Duration = Duration::from_secs(15);
+/// How often a long compile is mentioned again (and `build`'s componentize-py or -js run).
+pub(super) const EVERY: Duration = Duration::from_secs(15);
 
 /// The watch the CLI's runtimes get: one that writes to stderr when it is a terminal, none otherwise
 /// (a pipe or a CI log gets the debug line the runtime logs).
