@@ -188,6 +188,32 @@ fn an_action_error_exits_1_with_the_message_on_stderr() {
     assert!(stderr(&out).contains(
         "module misbehave, action test.velero-wasm.io/trap on item configmaps shop/app: trapped"
     ));
+    // The guest's panic message is part of the error at the default log level, not only at debug.
+    assert!(
+        stderr(&out).contains("deliberate panic in trap"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn a_settings_schema_in_the_old_vocabulary_loads_and_says_what_to_write_instead() {
+    let scene = Scene::new();
+    support::add_module(
+        scene.modules.path(),
+        "misbehave",
+        "misbehave",
+        &format!("{MANIFEST}\n[settings-schema.target]\nvalues = [\"settings\", \"elsewhere\"]\n"),
+    );
+    let out = scene.run("echo", &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let message = stderr(&out).replace("\\\"", "\"");
+    assert!(
+        message.contains("module misbehave: settings-schema.target: the old settings vocabulary")
+            && message.contains("is deprecated and was converted; write it as JSON Schema:")
+            && message.contains(r#"enum = ["settings", "elsewhere"]"#),
+        "{message}"
+    );
 }
 
 #[test]
