@@ -49,7 +49,7 @@ memory: ## Memory attacks (endless answers, a read-all of 64 answers of 15 MiB, 
 python: ## Python modules (componentize-py from PyPI), backup, restore and delete, pass their Rust twins' suites and a suite of their settings path; bench and size of each (about 7 min after the test build; not part of test, CI runs it after e2e)
 	tests/python/run.sh
 
-javascript: ## JavaScript modules (componentize-js from npm), backup, restore and delete, pass their Rust twins' suites and a suite of their settings path; bench and size of each (about 5 min after the host build; not part of test nor CI)
+javascript: ## JavaScript modules (componentize-js from npm), backup, restore and delete, pass their Rust twins' suites and a suite of their settings path; bench and size of each (about 5 min after the host build; not part of test, CI runs it after python)
 	tests/javascript/run.sh
 
 image: ## The plugin image for amd64 and arm64 as OCI archives in target/image/, each checked (tests/image/run.sh; root, buildah; not part of test)

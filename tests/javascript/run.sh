@@ -5,7 +5,8 @@
 # `velero-wasm build`; the one suite both generate (the same file, its second case overriding the
 # setting `suspend`, which the action reads typed) passes on each, and so does a suite of the settings
 # path (an operator's override, a misspelt key, a wrong type); then `velero-wasm bench` of each and
-# their sizes. Not part of `make test`: componentize-js snapshots a JavaScript engine (about 40 s a
+# their sizes; last, a bug planted in the backup action's app.js shows its TypeError and stack in `run`'s
+# error. Not part of `make test`: componentize-js snapshots a JavaScript engine (about 40 s a
 # module) and a debug host compiles the 12 MB component for a minute or so.
 #
 # componentize-js comes from npm into target/javascript-npm, at the version the scaffold's package.json
@@ -79,4 +80,27 @@ for kind in backup restore delete; do
         (cd "$dir" && "$bin" bench --modules module --stock none --action "example.io/$name" \
             --item tests/fixtures/item.json --$subject tests/fixtures/$subject.json --cluster tests/fixtures/cluster -n 50)
     done
+
+    if [ "$kind" = backup ]; then
+        # A bug an author might write (a property of undefined), built and run: `run` prints the
+        # TypeError and its stack, down to the line in app.js, at the default log level.
+        echo "== $js: a bug's exception, with its stack, is in run's error"
+        sed -i 's/item.metadata.labels\[LABEL\] = String(pvcs.length);/item.metadata.labels.counted.pvcs = pvcs.length;/' "$js/app.js"
+        grep -q 'labels.counted.pvcs' "$js/app.js" || { echo "the bug was not planted in app.js (tests/javascript/run.sh)" >&2; exit 1; }
+        "$bin" build "$js"
+        if (cd "$js" && "$bin" run --modules module --stock none --action "example.io/$name" \
+            --item tests/fixtures/item.json --backup tests/fixtures/backup.json \
+            --cluster tests/fixtures/cluster) 2> "$work/thrown.err"; then
+            echo "run of an action that throws exited 0" >&2
+            exit 1
+        fi
+        for line in 'TypeError: can'"'"'t access property "pvcs", item.metadata.labels.counted is undefined' \
+            'label@app.js:' 'backup@app.js:'; do
+            grep -qF "$line" "$work/thrown.err" || {
+                echo "run's error lacks the line: $line" >&2
+                cat "$work/thrown.err" >&2
+                exit 1
+            }
+        done
+    fi
 done
