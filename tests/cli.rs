@@ -78,6 +78,12 @@ impl Scene {
         self.files.path().join(name).display().to_string()
     }
 
+    /// The misbehave module again, its manifest the scene's with `toml` after it.
+    fn add_to_manifest(&self, toml: &str) {
+        let manifest = format!("{MANIFEST}\n{toml}\n");
+        support::add_module(self.modules.path(), "misbehave", "misbehave", &manifest);
+    }
+
     fn run(&self, case: &str, extra: &[&str]) -> std::process::Output {
         let action = format!("test.velero-wasm.io/{case}");
         let (item, backup, cluster, modules) = (
@@ -199,12 +205,7 @@ fn an_action_error_exits_1_with_the_message_on_stderr() {
 #[test]
 fn a_settings_schema_in_the_old_vocabulary_loads_and_says_what_to_write_instead() {
     let scene = Scene::new();
-    support::add_module(
-        scene.modules.path(),
-        "misbehave",
-        "misbehave",
-        &format!("{MANIFEST}\n[settings-schema.target]\nvalues = [\"settings\", \"elsewhere\"]\n"),
-    );
+    scene.add_to_manifest("[settings-schema.target]\nvalues = [\"settings\", \"elsewhere\"]");
     let out = scene.run("echo", &[]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let message = stderr(&out).replace("\\\"", "\"");
@@ -230,12 +231,7 @@ fn a_denied_call_names_the_manifest_rule_that_allows_it_and_that_rule_does() {
     // Added to the manifest (one key a line), the rule lets the same call through to the cluster,
     // which has no such Secret.
     let toml = rule.replacen("]] ", "]]\n", 1).replace("] ", "]\n");
-    support::add_module(
-        scene.modules.path(),
-        "misbehave",
-        "misbehave",
-        &format!("{MANIFEST}\n{toml}\n"),
-    );
+    scene.add_to_manifest(&toml);
     let out = scene.run("forbidden-kube", &[]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
