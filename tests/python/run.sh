@@ -31,6 +31,19 @@ trap 'rm -rf "$work"' EXIT
 
 . "$root/tests/settings-suite.sh"
 
+# Fails unless the file $2 (what $1 printed) holds the traceback of the exception that metadata given
+# as a list raises in the backup action's `label`.
+holds_traceback() {
+    for line in 'Traceback (most recent call last):' ', in label' \
+        "AttributeError: 'list' object has no attribute 'get'"; do
+        grep -qF "$line" "$2" || {
+            echo "$1 lacks the line: $line" >&2
+            cat "$2" >&2
+            exit 1
+        }
+    done
+}
+
 # One module of each kind in each language: the same name, hence the same action and the same suite.
 for kind in backup restore delete; do
     name=$kind-pvcs
@@ -77,14 +90,20 @@ for kind in backup restore delete; do
             echo "run of an action that raises exited 0" >&2
             exit 1
         fi
-        for line in 'Traceback (most recent call last):' ', in label' \
-            "AttributeError: 'list' object has no attribute 'get'"; do
-            grep -qF "$line" "$work/raised.err" || {
-                echo "run's error lacks the line: $line" >&2
-                cat "$work/raised.err" >&2
-                exit 1
-            }
-        done
+        holds_traceback "run's error" "$work/raised.err"
+
+        # The same through `test`: the failed case's reason holds the traceback.
+        echo "== $py: an uncaught exception's traceback is in test's report"
+        cp "$work/metadata-a-list.json" "$py/tests/fixtures/"
+        printf '%s\n' 'modules: ../module' 'stock: none' 'cases:' \
+            '  - name: metadata given as a list' "    action: example.io/$name" \
+            '    item: fixtures/metadata-a-list.json' '    backup: fixtures/backup.json' \
+            '    cluster: [fixtures/cluster]' '    expect: {additionalItems: []}' > "$py/tests/raises.yaml"
+        if "$bin" test "$py/tests/raises.yaml" > "$work/raised.out" 2>&1; then
+            echo "test of an action that raises exited 0" >&2
+            exit 1
+        fi
+        holds_traceback "test's report" "$work/raised.out"
     fi
 
     for dir in "$py" "$rust"; do
