@@ -13,8 +13,9 @@
 #   diff       `diff` of a 160 KiB archive of five 7.5 MiB items of [0,0,…] (35 million values once
 #              parsed): refused by the parsed-size bound before the items are kept
 #   long-name, long-link, pax
-#              `diff` of a 3 KiB archive whose one tar header (GNU long name L, long link K, PAX x)
-#              says 3 GiB: refused by the extension-header bound before anything is read into memory
+#              `diff` of a 14 MB archive whose one tar entry (GNU long name L, long link K, PAX x) holds
+#              3 GiB of `a`: refused by the extension-header bound, with its message, before anything is
+#              read into memory (a tar reader that takes the header's word holds all 3 GiB)
 #   shadow     Velero's own plugin client (tests/velero's driver, `-only big-shadow`) backs up four
 #              items through misbehave while its shadow answers each with a 60 MB item of [0,0,…]
 #              (within the 64 MiB output limit): compared by hash past the parsed-size bound, each
@@ -77,10 +78,11 @@ with tarfile.open(sys.argv[1], "w:gz") as tar:
         item = '{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"zeros-%d","namespace":"apps"},"zeros":[%s]}' % (i, zeros)
         add("resources/configmaps/namespaces/apps/zeros-%d.json" % i, item.encode())
 Z
-# One tar header of each extension kind that says 3 GiB, followed by 3 MiB (a tar reader that takes
-# the header's word reads it whole before looking at it).
+# One tar header of each extension kind followed by the 3 GiB it says it has, gzipped: the 3 GiB is
+# compressed once (14 MB at level 1) as a gzip member of its own, which each archive's member with the
+# header precedes (a gzip file of several members is read whole, as Go's reader and so Velero read it).
 python3 - "$work" <<'H'
-import gzip, sys
+import gzip, shutil, sys, zlib
 def header(name, typeflag, size):
     h = bytearray(512)
     h[0:len(name)] = name.encode()
@@ -92,9 +94,17 @@ def header(name, typeflag, size):
     h[257:265] = b"ustar  \0"
     h[148:156] = b"%06o\0 " % sum(h)
     return bytes(h)
+body = "%s/3gib-of-a.gz" % sys.argv[1]
+with open(body, "wb") as f:
+    deflate, chunk = zlib.compressobj(1, zlib.DEFLATED, 31), b"a" * (1 << 20)
+    for _ in range(3 << 10):
+        f.write(deflate.compress(chunk))
+    f.write(deflate.flush())
 for flag, mode in ((b"L", "long-name"), (b"K", "long-link"), (b"x", "pax")):
-    with gzip.open("%s/%s.tar.gz" % (sys.argv[1], mode), "wb") as f:
-        f.write(header("././@LongLink", flag, 3 << 30) + b"a" * (3 << 20))
+    with open("%s/%s.tar.gz" % (sys.argv[1], mode), "wb") as f:
+        f.write(gzip.compress(header("././@LongLink", flag, 3 << 30)))
+        with open(body, "rb") as b:
+            shutil.copyfileobj(b, f)
 H
 
 # row MODE CMD: runs CMD inside the cgroup and prints its row; the run fails when the host was killed
@@ -139,6 +149,10 @@ done
 for mode in long-name long-link pax; do
   row "$mode" "$BINARY diff $work/$mode.tar.gz --new stock"
   [ "$status" -eq 2 ] || { echo "memory: $mode: diff should refuse the archive (exit 2), it ended with $status"; exit 1; }
+  case $out in
+    *"header of 3221225472 bytes, over the 65536-byte limit of one: not read"*) ;;
+    *) echo "memory: $mode: diff did not refuse the header for its size: $out"; exit 1 ;;
+  esac
 done
 
 # The driver serves the module ConfigMaps itself (its scenario sets KUBECONFIG); its checks, on
