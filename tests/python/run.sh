@@ -99,7 +99,8 @@ for kind in backup restore delete; do
             '  - name: metadata given as a list' "    action: example.io/$name" \
             '    item: fixtures/metadata-a-list.json' '    backup: fixtures/backup.json' \
             '    cluster: [fixtures/cluster]' '    expect: {additionalItems: []}' > "$py/tests/raises.yaml"
-        if "$bin" test "$py/tests/raises.yaml" > "$work/raised.out" 2>&1; then
+        # The report alone (stdout), as wide as the longest line so that none is wrapped.
+        if COLUMNS=400 "$bin" test "$py/tests/raises.yaml" > "$work/raised.out" 2> "$work/raised.log"; then
             echo "test of an action that raises exited 0" >&2
             exit 1
         fi
