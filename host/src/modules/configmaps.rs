@@ -236,6 +236,8 @@ async fn write_listed(
             ready: ready.clone(),
         });
     });
+    // Those that need no pull go in service now: a later failure leaves them there.
+    let ready_serve = written.is_ok();
     let written = match written {
         Ok(ready) => {
             let pulled = pull_artifacts(cache, &later, cluster, namespace, config).await;
@@ -258,6 +260,12 @@ async fn write_listed(
                 "module ConfigMaps read"
             );
             Some(modules)
+        }
+        Err(why) if ready_serve => {
+            tracing::error!(
+                "the module ConfigMaps that name an artifact to pull are not loaded: {why}; those that name none serve"
+            );
+            None
         }
         Err(why) => {
             tracing::error!("module ConfigMaps are not loaded: {why}");
@@ -476,28 +484,42 @@ impl ConfigMapModules {
         self
     }
 
-    /// Only the ConfigMaps (and problems) of `modules`.
+    /// Only the ConfigMaps (and problems, and annotations) of `modules`: a later loading step sees,
+    /// and reports, nothing of the ConfigMaps an earlier one loaded.
     pub(crate) fn only(&self, modules: &BTreeSet<String>) -> ConfigMapModules {
         let of = |module: &str| modules.contains(module);
+        let configmaps: Vec<Cached> = self
+            .configmaps
+            .iter()
+            .filter(|c| of(&c.module))
+            .cloned()
+            .collect();
+        let problems: Vec<Problem> = self
+            .problems
+            .iter()
+            .filter(|p| p.module.as_deref().is_some_and(of))
+            .cloned()
+            .collect();
+        let uids: BTreeSet<&str> = configmaps
+            .iter()
+            .map(|c| c.uid.as_str())
+            .chain(problems.iter().filter_map(|p| p.uid.as_deref()))
+            .collect();
+        let on_failure = self
+            .on_failure
+            .iter()
+            .filter(|(uid, _)| uids.contains(uid.as_str()))
+            .map(|(uid, policy)| (uid.clone(), policy.clone()))
+            .collect();
         ConfigMapModules {
-            configmaps: self
-                .configmaps
-                .iter()
-                .filter(|c| of(&c.module))
-                .cloned()
-                .collect(),
-            problems: self
-                .problems
-                .iter()
-                .filter(|p| p.module.as_deref().is_some_and(of))
-                .cloned()
-                .collect(),
+            configmaps,
+            problems,
             last_good: self.last_good.clone(),
             written: self.written,
             cached: self.cached,
             pruned: self.pruned,
             fallback: self.fallback.clone(),
-            on_failure: self.on_failure.clone(),
+            on_failure,
         }
     }
 
@@ -1169,4 +1191,56 @@ pub(crate) enum FilesError {
     /// No manifest.
     #[error("it has no {0}.toml")]
     NoManifest(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cached(configmap: &str, module: &str, uid: &str) -> Cached {
+        Cached {
+            configmap: configmap.into(),
+            module: module.into(),
+            uid: uid.into(),
+            resource_version: "1".into(),
+            dir: PathBuf::new(),
+            shadow: false,
+            on_failure: None,
+        }
+    }
+
+    #[test]
+    fn only_keeps_the_annotations_of_the_configmaps_it_keeps() {
+        let all = ConfigMapModules {
+            configmaps: vec![
+                cached("inline", "inline", "uid-a"),
+                cached("pulled", "pulled", "uid-b"),
+            ],
+            problems: vec![Problem {
+                module: Some("broken".into()),
+                uid: Some("uid-c".into()),
+                message: "ConfigMap broken: no manifest".into(),
+                shadow: false,
+            }],
+            on_failure: [("uid-a", "bogus"), ("uid-b", "stock"), ("uid-c", "refuse")]
+                .map(|(uid, policy)| (uid.to_string(), policy.to_string()))
+                .into(),
+            ..ConfigMapModules::default()
+        };
+        let later = all.only(&BTreeSet::from([
+            "pulled".to_string(),
+            "broken".to_string(),
+        ]));
+        let names: Vec<&str> = later
+            .configmaps
+            .iter()
+            .map(|c| c.configmap.as_str())
+            .collect();
+        assert_eq!(names, ["pulled"]);
+        assert_eq!(later.problems.len(), 1);
+        // The inline ConfigMap's annotation was read (and, being no policy, reported) by the step
+        // that loaded it: a later step does not report it again.
+        let uids: Vec<&str> = later.on_failure.keys().map(String::as_str).collect();
+        assert_eq!(uids, ["uid-b", "uid-c"]);
+    }
 }

@@ -495,11 +495,13 @@ impl BackgroundLoad {
                 }
             }
         }
+        // When the ConfigMaps that need a pull could not be written, those that need none serve.
+        let configmaps_serving = configmaps.as_ref().or(listed.as_ref().map(|l| &l.ready));
         report_loaded(
             &runtime,
             loaded.map(|()| staged.finish()),
             directory.as_deref(),
-            configmaps.as_ref(),
+            configmaps_serving,
         );
         let provided: Vec<Listed> = runtime
             .catalog()
