@@ -322,8 +322,15 @@ fn wait_saying_so(
     let started = Instant::now();
     let mut next = every;
     loop {
-        if let Some(status) = child.try_wait()? {
-            return Ok(status);
+        match child.try_wait() {
+            Ok(Some(status)) => return Ok(status),
+            Ok(None) => {}
+            // Not left running unwatched.
+            Err(e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(e);
+            }
         }
         if started.elapsed() >= next {
             say(started.elapsed().as_secs());
@@ -466,14 +473,14 @@ mod tests {
     fn a_long_build_is_mentioned_while_it_runs_and_a_short_one_never() {
         use std::sync::Mutex;
         let said = Mutex::new(Vec::new());
-        let mut child = Command::new("sleep").arg("0.45").spawn().unwrap();
+        let mut child = Command::new("sleep").arg("1").spawn().unwrap();
         let status = wait_saying_so(&mut child, Some(Duration::from_millis(100)), |secs| {
             said.lock().unwrap().push(secs)
         })
         .unwrap();
         assert!(status.success());
         let times = said.lock().unwrap().len();
-        assert!(times >= 2, "mentioned {times} times in 0.45 s, every 0.1 s");
+        assert!(times >= 2, "mentioned {times} times in 1 s, every 0.1 s");
 
         let mut child = Command::new("true").spawn().unwrap();
         let status = wait_saying_so(&mut child, Some(Duration::from_secs(15)), |_| {
