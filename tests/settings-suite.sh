@@ -1,5 +1,18 @@
 # Sourced by tests/python/run.sh and tests/javascript/run.sh (POSIX sh): the suite of a scaffold's
-# settings path, the same for every language.
+# settings path, the same for every language, and the check of what a guest's error shows.
+
+# Fails unless the file $2 (what $1 printed) holds each of the lines that follow, printing the file.
+holds_lines() {
+    what=$1 file=$2
+    shift 2
+    for line in "$@"; do
+        grep -qF "$line" "$file" || {
+            echo "$what lacks the line: $line" >&2
+            cat "$file" >&2
+            exit 1
+        }
+    done
+}
 
 # The settings path of module NAME of KIND, as a suite against the module directory ../operator (its
 # manifest sets `suspend = true`, as an operator's override would): the override reaches the action, a

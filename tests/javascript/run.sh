@@ -94,13 +94,8 @@ for kind in backup restore delete; do
             echo "run of an action that throws exited 0" >&2
             exit 1
         fi
-        for line in 'TypeError: can'"'"'t access property "pvcs", item.metadata.labels.counted is undefined' \
-            'label@app.js:' 'backup@app.js:'; do
-            grep -qF "$line" "$work/thrown.err" || {
-                echo "run's error lacks the line: $line" >&2
-                cat "$work/thrown.err" >&2
-                exit 1
-            }
-        done
+        holds_lines "run's error" "$work/thrown.err" \
+            'TypeError: can'"'"'t access property "pvcs", item.metadata.labels.counted is undefined' \
+            'label@app.js:' 'backup@app.js:'
     fi
 done
