@@ -35,4 +35,5 @@ mod runtime;
 mod scaffolds;
 mod shadow;
 mod signing;
+mod slot;
 mod state_dir;

@@ -47,7 +47,7 @@ type Calls = Arc<Mutex<Vec<String>>>;
 
 /// How a fake action fails every call.
 #[derive(Clone, Copy)]
-enum Fails {
+pub(crate) enum Fails {
     /// With its own error message, as an action returns one.
     Saying(&'static str),
     /// Past its deadline, as a module that hangs.
@@ -56,18 +56,23 @@ enum Fails {
 
 /// One fake action: answers every call it has from its input, recording it.
 #[derive(Clone)]
-struct Fake {
+pub(crate) struct Fake {
     module: String,
     info: ActionInfo,
     /// The operation Execute starts, if any.
     operation: Option<&'static str>,
     fails: Option<Fails>,
     shadow: bool,
+    /// Adds its name to the item's trail annotation instead of setting the `seen` one (so that a
+    /// chain of actions shows in the answer).
+    trail: bool,
+    /// Restore Execute asks Velero to skip the item.
+    skips: bool,
     calls: Calls,
 }
 
 /// A fake action `name` of `kind`, from module `module`, applying to `resources`.
-fn fake(module: &str, name: &str, kind: ActionKind, resources: &[&str]) -> Fake {
+pub(crate) fn fake(module: &str, name: &str, kind: ActionKind, resources: &[&str]) -> Fake {
     Fake {
         module: module.to_string(),
         info: ActionInfo {
@@ -84,24 +89,52 @@ fn fake(module: &str, name: &str, kind: ActionKind, resources: &[&str]) -> Fake 
         operation: None,
         fails: None,
         shadow: false,
+        trail: false,
+        skips: false,
         calls: Calls::default(),
     }
 }
 
 impl Fake {
-    fn starting(mut self, operation: &'static str) -> Fake {
+    pub(crate) fn starting(mut self, operation: &'static str) -> Fake {
         self.operation = Some(operation);
         self
     }
 
-    fn failing(mut self, fails: Fails) -> Fake {
+    pub(crate) fn failing(mut self, fails: Fails) -> Fake {
         self.fails = Some(fails);
         self
     }
 
-    fn shadowed(mut self) -> Fake {
+    pub(crate) fn shadowed(mut self) -> Fake {
         self.shadow = true;
         self
+    }
+
+    /// Leaves its name in the item's `fake.velero-wasm.io/trail` annotation.
+    pub(crate) fn trailing(mut self) -> Fake {
+        self.trail = true;
+        self
+    }
+
+    /// Asks Velero to skip the item it restores.
+    pub(crate) fn skipping(mut self) -> Fake {
+        self.skips = true;
+        self
+    }
+
+    /// The item as this action returns it.
+    fn changed(&self, item: &str) -> String {
+        if !self.trail {
+            return annotated(item);
+        }
+        let mut item: Value = serde_json::from_str(item).unwrap();
+        let trail = item["metadata"]["annotations"]["fake.velero-wasm.io/trail"]
+            .as_str()
+            .map(|t| format!("{t},{}", self.info.name))
+            .unwrap_or_else(|| self.info.name.clone());
+        item["metadata"]["annotations"]["fake.velero-wasm.io/trail"] = json!(trail);
+        item.to_string()
     }
 
     fn record(&self, line: String) {
@@ -156,7 +189,7 @@ impl ServedAction for Fake {
         self.called(format!("{} backup {}", self.info.name, call.item), on)?;
         let claims = vec![claim(&call.item.namespace)];
         Ok(BackupOutcome {
-            item: annotated(&call.request.item),
+            item: self.changed(&call.request.item),
             additional_items: claims.clone(),
             operation_id: self.operation.map(str::to_string),
             post_operation_items: if self.operation.is_some() {
@@ -171,9 +204,9 @@ impl ServedAction for Fake {
         let on = format!(" on item {}", call.item);
         self.called(format!("{} restore {}", self.info.name, call.item), on)?;
         Ok(RestoreOutcome {
-            item: annotated(&call.request.item),
+            item: self.changed(&call.request.item),
             additional_items: vec![claim(&call.item.namespace)],
-            skip_restore: false,
+            skip_restore: self.skips,
             operation_id: self.operation.map(str::to_string),
             wait_for_additional_items: true,
             additional_items_timeout: Some(Duration::from_secs(90)),
@@ -275,9 +308,9 @@ impl ServedActions for Fakes {
 }
 
 /// The plugin's gRPC stack serving fake actions on a Unix socket, and a client channel to it.
-struct Served {
-    channel: Channel,
-    dispatch: Dispatch,
+pub(crate) struct Served {
+    pub(crate) channel: Channel,
+    pub(crate) dispatch: Dispatch,
     calls: Calls,
     /// Opens the gate in front of Velero's services (the modules are loaded).
     gate: watch::Sender<bool>,
@@ -288,13 +321,13 @@ struct Served {
 
 impl Served {
     /// What the actions were asked so far.
-    fn calls(&self) -> Vec<String> {
+    pub(crate) fn calls(&self) -> Vec<String> {
         self.calls.lock().unwrap().clone()
     }
 }
 
 /// Serves `actions` as the plugin serves its modules, loaded and ready.
-async fn serve(actions: Vec<Fake>) -> Served {
+pub(crate) async fn serve(actions: Vec<Fake>) -> Served {
     let served = serve_loading(actions).await;
     served.gate.send_replace(true);
     served.ready.send_replace(true);
@@ -368,21 +401,21 @@ fn every_kind() -> Vec<Fake> {
     ]
 }
 
-fn pod(name: &str) -> Vec<u8> {
+pub(crate) fn pod(name: &str) -> Vec<u8> {
     json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "shop"}})
         .to_string()
         .into_bytes()
 }
 
-fn backup() -> Vec<u8> {
+pub(crate) fn backup() -> Vec<u8> {
     br#"{"kind":"Backup","metadata":{"name":"nightly","namespace":"velero","uid":"b-1"}}"#.to_vec()
 }
 
-fn restore() -> Vec<u8> {
+pub(crate) fn restore() -> Vec<u8> {
     br#"{"kind":"Restore","metadata":{"name":"back","namespace":"velero","uid":"r-1"}}"#.to_vec()
 }
 
-fn pvc_id(name: &str) -> ResourceIdentifier {
+pub(crate) fn pvc_id(name: &str) -> ResourceIdentifier {
     ResourceIdentifier {
         group: String::new(),
         resource: "persistentvolumeclaims".into(),
@@ -391,7 +424,7 @@ fn pvc_id(name: &str) -> ResourceIdentifier {
     }
 }
 
-fn annotations(item: &[u8]) -> Value {
+pub(crate) fn annotations(item: &[u8]) -> Value {
     serde_json::from_slice::<Value>(item).unwrap()["metadata"]["annotations"].clone()
 }
 
@@ -408,13 +441,21 @@ async fn list_plugins_lists_every_action_under_its_velero_kind_in_go_order() {
         .into_iter()
         .map(|p| (p.command, p.kind, p.name))
         .collect();
+    // Each family's slot last in its kind (v2 for backup and restore).
     let expected: Vec<(String, String, String)> = [
         ("BackupItemAction", "fake.io/backup-v1"),
         ("BackupItemActionV2", "fake.io/backup-v2"),
+        ("BackupItemActionV2", "velero-wasm.io/added-backup-actions"),
         ("RestoreItemAction", "fake.io/restore-v1"),
         ("RestoreItemActionV2", "fake.io/restore-v2"),
+        (
+            "RestoreItemActionV2",
+            "velero-wasm.io/added-restore-actions",
+        ),
         ("DeleteItemAction", "fake.io/delete"),
+        ("DeleteItemAction", "velero-wasm.io/added-delete-actions"),
         ("ItemBlockAction", "fake.io/item-block"),
+        ("ItemBlockAction", "velero-wasm.io/added-item-block-actions"),
     ]
     .into_iter()
     .map(|(kind, name)| ("/plugins/velero-wasm".into(), kind.into(), name.into()))

@@ -4,6 +4,7 @@
 mod applies_to;
 pub(crate) mod compare;
 mod item;
+pub mod slot;
 
 use std::fmt;
 use std::time::{Duration, SystemTime};

@@ -5,6 +5,8 @@
 //! An action Velero listed that no module provides any more is *retired* ([`super::kept_listing`]): its
 //! AppliesTo matches nothing ([`RETIRED_RESOURCE`]), Execute returns the item unchanged, and its
 //! operations cannot be followed. A v1 service never passes on an operation a v2 action started.
+//!
+//! A slot's name finds the actions in service that the listing Velero holds lacks ([`super::slot`]).
 
 use std::collections::BTreeSet;
 use std::future::Future;
@@ -16,10 +18,12 @@ use tonic::{Response, Status};
 use tracing::{Instrument, Span};
 
 use super::convert::resource_selector;
-use super::kept_listing::Listed;
+use super::kept_listing::{self, Listed};
 use super::proto::generated::ResourceSelector;
 use super::served::{RuntimeActions, ServedAction, ServedActions};
+use super::slot::Covered;
 use super::status;
+use crate::action::slot::{slot_family, Family};
 use crate::action::{
     ActionKind, BackupOutcome, BackupRequest, ItemRef, OperationProgress, ResourceId,
     RestoreOutcome, RestoreRequest,
@@ -40,6 +44,9 @@ pub struct Dispatch {
     shadows: Arc<Shadows>,
     /// Known once the modules are loaded (after the handshake, see [`super::loading`]).
     retired: Arc<OnceLock<BTreeSet<Listed>>>,
+    /// The listing Velero holds (kept when it was given, [`kept_listing`]): the slots serve the
+    /// actions in service it lacks. Unknown (no state directory), the slots serve nothing.
+    listed: Arc<OnceLock<Vec<Listed>>>,
 }
 
 /// What a request's `plugin` names.
@@ -48,6 +55,8 @@ pub(crate) enum Found {
     Action(Box<dyn ServedAction>),
     /// An action Velero listed that no module provides any more.
     Retired,
+    /// A slot, with the actions it serves now.
+    Slot(Covered),
 }
 
 /// An item from a request: its JSON text and its identity.
@@ -74,6 +83,7 @@ impl Dispatch {
             actions,
             shadows,
             retired: Arc::default(),
+            listed: Arc::default(),
         }
     }
 
@@ -93,10 +103,35 @@ impl Dispatch {
         let _ = self.retired.set(retired);
     }
 
+    /// The listing Velero holds, as kept when it was given; set once the modules are loaded (a
+    /// second call changes nothing). The slots serve the actions in service it lacks.
+    pub fn set_listed(&self, listed: Vec<Listed>) {
+        let _ = self.listed.set(listed);
+    }
+
+    /// The actions the slot of `family` serves now, in name order: those in service of its kinds that
+    /// the listing Velero holds lacks; none while that listing is unknown.
+    pub(crate) fn covered(&self, family: Family) -> Covered {
+        let Some(listed) = self.listed.get() else {
+            return Covered::new(family, Vec::new());
+        };
+        let actions = kept_listing::pending(listed, &self.actions.actions())
+            .into_iter()
+            .filter(|(kind, _)| Family::of(*kind) == family)
+            .filter_map(|(_, name)| self.actions.action(&name))
+            .collect();
+        Covered::new(family, actions)
+    }
+
     /// The action named `name`, if Velero's service for `kind` can run it, or a retired action of that
     /// kind and name; otherwise Velero's "not found" status. While modules load, waits for the module
     /// that provides it (for all of them, when none in service does yet).
     pub(crate) async fn find(&self, kind: ActionKind, name: &str) -> Result<Found, Status> {
+        if let Some(family) = slot_family(name).filter(|f| *f == Family::of(kind)) {
+            // Any module may add an action the slot serves.
+            self.actions.all_loaded().await;
+            return Ok(Found::Slot(self.covered(family)));
+        }
         self.actions.ready_for(name).await;
         let Some(action) = self.actions.action(name) else {
             let listed = (kind, name.to_string());
@@ -134,13 +169,17 @@ impl Dispatch {
         let item = self::item("item", item)?;
         tag(&item.id);
         let backup = document("backup", backup)?;
-        let Found::Action(action) = found else {
-            return Ok(BackupOutcome {
-                item: item.text,
-                additional_items: Vec::new(),
-                operation_id: None,
-                post_operation_items: Vec::new(),
-            });
+        let action = match found {
+            Found::Action(action) => action,
+            Found::Slot(covered) => return self.slot_backup(kind, covered, item, backup).await,
+            Found::Retired => {
+                return Ok(BackupOutcome {
+                    item: item.text,
+                    additional_items: Vec::new(),
+                    operation_id: None,
+                    post_operation_items: Vec::new(),
+                })
+            }
         };
         let request = BackupRequest {
             item: item.text,
@@ -178,15 +217,19 @@ impl Dispatch {
             item_from_backup: self::item("itemFromBackup", item_from_backup)?.text,
             restore: document("restore", restore)?,
         };
-        let Found::Action(action) = found else {
-            return Ok(RestoreOutcome {
-                item: request.item,
-                additional_items: Vec::new(),
-                skip_restore: false,
-                operation_id: None,
-                wait_for_additional_items: false,
-                additional_items_timeout: None,
-            });
+        let action = match found {
+            Found::Action(action) => action,
+            Found::Slot(covered) => return self.slot_restore(kind, covered, request).await,
+            Found::Retired => {
+                return Ok(RestoreOutcome {
+                    item: request.item,
+                    additional_items: Vec::new(),
+                    skip_restore: false,
+                    operation_id: None,
+                    wait_for_additional_items: false,
+                    additional_items_timeout: None,
+                })
+            }
         };
         let call = calls::Restore { item: id, request };
         let outcome = self.mirrored(kind, &*action, "Execute", call).await?;
@@ -211,8 +254,10 @@ impl Dispatch {
         let item = self::item("item", item)?;
         tag(&item.id);
         let backup = document("backup", backup)?;
-        let Found::Action(action) = found else {
-            return Ok(Vec::new());
+        let action = match found {
+            Found::Action(action) => action,
+            Found::Slot(covered) => return self.slot_related_items(covered, item, backup).await,
+            Found::Retired => return Ok(Vec::new()),
         };
         let call = calls::RelatedItems {
             item: item.id,
@@ -234,8 +279,10 @@ impl Dispatch {
         let item = self::item("item", item)?;
         tag(&item.id);
         let backup = document("backup", backup)?;
-        let Found::Action(action) = found else {
-            return Ok(());
+        let action = match found {
+            Found::Action(action) => action,
+            Found::Slot(covered) => return self.slot_delete(covered, item, backup).await,
+            Found::Retired => return Ok(()),
         };
         let call = calls::Delete {
             item: item.id,
@@ -256,8 +303,14 @@ impl Dispatch {
     ) -> Result<OperationProgress, Status> {
         let found = self.find(kind, name).await?;
         let subject = document(field, subject)?;
-        let Found::Action(action) = found else {
-            return Err(status::retired_operation(name));
+        let action = match found {
+            Found::Action(action) => action,
+            Found::Slot(covered) => {
+                return self
+                    .slot_progress(kind, covered.family(), operation_id, subject)
+                    .await
+            }
+            Found::Retired => return Err(status::retired_operation(name)),
         };
         let operation_id = operation_id.to_string();
         let call = calls::Progress {
@@ -279,8 +332,14 @@ impl Dispatch {
     ) -> Result<(), Status> {
         let found = self.find(kind, name).await?;
         let subject = document(field, subject)?;
-        let Found::Action(action) = found else {
-            return Err(status::retired_operation(name));
+        let action = match found {
+            Found::Action(action) => action,
+            Found::Slot(covered) => {
+                return self
+                    .slot_cancel(kind, covered.family(), operation_id, subject)
+                    .await
+            }
+            Found::Retired => return Err(status::retired_operation(name)),
         };
         let operation_id = operation_id.to_string();
         let call = calls::Cancel {
@@ -301,8 +360,10 @@ impl Dispatch {
         let kind = ActionKind::RestoreV2;
         let found = self.find(kind, name).await?;
         let restore = document("restore", restore)?;
-        let Found::Action(action) = found else {
-            return Ok(true);
+        let action = match found {
+            Found::Action(action) => action,
+            Found::Slot(covered) => return self.slot_items_ready(covered, items, restore).await,
+            Found::Retired => return Ok(true),
         };
         let call = calls::ItemsReady { items, restore };
         let ready = measured(
@@ -334,6 +395,15 @@ impl Dispatch {
                 included_resources: vec![RETIRED_RESOURCE.to_string()],
                 ..ResourceSelector::default()
             },
+            Found::Slot(covered) => {
+                let names: Vec<&str> = covered
+                    .actions()
+                    .iter()
+                    .map(|a| a.info().name.as_str())
+                    .collect();
+                span.in_scope(|| tracing::debug!(serves = names.join(","), "AppliesTo of a slot"));
+                resource_selector(&covered.selector())
+            }
         })
     }
 }
@@ -351,6 +421,22 @@ impl Dispatch {
     where
         C::Output: Clone,
     {
+        self.mirrored_call(kind, action, velero_call, call)
+            .await
+            .map_err(|e| status::call_failed(kind, &e))
+    }
+
+    /// [`Self::mirrored`] with the call's own error, for a slot to name the action in it.
+    pub(super) async fn mirrored_call<C: Served>(
+        &self,
+        kind: ActionKind,
+        action: &dyn ServedAction,
+        velero_call: &'static str,
+        call: C,
+    ) -> Result<C::Output, Arc<CallError>>
+    where
+        C::Output: Clone,
+    {
         let kept = action.has_shadow().then(|| call.clone());
         let result = measured(action, velero_call, call.served_by(action))
             .await
@@ -358,7 +444,7 @@ impl Dispatch {
         if let Some(call) = kept {
             action.mirror(call.mirrored(kind, result.clone()));
         }
-        result.map_err(|e| status::call_failed(kind, &e))
+        result
     }
 }
 
@@ -366,7 +452,7 @@ impl Dispatch {
 type ServedCall<'a, T> = Pin<Box<dyn Future<Output = Result<T, CallError>> + Send + 'a>>;
 
 /// The calls that are mirrored to shadows, each with the [`ServedAction`] method that makes it.
-trait Served: Mirror
+pub(super) trait Served: Mirror
 where
     Self::Output: Clone,
 {
@@ -400,7 +486,7 @@ impl Served for calls::Delete {
 
 /// Waits for `work`, a call to `action` for Velero (whose name for it is `velero_call`), recorded in
 /// the metrics when they are exported (see [`crate::metrics`]).
-async fn measured<T>(
+pub(super) async fn measured<T>(
     action: &dyn ServedAction,
     velero_call: &'static str,
     work: impl Future<Output = Result<T, CallError>>,

@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::action::slot::slot_family;
 use crate::action::ActionKind;
 
 /// The listing file of one plugin binary and module directory in the state directory.
@@ -87,49 +88,70 @@ impl Listing {
         crate::state::write_atomically(&self.path, &serde_json::to_vec_pretty(&file)?)
     }
 
-    /// What was last listed to Velero; nothing when no listing was kept. A listing that cannot be read
-    /// is reported and counts as none.
-    pub(crate) fn load(&self) -> Vec<Listed> {
+    /// What was last listed to Velero, `None` when that is unknown: no listing was kept, or it cannot
+    /// be read (reported). The slots serve only what a known listing lacks: with none, everything
+    /// could be listed already, and an item must never go to one action twice.
+    pub(crate) fn held(&self) -> Option<Vec<Listed>> {
         if !self.path.exists() {
-            return Vec::new();
+            return None;
         }
         let dir = self.path.parent().unwrap_or(Path::new("."));
         if let Err(e) = crate::state::private_dir(&self.state_dir, dir) {
             tracing::warn!("the kept listing is not used: {e}");
-            return Vec::new();
+            return None;
         }
         let text = match crate::regular_file::read(&self.path, MAX_LISTING) {
             Ok(text) => text,
             Err(e) => {
                 tracing::warn!("{} {e}", self.path.display());
-                return Vec::new();
+                return None;
             }
         };
         match serde_json::from_slice::<File>(&text) {
-            Ok(file) => file
-                .listed
-                .into_iter()
-                .filter_map(|e| Some((ActionKind::from_velero_kind(&e.kind)?, e.name)))
-                .collect(),
+            Ok(file) => Some(
+                file.listed
+                    .into_iter()
+                    .filter_map(|e| Some((ActionKind::from_velero_kind(&e.kind)?, e.name)))
+                    .collect(),
+            ),
             Err(e) => {
                 tracing::warn!("{} is not a listing: {e}", self.path.display());
-                Vec::new()
+                None
             }
         }
     }
 }
 
 /// The listed actions that no action `provided` can stand in for (by name, and a kind whose Velero
-/// service can run it).
+/// service can run it). The slots are never retired: they are the plugin's own, not a module's.
 pub(crate) fn retired(listed: Vec<Listed>, provided: &[Listed]) -> BTreeSet<Listed> {
     listed
         .into_iter()
-        .filter(|(kind, name)| {
-            !provided
-                .iter()
-                .any(|(actual, n)| n == name && kind.can_serve(*actual))
-        })
+        .filter(|(_, name)| slot_family(name).is_none())
+        .filter(|(kind, name)| !stands_in(provided, *kind, name))
         .collect()
+}
+
+/// The actions `provided` that Velero does not hold under their own name: none of `listed` is one
+/// Velero's service for it can run (by name, and a kind whose Velero service can run it). These are
+/// served through the slots (docs/modules.md#s10), in `provided`'s order.
+pub(crate) fn pending(listed: &[Listed], provided: &[Listed]) -> Vec<Listed> {
+    provided
+        .iter()
+        .filter(|(actual, name)| {
+            !listed
+                .iter()
+                .any(|(kind, n)| n == name && kind.can_serve(*actual))
+        })
+        .cloned()
+        .collect()
+}
+
+/// Whether one of `provided` can stand in for the listed action `name` of `kind`.
+fn stands_in(provided: &[Listed], kind: ActionKind, name: &str) -> bool {
+    provided
+        .iter()
+        .any(|(actual, n)| n == name && kind.can_serve(*actual))
 }
 
 #[cfg(test)]
@@ -146,13 +168,17 @@ mod tests {
         let state = tempfile::tempdir().unwrap();
         let modules = tempfile::tempdir().unwrap();
         let one = Listing::new(state.path(), "/plugins/velero-wasm", Some(modules.path()));
-        assert_eq!(one.load(), vec![], "nothing kept yet");
+        assert_eq!(
+            one.held(),
+            None,
+            "nothing kept yet: no listing, not an empty one"
+        );
         let actions = listed(&[(BackupV2, "example.io/a"), (Restore, "example.io/b")]);
         one.save(&actions).unwrap();
-        assert_eq!(one.load(), actions);
+        assert_eq!(one.held(), Some(actions));
         let other = Listing::new(state.path(), "/plugins/velero-wasm", None);
         assert_ne!(other.path(), one.path());
-        assert_eq!(other.load(), vec![]);
+        assert_eq!(other.held(), None);
     }
 
     #[test]
@@ -161,7 +187,7 @@ mod tests {
         let listing = Listing::new(state.path(), "velero-wasm", None);
         std::fs::create_dir_all(listing.path().parent().unwrap()).unwrap();
         std::fs::write(listing.path(), b"{\"listed\": [tru").unwrap();
-        assert_eq!(listing.load(), vec![]);
+        assert_eq!(listing.held(), None);
     }
 
     #[test]
@@ -175,7 +201,7 @@ mod tests {
         let mode = std::fs::metadata(dir).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o700, "the listing directory is private");
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777)).unwrap();
-        assert_eq!(listing.load(), vec![], "a planted listing is not trusted");
+        assert_eq!(listing.held(), None, "a planted listing is not trusted");
         let e = listing.save(&actions).unwrap_err();
         assert!(e.to_string().contains("writable by other users"), "{e}");
     }
@@ -201,5 +227,37 @@ mod tests {
                 .into_iter()
                 .collect()
         );
+    }
+
+    #[test]
+    fn slots_are_never_retired() {
+        let was = listed(&[(BackupV2, "velero-wasm.io/added-backup-actions")]);
+        assert!(retired(was, &[]).is_empty());
+    }
+
+    #[test]
+    fn pending_actions_are_those_velero_holds_under_no_name_that_can_run_them() {
+        let was = listed(&[
+            (BackupV2, "hcp/backup"),
+            (Restore, "k/restore"),
+            (Delete, "k/delete"),
+            (BackupV2, "velero-wasm.io/added-backup-actions"),
+        ]);
+        let now = listed(&[
+            (Backup, "hcp/backup"),        // moved to v1: Velero's v2 service runs it
+            (Restore, "k/restore"),        // unchanged
+            (Backup, "k/delete"),          // same name, another family: pending
+            (RestoreV2, "new/restore"),    // added
+            (ItemBlock, "new/item-block"), // added
+        ]);
+        assert_eq!(
+            pending(&was, &now),
+            listed(&[
+                (Backup, "k/delete"),
+                (RestoreV2, "new/restore"),
+                (ItemBlock, "new/item-block")
+            ])
+        );
+        assert_eq!(pending(&now, &now), vec![]);
     }
 }

@@ -1,7 +1,9 @@
 //! `generated.PluginLister/ListPlugins` (docs/plugin-protocol.md#s6-2, #s7): one entry per loaded action, under its Velero
 //! kind, in the Go framework's order (BackupItemAction, BackupItemActionV2, RestoreItemAction,
 //! RestoreItemActionV2, DeleteItemAction, ItemBlockAction; names sorted within a kind), each with our
-//! own `argv[0]` as the command Velero re-executes.
+//! own `argv[0]` as the command Velero re-executes. Each family of kinds also lists its slot
+//! ([`crate::action::slot`]), last in its kind: the v2 kind of backup and restore, or v1 when only v1
+//! is listed.
 //!
 //! Only the kinds in [`Advertised`] are listed: Velero 1.14 refuses to start when a plugin lists
 //! `ItemBlockAction`, so `VELERO_WASM_KINDS` can narrow the list. The start-up log line (at info)
@@ -15,6 +17,7 @@ use super::dispatch::Dispatch;
 use super::kept_listing::{Listed, Listing};
 use super::proto::generated::plugin_lister_server::PluginLister;
 use super::proto::generated::{Empty, ListPluginsResponse, PluginIdentifier};
+use crate::action::slot::Family;
 use crate::action::ActionKind;
 
 /// The environment variable naming the kinds to list.
@@ -59,6 +62,11 @@ impl Advertised {
     pub(crate) fn contains(&self, kind: ActionKind) -> bool {
         self.0.contains(&kind)
     }
+
+    /// The kind the slot of `family` is listed under: the first of its kinds that is listed.
+    pub(crate) fn slot_kind(&self, family: Family) -> Option<ActionKind> {
+        family.kinds().iter().copied().find(|k| self.contains(*k))
+    }
 }
 
 impl std::fmt::Display for Advertised {
@@ -95,12 +103,19 @@ impl Lister {
             .into_iter()
             .filter(|k| self.kinds.contains(*k))
         {
-            // The actions are sorted by name.
-            for (_, name) in actions.iter().filter(|(k, _)| *k == kind) {
+            // The actions are sorted by name, and the slot comes after them.
+            let family = Family::of(kind);
+            let slot = (self.kinds.slot_kind(family) == Some(kind)).then(|| family.slot_name());
+            let names = actions
+                .iter()
+                .filter(|(k, _)| *k == kind)
+                .map(|(_, name)| name.as_str())
+                .chain(slot);
+            for name in names {
                 plugins.push(PluginIdentifier {
                     command: self.command.clone(),
                     kind: kind.velero_kind().to_string(),
-                    name: name.clone(),
+                    name: name.to_string(),
                 });
             }
         }
@@ -152,6 +167,11 @@ mod tests {
             kinds.to_string(),
             "BackupItemAction,BackupItemActionV2,RestoreItemAction,RestoreItemActionV2,DeleteItemAction"
         );
+        assert_eq!(kinds.slot_kind(Family::Backup), Some(ActionKind::BackupV2));
+        assert_eq!(kinds.slot_kind(Family::ItemBlock), None);
+        let (v1_only, _) = Advertised::parse(Some("BackupItemAction,DeleteItemAction"));
+        assert_eq!(v1_only.slot_kind(Family::Backup), Some(ActionKind::Backup));
+        assert_eq!(v1_only.slot_kind(Family::Restore), None);
         assert_eq!(
             Advertised::default().to_string(),
             "BackupItemAction,BackupItemActionV2,RestoreItemAction,RestoreItemActionV2,DeleteItemAction,ItemBlockAction"

@@ -29,6 +29,7 @@ pub mod proto;
 pub(crate) mod restore_v1;
 pub(crate) mod restore_v2;
 pub mod served;
+pub(crate) mod slot;
 pub(crate) mod status;
 pub(crate) mod stdio;
 pub mod upload;
@@ -172,7 +173,7 @@ async fn serve(args: PluginArgs, parent: u32, config: Config) -> anyhow::Result<
         Socket::bind(&handshake::socket_dir(env), handshake::socket_group(env)?)?;
     let shutdown = Arc::new(Notify::new());
     let dispatch = Dispatch::new(runtime.clone(), ShadowBudget::from_config(&config));
-    let retired_from = listing.as_ref().map(Listing::load);
+    let retired_from = listing.as_ref().and_then(Listing::held);
     let listed_kinds = kinds.to_string();
     let lister = Lister {
         dispatch: dispatch.clone(),
@@ -508,6 +509,9 @@ impl BackgroundLoad {
             .actions()
             .map(|e| (e.info().kind, e.info().name.clone()))
             .collect();
+        if let Some(listed) = &retired_from {
+            dispatch.set_listed(listed.clone());
+        }
         let retired = retired_from
             .map(|listed| kept_listing::retired(listed, &provided))
             .unwrap_or_default();
@@ -515,7 +519,7 @@ impl BackgroundLoad {
             tracing::debug!(retired = ?retired, "actions Velero listed that no module provides any more");
         }
         if let Some(state) = state.as_deref() {
-            write_status(state, &runtime, dispatch.shadows());
+            write_status(state, &runtime, &dispatch);
         }
         dispatch.set_retired(retired);
         // Before the modules are all in: `ListPlugins` (never a call to a module already settled)
@@ -595,17 +599,31 @@ async fn push_version_floor(cluster: &LazyCluster, namespace: &str, floor: &Vers
     }
 }
 
-/// Writes the modules in service to the status directory for `velero-wasm status`, and points the
-/// shadows' figures there (see [`crate::shadow::status`]); a directory that cannot be used is a warning.
-fn write_status(state: &Path, runtime: &Runtime, shadows: &crate::shadow::Shadows) {
+/// Writes the modules in service and what each slot serves to the status directory for
+/// `velero-wasm status`, and points the shadows' figures there (see [`crate::shadow::status`]); a
+/// directory that cannot be used is a warning.
+fn write_status(state: &Path, runtime: &Runtime, dispatch: &Dispatch) {
     use crate::shadow::status;
+    let slots = crate::action::slot::Family::ALL
+        .into_iter()
+        .map(|family| {
+            let covered = dispatch.covered(family);
+            let names: Vec<String> = covered
+                .actions()
+                .iter()
+                .map(|a| a.info().name.clone())
+                .collect();
+            (family.slot_name().to_string(), names)
+        })
+        .filter(|(_, names)| !names.is_empty())
+        .collect();
     let written = match status::dir(state) {
-        Ok(dir) => status::write_modules(&dir, &runtime.catalog())
+        Ok(dir) => status::write_modules(&dir, &runtime.catalog(), slots)
             .map_err(|e| format!("{}: {e}", dir.display())),
         Err(e) => Err(e.to_string()),
     };
     match written {
-        Ok(file) => shadows.write_status_to(file),
+        Ok(file) => dispatch.shadows().write_status_to(file),
         Err(e) => tracing::info!("the status for `velero-wasm status` is not written: {e}"),
     }
 }

@@ -449,6 +449,9 @@ pub fn validate_name(name: &str) -> Result<(), NameError> {
     if !prefix.split('.').all(label_ok) {
         return Err(NameError::PrefixLabels);
     }
+    if crate::action::slot::slot_family(name).is_some() {
+        return Err(NameError::Reserved);
+    }
     Ok(())
 }
 
@@ -467,6 +470,9 @@ pub enum NameError {
     /// A prefix that is not a lower-case DNS subdomain.
     #[error("the part before '/' must be a lower-case DNS subdomain (a-z, 0-9, '-', '.')")]
     PrefixLabels,
+    /// The name of a slot, under which the plugin serves actions Velero has not listed.
+    #[error("it is the name of a slot velero-wasm lists itself for actions added while Velero runs (docs/modules.md#s10)")]
+    Reserved,
 }
 
 #[cfg(test)]
@@ -488,6 +494,14 @@ mod tests {
             "a..io/x",
         ] {
             assert!(validate_name(bad).is_err(), "{bad}");
+        }
+        // The slots' names are valid plugin names, and no module's action may take one.
+        for family in crate::action::slot::Family::ALL {
+            assert_eq!(
+                validate_name(family.slot_name()),
+                Err(NameError::Reserved),
+                "{family:?}"
+            );
         }
     }
 }
