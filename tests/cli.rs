@@ -2654,6 +2654,13 @@ fn status_scene() -> tempfile::TempDir {
                 Some("05ca04d5eb9fffea"),
             ),
         ],
+        slots: BTreeMap::from([(
+            "velero-wasm.io/added-backup-actions".to_string(),
+            vec![
+                "example.io/pvc-labeller".to_string(),
+                "example.io/secret-redactor-with-a-rather-long-name".to_string(),
+            ],
+        )]),
     };
     write(
         &dir,
@@ -2725,6 +2732,8 @@ fn status_fits_the_terminal_cuts_no_count_or_signature_and_names_the_cause_of_a_
             "missing-action=3",
             "post-operation-items=2",
             "theendofthemessage",
+            // The actions added since Velero listed, by slot.
+            "velero-wasm.io/added-backup-actionsexample.io/pvc-labeller,example.io/secret-redactor-with-a-rather-long-name",
         ] {
             assert!(words.contains(whole), "{whole} at {columns}:\n{text}");
         }

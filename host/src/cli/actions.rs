@@ -13,6 +13,7 @@ use super::failure::{Failure, EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK};
 use super::module_args::{load_runtime_with, ModuleArgs};
 use super::text::{self, table, Column};
 use super::velero_namespace;
+use crate::action::slot::Family;
 use crate::action::Selector;
 use crate::capabilities::{Clock, Environment, Services};
 use crate::cluster::live::{ClusterOptions, LazyCluster};
@@ -227,7 +228,12 @@ fn print_json(entries: &[ActionEntry], catalog: &Catalog, problems: &[LoadProble
         shadow["shadowOf"] = json!(&*m.name);
         shadow
     }));
-    let out = json!({ "actions": actions, "modules": modules, "problems": problems });
+    let slots: Vec<_> = Family::ALL
+        .into_iter()
+        .map(|f| json!({"name": f.slot_name(), "veleroKind": f.kinds()[0].velero_kind(), "serves": slot_serves(f)}))
+        .collect();
+    let out =
+        json!({ "actions": actions, "modules": modules, "slots": slots, "problems": problems });
     println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
 }
 
@@ -325,6 +331,29 @@ fn print_table(
             width
         )
     );
+    // The names the plugin lists beside the actions, for those added while Velero runs.
+    if module.is_none() {
+        let mut slots = vec![vec![
+            "SLOT".to_string(),
+            "LISTED AS".to_string(),
+            "SERVES".to_string(),
+        ]];
+        slots.extend(Family::ALL.into_iter().map(|f| {
+            vec![
+                f.slot_name().to_string(),
+                f.kinds()[0].velero_kind().to_string(),
+                slot_serves(f),
+            ]
+        }));
+        print!(
+            "\n{}",
+            table(
+                &slots,
+                &[Column::Wraps, Column::Fixed, Column::Wraps],
+                width
+            )
+        );
+    }
     // Signatures about to expire, each once.
     for m in catalog.modules() {
         if let Some(s) = &m.signature {
@@ -348,6 +377,15 @@ fn print_table(
         let problem = problem.to_string();
         eprintln!("velero-wasm actions: {what}: {}", text::printable(&problem));
     }
+}
+
+/// What a slot serves, for people.
+fn slot_serves(family: Family) -> String {
+    let kinds: Vec<&str> = family.kinds().iter().map(|k| k.as_str()).collect();
+    format!(
+        "{} actions added since Velero listed, until it restarts (docs/modules.md#s10)",
+        kinds.join(" and ")
+    )
 }
 
 /// `, expires in 3 days` when a signature expires within the warning window, else nothing.

@@ -98,19 +98,21 @@ pub(crate) fn status(args: StatusArgs, config: &crate::config::Config) -> u8 {
             "modules": listed,
             "processes": read.processes.len(),
             "shadows": shadows,
+            "slots": modules.slots,
         });
         println!(
             "{}",
             serde_json::to_string_pretty(&report).unwrap_or_default()
         );
     } else {
-        let shown = text(
+        let mut shown = text(
             &modules.modules,
             &modules.written,
             &shadows,
             read.processes.len(),
             super::text::width(config),
         );
+        shown.push_str(&slots_text(&modules.slots, super::text::width(config)));
         print!("{}", super::text::printable(&shown));
     }
     EXIT_OK
@@ -137,6 +139,24 @@ fn text(
     out.push_str(&shadows_table(shadows, processes, width));
     out.push_str(&last_events(shadows, width));
     out
+}
+
+/// The actions each slot serves until Velero restarts (docs/modules.md#s10), fitting `width`.
+fn slots_text(slots: &BTreeMap<String, Vec<String>>, width: usize) -> String {
+    use super::text::{table, Column};
+    if slots.is_empty() {
+        return "\nslots: no action added since Velero listed\n".to_string();
+    }
+    let mut rows = vec![vec![
+        "SLOT".to_string(),
+        "SERVES UNTIL VELERO RESTARTS".to_string(),
+    ]];
+    rows.extend(
+        slots
+            .iter()
+            .map(|(slot, actions)| vec![slot.clone(), actions.join(", ")]),
+    );
+    format!("\n{}", table(&rows, &[Column::Wraps, Column::Wraps], width))
 }
 
 /// Whole days until a module's signature expires, when that is within

@@ -99,6 +99,10 @@ pub struct Modules {
     pub pid: u32,
     /// Serving modules, then shadows, by name.
     pub modules: Vec<ModuleStatus>,
+    /// Per slot, the actions it serves until Velero restarts: added since Velero listed
+    /// (docs/modules.md#s10).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub slots: BTreeMap<String, Vec<String>>,
 }
 
 /// `shadows-<pid>-<start>.json`.
@@ -120,10 +124,15 @@ pub(crate) fn dir(state: &Path) -> Result<PathBuf, crate::state::PrivateDirError
     Ok(dir)
 }
 
-/// Writes `modules.json` for `catalog`, and removes shadow figures older than [`KEEP`]. Returns the
-/// file this process's shadow figures go to.
-pub(crate) fn write_modules(dir: &Path, catalog: &Catalog) -> std::io::Result<PathBuf> {
+/// Writes `modules.json` for `catalog` and the actions each slot serves (`slots`), and removes shadow
+/// figures older than [`KEEP`]. Returns the file this process's shadow figures go to.
+pub(crate) fn write_modules(
+    dir: &Path,
+    catalog: &Catalog,
+    slots: BTreeMap<String, Vec<String>>,
+) -> std::io::Result<PathBuf> {
     let modules = Modules {
+        slots,
         written: now(),
         pid: std::process::id(),
         modules: catalog
