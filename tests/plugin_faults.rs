@@ -515,6 +515,7 @@ async fn the_socket_is_private_even_under_umask_000() {
 const FAULT_MATRIX: &[(&str, Option<bool>)] = &[
     ("echo", Some(true)),
     ("label", Some(true)),
+    ("trail", Some(true)),
     ("log", Some(true)),
     ("stdout", Some(true)),
     ("granted-kube", Some(true)),

@@ -39,10 +39,13 @@ func startConfigMapServer(items []map[string]any) (*configMapServer, error) {
 
 func (s *configMapServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodGet && r.URL.Path == "/api/v1/namespaces/velero/configmaps" {
+		s.mu.Lock()
+		items := s.items
+		s.mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(map[string]any{
 			"apiVersion": "v1", "kind": "ConfigMapList",
-			"metadata": map[string]any{"resourceVersion": "7"}, "items": s.items,
+			"metadata": map[string]any{"resourceVersion": "7"}, "items": items,
 		})
 		return
 	}
@@ -62,6 +65,13 @@ func (s *configMapServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.other = append(s.other, r.Method+" "+r.URL.String())
 	s.mu.Unlock()
 	http.NotFound(w, r)
+}
+
+// set replaces the ConfigMaps served (an operator's apply or delete).
+func (s *configMapServer) set(items []map[string]any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.items = items
 }
 
 // unexpected lists the requests the server could not answer.
@@ -99,6 +109,30 @@ func shadowConfigMap(module, wasm, instead string) (map[string]any, error) {
 			"name": module + "-candidate", "namespace": "velero", "uid": module + "-shadow-uid",
 			"resourceVersion": strconv.FormatInt(5+shadowVersions.Add(1), 10),
 			"labels":          map[string]any{"velero-wasm.io/module": module, "velero-wasm.io/shadow": "true"},
+		},
+		"binaryData": map[string]any{module + ".wasm": base64.StdEncoding.EncodeToString(bytes)},
+		"data":       map[string]any{module + ".toml": manifest},
+	}, nil
+}
+
+// addedConfigMap is the module ConfigMap of a serving module `module` (its component at `wasm`) with
+// `settings`, as an operator applies one to add actions while Velero runs.
+func addedConfigMap(module, wasm string, settings map[string]string) (map[string]any, error) {
+	bytes, err := os.ReadFile(wasm)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(bytes)
+	manifest := fmt.Sprintf("sha256 = \"%s\"\nversion = \"1.0.0\"\n[limits]\ntimeout = \"10s\"\n[settings]\n", hex.EncodeToString(sum[:]))
+	for k, v := range settings {
+		manifest += fmt.Sprintf("%s = %q\n", k, v)
+	}
+	return map[string]any{
+		"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{
+			"name": "velero-wasm-module-" + module, "namespace": "velero", "uid": module + "-uid",
+			"resourceVersion": strconv.FormatInt(5+shadowVersions.Add(1), 10),
+			"labels":          map[string]any{"velero-wasm.io/module": module},
 		},
 		"binaryData": map[string]any{module + ".wasm": base64.StdEncoding.EncodeToString(bytes)},
 		"data":       map[string]any{module + ".toml": manifest},

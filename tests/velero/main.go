@@ -142,6 +142,7 @@ func main() {
 	scenario("serving-failure", func() { servingFailure(c, e, registry, level) })
 	scenario("killed", func() { killedMidBackup(c, e, registry, level) })
 	scenario("shadow", func() { shadowed(c, e, registry, level) })
+	scenario("hot-swap", func() { hotSwap(c, e, registry, server, level) })
 	scenario("big-shadow", func() { bigShadow(c, e, registry, level) })
 	finish(c)
 }

@@ -18,7 +18,9 @@
 //!
 //! Every action fails when the Backup or Restore it gets has no `metadata.name`. With the setting
 //! `swap-backup-versions = "true"`, `backup-v1` is described as a v2 action and `backup-v2` as a v1
-//! one (what a module update can do to actions Velero already knows).
+//! one (what a module update can do to actions Velero already knows). The setting `domain` replaces
+//! `test.velero-wasm.io` in the action names (not in the annotations), so that a second copy can add
+//! the same actions under other names (the slot's tests).
 
 use velero_wasm_sdk::*;
 
@@ -28,7 +30,9 @@ const PREFIX: &str = "test.velero-wasm.io/";
 
 impl Plugin for Kinds {
     fn describe() -> Vec<ActionInfo> {
-        let action = |name: &str, kind: Kind| ActionInfo::new(&format!("{PREFIX}{name}"), kind);
+        let domain =
+            config::get("domain").unwrap_or_else(|| PREFIX.trim_end_matches('/').to_string());
+        let action = |name: &str, kind: Kind| ActionInfo::new(&format!("{domain}/{name}"), kind);
         // A module update that moves actions between versions of their kind.
         let swapped = config::get("swap-backup-versions").as_deref() == Some("true");
         let (v1, v2) = if swapped {
@@ -60,7 +64,7 @@ impl Plugin for Kinds {
     fn backup(action: &str, request: BackupRequest) -> Result<BackupResponse, String> {
         named("backup", &request.backup)?;
         let mut item = Object::parse(&request.item)?;
-        match action.strip_prefix(PREFIX).unwrap_or(action) {
+        match case(action) {
             "backup-v1" => {
                 log::info("backing up", &[("step", "inspect")]);
                 let additional = vec![
@@ -113,7 +117,7 @@ impl Plugin for Kinds {
         named("restore", &request.restore)?;
         let mut item = Object::parse(&request.item)?;
         let from_backup = Object::parse(&request.item_from_backup)?;
-        match action.strip_prefix(PREFIX).unwrap_or(action) {
+        match case(action) {
             "restore-v1" => {
                 if item.label(&format!("{PREFIX}skip")) == Some("true") {
                     return Ok(RestoreResponse::skip());
@@ -216,6 +220,11 @@ impl Plugin for Kinds {
         named("restore", restore)?;
         Ok(!items.is_empty() && !items.iter().any(|i| i.name.starts_with("pending-")))
     }
+}
+
+/// The case an action name stands for: what follows its domain.
+fn case(action: &str) -> &str {
+    action.rsplit_once('/').map_or(action, |(_, case)| case)
 }
 
 /// Fails unless the Backup or Restore has a `metadata.name` (so a misrouted field shows).

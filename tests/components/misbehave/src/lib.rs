@@ -2,7 +2,9 @@
 //! backup action on ConfigMaps; `test.velero-wasm.io/echo` behaves, so a test can check that the host
 //! still serves after each misbehaviour. The setting `domain` replaces `test.velero-wasm.io` in the
 //! action names, so that one process can load the component twice under different limits; the setting
-//! `instead` (`echo:label,…`) makes an action run another case.
+//! `instead` (`echo:label,…`) makes an action run another case; the setting `cases` (`label,trail`)
+//! describes only those cases, so that a copy can add a few well-behaved actions (the slot's tests), and
+//! `resources` (`persistentvolumeclaims,pods`) names what they apply to instead of ConfigMaps.
 
 use velero_wasm_sdk::*;
 
@@ -16,6 +18,10 @@ const CASES: &[(&str, &str)] = &[
     (
         "label",
         "parses the item, sets a label, returns it (the benchmark's unit of JSON work)",
+    ),
+    (
+        "trail",
+        "appends its own name to the item's annotation velero-wasm.io/trail (shows the order of a chain)",
     ),
     ("trap", "panics"),
     ("loop", "spins forever"),
@@ -72,12 +78,20 @@ static CALLS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0
 
 impl Plugin for Misbehave {
     fn describe() -> Vec<ActionInfo> {
+        let only = config::get("cases");
+        let wanted = |case: &str| {
+            only.as_deref()
+                .is_none_or(|only| only.split(',').any(|c| c.trim() == case))
+        };
+        let resources = config::get("resources").unwrap_or_else(|| "configmaps".to_string());
+        let resources: Vec<&str> = resources.split(',').map(str::trim).collect();
         CASES
             .iter()
+            .filter(|(name, _)| wanted(name))
             .map(|(name, what)| {
                 let domain = config::get("domain").unwrap_or_else(|| DOMAIN.to_string());
                 ActionInfo::new(&format!("{domain}/{name}"), Kind::Backup)
-                    .applies_to(Selector::resources(&["configmaps"]))
+                    .applies_to(Selector::resources(&resources))
                     .description(what)
             })
             .collect()
@@ -107,6 +121,15 @@ impl Plugin for Misbehave {
             "label" => {
                 let mut item = Object::parse(&request.item)?;
                 item.set_label("velero-wasm.io/seen", "true");
+                Ok(BackupResponse::with_item(&item))
+            }
+            "trail" => {
+                let mut item = Object::parse(&request.item)?;
+                let trail = match item.annotation("velero-wasm.io/trail") {
+                    Some(before) => format!("{before},{action}"),
+                    None => action.to_string(),
+                };
+                item.set_annotation("velero-wasm.io/trail", &trail);
                 Ok(BackupResponse::with_item(&item))
             }
             "trap" => panic!("deliberate panic in {case}"),
