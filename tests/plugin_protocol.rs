@@ -387,16 +387,42 @@ async fn c06_stdio_and_broker_streams_stay_open_beside_other_calls() {
 #[tokio::test(flavor = "multi_thread")]
 async fn c07_list_plugins_lists_every_action_once_with_our_command() {
     let plugin = start_as("/plugins/velero-wasm", ARGS_1_15, &[]);
-    let plugins = plugin.list().await;
-    // Every entry: our argv[0] verbatim, a kind Velero knows, a name Velero accepts.
+    let mut plugins = plugin.list_all().await;
+    // Every entry: our argv[0] verbatim, a kind Velero knows, a name Velero accepts (a slot's is
+    // one no module may take).
     for p in &plugins {
         assert_eq!(p.command, "/plugins/velero-wasm");
-        assert!(
-            velero_wasm::runtime::validate_name(&p.name).is_ok(),
-            "{}",
-            p.name
-        );
+        let valid = velero_wasm::runtime::validate_name(&p.name);
+        let slot = velero_wasm::action::slot::slot_family(&p.name).is_some();
+        assert!(valid.is_ok() || slot, "{}", p.name);
     }
+    // Each family's slot, last in its kind (docs/modules.md#s10).
+    let slots: Vec<(String, String)> = plugins
+        .iter()
+        .filter(|p| velero_wasm::action::slot::slot_family(&p.name).is_some())
+        .map(|p| (p.kind.clone(), p.name.clone()))
+        .collect();
+    assert_eq!(
+        slots,
+        [
+            ("BackupItemActionV2", "velero-wasm.io/added-backup-actions"),
+            ("RestoreItemActionV2", "velero-wasm.io/added-restore-actions"),
+            ("DeleteItemAction", "velero-wasm.io/added-delete-actions"),
+            ("ItemBlockAction", "velero-wasm.io/added-item-block-actions"),
+        ]
+        .map(|(k, n)| (k.to_string(), n.to_string()))
+    );
+    for (i, p) in plugins.iter().enumerate() {
+        if velero_wasm::action::slot::slot_family(&p.name).is_some() {
+            assert!(
+                plugins.get(i + 1).is_none_or(|next| next.kind != p.kind),
+                "{} is not last in {}",
+                p.name,
+                p.kind
+            );
+        }
+    }
+    plugins.retain(|p| velero_wasm::action::slot::slot_family(&p.name).is_none());
     // The Go framework's order: kinds in a fixed order, names sorted within a kind.
     let order = [
         "BackupItemAction",

@@ -376,3 +376,22 @@ async fn a_slot_is_asked_only_under_the_kinds_of_its_family() {
         .unwrap_err();
     assert!(e.message().contains("was not found"), "{}", e.message());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_added_action_with_a_shadow_is_mirrored_as_any_other() {
+    let served = serve(vec![fake("a", "a.io/added", ActionKind::Backup, &["pods"]).shadowed()]).await;
+    served.dispatch.set_listed(velero_listed(&[]));
+    slot_execute(&served, shop_pod("web-0")).await.unwrap();
+    // The shadow runs after Velero has its answer.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while served.calls().len() < 2 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        served.calls(),
+        [
+            "a.io/added backup pods shop/web-0",
+            "a.io/added mirrored backup pods shop/web-0: answered"
+        ]
+    );
+}

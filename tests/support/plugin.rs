@@ -179,7 +179,18 @@ impl Plugin {
         super::plugin_socket::connect(&self.socket).await
     }
 
+    /// ListPlugins' entries for the modules' actions: the slots, which every listing ends each
+    /// family's kind with (docs/modules.md#s10), left out; [`Self::list_all`] has them.
     pub async fn list(&self) -> Vec<PluginIdentifier> {
+        self.list_all()
+            .await
+            .into_iter()
+            .filter(|p| velero_wasm::action::slot::slot_family(&p.name).is_none())
+            .collect()
+    }
+
+    /// ListPlugins' whole answer, the slots included.
+    pub async fn list_all(&self) -> Vec<PluginIdentifier> {
         PluginListerClient::new(self.channel().await)
             .list_plugins(g::Empty {})
             .await
