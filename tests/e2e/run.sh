@@ -11,6 +11,8 @@
 #   archive   the archive Velero uploaded holds the VM and the additional items README promises
 #   diff      `velero-wasm diff` on that archive: stock against stock (same), against upstream mode
 #   restore   into vm-workloads-dr: Completed, and the restore actions' work on the restored objects
+#   hotswap   a module adding a label to PVCs applied while the server runs: the next backup's
+#             PVCs carry the label (through the slot, docs/modules.md#s10); deleted, the next's do not
 #   shadow    a kubevirt shadow that differs and a misbehave shadow that traps: the backup is still
 #             Completed with 0 errors and 0 warnings, `velero-wasm status` shows the comparison
 #   hcp       the HyperShift fixture backed up the same way (E2E_HCP=0 leaves it out)
@@ -395,6 +397,48 @@ restore() {
   echo "restored: NAD netAttachDefName $dr/storage-vlan200, VM Halted without MACs and with firmware UUID $uuid, no VMI fedora-web-01, no pods, PVC labels back"
 }
 
+# ------------------------------------------------------------------------------------- hotswap
+# The PVCs of backup $1's archive that carry (want=1) or lack (want=0) the label the added module sets.
+pvcs_labelled() {
+  local backup=$1 want=$2 archive=$out/$1.tar.gz f count=0
+  rm -f "$archive"
+  velero backup download "$backup" -o "$archive"
+  for f in $(tar -tzf "$archive" | grep '^resources/persistentvolumeclaims/namespaces/vm-workloads/.*\.json$'); do
+    count=$((count + 1))
+    if [ "$(tar -xzOf "$archive" "$f" | jq -r '.metadata.labels["velero-wasm.io/seen"] // "absent"')" = true ]; then
+      [ "$want" = 1 ] || fail "$f of backup $backup carries velero-wasm.io/seen: the deleted module was called"
+    else
+      [ "$want" = 0 ] || fail "$f of backup $backup lacks velero-wasm.io/seen: the added module was not called"
+    fi
+  done
+  [ "$count" -gt 0 ] || fail "backup $backup holds no PVC of vm-workloads"
+  echo "backup $backup: $count PVCs, each $([ "$want" = 1 ] && echo with || echo without) the label"
+}
+
+hotswap() {
+  # A new module while the server runs (no restart): the misbehave component's `label` case alone,
+  # applying to PVCs, under action names Velero has never listed.
+  local dir=$run/pvc-labeller sha
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  cp "$components/misbehave.wasm" "$dir/pvc-labeller.wasm"
+  sha=$(sha256sum "$dir/pvc-labeller.wasm" | cut -d' ' -f1)
+  printf 'sha256 = "%s"\nversion = "1.0.0"\n[settings]\ndomain = "e2e-added.velero-wasm.io"\ncases = "label"\nresources = "persistentvolumeclaims"\n' \
+    "$sha" >"$dir/pvc-labeller.toml"
+  "$velero_wasm" module pack "$dir" --out "$run/pvc-labeller.yaml"
+  local before=$velero_pid
+  kubeobj apply "$run/pvc-labeller.yaml"
+  backup_once "$name-added"
+  pvcs_labelled "$name-added" 1
+  grep -q 'name=velero-wasm.io/added-backup-actions' "$run/velero-server.log" ||
+    fail "the Velero server did not register the backup slot ($run/velero-server.log)"
+  kubeobj delete configmaps velero velero-wasm-module-pvc-labeller
+  backup_once "$name-removed"
+  pvcs_labelled "$name-removed" 0
+  [ "$velero_pid" = "$before" ] && kill -0 "$velero_pid" || fail "the Velero server was restarted or died"
+  echo "hotswap: module pvc-labeller served in the next backup with no restart (pid $velero_pid), and not after its ConfigMap was deleted"
+}
+
 # -------------------------------------------------------------------------------------- shadow
 shadow() {
   local state=$run/scratch/velero-wasm
@@ -516,6 +560,7 @@ stage backup backup
 stage archive archive
 stage diff diff_archive
 stage restore restore
+stage hotswap hotswap
 stage shadow shadow
 [ "${E2E_HCP:-1}" = 0 ] || stage hcp hcp
 report

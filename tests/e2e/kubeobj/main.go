@@ -183,7 +183,7 @@ func objects(path string) ([]*unstructured.Unstructured, error) {
 
 func run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return fmt.Errorf("usage: kubeobj apply FILE... | get RESOURCE NS NAME | list RESOURCE NS | wait-crds GROUP...")
+		return fmt.Errorf("usage: kubeobj apply FILE... | get RESOURCE NS NAME | list RESOURCE NS | delete RESOURCE NS NAME | wait-crds GROUP...")
 	}
 	c, err := newClient()
 	if err != nil {
@@ -234,6 +234,22 @@ func run(ctx context.Context, args []string) error {
 			return err
 		}
 		fmt.Println(string(body))
+		return nil
+	case "delete":
+		if len(args) != 4 {
+			return fmt.Errorf("usage: kubeobj delete RESOURCE NS NAME")
+		}
+		gvr, namespaced, err := c.resource(args[1])
+		if err != nil {
+			return err
+		}
+		var h dynamic.ResourceInterface = c.dyn.Resource(gvr)
+		if namespaced {
+			h = c.dyn.Resource(gvr).Namespace(args[2])
+		}
+		if err := h.Delete(ctx, args[3], metav1.DeleteOptions{}); err != nil {
+			return fmt.Errorf("delete %s %s/%s: %w", args[1], args[2], args[3], err)
+		}
 		return nil
 	case "wait-crds":
 		return c.waitCRDs(ctx, args[1:])
