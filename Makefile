@@ -29,11 +29,12 @@ lint: ## cargo fmt --check and clippy -D warnings
 run: build ## The README demo: back up the running VM of the KubeVirt fixture cluster, print its additional items
 	$(BIN) run --action kubevirt-velero-plugin/backup-virtualmachine-action --item $(FIXTURES)/kubevirt/cluster/vm-fedora-web-01.json --backup $(FIXTURES)/kubevirt/velero/backup-nightly.json --cluster $(FIXTURES)/kubevirt/cluster
 
-bench: ## Per-call cost of a wasm action vs native Rust, over gRPC, a VM backup against a loopback API server, and a 1,000-VM backup with read views and batched reads off and on (prints tables)
+bench: ## Per-call cost of a wasm action vs native Rust, over gRPC, a VM backup against a loopback API server, a 1,000-VM backup with read views and batched reads off and on, and a 100-VM backup with an action added while Velero runs (prints tables)
 	$(CARGO) bench -p velero-wasm --bench call
 	$(CARGO) bench -p velero-wasm --bench grpc
 	$(CARGO) bench -p velero-wasm --bench online
 	$(CARGO) bench -p velero-wasm --bench scale
+	$(CARGO) bench -p velero-wasm --bench slot
 
 velero: deps ## Velero's own plugin client (v1.18.3, built with Go from the module proxy) against the binary: every kind, what a backup counts
 	$(TEST_BUILD)
