@@ -183,7 +183,7 @@ func objects(path string) ([]*unstructured.Unstructured, error) {
 
 func run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return fmt.Errorf("usage: kubeobj apply FILE... | get RESOURCE NS NAME | list RESOURCE NS | delete RESOURCE NS NAME | wait-crds GROUP...")
+		return fmt.Errorf("usage: kubeobj apply FILE... | get RESOURCE NS NAME | list RESOURCE NS | delete RESOURCE NS NAME | events NS NAME | wait-crds GROUP...")
 	}
 	c, err := newClient()
 	if err != nil {
@@ -249,6 +249,26 @@ func run(ctx context.Context, args []string) error {
 		}
 		if err := h.Delete(ctx, args[3], metav1.DeleteOptions{}); err != nil {
 			return fmt.Errorf("delete %s %s/%s: %w", args[1], args[2], args[3], err)
+		}
+		return nil
+	case "events":
+		// What `kubectl describe` shows of an object's events: each core/v1 Event whose
+		// involvedObject is NAME in NS, one line each, "TYPE REASON MESSAGE".
+		if len(args) != 3 {
+			return fmt.Errorf("usage: kubeobj events NS NAME")
+		}
+		events := schema.GroupVersionResource{Version: "v1", Resource: "events"}
+		list, err := c.dyn.Resource(events).Namespace(args[1]).List(ctx, metav1.ListOptions{
+			FieldSelector: "involvedObject.name=" + args[2],
+		})
+		if err != nil {
+			return fmt.Errorf("list events of %s/%s: %w", args[1], args[2], err)
+		}
+		for _, e := range list.Items {
+			kind, _, _ := unstructured.NestedString(e.Object, "type")
+			reason, _, _ := unstructured.NestedString(e.Object, "reason")
+			message, _, _ := unstructured.NestedString(e.Object, "message")
+			fmt.Printf("%s %s %s\n", kind, reason, message)
 		}
 		return nil
 	case "wait-crds":
