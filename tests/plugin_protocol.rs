@@ -406,7 +406,10 @@ async fn c07_list_plugins_lists_every_action_once_with_our_command() {
         slots,
         [
             ("BackupItemActionV2", "velero-wasm.io/added-backup-actions"),
-            ("RestoreItemActionV2", "velero-wasm.io/added-restore-actions"),
+            (
+                "RestoreItemActionV2",
+                "velero-wasm.io/added-restore-actions"
+            ),
             ("DeleteItemAction", "velero-wasm.io/added-delete-actions"),
             ("ItemBlockAction", "velero-wasm.io/added-item-block-actions"),
         ]

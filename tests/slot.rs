@@ -379,7 +379,10 @@ async fn a_slot_is_asked_only_under_the_kinds_of_its_family() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_added_action_with_a_shadow_is_mirrored_as_any_other() {
-    let served = serve(vec![fake("a", "a.io/added", ActionKind::Backup, &["pods"]).shadowed()]).await;
+    let served = serve(vec![
+        fake("a", "a.io/added", ActionKind::Backup, &["pods"]).shadowed()
+    ])
+    .await;
     served.dispatch.set_listed(velero_listed(&[]));
     slot_execute(&served, shop_pod("web-0")).await.unwrap();
     // The shadow runs after Velero has its answer.

@@ -135,9 +135,10 @@ fn main() {
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         std::fs::read_to_string("/proc/cpuinfo")
             .ok()
-            .and_then(|c| c
-                .lines()
-                .find_map(|l| l.strip_prefix("model name")?.split_once(':').map(|(_, m)| m.trim().to_string())))
+            .and_then(|c| c.lines().find_map(|l| l
+                .strip_prefix("model name")?
+                .split_once(':')
+                .map(|(_, m)| m.trim().to_string())))
             .unwrap_or_default()
     );
 }
@@ -145,8 +146,8 @@ fn main() {
 /// The module an operator adds: misbehave's `label` case alone, applying to VMs, under names the
 /// listing Velero holds lacks.
 fn add_labeller(modules: &Path) {
-    let wasm =
-        std::fs::read(Path::new(env!("VELERO_WASM_TEST_COMPONENTS")).join("misbehave.wasm")).unwrap();
+    let wasm = std::fs::read(Path::new(env!("VELERO_WASM_TEST_COMPONENTS")).join("misbehave.wasm"))
+        .unwrap();
     let manifest = format!(
         "sha256 = \"{}\"\n[settings]\ndomain = \"bench.velero-wasm.io\"\ncases = \"label\"\nresources = \"virtualmachines\"\n",
         velero_wasm::modules::sha256_hex(&wasm)
@@ -192,9 +193,12 @@ async fn run_backup(
             out
         };
         each.push(vm.elapsed());
-        let labelled = serde_json::from_slice::<Value>(&out).unwrap()["metadata"]["labels"][LABEL]
-            == "true";
-        assert_eq!(labelled, added, "the added action labels every VM, and only once added");
+        let labelled =
+            serde_json::from_slice::<Value>(&out).unwrap()["metadata"]["labels"][LABEL] == "true";
+        assert_eq!(
+            labelled, added,
+            "the added action labels every VM, and only once added"
+        );
     }
     let total = started.elapsed();
     plugin::stop(child, &socket).await;
