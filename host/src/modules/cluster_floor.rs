@@ -303,4 +303,40 @@ mod tests {
             })
         );
     }
+
+    /// A Secret nested deeper than the host reads a tree cannot be read: the floor is unknown (a
+    /// module the state directory has no record of is refused), never empty, and nothing is written
+    /// back over it.
+    #[tokio::test]
+    async fn a_secret_too_deep_to_read_leaves_the_floor_unknown_not_empty() {
+        let state = tempfile::tempdir().unwrap();
+        let floor = VersionFloor::at(state.path());
+        let cluster = FixtureCluster::empty(std::time::UNIX_EPOCH);
+        let mut deep = json!("bottom");
+        for _ in 0..200 {
+            deep = json!([deep]);
+        }
+        let mut too_deep = secret("1.5.0", &format!("- {}", "0".repeat(64)));
+        too_deep["metadata"]["annotations"] = json!({ "deep": deep });
+        put(&cluster, too_deep);
+        let why = pull(&cluster, NAMESPACE, &floor)
+            .await
+            .expect("the floor is unknown");
+        assert_eq!(
+            why,
+            format!("Secret velero/{SECRET}: the API server's answer is nested deeper than 127 levels: not read")
+        );
+        assert!(matches!(
+            floor.check(&module("2.0.0")),
+            Err(Rollback::ClusterUnknown(m)) if m.contains("nested deeper than 127 levels")
+        ));
+        floor.raise(&module("2.0.0")).unwrap();
+        let pushed = push(&cluster, NAMESPACE, &floor).await.unwrap_err();
+        assert!(
+            pushed.contains("nested deeper than 127 levels: not read"),
+            "{pushed}"
+        );
+        let kept = cluster.read(&secrets(), NAMESPACE, SECRET).unwrap();
+        assert!(kept["metadata"]["annotations"]["deep"].is_array());
+    }
 }
