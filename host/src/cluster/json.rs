@@ -9,6 +9,21 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::value::RawValue;
 use serde_json::Value;
 
+/// How many levels of arrays and objects the host reads into a tree: serde_json's bound (it refuses
+/// the 128th), which keeps the recursion of a parse off the end of the stack.
+pub const MAX_DEPTH: usize = 127;
+
+/// Why a document, well-formed JSON, cannot be read into a tree.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TreeError {
+    /// Arrays and objects nested deeper than [`MAX_DEPTH`].
+    #[error("nested deeper than {MAX_DEPTH} levels: not read")]
+    TooDeep,
+    /// What else a tree cannot hold (a number past the range of `f64`), in serde_json's words.
+    #[error("cannot be read as a tree ({0}): not read")]
+    Other(String),
+}
+
 /// One JSON document, known to be well-formed, kept as its text.
 pub struct Json(Box<RawValue>);
 
@@ -38,10 +53,19 @@ impl Json {
         Box::<str>::from(self.0).into_string()
     }
 
-    /// The document as a tree, for host code that reads fields of it.
-    pub fn to_value(&self) -> Value {
-        // The text was checked to be JSON when it was made, so this parse does not fail.
-        serde_json::from_str(self.as_str()).unwrap_or(Value::Null)
+    /// The document as a tree, for host code that reads fields of it. Checking that the text is
+    /// JSON set no bound on its depth (the guest gets it as it is), but a tree is built by recursion:
+    /// past [`MAX_DEPTH`] levels it is an error that says so, never a `null` that would read as
+    /// "nothing there".
+    pub fn to_value(&self) -> Result<Value, TreeError> {
+        serde_json::from_str(self.as_str()).map_err(|e| {
+            // serde_json's only word for its depth bound (its error codes are private).
+            if e.to_string().starts_with("recursion limit exceeded") {
+                TreeError::TooDeep
+            } else {
+                TreeError::Other(e.to_string())
+            }
+        })
     }
 
     /// A list item with `apiVersion` and `kind` first, as a get of the object returns it. The API
@@ -85,7 +109,11 @@ impl Json {
                 Json::parse(typed.as_bytes()).unwrap_or(self)
             }
             // One of the two: rebuild the object so that neither key appears twice.
-            _ => Json::from(typed_value(self.to_value(), api_version, kind)),
+            _ => match self.to_value() {
+                Ok(value) => Json::from(typed_value(value, api_version, kind)),
+                // Too deep to rebuild: kept as it is, as a document that is not an object is.
+                Err(_) => self,
+            },
         }
     }
 }
@@ -140,7 +168,8 @@ impl fmt::Display for Json {
 /// Two documents are equal when they hold the same JSON, however it is spaced.
 impl PartialEq for Json {
     fn eq(&self, other: &Json) -> bool {
-        self.as_str() == other.as_str() || self.to_value() == other.to_value()
+        self.as_str() == other.as_str()
+            || matches!((self.to_value(), other.to_value()), (Ok(a), Ok(b)) if a == b)
     }
 }
 
@@ -193,6 +222,36 @@ mod tests {
         assert_eq!(typed("[1]"), "[1]");
         let null_kind = typed(r#"{"kind":null,"a":1}"#);
         assert_eq!(null_kind.matches("\"kind\"").count(), 1, "{null_kind}");
+    }
+
+    /// `levels` arrays, one inside the other.
+    fn nested(levels: usize) -> Json {
+        Json::parse(format!("{}{}", "[".repeat(levels), "]".repeat(levels)).as_bytes()).unwrap()
+    }
+
+    /// A document deeper than a tree is read is kept as JSON (for the guest) but read into a tree it
+    /// is an error that says so, not `null`; two such documents are equal only when their text is.
+    #[test]
+    fn a_document_too_deep_for_a_tree_is_an_error_not_null() {
+        assert!(nested(MAX_DEPTH).to_value().unwrap().is_array());
+        let deep = nested(MAX_DEPTH + 1);
+        assert_eq!(deep.to_value(), Err(TreeError::TooDeep));
+        assert_eq!(
+            TreeError::TooDeep.to_string(),
+            "nested deeper than 127 levels: not read"
+        );
+        assert_ne!(deep, nested(MAX_DEPTH + 2));
+        assert_eq!(deep, nested(MAX_DEPTH + 1));
+        // Kept as it is when its type is to be put in front.
+        let text = format!(r#"{{"kind":"Other","a":{}}}"#, deep.as_str());
+        assert_eq!(typed(&text), text);
+        // A number JSON allows and a tree cannot hold: an error too.
+        let huge = Json::parse(b"[1e400]").unwrap();
+        assert!(
+            matches!(huge.to_value(), Err(TreeError::Other(m)) if m.contains("number out of range")),
+            "{:?}",
+            huge.to_value()
+        );
     }
 
     #[test]

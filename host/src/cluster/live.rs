@@ -452,14 +452,15 @@ impl LiveCluster {
         let list = self
             .send(request)
             .await
-            .map(|json| json.to_value())
             .map_err(|e| match e {
                 KubeError::NotFound(_) => KubeError::NotFound(format!(
                     "the server has no API group version {}",
                     api.api_version()
                 )),
                 other => other,
-            })?;
+            })?
+            .to_value()
+            .map_err(|e| KubeError::Other(format!("{path}: the API server's answer is {e}")))?;
         let resources = list
             .get("resources")
             .and_then(Value::as_array)

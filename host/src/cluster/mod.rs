@@ -12,7 +12,7 @@ pub mod live;
 mod vocabulary;
 pub mod writes;
 
-pub use json::Json;
+pub use json::{Json, TreeError};
 pub use vocabulary::{
     ApiResource, BadFieldSelector, FieldSelector, KubeAnswer, KubeApi, KubeCall, KubeError,
     ListOptions, NoCluster, Patch, MAX_FIELD_SELECTOR_TERMS,

@@ -487,7 +487,7 @@ pub trait KubeApi: Backend<KubeCall> {
         })
         .await?
         .object()
-        .map(|object| object.to_value())
+        .and_then(tree)
     }
 
     /// Lists objects.
@@ -505,7 +505,15 @@ pub trait KubeApi: Backend<KubeCall> {
         })
         .await?
         .objects()
-        .map(|objects| objects.iter().map(Json::to_value).collect())
+        .map(|objects| {
+            // An item too deep to read is `null`, which the list's reader takes for junk: one such
+            // item does not make the whole list unreadable (a module ConfigMap that could, would keep
+            // a deleted module serving from the last list: docs/modules.md §5, freezing).
+            objects
+                .iter()
+                .map(|item| item.to_value().unwrap_or(Value::Null))
+                .collect()
+        })
     }
 
     /// Creates an object.
@@ -523,7 +531,7 @@ pub trait KubeApi: Backend<KubeCall> {
         })
         .await?
         .object()
-        .map(|object| object.to_value())
+        .and_then(tree)
     }
 
     /// Replaces an object.
@@ -541,7 +549,7 @@ pub trait KubeApi: Backend<KubeCall> {
         })
         .await?
         .object()
-        .map(|object| object.to_value())
+        .and_then(tree)
     }
 
     /// Patches an object.
@@ -562,7 +570,7 @@ pub trait KubeApi: Backend<KubeCall> {
         })
         .await?
         .object()
-        .map(|object| object.to_value())
+        .and_then(tree)
     }
 
     /// Deletes an object.
@@ -584,6 +592,14 @@ pub trait KubeApi: Backend<KubeCall> {
 }
 
 impl<B: Backend<KubeCall> + ?Sized> KubeApi for B {}
+
+/// An object answer as a tree for the host's own calls; one too deep to read is an error that says so
+/// (a `null` would read as an object with nothing in it: an empty version floor, for one).
+fn tree(object: Json) -> Result<Value, KubeError> {
+    object
+        .to_value()
+        .map_err(|e| KubeError::Other(format!("the API server's answer is {e}")))
+}
 
 /// The backend when there is no cluster: every call fails, saying so.
 pub struct NoCluster(String);

@@ -79,7 +79,7 @@ impl Backend<KubeCall> for WriteLog {
         };
         let answer = self.inner.call(call).await?;
         let written = match (&answer, verb) {
-            (KubeAnswer::Object(stored), v) if v != Verb::Delete => Some(stored.to_value()),
+            (KubeAnswer::Object(stored), v) if v != Verb::Delete => stored.to_value().ok(),
             _ => None,
         };
         let stored = match verb {

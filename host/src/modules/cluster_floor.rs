@@ -25,8 +25,9 @@ use base64::Engine as _;
 use serde_json::{json, Value};
 
 use super::version_floor::{Served, VersionFloor};
+use crate::backend::Backend;
 use crate::cluster::live::LazyCluster;
-use crate::cluster::{ApiResource, KubeApi, KubeError};
+use crate::cluster::{ApiResource, KubeApi, KubeCall, KubeError};
 
 /// The name of the Secret that keeps the floor, in Velero's namespace.
 pub(crate) const SECRET: &str = "velero-wasm-version-floor";
@@ -53,7 +54,7 @@ pub(crate) async fn namespace_of(cluster: &LazyCluster, velero_namespace: &str) 
 
 /// The Secret's records, or `None` when there is no Secret; an error says why it cannot be read.
 async fn read(
-    cluster: &LazyCluster,
+    cluster: &dyn Backend<KubeCall>,
     namespace: &str,
 ) -> Result<Option<(Value, BTreeMap<String, Served>)>, String> {
     let got = tokio::time::timeout(TIMEOUT, cluster.get(&secrets(), namespace, SECRET))
@@ -73,14 +74,18 @@ async fn read(
             else {
                 return Err(format!("key {key:?} is not <module>.json"));
             };
+            let not_a_record =
+                format!("key {key:?} is not a version record ({{\"version\", \"content\"}})");
             let served = value
                 .as_str()
                 .and_then(|v| base64::engine::general_purpose::STANDARD.decode(v).ok())
                 .and_then(|bytes| serde_json::from_slice::<Served>(&bytes).ok())
-                .filter(|s| s.parsed().is_ok())
-                .ok_or_else(|| {
-                    format!("key {key:?} is not a version record ({{\"version\", \"content\"}})")
-                })?;
+                .ok_or_else(|| not_a_record.clone())?;
+            // Checked here, at the door: a record the state directory could not read back would
+            // keep the module refused there after the Secret is fixed.
+            served
+                .checked()
+                .map_err(|e| format!("{not_a_record} of module {module}: {e}"))?;
             records.insert(module.to_string(), served);
         }
     }
@@ -90,7 +95,7 @@ async fn read(
 /// Reads the floor kept in the cluster into `floor` (each module at the higher of the two), or marks
 /// it unknown when it cannot be read. Returns what is worth a line: why it could not be read.
 pub(crate) async fn pull(
-    cluster: &LazyCluster,
+    cluster: &dyn Backend<KubeCall>,
     namespace: &str,
     floor: &VersionFloor,
 ) -> Option<String> {
@@ -134,7 +139,7 @@ pub(crate) struct Pushed {
 
 /// Writes the records of `floor` into the Secret where they are higher (creating it if there is none).
 pub(crate) async fn push(
-    cluster: &LazyCluster,
+    cluster: &dyn Backend<KubeCall>,
     namespace: &str,
     floor: &VersionFloor,
 ) -> Result<Pushed, String> {
@@ -208,4 +213,130 @@ pub(crate) async fn push(
     Err(format!(
         "Secret {namespace}/{SECRET}: still changing after {ATTEMPTS} attempts: {last}"
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::fixture::FixtureCluster;
+    use crate::modules::version_floor::Rollback;
+    use crate::modules::{ModuleSource, Origin};
+
+    const NAMESPACE: &str = "velero";
+
+    fn module(version: &str) -> ModuleSource {
+        let manifest = format!("version = \"{version}\"");
+        ModuleSource::new("m", b"m".to_vec(), &manifest, Origin::File("m.wasm".into())).unwrap()
+    }
+
+    /// The Secret, holding module `m`'s record `{"version", "content"}`.
+    fn secret(version: &str, content: &str) -> Value {
+        let record = json!({"version": version, "content": content}).to_string();
+        json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": SECRET, "namespace": NAMESPACE},
+            "data": {"m.json": base64::engine::general_purpose::STANDARD.encode(record)},
+        })
+    }
+
+    fn put(cluster: &FixtureCluster, secret: Value) {
+        match cluster.read(&secrets(), NAMESPACE, SECRET) {
+            Ok(_) => cluster.replace(&secrets(), NAMESPACE, secret),
+            Err(_) => cluster.insert(&secrets(), NAMESPACE, secret),
+        }
+        .unwrap();
+    }
+
+    /// A record whose version (or content) is longer than a record can be is refused when the Secret
+    /// is read, with the module and the bound named: the floor is then unknown (a module the state
+    /// directory has no record of is refused), and nothing is written into the state directory, so
+    /// that once the Secret is fixed the next start reads it and serves.
+    #[tokio::test]
+    async fn a_record_past_the_version_bound_is_refused_at_the_door_and_never_kept() {
+        let state = tempfile::tempdir().unwrap();
+        let floor = VersionFloor::at(state.path());
+        let cluster = FixtureCluster::empty(std::time::UNIX_EPOCH);
+        let sha = "0".repeat(64);
+        let content = format!("- {sha}");
+        let long = format!("1.0.0-{}", "a".repeat(4096));
+        put(&cluster, secret(&long, &content));
+        let why = pull(&cluster, NAMESPACE, &floor)
+            .await
+            .expect("the over-long record is refused");
+        assert_eq!(
+            why,
+            format!(
+                "Secret velero/{SECRET}: key \"m.json\" is not a version record ({{\"version\", \"content\"}}) of module m: a version of {} bytes is longer than the 256 bytes a version may have: not a version",
+                long.len()
+            )
+        );
+        assert!(
+            !state.path().join("versions/m.json").exists(),
+            "the record was copied into the state directory"
+        );
+        assert!(matches!(
+            floor.check(&module("2.0.0")),
+            Err(Rollback::ClusterUnknown(_))
+        ));
+
+        // A content that is not two sha256s is refused the same way.
+        put(
+            &cluster,
+            secret("1.0.0", &format!("- {}", "0".repeat(5000))),
+        );
+        let why = pull(&cluster, NAMESPACE, &floor).await.unwrap();
+        assert!(
+            why.ends_with("of module m: its content (5002 bytes) is not the sha256 of a component (or -) and of a manifest"),
+            "{why}"
+        );
+        assert!(!state.path().join("versions/m.json").exists());
+
+        // The Secret fixed: the next start reads it, and holds the module to it.
+        put(&cluster, secret("1.5.0", &content));
+        assert_eq!(pull(&cluster, NAMESPACE, &floor).await, None);
+        assert_eq!(floor.check(&module("2.0.0")), Ok(()));
+        assert_eq!(
+            floor.check(&module("1.0.0")),
+            Err(Rollback::Older {
+                offered: "1.0.0".into(),
+                served: "1.5.0".into()
+            })
+        );
+    }
+
+    /// A Secret nested deeper than the host reads a tree cannot be read: the floor is unknown (a
+    /// module the state directory has no record of is refused), never empty, and nothing is written
+    /// back over it.
+    #[tokio::test]
+    async fn a_secret_too_deep_to_read_leaves_the_floor_unknown_not_empty() {
+        let state = tempfile::tempdir().unwrap();
+        let floor = VersionFloor::at(state.path());
+        let cluster = FixtureCluster::empty(std::time::UNIX_EPOCH);
+        let mut deep = json!("bottom");
+        for _ in 0..200 {
+            deep = json!([deep]);
+        }
+        let mut too_deep = secret("1.5.0", &format!("- {}", "0".repeat(64)));
+        too_deep["metadata"]["annotations"] = json!({ "deep": deep });
+        put(&cluster, too_deep);
+        let why = pull(&cluster, NAMESPACE, &floor)
+            .await
+            .expect("the floor is unknown");
+        assert_eq!(
+            why,
+            format!("Secret velero/{SECRET}: the API server's answer is nested deeper than 127 levels: not read")
+        );
+        assert!(matches!(
+            floor.check(&module("2.0.0")),
+            Err(Rollback::ClusterUnknown(m)) if m.contains("nested deeper than 127 levels")
+        ));
+        floor.raise(&module("2.0.0")).unwrap();
+        let pushed = push(&cluster, NAMESPACE, &floor).await.unwrap_err();
+        assert!(
+            pushed.contains("nested deeper than 127 levels: not read"),
+            "{pushed}"
+        );
+        let kept = cluster.read(&secrets(), NAMESPACE, SECRET).unwrap();
+        assert!(kept["metadata"]["annotations"]["deep"].is_array());
+    }
 }

@@ -107,6 +107,11 @@ struct ManifestText {
     on_failure: Option<String>,
 }
 
+/// The longest `version` a manifest may carry, in bytes: real versions, pre-release and build
+/// metadata included, take tens. The version floor holds every record it keeps, and every record the
+/// cluster's Secret offers it, to the same bound, so that each fits the file it is read back from.
+pub(crate) const MAX_VERSION: usize = 256;
+
 /// Reads may be answered from read views unless a manifest says otherwise.
 fn read_views_default() -> bool {
     true
@@ -149,6 +154,15 @@ impl Manifest {
             .version
             .as_deref()
             .map(|v| {
+                if v.len() > MAX_VERSION {
+                    return Err(invalid(
+                        "version",
+                        format!(
+                            "{} bytes is longer than the {MAX_VERSION} bytes a version may have: not a version",
+                            v.len()
+                        ),
+                    ));
+                }
                 semver::Version::parse(v).map_err(|e| {
                     invalid(
                         "version",
@@ -334,6 +348,22 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.starts_with("settings-schema.x: "), "{e}");
+    }
+
+    /// A version longer than [`MAX_VERSION`] is not one, however valid its semver: the floor could
+    /// not read back a record holding it, and the module would stay refused.
+    #[test]
+    fn a_version_longer_than_the_bound_is_refused() {
+        let longest = format!("1.0.0-{}", "a".repeat(MAX_VERSION - 6));
+        let m = Manifest::parse(&format!("version = \"{longest}\"")).unwrap();
+        assert_eq!(m.version.unwrap().to_string(), longest);
+        let e = Manifest::parse(&format!("version = \"{longest}a\""))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "version: 257 bytes is longer than the 256 bytes a version may have: not a version"
+        );
     }
 
     /// Issue 44: bounds, a pattern and a nested object, checked when the manifest loads, each error

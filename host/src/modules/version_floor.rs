@@ -22,7 +22,16 @@ use std::sync::{Arc, Mutex};
 use serde::{Deserialize, Serialize};
 
 use super::identity::{sha256_hex, valid_module_name};
+use super::manifest::MAX_VERSION;
 use super::source::ModuleSource;
+
+/// The largest floor file read back. A record holds a version of at most [`MAX_VERSION`] bytes and
+/// its content (two sha256s), so every record this host writes fits with room to spare; a longer
+/// file is not one it wrote.
+const MAX_RECORD: u64 = 4096;
+/// The length of a record's content: `<sha256 of the component, or -> <sha256 of the manifest>`.
+const CONTENT_LEN: usize = 64 + 1 + 64;
+const _: () = assert!(MAX_VERSION + CONTENT_LEN + 64 <= MAX_RECORD as usize);
 
 /// The highest version served of each signed module, kept in a state directory.
 #[derive(Debug, Clone)]
@@ -44,10 +53,42 @@ pub(crate) struct Served {
 }
 
 impl Served {
-    /// The version, parsed; an error names the version that is not semver.
+    /// The version, parsed; an error names the version that is not semver, or its length when it is
+    /// longer than a version may be.
     pub(crate) fn parsed(&self) -> Result<semver::Version, BadVersion> {
         parse(&self.version)
     }
+
+    /// The version, parsed, of a record this host could have written: a version within
+    /// [`MAX_VERSION`] and a content of two sha256s. A record from elsewhere (the cluster's Secret) is
+    /// checked so before it is kept, so that the floor never holds a file it cannot read back.
+    pub(crate) fn checked(&self) -> Result<semver::Version, BadRecord> {
+        let version = self.parsed()?;
+        let sha256 = |s: &str| {
+            s.len() == 64
+                && s.bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        };
+        match self.content.split_once(' ') {
+            Some((component, manifest))
+                if (component == "-" || sha256(component)) && sha256(manifest) =>
+            {
+                Ok(version)
+            }
+            _ => Err(BadRecord::Content(self.content.len())),
+        }
+    }
+}
+
+/// Why a record offered to the floor is not kept.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum BadRecord {
+    /// Its version is none.
+    #[error(transparent)]
+    Version(#[from] BadVersion),
+    /// Its content is not the two sha256s a record holds (its length in bytes).
+    #[error("its content ({0} bytes) is not the sha256 of a component (or -) and of a manifest")]
+    Content(usize),
 }
 
 /// Why a module is below its floor.
@@ -139,7 +180,7 @@ impl VersionFloor {
     /// Raises the record of `module` to `served` when it is higher than the record here (or there is
     /// none); returns whether it did. The same version with other content leaves the record here.
     pub(crate) fn raise_record(&self, module: &str, served: &Served) -> io::Result<bool> {
-        let offered = served.parsed().map_err(io::Error::other)?;
+        let offered = served.checked().map_err(io::Error::other)?;
         let higher = match self.read(module) {
             Ok(Some(kept)) => parse(&kept.version).map_or(true, |k| offered > k),
             Ok(None) => true,
@@ -217,7 +258,7 @@ impl VersionFloor {
 
     fn read(&self, module: &str) -> Result<Option<Served>, Rollback> {
         let path = self.path(module);
-        let bytes = match crate::state::read_file(&path, 4096) {
+        let bytes = match crate::state::read_file(&path, MAX_RECORD) {
             Ok(bytes) => bytes,
             Err(crate::state::FileError::Io(e)) if e.kind() == io::ErrorKind::NotFound => {
                 return Ok(None)
@@ -230,16 +271,25 @@ impl VersionFloor {
     }
 }
 
-/// A version in the floor's file that is not semver.
+/// A version in a record that is none: not semver, or longer than any version (the manifest's bound).
 #[derive(Debug, thiserror::Error)]
-#[error("{version:?}: {source}")]
-pub(crate) struct BadVersion {
-    version: String,
-    source: semver::Error,
+pub(crate) enum BadVersion {
+    /// Not semver.
+    #[error("{version:?}: {source}")]
+    NotSemver {
+        version: String,
+        source: semver::Error,
+    },
+    /// Longer than [`MAX_VERSION`] (its length in bytes).
+    #[error("a version of {0} bytes is longer than the {MAX_VERSION} bytes a version may have: not a version")]
+    TooLong(usize),
 }
 
 fn parse(version: &str) -> Result<semver::Version, BadVersion> {
-    semver::Version::parse(version).map_err(|source| BadVersion {
+    if version.len() > MAX_VERSION {
+        return Err(BadVersion::TooLong(version.len()));
+    }
+    semver::Version::parse(version).map_err(|source| BadVersion::NotSemver {
         version: version.to_string(),
         source,
     })

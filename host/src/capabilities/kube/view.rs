@@ -571,7 +571,7 @@ mod tests {
             .unwrap()
             .iter()
             .map(|o| {
-                o.to_value()["metadata"]["name"]
+                o.to_value().unwrap()["metadata"]["name"]
                     .as_str()
                     .unwrap()
                     .to_string()

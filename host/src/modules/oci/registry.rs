@@ -229,13 +229,55 @@ impl Registry {
             .map(str::to_string))
     }
 
-    /// A `Location` made absolute against the registry's base.
+    /// A `Location` made absolute against the registry's base. Schemes are case-insensitive, so
+    /// `HTTPS://…` is as absolute as `https://…`.
     fn absolute(&self, location: &str) -> String {
-        if location.starts_with("http://") || location.starts_with("https://") {
+        if starts_with_ignoring_case(location, "http://")
+            || starts_with_ignoring_case(location, "https://")
+        {
             location.to_string()
         } else {
             format!("{}{location}", self.base)
         }
+    }
+
+    /// Whether `url` is on the registry itself (its scheme and host compared without case, as URLs
+    /// compare them): only there do credentials go.
+    fn same_origin(&self, url: &str) -> bool {
+        starts_with_ignoring_case(url, &format!("{}/", self.base))
+    }
+
+    /// Refuses a token realm that credentials must not be sent to: anything but HTTPS, except plain
+    /// HTTP to a host listed plain. The realm is parsed as a URL rather than matched by prefix, so
+    /// that `HTTP://` (schemes are case-insensitive) is plain HTTP too.
+    fn check_realm(&self, realm: &str) -> Result<(), String> {
+        let uri = realm.parse::<http::Uri>().map_err(|e| {
+            format!("the Bearer token realm {realm:?} is not a URL ({e}): no credentials or token are asked for over it")
+        })?;
+        match uri.scheme() {
+            Some(scheme) if *scheme == http::uri::Scheme::HTTPS => return Ok(()),
+            Some(scheme) if *scheme == http::uri::Scheme::HTTP => {}
+            _ => {
+                return Err(format!(
+                    "the Bearer token realm {realm:?} is not an HTTPS URL: no credentials or token are asked for over it"
+                ))
+            }
+        }
+        let host = format!(
+            "{}:{}",
+            uri.host().unwrap_or(""),
+            uri.port_u16().unwrap_or(80)
+        );
+        let listed = self.plain_hosts.iter().any(|h| {
+            h.eq_ignore_ascii_case(&host) || format!("{h}:80").eq_ignore_ascii_case(&host)
+        });
+        if listed {
+            return Ok(());
+        }
+        Err(format!(
+            "the Bearer token realm {realm} is plain HTTP and {host} is not listed in {}: no credentials or token are asked for over it (serve the realm over HTTPS, or list its host:port)",
+            PLAIN_HTTP_ENV
+        ))
     }
 
     /// One exchange, authenticating once when asked to and following a blob's redirects; the answer
@@ -253,7 +295,7 @@ impl Registry {
         let mut redirects = 0;
         loop {
             // Credentials go to the registry only, never to where it redirects.
-            let same_origin = url.starts_with(&format!("{}/", self.base));
+            let same_origin = self.same_origin(&url);
             let authorization = if same_origin {
                 self.authorization.lock().await.clone()
             } else {
@@ -351,24 +393,7 @@ impl Registry {
     ) -> Result<HeaderValue, RegistryError> {
         let refused = |why: String| RegistryError::Refused(format!("{url}: {why}"));
         // The registry's scheme rules hold for its realm too: plain HTTP only to a host listed plain.
-        if let Some(rest) = realm.strip_prefix("http://") {
-            let host = rest.split(['/', '?']).next().unwrap_or("");
-            let host = if host.contains(':') {
-                host.to_string()
-            } else {
-                format!("{host}:80")
-            };
-            let listed = self
-                .plain_hosts
-                .iter()
-                .any(|h| *h == host || format!("{h}:80") == host);
-            if !listed {
-                return Err(refused(format!(
-                    "the Bearer token realm {realm} is plain HTTP and {host} is not listed in {}: no credentials or token are asked for over it (serve the realm over HTTPS, or list its host:port)",
-                    PLAIN_HTTP_ENV
-                )));
-            }
-        }
+        self.check_realm(realm).map_err(refused)?;
         let mut query = form_query(&[(
             "scope",
             &format!("repository:{}:{}", self.repository, self.actions),
@@ -529,6 +554,13 @@ async fn read_answer(
 /// manifests with it).
 const DOCKER_MANIFEST: &str = "application/vnd.docker.distribution.manifest.v2+json";
 
+/// Whether `text` begins with `prefix`, ASCII case aside (URL schemes and host names).
+fn starts_with_ignoring_case(text: &str, prefix: &str) -> bool {
+    text.as_bytes()
+        .get(..prefix.len())
+        .is_some_and(|start| start.eq_ignore_ascii_case(prefix.as_bytes()))
+}
+
 /// A URL for messages: without its query (an upload location's state, a token request's scope).
 fn shown(url: &str) -> &str {
     url.split('?').next().unwrap_or(url)
@@ -584,4 +616,93 @@ fn expect(answer: &Answer, ok: &[u16], what: &str) -> Result<(), RegistryError> 
         "{what}: HTTP {}{detail}",
         answer.status
     )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn registry(plain_hosts: &[String]) -> Registry {
+        let reference = Reference::parse("registry.example:5000/mods/m:1").unwrap();
+        let credentials = Credentials {
+            username: "puller".into(),
+            password: "secret".into(),
+        };
+        Registry::new(
+            &reference,
+            false,
+            Some(credentials),
+            Duration::from_secs(2),
+            false,
+        )
+        .with_plain_hosts(plain_hosts)
+    }
+
+    /// URL schemes are case-insensitive: a realm written `HTTP://` or `Http://` is plain HTTP, and on a
+    /// host not listed plain it is refused before anything (the pull secret's Basic credentials
+    /// first) is sent to it.
+    #[tokio::test]
+    async fn a_plain_realm_in_any_case_on_an_unlisted_host_gets_no_credentials() {
+        let realm = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        realm.set_nonblocking(true).unwrap();
+        let host = realm.local_addr().unwrap().to_string();
+        let registry = registry(&[]);
+        for scheme in ["HTTP", "Http", "hTTp"] {
+            let url = format!("{scheme}://{host}/token");
+            let error = registry
+                .bearer_token(
+                    &url,
+                    None,
+                    "https://registry.example:5000/v2/mods/m/manifests/1",
+                )
+                .await
+                .unwrap_err();
+            let message = error.to_string();
+            assert!(
+                matches!(error, RegistryError::Refused(_))
+                    && message.contains(&format!(
+                        "the Bearer token realm {url} is plain HTTP and {host} is not listed in {PLAIN_HTTP_ENV}"
+                    )),
+                "{message}"
+            );
+            assert!(realm.accept().is_err(), "{url} was asked for a token");
+        }
+        // Not HTTP(S) at all, or no URL: refused as well.
+        for url in ["ftp://example.org/token", "/token"] {
+            let message = registry.check_realm(url).unwrap_err();
+            assert!(message.contains("is not an HTTPS URL"), "{message}");
+        }
+        // Listed plain (host names compare without case too), or HTTPS in any case: allowed.
+        let listed = self::registry(&["Tokens.Example:8080".to_string()]);
+        assert_eq!(
+            listed.check_realm("HTTP://tokens.example:8080/token"),
+            Ok(())
+        );
+        assert!(listed
+            .check_realm("HTTP://tokens.example:8081/token")
+            .is_err());
+        assert_eq!(registry.check_realm("HTTPS://auth.example/token"), Ok(()));
+    }
+
+    /// A redirect's location with an upper-case scheme is absolute (not appended to the registry's
+    /// base), and the registry's own URLs are its origin whatever their case.
+    #[test]
+    fn locations_and_origins_compare_schemes_without_case() {
+        let registry = registry(&[]);
+        assert_eq!(
+            registry.absolute("HTTPS://blobs.example/b?sig=1"),
+            "HTTPS://blobs.example/b?sig=1"
+        );
+        assert_eq!(
+            registry.absolute("Http://blobs.example/b"),
+            "Http://blobs.example/b"
+        );
+        assert_eq!(
+            registry.absolute("/v2/mods/m/blobs/x"),
+            "https://registry.example:5000/v2/mods/m/blobs/x"
+        );
+        assert!(registry.same_origin("HTTPS://Registry.Example:5000/v2/mods/m/blobs/x"));
+        assert!(!registry.same_origin("http://registry.example:5000/v2/mods/m/blobs/x"));
+        assert!(!registry.same_origin("https://registry.example:50001/v2/"));
+    }
 }
