@@ -125,8 +125,10 @@ fn identity(text: &str) -> Result<ItemRef, Status> {
 /// One operation id for the operations the served actions started: each action's name with its own
 /// id, so that Progress and Cancel find them again in any later process.
 fn compose(operations: &[(String, String)]) -> Option<String> {
+    // Pairs of strings always serialise.
     (!operations.is_empty())
-        .then(|| serde_json::to_string(operations).expect("pairs of strings serialise"))
+        .then(|| serde_json::to_string(operations).ok())
+        .flatten()
 }
 
 /// The operations an id made by [`compose`] names; a status when it is not one.
