@@ -123,6 +123,8 @@ const BLOCK_VM: &str = "kubevirt-velero-plugin/block-vm-action";
 const BLOCK_VMI: &str = "kubevirt-velero-plugin/block-vmi-action";
 const RESTORE_VM: &str = "kubevirt-velero-plugin/restore-vm-action";
 const RESTORE_OPERATION: &str = "kubevirt-velero-plugin/restore-operation-action";
+const RESTORE_PVC: &str = "kubevirt-velero-plugin/restore-pvc-action";
+const RESTORE_VS: &str = "kubevirt-velero-plugin/restore-volumesnapshot-action";
 
 #[test]
 fn the_stock_set_against_itself_is_identical_and_exits_0() {
@@ -197,12 +199,50 @@ fn an_upstream_mode_override_differs_in_exactly_the_items_whose_results_change()
             RESTORE_VM,
             "virtualmachines.kubevirt.io vm-workloads/win2k22-sql",
         ),
+        // Upstream re-encodes what it restores from its Go types: Velero removed creationTimestamp
+        // and status, which come back as null and {} (docs/kubevirt.md#s8-3).
+        (
+            RESTORE_VM,
+            "virtualmachines.kubevirt.io vm-workloads/rhel9-cache-02",
+        ),
+        (
+            RESTORE_PVC,
+            "persistentvolumeclaims vm-workloads/batch-scratch-7",
+        ),
+        (
+            RESTORE_PVC,
+            "persistentvolumeclaims vm-workloads/fedora-web-01-rootdisk",
+        ),
+        (
+            RESTORE_PVC,
+            "persistentvolumeclaims vm-workloads/persistent-state-for-fedora-web-01-x7k2p",
+        ),
+        (
+            RESTORE_PVC,
+            "persistentvolumeclaims vm-workloads/persistent-state-for-win2k22-sql",
+        ),
+        (
+            RESTORE_PVC,
+            "persistentvolumeclaims vm-workloads/scratch-import",
+        ),
+        (
+            RESTORE_PVC,
+            "persistentvolumeclaims vm-workloads/web-content",
+        ),
+        (
+            RESTORE_PVC,
+            "persistentvolumeclaims vm-workloads/web-logs",
+        ),
+        (
+            RESTORE_VS,
+            "volumesnapshots.snapshot.storage.k8s.io vm-workloads/velero-fedora-web-01-rootdisk-4xk9p",
+        ),
     ]
     .into_iter()
     .map(|(a, i)| (a.to_string(), i.to_string()))
     .collect();
     assert_eq!(differing(&report), expected);
-    assert_eq!(report["differences"], 13);
+    assert_eq!(report["differences"], 22);
 
     // The differences are JSON pointers into the result: additional items by name, never by position.
     let dv = report["actions"]
@@ -243,7 +283,7 @@ fn an_upstream_mode_override_differs_in_exactly_the_items_whose_results_change()
         text.contains("    remove  /additionalItems/configmaps vm-workloads/image-mirror-ca"),
         "{text}"
     );
-    assert!(text.contains("different: 13 differing results"), "{text}");
+    assert!(text.contains("different: 22 differing results"), "{text}");
 }
 
 #[test]

@@ -12,6 +12,7 @@ pub mod fields;
 pub mod filter_names;
 pub mod glob;
 pub mod go_json;
+pub mod go_zero_values;
 pub mod graph;
 pub mod item_block;
 pub mod keys;
@@ -102,8 +103,8 @@ pub fn run_restore(
         catalog::RESTORE_VM => restore::virtualmachine::restore(ctx, &item, &restore),
         catalog::RESTORE_VMI => restore::virtualmachineinstance::restore(ctx, &item, &restore),
         catalog::RESTORE_POD => Ok(restore::pod::restore()),
-        catalog::RESTORE_PVC => Ok(restore::pvc::restore(&item)),
-        catalog::RESTORE_VOLUMESNAPSHOT => Ok(restore::volumesnapshot::restore(&item)),
+        catalog::RESTORE_PVC => Ok(restore::pvc::restore(ctx.mode, &item)),
+        catalog::RESTORE_VOLUMESNAPSHOT => Ok(restore::volumesnapshot::restore(ctx.mode, &item)),
         catalog::RESTORE_NAD => {
             restore::network_attachment_definition::restore(ctx.mode, &item, &restore)
         }

@@ -6,6 +6,7 @@ use velero_wasm_sdk::{BackupResponse, Object};
 
 use crate::context::Context;
 use crate::fields::text;
+use crate::go_zero_values::{self, GoType};
 use crate::graph;
 use crate::keys;
 use crate::messages;
@@ -50,12 +51,20 @@ fn pvc(ctx: &Context, item: &Object) -> Result<BackupResponse, String> {
     Ok(BackupResponse::with_item(&out))
 }
 
-/// A DataVolume whose import succeeded is annotated `prePopulated` and brings its PVC along.
+/// A DataVolume whose import succeeded is annotated `prePopulated` and brings its PVC along. Upstream
+/// returns every DataVolume as its Go type encodes it, which upstream mode reproduces.
 fn datavolume(ctx: &Context, item: &Object) -> BackupResponse {
     let additional = graph::datavolume_backup(ctx.mode, item);
-    if item.str_at("/status/phase") == Some("Succeeded") {
-        let mut out = item.clone();
+    let succeeded = item.str_at("/status/phase") == Some("Succeeded");
+    let mut out = item.clone();
+    if succeeded {
         out.set_annotation(keys::PRE_POPULATED, item.name());
+    }
+    if !ctx.extended() {
+        go_zero_values::write(&mut out, GoType::DataVolume);
+        return BackupResponse::with_item(&out).additional(additional);
+    }
+    if succeeded {
         BackupResponse::with_item(&out).additional(additional)
     } else {
         BackupResponse::unchanged().additional(additional)
@@ -110,9 +119,38 @@ mod tests {
     fn checklist_41_an_unfinished_dv_is_left_alone() {
         let c = FakeCluster::new();
         for phase in [Some("ImportScheduled"), None] {
-            let out = backup(&Context::new(&c, Mode::Upstream), &dv(phase)).unwrap();
+            let out = backup(&Context::new(&c, Mode::Extended), &dv(phase)).unwrap();
             assert!(out.item.is_none() && out.additional_items.is_empty());
+            // Upstream mode writes only its Go type's zero values (tested below), no annotation.
+            let out = backup(&Context::new(&c, Mode::Upstream), &dv(phase)).unwrap();
+            let mut expected = dv(phase);
+            crate::go_zero_values::write(&mut expected, crate::go_zero_values::GoType::DataVolume);
+            assert_eq!(item(&out), expected);
+            assert!(out.additional_items.is_empty());
         }
+    }
+
+    /// Upstream returns every DataVolume encoded from CDI's Go type (docs/kubevirt.md#s8-3).
+    #[test]
+    fn upstream_mode_writes_the_zero_values_of_upstreams_go_type_and_extended_mode_does_not() {
+        let c = FakeCluster::new();
+        let mut d = dv(None);
+        d.set("/metadata/annotations", json!({})).unwrap();
+        let out = backup(&Context::new(&c, Mode::Upstream), &d).unwrap();
+        assert_eq!(
+            item(&out).into_value(),
+            json!({"apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataVolume",
+                   "metadata": {"name": "d", "namespace": "vm-workloads", "creationTimestamp": null},
+                   "status": {}})
+        );
+        let out = backup(&Context::new(&c, Mode::Extended), &d).unwrap();
+        assert_eq!(out.item, None);
+        // A DataVolume read from the cluster has both: upstream mode returns it as it came.
+        let mut read = dv(Some("ImportInProgress"));
+        read.set("/metadata/creationTimestamp", json!("2026-03-14T09:21:44Z"))
+            .unwrap();
+        let out = backup(&Context::new(&c, Mode::Upstream), &read).unwrap();
+        assert_eq!(item(&out), read);
     }
 
     #[test]

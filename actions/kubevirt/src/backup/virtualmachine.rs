@@ -7,6 +7,7 @@ use velero_wasm_sdk::{BackupResponse, Object};
 
 use crate::context::Context;
 use crate::fields::text;
+use crate::go_zero_values::{self, GoType};
 use crate::graph::{self, revisions};
 use crate::messages::{self, UnsafeVm};
 use crate::resources::VIRTUAL_MACHINE_INSTANCES;
@@ -39,6 +40,9 @@ pub fn backup(ctx: &Context, vm: &Object, backup: &Object) -> Result<BackupRespo
     let additional = graph::vm_backup(ctx, vm)?;
     let mut out = vm.clone();
     revisions::copy_revision_names(&mut out)?;
+    if !ctx.extended() {
+        go_zero_values::write(&mut out, GoType::VirtualMachine);
+    }
     Ok(BackupResponse::with_item(&out).additional(additional))
 }
 

@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use velero_wasm_sdk::{BackupResponse, Object};
 
 use crate::context::Context;
+use crate::go_zero_values::{self, GoType};
 use crate::keys;
 use crate::messages;
 use crate::resources::PERSISTENT_VOLUME_CLAIMS;
@@ -69,6 +70,10 @@ pub fn backup(ctx: &Context, cache: &mut PvcUids, item: &Object) -> Result<Backu
     }
     let mut snapshot = item.clone();
     uid_label::apply(&mut snapshot, &uid, keys::ORIGINAL_VOLUMESNAPSHOT_UID);
+    if !ctx.extended() {
+        // Upstream encodes its Go type again only on this path; the others return the item as read.
+        go_zero_values::write(&mut snapshot, GoType::VolumeSnapshot);
+    }
     Ok(BackupResponse::with_item(&snapshot))
 }
 
@@ -178,6 +183,31 @@ mod tests {
             assert!(backup(&ctx, &mut cache, &vs).unwrap().item.is_some());
         }
         assert_eq!(c.calls().len(), 1);
+    }
+
+    /// Upstream encodes its Go type again only after labelling (docs/kubevirt.md#s8-3); the status is a
+    /// pointer there, so no `status: {}`.
+    #[test]
+    fn upstream_mode_writes_the_zero_values_of_upstreams_go_type_when_it_labels() {
+        let c = FakeCluster::new().with(PERSISTENT_VOLUME_CLAIMS, pvc("p", "u"));
+        let mut vs = snapshot("s", json!({"persistentVolumeClaimName": "p"}), json!({}));
+        vs.set("/metadata/finalizers", json!([])).unwrap();
+        let upstream = run(&c, Mode::Upstream, &vs).unwrap().unwrap();
+        assert_eq!(
+            upstream.pointer("/metadata"),
+            Some(&json!({"name": "s", "namespace": "vm-workloads",
+                         "labels": {"velero.kubevirt.io/pvc-uid": "u"}, "creationTimestamp": null}))
+        );
+        assert_eq!(upstream.pointer("/status"), None);
+        let extended = run(&c, Mode::Extended, &vs).unwrap().unwrap();
+        assert_eq!(
+            extended.pointer("/metadata"),
+            Some(&json!({"name": "s", "namespace": "vm-workloads",
+                         "labels": {"velero.kubevirt.io/pvc-uid": "u"}, "finalizers": []}))
+        );
+        // A snapshot it does not label is returned as it came, in both modes.
+        let unlabelled = snapshot("s", json!({"volumeSnapshotContentName": "c"}), json!({}));
+        assert_eq!(run(&c, Mode::Upstream, &unlabelled).unwrap(), None);
     }
 
     #[test]

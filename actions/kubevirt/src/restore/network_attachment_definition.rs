@@ -9,14 +9,16 @@
 //! the Restore's `spec.namespaceMapping`. Everything else is restored as it is. The modes differ in
 //! two places: a config that is not a JSON object fails the item upstream (Velero then does not restore
 //! the definition), where extended mode restores it unchanged with a warning saying why; and upstream
-//! writes the rewritten config the way Go encodes it (keys sorted, no whitespace), where extended mode
-//! keeps the config's key order and numbers as written.
+//! writes the rewritten config the way Go encodes it (keys sorted, no whitespace), and the rewritten
+//! item with its Go type's zero values (`creationTimestamp: null`, [`crate::go_zero_values`]), where
+//! extended mode keeps the config's key order and numbers as written and changes nothing else.
 
 use serde_json::{Map, Value};
 use velero_wasm_sdk::object::type_name;
 use velero_wasm_sdk::{log, Object, RestoreResponse};
 
 use crate::go_json;
+use crate::go_zero_values::{self, GoType};
 use crate::mode::Mode;
 
 /// The config key upstream rewrites.
@@ -123,6 +125,10 @@ pub fn restore(mode: Mode, nad: &Object, restore: &Object) -> Result<RestoreResp
             );
             let mut rewritten = nad.clone();
             rewritten.set("/spec/config", Value::String(config))?;
+            if mode == Mode::Upstream {
+                // Upstream encodes its Go type again only when it rewrites the config.
+                go_zero_values::write(&mut rewritten, GoType::NetworkAttachmentDefinition);
+            }
             Ok(RestoreResponse::with_item(&rewritten))
         }
         Decision::Keep(why) => {
@@ -217,7 +223,15 @@ mod tests {
                 "{mode:?}"
             );
             got.set("/spec/config", json!(OVN)).unwrap();
-            assert_eq!(got, item, "{mode:?}");
+            // Upstream encodes the rewritten definition from its Go type: Velero removed the
+            // creationTimestamp, which comes back as null (docs/kubevirt.md#s8-3).
+            let mut expected = item.clone();
+            if mode == Mode::Upstream {
+                expected
+                    .set("/metadata/creationTimestamp", Value::Null)
+                    .unwrap();
+            }
+            assert_eq!(got, expected, "{mode:?}");
         }
     }
 

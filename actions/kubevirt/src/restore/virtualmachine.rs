@@ -5,6 +5,7 @@ use serde_json::Value;
 use velero_wasm_sdk::{Object, RestoreResponse};
 
 use crate::context::Context;
+use crate::go_zero_values::{self, GoType};
 use crate::graph;
 use crate::keys;
 use crate::restore::identity;
@@ -40,6 +41,9 @@ pub fn restore(ctx: &Context, item: &Object, restore: &Object) -> Result<Restore
     }
     identity::apply(&mut vm, restore, "/spec/template/spec/domain")?;
     let additional = graph::vm_restore(ctx, &vm)?;
+    if !ctx.extended() {
+        go_zero_values::write(&mut vm, GoType::VirtualMachine);
+    }
     Ok(RestoreResponse::with_item(&vm).additional(additional))
 }
 
@@ -76,9 +80,45 @@ mod tests {
     #[test]
     fn checklist_88_no_labels_no_change() {
         let v = vm(json!({"runStrategy": "Always", "template": template()}));
-        let (out, item) = run(Mode::Upstream, &v, json!({})).unwrap();
-        assert_eq!(item, v);
-        assert!(!out.skip_restore);
+        for mode in [Mode::Upstream, Mode::Extended] {
+            let (out, item) = run(mode, &v, json!({})).unwrap();
+            // Upstream mode writes its Go type's zero values (tested below), nothing else.
+            let mut expected = v.clone();
+            if mode == Mode::Upstream {
+                crate::go_zero_values::write(
+                    &mut expected,
+                    crate::go_zero_values::GoType::VirtualMachine,
+                );
+            }
+            assert_eq!(item, expected, "{mode:?}");
+            assert!(!out.skip_restore);
+        }
+    }
+
+    /// Velero hands the restore a VM without `creationTimestamp` and `status`; upstream decodes it into
+    /// KubeVirt's Go type and encodes it again (docs/kubevirt.md#s8-3).
+    #[test]
+    fn upstream_mode_writes_the_zero_values_of_upstreams_go_type_and_extended_mode_does_not() {
+        let v = vm(json!({"runStrategy": "Always", "template": template(),
+                          "dataVolumeTemplates": [{"metadata": {"name": "root"}, "spec": {}}]}));
+        let (_, upstream) = run(Mode::Upstream, &v, json!({})).unwrap();
+        let mut expected = v.clone();
+        expected
+            .set("/metadata/creationTimestamp", Value::Null)
+            .unwrap();
+        expected
+            .set(
+                "/spec/template/metadata",
+                json!({"creationTimestamp": null}),
+            )
+            .unwrap();
+        expected
+            .pointer_mut("/spec/dataVolumeTemplates/0/metadata")
+            .unwrap()["creationTimestamp"] = Value::Null;
+        expected.set("/status", json!({})).unwrap();
+        assert_eq!(upstream, expected);
+        let (_, extended) = run(Mode::Extended, &v, json!({})).unwrap();
+        assert_eq!(extended, v);
     }
 
     #[test]

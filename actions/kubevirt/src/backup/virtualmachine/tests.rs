@@ -371,6 +371,38 @@ fn nothing_but_the_revision_names_changes() {
     assert_eq!(out, item, "unknown fields survive, nothing else is touched");
 }
 
+/// Upstream decodes the VM into KubeVirt's Go type and encodes it again (docs/kubevirt.md#s8-3): every
+/// `ObjectMeta` gets `creationTimestamp: null` when it has none, and emptied metadata maps vanish.
+#[test]
+fn upstream_mode_writes_the_zero_values_of_upstreams_go_type_and_extended_mode_does_not() {
+    let c = FakeCluster::new();
+    let mut item = vm("vm1", json!({}), json!({"printableStatus": "Stopped"}));
+    item.set(
+        "/spec/dataVolumeTemplates",
+        json!([{"metadata": {"name": "root"}, "spec": {}}]),
+    )
+    .unwrap();
+    item.set("/metadata/labels", json!({})).unwrap();
+    let (upstream, _) = run(&c, Mode::Upstream, &item, &backup_spec(json!({}))).unwrap();
+    let mut expected = item.clone();
+    expected.remove("/metadata/labels");
+    expected
+        .set("/metadata/creationTimestamp", Value::Null)
+        .unwrap();
+    expected
+        .set(
+            "/spec/template/metadata",
+            json!({"creationTimestamp": null}),
+        )
+        .unwrap();
+    expected
+        .pointer_mut("/spec/dataVolumeTemplates/0/metadata")
+        .unwrap()["creationTimestamp"] = Value::Null;
+    assert_eq!(upstream, expected);
+    let (extended, _) = run(&c, Mode::Extended, &item, &backup_spec(json!({}))).unwrap();
+    assert_eq!(extended, item);
+}
+
 #[test]
 fn a_null_backup_is_upstreams_nil_error() {
     let c = FakeCluster::new();
