@@ -2642,6 +2642,7 @@ fn status_scene() -> tempfile::TempDir {
         verified: false,
         signature_expires: None,
         failure_policy: None,
+        deprecations: Vec::new(),
     };
     let modules = Modules {
         written: "2026-12-04T16:00:00.000Z".into(),

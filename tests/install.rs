@@ -737,8 +737,11 @@ fn rbac_grants_exactly_what_the_stock_grants_need() {
         ("", "hive.openshift.io", "clusterdeployments", "update"),
         // @velero: hcp's ConfigMap, the BSL and its Secret, the Backup a Restore restores.
         ("velero", "", "configmaps", "get"),
-        // The host itself: the module ConfigMaps it lists at each start.
+        // The host itself: the module ConfigMaps it lists at each start, and what became of each,
+        // written on it (its status annotation, server-side applied, and Events).
         ("velero", "", "configmaps", "list"),
+        ("velero", "", "configmaps", "patch"),
+        ("velero", "", "events", "create"),
         ("velero", "", "secrets", "get"),
         ("velero", "velero.io", "backupstoragelocations", "get"),
         ("velero", "velero.io", "backups", "get"),
@@ -783,9 +786,11 @@ fn rbac_grants_exactly_what_the_stock_grants_need() {
     }
 
     // Only the chosen modules' grants: kubevirt alone needs the ClusterRole, and in Velero's
-    // namespace only the host's own list of module ConfigMaps.
+    // namespace only the host's own list of module ConfigMaps and the state it writes on them.
     let mut alone = kubevirt.to_vec();
     alone.push(("velero", "", "configmaps", "list"));
+    alone.push(("velero", "", "configmaps", "patch"));
+    alone.push(("velero", "", "events", "create"));
     assert_eq!(
         permissions(&rbac(&["--stock", "kubevirt"])),
         expected(&alone)
@@ -897,6 +902,8 @@ fn rbac_follows_velero_s_namespace_service_account_and_module_directory() {
         .map(|v| ("shop", "", "configmaps", *v))
         .collect();
     six.push(("velero", "", "configmaps", "list"));
+    six.push(("velero", "", "configmaps", "patch"));
+    six.push(("velero", "", "events", "create"));
     assert_eq!(perms, expected(&six));
 }
 

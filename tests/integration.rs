@@ -12,6 +12,7 @@ mod support;
 
 mod cli;
 mod config_once;
+mod configmap_state;
 mod diff;
 mod environment;
 mod failure_policy;

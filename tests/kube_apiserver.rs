@@ -754,8 +754,10 @@ fn rbac_s_output_applied_is_enforced_by_the_real_authorizer() {
     // The needs, from the stock manifests' grants: (verb, resource.group, namespace) where "" is
     // cluster scope and "*" any namespace.
     let mut needs: Vec<(String, String, String)> = vec![
-        // The host's own: module ConfigMaps in Velero's namespace.
+        // The host's own: module ConfigMaps in Velero's namespace, and the state it writes on them.
         ("list".into(), "configmaps".into(), velero.clone()),
+        ("patch".into(), "configmaps".into(), velero.clone()),
+        ("create".into(), "events".into(), velero.clone()),
     ];
     for name in velero_wasm::modules::stock_names() {
         let manifest =

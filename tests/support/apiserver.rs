@@ -853,6 +853,8 @@ impl State {
                     true
                 }
                 Patch::Json(ops) => json_patch::patch(&mut object, &ops.0).is_ok(),
+                // Never here: an apply patch is a server-side apply (`server_side_apply`).
+                Patch::Apply { .. } => false,
             };
             if let Some(invalid) = too_large(t, &object).filter(|_| applied) {
                 return invalid;

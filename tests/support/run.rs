@@ -31,12 +31,17 @@ const INHERITED: &[&str] = &[
 ];
 
 /// Makes `command` hermetic: none of the inherited variables the binary reads, and module ConfigMaps
-/// off (a CI pod sets KUBERNETES_SERVICE_HOST; they are read only where a test turns them on).
+/// off (a CI pod sets KUBERNETES_SERVICE_HOST; they are read only where a test turns them on), and so
+/// is the state a plugin writes on them: the loopback API server's server-side apply replaces a whole
+/// object, and a first write changes a ConfigMap's resourceVersion, which tests of the module cache
+/// count on (tests/configmap_state.rs turns it on, against the real kube-apiserver).
 pub fn hermetic(command: &mut Command) -> &mut Command {
     for var in INHERITED {
         command.env_remove(var);
     }
-    command.env("VELERO_WASM_CONFIGMAPS", "off")
+    command
+        .env("VELERO_WASM_CONFIGMAPS", "off")
+        .env("VELERO_WASM_CONFIGMAP_STATE", "off")
 }
 
 /// One CLI invocation of the binary, built up: `Run::new(action)` for `velero-wasm run --action

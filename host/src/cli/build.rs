@@ -77,12 +77,13 @@ async fn build_and_check(dir: &Path, config: &Config) -> Result<u8, Failure> {
         .load(source)
         .await
         .map_err(|e| Failure::failed(format!("the component does not load: {e}")))?;
-    for warning in &loaded.warnings {
+    for warning in loaded.warnings.iter().chain(&loaded.deprecations) {
         eprintln!("velero-wasm build: {warning}");
     }
     // module/ is what `test`, `run` and `module pack` take: it gets only a module whose grant covers
     // what its actions need.
-    let placed = match loaded.warnings.is_empty() {
+    let clean = loaded.warnings.is_empty() && loaded.deprecations.is_empty();
+    let placed = match clean {
         true => {
             let module_dir = write_module_dir(dir, &package, &wasm, &manifest_text)?;
             format!("module in {}", module_dir.display())
@@ -109,11 +110,7 @@ async fn build_and_check(dir: &Path, config: &Config) -> Result<u8, Failure> {
     for entry in catalog.actions() {
         println!("{:width$}  {}", entry.info().name, entry.info().kind);
     }
-    Ok(if loaded.warnings.is_empty() {
-        EXIT_OK
-    } else {
-        EXIT_FAILED
-    })
+    Ok(if clean { EXIT_OK } else { EXIT_FAILED })
 }
 
 /// The language of the module in a directory, which says how to build it.

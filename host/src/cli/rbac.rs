@@ -1,8 +1,8 @@
 //! `velero-wasm rbac`: the Kubernetes RBAC that the loaded modules' grants need, and nothing more, for
 //! Velero's service account: a ClusterRole for what a grant allows in any namespace (`*`, `@item`,
 //! a glob, or cluster scope), a Role per namespace a grant names (`@velero` is Velero's), and their
-//! bindings, plus the one read the host makes itself (listing module ConfigMaps in Velero's
-//! namespace). RBAC is the outer fence; a module's grant limits each call further. A comment above
+//! bindings, plus the host's own needs in Velero's namespace (listing module ConfigMaps, and
+//! writing on each what became of it: `create` on events, `patch` on configmaps). RBAC is the outer fence; a module's grant limits each call further. A comment above
 //! each Role names the modules that need it; `--omit-namespace` leaves out the Role of a namespace
 //! the cluster does not have (such as `hypershift` where HyperShift is not installed). The OCI pull
 //! Secrets the host reads (`VELERO_WASM_OCI_PULL_SECRETS`, docs/modules.md#s7) get a `get` scoped to
@@ -266,14 +266,20 @@ fn gather(args: &RbacArgs) -> Result<(Scopes, NeededBy, Vec<String>), Failure> {
             )));
         }
     }
-    // The host's own read: in a pod, each plugin process lists the module ConfigMaps of Velero's
-    // namespace (docs/modules.md).
-    scopes
+    // The host's own: in a pod, each plugin process lists the module ConfigMaps of Velero's
+    // namespace (docs/modules.md), and writes on each what became of it: an Event, and its status
+    // annotation (a patch, server-side apply).
+    let velero = scopes
         .entry(Some(args.velero_namespace.clone()))
-        .or_default()
+        .or_default();
+    velero
         .entry((String::new(), "configmaps".to_string()))
         .or_default()
-        .insert("list");
+        .extend(["list", "patch"]);
+    velero
+        .entry((String::new(), "events".to_string()))
+        .or_default()
+        .insert("create");
     Ok((scopes, needed_by, names))
 }
 
@@ -299,14 +305,18 @@ fn pull_secrets_rule(names: &[String]) -> Option<(Value, String)> {
     Some((rule, line))
 }
 
+/// What the comment above the Role in Velero's namespace says of the host's writes there.
+const STATE_WRITES: &str =
+    ", and the state it writes on each (create events, patch configmaps; without them, one info line)";
+
 /// The comment above the Role of `namespace` (`None`: the ClusterRole), which `modules` need.
 fn comment(args: &RbacArgs, namespace: Option<&str>, modules: &str) -> String {
     match namespace {
         Some(ns) if ns == args.velero_namespace && modules.is_empty() => {
-            "# The host's own list of module ConfigMaps in Velero's namespace.\n".to_string()
+            format!("# The host's own list of module ConfigMaps in Velero's namespace{STATE_WRITES}.\n")
         }
         Some(ns) if ns == args.velero_namespace => format!(
-            "# Velero's namespace: the host's list of module ConfigMaps; needed by: {modules}.\n"
+            "# Velero's namespace: the host's list of module ConfigMaps{STATE_WRITES}; needed by: {modules}.\n"
         ),
         Some(ns) => format!(
             "# Needed by: {modules}. The namespace {ns} must exist (or leave it out: --omit-namespace {ns}).\n"

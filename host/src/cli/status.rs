@@ -237,6 +237,9 @@ fn modules_table(modules: &[ModuleStatus], written: &str, width: usize) -> Strin
                 2,
             ));
         }
+        for deprecation in &m.deprecations {
+            notes.push_str(&wrap(&format!("{}: {deprecation}", m.name), width, 2));
+        }
         rows.push(vec![
             m.name.clone(),
             m.role.clone(),

@@ -365,6 +365,10 @@ impl FixtureCluster {
         match patch {
             Patch::Merge(doc) => json_patch::merge(&mut object, doc),
             Patch::Json(ops) => apply_json_patch(&mut object, ops)?,
+            // As the fields of one manager merged in: no other manager's fields are kept track of
+            // here, so fields the manager no longer names are not removed, and an object that is
+            // not there is not created.
+            Patch::Apply { object: fields, .. } => json_patch::merge(&mut object, fields),
         }
         if key_of(&object).as_ref() != Some(&key) {
             return Err(KubeError::Invalid(
@@ -616,5 +620,27 @@ mod tests {
         let patch = Patch::Json(serde_json::from_value(ops).unwrap());
         let patched = c.patch(&PODS(), "ns", "p", &patch).await.unwrap();
         assert_eq!(patched["metadata"]["annotations"]["a"], "b");
+    }
+
+    #[tokio::test]
+    async fn an_apply_patch_merges_the_manager_s_fields_and_creates_nothing() {
+        let c = cluster(&[pod("ns", "p", json!({"a": "b"}))]);
+        let apply = |name: &str| Patch::Apply {
+            field_manager: "velero-wasm-status".into(),
+            object: json!({"apiVersion": "v1", "kind": "Pod",
+                           "metadata": {"name": name, "namespace": "ns",
+                                        "annotations": {"velero-wasm.io/status": "{}"}}}),
+        };
+        let patched = c.patch(&PODS(), "ns", "p", &apply("p")).await.unwrap();
+        assert_eq!(patched["metadata"]["labels"], json!({"a": "b"}), "kept");
+        assert_eq!(
+            patched["metadata"]["annotations"]["velero-wasm.io/status"],
+            "{}"
+        );
+        assert!(matches!(
+            c.patch(&PODS(), "ns", "gone", &apply("gone")).await,
+            Err(KubeError::NotFound(_))
+        ));
+        assert_eq!(apply("p").kind(), "apply");
     }
 }

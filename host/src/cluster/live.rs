@@ -818,6 +818,15 @@ impl LiveCluster {
             Patch::Json(ops) => {
                 request.patch(&name, &params, &kube::api::Patch::<()>::Json(ops.clone()))
             }
+            // `application/apply-patch+yaml` (JSON is YAML), `?fieldManager=…&force=true`.
+            Patch::Apply {
+                field_manager,
+                object,
+            } => request.patch(
+                &name,
+                &PatchParams::apply(field_manager).force(),
+                &kube::api::Patch::Apply(object),
+            ),
         };
         self.send(build(request)?).await
     }

@@ -261,7 +261,7 @@ impl ListOptions {
     }
 }
 
-/// A patch: `"patchType": "merge" | "json"` and `"patch"` in a call.
+/// A patch: `"patchType": "merge" | "json" | "apply"` and `"patch"` in a call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "patchType", content = "patch", rename_all = "lowercase")]
 pub enum Patch {
@@ -269,6 +269,16 @@ pub enum Patch {
     Merge(Value),
     /// RFC 6902 JSON patch.
     Json(json_patch::Patch),
+    /// Kubernetes server-side apply, forced: `object` names only the fields `field_manager` owns, so
+    /// the host's own writes (the state it writes on module ConfigMaps) never touch what others
+    /// wrote. Guests cannot send one: their patches are merge or JSON (WIT `patch-type`).
+    Apply {
+        /// The field manager the fields are owned by.
+        #[serde(rename = "fieldManager")]
+        field_manager: String,
+        /// The fields, with `apiVersion`, `kind` and `metadata.name`.
+        object: Value,
+    },
 }
 
 impl Patch {
@@ -277,14 +287,16 @@ impl Patch {
         match self {
             Patch::Merge(v) => v.clone(),
             Patch::Json(p) => serde_json::to_value(p).unwrap_or(Value::Null),
+            Patch::Apply { object, .. } => object.clone(),
         }
     }
 
-    /// `merge` or `json`.
+    /// `merge`, `json` or `apply`.
     pub fn kind(&self) -> &'static str {
         match self {
             Patch::Merge(_) => "merge",
             Patch::Json(_) => "json",
+            Patch::Apply { .. } => "apply",
         }
     }
 }

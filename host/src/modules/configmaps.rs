@@ -48,6 +48,9 @@ pub const LABEL: &str = "velero-wasm.io/module";
 /// serving module of the same name, on the same input, and compared with it; it never serves
 /// (`crate::shadow`). Removing the label promotes it.
 pub const SHADOW_LABEL: &str = "velero-wasm.io/shadow";
+/// The annotation in which the plugin writes what became of a module ConfigMap (serving, shadowing,
+/// refused, falling back) with a field manager of its own (the plugin's `configmap_state`).
+pub const STATUS_ANNOTATION: &str = "velero-wasm.io/status";
 /// The environment variable that turns the channel on, off, or leaves it to the environment.
 pub(crate) const SWITCH_ENV: &str = "VELERO_WASM_CONFIGMAPS";
 /// The most a module ConfigMap may hold, its files decoded (the API server's object limit).
@@ -366,6 +369,8 @@ async fn still_listed(
             None => kept.push(cached.clone()),
             // No module named: a last good version must not stand in for it either.
             Some(how) => problems.push(Problem {
+                configmap: cached.configmap.clone(),
+                status: None,
                 shadow: cached.shadow,
                 module: None,
                 uid: Some(cached.uid.clone()),
@@ -420,6 +425,10 @@ pub struct Cached {
     /// cannot be read).
     #[serde(default, rename = "onFailure", skip_serializing_if = "Option::is_none")]
     pub(crate) on_failure: Option<String>,
+    /// Its annotation [`STATUS_ANNOTATION`] as listed: what the plugin last wrote of its state (not
+    /// kept in the listing: a ConfigMap of the last list is not written to).
+    #[serde(skip)]
+    pub(crate) status: Option<String>,
 }
 
 impl Cached {
@@ -436,6 +445,8 @@ impl Cached {
 /// A ConfigMap that could not be used.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Problem {
+    /// The ConfigMap's name.
+    pub(crate) configmap: String,
     /// The module it was meant to hold, when its label says.
     pub module: Option<String>,
     /// The ConfigMap's uid, when it has one (a module's last good version stands in for a broken
@@ -445,6 +456,8 @@ pub struct Problem {
     pub message: String,
     /// The ConfigMap was labelled a shadow: the module it names serves as before.
     pub(crate) shadow: bool,
+    /// Its annotation [`STATUS_ANNOTATION`] as listed (none for a ConfigMap of the last list).
+    pub(crate) status: Option<String>,
 }
 
 /// What reading the module ConfigMaps gave: the directories to load, in order, and what to report.
@@ -598,6 +611,8 @@ impl Cache {
                 .map(str::to_string);
             let shadow = is_shadow(item);
             let problem = |message: &dyn std::fmt::Display| Problem {
+                configmap: configmap.clone(),
+                status: status_of(item),
                 shadow,
                 module: module.clone(),
                 uid: item
@@ -678,6 +693,7 @@ impl Cache {
             dir: dir.clone(),
             shadow: is_shadow(item),
             on_failure: on_failure_of(item),
+            status: status_of(item),
         };
         if dir.is_dir() {
             // Used again: not pruned while in use.
@@ -787,6 +803,14 @@ impl Cache {
         }
         pruned
     }
+}
+
+/// A ConfigMap's status annotation ([`STATUS_ANNOTATION`]), as written.
+fn status_of(item: &Value) -> Option<String> {
+    item.pointer("/metadata/annotations")
+        .and_then(|a| a.get(STATUS_ANNOTATION))
+        .and_then(Value::as_str)
+        .map(str::to_string)
 }
 
 /// A ConfigMap's failure-policy annotation, as written (checked where it is used).
@@ -1206,6 +1230,7 @@ mod tests {
             dir: PathBuf::new(),
             shadow: false,
             on_failure: None,
+            status: None,
         }
     }
 
@@ -1217,10 +1242,12 @@ mod tests {
                 cached("pulled", "pulled", "uid-b"),
             ],
             problems: vec![Problem {
+                configmap: "broken".into(),
                 module: Some("broken".into()),
                 uid: Some("uid-c".into()),
                 message: "ConfigMap broken: no manifest".into(),
                 shadow: false,
+                status: None,
             }],
             on_failure: [("uid-a", "bogus"), ("uid-b", "stock"), ("uid-c", "refuse")]
                 .map(|(uid, policy)| (uid.to_string(), policy.to_string()))

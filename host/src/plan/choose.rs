@@ -32,10 +32,13 @@ pub(super) fn plan_configmaps<'a>(
         let mut scan = match scan_directory(&cached.dir, trusted) {
             Ok(scan) => scan,
             Err(e) => {
-                problems.push(LoadProblem::not_served(format!(
-                    "{origin}: its copy {} cannot be read: {e}",
-                    cached.dir.display()
-                )));
+                problems.push(
+                    LoadProblem::not_served(format!(
+                        "{origin}: its copy {} cannot be read: {e}",
+                        cached.dir.display()
+                    ))
+                    .of_configmap(&cached.uid),
+                );
                 continue;
             }
         };
@@ -60,12 +63,16 @@ pub(super) fn plan_configmaps<'a>(
         problem.shadow = true;
     }
     for problem in &configmaps.problems {
+        let uid = problem.uid.as_deref().unwrap_or_default();
         if problem.shadow {
             // The module it would shadow serves as before.
-            problems.push(LoadProblem::about_shadow(format!(
-                "{}; no shadow is loaded from it",
-                problem.message
-            )));
+            problems.push(
+                LoadProblem::about_shadow(format!(
+                    "{}; no shadow is loaded from it",
+                    problem.message
+                ))
+                .of_configmap(uid),
+            );
             continue;
         }
         let chosen_instead = problem
@@ -73,22 +80,27 @@ pub(super) fn plan_configmaps<'a>(
             .as_ref()
             .and_then(|m| chosen.iter().find(|(c, _)| c.module == *m));
         match (&problem.module, chosen_instead) {
-            (Some(_), Some((instead, _))) => problems.push(LoadProblem {
-                message: format!(
-                    "{}; ConfigMap {} holds the module instead",
-                    problem.message, instead.configmap
-                ),
-                broken: true,
-                served: true,
-                ..LoadProblem::default()
-            }),
+            (Some(_), Some((instead, _))) => problems.push(
+                LoadProblem {
+                    message: format!(
+                        "{}; ConfigMap {} holds the module instead",
+                        problem.message, instead.configmap
+                    ),
+                    broken: true,
+                    served: true,
+                    ..LoadProblem::default()
+                }
+                .of_configmap(uid),
+            ),
             (Some(name), None) => early_broken.push(Broken {
                 module: name.clone(),
                 message: problem.message.clone(),
                 configmap: Some(problem.uid.clone().unwrap_or_default()),
                 stated: None,
             }),
-            (None, _) => problems.push(LoadProblem::not_served(problem.message.clone())),
+            (None, _) => {
+                problems.push(LoadProblem::not_served(problem.message.clone()).of_configmap(uid))
+            }
         }
     }
     ConfigMapPlan {
@@ -145,15 +157,18 @@ pub(super) fn one_per_module<'a>(
             .map(|(c, _)| c.configmap.as_str())
             .unwrap_or_default();
         let why = why.map(|w| format!(" ({w})")).unwrap_or_default();
-        problems.push(LoadProblem {
-            message: format!(
-                "ConfigMap {}: module {} is already in ConfigMap {serving}; this one is left out{why}",
-                cached.configmap, cached.module
-            ),
-            broken: true,
-            served: true,
-            ..LoadProblem::default()
-        });
+        problems.push(
+            LoadProblem {
+                message: format!(
+                    "ConfigMap {}: module {} is already in ConfigMap {serving}; this one is left out{why}",
+                    cached.configmap, cached.module
+                ),
+                broken: true,
+                served: true,
+                ..LoadProblem::default()
+            }
+            .of_configmap(&cached.uid),
+        );
     }
     chosen
 }

@@ -177,13 +177,16 @@ pub(super) async fn fall_back(
         };
         let message = format!("{problem}; {fallback}");
         record_trigger(runtime, &name, policy, stated_in, outcome, &message);
-        problems.push(LoadProblem {
-            message,
-            broken: true,
-            served,
-            refused: outcome == REFUSING,
-            ..LoadProblem::default()
-        });
+        problems.push(
+            LoadProblem {
+                message,
+                broken: true,
+                served,
+                refused: outcome == REFUSING,
+                ..LoadProblem::default()
+            }
+            .of_configmap(configmap.as_deref().unwrap_or_default()),
+        );
     }
 }
 

@@ -8,7 +8,7 @@ use futures::future::join_all;
 use super::choose::ConfigMapPlan;
 use super::fallback::{fall_back, open_last_good, record_trigger, refuse, serving};
 use super::policy::{outcome_of, Sources, ANNOTATION_SOURCE, MANIFEST_SOURCE};
-use super::problem::{Broken, LoadProblem};
+use super::problem::{Broken, LoadProblem, Remark};
 use super::rollback::{serve, shadow};
 use crate::modules::configmaps::{Cached, ConfigMapModules};
 use crate::modules::{
@@ -37,7 +37,10 @@ pub(super) async fn load_stock(
     let loads = join_all(stock.values().map(|source| runtime.load(source.clone()))).await;
     for loaded in loads {
         match loaded {
-            Ok(loaded) => problems.extend(loaded.warnings.into_iter().map(LoadProblem::warning)),
+            Ok(loaded) => {
+                problems.extend(loaded.warnings.into_iter().map(LoadProblem::warning));
+                problems.extend(loaded.deprecations.into_iter().map(LoadProblem::deprecated));
+            }
             Err(e) => problems.push(LoadProblem::not_served(e.to_string())),
         }
     }
@@ -69,6 +72,8 @@ pub(super) async fn load_configmap_modules(
         let names: Vec<&str> = chosen.iter().map(|(c, _)| c.module.as_str()).collect();
         let (cached, scan) = chosen.remove(runtime.loading().next(&names));
         let from = cached.origin();
+        // Whatever loading it finds is about this ConfigMap.
+        let before = problems.len();
         let broken: Vec<Broken> = load_scan(
             runtime,
             scan,
@@ -85,13 +90,34 @@ pub(super) async fn load_configmap_modules(
         })
         .collect();
         fall_back(runtime, broken, last_good, sources, problems).await;
+        of_configmap(&mut problems[before..], &cached.uid);
         settle(&cached.module);
+    }
+}
+
+/// Marks `problems` as about the ConfigMap of uid `uid`, those not already about one.
+pub(super) fn of_configmap(problems: &mut [LoadProblem], uid: &str) {
+    for problem in problems.iter_mut().filter(|p| p.configmap.is_none()) {
+        *problem = std::mem::take(problem).of_configmap(uid);
     }
 }
 
 /// Loads what a shadow ConfigMap holds as shadows ([`Runtime::load_shadow`]); what cannot be loaded is
 /// reported, and the module it would shadow serves as before.
 pub(super) async fn load_shadows(
+    runtime: &Runtime,
+    cached: &Cached,
+    scan: DirectoryScan,
+    sources: Sources<'_>,
+    problems: &mut Vec<LoadProblem>,
+) {
+    let before = problems.len();
+    shadows_of(runtime, cached, scan, sources, problems).await;
+    of_configmap(&mut problems[before..], &cached.uid);
+}
+
+/// [`load_shadows`], its problems not yet marked as about the ConfigMap.
+async fn shadows_of(
     runtime: &Runtime,
     cached: &Cached,
     scan: DirectoryScan,
@@ -137,6 +163,10 @@ pub(super) async fn load_shadows(
         match shadow(runtime, floor, source).await {
             Ok(loaded) => {
                 problems.extend(loaded.warnings.into_iter().map(LoadProblem::about_shadow));
+                problems.extend(loaded.deprecations.into_iter().map(|d| LoadProblem {
+                    remark: Remark::DeprecatedSettingsSchema,
+                    ..LoadProblem::about_shadow(d)
+                }));
                 let (served, _) = serving(runtime, &name);
                 if !served {
                     problems.push(LoadProblem::about_shadow(format!(
@@ -195,6 +225,7 @@ pub(super) async fn load_scan(
         match loaded {
             Ok(loaded) => {
                 problems.extend(loaded.warnings.into_iter().map(LoadProblem::warning));
+                problems.extend(loaded.deprecations.into_iter().map(LoadProblem::deprecated));
                 // A version that serves replaces whatever a failure policy did under its name.
                 runtime.set_policy(&kept.name, None);
                 if let Some(store) = last_good {
@@ -256,6 +287,7 @@ pub(super) async fn load_override(
             match serve(runtime, sources.floor, source).await {
                 Ok(loaded) => {
                     problems.extend(loaded.warnings.into_iter().map(LoadProblem::warning));
+                    problems.extend(loaded.deprecations.into_iter().map(LoadProblem::deprecated));
                     runtime.set_policy(&file.name, None);
                     return;
                 }

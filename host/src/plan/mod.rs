@@ -25,7 +25,8 @@ use choose::{plan_configmaps, scan_names, ConfigMapPlan};
 use fallback::{fall_back, open_last_good, record_policies};
 use load::{load_configmap_modules, load_scan, load_shadows, load_stock};
 use policy::{annotated_policies, Sources};
-pub(crate) use problem::LoadProblem;
+pub(crate) use policy::{REFUSING, SERVING_LAST_GOOD, SERVING_STOCK};
+pub(crate) use problem::{LoadProblem, Remark};
 
 /// The stock modules in service, with what was worth reporting about them
 /// ([`load_stock_modules`]); later sources fall back to them.

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use super::problem::LoadProblem;
+use super::problem::{LoadProblem, Remark};
 use crate::modules::configmaps::ConfigMapModules;
 use crate::modules::{FailurePolicy, ModuleSource, Origin, TrustedKeys, VersionFloor};
 
@@ -12,13 +12,17 @@ pub(super) const MANIFEST_SOURCE: &str = "manifest";
 pub(super) const ANNOTATION_SOURCE: &str = "ConfigMap annotation";
 pub(super) const LAST_GOOD_SOURCE: &str = "last good copy's manifest";
 /// The outcome of a failure policy that refused a module's actions.
-pub(super) const REFUSING: &str = "refusing";
+pub(crate) const REFUSING: &str = "refusing";
+/// The outcome of a failure policy that put the module's last good copy in service.
+pub(crate) const SERVING_LAST_GOOD: &str = "serving last good copy";
+/// The outcome of a failure policy that left what serves under the module's name (stock).
+pub(crate) const SERVING_STOCK: &str = "serving stock";
 
 /// The outcome of a failure policy that did not refuse, for `status`.
 pub(super) fn outcome_of(served: bool, last_good_copy: bool) -> &'static str {
     match (served, last_good_copy) {
-        (true, true) => "serving last good copy",
-        (true, false) => "serving stock",
+        (true, true) => SERVING_LAST_GOOD,
+        (true, false) => SERVING_STOCK,
         (false, _) => "not served",
     }
 }
@@ -33,31 +37,56 @@ pub(super) fn configmap_uid(origin: &Origin) -> Option<&str> {
 }
 
 /// The failure policies module ConfigMaps state in their annotation, by uid; a value that is no
-/// policy is reported and taken as `refuse`, the strictest: the operator asked for one.
+/// policy is reported and taken as `refuse`, the strictest: the operator asked for one. A shadow
+/// ConfigMap's annotation states nothing (a shadow never serves): one that is no policy is remarked
+/// on as about the shadow, which never reaches what Velero counts.
 pub(super) fn annotated_policies(
     configmaps: &ConfigMapModules,
     problems: &mut Vec<LoadProblem>,
 ) -> BTreeMap<String, FailurePolicy> {
-    let mut written: BTreeMap<String, (String, String)> = configmaps
-        .on_failure
-        .iter()
-        .map(|(uid, text)| (uid.clone(), (uid.clone(), text.clone())))
-        .collect();
-    for cached in configmaps.configmaps.iter().filter(|c| !c.shadow) {
-        if let Some(text) = &cached.on_failure {
-            written.insert(cached.uid.clone(), (cached.configmap.clone(), text.clone()));
+    // Each listed ConfigMap's name and whether it is a shadow, by uid.
+    let mut named: BTreeMap<&str, (&str, bool)> = BTreeMap::new();
+    for problem in &configmaps.problems {
+        if let Some(uid) = &problem.uid {
+            named.insert(uid, (&problem.configmap, problem.shadow));
         }
     }
+    for cached in &configmaps.configmaps {
+        named.insert(&cached.uid, (&cached.configmap, cached.shadow));
+    }
+    let mut written: BTreeMap<String, String> = configmaps.on_failure.clone();
+    for cached in &configmaps.configmaps {
+        if let Some(text) = &cached.on_failure {
+            written.insert(cached.uid.clone(), text.clone());
+        }
+    }
+    let annotation = crate::modules::failure_policy::ANNOTATION;
     let mut policies = BTreeMap::new();
-    for (uid, (configmap, text)) in written {
-        let policy = FailurePolicy::parse(&text).unwrap_or_else(|why| {
-            problems.push(LoadProblem::warning(format!(
-                "ConfigMap {configmap}: annotation {}: {why}; taken as refuse, the strictest, until it is corrected",
-                crate::modules::failure_policy::ANNOTATION
-            )));
-            FailurePolicy::Refuse
-        });
-        policies.insert(uid, policy);
+    for (uid, text) in written {
+        let (configmap, shadow) = named.get(uid.as_str()).copied().unwrap_or((&uid, false));
+        match FailurePolicy::parse(&text) {
+            Ok(_) if shadow => {}
+            Ok(policy) => {
+                policies.insert(uid, policy);
+            }
+            Err(why) if shadow => problems.push(LoadProblem {
+                remark: Remark::FailurePolicyAnnotation,
+                ..LoadProblem::about_shadow(format!(
+                    "shadow ConfigMap {configmap}: annotation {annotation}: {why}; a shadow never serves, so it has no failure policy, but once its shadow label is removed this is taken as refuse, the strictest"
+                ))
+                .of_configmap(&uid)
+            }),
+            Err(why) => {
+                problems.push(LoadProblem {
+                    remark: Remark::FailurePolicyAnnotation,
+                    ..LoadProblem::warning(format!(
+                        "ConfigMap {configmap}: annotation {annotation}: {why}; taken as refuse, the strictest, until it is corrected"
+                    ))
+                    .of_configmap(&uid)
+                });
+                policies.insert(uid, FailurePolicy::Refuse);
+            }
+        }
     }
     policies
 }

@@ -18,6 +18,25 @@ pub struct LoadProblem {
     /// The module's failure policy refused its actions: each item they are given fails with the
     /// reason, which is what Velero counts, so the plugin logs this at info.
     pub(crate) refused: bool,
+    /// The uid of the module ConfigMap it concerns, if it concerns one: the plugin tells that
+    /// ConfigMap what became of it (its Events and status annotation).
+    pub(crate) configmap: Option<String>,
+    /// What sort of remark it is, where that is worth telling apart.
+    pub(crate) remark: Remark,
+}
+
+/// The remarks the plugin says elsewhere than in a warning line (a warning line of a plugin counts
+/// in every backup's warnings, docs/operation.md#what-velero-counts).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum Remark {
+    /// Any other.
+    #[default]
+    Other,
+    /// A module that serves declares its settings in the old vocabulary: said once on its
+    /// ConfigMap and in `velero-wasm status`, at info in the log.
+    DeprecatedSettingsSchema,
+    /// A ConfigMap's failure-policy annotation is no policy.
+    FailurePolicyAnnotation,
 }
 
 impl LoadProblem {
@@ -36,6 +55,22 @@ impl LoadProblem {
             shadow: true,
             ..LoadProblem::warning(message)
         }
+    }
+
+    /// A settings schema in the old vocabulary, converted: the module serves as declared.
+    pub(super) fn deprecated(message: String) -> LoadProblem {
+        LoadProblem {
+            remark: Remark::DeprecatedSettingsSchema,
+            ..LoadProblem::warning(message)
+        }
+    }
+
+    /// The same problem, about the module ConfigMap of uid `uid` (an empty uid names none).
+    pub(super) fn of_configmap(mut self, uid: &str) -> LoadProblem {
+        if !uid.is_empty() {
+            self.configmap = Some(uid.to_string());
+        }
+        self
     }
 
     pub(super) fn not_served(message: String) -> LoadProblem {

@@ -15,6 +15,8 @@ pub(crate) mod answer;
 pub(crate) mod backup_v1;
 pub(crate) mod backup_v2;
 pub(crate) mod broker;
+pub(crate) mod configmap_report;
+pub(crate) mod configmap_state;
 pub(crate) mod controller;
 pub mod convert;
 pub(crate) mod delete;
@@ -498,12 +500,16 @@ impl BackgroundLoad {
         }
         // When the ConfigMaps that need a pull could not be written, those that need none serve.
         let configmaps_serving = configmaps.as_ref().or(listed.as_ref().map(|l| &l.ready));
-        report_loaded(
-            &runtime,
-            loaded.map(|()| staged.finish()),
-            directory.as_deref(),
-            configmaps_serving,
-        );
+        let loaded = loaded.map(|()| staged.finish());
+        let state_report = configmap_report::Report {
+            cluster: cluster.clone(),
+            velero_namespace: velero_namespace.clone(),
+            configmaps: configmaps_serving.cloned(),
+            problems: loaded.as_ref().map(Vec::clone).unwrap_or_default(),
+            catalog: runtime.catalog(),
+            listed: retired_from.clone(),
+        };
+        report_loaded(&runtime, loaded, directory.as_deref(), configmaps_serving);
         let provided: Vec<Listed> = runtime
             .catalog()
             .actions()
@@ -528,6 +534,9 @@ impl BackgroundLoad {
             push_version_floor(&cluster, &namespace, &floor).await;
         }
         runtime.loading().finish();
+        // What became of each module ConfigMap, written on it: after the modules serve, never
+        // in the way of a call.
+        state_report.spawn(&config);
         tracing::debug!(
             actions = provided.len(),
             loaded_ms = started.elapsed().as_millis() as u64,
@@ -685,6 +694,10 @@ fn report_loaded(
                     // A failure policy refused the module: each item its actions are given fails
                     // with the reason, which is what Velero counts (docs/modules.md#s2-3).
                     tracing::info!(refused = true, "{problem}");
+                } else if problem.remark == plan::Remark::DeprecatedSettingsSchema {
+                    // Said once where the operator looks (the ConfigMap's Events, `velero-wasm
+                    // status`), not counted in every backup (Velero starts a process per backup).
+                    tracing::info!(deprecated = true, "{problem}");
                 } else if problem.served {
                     tracing::warn!("{problem}");
                 } else {

@@ -67,6 +67,10 @@ pub struct Loaded {
     pub signing: bool,
     /// Things worth telling the operator (needs the grant does not cover).
     pub(crate) warnings: Vec<String>,
+    /// Settings declared in the old vocabulary, converted: what to write instead. Apart from the
+    /// warnings because a plugin says them once where an operator looks (the module's ConfigMap,
+    /// `velero-wasm status`), not as a warning Velero counts in every backup.
+    pub(crate) deprecations: Vec<String>,
 }
 
 impl Runtime {
@@ -145,7 +149,7 @@ impl Runtime {
         }
         let described_now = linked.exports.is_some();
         let interfaces = linked.interfaces;
-        let (loaded, warnings) = module::finish(linked, actions)?;
+        let (loaded, (warnings, deprecations)) = module::finish(linked, actions)?;
         if let (true, Some(cache), Some(key)) = (described_now, self.compiler.cache.as_ref(), &key)
         {
             let description = cache::Description {
@@ -159,6 +163,7 @@ impl Runtime {
             actions: loaded.actions.len(),
             signing: loaded.exports_signing(),
             warnings,
+            deprecations,
         };
         tracing::debug!(
             module = %loaded.name,

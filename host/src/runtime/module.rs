@@ -355,12 +355,15 @@ fn caps(source: &ModuleSource) -> Result<Arc<ModuleCaps>, LoadError> {
     }))
 }
 
-/// Validates what a module says about its actions, and finishes loading it. Returns warnings: needs
-/// its grant does not cover.
+/// What [`finish`] finds worth telling the operator: warnings (needs its grant does not cover) and
+/// deprecations (settings declared in the old vocabulary).
+pub(super) type Remarks = (Vec<String>, Vec<String>);
+
+/// Validates what a module says about its actions, and finishes loading it. Returns its remarks.
 pub(super) fn finish(
     linked: Linked,
     actions: Vec<ActionInfo>,
-) -> Result<(LoadedModule, Vec<String>), LoadError> {
+) -> Result<(LoadedModule, Remarks), LoadError> {
     if actions.is_empty() && linked.interfaces.actions {
         return Err(linked.error("describes no actions"));
     }
@@ -388,12 +391,9 @@ pub(super) fn finish(
         }
     }
     // A settings schema in the old vocabulary loads, converted: say what to write instead.
-    let deprecations = &linked.source.manifest.settings_schema.deprecations;
-    warnings.extend(
-        deprecations
-            .iter()
-            .map(|d| format!("module {}: {d}", linked.source.name)),
-    );
+    let deprecations: Vec<String> = (linked.source.manifest.settings_schema.deprecations.iter())
+        .map(|d| format!("module {}: {d}", linked.source.name))
+        .collect();
     let source = linked.source;
     let (exports, compiler) = match linked.exports {
         Some(exports) => (
@@ -425,7 +425,7 @@ pub(super) fn finish(
             exports,
             compiler,
         },
-        warnings,
+        (warnings, deprecations),
     ))
 }
 

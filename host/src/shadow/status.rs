@@ -56,6 +56,10 @@ pub struct ModuleStatus {
     /// Its failure policy, where it was stated and whether it triggered (modules that are not stock).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure_policy: Option<PolicyState>,
+    /// Its settings declared in the old vocabulary, converted at load: what to write instead (the
+    /// plugin says it here and on the module's ConfigMap, not in a warning every backup counts).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deprecations: Vec<String>,
 }
 
 impl ModuleStatus {
@@ -70,6 +74,7 @@ impl ModuleStatus {
             verified: module.signature.as_ref().is_some_and(|s| s.verified),
             signature_expires: module.signature.as_ref().and_then(|s| s.expires.clone()),
             failure_policy: None,
+            deprecations: module.settings_schema.deprecations.clone(),
         }
     }
 
@@ -85,6 +90,7 @@ impl ModuleStatus {
             verified: false,
             signature_expires: None,
             failure_policy: Some(policy.clone()),
+            deprecations: Vec::new(),
         }
     }
 }
