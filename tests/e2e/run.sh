@@ -12,7 +12,9 @@
 #   diff      `velero-wasm diff` on that archive: stock against stock (same), against upstream mode
 #   restore   into vm-workloads-dr: Completed, and the restore actions' work on the restored objects
 #   hotswap   a module adding a label to PVCs applied while the server runs: the next backup's
-#             PVCs carry the label (through the slot, docs/modules.md#s10); deleted, the next's do not
+#             PVCs carry the label (through the slot, docs/modules.md#s10) and its ConfigMap says it
+#             serves through the slot (an Event, the status annotation); one that cannot load says
+#             Refused; deleted, the next backup's PVCs lack the label
 #   shadow    a kubevirt shadow that differs and a misbehave shadow that traps: the backup is still
 #             Completed with 0 errors and 0 warnings, `velero-wasm status` shows the comparison
 #   hcp       the HyperShift fixture backed up the same way (E2E_HCP=0 leaves it out)
@@ -415,6 +417,20 @@ pvcs_labelled() {
   echo "backup $backup: $count PVCs, each $([ "$want" = 1 ] && echo with || echo without) the label"
 }
 
+# Whether ConfigMap $1 of Velero's namespace has an Event of type $2 and reason $3.
+configmap_says() {
+  kubeobj events velero "$1" | grep -q "^$2 $3 "
+}
+
+# Waits for configmap_says "$@". The plugin process of a backup writes the state once its modules
+# serve, and Velero stops that process when the backup ends: when a short backup ended first, the
+# next plugin process writes it, so one more backup is started before giving up.
+until_configmap_says() {
+  wait_for 30 configmap_says "$@" && return 0
+  velero backup create "$name-again-$RANDOM" --include-namespaces vm-workloads --snapshot-volumes=false --wait >/dev/null
+  wait_for 30 configmap_says "$@"
+}
+
 hotswap() {
   # A new module while the server runs (no restart): the misbehave component's `label` case alone,
   # applying to PVCs, under action names Velero has never listed.
@@ -432,7 +448,26 @@ hotswap() {
   pvcs_labelled "$name-added" 1
   grep -q 'name=velero-wasm.io/added-backup-actions' "$run/velero-server.log" ||
     fail "the Velero server did not register the backup slot ($run/velero-server.log)"
+  # Where the operator looks: the ConfigMap's Events and status annotation (docs/modules.md §11),
+  # written by the plugin process once its modules serve.
+  until_configmap_says velero-wasm-module-pvc-labeller Normal ServingThroughSlot ||
+    fail "no ServingThroughSlot event on velero-wasm-module-pvc-labeller: $(kubeobj events velero velero-wasm-module-pvc-labeller)"
+  kubeobj get configmaps velero velero-wasm-module-pvc-labeller |
+    jq -e '.metadata.annotations["velero-wasm.io/status"] | fromjson | .state == "serving" and .through == "slot"' >/dev/null ||
+    fail "the status annotation of velero-wasm-module-pvc-labeller does not say it serves through the slot"
+  kubeobj events velero velero-wasm-module-pvc-labeller
   kubeobj delete configmaps velero velero-wasm-module-pvc-labeller
+  # A module that cannot load (its manifest's sha256 is not its component's): its ConfigMap says why.
+  # Nothing serves under its name, so its backup counts the error line the refusal is (operation.md).
+  sed 's/pvc-labeller/pvc-broken/g; s/sha256 = "[0-9a-f]\{64\}"/sha256 = "'"$(printf '0%.0s' $(seq 64))"'"/' \
+    "$run/pvc-labeller.yaml" >"$run/pvc-broken.yaml"
+  kubeobj apply "$run/pvc-broken.yaml"
+  velero backup create "$name-refused" --include-namespaces vm-workloads --snapshot-volumes=false --wait >/dev/null
+  echo "backup $name-refused: $(backup_result "$name-refused")"
+  until_configmap_says velero-wasm-module-pvc-broken Warning Refused ||
+    fail "no Refused event on velero-wasm-module-pvc-broken: $(kubeobj events velero velero-wasm-module-pvc-broken)"
+  kubeobj events velero velero-wasm-module-pvc-broken
+  kubeobj delete configmaps velero velero-wasm-module-pvc-broken
   backup_once "$name-removed"
   pvcs_labelled "$name-removed" 0
   [ "$velero_pid" = "$before" ] && kill -0 "$velero_pid" || fail "the Velero server was restarted or died"

@@ -14,7 +14,6 @@ use std::collections::BTreeMap;
 use serde_json::{json, Map, Value};
 
 use crate::action::slot::Family;
-use crate::action::ActionKind;
 use crate::modules::configmaps::ConfigMapModules;
 use crate::modules::Origin;
 use crate::plan::{LoadProblem, Remark, REFUSING, SERVING_LAST_GOOD, SERVING_STOCK};
@@ -542,6 +541,7 @@ fn actions_words(names: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::action::ActionKind;
     use crate::modules::configmaps::{Cached, Problem};
     use std::path::PathBuf;
 
