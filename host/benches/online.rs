@@ -19,7 +19,6 @@ mod apiserver;
 mod plugin;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use tonic::transport::Channel;
@@ -45,7 +44,7 @@ fn main() {
     let modules = plugin::upstream_kubevirt(root, &work);
     let item = std::fs::read(fixtures.join("cluster/vm-fedora-web-01.json")).unwrap();
     let backup = std::fs::read(fixtures.join("velero/backup-nightly.json")).unwrap();
-    let env = Env {
+    let env = plugin::Env {
         modules,
         state: work.join("state"),
         kubeconfig: work.join("kubeconfig"),
@@ -57,7 +56,7 @@ fn main() {
         .unwrap();
 
     // The first start compiles the modules into the state directory; the timed ones map them.
-    let (child, socket, _) = start(&env);
+    let (child, socket, _) = plugin::start(&env);
     runtime.block_on(async {
         first_answer(&socket).await;
         plugin::stop(child, &socket).await
@@ -65,7 +64,7 @@ fn main() {
     let (mut handshakes, mut first_calls) = (Vec::new(), Vec::new());
     for _ in 0..STARTS {
         let started = Instant::now();
-        let (child, socket, handshake) = start(&env);
+        let (child, socket, handshake) = plugin::start(&env);
         runtime.block_on(async {
             first_answer(&socket).await;
             first_calls.push(started.elapsed());
@@ -74,7 +73,7 @@ fn main() {
         handshakes.push(handshake);
     }
 
-    let (child, socket, _) = start(&env);
+    let (child, socket, _) = plugin::start(&env);
     let pid = child.id();
     let report = runtime.block_on(async {
         let channel = plugin::connect(&socket).await;
@@ -213,13 +212,6 @@ impl Call {
     }
 }
 
-struct Env {
-    modules: PathBuf,
-    state: PathBuf,
-    kubeconfig: PathBuf,
-    home: PathBuf,
-}
-
 struct Report {
     median: Duration,
     p99: Duration,
@@ -229,30 +221,6 @@ struct Report {
 
 fn mib(kib: u64) -> String {
     format!("{:.1}", kib as f64 / 1024.0)
-}
-
-/// Starts the plugin as Velero does; returns it, its socket and the time to the handshake line.
-fn start(env: &Env) -> (Child, PathBuf, Duration) {
-    let started = Instant::now();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_velero-wasm"))
-        .args(["--log-level=info", "--features=EnableCSI"])
-        .env("VELERO_PLUGIN", "hello")
-        .env("PLUGIN_PROTOCOL_VERSIONS", "2")
-        .env("VELERO_WASM_MODULES", &env.modules)
-        .env("VELERO_WASM_STATE_DIR", &env.state)
-        // Every Execute here repeats one VM of one backup, which a read view would answer without a
-        // request: this bench measures the reads themselves (read views: `--bench scale`).
-        .env("VELERO_WASM_READ_VIEWS", "off")
-        .env("KUBECONFIG", &env.kubeconfig)
-        .env("HOME", &env.home)
-        .env_remove("KUBERNETES_SERVICE_HOST")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let socket = plugin::socket_of(&mut child);
-    let elapsed = started.elapsed();
-    (child, socket, elapsed)
 }
 
 /// Connects and waits for ListPlugins, the first call Velero makes of a new plugin process.

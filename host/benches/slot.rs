@@ -23,7 +23,6 @@ mod apiserver;
 mod plugin;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -58,7 +57,7 @@ fn main() {
     let modules = plugin::upstream_kubevirt(root, &work);
     let item = std::fs::read(fixtures.join("cluster/vm-fedora-web-01.json")).unwrap();
     let backup = std::fs::read(fixtures.join("velero/backup-nightly.json")).unwrap();
-    let env = Env {
+    let env = plugin::Env {
         modules: modules.clone(),
         state: work.join("state"),
         kubeconfig: work.join("kubeconfig"),
@@ -71,7 +70,7 @@ fn main() {
 
     // Velero's start: the plugin lists (and keeps the listing), and compiles kubevirt into the state
     // directory. Then an operator adds a module Velero has not listed.
-    let (child, socket) = start(&env);
+    let (child, socket, _) = plugin::start(&env);
     runtime.block_on(async {
         let listed = PluginListerClient::new(plugin::connect(&socket).await)
             .list_plugins(Empty {})
@@ -159,13 +158,13 @@ fn add_labeller(modules: &Path) {
 /// One backup in a fresh plugin process: the slot's AppliesTo, then each VM through the VM action
 /// and, when an action is added, through the slot. Returns the backup's time and each VM's.
 async fn run_backup(
-    env: &Env,
+    env: &plugin::Env,
     item: &[u8],
     backup: &[u8],
     vms: usize,
     added: bool,
 ) -> (Duration, Vec<Duration>) {
-    let (child, socket) = start(env);
+    let (child, socket, _) = plugin::start(env);
     let mut client = BackupItemActionClient::new(plugin::connect(&socket).await);
     let started = Instant::now();
     let selector = client
@@ -226,33 +225,4 @@ async fn execute(
 /// The `p`th percentile of sorted `samples`.
 fn pct(samples: &[Duration], p: usize) -> Duration {
     samples[(samples.len() * p / 100).min(samples.len() - 1)]
-}
-
-struct Env {
-    modules: PathBuf,
-    state: PathBuf,
-    kubeconfig: PathBuf,
-    home: PathBuf,
-}
-
-/// Starts the plugin as Velero does; returns it and its socket.
-fn start(env: &Env) -> (Child, PathBuf) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_velero-wasm"))
-        .args(["--log-level=info", "--features=EnableCSI"])
-        .env("VELERO_PLUGIN", "hello")
-        .env("PLUGIN_PROTOCOL_VERSIONS", "2")
-        .env("VELERO_WASM_MODULES", &env.modules)
-        .env("VELERO_WASM_STATE_DIR", &env.state)
-        // Every Execute repeats one VM, which a read view would answer without a request: as
-        // `--bench online`, this measures the reads themselves.
-        .env("VELERO_WASM_READ_VIEWS", "off")
-        .env("KUBECONFIG", &env.kubeconfig)
-        .env("HOME", &env.home)
-        .env_remove("KUBERNETES_SERVICE_HOST")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let socket = plugin::socket_of(&mut child);
-    (child, socket)
 }

@@ -4,8 +4,8 @@
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::Child;
-use std::time::Duration;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
 use velero_wasm::plugin::proto::plugin::grpc_controller_client::GrpcControllerClient;
 
@@ -67,4 +67,38 @@ pub fn upstream_kubevirt(root: &Path, work: &Path) -> PathBuf {
     std::fs::write(dir.join("kubevirt.wasm"), &wasm).unwrap();
     std::fs::write(dir.join("kubevirt.toml"), manifest).unwrap();
     dir
+}
+
+/// Where a benchmark's plugin finds its modules, state, cluster and home.
+#[allow(dead_code)]
+pub struct Env {
+    pub modules: PathBuf,
+    pub state: PathBuf,
+    pub kubeconfig: PathBuf,
+    pub home: PathBuf,
+}
+
+/// Starts the plugin as Velero does; returns it, its socket and the time to the handshake line.
+#[allow(dead_code)]
+pub fn start(env: &Env) -> (Child, PathBuf, Duration) {
+    let started = Instant::now();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_velero-wasm"))
+        .args(["--log-level=info", "--features=EnableCSI"])
+        .env("VELERO_PLUGIN", "hello")
+        .env("PLUGIN_PROTOCOL_VERSIONS", "2")
+        .env("VELERO_WASM_MODULES", &env.modules)
+        .env("VELERO_WASM_STATE_DIR", &env.state)
+        // Every Execute here repeats one VM of one backup, which a read view would answer without a
+        // request: this bench measures the reads themselves (read views: `--bench scale`).
+        .env("VELERO_WASM_READ_VIEWS", "off")
+        .env("KUBECONFIG", &env.kubeconfig)
+        .env("HOME", &env.home)
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let socket = socket_of(&mut child);
+    let elapsed = started.elapsed();
+    (child, socket, elapsed)
 }

@@ -207,13 +207,9 @@ func run(ctx context.Context, args []string) error {
 		if (args[0] == "get" && len(args) != 4) || (args[0] == "list" && len(args) != 3) {
 			return fmt.Errorf("usage: kubeobj get RESOURCE NS NAME | list RESOURCE NS")
 		}
-		gvr, namespaced, err := c.resource(args[1])
+		h, err := c.named(args[1], args[2])
 		if err != nil {
 			return err
-		}
-		var h dynamic.ResourceInterface = c.dyn.Resource(gvr)
-		if namespaced {
-			h = c.dyn.Resource(gvr).Namespace(args[2])
 		}
 		if args[0] == "list" {
 			list, err := h.List(ctx, metav1.ListOptions{})
@@ -239,13 +235,9 @@ func run(ctx context.Context, args []string) error {
 		if len(args) != 4 {
 			return fmt.Errorf("usage: kubeobj delete RESOURCE NS NAME")
 		}
-		gvr, namespaced, err := c.resource(args[1])
+		h, err := c.named(args[1], args[2])
 		if err != nil {
 			return err
-		}
-		var h dynamic.ResourceInterface = c.dyn.Resource(gvr)
-		if namespaced {
-			h = c.dyn.Resource(gvr).Namespace(args[2])
 		}
 		if err := h.Delete(ctx, args[3], metav1.DeleteOptions{}); err != nil {
 			return fmt.Errorf("delete %s %s/%s: %w", args[1], args[2], args[3], err)
@@ -275,6 +267,19 @@ func run(ctx context.Context, args []string) error {
 		return c.waitCRDs(ctx, args[1:])
 	}
 	return fmt.Errorf("unknown command %q", args[0])
+}
+
+// named is the dynamic client of a resource named as on kubectl's command line, in namespace
+// (ignored for a cluster-scoped resource).
+func (c *client) named(resource, namespace string) (dynamic.ResourceInterface, error) {
+	gvr, namespaced, err := c.resource(resource)
+	if err != nil {
+		return nil, err
+	}
+	if namespaced {
+		return c.dyn.Resource(gvr).Namespace(namespace), nil
+	}
+	return c.dyn.Resource(gvr), nil
 }
 
 // waitCRDs waits (up to a minute) until every CRD of the groups is Established and its group is
