@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -15,16 +16,18 @@ import (
 	"sync/atomic"
 )
 
-// configMapServer answers what a plugin process asks of the Kubernetes API at start: the discovery
-// of the core group and the list of module ConfigMaps in Velero's namespace, which holds a shadow of
-// the misbehave module. It is not an API server: only the ConfigMaps a shadow needs reach the plugin
-// this way (the real API server runs in the live tests). Every other request is a 404 and is
-// remembered.
+// configMapServer answers what a plugin process asks of the Kubernetes API: the discovery of the
+// core group and the list of module ConfigMaps in Velero's namespace at start, then what it writes
+// on them once they serve (docs/modules.md §11: a server-side apply of the status annotation, core/v1
+// Events), which it accepts and remembers. It is not an API server: only the ConfigMaps the
+// scenarios need reach the plugin this way (the real API server runs in the live tests). Every
+// other request is a 404 and is remembered.
 type configMapServer struct {
-	url   string
-	items []map[string]any
-	mu    sync.Mutex
-	other []string
+	url    string
+	items  []map[string]any
+	mu     sync.Mutex
+	other  []string
+	writes []string
 }
 
 func startConfigMapServer(items []map[string]any) (*configMapServer, error) {
@@ -57,14 +60,53 @@ func (s *configMapServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		_ = json.NewEncoder(w).Encode(map[string]any{"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "v1",
-			"resources": []any{map[string]any{"name": "configmaps", "singularName": "configmap", "namespaced": true,
-				"kind": "ConfigMap", "verbs": []string{"get", "list", "watch"}}}})
+			"resources": []any{
+				map[string]any{"name": "configmaps", "singularName": "configmap", "namespaced": true,
+					"kind": "ConfigMap", "verbs": []string{"get", "list", "watch", "patch"}},
+				map[string]any{"name": "events", "singularName": "event", "namespaced": true,
+					"kind": "Event", "verbs": []string{"create", "get", "list"}},
+			}})
+		return
+	}
+	// The state the plugin writes on the module ConfigMaps it served: accepted, as the API server
+	// accepts it, and remembered.
+	const configmaps = "/api/v1/namespaces/velero/configmaps/"
+	if name, ok := strings.CutPrefix(r.URL.Path, configmaps); ok && r.Method == http.MethodPatch && s.serves(name) ||
+		r.Method == http.MethodPost && r.URL.Path == "/api/v1/namespaces/velero/events" {
+		body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		s.mu.Lock()
+		s.writes = append(s.writes, r.Method+" "+r.URL.Path)
+		s.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		if r.Method == http.MethodPost {
+			w.WriteHeader(http.StatusCreated)
+		}
+		_, _ = w.Write(body)
 		return
 	}
 	s.mu.Lock()
 	s.other = append(s.other, r.Method+" "+r.URL.String())
 	s.mu.Unlock()
 	http.NotFound(w, r)
+}
+
+// serves says whether the ConfigMap `name` is among those served.
+func (s *configMapServer) serves(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, item := range s.items {
+		if meta, _ := item["metadata"].(map[string]any); meta["name"] == name {
+			return true
+		}
+	}
+	return false
+}
+
+// stateWrites lists what the plugin wrote on the served ConfigMaps (method and path).
+func (s *configMapServer) stateWrites() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string{}, s.writes...)
 }
 
 // set replaces the ConfigMaps served (an operator's apply or delete).

@@ -203,7 +203,11 @@ func hotSwap(c *checks, e *env, registry process.Registry, server logrus.FieldLo
 			c.ok(err == nil && progress.NTotal > 0, "after the restart, Progress of the operation started through the slot still reaches its action", err, progress)
 		}
 	}
-	c.ok(len(api.unexpected()) == 0, "the plugin asked the API server only for the module ConfigMaps", api.unexpected())
+	c.ok(len(api.unexpected()) == 0, "the plugin asked the API server only for the module ConfigMaps, and wrote only their state", api.unexpected())
+	writes := strings.Join(api.stateWrites(), " ")
+	c.ok(strings.Contains(writes, "PATCH /api/v1/namespaces/velero/configmaps/velero-wasm-module-added-a") &&
+		strings.Contains(writes, "POST /api/v1/namespaces/velero/events"),
+		"the added modules' ConfigMaps were told what became of them (status annotation, Events)", writes)
 	c.counted(b, 0, 0, "a backup after Velero restarted")
 }
 

@@ -427,7 +427,7 @@ func shadowed(c *checks, e *env, registry process.Registry, level logrus.Level) 
 	}
 	c.ok(number(figures, "faults", "trap") == 1 && number(figures, "faults", "deadline") == 1 && number(figures, "differing") >= 1,
 		"velero-wasm status shows the shadow's trap, hang and difference", figures)
-	c.ok(len(api.unexpected()) == 0, "the plugin asked the API server only for the module ConfigMaps", api.unexpected())
+	c.ok(len(api.unexpected()) == 0, "the plugin asked the API server only for the module ConfigMaps, and wrote only their state", api.unexpected())
 	// Give the shadow's late lines (its hang ends at 1 s, the summary after 2 s idle) time to arrive.
 	time.Sleep(3 * time.Second)
 	c.ok(b.logged(logrus.InfoLevel, "shadow summary of backup shadowed"), "the shadow's summary is in the backup log, at info")
