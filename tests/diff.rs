@@ -12,6 +12,7 @@
 //! - A module ConfigMap file from `module pack` is a set as a directory is.
 //! - Bad input (no such backup, a file that is not an archive, a set that does not load, an archive
 //!   that is not Velero's): exit 2 with a message saying what is wrong.
+//! - A diff killed with SIGKILL while it compares leaves nothing in the temporary directory.
 
 use crate::support;
 
@@ -646,6 +647,49 @@ fn items_that_would_parse_past_the_memory_bound_are_refused_before_they_are_kept
         "{}",
         stderr(&out)
     );
+}
+
+#[test]
+fn a_diff_killed_while_it_compares_leaves_no_temporary_directory() {
+    // SIGKILL (or the OOM killer) runs no destructor: whatever diff keeps on disk stays there.
+    let (_dir, archive) = fixture_archive();
+    // The ConfigMap's first misbehave action sleeps until its deadline: diff is still comparing.
+    let modules = support::module_dir(
+        "misbehave",
+        "misbehave",
+        "[settings]\ninstead = \"counter:sleep\"\n",
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let set = modules.path().display().to_string();
+    let mut child =
+        support::run::Run::cli(["--log-level", "debug", "diff", &archive, "--new", &set])
+            .env("TMPDIR", tmp.path())
+            .command()
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+    // Each call's log line names its action: once one is there, items are being compared.
+    let lines = std::io::BufRead::lines(std::io::BufReader::new(child.stderr.take().unwrap()));
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in lines.map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let comparing = std::iter::from_fn(|| rx.recv_timeout(std::time::Duration::from_secs(60)).ok())
+        .any(|line| line.contains("action="));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(
+        comparing,
+        "diff said no call before it ended or within 60 s"
+    );
+    let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();
+    assert!(left.is_empty(), "left behind {left:?}");
 }
 
 /// docs/modules.md §9, run as written: `module export`, the edits, `diff` on a backup archive (exit

@@ -3,10 +3,13 @@
 //! what an archive may make us read.
 
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::Path;
+use std::sync::Arc;
 
 use anyhow::{anyhow, bail, Context};
 use flate2::read::MultiGzDecoder;
+
+use crate::action::ItemRef;
 
 /// Most entries read from an archive (files, directories and anything else in the tar).
 pub(crate) const MAX_ENTRIES: usize = 500_000;
@@ -30,15 +33,24 @@ pub(crate) const MAX_ARCHIVE_BYTES: u64 = 8 << 30;
 /// hold a path or a few records, and the `tar` crate would read one of any size whole into memory.
 pub(crate) const MAX_EXTENSION_BYTES: u64 = 64 << 10;
 
-/// The items of a backup, each with where it was read from (an archive entry or a file).
+/// One item of a backup.
+pub struct BackupItem {
+    /// Where it was read from: an archive entry or a file.
+    pub from: String,
+    /// Who it is.
+    pub identity: ItemRef,
+    /// Its JSON text, an object: checked without being parsed into a tree, and shared with the
+    /// clusters `diff` runs the actions against rather than copied.
+    pub text: Arc<str>,
+}
+
+/// The items of a backup.
 pub struct BackupItems {
-    /// Items, in the order read: where each was read from, and its JSON text (an object). An
-    /// archive's items are checked to be JSON objects without being parsed into a tree: the fixture
-    /// cluster keeps the one parsed copy.
-    pub items: Vec<(String, String)>,
+    /// Items, in the order read.
+    pub items: Vec<BackupItem>,
     /// The backup format version of `metadata/version`, when the source is an archive that has one.
     pub(crate) format_version: Option<String>,
-    /// Whether they come from an archive (rather than from files the fixture cluster can read).
+    /// Whether they come from an archive (rather than from files of manifests).
     pub archive: bool,
 }
 
@@ -58,13 +70,33 @@ pub fn read(path: &Path) -> anyhow::Result<BackupItems> {
         return read_archive(path).with_context(at);
     }
     let objects = crate::documents::read_objects(&[path.to_path_buf()])?;
+    let mut items = Vec::with_capacity(objects.len());
+    for (file, value) in objects {
+        let text = value.to_string();
+        drop(value);
+        items.push(item(file.display().to_string(), text)?);
+    }
     Ok(BackupItems {
-        items: objects
-            .into_iter()
-            .map(|(file, value)| (file.display().to_string(), value.to_string()))
-            .collect(),
+        items,
         format_version: None,
         archive: false,
+    })
+}
+
+/// An item from its JSON text (an object), or why it is none: an object without a kind or a name is
+/// no item.
+pub(super) fn item(from: String, text: String) -> anyhow::Result<BackupItem> {
+    let identity = match ItemRef::parse(&text) {
+        Ok(identity) => identity,
+        Err(e) => bail!("{from}: {e}"),
+    };
+    if identity.kind.is_empty() || identity.name.is_empty() {
+        bail!("{from}: the object has no kind or no name: not an item");
+    }
+    Ok(BackupItem {
+        from,
+        identity,
+        text: text.into(),
     })
 }
 
@@ -196,7 +228,7 @@ fn read_archive(path: &Path) -> anyhow::Result<BackupItems> {
                         total
                     );
                 }
-                items.push((name, text));
+                items.push(item(name, text)?);
             }
             Entry::Other => {}
         }
@@ -300,25 +332,6 @@ pub(crate) fn parsed_estimate(text: &str) -> u64 {
         .filter(|b| matches!(b, b',' | b':' | b'[' | b'{'))
         .count() as u64;
     text.len() as u64 + values * BYTES_PER_VALUE
-}
-
-/// Writes the items as JSON files in `dir` (one each, numbered), so that the fixture cluster reads
-/// them as it reads `--cluster` directories.
-pub fn write_cluster(items: &[(String, String)], dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
-    let mut paths = Vec::with_capacity(items.len());
-    for (i, (_, item)) in items.iter().enumerate() {
-        let path = dir.join(format!("{i:07}.json"));
-        let bytes = item.as_bytes();
-        // Into a directory of our own, and new files only (O_EXCL): never through a link.
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .and_then(|mut file| std::io::Write::write_all(&mut file, bytes))
-            .with_context(|| path.display().to_string())?;
-        paths.push(path);
-    }
-    Ok(paths)
 }
 
 #[cfg(test)]
