@@ -131,6 +131,16 @@ async fn execute(args: &DiffArgs, config: &Config) -> Result<Report, Failure> {
     )
     .map_err(|e| Failure::bad_input(format!("{}: {e}", args.source.display())))?;
     let format_version = source.format_version.clone();
+    let at_once = source
+        .memory
+        .comparisons_at_once(std::thread::available_parallelism().map_or(2, |n| n.get() * 2));
+    tracing::debug!(
+        items = source.items.len(),
+        held_bytes = source.memory.held(),
+        per_comparison_bytes = source.memory.per_comparison(),
+        at_once,
+        "the backup's items, within the memory diff takes for them"
+    );
     let items = items_of(source);
     let sides = load_sides(args, trusted, cluster, start, &backup, config).await?;
     let (old_name, new_name) = (sides[0].name.clone(), sides[1].name.clone());
@@ -147,7 +157,8 @@ async fn execute(args: &DiffArgs, config: &Config) -> Result<Report, Failure> {
             differing: Vec::new(),
         })
         .collect();
-    // Items run in parallel, a few per core, each on its own task; results are taken in item order.
+    // Items run in parallel, a few per core as far as the memory bound for items has room for their
+    // comparisons (diff_memory), each on its own task; results are taken in item order.
     let (sides, names) = (
         Arc::new(sides),
         Arc::new(all.into_keys().collect::<Vec<_>>()),
@@ -156,7 +167,6 @@ async fn execute(args: &DiffArgs, config: &Config) -> Result<Report, Failure> {
         backup: backup.to_string(),
         restore,
     });
-    let parallel = std::thread::available_parallelism().map_or(2, |n| n.get() * 2);
     let mut results = futures::stream::iter(items.iter().cloned())
         .map(|(identity, text)| {
             let (sides, names, subjects) = (sides.clone(), names.clone(), subjects.clone());
@@ -164,7 +174,7 @@ async fn execute(args: &DiffArgs, config: &Config) -> Result<Report, Failure> {
                 async move { compare_item(&sides, &names, identity, &text, &subjects).await },
             )
         })
-        .buffered(parallel);
+        .buffered(at_once);
     let mut done = 0;
     while let Some(result) = results.next().await {
         let compared =

@@ -11,6 +11,7 @@
 //! one object it needs.
 
 use std::collections::BTreeMap;
+use std::mem::size_of;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
@@ -23,6 +24,7 @@ use super::vocabulary::{ApiResource, KubeAnswer, KubeCall, KubeError, ListOption
 use crate::action::{plural_of, ItemRef};
 use crate::backend::Backend;
 use crate::documents::{read_objects, DocumentError};
+use crate::heap_cost::{allocation, btree_entry, btree_node, string_map};
 
 /// A fixture file that cannot become part of the cluster.
 #[derive(Debug, thiserror::Error)]
@@ -108,6 +110,34 @@ struct State {
     objects: BTreeMap<Key, Arc<Stored>>,
     counter: u64,
 }
+
+/// What a cluster made by [`FixtureCluster::of_items`] holds for one item besides the text it
+/// shares, as the allocator takes it: the object's entry and a copy of its labels, shared by the
+/// cluster's copies ([`FixtureCluster::copy`]), and in each of `copies` clusters the item's key and
+/// its share of the map's nodes. A unit test holds it to what the clusters allocate.
+pub fn held_per_item(identity: &ItemRef, copies: u64) -> u64 {
+    let shared = allocation((2 * size_of::<usize>() + size_of::<Stored>()) as u64)
+        + string_map(&identity.labels);
+    let key = [
+        identity.group_resource().len(),
+        identity.namespace.len(),
+        identity.name.len(),
+    ]
+    .iter()
+    .map(|len| allocation(*len as u64))
+    .sum::<u64>()
+        + btree_entry(MAP_ENTRY);
+    shared + copies * key
+}
+
+/// What one cluster holds besides its objects: itself and its map's root node.
+pub fn held_per_cluster() -> u64 {
+    allocation(size_of::<FixtureCluster>() as u64 + 2 * size_of::<usize>() as u64)
+        + btree_node(MAP_ENTRY)
+}
+
+/// One entry of a cluster's map: the key and the shared object.
+const MAP_ENTRY: u64 = (size_of::<Key>() + size_of::<Arc<Stored>>()) as u64;
 
 /// The in-memory cluster.
 pub struct FixtureCluster {
