@@ -12,6 +12,9 @@
 //! - A module ConfigMap file from `module pack` is a set as a directory is.
 //! - Bad input (no such backup, a file that is not an archive, a set that does not load, an archive
 //!   that is not Velero's): exit 2 with a message saying what is wrong.
+//! - Items within the size cap whose parse would take diff past its memory bound (8 MiB of `[0,…]`,
+//!   `["",…]`, `[{},…]`, `[[],…]`) are refused at their entry, naming the bound, leaving nothing.
+//! - A diff killed with SIGKILL while it compares leaves nothing in the temporary directory.
 
 use crate::support;
 
@@ -509,7 +512,12 @@ fn gzip_members(parts: &[&[u8]], path: &Path) {
 
 /// `diff` of `backup` against the stock set, killed after 60 s (a hang is a failure, not a stall).
 fn diff_within_a_minute(backup: &str) -> std::process::Output {
-    let mut child = support::run::Run::cli(["diff", backup, "--new", "stock"])
+    within_a_minute(support::run::Run::cli(["diff", backup, "--new", "stock"]))
+}
+
+/// Runs `run` to its end, killed after 60 s (a hang is a failure, not a stall).
+fn within_a_minute(run: support::run::Run) -> std::process::Output {
+    let mut child = run
         .command()
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
@@ -521,7 +529,7 @@ fn diff_within_a_minute(backup: &str) -> std::process::Output {
         if start.elapsed() > std::time::Duration::from_secs(60) {
             child.kill().unwrap();
             child.wait().unwrap();
-            panic!("diff {backup} still running after 60 s");
+            panic!("still running after 60 s");
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
@@ -681,11 +689,109 @@ fn items_that_would_parse_past_the_memory_bound_are_refused_before_they_are_kept
     velero_archive(&objects, &path);
     let out = diff_within_a_minute(&path.display().to_string());
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    // Refused at the first: parsing it alone takes more than the bound.
     assert!(
-        stderr(&out).contains("would take more than 768 MiB once parsed"),
+        stderr(&out).contains(
+            "resources/configmaps/namespaces/apps/zeros-0.json: the items up to this one would take"
+        ) && stderr(&out).contains("over the 160 MiB diff takes for a backup's items"),
         "{}",
         stderr(&out)
     );
+}
+
+/// An archive of one ConfigMap per element, each holding an array of as many copies of `element` as
+/// fit in the 8 MiB an item may have: items `diff` reads, whose parse takes many times their size.
+fn dense_archive(path: &Path, elements: &[&str]) {
+    let objects: Vec<Value> = elements
+        .iter()
+        .enumerate()
+        .map(|(i, element)| {
+            let head = format!(
+                r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"dense-{i}","namespace":"apps"}},"dense":["#
+            );
+            let n = ((8 << 20) - head.len() - 2) / (element.len() + 1);
+            let text = format!("{head}{}]}}", vec![*element; n].join(","));
+            assert!(text.len() <= 8 << 20);
+            serde_json::from_str(&text).unwrap()
+        })
+        .collect();
+    velero_archive(&objects, path);
+}
+
+#[test]
+fn one_item_under_the_size_cap_whose_parse_passes_the_memory_bound_is_refused_naming_it() {
+    // Issue 55: an 8 KiB archive of one 8 MiB item of zeros or of empty objects took diff past a
+    // 512 MiB container (hundreds of MiB per parsed copy); three such items past 1 GiB. Each shape
+    // is refused at its entry, with the bound, and nothing is left in the temporary directory.
+    let dir = tempfile::tempdir().unwrap();
+    for (shape, elements) in [
+        ("zeros", &["0"][..]),
+        ("empty strings", &["\"\""][..]),
+        ("empty objects", &["{}"][..]),
+        ("empty arrays", &["[]"][..]),
+        ("the three of the issue", &["0", "\"\"", "{}"][..]),
+    ] {
+        let path = dir.path().join("dense.tar.gz");
+        dense_archive(&path, elements);
+        let tmp = tempfile::tempdir().unwrap();
+        let backup = path.display().to_string();
+        let run =
+            support::run::Run::cli(["diff", &backup, "--new", "stock"]).env("TMPDIR", tmp.path());
+        let out = within_a_minute(run);
+        let said = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{shape}: {said}");
+        assert!(
+            said.contains("resources/configmaps/namespaces/apps/dense-0.json: the items up to this one would take")
+                && said.contains("over the 160 MiB diff takes for a backup's items"),
+            "{shape}: {said}"
+        );
+        assert!(out.stdout.is_empty(), "{shape}");
+        let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();
+        assert!(left.is_empty(), "{shape}: left behind {left:?}");
+    }
+}
+
+#[test]
+fn a_diff_killed_while_it_compares_leaves_no_temporary_directory() {
+    // SIGKILL (or the OOM killer) runs no destructor: whatever diff keeps on disk stays there.
+    let (_dir, archive) = fixture_archive();
+    // The ConfigMap's first misbehave action sleeps until its deadline: diff is still comparing.
+    let modules = support::module_dir(
+        "misbehave",
+        "misbehave",
+        "[settings]\ninstead = \"counter:sleep\"\n",
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let set = modules.path().display().to_string();
+    let mut child =
+        support::run::Run::cli(["--log-level", "debug", "diff", &archive, "--new", &set])
+            .env("TMPDIR", tmp.path())
+            .command()
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+    // Each call's log line names its action: once one is there, items are being compared.
+    let lines = std::io::BufRead::lines(std::io::BufReader::new(child.stderr.take().unwrap()));
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in lines.map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let comparing = std::iter::from_fn(|| rx.recv_timeout(std::time::Duration::from_secs(60)).ok())
+        .any(|line| line.contains("action="));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(
+        comparing,
+        "diff said no call before it ended or within 60 s"
+    );
+    let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();
+    assert!(left.is_empty(), "left behind {left:?}");
 }
 
 /// docs/modules.md §9, run as written: `module export`, the edits, `diff` on a backup archive (exit

@@ -1,6 +1,6 @@
 //! The backup archive reader of `diff` (`cli::diff_archive::read`): a gzipped tar as Velero writes
-//! it, or a file of manifests, within its bounds (entries, item and total bytes, extension headers),
-//! then the items written back as the fixture cluster `diff` runs against reads them.
+//! it, or a file of manifests, within its bounds (entries, item bytes, extension headers, the memory
+//! its items take), then the items put into the fixture cluster `diff` runs the actions against.
 //!
 //! Input: a mode byte, then either the file's bytes (as they are, or gzipped), or entries that are
 //! laid out as a tar (each: an entry type byte, a name and data; long names, PAX headers and any
@@ -8,15 +8,14 @@
 #![no_main]
 
 use std::io::Write;
-use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use arbitrary::{Arbitrary, Unstructured};
 use flate2::write::GzEncoder;
 use flate2::Compression;
 use libfuzzer_sys::fuzz_target;
-use velero_wasm::cli::diff_archive::{read, write_cluster};
-use velero_wasm::documents::read_objects;
+use velero_wasm::cli::diff_archive::read;
+use velero_wasm::cluster::fixture::FixtureCluster;
 
 /// One tar entry as the fuzzer lays it out.
 #[derive(Arbitrary, Debug)]
@@ -99,17 +98,16 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     // What diff promises the fixture cluster: every item is an object.
-    assert!(backup
-        .items
-        .iter()
-        .all(|(_, item)| serde_json::from_str::<serde_json::Value>(item).is_ok_and(|v| v.is_object())));
-    if !backup.archive || backup.items.is_empty() {
-        return;
-    }
-    // The items written back as diff writes them, and read as the fixture cluster reads them.
-    let cluster = tempfile::tempdir_in(dir().path()).expect("a temporary directory");
-    let written = write_cluster(&backup.items, cluster.path()).expect("writing the items");
-    assert_eq!(written.len(), backup.items.len());
-    // A `List` item is expanded there, and may fail with a reason: only no panic is asked.
-    let _ = read_objects(&[PathBuf::from(cluster.path())]);
+    assert!(backup.items.iter().all(|item| {
+        serde_json::from_str::<serde_json::Value>(&item.text).is_ok_and(|v| v.is_object())
+    }));
+    // The items in the cluster diff runs the actions against: two of one name are refused with a
+    // reason, so only no panic is asked.
+    let _ = FixtureCluster::of_items(
+        backup
+            .items
+            .iter()
+            .map(|i| (i.from.as_str(), &i.identity, &i.text)),
+        std::time::UNIX_EPOCH,
+    );
 });

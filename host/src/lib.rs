@@ -9,6 +9,8 @@
 //! [`action`] holds the domain types all layers share.
 
 pub mod action;
+#[cfg(test)]
+mod allocation_tally;
 pub mod answer_charge;
 pub mod backend;
 mod bindings;
@@ -19,6 +21,8 @@ pub mod config;
 pub mod documents;
 use velero_wasm_grant::glob;
 mod guest_output;
+mod heap_cost;
+mod json_cost;
 pub mod logging;
 pub mod metrics;
 pub mod modules;

@@ -11,7 +11,10 @@
 #              64 MiB (the test component kube-probe; `run`): the answers are charged to the module's
 #              memory as they arrive, so the call stops near 64 MiB of answers (it held 1 GiB before)
 #   diff       `diff` of a 160 KiB archive of five 7.5 MiB items of [0,0,…] (35 million values once
-#              parsed): refused by the parsed-size bound before the items are kept
+#              parsed): refused at the first, whose parse alone passes diff's 160 MiB for items
+#   dense      `diff` of a 24 KiB archive of three 8 MiB items, of [0,0,…], ["",""…] and [{},{}…]
+#              (issue 55: killed in 1 GiB): refused at the first with the bound, and no temporary
+#              directory left in its TMPDIR
 #   long-name, long-link, pax
 #              `diff` of a 14 MB archive whose one tar entry (GNU long name L, long link K, PAX x) holds
 #              3 GiB of `a`: refused by the extension-header bound, with its message, before anything is
@@ -78,6 +81,18 @@ with tarfile.open(sys.argv[1], "w:gz") as tar:
         item = '{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"zeros-%d","namespace":"apps"},"zeros":[%s]}' % (i, zeros)
         add("resources/configmaps/namespaces/apps/zeros-%d.json" % i, item.encode())
 Z
+python3 - "$work/dense.tar.gz" <<'D'
+import io, sys, tarfile
+with tarfile.open(sys.argv[1], "w:gz") as tar:
+    def add(name, data):
+        info = tarfile.TarInfo(name); info.size = len(data); tar.addfile(info, io.BytesIO(data))
+    add("metadata/version", b"1.1.0\n")
+    for i, element in enumerate(["0", '""', "{}"]):
+        head = '{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"dense-%d","namespace":"apps"},"dense":[' % i
+        n = ((8 << 20) - len(head) - 2) // (len(element) + 1)
+        add("resources/configmaps/namespaces/apps/dense-%d.json" % i, (head + ",".join([element] * n) + "]}").encode())
+D
+mkdir -p "$work/diff-tmp"
 # One tar header of each extension kind followed by the 3 GiB it says it has, gzipped: the 3 GiB is
 # compressed once (14 MB at level 1) as a gzip member of its own, which each archive's member with the
 # header precedes (a gzip file of several members is read whole, as Go's reader and so Velero read it).
@@ -145,6 +160,14 @@ K
   row "$mode" "$cmd"
   kill $server; wait $server 2>/dev/null || true
 done
+
+row dense "TMPDIR=$work/diff-tmp $BINARY diff $work/dense.tar.gz --new stock"
+[ "$status" -eq 2 ] || { echo "memory: dense: diff should refuse the archive (exit 2), it ended with $status"; exit 1; }
+case $out in
+  *"dense-0.json: the items up to this one would take"*"over the 160 MiB diff takes for a backup's items"*) ;;
+  *) echo "memory: dense: diff did not refuse the first item for the memory it takes: $out"; exit 1 ;;
+esac
+[ -z "$(ls -A "$work/diff-tmp")" ] || { echo "memory: dense: diff left $(ls -A "$work/diff-tmp") in its TMPDIR"; exit 1; }
 
 for mode in long-name long-link pax; do
   row "$mode" "$BINARY diff $work/$mode.tar.gz --new stock"

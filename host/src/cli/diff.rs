@@ -119,21 +119,30 @@ async fn execute(args: &DiffArgs, config: &Config) -> Result<Report, Failure> {
         diff_archive::read(&args.source).map_err(|e| Failure::bad_input(format!("{e:#}")))?;
     let backup = read_backup(args)?;
     let restore = read_restore(args, &backup)?;
-    // The fixture cluster reads files: an archive's items are written out for it.
-    let scratch = tempfile::tempdir()
-        .map_err(|e| Failure::failed(format!("cannot make a temporary directory: {e}")))?;
-    let cluster_paths = if source.archive {
-        let dir = scratch.path().join("cluster");
-        std::fs::create_dir(&dir)
-            .map_err(|e| Failure::failed(format!("{}: {e}", dir.display())))?;
-        diff_archive::write_cluster(&source.items, &dir)
-            .map_err(|e| Failure::failed(format!("{e:#}")))?
-    } else {
-        vec![args.source.clone()]
-    };
+    // The clusters the actions read hold the items' text, shared with the list of items: nothing is
+    // written to disk, so nothing is left behind however the run ends.
+    let start = SystemTime::now();
+    let cluster = FixtureCluster::of_items(
+        source
+            .items
+            .iter()
+            .map(|i| (i.from.as_str(), &i.identity, &i.text)),
+        Clock::fixed(start),
+    )
+    .map_err(|e| Failure::bad_input(format!("{}: {e}", args.source.display())))?;
     let format_version = source.format_version.clone();
-    let items = items_of(source)?;
-    let sides = load_sides(args, trusted, &cluster_paths, &backup, config).await?;
+    let at_once = source
+        .memory
+        .comparisons_at_once(std::thread::available_parallelism().map_or(2, |n| n.get() * 2));
+    tracing::debug!(
+        items = source.items.len(),
+        held_bytes = source.memory.held(),
+        per_comparison_bytes = source.memory.per_comparison(),
+        at_once,
+        "the backup's items, within the memory diff takes for them"
+    );
+    let items = items_of(source);
+    let sides = load_sides(args, trusted, cluster, start, &backup, config).await?;
     let (old_name, new_name) = (sides[0].name.clone(), sides[1].name.clone());
     let all = every_action(&sides);
     let progress = Progress::new(items.len());
@@ -148,7 +157,8 @@ async fn execute(args: &DiffArgs, config: &Config) -> Result<Report, Failure> {
             differing: Vec::new(),
         })
         .collect();
-    // Items run in parallel, a few per core, each on its own task; results are taken in item order.
+    // Items run in parallel, a few per core as far as the memory bound for items has room for their
+    // comparisons (diff_memory), each on its own task; results are taken in item order.
     let (sides, names) = (
         Arc::new(sides),
         Arc::new(all.into_keys().collect::<Vec<_>>()),
@@ -157,7 +167,6 @@ async fn execute(args: &DiffArgs, config: &Config) -> Result<Report, Failure> {
         backup: backup.to_string(),
         restore,
     });
-    let parallel = std::thread::available_parallelism().map_or(2, |n| n.get() * 2);
     let mut results = futures::stream::iter(items.iter().cloned())
         .map(|(identity, text)| {
             let (sides, names, subjects) = (sides.clone(), names.clone(), subjects.clone());
@@ -165,7 +174,7 @@ async fn execute(args: &DiffArgs, config: &Config) -> Result<Report, Failure> {
                 async move { compare_item(&sides, &names, identity, &text, &subjects).await },
             )
         })
-        .buffered(parallel);
+        .buffered(at_once);
     let mut done = 0;
     while let Some(result) = results.next().await {
         let compared =
@@ -263,30 +272,24 @@ fn read_restore(args: &DiffArgs, backup: &Value) -> Result<Value, Failure> {
     Ok(restore)
 }
 
-/// The items in a stable order, each with its identity and its JSON text; an object without a kind
-/// or a name is no item, and an error.
-fn items_of(source: diff_archive::BackupItems) -> Result<Vec<(ItemRef, String)>, Failure> {
-    let mut items = Vec::with_capacity(source.items.len());
-    for (from, text) in source.items {
-        let identity =
-            ItemRef::parse(&text).map_err(|e| Failure::bad_input(format!("{from}: {e}")))?;
-        if identity.kind.is_empty() || identity.name.is_empty() {
-            return Err(Failure::bad_input(format!(
-                "{from}: the object has no kind or no name: not an item"
-            )));
-        }
-        items.push((identity, text));
-    }
-    items.sort_by_key(|(id, _)| (id.group_resource(), id.namespace.clone(), id.name.clone()));
-    Ok(items)
+/// The items in a stable order (their identities are unique: the cluster refused duplicates), each
+/// with its identity and its JSON text.
+fn items_of(source: diff_archive::BackupItems) -> Vec<(ItemRef, Arc<str>)> {
+    let mut items = source.items;
+    items.sort_unstable_by_key(|item| {
+        let id = &item.identity;
+        (id.group_resource(), id.namespace.clone(), id.name.clone())
+    });
+    items.into_iter().map(|i| (i.identity, i.text)).collect()
 }
 
-/// The old and the new module set, each loaded over its own fixture cluster of `cluster_paths`, with
-/// one fixed clock and Velero in the backup's namespace.
+/// The old and the new module set, each loaded over its own copy of `cluster` (the items' text
+/// shared, writes its own), with one fixed clock and Velero in the backup's namespace.
 async fn load_sides(
     args: &DiffArgs,
     trusted: Option<TrustedKeys>,
-    cluster_paths: &[PathBuf],
+    cluster: FixtureCluster,
+    start: SystemTime,
     backup: &Value,
     config: &Config,
 ) -> Result<Vec<Side>, Failure> {
@@ -296,12 +299,13 @@ async fn load_sides(
         .filter(|n| !n.is_empty())
         .unwrap_or("velero")
         .to_string();
-    let start = SystemTime::now();
+    let copy = cluster.copy(Clock::fixed(start));
     let mut sides = Vec::new();
-    for (flag, set) in [("old", &args.old), ("new", &args.new)] {
+    for ((flag, set), cluster) in [("old", &args.old), ("new", &args.new)]
+        .into_iter()
+        .zip([cluster, copy])
+    {
         let clock = Clock::fixed(start);
-        let cluster = FixtureCluster::load(cluster_paths, clock.clone())
-            .map_err(|e| Failure::bad_input(format!("{}: {e}", args.source.display())))?;
         let environment = Environment::from_config(config).with_velero_namespace(&namespace);
         let mut services = Services::new(Arc::new(cluster), clock, environment);
         services.reads_at_once = crate::capabilities::kube::reads_at_once(config);

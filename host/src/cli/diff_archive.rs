@@ -1,26 +1,24 @@
 //! The items of a backup for `diff`: read from a Velero backup archive (the `.tar.gz` Velero writes to
 //! object storage, layout in docs/backup-archive.md) or from a directory of manifests, with bounds on
-//! what an archive may make us read.
+//! what an archive may make us read, and what holding and comparing its items takes counted against
+//! `diff`'s memory bound (`diff_memory`) as they are read.
 
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::Path;
+use std::sync::Arc;
 
 use anyhow::{anyhow, bail, Context};
 use flate2::read::MultiGzDecoder;
+
+use super::diff_memory::{ItemsMemory, MAX_ITEMS_MEMORY};
+use crate::action::ItemRef;
+use crate::heap_cost::allocation;
+use crate::json_cost::parsed_cost;
 
 /// Most entries read from an archive (files, directories and anything else in the tar).
 pub(crate) const MAX_ENTRIES: usize = 500_000;
 /// Largest item file read: Kubernetes stores nothing near this big (etcd's limit is about 1.5 MiB).
 pub(crate) const MAX_ITEM_BYTES: u64 = 8 << 20;
-/// Most bytes of items kept from one archive, in all.
-pub(crate) const MAX_TOTAL_BYTES: u64 = 1 << 30;
-/// Most memory the items of one archive are taken to need once parsed (by [`parsed_estimate`]), for
-/// the fixture cluster `diff` runs against holds them parsed: 8 MiB of `[0,0,…]` is four million
-/// values, hundreds of MiB parsed, and four such items took `diff` past 1 GiB.
-pub(crate) const MAX_PARSED_BYTES: u64 = 768 << 20;
-/// What one JSON value is taken to cost once parsed, besides its text: the value and its share of
-/// the array or object around it.
-const BYTES_PER_VALUE: u64 = 48;
 
 /// Most bytes read from an archive once uncompressed, skipped entries included: a gzip stream of
 /// zeros would otherwise keep `diff` decompressing for as long as it likes.
@@ -30,16 +28,27 @@ pub(crate) const MAX_ARCHIVE_BYTES: u64 = 8 << 30;
 /// hold a path or a few records, and the `tar` crate would read one of any size whole into memory.
 pub(crate) const MAX_EXTENSION_BYTES: u64 = 64 << 10;
 
-/// The items of a backup, each with where it was read from (an archive entry or a file).
+/// One item of a backup.
+pub struct BackupItem {
+    /// Where it was read from: an archive entry or a file.
+    pub from: String,
+    /// Who it is.
+    pub identity: ItemRef,
+    /// Its JSON text, an object: checked without being parsed into a tree, and shared with the
+    /// clusters `diff` runs the actions against rather than copied.
+    pub text: Arc<str>,
+}
+
+/// The items of a backup.
 pub struct BackupItems {
-    /// Items, in the order read: where each was read from, and its JSON text (an object). An
-    /// archive's items are checked to be JSON objects without being parsed into a tree: the fixture
-    /// cluster keeps the one parsed copy.
-    pub items: Vec<(String, String)>,
+    /// Items, in the order read.
+    pub items: Vec<BackupItem>,
     /// The backup format version of `metadata/version`, when the source is an archive that has one.
     pub(crate) format_version: Option<String>,
-    /// Whether they come from an archive (rather than from files the fixture cluster can read).
+    /// Whether they come from an archive (rather than from files of manifests).
     pub archive: bool,
+    /// What holding and comparing them takes.
+    pub(crate) memory: ItemsMemory,
 }
 
 /// Reads the items of `path`: a directory (or file) of manifests as `run --cluster` reads them, or
@@ -58,13 +67,41 @@ pub fn read(path: &Path) -> anyhow::Result<BackupItems> {
         return read_archive(path).with_context(at);
     }
     let objects = crate::documents::read_objects(&[path.to_path_buf()])?;
+    let mut items = Vec::with_capacity(objects.len());
+    let mut memory = ItemsMemory::default();
+    for (file, value) in objects {
+        let from = file.display().to_string();
+        let text = value.to_string();
+        drop(value);
+        let item = item(from, text)?;
+        let parsed = parsed_cost(&item.text).with_context(|| item.from.clone())?;
+        memory
+            .add(&item, &parsed)
+            .map_err(|over| anyhow!("{}: {over}: not read further", item.from))?;
+        items.push(item);
+    }
     Ok(BackupItems {
-        items: objects
-            .into_iter()
-            .map(|(file, value)| (file.display().to_string(), value.to_string()))
-            .collect(),
+        items,
         format_version: None,
         archive: false,
+        memory,
+    })
+}
+
+/// An item from its JSON text (an object), or why it is none: an object without a kind or a name is
+/// no item.
+pub(super) fn item(from: String, text: String) -> anyhow::Result<BackupItem> {
+    let identity = match ItemRef::parse(&text) {
+        Ok(identity) => identity,
+        Err(e) => bail!("{from}: {e}"),
+    };
+    if identity.kind.is_empty() || identity.name.is_empty() {
+        bail!("{from}: the object has no kind or no name: not an item");
+    }
+    Ok(BackupItem {
+        from,
+        identity,
+        text: text.into(),
     })
 }
 
@@ -112,7 +149,8 @@ fn classify(name: &str) -> Entry {
 }
 
 /// Reads the items of a Velero backup archive, within [`MAX_ENTRIES`], [`MAX_ITEM_BYTES`] and
-/// [`MAX_TOTAL_BYTES`]. Errors do not name the archive: the caller does.
+/// `diff`'s memory bound for items ([`MAX_ITEMS_MEMORY`]). Errors do not name the archive: the caller
+/// does.
 fn read_archive(path: &Path) -> anyhow::Result<BackupItems> {
     let file = std::fs::File::open(path)?;
     let mut archive = tar::Archive::new(Bounded {
@@ -123,8 +161,7 @@ fn read_archive(path: &Path) -> anyhow::Result<BackupItems> {
     });
     let mut items = Vec::new();
     let mut format_version = None;
-    let mut total: u64 = 0;
-    let mut parsed: u64 = 0;
+    let mut memory = ItemsMemory::default();
     // Raw: extension headers come as entries of their own, so their size is checked before
     // anything of them is read (the crate's own handling reads them whole, whatever their size).
     let entries = archive
@@ -165,9 +202,13 @@ fn read_archive(path: &Path) -> anyhow::Result<BackupItems> {
         if size > MAX_ITEM_BYTES {
             bail!("{name}: {size} bytes, over the {MAX_ITEM_BYTES}-byte limit of one item");
         }
-        total += size;
-        if total > MAX_TOTAL_BYTES {
-            bail!("its items are over {MAX_TOTAL_BYTES} bytes in all: not read further");
+        // Its text alone would pass the bound: refused before it is read.
+        if memory.held() + allocation(size) > MAX_ITEMS_MEMORY {
+            bail!(
+                "{name}: its {size} bytes would take the items past the {} MiB diff takes for a \
+                 backup's items: not read further",
+                MAX_ITEMS_MEMORY >> 20
+            );
         }
         let mut bytes = Vec::with_capacity(size as usize);
         entry
@@ -181,22 +222,18 @@ fn read_archive(path: &Path) -> anyhow::Result<BackupItems> {
             Entry::Item => {
                 let text = String::from_utf8(bytes)
                     .map_err(|_| anyhow!("{name}: not a JSON object (not UTF-8)"))?;
-                // Checked without building a tree: nothing of it is kept but the text.
-                serde_json::from_str::<serde::de::IgnoredAny>(&text)
-                    .with_context(|| format!("{name}: not a JSON object"))?;
-                if !text.trim_start().starts_with('{') {
+                // Checked, and its parsed size found, without building a tree: nothing of it is
+                // kept but the text.
+                let parsed =
+                    parsed_cost(&text).with_context(|| format!("{name}: not a JSON object"))?;
+                if !parsed.object {
                     bail!("{name}: not a JSON object");
                 }
-                parsed += parsed_estimate(&text);
-                if parsed > MAX_PARSED_BYTES {
-                    bail!(
-                        "{name}: its items would take more than {} MiB once parsed ({} bytes of text and \
-                         about one value per separator): not read further",
-                        MAX_PARSED_BYTES >> 20,
-                        total
-                    );
-                }
-                items.push((name, text));
+                let item = item(name, text)?;
+                memory
+                    .add(&item, &parsed)
+                    .map_err(|over| anyhow!("{}: {over}: not read further", item.from))?;
+                items.push(item);
             }
             Entry::Other => {}
         }
@@ -210,6 +247,7 @@ fn read_archive(path: &Path) -> anyhow::Result<BackupItems> {
         items,
         format_version,
         archive: true,
+        memory,
     })
 }
 
@@ -290,35 +328,6 @@ impl<R: Read> Read for Bounded<R> {
         self.left -= n as u64;
         Ok(n)
     }
-}
-
-/// Memory `text` is taken to need once parsed: the text, and [`BYTES_PER_VALUE`] for each `,`, `:`,
-/// `[` and `{` in it (at most one value each; inside strings they count too, which only errs high).
-pub(crate) fn parsed_estimate(text: &str) -> u64 {
-    let values = text
-        .bytes()
-        .filter(|b| matches!(b, b',' | b':' | b'[' | b'{'))
-        .count() as u64;
-    text.len() as u64 + values * BYTES_PER_VALUE
-}
-
-/// Writes the items as JSON files in `dir` (one each, numbered), so that the fixture cluster reads
-/// them as it reads `--cluster` directories.
-pub fn write_cluster(items: &[(String, String)], dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
-    let mut paths = Vec::with_capacity(items.len());
-    for (i, (_, item)) in items.iter().enumerate() {
-        let path = dir.join(format!("{i:07}.json"));
-        let bytes = item.as_bytes();
-        // Into a directory of our own, and new files only (O_EXCL): never through a link.
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .and_then(|mut file| std::io::Write::write_all(&mut file, bytes))
-            .with_context(|| path.display().to_string())?;
-        paths.push(path);
-    }
-    Ok(paths)
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@ mod compile_progress;
 mod diff;
 /// Public for the fuzz target `diff_archive` (fuzz/): what `diff` reads from a backup archive.
 pub mod diff_archive;
+mod diff_memory;
 mod failure;
 mod install;
 mod module;

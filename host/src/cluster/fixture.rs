@@ -1,11 +1,19 @@
-//! An in-memory cluster built from fixture files (`run --cluster`): get by name, list by namespace and
-//! selectors in API order (namespace, then name, as kube-apiserver returns them), and writes applied to
-//! the in-memory state (`run` reports them through [`super::writes::WriteLog`]). The integration
-//! tests' loopback API server stores its objects here too, so both answer writes alike.
+//! An in-memory cluster built from fixture files (`run --cluster`) or from a backup's items (`diff`):
+//! get by name, list by namespace and selectors in API order (namespace, then name, as kube-apiserver
+//! returns them), and writes applied to the in-memory state (`run` reports them through
+//! [`super::writes::WriteLog`]). The integration tests' loopback API server stores its objects here
+//! too, so both answer writes alike.
+//!
+//! Objects are held as their JSON text, with the labels list selectors match: a parsed
+//! `serde_json::Value` takes ten times its text or more (eighty bytes a value, and an object's
+//! table), so a cluster of a backup's items would take many times the backup. A read hands the text
+//! on as it is; a write, or a field selector on other fields than the name and namespace, parses the
+//! one object it needs.
 
 use std::collections::BTreeMap;
+use std::mem::size_of;
 use std::path::PathBuf;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use async_trait::async_trait;
@@ -13,9 +21,10 @@ use serde_json::Value;
 
 use super::json::Json;
 use super::vocabulary::{ApiResource, KubeAnswer, KubeCall, KubeError, ListOptions, Patch};
-use crate::action::plural_of;
+use crate::action::{plural_of, ItemRef};
 use crate::backend::Backend;
 use crate::documents::{read_objects, DocumentError};
+use crate::heap_cost::{allocation, btree_entry, btree_node, string_map};
 
 /// A fixture file that cannot become part of the cluster.
 #[derive(Debug, thiserror::Error)]
@@ -46,11 +55,89 @@ pub enum FixtureError {
 /// `(resource.group, namespace, name)`: sorts like kube-apiserver's storage keys.
 type Key = (String, String, String);
 
+/// One object as the cluster holds it: shared, as the text of a backup's item is with `diff`'s list
+/// of items and between the clusters of its two module sets.
+struct Stored {
+    /// The object's JSON text.
+    text: Arc<str>,
+    /// Its `metadata.labels` that are strings (what a label selector can match).
+    labels: BTreeMap<String, String>,
+}
+
+impl Stored {
+    fn of(object: &Value) -> Arc<Stored> {
+        let labels = object
+            .pointer("/metadata/labels")
+            .and_then(Value::as_object)
+            .map(|labels| {
+                labels
+                    .iter()
+                    .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                    .collect()
+            })
+            .unwrap_or_default();
+        Arc::new(Stored {
+            text: object.to_string().into(),
+            labels,
+        })
+    }
+
+    /// The object, parsed (the text was JSON when it was stored).
+    fn value(&self) -> Value {
+        serde_json::from_str(&self.text).unwrap_or(Value::Null)
+    }
+
+    /// Whether `options` select the object of `key`: from its name, namespace and labels when the
+    /// selectors look at nothing else, else from the parsed object.
+    fn matches(&self, key: &Key, options: &ListOptions) -> bool {
+        if options.field_selector.reads_only_identity() {
+            let skeleton = serde_json::json!({"metadata": {
+                "name": key.2, "namespace": key.1, "labels": self.labels,
+            }});
+            options.matches(&skeleton)
+        } else {
+            options.matches(&self.value())
+        }
+    }
+
+    fn json(&self) -> Json {
+        Json::parse(self.text.as_bytes()).unwrap_or_else(|_| Json::null())
+    }
+}
+
 #[derive(Default)]
 struct State {
-    objects: BTreeMap<Key, Value>,
+    objects: BTreeMap<Key, Arc<Stored>>,
     counter: u64,
 }
+
+/// What a cluster made by [`FixtureCluster::of_items`] holds for one item besides the text it
+/// shares, as the allocator takes it: the object's entry and a copy of its labels, shared by the
+/// cluster's copies ([`FixtureCluster::copy`]), and in each of `copies` clusters the item's key and
+/// its share of the map's nodes. A unit test holds it to what the clusters allocate.
+pub fn held_per_item(identity: &ItemRef, copies: u64) -> u64 {
+    let shared = allocation((2 * size_of::<usize>() + size_of::<Stored>()) as u64)
+        + string_map(&identity.labels);
+    let key = [
+        identity.group_resource().len(),
+        identity.namespace.len(),
+        identity.name.len(),
+    ]
+    .iter()
+    .map(|len| allocation(*len as u64))
+    .sum::<u64>()
+        + btree_entry(MAP_ENTRY);
+    shared + copies * key
+}
+
+/// What one cluster holds besides its objects: itself and its map's root node.
+pub fn held_per_cluster() -> u64 {
+    allocation(size_of::<FixtureCluster>() as u64 + 2 * size_of::<usize>() as u64)
+        + btree_node(MAP_ENTRY)
+}
+
+/// One entry of a cluster's map: the key and the shared object.
+const MAP_ENTRY: u64 = (size_of::<Key>() + size_of::<Arc<Stored>>()) as u64;
 
 /// The in-memory cluster.
 pub struct FixtureCluster {
@@ -119,7 +206,7 @@ impl FixtureCluster {
         paths: &[PathBuf],
         clock: impl Now + 'static,
     ) -> Result<FixtureCluster, FixtureError> {
-        let mut objects: BTreeMap<Key, (PathBuf, Value)> = BTreeMap::new();
+        let mut objects: BTreeMap<Key, (PathBuf, Arc<Stored>)> = BTreeMap::new();
         for (path, object) in read_objects(paths)? {
             let key = key_of(&object).ok_or_else(|| FixtureError::NotAnObject {
                 path: path.clone(),
@@ -137,7 +224,7 @@ impl FixtureCluster {
                     what: describe(&key),
                 });
             }
-            objects.insert(key, (path, object));
+            objects.insert(key, (path, Stored::of(&object)));
         }
         Ok(FixtureCluster {
             state: Mutex::new(State {
@@ -146,6 +233,65 @@ impl FixtureCluster {
             }),
             clock: Box::new(clock),
         })
+    }
+
+    /// A cluster holding items already read and checked (`diff`'s backup items): each is where it was
+    /// read from, its identity and its JSON text, which the cluster shares rather than copies.
+    pub fn of_items<'a>(
+        items: impl IntoIterator<Item = (&'a str, &'a ItemRef, &'a Arc<str>)>,
+        clock: impl Now + 'static,
+    ) -> Result<FixtureCluster, FixtureError> {
+        let mut objects: BTreeMap<Key, (&str, Arc<Stored>)> = BTreeMap::new();
+        for (from, identity, text) in items {
+            if identity.api_version.is_empty()
+                || identity.kind.is_empty()
+                || identity.name.is_empty()
+            {
+                return Err(FixtureError::NotAnObject {
+                    path: from.into(),
+                    found: format!(
+                        "apiVersion {:?}, kind {:?}, name {:?}",
+                        identity.api_version, identity.kind, identity.name
+                    ),
+                });
+            }
+            let key = (
+                identity.group_resource(),
+                identity.namespace.clone(),
+                identity.name.clone(),
+            );
+            if let Some((first, _)) = objects.get(&key) {
+                return Err(FixtureError::Duplicate {
+                    first: first.into(),
+                    second: from.into(),
+                    what: describe(&key),
+                });
+            }
+            let stored = Stored {
+                text: text.clone(),
+                labels: identity.labels.clone(),
+            };
+            objects.insert(key, (from, Arc::new(stored)));
+        }
+        Ok(FixtureCluster {
+            state: Mutex::new(State {
+                objects: objects.into_iter().map(|(k, (_, v))| (k, v)).collect(),
+                ..State::default()
+            }),
+            clock: Box::new(clock),
+        })
+    }
+
+    /// A cluster of the same objects as this one, sharing their text, whose writes are its own.
+    pub fn copy(&self, clock: impl Now + 'static) -> FixtureCluster {
+        let state = self.lock();
+        FixtureCluster {
+            state: Mutex::new(State {
+                objects: state.objects.clone(),
+                counter: state.counter,
+            }),
+            clock: Box::new(clock),
+        }
     }
 
     /// The last `resourceVersion` a write gave (0 before any): what a list reports as its own.
@@ -183,11 +329,13 @@ impl Backend<KubeCall> for FixtureCluster {
         let (api, namespace) = call.target();
         let (api, ns) = (&api.clone(), &namespace.to_string());
         match call {
-            KubeCall::Get { name, .. } => self.read(api, ns, &name).map(KubeAnswer::object_of),
+            KubeCall::Get { name, .. } => self
+                .stored(api, ns, &name)
+                .map(|stored| KubeAnswer::Object(stored.json())),
             KubeCall::List { options, .. } => Ok(KubeAnswer::Objects(
-                self.select(api, ns, &options)
-                    .into_iter()
-                    .map(Json::from)
+                self.selected(api, ns, &options)
+                    .iter()
+                    .map(|stored| stored.json())
                     .collect(),
             )),
             KubeCall::Create { object, .. } => {
@@ -210,6 +358,16 @@ impl Backend<KubeCall> for FixtureCluster {
 impl FixtureCluster {
     /// The object `name` of `api` in `namespace`.
     pub fn read(&self, api: &ApiResource, namespace: &str, name: &str) -> Result<Value, KubeError> {
+        self.stored(api, namespace, name)
+            .map(|stored| stored.value())
+    }
+
+    fn stored(
+        &self,
+        api: &ApiResource,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Arc<Stored>, KubeError> {
         let key = (
             api.group_resource(),
             namespace.to_string(),
@@ -224,6 +382,18 @@ impl FixtureCluster {
 
     /// The objects of `api` in `namespace` (every namespace when empty) that `options` select.
     pub fn select(&self, api: &ApiResource, namespace: &str, options: &ListOptions) -> Vec<Value> {
+        self.selected(api, namespace, options)
+            .iter()
+            .map(|stored| stored.value())
+            .collect()
+    }
+
+    fn selected(
+        &self,
+        api: &ApiResource,
+        namespace: &str,
+        options: &ListOptions,
+    ) -> Vec<Arc<Stored>> {
         let group_resource = api.group_resource();
         let state = self.lock();
         state
@@ -232,9 +402,8 @@ impl FixtureCluster {
             .filter(|((gr, ns, _), _)| {
                 *gr == group_resource && (namespace.is_empty() || ns == namespace)
             })
-            .map(|(_, o)| o)
-            .filter(|o| options.matches(o))
-            .cloned()
+            .filter(|(key, stored)| stored.matches(key, options))
+            .map(|(_, stored)| stored.clone())
             .collect()
     }
 
@@ -301,7 +470,7 @@ impl FixtureCluster {
         set_meta(&mut object, "resourceVersion", Value::String(n.to_string()));
         let created = humantime::format_rfc3339_seconds(self.clock.now()).to_string();
         set_meta(&mut object, "creationTimestamp", Value::String(created));
-        state.objects.insert(key, object.clone());
+        state.objects.insert(key, Stored::of(&object));
         Ok(object)
     }
 
@@ -323,9 +492,10 @@ impl FixtureCluster {
         let stored = state
             .objects
             .get(&key)
-            .ok_or_else(|| not_found(api, &name))?;
+            .ok_or_else(|| not_found(api, &name))?
+            .value();
         if let Some(rv) = resource_version(&object) {
-            if Some(rv) != resource_version(stored) {
+            if Some(rv) != resource_version(&stored) {
                 return Err(KubeError::Conflict(format!(
                     "Operation cannot be fulfilled on {} \"{name}\": the object has been modified; please apply your changes to the latest version and try again",
                     key.0
@@ -339,7 +509,7 @@ impl FixtureCluster {
         }
         let n = state.next();
         set_meta(&mut object, "resourceVersion", Value::String(n.to_string()));
-        state.objects.insert(key, object.clone());
+        state.objects.insert(key, Stored::of(&object));
         Ok(object)
     }
 
@@ -360,8 +530,8 @@ impl FixtureCluster {
         let mut object = state
             .objects
             .get(&key)
-            .cloned()
-            .ok_or_else(|| not_found(api, name))?;
+            .ok_or_else(|| not_found(api, name))?
+            .value();
         match patch {
             Patch::Merge(doc) => json_patch::merge(&mut object, doc),
             Patch::Json(ops) => apply_json_patch(&mut object, ops)?,
@@ -377,7 +547,7 @@ impl FixtureCluster {
         }
         let n = state.next();
         set_meta(&mut object, "resourceVersion", Value::String(n.to_string()));
-        state.objects.insert(key, object.clone());
+        state.objects.insert(key, Stored::of(&object));
         Ok(object)
     }
 
@@ -642,5 +812,130 @@ mod tests {
             Err(KubeError::NotFound(_))
         ));
         assert_eq!(apply("p").kind(), "apply");
+    }
+
+    /// A cluster of items as `diff` gives them: where each was read from, who it is, its text.
+    fn of_texts(texts: &[(&str, &str)]) -> FixtureCluster {
+        let items: Vec<(String, ItemRef, Arc<str>)> = texts
+            .iter()
+            .map(|(from, text)| {
+                (
+                    from.to_string(),
+                    ItemRef::parse(text).unwrap(),
+                    Arc::from(*text),
+                )
+            })
+            .collect();
+        FixtureCluster::of_items(
+            items
+                .iter()
+                .map(|(from, id, text)| (from.as_str(), id, text)),
+            std::time::UNIX_EPOCH,
+        )
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn items_are_answered_as_their_text_and_a_copy_keeps_its_own_writes() {
+        // As Go writes it: `<` escaped, keys in the item's own order.
+        let text = r#"{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a","namespace":"ns"},"data":{"x":"\u003cy\u003e"}}"#;
+        let original = of_texts(&[("resources/configmaps/namespaces/ns/a.json", text)]);
+        let copy = original.copy(std::time::UNIX_EPOCH);
+        let api = ApiResource::new("", "v1", "configmaps");
+        let get = KubeCall::Get {
+            api: api.clone(),
+            namespace: "ns".into(),
+            name: "a".into(),
+        };
+        let answer = original.call(get.clone()).await.unwrap().object().unwrap();
+        assert_eq!(answer.as_str(), text);
+        copy.patch(
+            &api,
+            "ns",
+            "a",
+            &Patch::Merge(json!({"data": {"x": "changed"}})),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            copy.get(&api, "ns", "a").await.unwrap()["data"]["x"],
+            "changed"
+        );
+        let answer = original.call(get).await.unwrap().object().unwrap();
+        assert_eq!(answer.as_str(), text);
+    }
+
+    #[tokio::test]
+    async fn selectors_match_held_objects_by_labels_name_and_any_field() {
+        let texts = [
+            r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"a","namespace":"ns","labels":{"app":"web"}},"spec":{"nodeName":"n1"}}"#,
+            r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"b","namespace":"ns","labels":{"app":"db"}},"spec":{"nodeName":"n2"}}"#,
+        ];
+        let c = of_texts(&[("a.json", texts[0]), ("b.json", texts[1])]);
+        let names = |options: ListOptions| {
+            let c = &c;
+            async move {
+                c.list(&PODS(), "ns", &options)
+                    .await
+                    .unwrap()
+                    .iter()
+                    .map(|o| o["metadata"]["name"].as_str().unwrap().to_string())
+                    .collect::<Vec<_>>()
+            }
+        };
+        assert_eq!(
+            names(ListOptions::parse("app=web", "").unwrap()).await,
+            ["a"]
+        );
+        assert_eq!(
+            names(ListOptions::parse("", "metadata.name!=a").unwrap()).await,
+            ["b"]
+        );
+        assert_eq!(
+            names(ListOptions::parse("", "spec.nodeName=n2").unwrap()).await,
+            ["b"]
+        );
+        assert_eq!(
+            names(ListOptions::parse("app", "metadata.namespace=ns").unwrap()).await,
+            ["a", "b"]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_label_that_is_not_a_string_matches_no_selector() {
+        let c = cluster(&[pod("ns", "a", json!({"n": 1, "app": "web"}))]);
+        let list = |selector: &str| {
+            let options = ListOptions::parse(selector, "").unwrap();
+            let c = &c;
+            async move { c.list(&PODS(), "ns", &options).await.unwrap().len() }
+        };
+        assert_eq!(list("n=1").await, 0);
+        assert_eq!(list("!n").await, 1);
+        assert_eq!(list("app=web").await, 1);
+    }
+
+    #[test]
+    fn two_items_of_one_name_are_refused_naming_where_both_were_read() {
+        let text = pod("ns", "a", json!({})).to_string();
+        let items: Vec<(String, ItemRef, Arc<str>)> = ["first.json", "second.json"]
+            .iter()
+            .map(|from| {
+                (
+                    from.to_string(),
+                    ItemRef::parse(&text).unwrap(),
+                    Arc::from(text.as_str()),
+                )
+            })
+            .collect();
+        let e = FixtureCluster::of_items(
+            items
+                .iter()
+                .map(|(from, id, text)| (from.as_str(), id, text)),
+            std::time::UNIX_EPOCH,
+        )
+        .err()
+        .unwrap()
+        .to_string();
+        assert_eq!(e, "first.json and second.json: both define pods ns/a");
     }
 }

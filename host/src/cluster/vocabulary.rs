@@ -179,6 +179,14 @@ impl FieldSelector {
         Ok(FieldSelector { terms })
     }
 
+    /// Whether every term reads the object's `metadata.name` or `metadata.namespace` (true with no
+    /// term): then an object's identity answers the selector without the object.
+    pub fn reads_only_identity(&self) -> bool {
+        self.terms
+            .iter()
+            .all(|t| t.pointer == "/metadata/name" || t.pointer == "/metadata/namespace")
+    }
+
     /// Whether an object satisfies every term (a missing field reads as ""; an object or an array
     /// equals no value).
     pub fn matches(&self, object: &Value) -> bool {
