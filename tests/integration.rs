@@ -10,6 +10,7 @@
 
 mod support;
 
+mod architecture;
 mod cli;
 mod config_once;
 mod configmap_state;
