@@ -169,6 +169,43 @@ fn every_room_of_the_host_stands_on_a_floor() {
     );
 }
 
+/// Where the page's tables do not render: a row whose cells are not its header's, or a row broken
+/// over lines (Markdown ends a table at the first line that does not start with `|`).
+fn broken_table_rows(page: &str) -> Vec<String> {
+    let mut broken = Vec::new();
+    let mut header_cells = None;
+    for line in page.lines() {
+        match (line.starts_with('|'), header_cells) {
+            (true, None) => header_cells = Some(line.matches('|').count()),
+            (true, Some(cells)) if line.matches('|').count() != cells => {
+                broken.push(line.to_string())
+            }
+            (true, Some(_)) => {}
+            (false, Some(_)) if !line.trim().is_empty() => {
+                broken.push(line.to_string());
+                header_cells = None;
+            }
+            (false, _) => header_cells = None,
+        }
+    }
+    broken
+}
+
+#[test]
+fn every_table_renders() {
+    let broken = broken_table_rows(&architecture());
+    assert!(
+        broken.is_empty(),
+        "docs/architecture.md has table rows that do not render: {broken:#?}"
+    );
+    // The check sees both ways a row breaks.
+    let page = "| a | b |\n|---|---|\n| one cell |\n| two | cells,\nbroken |\n\ntext\n";
+    assert_eq!(
+        broken_table_rows(page),
+        ["| one cell |", "| two | cells,", "broken |"]
+    );
+}
+
 #[test]
 fn a_name_that_is_not_there_is_found_missing() {
     // The check itself can fail: a diagram word and a quoted path are both read.
@@ -186,4 +223,28 @@ fn a_name_that_is_not_there_is_found_missing() {
     assert!(paths
         .iter()
         .any(|p| p.ends_with("host/src/cluster/live.rs")));
+}
+
+#[test]
+fn no_two_files_of_the_host_share_a_name() {
+    // A name says what a file does; `mod.rs` and `error.rs` say it by their folder, and the
+    // scaffold templates of `velero-wasm new` are the files of other projects.
+    let mut seen: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for path in repository_paths() {
+        let Some(file) = path.strip_prefix("host/src/") else {
+            continue;
+        };
+        let name = file.rsplit('/').next().unwrap_or(file);
+        if file.ends_with(".rs")
+            && !file.starts_with("cli/new/")
+            && !["mod.rs", "error.rs"].contains(&name)
+        {
+            seen.entry(name.to_string()).or_default().push(path.clone());
+        }
+    }
+    let shared: Vec<&Vec<String>> = seen.values().filter(|paths| paths.len() > 1).collect();
+    assert!(
+        shared.is_empty(),
+        "files of host/src that share a name: {shared:?}"
+    );
 }

@@ -2627,7 +2627,7 @@ fn actions_finds_velero_s_namespace_as_velero_s_cli_does() {
 /// fixed table, and a last difference the shadow made no result for (it has no such action).
 fn status_scene() -> tempfile::TempDir {
     use std::collections::BTreeMap;
-    use velero_wasm::shadow::status::{ModuleStatus, Modules, Process};
+    use velero_wasm::shadow::status_files::{ModuleStatus, Modules, Process};
     use velero_wasm::shadow::{LastDifference, Tally};
     let state = tempfile::tempdir().unwrap();
     let dir = state.path().join("status");

@@ -36,7 +36,7 @@ use velero_wasm::plugin::proto::v2::backup_item_action_client::BackupItemActionC
 use velero_wasm::plugin::proto::v2::restore_item_action_client::RestoreItemActionClient as RiaV2;
 use velero_wasm::plugin::proto::v2::{self as v2};
 use velero_wasm::plugin::served::{ServedAction, ServedActions};
-use velero_wasm::plugin::{accept, loading};
+use velero_wasm::plugin::{accept, gate};
 use velero_wasm::runtime::{calls, CallError, Fault};
 use velero_wasm::shadow::{Budget, Mirrored, Shadows};
 
@@ -359,7 +359,7 @@ async fn serve_loading(actions: Vec<Fake>) -> Served {
         kinds: Advertised::default(),
         listing: None,
     };
-    let (gate, loaded) = loading::signal();
+    let (gate, loaded) = gate::signal();
     let router =
         velero_wasm::plugin::router(dispatch.clone(), lister, Arc::new(Notify::new()), loaded)
             .await;

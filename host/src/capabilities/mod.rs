@@ -10,8 +10,8 @@
 
 mod budget;
 mod call_id;
+mod call_state;
 pub mod clock;
-mod config;
 pub mod environment;
 mod exceeded;
 mod grants;
@@ -19,17 +19,18 @@ pub mod http;
 pub mod kube;
 mod log;
 pub mod memory;
+mod module_settings;
 pub mod random;
 pub mod recording;
 mod services;
 pub mod signing;
-mod state;
 
 use wasmtime::component::{HasSelf, Linker};
 
 use crate::bindings::velero_wasm::plugin as wit;
 pub use budget::WorkBudget;
 pub use call_id::CallId;
+pub use call_state::CallState;
 pub use clock::Clock;
 pub use environment::{EnvGrant, Environment};
 pub use exceeded::Exceeded;
@@ -39,7 +40,6 @@ pub use memory::{MemoryBudget, MemoryCap};
 pub use random::RandomCall;
 pub use services::Services;
 pub use signing::SigningService;
-pub use state::CallState;
 
 /// A linker with every import a component may use: the WASI interfaces `std` needs, and ours.
 pub fn linker(engine: &wasmtime::Engine) -> wasmtime::Result<Linker<CallState>> {
@@ -51,7 +51,7 @@ pub fn linker(engine: &wasmtime::Engine) -> wasmtime::Result<Linker<CallState>> 
     wit::kube::add_to_linker::<CallState, kube::KubeHost>(l, CallState::kube)?;
     wit::clock::add_to_linker::<CallState, clock::ClockHost>(l, CallState::clock)?;
     wit::log::add_to_linker::<CallState, log::LogHost>(l, CallState::log)?;
-    wit::config::add_to_linker::<CallState, config::ConfigHost>(l, CallState::config)?;
+    wit::config::add_to_linker::<CallState, module_settings::ConfigHost>(l, CallState::config)?;
     wit::random::add_to_linker::<CallState, random::RandomHost>(l, CallState::random)?;
     wit::http::add_to_linker::<CallState, http::HttpHost>(l, CallState::http)?;
     wit::environment::add_to_linker::<CallState, environment::EnvironmentHost>(

@@ -11,8 +11,8 @@ use serde_json::json;
 
 use super::build_freshness::StaleArgs;
 use super::failure::{Failure, EXIT_OK};
-use super::module::{read_directory, read_parts, Parts};
-use super::signing::SigningArgs;
+use super::module_local::{read_directory, read_parts, Parts};
+use super::sign_flags::SigningArgs;
 use crate::modules::oci::{self, layout, Reference, Registry};
 
 /// How long one exchange with the registry may take while pushing (a large component, a slow link).

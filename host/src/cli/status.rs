@@ -1,5 +1,5 @@
 //! `velero-wasm status`: the operator's view of what the plugin processes serve and what their shadow
-//! modules did, read from the state directory they share (`crate::shadow::status`).
+//! modules did, read from the state directory they share (`crate::shadow::status_files`).
 //!
 //! ```text
 //! velero-wasm status [--state-dir DIR] [--json]
@@ -19,7 +19,7 @@ use super::failure::{EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK};
 use super::text::{table, wrap, Column};
 use crate::action::compare::patch_lines;
 use crate::modules::failure_policy::PolicyState;
-use crate::shadow::status::{self, ModuleStatus};
+use crate::shadow::status_files::{self, ModuleStatus};
 use crate::shadow::Tally;
 
 /// Arguments of `status`.
@@ -46,8 +46,8 @@ pub(crate) fn status(args: StatusArgs, config: &crate::config::Config) -> u8 {
         eprintln!("velero-wasm status: no state directory: give --state-dir, or set VELERO_WASM_STATE_DIR");
         return EXIT_BAD_INPUT;
     };
-    let dir = state.join(status::DIR);
-    let read = match status::read(&dir) {
+    let dir = state.join(status_files::DIR);
+    let read = match status_files::read(&dir) {
         Ok(read) => read,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             eprintln!(

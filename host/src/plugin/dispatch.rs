@@ -18,11 +18,11 @@ use tonic::{Response, Status};
 use tracing::{Instrument, Span};
 
 use super::convert::resource_selector;
+use super::grpc_status;
 use super::kept_listing::{self, Listed};
 use super::proto::generated::ResourceSelector;
 use super::served::{RuntimeActions, ServedAction, ServedActions};
-use super::slot::Covered;
-use super::status;
+use super::slot_calls::Covered;
 use crate::action::slot::{slot_family, Family};
 use crate::action::{
     ActionKind, BackupOutcome, BackupRequest, ItemRef, OperationProgress, ResourceId,
@@ -42,7 +42,7 @@ pub struct Dispatch {
     /// The shadows the calls are mirrored to, after their answer (their figures are written and
     /// summed up through this).
     shadows: Arc<Shadows>,
-    /// Known once the modules are loaded (after the handshake, see [`super::loading`]).
+    /// Known once the modules are loaded (after the handshake, see [`super::gate`]).
     retired: Arc<OnceLock<BTreeSet<Listed>>>,
     /// The listing Velero holds (kept when it was given, [`kept_listing`]): the slots serve the
     /// actions in service it lacks. Unknown (no state directory), the slots serve nothing.
@@ -139,7 +139,7 @@ impl Dispatch {
                 tracing::warn!("{name} was listed to Velero but no module provides it any more: it does nothing until Velero restarts");
                 return Ok(Found::Retired);
             }
-            return Err(status::not_found(
+            return Err(grpc_status::not_found(
                 kind,
                 name,
                 "no loaded module provides it",
@@ -147,7 +147,7 @@ impl Dispatch {
         };
         let actual = action.info().kind;
         if !kind.can_serve(actual) {
-            return Err(status::not_found(
+            return Err(grpc_status::not_found(
                 kind,
                 name,
                 &format!("it is a {} action", actual.velero_kind()),
@@ -191,7 +191,7 @@ impl Dispatch {
         };
         let outcome = self.mirrored(kind, &*action, "Execute", call).await?;
         if let (ActionKind::Backup, Some(id)) = (kind, &outcome.operation_id) {
-            return Err(status::untracked_operation(kind, name, id));
+            return Err(grpc_status::untracked_operation(kind, name, id));
         }
         if let Some(id) = &outcome.operation_id {
             tracing::debug!(operation_id = id.as_str(), "operation started");
@@ -234,7 +234,7 @@ impl Dispatch {
         let call = calls::Restore { item: id, request };
         let outcome = self.mirrored(kind, &*action, "Execute", call).await?;
         if let (ActionKind::Restore, Some(id)) = (kind, &outcome.operation_id) {
-            return Err(status::untracked_operation(kind, name, id));
+            return Err(grpc_status::untracked_operation(kind, name, id));
         }
         if let Some(id) = &outcome.operation_id {
             tracing::debug!(operation_id = id.as_str(), "operation started");
@@ -310,7 +310,7 @@ impl Dispatch {
                     .slot_progress(kind, covered.family(), operation_id, subject)
                     .await
             }
-            Found::Retired => return Err(status::retired_operation(name)),
+            Found::Retired => return Err(grpc_status::retired_operation(name)),
         };
         let operation_id = operation_id.to_string();
         let call = calls::Progress {
@@ -318,7 +318,7 @@ impl Dispatch {
             subject,
         };
         let progress = measured(&*action, "Progress", action.progress(call)).await;
-        progress.map_err(|e| status::call_failed(kind, &e))
+        progress.map_err(|e| grpc_status::call_failed(kind, &e))
     }
 
     /// Cancel (v2), likewise.
@@ -339,7 +339,7 @@ impl Dispatch {
                     .slot_cancel(kind, covered.family(), operation_id, subject)
                     .await
             }
-            Found::Retired => return Err(status::retired_operation(name)),
+            Found::Retired => return Err(grpc_status::retired_operation(name)),
         };
         let operation_id = operation_id.to_string();
         let call = calls::Cancel {
@@ -347,7 +347,7 @@ impl Dispatch {
             subject,
         };
         let cancelled = measured(&*action, "Cancel", action.cancel(call)).await;
-        cancelled.map_err(|e| status::call_failed(kind, &e))
+        cancelled.map_err(|e| grpc_status::call_failed(kind, &e))
     }
 
     /// AreAdditionalItemsReady (restore v2).
@@ -372,7 +372,7 @@ impl Dispatch {
             action.items_ready(call),
         )
         .await;
-        ready.map_err(|e| status::call_failed(kind, &e))
+        ready.map_err(|e| grpc_status::call_failed(kind, &e))
     }
 
     /// The AppliesTo answer for the action `name` of `kind`: its selector, always set.
@@ -423,7 +423,7 @@ impl Dispatch {
     {
         self.mirrored_call(kind, action, velero_call, call)
             .await
-            .map_err(|e| status::call_failed(kind, &e))
+            .map_err(|e| grpc_status::call_failed(kind, &e))
     }
 
     /// [`Self::mirrored`] with the call's own error, for a slot to name the action in it.
@@ -498,9 +498,9 @@ pub(super) async fn measured<T>(
 pub fn item(field: &str, bytes: Vec<u8>) -> Result<Item, Status> {
     let text = object(field, bytes)?;
     let id = ItemRef::parse(&text)
-        .map_err(|e| status::bad_request(field, format!("not valid JSON: {}", e.0)))?;
+        .map_err(|e| grpc_status::bad_request(field, format!("not valid JSON: {}", e.0)))?;
     if id.kind.is_empty() {
-        return Err(status::bad_request(
+        return Err(grpc_status::bad_request(
             field,
             format!("Object 'Kind' is missing in '{}'", excerpt(&text)),
         ));
@@ -512,21 +512,21 @@ pub fn item(field: &str, bytes: Vec<u8>) -> Result<Item, Status> {
 pub fn document(field: &str, bytes: Vec<u8>) -> Result<String, Status> {
     let text = object(field, bytes)?;
     serde_json::from_str::<serde::de::IgnoredAny>(&text)
-        .map_err(|e| status::bad_request(field, format!("not valid JSON: {e}")))?;
+        .map_err(|e| grpc_status::bad_request(field, format!("not valid JSON: {e}")))?;
     Ok(text)
 }
 
 fn object(field: &str, bytes: Vec<u8>) -> Result<String, Status> {
     if bytes.is_empty() {
-        return Err(status::bad_request(
+        return Err(grpc_status::bad_request(
             field,
             "is empty (unexpected end of JSON input)",
         ));
     }
     let text = String::from_utf8(bytes)
-        .map_err(|e| status::bad_request(field, format!("not UTF-8 text: {e}")))?;
+        .map_err(|e| grpc_status::bad_request(field, format!("not UTF-8 text: {e}")))?;
     if !text.trim_start().starts_with('{') {
-        return Err(status::bad_request(
+        return Err(grpc_status::bad_request(
             field,
             format!("must be a JSON object, got '{}'", excerpt(&text)),
         ));

@@ -21,18 +21,18 @@ pub(crate) mod controller;
 pub mod convert;
 pub(crate) mod delete;
 pub mod dispatch;
+pub mod gate;
+pub(crate) mod grpc_status;
 pub mod handshake;
 pub(crate) mod item_block;
 pub mod kept_listing;
 pub mod lister;
-pub mod loading;
 pub(crate) mod log_format;
 pub mod proto;
 pub(crate) mod restore_v1;
 pub(crate) mod restore_v2;
 pub mod served;
-pub(crate) mod slot;
-pub(crate) mod status;
+pub(crate) mod slot_calls;
 pub(crate) mod stdio;
 pub mod upload;
 
@@ -183,7 +183,7 @@ async fn serve(args: PluginArgs, parent: u32, config: Config) -> anyhow::Result<
         kinds,
         listing,
     };
-    let (loaded, gate) = loading::signal();
+    let (loaded, gate) = gate::signal();
     let router = router(dispatch.clone(), lister, shutdown.clone(), gate).await;
     let incoming = accept::incoming(listener);
     let stop = Arc::new(Notify::new());
@@ -609,10 +609,10 @@ async fn push_version_floor(cluster: &LazyCluster, namespace: &str, floor: &Vers
 }
 
 /// Writes the modules in service and what each slot serves to the status directory for
-/// `velero-wasm status`, and points the shadows' figures there (see [`crate::shadow::status`]); a
+/// `velero-wasm status`, and points the shadows' figures there (see [`crate::shadow::status_files`]); a
 /// directory that cannot be used is a warning.
 fn write_status(state: &Path, runtime: &Runtime, dispatch: &Dispatch) {
-    use crate::shadow::status;
+    use crate::shadow::status_files;
     let slots = crate::action::slot::Family::ALL
         .into_iter()
         .map(|family| {
@@ -626,8 +626,8 @@ fn write_status(state: &Path, runtime: &Runtime, dispatch: &Dispatch) {
         })
         .filter(|(_, names)| !names.is_empty())
         .collect();
-    let written = match status::dir(state) {
-        Ok(dir) => status::write_modules(&dir, &runtime.catalog(), slots)
+    let written = match status_files::dir(state) {
+        Ok(dir) => status_files::write_modules(&dir, &runtime.catalog(), slots)
             .map_err(|e| format!("{}: {e}", dir.display())),
         Err(e) => Err(e.to_string()),
     };
@@ -759,7 +759,7 @@ pub async fn router(
     loaded: tokio::sync::watch::Receiver<bool>,
 ) -> tonic::transport::server::Router<
     tower::layer::util::Stack<
-        loading::GateLayer,
+        gate::GateLayer,
         tower::layer::util::Stack<
             answer::AnswersLayer,
             tower::layer::util::Stack<upload::WholeMessagesLayer, tower::layer::util::Identity>,
@@ -777,7 +777,7 @@ pub async fn router(
         .http2_max_local_error_reset_streams(Some(1024))
         .layer(upload::WholeMessagesLayer)
         .layer(answer::AnswersLayer)
-        .layer(loading::GateLayer::new(loaded))
+        .layer(gate::GateLayer::new(loaded))
         .add_routes(services(dispatch, lister, shutdown).await)
 }
 

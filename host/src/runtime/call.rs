@@ -95,7 +95,7 @@ impl Caller {
             cpu: None,
         };
         let (result, id) = self
-            .run_in_store(pre, input, |plugin, store| {
+            .run_in_slot(pre, input, |plugin, store| {
                 Box::pin(async move {
                     plugin
                         .velero_wasm_plugin_actions()
@@ -151,7 +151,7 @@ impl Caller {
             let problem = InstantiateError::NoActions;
             return Err(CallError::fault(&input.id, Fault::Instantiate(problem)));
         };
-        match self.run_in_store(pre, input, call).await {
+        match self.run_in_slot(pre, input, call).await {
             (Ok(r), id) => Ok((r, id)),
             (Err(fault), id) => Err(CallError::fault(&id, fault)),
         }
@@ -159,7 +159,7 @@ impl Caller {
 
     /// Runs one call once a slot is free: a call waits for a slot at most its own deadline, then runs
     /// under its full deadline.
-    async fn run_in_store<R: Send + 'static>(
+    async fn run_in_slot<R: Send + 'static>(
         &self,
         pre: &crate::bindings::PluginPre<CallState>,
         input: CallInput,

@@ -24,7 +24,7 @@
 //! are not mirrored: they concern an operation the shadow never started.
 
 mod book;
-pub mod status;
+pub mod status_files;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
@@ -394,7 +394,7 @@ impl Shadows {
         })
     }
 
-    /// Writes what the shadows did to `file` from now on (`status::Status`).
+    /// Writes what the shadows did to `file` from now on (`status_files::Status`).
     pub(crate) fn write_status_to(&self, file: PathBuf) {
         let _ = self.status_file.set(file);
     }
@@ -582,7 +582,7 @@ impl Shadows {
         if tallies.is_empty() {
             return;
         }
-        if let Err(e) = status::write_shadows(file, &tallies) {
+        if let Err(e) = status_files::write_shadows(file, &tallies) {
             tracing::info!("cannot write the shadow status to {}: {e}", file.display());
         }
     }

@@ -7,7 +7,7 @@
 use base64::Engine as _;
 use serde_json::Value;
 
-use super::registry::Credentials;
+use super::registry_client::Credentials;
 
 /// The credentials a docker config holds for `registry` (`host[:port]`), if any. Keys are matched
 /// without scheme or path (`https://r.io/v1/` is `r.io`); Docker Hub's names stand for each other.

@@ -5,7 +5,7 @@
 use super::credentials::CredentialsError;
 use super::layout::LayoutError;
 use super::reference::{Reference, ReferenceError};
-use super::registry::RegistryError;
+use super::registry_client::RegistryError;
 use super::variables::{REGISTRIES_ENV, TAGS_ENV};
 
 /// Why a pull (or keeping a blob) failed.

@@ -23,7 +23,7 @@ pub mod credentials;
 pub(crate) mod error;
 pub mod layout;
 pub mod reference;
-pub(crate) mod registry;
+pub(crate) mod registry_client;
 mod variables;
 
 use std::path::{Path, PathBuf};
@@ -35,7 +35,7 @@ pub(crate) use credentials::CredentialsError;
 pub(crate) use error::OciError;
 pub use reference::Reference;
 pub(crate) use reference::ReferenceError;
-pub(crate) use registry::{Credentials, Registry, RegistryError};
+pub(crate) use registry_client::{Credentials, Registry, RegistryError};
 pub(crate) use variables::{PLAIN_HTTP_ENV, PULL_SECRETS_ENV, REGISTRIES_ENV, TAGS_ENV};
 
 /// How long one exchange with a registry may take.

@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 use super::build_freshness::StaleArgs;
 use super::failure::{Failure, EXIT_FAILED, EXIT_OK};
 use super::module_args::read_trusted_keys;
-use super::signing::{Signable, Signer, SigningArgs};
+use super::sign_flags::{Signable, Signer, SigningArgs};
 use super::{output_file, pack_guard, velero_namespace};
 use crate::modules::compression::{self, COMPRESSED_EXTENSION};
 use crate::modules::signature::{self, PrivateKey};

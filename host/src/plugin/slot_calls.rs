@@ -15,8 +15,8 @@ use tonic::Status;
 use tracing::Instrument;
 
 use super::dispatch::{Dispatch, Item};
+use super::grpc_status;
 use super::served::ServedAction;
-use super::status;
 use crate::action::slot::Family;
 use crate::action::{
     ActionKind, AppliesTo, BackupOutcome, BackupRequest, ItemRef, OperationProgress, ResourceId,
@@ -77,14 +77,14 @@ fn served_span(action: &dyn ServedAction) -> tracing::Span {
 /// message is prefixed with its name (the others name their module and action already).
 fn failed(kind: ActionKind, slot: &str, action: &dyn ServedAction, error: &CallError) -> Status {
     match error {
-        CallError::Action(message) => status::call_failed(
+        CallError::Action(message) => grpc_status::call_failed(
             kind,
             &CallError::Action(format!(
                 "action {} (served through {slot}): {message}",
                 action.info().name
             )),
         ),
-        other => status::call_failed(kind, other),
+        other => grpc_status::call_failed(kind, other),
     }
 }
 
@@ -119,7 +119,7 @@ fn skips_backup(item: &str) -> bool {
 /// The identity of an item a served action returned (checked by the runtime as an object with a kind).
 fn identity(text: &str) -> Result<ItemRef, Status> {
     ItemRef::parse(text)
-        .map_err(|e| status::bad_request("item", format!("not valid JSON: {}", e.0)))
+        .map_err(|e| grpc_status::bad_request("item", format!("not valid JSON: {}", e.0)))
 }
 
 /// One operation id for the operations the served actions started: each action's name with its own
@@ -137,11 +137,11 @@ fn decompose(slot: &str, id: &str) -> Result<Vec<(String, String)>, Status> {
         .ok()
         .filter(|ops| !ops.is_empty())
         .ok_or_else(|| {
-            status::bad_request(
+            grpc_status::bad_request(
                 "operationID",
                 format!(
                     "{} is not an operation {slot} started (it names each action with its own id: [[\"example.io/action\",\"id\"]])",
-                    status::quoted(id)
+                    grpc_status::quoted(id)
                 ),
             )
         })
@@ -191,7 +191,11 @@ impl Dispatch {
             );
             if let Some(id) = answer.operation_id {
                 if kind == ActionKind::Backup {
-                    return Err(status::untracked_operation(kind, &action.info().name, &id));
+                    return Err(grpc_status::untracked_operation(
+                        kind,
+                        &action.info().name,
+                        &id,
+                    ));
                 }
                 operations.push((action.info().name.clone(), id));
             }
@@ -256,7 +260,11 @@ impl Dispatch {
             }
             if let Some(id) = answer.operation_id {
                 if kind == ActionKind::Restore {
-                    return Err(status::untracked_operation(kind, &action.info().name, &id));
+                    return Err(grpc_status::untracked_operation(
+                        kind,
+                        &action.info().name,
+                        &id,
+                    ));
                 }
                 operations.push((action.info().name.clone(), id));
             }
@@ -423,7 +431,7 @@ impl Dispatch {
     ) -> Result<Box<dyn ServedAction>, Status> {
         match self.actions().action(name) {
             Some(action) if kind.can_serve(action.info().kind) => Ok(action),
-            _ => Err(status::retired_operation(&format!(
+            _ => Err(grpc_status::retired_operation(&format!(
                 "{name} (an operation started through {slot})"
             ))),
         }
