@@ -1,7 +1,8 @@
 //! `velero-wasm rbac`: the Kubernetes RBAC that the loaded modules' grants need, and nothing more, for
 //! Velero's service account: a ClusterRole for what a grant allows in any namespace (`*`, `@item`,
 //! a glob, or cluster scope), a Role per namespace a grant names (`@velero` is Velero's), and their
-//! bindings, plus the host's own needs in Velero's namespace (listing module ConfigMaps, and
+//! bindings, plus the host's own needs in Velero's namespace (listing module ConfigMaps and reading
+//! them by name, and
 //! writing on each what became of it: `create` on events, `patch` on configmaps). RBAC is the outer fence; a module's grant limits each call further. A comment above
 //! each Role names the modules that need it; `--omit-namespace` leaves out the Role of a namespace
 //! the cluster does not have (such as `hypershift` where HyperShift is not installed). The OCI pull
@@ -267,15 +268,17 @@ fn gather(args: &RbacArgs) -> Result<(Scopes, NeededBy, Vec<String>), Failure> {
         }
     }
     // The host's own: in a pod, each plugin process lists the module ConfigMaps of Velero's
-    // namespace (docs/modules.md), and writes on each what became of it: an Event, and its status
-    // annotation (a patch, server-side apply).
+    // namespace (docs/modules.md), reads those of its last list by name when a list fails but the
+    // API server answers (a `get` each: without it, every module ConfigMap would be refused then),
+    // and writes on each what became of it: an Event, and its status annotation (a patch,
+    // server-side apply).
     let velero = scopes
         .entry(Some(args.velero_namespace.clone()))
         .or_default();
     velero
         .entry((String::new(), "configmaps".to_string()))
         .or_default()
-        .extend(["list", "patch"]);
+        .extend(["get", "list", "patch"]);
     velero
         .entry((String::new(), "events".to_string()))
         .or_default()
