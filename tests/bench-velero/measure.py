@@ -11,6 +11,9 @@
       audit log (FILE) received from Velero's server and from velero-wasm while it ran, and the
       plugin processes (children of the Velero server whose executable is the plugin PATH) started
       meanwhile, with their peak RSS (VmHWM) and CPU seconds, sampled every 20 ms.
+      Should the Velero server die meanwhile (Velero v1.18.3 can: "concurrent map writes" with
+      several item-block workers), the CLI would wait for ever: it is stopped, the server's
+      orphaned plugin processes too, the line says phase VeleroServerDied, and the exit status is 3.
 
   measure.py summary FILE
       Reads those JSON lines and prints, per row, latency, workers and scope, one line of medians
@@ -59,9 +62,10 @@ class Sampler(threading.Thread):
         self.stop = threading.Event()
         self.before = set(self.children())
         self.seen = {}  # pid -> {"hwm_kib": int, "cpu_ticks": int}
+        self.children_ever = set()  # every child of the server seen, plugin or not
         self.ticks = os.sysconf("SC_CLK_TCK")
 
-    def children(self):
+    def children(self, plugins_only=True):
         found = []
         try:
             tasks = os.listdir(f"/proc/{self.velero_pid}/task")
@@ -73,7 +77,8 @@ class Sampler(threading.Thread):
                     found.extend(int(p) for p in f.read().split())
             except OSError:
                 pass
-        return [p for p in found if self.is_plugin(p)]
+        self.children_ever.update(found)
+        return [p for p in found if self.is_plugin(p)] if plugins_only else found
 
     def is_plugin(self, pid):
         try:
@@ -109,6 +114,15 @@ class Sampler(threading.Thread):
             "plugin_peak_rss_mib": round(max((e["hwm_kib"] for e in self.seen.values()), default=0) / 1024, 1),
             "plugin_cpu_s": round(sum(e["cpu_ticks"] for e in self.seen.values()) / self.ticks, 2),
         }
+
+
+def alive(pid):
+    """Whether the process runs (a zombie, dead but not yet waited for, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def parse_time(text):
@@ -179,12 +193,37 @@ def backup(args):
     sampler = Sampler(args.velero_pid, args.plugin)
     sampler.start()
     t0 = time.time()
+    died = False
     with open(args.log, "ab") as log:
-        created = subprocess.run(
+        created = subprocess.Popen(
             [args.cli, "--namespace", "velero", "backup", "create", args.name,
              "--include-namespaces", args.namespaces, "--snapshot-volumes=false", "--wait"],
             stdout=log, stderr=log)
+        while created.poll() is None:
+            if not alive(args.velero_pid):
+                died = True
+                created.terminate()
+                created.wait()
+                break
+            time.sleep(0.1)
     t1 = time.time()
+    if died:
+        sampler.stop.set()
+        sampler.join()
+        orphans = []
+        for pid in sorted(sampler.children_ever):
+            try:
+                os.kill(pid, 15)
+                orphans.append(pid)
+            except OSError:
+                pass
+        print(json.dumps({"row": args.row, "latency_ms": args.latency, "workers": args.workers,
+                          "scope": args.scope, "name": args.name, "phase": "VeleroServerDied",
+                          "errors": 0, "warnings": 0, "wall_client_s": round(t1 - t0, 3),
+                          "orphans_stopped": orphans}), flush=True)
+        print(f"bench-velero: the Velero server (pid {args.velero_pid}) died during backup {args.name}; "
+              f"stopped its plugin processes {orphans}", file=sys.stderr)
+        return 3
     # The plugin processes end once Velero has the backup's results: let the sampler see them end.
     deadline = time.time() + 5
     while time.time() < deadline and any(os.path.exists(f"/proc/{p}") for p in sampler.seen):
@@ -250,7 +289,9 @@ def summary(args):
         for line in f:
             line = line.strip()
             if line.startswith("{"):
-                runs.append(json.loads(line))
+                run = json.loads(line)
+                if "row" in run and "scope" in run:
+                    runs.append(run)
     groups = {}
     for r in runs:
         groups.setdefault((r["scope"], r["latency_ms"], r["row"], r["workers"]), []).append(r)
@@ -261,14 +302,17 @@ def summary(args):
         group = groups[key]
         fields = []
         cells = []
+        # Figures from the backups that completed; a run whose server died counts only in result=.
+        done = [g for g in group if g["phase"] == "Completed"] or group
         for column, title, fmt in COLUMNS:
-            med, rng = spread([g.get(column) for g in group], fmt)
+            med, rng = spread([g.get(column) for g in done], fmt)
             fields.append(f"{column}={med.replace(' ', '')}[{rng.replace(' ', '')}]")
             cells.append(med if med == rng else f"{med} ({rng})")
         phases = ",".join(sorted({f"{g['phase']}/{g['errors']}e/{g['warnings']}w" for g in group}))
         print(f"bench-velero: row=\"{row}\" latency={latency}ms workers={workers} scope={scope} runs={len(group)} "
               f"{' '.join(fields)} result={phases}")
-        table.append(f"| {scope} | {latency} ms | {row} | {workers} | " + " | ".join(cells) + f" | {len(group)} |")
+        runs_cell = str(len(group)) if len(done) == len(group) or done is group else f"{len(done)} of {len(group)}"
+        table.append(f"| {scope} | {latency} ms | {row} | {workers} | " + " | ".join(cells) + f" | {runs_cell} |")
     print()
     print("| backup | latency | configuration | workers | " + " | ".join(t for _, t, _ in COLUMNS) + " | runs |")
     print("|---|---|---|---|" + "---|" * len(COLUMNS) + "---|")

@@ -148,8 +148,8 @@ set_latency() {
 # What a request through the proxy takes now: the median of 20 GETs of /readyz on one connection.
 check_latency() {
   local pki=$run/kube/pki urls=() i
-  for ((i = 0; i < 21; i++)); do urls+=("$proxy_url/readyz"); done
-  curl -s -o /dev/null --cacert "$pki/ca.crt" --cert "$pki/admin.crt" --key "$pki/admin.key" \
+  for ((i = 0; i < 21; i++)); do urls+=(-o /dev/null "$proxy_url/readyz"); done
+  curl -s --cacert "$pki/ca.crt" --cert "$pki/admin.crt" --key "$pki/admin.key" \
     -w '%{time_total}\n' "${urls[@]}" | tail -n +2 | sort -n | awk '{t[NR] = $1} END {printf "%.1f", t[int((NR + 1) / 2)] * 1000}'
 }
 
@@ -201,16 +201,27 @@ configure() {
 }
 
 backups=0
+server_deaths=0
 measure() {
   local row=$1 workers=$2 latency=$3 scope=$4 namespaces=$5 i
   for ((i = 1; i <= RUNS; i++)); do
     backups=$((backups + 1))
     local name=bench-$backups-$row-w$workers-l$latency-$scope
     sleep 2
+    local status=0
     python3 tests/bench-velero/measure.py backup --row "$(row_name "$row")" --latency "$latency" \
       --workers "$workers" --scope "$scope" --name "${name,,}" --namespaces "$namespaces" \
       --cli "$bench/bin/velero-cli" --velero-pid "$velero_pid" --plugin "$run/plugins/velero-wasm" \
-      --audit "$run/kube/audit.log" --log "$run/backups.log" | tee -a "$run/results.jsonl"
+      --audit "$run/kube/audit.log" --log "$run/backups.log" >"$run/last.json" || status=$?
+    cat "$run/last.json"
+    cat "$run/last.json" >>"$run/results.jsonl"
+    case $status in
+    0) ;;
+    3) # The server died (measure.py said why and stopped its plugins): a new one for the next run.
+      server_deaths=$((server_deaths + 1))
+      start_velero ;;
+    *) fail "measuring backup ${name,,} failed (exit $status)" ;;
+    esac
   done
 }
 
@@ -260,6 +271,7 @@ main() {
   done
   echo
   echo "$tool: $VMS VMs in $NAMESPACES namespaces (and 1 VM alone), $RUNS runs a row; velero-wasm $profile build of $(git log -1 --format=%h)"
+  [ "$server_deaths" = 0 ] || echo "$tool: the Velero server died $server_deaths times during a backup (result=VeleroServerDied; its stack in $run/velero-server.log)"
   machine
   python3 tests/bench-velero/measure.py summary "$run/results.jsonl"
 }
