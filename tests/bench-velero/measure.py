@@ -60,9 +60,9 @@ class Sampler(threading.Thread):
         self.velero_pid = velero_pid
         self.plugin = os.path.realpath(plugin)
         self.stop = threading.Event()
+        self.children_ever = set()  # every child of the server seen, plugin or not
         self.before = set(self.children())
         self.seen = {}  # pid -> {"hwm_kib": int, "cpu_ticks": int}
-        self.children_ever = set()  # every child of the server seen, plugin or not
         self.ticks = os.sysconf("SC_CLK_TCK")
 
     def children(self, plugins_only=True):
