@@ -278,7 +278,7 @@ def spread(values, fmt):
     if not values:
         return "n/a", "n/a"
     med = fmt.format(statistics.median(values))
-    if len(values) == 1:
+    if min(values) == max(values):
         return med, med
     return med, f"{fmt.format(min(values))}–{fmt.format(max(values))}"
 
