@@ -7,7 +7,7 @@ MUSL := $(shell uname -m)-unknown-linux-musl
 TEST_BUILD := $(CARGO) test --workspace --target $(MUSL) --no-run
 FIXTURES := tests/fixtures
 
-.PHONY: help deps build test lint run bench velero static memory image python javascript e2e fuzz clean
+.PHONY: help deps build test lint run bench bench-velero velero static memory image python javascript e2e fuzz clean
 
 help: ## List the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -61,6 +61,11 @@ e2e: ## A backup and a restore in real Velero 1.18.3 (server, AWS plugin, moto's
 	@.ci/deps e2e
 	$(TEST_BUILD)
 	tests/e2e/run.sh
+
+bench-velero: ## Real Velero 1.18.3 backing up VMS generated VMs (default 100) and one VM, through toxiproxy at 0 and 2 ms: Velero alone, velero-wasm stock, kubevirt upstream mode, read views off, 1 and 4 item-block workers, RUNS a row (default 3); a line a row, then a table (release build; docs/benchmarks.md; not part of test or CI)
+	@.ci/deps e2e
+	$(CARGO) build --release --target $(MUSL) -p velero-wasm --bin velero-wasm
+	BINARY=target/$(MUSL)/release/velero-wasm tests/bench-velero/run.sh
 
 # Every fuzz target (fuzz/fuzz_targets/), each run for FUZZ_SECONDS; see fuzz/README.md.
 FUZZ_SECONDS ?= 600

@@ -20,6 +20,7 @@
 #                         a second of that process ending, so a killed test leaves no orphan behind
 #     KUBE_REMOVE_DIR=1   with KUBE_WATCH_PID: the watchdog also removes DIR after stopping them
 #     KUBE_READY_TIMEOUT  seconds to wait for /readyz (default 120)
+#     KUBE_APISERVER_ARGS more kube-apiserver flags, split at spaces (an audit policy and log, say)
 #
 # Authentication: client certificates signed by pki/ca.crt (the admin) and service-account tokens
 # (signed with pki/sa.key, issuer https://kubernetes.default.svc.cluster.local; ask the TokenRequest
@@ -34,6 +35,7 @@ dir=$(cd "$1" && pwd)
 apiserver=${KUBE_APISERVER:-$root/target/kube/bin/kube-apiserver}
 etcd=${ETCD:-$(command -v etcd || true)}
 timeout=${KUBE_READY_TIMEOUT:-120}
+read -r -a extra_args <<<"${KUBE_APISERVER_ARGS:-}"
 say() { echo "kube start: $*" >&2; }
 
 [ -x "$apiserver" ] || { say "no kube-apiserver at $apiserver: run tests/kube/build.sh first"; exit 1; }
@@ -131,6 +133,7 @@ say "kube-apiserver $("$apiserver" --version 2>/dev/null | awk '{print $2}') on 
   --cert-dir "$pki" \
   --endpoint-reconciler-type none \
   --profiling=false \
+  ${extra_args[@]+"${extra_args[@]}"} \
   </dev/null >"$dir/kube-apiserver.log" 2>&1 &
 apiserver_pid=$!
 started+=("$apiserver_pid")
