@@ -399,7 +399,7 @@ mod tests {
                 "536870912\n",
             ),
         ]);
-        assert_eq!(cgroup_limit_of(v1, &v1_files), Some(512 << 20));
+        assert_eq!(cgroup_limit_of(v1, v1_files), Some(512 << 20));
         // cgroup v2, a pod's container under a pod-level limit that is lower.
         let v2 = "0::/kubepods/pod1/ctr\n";
         let v2_files = files(&[
@@ -407,13 +407,13 @@ mod tests {
             ("/sys/fs/cgroup/kubepods/pod1/memory.max", "1073741824\n"),
             ("/sys/fs/cgroup/kubepods/memory.max", "max\n"),
         ]);
-        assert_eq!(cgroup_limit_of(v2, &v2_files), Some(1 << 30));
+        assert_eq!(cgroup_limit_of(v2, v2_files), Some(1 << 30));
         // In a cgroup namespace the process's cgroup is the mount's root.
         let namespaced = files(&[("/sys/fs/cgroup/memory.max", "536870912\n")]);
-        assert_eq!(cgroup_limit_of("0::/\n", &namespaced), Some(512 << 20));
+        assert_eq!(cgroup_limit_of("0::/\n", namespaced), Some(512 << 20));
         // Nothing readable, or no limit anywhere: none.
-        assert_eq!(cgroup_limit_of(v2, &files(&[])), None);
-        assert_eq!(cgroup_limit_of("", &v1_files), None);
+        assert_eq!(cgroup_limit_of(v2, files(&[])), None);
+        assert_eq!(cgroup_limit_of("", v1_files), None);
     }
 
     fn leaked(limit: u64) -> &'static MemoryBudget {
