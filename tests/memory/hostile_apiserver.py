@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """A hostile Kubernetes API server for `make memory` (tests/memory/run.sh): answers discovery for the core group
 and kubevirt.io/v1, then answers everything else (or discovery itself) with a body that never ends; in mode
-`big-gets`, every other GET with a ConfigMap of 15 MiB (under the host's 16 MiB cap of one answer)."""
+`big-gets`, every other GET with a ConfigMap of 15 MiB (under the host's 16 MiB cap of one answer), and a list
+of ConfigMaps with a list of one, `big-0` (what a read view lists)."""
 import http.server, json, sys, socketserver
 
 MODE = sys.argv[1]          # get | error | discovery | big-gets
 PORT = int(sys.argv[2])
 CHUNK = b"x" * 65536
+BIG = "x" * (15 << 20)
 
 CORE = {"kind": "APIResourceList", "groupVersion": "v1", "resources": [
     {"name": "pods", "singularName": "pod", "namespaced": True, "kind": "Pod", "verbs": ["get", "list"]},
@@ -54,14 +56,20 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self.answer({"kind": "APIVersions", "versions": ["v1"]})
         if path == "/apis":
             return self.answer({"kind": "APIGroupList", "groups": []})
+        if MODE == "big-gets" and path.endswith("/configmaps"):
+            return self.answer({"apiVersion": "v1", "kind": "ConfigMapList", "metadata": {},
+                                "items": [{"metadata": {"name": "big-0", "namespace": path.split("/")[-2]},
+                                           "data": {"big": BIG}}]})
         if MODE == "big-gets":
             name = path.rsplit("/", 1)[-1]
             return self.answer({"apiVersion": "v1", "kind": "ConfigMap",
                                 "metadata": {"name": name, "namespace": "velero"},
-                                "data": {"big": "x" * (15 << 20)}})
+                                "data": {"big": BIG}})
         return self.endless(500 if MODE == "error" else 200)
 
 class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
     daemon_threads = True
+    def handle_error(self, request, client_address):
+        pass  # a client that hung up (a call the host stopped): not the attack's concern
 
 Server(("127.0.0.1", PORT), Handler).serve_forever()

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# `make memory`: the host against an API server whose answers never end, inside a 1 GiB memory
-# cgroup (v1 or v2; needs root), one row per attack: exit status, peak memory of the cgroup, time,
-# and the last line the command printed. Every answer the host reads is bounded (docs/modules.md §2),
+# `make memory`: the host against an API server whose answers never end, inside a 512 MiB memory
+# cgroup (v1 or v2; needs root; the limit `velero install` gives Velero's container, which the plugin
+# shares with Velero's server), one row per attack: exit status, peak memory of the cgroup, time, and
+# the last line the command printed. Every answer the host reads is bounded (docs/modules.md §2),
 # so each row must end with a clear error well under the limit, never an OOM kill (exit 137).
 #
 #   get        a granted GET answered with an endless 200 body (kubevirt's VM backup, `run`)
@@ -19,6 +20,16 @@
 #              `diff` of a 14 MB archive whose one tar entry (GNU long name L, long link K, PAX x) holds
 #              3 GiB of `a`: refused by the extension-header bound, with its message, before anything is
 #              read into memory (a tar reader that takes the header's word holds all 3 GiB)
+#   concurrent-gets
+#              Velero's own plugin client (tests/velero's driver, `-only concurrent-gets`) sends 64
+#              Executes at once through one plugin process, each of kube-probe's kube-get: one `get`
+#              answered with a 15 MiB ConfigMap, for a module of 64 MiB (issue 55: killed in 1 GiB in
+#              3–6 s). The process's budget charges what each answer holds until the guest has it, so
+#              calls past it fail alone with its message, the others read 15 MiB (the driver checks both);
+#              read views off (each get goes to the API server)
+#   concurrent-gets-views
+#              the same with read views on: the first get lists the namespace (one ConfigMap of 15 MiB)
+#              into the backup's view, which answers the 64 gets
 #   shadow     Velero's own plugin client (tests/velero's driver, `-only big-shadow`) backs up four
 #              items through misbehave while its shadow answers each with a 60 MB item of [0,0,…]
 #              (within the 64 MiB output limit): compared by hash past the parsed-size bound, each
@@ -27,7 +38,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 BINARY=${BINARY:-$PWD/target/$(uname -m)-unknown-linux-musl/debug/velero-wasm}
 FIX=$PWD/tests/fixtures/kubevirt
-LIMIT=$((1 << 30))
+LIMIT=$((512 << 20))
 [ -x "$BINARY" ] || { echo "memory: no binary at $BINARY (make velero builds it)"; exit 2; }
 
 if [ -d /sys/fs/cgroup/memory ]; then
@@ -47,12 +58,13 @@ trap 'kill $server 2>/dev/null || true; rmdir "$CG" 2>/dev/null || true; rm -rf 
 server=
 port=$((20000 + RANDOM % 20000))
 
-# The shadow row's driver: Velero's plugin client, built with Go (tests/velero/build.sh).
+# The driver of the concurrent-gets and shadow rows: Velero's plugin client, built with Go
+# (tests/velero/build.sh).
 tests/velero/build.sh >&2
 DRIVER=$PWD/target/velero/velero-driver
 COMPONENTS=$PWD/target/wasm/wasm32-wasip2/component
 
-echo "machine: $(nproc) cores, $(uname -m); binary: $BINARY; cgroup limit 1 GiB"
+echo "machine: $(nproc) cores, $(uname -m); binary: $BINARY; cgroup limit $((LIMIT >> 20)) MiB"
 printf '| attack | exit | peak memory | time | last line |\n|---|---|---|---|---|\n'
 PROBE=${PROBE:-$PWD/target/wasm/wasm32-wasip2/component/kube_probe.wasm}
 [ -f "$PROBE" ] || { echo "memory: no kube-probe component at $PROBE (make velero builds it)"; exit 2; }
@@ -136,8 +148,9 @@ row() {
   [ "$status" -ne 137 ] || { echo "memory: $mode: the host was killed at the memory limit"; exit 1; }
 }
 
-for mode in get error discovery read-all diff; do
-  python3 tests/memory/hostile_apiserver.py "$([ "$mode" = read-all ] && echo big-gets || echo "$mode")" "$port" & server=$!
+for mode in get error discovery read-all concurrent-gets concurrent-gets-views diff; do
+  case $mode in read-all | concurrent-gets*) serves=big-gets ;; *) serves=$mode ;; esac
+  python3 tests/memory/hostile_apiserver.py "$serves" "$port" & server=$!
   for _ in $(seq 50); do (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.1; done
   cat > "$work/kubeconfig" <<K
 apiVersion: v1
@@ -152,6 +165,9 @@ K
     cmd="VELERO_WASM_CONFIGMAPS=on VELERO_WASM_STATE_DIR=$work/state VELERO_NAMESPACE= $BINARY actions"
   elif [ "$mode" = read-all ]; then
     cmd="$BINARY run --modules $work/probe --stock none --action test.velero-wasm.io/kube-read-all --item $work/item.json --backup $FIX/velero/backup-nightly.json"
+  elif [ "${mode%-views}" = concurrent-gets ]; then
+    # The driver's checks, on stdout, go to stderr: the row's last line is its `N passed, N failed`.
+    cmd="$DRIVER -binary $BINARY -components $COMPONENTS -work $work/velero -only $mode -gets-kubeconfig $work/kubeconfig 1>&2"
   elif [ "$mode" = diff ]; then
     cmd="$BINARY diff $work/zeros.tar.gz --new stock"
   else
@@ -159,6 +175,11 @@ K
   fi
   row "$mode" "$cmd"
   kill $server; wait $server 2>/dev/null || true
+  if [ "${mode%-views}" = concurrent-gets ] && [ "$status" -ne 0 ]; then
+    printf '%s\n' "$out" | grep '^FAIL' >&2 || true
+    echo "memory: $mode: the driver's checks failed"
+    exit 1
+  fi
 done
 
 row dense "TMPDIR=$work/diff-tmp $BINARY diff $work/dense.tar.gz --new stock"

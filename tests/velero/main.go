@@ -11,7 +11,9 @@
 //
 // Usage: velero -binary target/.../velero-wasm -components target/wasm/wasm32-wasip2/component -work DIR
 // [-only backup,restore,...] [-command PATH]
-// (-only big-shadow runs the one opt-in scenario, a shadow answering 60 MB items: `make memory`)
+// (-only big-shadow, concurrent-gets and concurrent-gets-views run the opt-in scenarios of `make
+// memory`: a shadow answering 60 MB items; 64 concurrent calls of one 15 MiB get each, against the API
+// server -gets-kubeconfig names, read views off or on)
 // It prints one line per check, then `N passed, N failed` alone on the last line, and exits 1 if any
 // check failed.
 package main
@@ -69,6 +71,8 @@ type env struct {
 	// command is the path the plugin reports in ListPlugins (its argv[0]): the copy in the plugin
 	// directory, unless a launcher runs it elsewhere (tests/static/run.sh, in an empty root).
 	command string
+	// kubeconfig names the API server of concurrent-gets (-gets-kubeconfig); the other scenarios reach none.
+	kubeconfig string
 }
 
 func main() {
@@ -81,6 +85,7 @@ func main() {
 	work := flag.String("work", "target/velero/work", "scratch directory (emptied first)")
 	command := flag.String("command", "", "the command the plugin reports (default: its copy in the plugin directory)")
 	only := flag.String("only", "", "comma-separated scenarios to run after discovery (default: all)")
+	kubeconfig := flag.String("gets-kubeconfig", "", "the API server concurrent-gets reads from (`make memory`'s hostile server)")
 	flag.Parse()
 
 	c := &checks{out: os.Stdout, scenario: "setup"}
@@ -97,6 +102,7 @@ func main() {
 	if *command != "" {
 		e.command = *command
 	}
+	e.kubeconfig = *kubeconfig
 
 	self, _ := os.Executable()
 	level := logrus.InfoLevel
@@ -127,9 +133,9 @@ func main() {
 	for _, name := range strings.Split(*only, ",") {
 		wanted[name] = name != ""
 	}
-	// Opt-in scenarios run only when -only names them: big-shadow is `make memory`'s, run inside its
-	// memory cgroup.
-	optIn := map[string]bool{"big-shadow": true}
+	// Opt-in scenarios run only when -only names them: big-shadow and concurrent-gets(-views) are
+	// `make memory`'s, run inside its memory cgroup.
+	optIn := map[string]bool{"big-shadow": true, "concurrent-gets": true, "concurrent-gets-views": true}
 	scenario := func(name string, run func()) {
 		if (*only == "" && !optIn[name]) || wanted[name] {
 			c.scenario = name
@@ -144,6 +150,8 @@ func main() {
 	scenario("shadow", func() { shadowed(c, e, registry, level) })
 	scenario("hot-swap", func() { hotSwap(c, e, registry, server, level) })
 	scenario("big-shadow", func() { bigShadow(c, e, registry, level) })
+	scenario("concurrent-gets", func() { concurrentGets(c, e, server, level, false) })
+	scenario("concurrent-gets-views", func() { concurrentGets(c, e, server, level, true) })
 	finish(c)
 }
 

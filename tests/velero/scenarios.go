@@ -1,6 +1,8 @@
 package main
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -452,8 +454,13 @@ func bigShadow(c *checks, e *env, registry process.Registry, level logrus.Level)
 	if !c.noErr(err, "the shadow's ConfigMap") {
 		return
 	}
+	// Within `make memory`'s 512 MiB the shadows' default memory (a quarter of the calls' budget, a
+	// quarter of the cgroup's limit) has no room for misbehave's 256 MiB and drops the shadow: the
+	// admin's way to compare one is to give the shadows more and the calls less (the serving echo
+	// needs little).
 	_, done, ok := servedConfigMaps(c, e, []map[string]any{cm},
-		map[string]string{"VELERO_WASM_SHADOW_TIMEOUT": "30s", "VELERO_WASM_SHADOW_IDLE": "2s"})
+		map[string]string{"VELERO_WASM_SHADOW_TIMEOUT": "30s", "VELERO_WASM_SHADOW_IDLE": "2s",
+			"VELERO_WASM_SHADOW_MEMORY": "320MiB", "VELERO_WASM_MEMORY_BUDGET": "32MiB"})
 	if !ok {
 		return
 	}
@@ -517,4 +524,82 @@ func servedConfigMaps(c *checks, e *env, cms []map[string]any, vars map[string]s
 			os.Unsetenv(k)
 		}
 	}, true
+}
+
+// concurrentGets is `make memory`'s row for issue 55's first crash: 64 Executes at once through one
+// plugin process (as Velero's item-block workers call one backup's actions), each running kube-probe's
+// kube-get, one `get` that the API server of -gets-kubeconfig answers with a 15 MiB ConfigMap (the row's
+// hostile server, mode big-gets), for a module of 64 MiB. The plugin must stay up: each call returns
+// the length it read, or fails alone with the process's memory budget's message; the caller measures
+// the peak of its memory cgroup. With views, each get is answered from the backup's read view (one
+// listing of the namespace, shared), else from the API server.
+func concurrentGets(c *checks, e *env, server logrus.FieldLogger, level logrus.Level, views bool) {
+	const calls = 64
+	if !c.ok(e.kubeconfig != "", "-gets-kubeconfig names the API server to read from") {
+		return
+	}
+	os.Setenv("KUBECONFIG", e.kubeconfig)
+	defer os.Unsetenv("KUBECONFIG")
+	if !views {
+		os.Setenv("VELERO_WASM_READ_VIEWS", "off")
+		defer os.Unsetenv("VELERO_WASM_READ_VIEWS")
+	}
+	wasm, err := os.ReadFile(filepath.Join(e.components, "kube_probe.wasm"))
+	if !c.noErr(err, "the kube-probe component is read") {
+		return
+	}
+	modules := os.Getenv("VELERO_WASM_MODULES")
+	sum := sha256.Sum256(wasm)
+	manifest := "sha256 = \"" + hex.EncodeToString(sum[:]) + "\"\n[limits]\nmemory = \"64MiB\"\ntimeout = \"60s\"\n" +
+		"[[grant.kube]]\nresources = [\"configmaps\"]\nverbs = [\"get\"]\nnamespaces = [\"@item\"]\n"
+	if !c.noErr(firstErr(os.WriteFile(filepath.Join(modules, "kube-probe.wasm"), wasm, 0o644),
+		os.WriteFile(filepath.Join(modules, "kube-probe.toml"), []byte(manifest), 0o644)), "kube-probe is added to the module directory") {
+		return
+	}
+	// Velero lists a plugin's actions when it starts: a new registry sees kube-probe's.
+	registry, err := discover(e.pluginDir, server, level)
+	if !c.noErr(err, "the registry discovers the plugin directory again") {
+		return
+	}
+	b, err := newBackupRun("concurrent-gets", registry, level)
+	if !c.noErr(err, "the backup's logger and plugin manager are set up") {
+		return
+	}
+	defer closeBackup(c, e, b)
+	a, err := b.manager.GetBackupItemActionV2(prefix + "kube-get")
+	if !c.noErr(err, "GetBackupItemActionV2 kube-get") {
+		return
+	}
+	lengths, reports, errs := make([]float64, calls), make([]any, calls), make([]error, calls)
+	var wg sync.WaitGroup
+	for i := range calls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			item, _, _, _, err := a.Execute(configMap(), backup("concurrent-gets"))
+			errs[i] = err
+			if err == nil && item != nil {
+				reports[i] = item.UnstructuredContent()["report"]
+				// An unstructured item holds JSON integers as int64.
+				if m, ok := reports[i].(map[string]any); ok {
+					length, _ := m["length"].(int64)
+					lengths[i] = float64(length)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	read, refused, other := 0, 0, []string{}
+	for i := range calls {
+		switch {
+		case errs[i] == nil && lengths[i] >= 15<<20:
+			read++
+		case errs[i] != nil && strings.Contains(errs[i].Error(), "memory budget of"):
+			refused++
+		default:
+			other = append(other, fmt.Sprintf("call %d: report %v, error %v", i, reports[i], errs[i]))
+		}
+	}
+	c.ok(len(other) == 0, fmt.Sprintf("each of %d concurrent calls read its 15 MiB answer or failed alone with the memory budget's message", calls), other)
+	c.ok(read > 0, fmt.Sprintf("%d calls read their answer, %d were refused by the memory budget", read, refused))
 }

@@ -17,7 +17,7 @@ use super::grants::ModuleCaps;
 use super::http::HttpView;
 use super::kube::KubeView;
 use super::log::{LogState, LogView};
-use super::memory::{MemoryBudget, MemoryCap};
+use super::memory::{AnswerAccount, MemoryBudget, MemoryCap};
 use super::module_settings::ConfigView;
 use super::random::RandomView;
 use super::services::Services;
@@ -41,6 +41,10 @@ pub struct CallState {
     /// The call's memory cap: wasmtime's limiter grows the guest's memories against it, `kube` sizes
     /// its answers by it, and the runtime reads its refusal.
     memory: MemoryCap,
+    /// The account of the answers of the guest's last `kube` or `http` import: what the host holds of
+    /// them stays reserved from the process's budget until the guest has them, that is until its next
+    /// import or the end of the call (when the state is dropped).
+    last_answers: Option<Arc<AnswerAccount>>,
     /// The host's work for the guest: charged by the capabilities that do work, read by the runtime
     /// to stop the call and fail it with the limit it ran into.
     budget: WorkBudget,
@@ -78,6 +82,7 @@ impl CallState {
             caps,
             services,
             memory: MemoryCap::new(limits.memory, MemoryBudget::process()),
+            last_answers: None,
             budget: WorkBudget::new(limits.capability_calls),
             output,
             log: LogState::default(),
@@ -144,6 +149,7 @@ impl CallState {
             budget: &mut self.budget,
             memory_limit: self.memory.limit(),
             memory_budget: self.memory.budget(),
+            last_answers: &mut self.last_answers,
             reads_at_once: self.services.reads_at_once,
         }
     }
@@ -157,6 +163,7 @@ impl CallState {
             budget: &mut self.budget,
             memory_limit: self.memory.limit(),
             memory_budget: self.memory.budget(),
+            last_answers: &mut self.last_answers,
         }
     }
 

@@ -42,7 +42,7 @@ use tower::ServiceExt;
 
 use super::json::Json;
 use super::vocabulary::{ApiResource, KubeAnswer, KubeCall, KubeError, ListOptions, Patch};
-use crate::answer_charge;
+use crate::answer_charge::{self, AnswerBody};
 use crate::backend::Backend;
 use crate::config::Config;
 
@@ -302,6 +302,11 @@ impl LiveCluster {
         if bytes.iter().all(u8::is_ascii_whitespace) {
             return Ok(Json::null());
         }
+        // The text parsed out of the body is a copy, held until the guest has it (the body is freed
+        // once it is made).
+        answer_charge::hold(bytes.len()).map_err(|refused| {
+            KubeError::TooLarge(format!("{method} {}{uri}: {refused}", self.server))
+        })?;
         Json::parse(&bytes).map_err(|e| {
             KubeError::Other(format!(
                 "{method} {}{uri}: the API server's answer is not JSON: {e}",
@@ -316,7 +321,7 @@ impl LiveCluster {
         &self,
         request: http::Request<Vec<u8>>,
         max: u64,
-    ) -> Result<Option<Vec<u8>>, KubeError> {
+    ) -> Result<Option<AnswerBody>, KubeError> {
         let (parts, body) = request.into_parts();
         let (method, uri) = (&parts.method, &parts.uri);
         let mut retries = 0;
@@ -347,8 +352,9 @@ impl LiveCluster {
             } else {
                 max
             };
-            // Read frame by frame, so that an answer past `max` is never held whole.
-            let mut bytes = Vec::new();
+            // Read frame by frame, so that an answer past `max` is never held whole; the buffer is
+            // charged as it grows, to the account of the guest's import it is read for (if any).
+            let mut bytes = AnswerBody::new();
             let mut complete = true;
             while let Some(frame) = incoming.frame().await {
                 let frame = frame.map_err(|e| {
@@ -362,13 +368,12 @@ impl LiveCluster {
                         complete = false;
                         break;
                     }
-                    if let Err(refused) = answer_charge::charge(data.len()) {
+                    if let Err(refused) = bytes.extend(&data) {
                         return Err(KubeError::TooLarge(format!(
                             "{method} {}{uri}: {refused}",
                             self.server
                         )));
                     }
-                    bytes.extend_from_slice(&data);
                 }
             }
             if failed {
@@ -750,11 +755,23 @@ impl LiveCluster {
             let page: Page = serde_json::from_slice(&bytes).map_err(|e| {
                 KubeError::Other(format!("listing {api}: the answer is not a list: {e}"))
             })?;
+            // Each item is copied out of the page and kept until the guest has it; giving one its
+            // type makes one more copy of it at a time (its text with both fields, then parsed).
+            let page_items = page.items.as_deref().unwrap_or_default();
+            let longest = page_items.iter().map(|i| i.get().len()).max().unwrap_or(0);
+            for item in page_items {
+                answer_charge::hold(item.get().len())
+                    .map_err(|refused| KubeError::TooLarge(format!("listing {api}: {refused}")))?;
+            }
+            let typing = 2 * (longest + 64);
+            answer_charge::hold(typing)
+                .map_err(|refused| KubeError::TooLarge(format!("listing {api}: {refused}")))?;
             items.extend(
                 page.items.unwrap_or_default().into_iter().map(|item| {
                     Json::from_raw(item.to_owned()).with_type(&api_version, &info.kind)
                 }),
             );
+            answer_charge::release(typing);
             match page.metadata.next.filter(|c| !c.is_empty()) {
                 Some(token) => params.continue_token = Some(token),
                 None => return Ok(items),

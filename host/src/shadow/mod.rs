@@ -417,7 +417,7 @@ impl Shadows {
         // What is kept for the comparison is held from the shadows' memory budget until it is done;
         // a call whose copy would not fit is dropped now, its copy with it.
         let kept = AnswerAccount::new(u64::MAX, self.budget.memory);
-        if kept.take(call.held_bytes()).is_err() {
+        if kept.hold(call.held_bytes()).is_err() {
             metrics::shadow(
                 &module,
                 &action,

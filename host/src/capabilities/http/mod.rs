@@ -53,6 +53,9 @@ pub struct HttpView<'a> {
     pub(super) memory_limit: u64,
     /// The process's budget, which it is charged to while held.
     pub(super) memory_budget: &'static super::memory::MemoryBudget,
+    /// The account of the call's last import, kept until its next one or the call's end (see
+    /// `KubeView`'s).
+    pub(super) last_answers: &'a mut Option<std::sync::Arc<super::memory::AnswerAccount>>,
 }
 
 /// The `http` import's host functions take an [`HttpView`] of the call.
@@ -85,6 +88,8 @@ impl HttpView<'_> {
             self.memory_limit,
             self.memory_budget,
         ));
+        // The body stays held until the guest has it: until its next import or the call's end.
+        *self.last_answers = Some(answers.clone());
         let outcome = crate::answer_charge::scope(answers, self.backend.call(exchange))
             .await
             .and_then(|answer| {

@@ -182,7 +182,7 @@ impl Backend<Exchange> for NetworkTransport {
             // Frame by frame: past the limit nothing more is read, and each frame is charged to the
             // guest's account (when made for a guest) before it is kept.
             let mut incoming = response.into_body();
-            let mut body = Vec::new();
+            let mut body = crate::answer_charge::AnswerBody::new();
             while let Some(frame) = incoming.frame().await {
                 let frame = frame.map_err(|e| {
                     ExchangeError::Transport(format!("{method} {origin}: reading the answer: {e}"))
@@ -193,15 +193,15 @@ impl Backend<Exchange> for NetworkTransport {
                 if (body.len() + data.len()) as u64 > max_response {
                     return Err(too_large(&origin, max_response));
                 }
-                crate::answer_charge::charge(data.len()).map_err(|refused| {
+                body.extend(&data).map_err(|refused| {
                     ExchangeError::TooLarge(format!("{method} {origin}: {refused}"))
                 })?;
-                body.extend_from_slice(&data);
             }
             Ok(Answer {
                 status,
                 headers,
-                body,
+                // Its buffer stays held on the account until the guest has it.
+                body: body.into_vec(),
             })
         };
         match tokio::time::timeout(timeout, exchange).await {

@@ -22,6 +22,7 @@ use crate::capabilities::grants::ModuleCaps;
 use crate::capabilities::memory::{AnswerAccount, MemoryBudget};
 use crate::cluster::live::CALL_DEADLINE;
 use crate::cluster::{ApiResource, Json, KubeAnswer, KubeCall, KubeError, ListOptions, Patch};
+use crate::heap_cost::allocation;
 
 impl From<KubeError> for wit::Error {
     fn from(e: KubeError) -> Self {
@@ -106,6 +107,9 @@ pub struct KubeView<'a> {
     pub(in crate::capabilities) budget: &'a mut WorkBudget,
     pub(in crate::capabilities) memory_limit: u64,
     pub(in crate::capabilities) memory_budget: &'static MemoryBudget,
+    /// The account of the call's last import, kept until its next one or the call's end: the host
+    /// holds that import's answers until the guest has them, after the host function returned.
+    pub(in crate::capabilities) last_answers: &'a mut Option<Arc<AnswerAccount>>,
     /// Whether `read-all` sends its reads at once ([`reads_at_once`]).
     pub(in crate::capabilities) reads_at_once: bool,
 }
@@ -232,21 +236,26 @@ impl KubeView<'_> {
     /// Sends an authorized, checked call to the backend, under the deadline of the module call. A
     /// write drops what read views hold of its resource and namespace, whether it succeeds or not.
     fn kube(
-        &self,
+        &mut self,
         call: KubeCall,
-    ) -> impl std::future::Future<Output = Result<KubeAnswer, KubeError>> + Send + '_ {
+    ) -> impl std::future::Future<Output = Result<KubeAnswer, KubeError>> + Send + 'static {
         if !matches!(call, KubeCall::Get { .. } | KubeCall::List { .. }) {
             if let Some(views) = self.views {
                 let (api, namespace) = call.target();
                 views.invalidate(api, namespace);
             }
         }
-        within(self.deadline(), self.answers(), self.backend.call(call))
+        let (answers, deadline, backend) = (self.answers(), self.deadline(), self.backend.clone());
+        async move { within(deadline, answers, backend.call(call)).await }
     }
 
-    /// A fresh account for the answers of one of the guest's imports (a read-all's reads share one).
-    fn answers(&self) -> Arc<AnswerAccount> {
-        Arc::new(AnswerAccount::new(self.memory_limit, self.memory_budget))
+    /// A fresh account for the answers of one of the guest's imports (a read-all's reads share one),
+    /// kept as the call's last until its next import: the previous import's answers are the guest's
+    /// by now, so what that one held goes back to the budget.
+    fn answers(&mut self) -> Arc<AnswerAccount> {
+        let answers = Arc::new(AnswerAccount::new(self.memory_limit, self.memory_budget));
+        *self.last_answers = Some(answers.clone());
+        answers
     }
 
     /// Sends an authorized, checked read: answered from the backup's read view when one may answer it
@@ -270,6 +279,22 @@ impl KubeView<'_> {
             if let Some((views, backup)) = view {
                 let fetch = |list| within(deadline, answers.clone(), kube.call(list));
                 if let Some(answer) = views.answer(&backup, &call, limit, fetch).await {
+                    // The view answers with copies of what it keeps: held until the guest has them.
+                    let copies = match &answer {
+                        Ok(KubeAnswer::Object(object)) => allocation(object.as_str().len() as u64),
+                        Ok(KubeAnswer::Objects(objects)) => objects
+                            .iter()
+                            .map(|object| allocation(object.as_str().len() as u64))
+                            .sum(),
+                        _ => 0,
+                    };
+                    if let Err(refused) = answers.hold(copies) {
+                        let (api, namespace) = call.target();
+                        return Err(KubeError::TooLarge(format!(
+                            "{} in namespace {namespace} from the backup's read view: {refused}",
+                            api.group_resource()
+                        )));
+                    }
                     return answer;
                 }
             }
@@ -347,7 +372,8 @@ impl Host for KubeView<'_> {
             namespace,
             name,
         };
-        match self.read(call, self.answers()).await {
+        let answers = self.answers();
+        match self.read(call, answers).await {
             // An answer the host would not hold for the module stops the call, as a list does.
             Err(too_large @ KubeError::TooLarge(_)) => {
                 let message = too_large.to_string();
@@ -375,11 +401,8 @@ impl Host for KubeView<'_> {
             namespace,
             options,
         };
-        let objects = match self
-            .read(call, self.answers())
-            .await
-            .and_then(KubeAnswer::objects)
-        {
+        let answers = self.answers();
+        let objects = match self.read(call, answers).await.and_then(KubeAnswer::objects) {
             Err(too_large @ KubeError::TooLarge(_)) => {
                 let message = too_large.to_string();
                 self.budget.exceed(too_large);

@@ -31,6 +31,7 @@ use serde_json::Value;
 use tokio::sync::OnceCell;
 use tokio::time::Instant;
 
+use crate::capabilities::memory::MemoryBudget;
 use crate::cluster::{ApiResource, Json, KubeAnswer, KubeCall, KubeError, ListOptions};
 
 /// How long a view lives after the last read of its backup.
@@ -119,12 +120,18 @@ struct Listing {
     bytes: u64,
     /// The process's count of bytes held, given back when the listing is dropped.
     held: Arc<AtomicU64>,
+    /// The process's memory budget, which a kept listing's bytes are reserved from too (the views
+    /// and the calls share the memory the container leaves the plugin); `None` until it is kept.
+    budget: Option<&'static MemoryBudget>,
 }
 
 impl Drop for Listing {
     fn drop(&mut self) {
         self.held.fetch_sub(self.bytes, Ordering::AcqRel);
         crate::metrics::note_view_bytes(-(self.bytes as i64));
+        if let Some(budget) = self.budget {
+            budget.release(self.bytes);
+        }
     }
 }
 
@@ -301,6 +308,18 @@ impl ReadViews {
             return Err(Failed::Budget);
         }
         crate::metrics::note_view_bytes(listing.bytes as i64);
+        let mut listing = listing;
+        let process = MemoryBudget::process();
+        if !process.reserve(listing.bytes) {
+            tracing::debug!(
+                "listing {api} in namespace {namespace} ({} bytes) does not fit what is left of the process's memory budget of {} MiB; its reads go to the API server",
+                listing.bytes,
+                process.limit() >> 20
+            );
+            // Dropped: gives back its place in the views' budget, and nothing of the process's.
+            return Err(Failed::Budget);
+        }
+        listing.budget = Some(process);
         Ok(Arc::new(listing))
     }
 
@@ -423,6 +442,7 @@ impl Listing {
             by_name,
             bytes,
             held,
+            budget: None,
         }
     }
 

@@ -11,6 +11,9 @@
 //! - `test.velero-wasm.io/kube-read-all` (backup, ConfigMaps): one `read-all` of the ConfigMaps
 //!   `big-0` … `big-<N-1>` of the item's namespace (N: setting `reads`, default 16) and reports each
 //!   answer's length or error (to see what the host holds for one batch).
+//! - `test.velero-wasm.io/kube-get` (backup, ConfigMaps): one `get` of the ConfigMap named by setting
+//!   `name` (default `big-0`) in the item's namespace, and reports the answer's length or error (`make
+//!   memory` runs 64 of these at once, to see what the host holds for concurrent calls).
 //!
 //! Server-set metadata (uid, resourceVersion, creationTimestamp) differs between backends by nature:
 //! the report says whether it was set, not what it was.
@@ -270,6 +273,10 @@ impl Plugin for Probe {
                 .applies_to(Selector::resources(&["configmaps"]))
                 .description("reads N ConfigMaps in one read-all and reports each answer")
                 .needs_kube("configmaps", &[Verb::Get]),
+            ActionInfo::new("test.velero-wasm.io/kube-get", Kind::Backup)
+                .applies_to(Selector::resources(&["configmaps"]))
+                .description("gets the ConfigMap named by setting `name` and reports its length")
+                .needs_kube("configmaps", &[Verb::Get]),
             ActionInfo::new("test.velero-wasm.io/kube-secret", Kind::Backup)
                 .applies_to(Selector::resources(&["configmaps"]))
                 .description("reads the Secret named by setting `secret` and reports the answer")
@@ -305,6 +312,14 @@ impl Plugin for Probe {
                     })
                     .collect();
                 (Value::Array(answers), Vec::new())
+            }
+            "test.velero-wasm.io/kube-get" => {
+                let name = config::get("name").unwrap_or_else(|| "big-0".to_string());
+                let answer = match kube::get(&configmaps(), &ns, &name) {
+                    Ok(text) => json!({"length": text.len()}),
+                    Err(e) => json!({"error": error(&e)}),
+                };
+                (answer, Vec::new())
             }
             "test.velero-wasm.io/kube-secret" => {
                 let name = config::get("secret").ok_or("setting `secret` is not set")?;
