@@ -347,6 +347,10 @@ mod tests {
             .unwrap()
             .object()
             .unwrap();
-        assert!(kept.as_str().contains(&"[".repeat(200)), "{}", kept.as_str());
+        assert!(
+            kept.as_str().contains(&"[".repeat(200)),
+            "{}",
+            kept.as_str()
+        );
     }
 }
