@@ -291,16 +291,14 @@ fn compile(
                     if let Some(watch) = watch {
                         watch.started(name, wasm.len());
                     }
-                    let component = Component::new(engine, wasm);
+                    let component = match cache {
+                        Some(cache) => cache.compile(engine, &key, wasm),
+                        None => Component::new(engine, wasm),
+                    };
                     if let Some(watch) = watch {
                         watch.finished(name);
                     }
-                    let component =
-                        component.map_err(|e| CompileError::NotComponent(Cause::from(e)))?;
-                    if let Some(cache) = cache {
-                        cache.store(engine, &key, &component);
-                    }
-                    component
+                    component.map_err(|e| CompileError::NotComponent(Cause::from(e)))?
                 }
             }
         }
