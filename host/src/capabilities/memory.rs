@@ -96,7 +96,7 @@ impl MemoryBudget {
 
 /// The memory limit of the cgroup the process runs in (v2 `memory.max`, v1
 /// `memory.limit_in_bytes`), if there is one.
-fn cgroup_limit() -> Option<u64> {
+pub(crate) fn cgroup_limit() -> Option<u64> {
     [
         "/sys/fs/cgroup/memory.max",
         "/sys/fs/cgroup/memory/memory.limit_in_bytes",

@@ -10,10 +10,26 @@ use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 /// The variable that sets the budget (`256MiB`, `1GiB`, or bytes).
 pub const BUDGET_VARIABLE: &str = "VELERO_WASM_COMPILE_MEMORY";
 
-/// The budget when [`BUDGET_VARIABLE`] does not set one: the largest compile measured (a 12 MB
-/// componentize-js component, docs/limits.md) fits, one at a time, beside Velero's server and the
-/// calls' budget in a 512 MiB container.
-pub const DEFAULT_BUDGET: u64 = 320 << 20;
+/// The budget when [`BUDGET_VARIABLE`] does not set one and the process runs under no cgroup memory
+/// limit (a workstation's CLI), as the calls' budget: an interpreter module (a componentize-js
+/// component is estimated at about 470 MiB) compiles.
+pub const DEFAULT_BUDGET: u64 = 2 << 30;
+
+/// What a cgroup's memory limit keeps from the compiles when [`BUDGET_VARIABLE`] does not set the
+/// budget: Velero's own server and the plugin process itself (the engine, the stock modules, what
+/// calls hold). A 512 MiB container (Velero's default) leaves compiles 320 MiB.
+pub const LEFT_BESIDE_COMPILES: u64 = 192 << 20;
+
+/// The least the budget a cgroup leaves is: the stock modules' size of compile.
+const LEAST: u64 = 64 << 20;
+
+/// The default budget: the cgroup's memory limit less [`LEFT_BESIDE_COMPILES`] (at least 64 MiB),
+/// else [`DEFAULT_BUDGET`].
+pub fn default_limit() -> u64 {
+    crate::capabilities::memory::cgroup_limit().map_or(DEFAULT_BUDGET, |limit| {
+        limit.saturating_sub(LEFT_BESIDE_COMPILES).max(LEAST)
+    })
+}
 
 /// What a compile takes whatever the module (the translation's tables, the object being written,
 /// the instance `describe` runs in), measured for the smallest stock module.
@@ -86,7 +102,7 @@ impl Drop for Reservation<'_> {
 
 /// A module whose compile is estimated to take more than the whole budget.
 #[derive(Debug, Clone, thiserror::Error)]
-#[error("too big to compile within the compile memory budget: compiling its {component_mib} MiB component ({code_mib} MiB of code) is estimated to take {estimate_mib} MiB, over the {budget_mib} MiB of {BUDGET_VARIABLE} (docs/limits.md)")]
+#[error("too big to compile within the compile memory budget: compiling its {component_mib} MiB component ({code_mib} MiB of code) is estimated to take {estimate_mib} MiB, over the {budget_mib} MiB of {BUDGET_VARIABLE} (a larger memory limit for Velero's container raises the budget: docs/limits.md)")]
 pub struct OverBudget {
     /// The component's size, MiB rounded up.
     pub component_mib: u64,
@@ -108,19 +124,19 @@ impl CompileBudget {
         }
     }
 
-    /// The budget [`BUDGET_VARIABLE`] of `config` sets, else [`DEFAULT_BUDGET`]; an unusable value is
-    /// a warning and the default.
+    /// The budget [`BUDGET_VARIABLE`] of `config` sets, else the default ([`default_limit`]); an
+    /// unusable value is a warning and the default.
     pub fn from_config(config: &crate::config::Config) -> CompileBudget {
         let limit = match config.var(BUDGET_VARIABLE) {
-            None => DEFAULT_BUDGET,
+            None => default_limit(),
             Some(text) => match velero_wasm_grant::parse_byte_size(&text) {
                 Some(bytes) if bytes >= 1 << 20 => bytes,
                 _ => {
                     tracing::warn!(
                         "{BUDGET_VARIABLE}={text:?} is not a size of 1MiB or more like \"320MiB\"; using the default, {} MiB",
-                        DEFAULT_BUDGET >> 20
+                        default_limit() >> 20
                     );
-                    DEFAULT_BUDGET
+                    default_limit()
                 }
             },
         };

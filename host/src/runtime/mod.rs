@@ -101,7 +101,7 @@ impl Runtime {
                 linker,
                 cache: None,
                 watch: None,
-                budget: Arc::new(CompileBudget::new(compile_budget::DEFAULT_BUDGET)),
+                budget: Arc::new(CompileBudget::new(compile_budget::default_limit())),
             },
             registry,
             signing,
@@ -116,7 +116,7 @@ impl Runtime {
     }
 
     /// Holds the compiles of modules other than the stock ones to `budget` (the default is
-    /// [`compile_budget::DEFAULT_BUDGET`]).
+    /// [`compile_budget::default_limit`]).
     pub fn with_compile_budget(mut self, budget: CompileBudget) -> Runtime {
         self.compiler.budget = Arc::new(budget);
         self
