@@ -43,7 +43,7 @@ velero: deps ## Velero's own plugin client (v1.18.3, built with Go from the modu
 static: velero ## The musl build is static and serves in an empty chroot (docs/plugin-protocol.md#c22; the chroot part needs root)
 	tests/static/run.sh
 
-memory: ## Memory attacks (endless answers, a read-all of 64 answers of 15 MiB, 64 concurrent 15 MiB gets through Velero's plugin client, an archive of [0,0,…] items, a shadow answering 60 MB items to Velero's plugin client) on the host inside a 512 MiB memory cgroup, Velero's default container limit: peak memory per attack (root; about 40 s; not part of test, CI runs it after e2e)
+memory: ## Memory attacks (endless answers, a read-all of 64 answers of 15 MiB, 64 concurrent 15 MiB gets through Velero's plugin client, an archive of [0,0,…] items, a shadow answering 60 MB items to Velero's plugin client, ten cold JavaScript modules) on the host inside a 512 MiB memory cgroup, Velero's default container limit: peak memory per attack (root; about 3 min, 40 s more the first time npm installs componentize-js; not part of test, CI runs it after e2e)
 	$(TEST_BUILD)
 	tests/memory/run.sh
 

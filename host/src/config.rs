@@ -14,6 +14,7 @@
 //! | `VELERO_WASM_STATE_DIR`, `VELERO_SCRATCH_DIR`, `XDG_CACHE_HOME`, `HOME` | [`crate::state::default_dir`] |
 //! | `VELERO_WASM_MEMORY_BUDGET`, `VELERO_WASM_SHADOW_*` | `capabilities::memory`, `shadow::Budget` |
 //! | `VELERO_WASM_READ_VIEWS`, `VELERO_WASM_READ_VIEW_BUDGET`, `VELERO_WASM_READ_BATCH` | `capabilities::kube` |
+//! | `VELERO_WASM_COMPILE_MEMORY` | `runtime::compile_budget` |
 //! | `VELERO_NAMESPACE` | the `environment` capability, `cli` |
 //! | `KUBERNETES_SERVICE_HOST`, `KUBECONFIG`, `HOME` | `cluster::live`, `modules::configmaps` |
 //! | `VELERO_WASM_CONFIGMAPS`, `VELERO_WASM_OCI_*` | `modules::configmaps`, `modules::oci` |

@@ -34,6 +34,12 @@
 #              items through misbehave while its shadow answers each with a 60 MB item of [0,0,…]
 #              (within the 64 MiB output limit): compared by hash past the parsed-size bound, each
 #              differs, Velero counts nothing (exit 0 and `N passed, 0 failed`, or the run fails)
+#   js-cold    the plugin, started as Velero starts it, with ten 12 MB JavaScript modules
+#              (componentize-js from npm, built here once, the action renamed in place) and an empty
+#              compile cache, under the compile budget its cgroup leaves by default (512 MiB less
+#              192 MiB: 320 MiB): each is refused for what its compile would take (about 470 MiB),
+#              never compiled, and the stock modules compile and serve (issue 55: ten compiling
+#              killed the plugin at 512 MiB in 22 s)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BINARY=${BINARY:-$PWD/target/$(uname -m)-unknown-linux-musl/debug/velero-wasm}
@@ -198,6 +204,33 @@ for mode in long-name long-link pax; do
     *) echo "memory: $mode: diff did not refuse the header for its size: $out"; exit 1 ;;
   esac
 done
+
+# js-cold: the plugin (started as Velero starts it) with ten cold JavaScript modules; see the list above.
+JS_VERSION=0.23.0 NPM_DIR=$PWD/target/javascript-npm  # host/src/cli/new.rs, COMPONENTIZE_JS_VERSION
+grep -qs "\"version\": \"$JS_VERSION\"" "$NPM_DIR/node_modules/@bytecodealliance/componentize-js/package.json" || { mkdir -p "$NPM_DIR"; [ -f "$NPM_DIR/package.json" ] || echo '{"private": true}' > "$NPM_DIR/package.json"; (cd "$NPM_DIR" && npm install --no-audit --no-fund --save-exact "@bytecodealliance/componentize-js@$JS_VERSION") >&2; }
+"$BINARY" new --lang javascript --kind backup "$work/js/js-cold" >/dev/null
+(cd "$work/js/js-cold" && "$NPM_DIR/node_modules/.bin/componentize-js" app.js --wit wit --world-name plugin --disable http fetch-event --out js-cold.wasm) >&2
+mkdir -p -m 700 "$work/js-modules" "$work/js-state"
+python3 - "$work/js/js-cold" "$work/js-modules" <<'J'
+import hashlib, re, sys
+wasm, manifest = open(sys.argv[1] + "/js-cold.wasm", "rb").read(), open(sys.argv[1] + "/js-cold.toml").read()
+for i in range(10):  # ten modules of other bytes and another action each: the name, same length, in place
+    b = wasm.replace(b"example.io/js-cold", b"example.io/js-col%d" % i)
+    open("%s/js-%d.wasm" % (sys.argv[2], i), "wb").write(b)
+    m = re.sub(r"(?m)^sha256 = .*\n", "", manifest)
+    open("%s/js-%d.toml" % (sys.argv[2], i), "w").write('sha256 = "%s"\n%s' % (hashlib.sha256(b).hexdigest(), m))
+J
+cat > "$work/js-plugin.sh" <<P
+#!/bin/sh
+"$BINARY" --log-level debug >/dev/null 2>"$work/js-plugin.log" & pid=\$!
+for _ in \$(seq 1200); do grep -q '"modules compiled"' "$work/js-plugin.log" && break; kill -0 \$pid 2>/dev/null || break; sleep 0.5; done
+kill \$pid 2>/dev/null; wait \$pid; status=\$?
+grep -q '"modules compiled"' "$work/js-plugin.log" || exit \$status
+echo "\$(grep -c 'too big to compile within the compile memory budget' "$work/js-plugin.log") refusals for the compile budget; \$(grep -o '"compiled_ms":"[0-9]*"' "$work/js-plugin.log")" >&2
+P
+chmod +x "$work/js-plugin.sh"
+row js-cold "VELERO_PLUGIN=hello PLUGIN_PROTOCOL_VERSIONS=2 VELERO_WASM_MODULES=$work/js-modules VELERO_WASM_STATE_DIR=$work/js-state VELERO_WASM_CONFIGMAPS=off $work/js-plugin.sh"
+for i in $(seq 0 9); do grep -q "module js-$i .*too big to compile within the compile memory budget" "$work/js-plugin.log" || { echo "memory: js-cold: module js-$i was not refused for its compile: $(tail -c 600 "$work/js-plugin.log")"; exit 1; }; done
 
 # The driver serves the module ConfigMaps itself (its scenario sets KUBECONFIG); its checks, on
 # stdout, go to stderr so that the row's last line is its `N passed, N failed`.

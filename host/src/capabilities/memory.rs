@@ -114,7 +114,7 @@ impl MemoryBudget {
 /// names them, if any is set. The root's files alone said "no limit" for a process moved into a
 /// cgroup of its own (`make memory`; a container without a cgroup namespace), so the budget was
 /// 2 GiB in a 512 MiB cgroup.
-fn cgroup_limit() -> Option<u64> {
+pub(crate) fn cgroup_limit() -> Option<u64> {
     let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
     cgroup_limit_of(&own, |path| std::fs::read_to_string(path).ok())
 }

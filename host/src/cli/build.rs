@@ -72,7 +72,9 @@ async fn build_and_check(dir: &Path, config: &Config) -> Result<u8, Failure> {
         Clock::System,
         Environment::from_config(config),
     );
-    let runtime = Runtime::new(services).map_err(|e| Failure::failed(format!("{e:#}")))?;
+    let runtime = Runtime::new(services)
+        .map_err(|e| Failure::failed(format!("{e:#}")))?
+        .with_compile_budget(crate::runtime::CompileBudget::from_config(config));
     let loaded = runtime
         .load(source)
         .await

@@ -423,6 +423,7 @@ async fn load_set(
     let runtime = Runtime::new(services)
         .map_err(|e| Failure::failed(format!("{e:#}")))?
         .with_compile_cache(super::module_args::compile_cache(config))
+        .with_compile_budget(crate::runtime::CompileBudget::from_config(config))
         .with_compile_watch(super::compile_progress::watch());
     let modules = ModuleConfig {
         directory,

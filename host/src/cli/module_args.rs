@@ -78,6 +78,7 @@ pub(super) async fn load_runtime_with(
     let runtime = Runtime::new(services)
         .map_err(|e| Failure::failed(format!("{e:#}")))?
         .with_compile_cache(compile_cache(config))
+        .with_compile_budget(crate::runtime::CompileBudget::from_config(config))
         .with_compile_watch(compile_progress::watch());
     let modules = ModuleConfig {
         directory: args.modules.clone(),

@@ -215,6 +215,7 @@ async fn runtime(modules: &ModuleArgs, clock: Clock, config: &Config) -> Result<
     ))
     .map_err(|e| Failure::failed(format!("{e:#}")))?
     .with_compile_cache(super::module_args::compile_cache(config))
+    .with_compile_budget(crate::runtime::CompileBudget::from_config(config))
     .with_compile_watch(super::compile_progress::watch());
     let mut sources: Vec<_> = chosen_stock_modules(&modules.stock)
         .into_iter()

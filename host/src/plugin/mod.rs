@@ -300,9 +300,11 @@ fn plugin_runtime(
     );
     services.views = ReadViews::from_config(config);
     services.reads_at_once = crate::capabilities::kube::reads_at_once(config);
-    Ok(Arc::new(Runtime::new(services)?.with_compile_cache(
-        state.and_then(|d| CompileCache::open(d.join("compiled"))),
-    )))
+    Ok(Arc::new(
+        Runtime::new(services)?
+            .with_compile_cache(state.and_then(|d| CompileCache::open(d.join("compiled"))))
+            .with_compile_budget(crate::runtime::CompileBudget::from_config(config)),
+    ))
 }
 
 /// The kinds to advertise (`$VELERO_WASM_KINDS`) and the stock modules to load
@@ -547,6 +549,8 @@ impl BackgroundLoad {
         runtime.compile_all().await;
         tracing::debug!(
             compiled_ms = started.elapsed().as_millis() as u64,
+            compile_budget_mib = runtime.compile_budget().limit() >> 20,
+            compile_peak_reserved_mib = runtime.compile_budget().peak() >> 20,
             "modules compiled"
         );
     }

@@ -52,39 +52,45 @@ impl CompileCache {
             .join(format!("{sha256}-{:016x}.cwasm", hasher.finish()))
     }
 
-    /// The cached compilation of a module, if there is a usable one. A damaged entry is deleted.
-    #[allow(unsafe_code)] // Deserializing compiled code: see the SAFETY comment below.
+    /// The cached compilation of a module, if there is a usable one, mapped from its file (its
+    /// machine code is then file-backed pages the kernel may drop and read again, not a copy in the
+    /// process's heap: ten interpreter modules of 37 MB of code each held 370 MiB that way). A damaged
+    /// entry is deleted.
+    #[allow(unsafe_code)] // Mapping compiled code: see the SAFETY comment below.
     pub(crate) fn load(&self, engine: &Engine, sha256: &str) -> Option<Component> {
         let path = self.path(engine, sha256);
         let started = std::time::Instant::now();
-        let entry = match std::fs::read(&path) {
-            Ok(entry) => entry,
+        let length = match verify_file(&path) {
+            Ok(Some(length)) => length,
+            Ok(None) => {
+                tracing::warn!(
+                    "the cached compilation {} is damaged (its sha256 does not match): deleting it and compiling the module again",
+                    path.display()
+                );
+                let _ = std::fs::remove_file(&path);
+                return None;
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
             Err(e) => {
                 tracing::debug!("cannot read cached module {}: {e}", path.display());
                 return None;
             }
         };
-        let Some(artifact) = verified(&entry) else {
-            tracing::warn!(
-                "the cached compilation {} is damaged (its sha256 does not match): deleting it and compiling the module again",
-                path.display()
-            );
-            let _ = std::fs::remove_file(&path);
-            return None;
-        };
         let verified_in = started.elapsed();
-        // SAFETY: these are the bytes `store` wrote (their sha256 matches the one stored with them)
-        // into a directory only this user can write to (checked in `open`), under a name that binds
-        // them to the module's sha256 and this engine's configuration; wasmtime checks the header and
-        // refuses artifacts of another engine version or configuration.
-        match unsafe { Component::deserialize(engine, artifact) } {
+        // SAFETY: these are the bytes `compile` wrote (their sha256, read just now, matches the one
+        // stored with them) into a directory only this user can write to (checked in `open`), under
+        // a name that binds them to the module's sha256 and this engine's configuration; entries are
+        // replaced by renaming a new file over them, never written in place, so the mapped file does
+        // not change under the module. wasmtime checks the header and refuses artifacts of another
+        // engine version or configuration; the digest and trailer after the artifact are past the
+        // end of the ELF image it reads.
+        match unsafe { Component::deserialize_file(engine, &path) } {
             Ok(component) => {
                 tracing::debug!(
-                    bytes = artifact.len(),
-                    read_and_verify_us = verified_in.as_micros() as u64,
+                    bytes = length,
+                    verify_us = verified_in.as_micros() as u64,
                     total_us = started.elapsed().as_micros() as u64,
-                    "compiled module {sha256} loaded from the cache"
+                    "compiled module {sha256} mapped from the cache"
                 );
                 Some(component)
             }
@@ -94,6 +100,28 @@ impl CompileCache {
                 None
             }
         }
+    }
+
+    /// Compiles `wasm` into the cache and maps the entry written ([`Self::load`]), so that the
+    /// module's machine code is never held twice (the compiled object and a copy of it to write);
+    /// where the entry cannot be written or mapped, the compilation is used from memory.
+    #[allow(unsafe_code)] // Deserializing what was compiled just now: see the SAFETY comment below.
+    pub(crate) fn compile(
+        &self,
+        engine: &Engine,
+        sha256: &str,
+        wasm: &[u8],
+    ) -> wasmtime::Result<Component> {
+        let path = self.path(engine, sha256);
+        let sealed = sealed(engine.precompile_component(wasm)?);
+        if let Err(e) = crate::state::write_atomically(&path, &sealed) {
+            tracing::debug!("cannot cache compiled module in {}: {e}", path.display());
+        } else if let Some(component) = self.load(engine, sha256) {
+            return Ok(component);
+        }
+        let artifact = &sealed[..sealed.len() - DIGEST - TRAILER.len()];
+        // SAFETY: `artifact` is what this engine's precompile_component produced just now.
+        unsafe { Component::deserialize(engine, artifact) }
     }
 
     /// Holds the compile lock of a module until dropped: processes starting at once (Velero starts one
@@ -108,20 +136,6 @@ impl CompileCache {
             .ok()?;
         file.lock().ok()?;
         Some(file)
-    }
-
-    /// Stores a compilation; failures only cost a later compile, so they are logged and ignored.
-    pub(crate) fn store(&self, engine: &Engine, sha256: &str, component: &Component) {
-        let path = self.path(engine, sha256);
-        let written = component
-            .serialize()
-            .map_err(|e| e.to_string())
-            .and_then(|bytes| {
-                crate::state::write_atomically(&path, &sealed(bytes)).map_err(|e| e.to_string())
-            });
-        if let Err(e) = written {
-            tracing::debug!("cannot cache compiled module in {}: {e}", path.display());
-        }
     }
 }
 
@@ -189,10 +203,29 @@ pub(super) fn description_key(source: &crate::modules::ModuleSource) -> String {
 
 /// An artifact as stored: its bytes, their sha256, the trailer.
 fn sealed(mut artifact: Vec<u8>) -> Vec<u8> {
+    artifact.reserve_exact(DIGEST + TRAILER.len());
     let digest = Sha256::digest(&artifact);
     artifact.extend_from_slice(&digest);
     artifact.extend_from_slice(TRAILER);
     artifact
+}
+
+/// The length of the entry at `path`, if its artifact's sha256 is the one stored after it (read in
+/// blocks: the artifact is not held in memory to be checked); `None` when it is damaged.
+fn verify_file(path: &std::path::Path) -> std::io::Result<Option<u64>> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut file = std::fs::File::open(path)?;
+    let length = file.metadata()?.len();
+    let Some(artifact) = length.checked_sub((DIGEST + TRAILER.len()) as u64) else {
+        return Ok(None);
+    };
+    let mut hasher = Sha256::new();
+    std::io::copy(&mut (&mut file).take(artifact), &mut hasher)?;
+    let mut tail = [0u8; DIGEST + TRAILER.len()];
+    file.seek(SeekFrom::Start(artifact))?;
+    file.read_exact(&mut tail)?;
+    let whole = tail[..DIGEST] == hasher.finalize()[..] && &tail[DIGEST..] == TRAILER;
+    Ok(whole.then_some(length))
 }
 
 /// The artifact of a stored entry, if the entry is whole and its bytes are the ones digested.

@@ -52,7 +52,10 @@ fn base_config() -> Config {
     let mut config = Config::new();
     config.wasm_component_model(true);
     config.epoch_interruption(true);
-    config.parallel_compilation(true);
+    // One function at a time: each compiling thread holds its function's intermediate forms, and
+    // a compile is held to the compile budget by one estimate whatever the node's cores (a 12 MB
+    // componentize-js component peaked 78 MiB higher compiled on 2 threads; docs/limits.md).
+    config.parallel_compilation(false);
     config
 }
 

@@ -280,6 +280,9 @@ pub enum CompileError {
         crate::capabilities::signing::INTERFACE
     )]
     NoExports,
+    /// Compiling it would take more memory than the compile budget holds.
+    #[error(transparent)]
+    OverBudget(#[from] super::compile_budget::OverBudget),
     /// It exports an interface under its name, but not as the WIT package defines it.
     #[error("does not export {interface} as the WIT package defines it: {source}")]
     Export {

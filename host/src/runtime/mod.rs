@@ -9,6 +9,7 @@ mod benchmark;
 mod cache;
 mod call;
 pub mod calls;
+pub mod compile_budget;
 mod cpu_share;
 mod engine;
 mod error;
@@ -28,6 +29,7 @@ pub use cache::CompileCache;
 use call::Caller;
 pub(crate) use call::Lane;
 pub(crate) use calls::ActionCall;
+pub use compile_budget::CompileBudget;
 pub use engine::MAX_CONCURRENT_CALLS;
 pub(crate) use error::LoadError;
 #[cfg(test)]
@@ -99,6 +101,7 @@ impl Runtime {
                 linker,
                 cache: None,
                 watch: None,
+                budget: Arc::new(CompileBudget::new(compile_budget::default_limit())),
             },
             registry,
             signing,
@@ -110,6 +113,18 @@ impl Runtime {
     pub fn with_compile_cache(mut self, cache: Option<CompileCache>) -> Runtime {
         self.compiler.cache = cache;
         self
+    }
+
+    /// Holds the compiles of modules other than the stock ones to `budget` (the default is
+    /// [`compile_budget::default_limit`]).
+    pub fn with_compile_budget(mut self, budget: CompileBudget) -> Runtime {
+        self.compiler.budget = Arc::new(budget);
+        self
+    }
+
+    /// The budget compiles are held to: what it let through is logged once modules are compiled.
+    pub fn compile_budget(&self) -> &CompileBudget {
+        &self.compiler.budget
     }
 
     /// Tells `watch` of every module compiled rather than read from the cache.

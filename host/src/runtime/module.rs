@@ -72,6 +72,8 @@ pub(super) struct Compiler {
     pub(crate) linker: Linker<CallState>,
     pub(crate) cache: Option<CompileCache>,
     pub(crate) watch: Option<Arc<dyn CompileWatch>>,
+    /// The memory compiles may take at once.
+    pub(crate) budget: Arc<super::CompileBudget>,
 }
 
 /// Told when a module's code is compiled rather than read from the cache: a large module (an
@@ -260,6 +262,7 @@ fn compile(
         linker,
         cache,
         watch,
+        budget,
     } = compiler;
     let cache = cache.as_ref();
     // The cache key is the hash of the bytes at hand, whatever the source says of itself; the bytes
@@ -278,20 +281,24 @@ fn compile(
             match cache.and_then(cached) {
                 Some(component) => component,
                 None => {
+                    // The stock modules are small (under 1 MB) and must serve while others
+                    // compile: only other modules wait for the budget.
+                    let _reservation = match origin.is_stock_component() {
+                        true => None,
+                        false => Some(budget.reserve(wasm)?),
+                    };
                     tracing::debug!(module = name, "compiling");
                     if let Some(watch) = watch {
                         watch.started(name, wasm.len());
                     }
-                    let component = Component::new(engine, wasm);
+                    let component = match cache {
+                        Some(cache) => cache.compile(engine, &key, wasm),
+                        None => Component::new(engine, wasm),
+                    };
                     if let Some(watch) = watch {
                         watch.finished(name);
                     }
-                    let component =
-                        component.map_err(|e| CompileError::NotComponent(Cause::from(e)))?;
-                    if let Some(cache) = cache {
-                        cache.store(engine, &key, &component);
-                    }
-                    component
+                    component.map_err(|e| CompileError::NotComponent(Cause::from(e)))?
                 }
             }
         }
