@@ -275,9 +275,24 @@ mod tests {
         let backup = test_objects::backup_spec(json!({}));
         let with_pvc_only = || {
             [
-                (VIRTUAL_MACHINE_INSTANCES, "kubevirt.io/v1", "VirtualMachineInstance", "vm1"),
-                (PERSISTENT_VOLUME_CLAIMS, "v1", "PersistentVolumeClaim", "root-pvc"),
-                (PERSISTENT_VOLUME_CLAIMS, "v1", "PersistentVolumeClaim", "data-dv"),
+                (
+                    VIRTUAL_MACHINE_INSTANCES,
+                    "kubevirt.io/v1",
+                    "VirtualMachineInstance",
+                    "vm1",
+                ),
+                (
+                    PERSISTENT_VOLUME_CLAIMS,
+                    "v1",
+                    "PersistentVolumeClaim",
+                    "root-pvc",
+                ),
+                (
+                    PERSISTENT_VOLUME_CLAIMS,
+                    "v1",
+                    "PersistentVolumeClaim",
+                    "data-dv",
+                ),
             ]
             .into_iter()
             .fold(FakeCluster::new(), |c, (api, api_version, kind, name)| {
@@ -316,8 +331,7 @@ mod tests {
         };
         let vm = running_vm();
         let direct = with_policy();
-        let expected =
-            virtualmachine::backup(&Context::new(&direct, Mode::Extended), &vm, &backup);
+        let expected = virtualmachine::backup(&Context::new(&direct, Mode::Extended), &vm, &backup);
         assert!(expected.is_ok(), "{expected:?}");
         assert!(direct.calls().iter().any(|c| c.resource == "configmaps"));
 
@@ -333,8 +347,7 @@ mod tests {
         );
         let ahead = ReadAhead::new(&batched, reads);
         let sent = batched.calls().len();
-        let answered =
-            virtualmachine::backup(&Context::new(&ahead, Mode::Extended), &vm, &backup);
+        let answered = virtualmachine::backup(&Context::new(&ahead, Mode::Extended), &vm, &backup);
         assert_eq!(answered, expected);
         assert_eq!(batched.calls().len(), sent, "a read after the batch");
         // Upstream mode reads no policy, and reads none ahead.
