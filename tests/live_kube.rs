@@ -5,7 +5,8 @@
 //!
 //! - The same run gives the same output against fixtures (`run --cluster`) and against the server
 //!   (`run --kubeconfig`), and the same writes.
-//! - Lists are read page by page; discovery is read once per group version.
+//! - Lists are read page by page; discovery is read once per group version, and a resource's first
+//!   read goes out beside its discovery rather than after it.
 //! - The server's errors keep their meaning: not found, conflict, forbidden and invalid stay distinct.
 //! - A call outside the module's grant never reaches the server.
 //! - A run recorded against the server replays with the server stopped; a replay is strict.
@@ -410,6 +411,63 @@ fn configmaps() -> ApiResource {
     ApiResource::new("", "v1", "configmaps")
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_first_read_goes_out_beside_its_discovery_not_after_it() {
+    let case = Case::new();
+    let (server, kubeconfig) = case.server();
+    // Every answer waits this long, discovery's too: a read sent after discovery's answer arrives
+    // at least this long after discovery.
+    let latency = std::time::Duration::from_millis(300);
+    server.set_latency(latency);
+    let live = connect(&kubeconfig).await;
+    let vms = ApiResource::new("kubevirt.io", "v1", "virtualmachines");
+    let options = ListOptions::parse("app=web", "").unwrap();
+    let listed = live.list(&vms, "probe", &options).await.unwrap();
+    assert!(!listed.is_empty());
+    // Typed by what discovery said, though the list went out before it answered.
+    assert!(listed.iter().all(|vm| vm["kind"] == "VirtualMachine"));
+    let vm = listed[0]["metadata"]["name"].as_str().unwrap().to_string();
+    assert_eq!(
+        live.get(&vms, "probe", &vm).await.unwrap()["kind"],
+        "VirtualMachine"
+    );
+
+    let requests = server.requests();
+    let at = |path: &str| {
+        requests
+            .iter()
+            .find(|r| r.path == path)
+            .unwrap_or_else(|| panic!("no request of {path}: {requests:#?}"))
+            .at
+    };
+    let discovered = at("/apis/kubevirt.io/v1");
+    let list = at("/apis/kubevirt.io/v1/namespaces/probe/virtualmachines");
+    assert!(
+        list < discovered + latency,
+        "the list waited for discovery's answer: {requests:#?}"
+    );
+    // Discovery once: the get knew the resource.
+    let discoveries = requests
+        .iter()
+        .filter(|r| r.path == "/apis/kubevirt.io/v1")
+        .count();
+    assert_eq!(discoveries, 1);
+
+    // A cluster-scoped resource read in a namespace fails as it did when the read waited: the
+    // answer of the read sent beside discovery is dropped.
+    let namespaces = ApiResource::new("", "v1", "namespaces");
+    let e = live.get(&namespaces, "probe", "probe").await.unwrap_err();
+    assert!(
+        matches!(&e, KubeError::Invalid(m) if m.contains("cluster-scoped")),
+        "{e:?}"
+    );
+    let e = live.list(&namespaces, "probe", &options).await.unwrap_err();
+    assert!(
+        matches!(&e, KubeError::Invalid(m) if m.contains("cluster-scoped")),
+        "{e:?}"
+    );
+}
+
 async fn connect(kubeconfig: &Path) -> LiveCluster {
     LiveCluster::connect(&ClusterOptions {
         kubeconfig: Some(kubeconfig.to_path_buf()),
@@ -512,8 +570,10 @@ async fn server_errors_keep_their_meaning() {
         "{e:?}"
     );
 
-    // Resource types the server does not have, and scopes that cannot be, fail before any object
-    // request is sent.
+    // Resource types the server does not have, and scopes that cannot be, fail with what discovery
+    // says. A group version's first read goes out beside its discovery (its answer dropped); a
+    // resource missing from a group version already discovered, or of the wrong scope there, is
+    // never sent.
     server.clear_requests();
     let e = live
         .get(&ApiResource::new("", "v1", "widgets"), "probe", "x")
@@ -555,8 +615,9 @@ async fn server_errors_keep_their_meaning() {
     assert!(matches!(e, KubeError::Invalid(_)), "{e:?}");
     let sent: Vec<String> = server.requests().into_iter().map(|r| r.path).collect();
     assert!(
-        sent.iter()
-            .all(|p| p == "/api/v1" || p == "/apis/example.io/v1"),
+        sent.iter().all(|p| p == "/api/v1"
+            || p == "/apis/example.io/v1"
+            || p == "/apis/example.io/v1/namespaces/probe/widgets/x"),
         "{sent:?}"
     );
 

@@ -1,6 +1,7 @@
 //! Read views and `kube.read-all` (docs/read-views.md) through the runtime, with the stock kubevirt
 //! component on the KubeVirt fixture cluster: answers are the same with and without them, a second VM
-//! of the same backup reads nothing more, the reads of one call are in flight together, a module that
+//! of the same backup reads nothing more, the reads of one call are in flight together (a VM in a
+//! backup of its own, its resource policy and a DataVolume gone included), a module that
 //! opts out is never served from a view, and a component built against WIT 0.1.0 still runs.
 
 use crate::support;
@@ -72,7 +73,9 @@ async fn serve(
     let mut services = Services::new(
         backend.clone(),
         Clock::System,
-        Environment::from_config(&velero_wasm::config::Config::from_env()),
+        // Velero's namespace, where a Backup's resource policy ConfigMap lives.
+        Environment::from_config(&velero_wasm::config::Config::from_env())
+            .with_velero_namespace("velero"),
     );
     if views {
         services.views = Some(ReadViews::new(Bounds::default()));
@@ -175,6 +178,68 @@ async fn the_reads_of_one_vm_are_in_flight_together() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vm_in_a_backup_of_its_own_waits_for_the_api_server_once() {
+    // The Backup names a resource policy (read in extended mode) and the VM a DataVolume that is
+    // gone (its PVC is read instead): neither read may wait for another's answer.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("policy.json"),
+        serde_json::to_string(&serde_json::json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "policy", "namespace": "velero"},
+            "data": {"policy.yaml": "version: v1\nvolumePolicies: []\n"}}))
+        .unwrap(),
+    )
+    .unwrap();
+    let mut vm: Value = serde_json::from_str(&file("cluster/vm-fedora-web-01.json")).unwrap();
+    vm["spec"]["template"]["spec"]["volumes"]
+        .as_array_mut()
+        .unwrap()
+        .push(serde_json::json!({"name": "imported", "dataVolume": {"name": "web-content"}}));
+    for views in [false, true] {
+        let manifest =
+            std::fs::read_to_string(support::root().join("actions/kubevirt/kubevirt.toml"))
+                .unwrap();
+        let modules = support::module_dir("kubevirt", "kubevirt", &manifest);
+        let inner = FixtureCluster::load(
+            &[fixtures().join("cluster"), dir.path().to_path_buf()],
+            Clock::System,
+        )
+        .unwrap();
+        let (runtime, calls, _m) = serve(inner, modules, views).await;
+        let mut nightly: Value = serde_json::from_str(&backup("b-own")).unwrap();
+        nightly["spec"]["resourcePolicy"] =
+            serde_json::json!({"kind": "configmap", "name": "policy"});
+        let entry = runtime.resolve(ACTION).unwrap();
+        let item = vm.to_string();
+        let outcome = runtime
+            .backup(
+                &entry,
+                ItemRef::parse(&item).unwrap(),
+                BackupRequest {
+                    item,
+                    backup: nightly.to_string(),
+                },
+            )
+            .await
+            .unwrap();
+        assert!(!outcome.additional_items.is_empty());
+        // The policy, the VMI, the DataVolume and the PVC behind it, the PVCs, the launcher pods and
+        // the backend PVCs (with views: one listing per resource), all in flight together.
+        let sent = calls.calls.load(Ordering::SeqCst);
+        assert!(
+            sent >= if views { 5 } else { 8 },
+            "views {views}: {sent} calls"
+        );
+        assert_eq!(
+            calls.most_in_flight.load(Ordering::SeqCst),
+            sent,
+            "views {views}: a read waited for another's answer"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_module_that_opts_out_is_never_served_from_a_view() {
     let (plain, plain_calls, _m1) = host(false, "").await;
     let (opted_out, calls, _m2) = host(true, "read-views = false").await;
@@ -233,7 +298,9 @@ async fn a_component_built_against_wit_0_1_0_still_runs() {
     let runtime = Runtime::new(Services::new(
         Arc::new(FixtureCluster::empty(Clock::System)),
         Clock::System,
-        Environment::from_config(&velero_wasm::config::Config::from_env()),
+        // Velero's namespace, where a Backup's resource policy ConfigMap lives.
+        Environment::from_config(&velero_wasm::config::Config::from_env())
+            .with_velero_namespace("velero"),
     ))
     .unwrap();
     let scan = scan_directory(dir.path(), None).unwrap();

@@ -10,7 +10,9 @@ use velero_wasm_sdk::{Api, Cluster, KubeAnswer, KubeCall, KubeError, Object, Rea
 use crate::fields::{set, text};
 use crate::keys;
 use crate::mode::Mode;
-use crate::resources::{DATA_VOLUMES, PERSISTENT_VOLUME_CLAIMS, PODS, VIRTUAL_MACHINE_INSTANCES};
+use crate::resources::{
+    CONFIG_MAPS, DATA_VOLUMES, PERSISTENT_VOLUME_CLAIMS, PODS, VIRTUAL_MACHINE_INSTANCES,
+};
 use crate::scope::{self, Scope};
 use crate::workload::{vm_instance_spec, vm_running, volumes};
 
@@ -94,16 +96,27 @@ impl Cluster for ReadAhead<'_> {
     }
 }
 
-/// The reads the VM backup action makes on its way to a successful answer, in its order: the VMI of a
-/// running VM (when VMIs are in the backup), each volume's DataVolume (not from the VM's own
-/// templates) and PVC (when PVCs are in the backup) unless the backup only keeps metadata, the
-/// launcher pods of a created VM, and the backend-storage PVCs of a VM that needs them. The checks
-/// that decide without reading are made here too, so that a VM they refuse reads nothing ahead past
-/// them; a read that a failing check makes unnecessary is the only read ahead that is not used.
+/// The reads the VM backup action makes on its way to a successful answer, in its order: in extended
+/// mode the resource policy ConfigMap the Backup names, then the VMI of a running VM (when VMIs are in
+/// the backup), each volume's DataVolume (not from the VM's own templates) and the PVC of the same
+/// name (read when the DataVolume is gone) and each PVC (when PVCs are in the backup) unless the
+/// backup only keeps metadata, the launcher pods of a created VM, and the backend-storage PVCs of a VM
+/// that needs them. Every read is named by the VM or the Backup, so all go out in one round: none
+/// waits for another's answer. The checks that decide without reading are made here too, so that a VM
+/// they refuse reads nothing ahead past them; the only reads ahead that go unused are those a failing
+/// check makes unnecessary (the policy's checks included), and the PVC behind a DataVolume that exists.
 pub fn vm_backup_reads(mode: Mode, vm: &Object, backup: &Object) -> Vec<Read> {
     let Ok(spec) = vm_instance_spec(vm) else {
         return Vec::new();
     };
+    let mut reads = Vec::new();
+    if let Some(policy) = scope::policy_config_map(mode, backup) {
+        reads.push(Read::Get {
+            api: CONFIG_MAPS,
+            namespace: backup.namespace().into(),
+            name: policy.into(),
+        });
+    }
     let scope = Scope::of(backup, mode);
     let (ns, name) = (vm.namespace(), vm.name());
     let get = |api: Api, name: &str| Read::Get {
@@ -116,7 +129,6 @@ pub fn vm_backup_reads(mode: Mode, vm: &Object, backup: &Object) -> Vec<Read> {
         namespace: ns.into(),
         label_selector,
     };
-    let mut reads = Vec::new();
     if vm_running(vm, mode.extended()) {
         if !scope.in_backup(&scope::VIRTUAL_MACHINE_INSTANCES) {
             return reads;
@@ -136,7 +148,12 @@ pub fn vm_backup_reads(mode: Mode, vm: &Object, backup: &Object) -> Vec<Read> {
             if set(volume, "/dataVolume").is_some()
                 && !templates.contains(&text(volume, "/dataVolume/name"))
             {
-                reads.push(get(DATA_VOLUMES, text(volume, "/dataVolume/name")));
+                let dv = text(volume, "/dataVolume/name");
+                reads.push(get(DATA_VOLUMES, dv));
+                // Read only when the DataVolume is gone; read now rather than after its answer.
+                if scope.in_backup(&scope::PERSISTENT_VOLUME_CLAIMS) {
+                    reads.push(get(PERSISTENT_VOLUME_CLAIMS, dv));
+                }
             }
             if set(volume, "/persistentVolumeClaim").is_some() {
                 if !scope.in_backup(&scope::PERSISTENT_VOLUME_CLAIMS) {
@@ -231,14 +248,112 @@ mod tests {
 
             let batched = cluster();
             let reads = vm_backup_reads(mode, &vm, &backup);
-            assert_eq!(reads.len(), 5, "{reads:?}");
+            assert_eq!(reads.len(), 6, "{reads:?}");
             let ahead = ReadAhead::new(&batched, reads);
+            let sent = batched.calls().len();
             let answered = virtualmachine::backup(&Context::new(&ahead, mode), &vm, &backup);
             assert_eq!(answered, expected);
-            // Every read was read ahead and used: the same calls, in the same order, as without.
+            // Nothing was read after the batch: no read waited for another's answer.
+            assert_eq!(batched.calls().len(), sent);
+            // Every read ahead was used but the PVC behind the DataVolume, which exists: the same
+            // calls, in the same order, as without, and that one.
+            let pvc_behind_dv = Read::Get {
+                api: PERSISTENT_VOLUME_CLAIMS,
+                namespace: "ns".into(),
+                name: "data-dv".into(),
+            };
+            assert_eq!(ahead.unused(), vec![pvc_behind_dv]);
+            let mut calls = batched.calls();
+            calls.retain(|c| !(c.resource == "persistentvolumeclaims" && c.target == "data-dv"));
+            assert_eq!(calls, direct.calls());
+        }
+    }
+
+    #[test]
+    fn the_pvc_of_a_datavolume_that_is_gone_comes_with_the_batch() {
+        // The DataVolume was garbage-collected after its import: the check reads its PVC instead.
+        let backup = test_objects::backup_spec(json!({}));
+        let with_pvc_only = || {
+            [
+                (
+                    VIRTUAL_MACHINE_INSTANCES,
+                    "kubevirt.io/v1",
+                    "VirtualMachineInstance",
+                    "vm1",
+                ),
+                (
+                    PERSISTENT_VOLUME_CLAIMS,
+                    "v1",
+                    "PersistentVolumeClaim",
+                    "root-pvc",
+                ),
+                (
+                    PERSISTENT_VOLUME_CLAIMS,
+                    "v1",
+                    "PersistentVolumeClaim",
+                    "data-dv",
+                ),
+            ]
+            .into_iter()
+            .fold(FakeCluster::new(), |c, (api, api_version, kind, name)| {
+                c.with(
+                    api,
+                    obj(json!({"apiVersion": api_version, "kind": kind,
+                        "metadata": {"name": name, "namespace": "ns"}})),
+                )
+            })
+        };
+        for mode in [Mode::Upstream, Mode::Extended] {
+            let vm = running_vm();
+            let direct = with_pvc_only();
+            let expected = virtualmachine::backup(&Context::new(&direct, mode), &vm, &backup);
+            assert!(expected.is_ok(), "{expected:?}");
+
+            let batched = with_pvc_only();
+            let ahead = ReadAhead::new(&batched, vm_backup_reads(mode, &vm, &backup));
+            let sent = batched.calls().len();
+            let answered = virtualmachine::backup(&Context::new(&ahead, mode), &vm, &backup);
+            assert_eq!(answered, expected);
+            assert_eq!(batched.calls().len(), sent, "a read after the batch");
             assert!(ahead.unused().is_empty(), "{:?}", ahead.unused());
             assert_eq!(batched.calls(), direct.calls());
         }
+    }
+
+    #[test]
+    fn extended_mode_reads_the_resource_policy_with_the_vm_objects() {
+        let backup = test_objects::backup_with_policy(json!({}));
+        let with_policy = || {
+            cluster().with(
+                CONFIG_MAPS,
+                test_objects::policy_configmap("version: v1\nvolumePolicies: []\n"),
+            )
+        };
+        let vm = running_vm();
+        let direct = with_policy();
+        let expected = virtualmachine::backup(&Context::new(&direct, Mode::Extended), &vm, &backup);
+        assert!(expected.is_ok(), "{expected:?}");
+        assert!(direct.calls().iter().any(|c| c.resource == "configmaps"));
+
+        let batched = with_policy();
+        let reads = vm_backup_reads(Mode::Extended, &vm, &backup);
+        assert_eq!(
+            reads.first(),
+            Some(&Read::Get {
+                api: CONFIG_MAPS,
+                namespace: "velero".into(),
+                name: "policy".into()
+            })
+        );
+        let ahead = ReadAhead::new(&batched, reads);
+        let sent = batched.calls().len();
+        let answered = virtualmachine::backup(&Context::new(&ahead, Mode::Extended), &vm, &backup);
+        assert_eq!(answered, expected);
+        assert_eq!(batched.calls().len(), sent, "a read after the batch");
+        // Upstream mode reads no policy, and reads none ahead.
+        assert!(!vm_backup_reads(Mode::Upstream, &vm, &backup)
+            .iter()
+            .any(|r| matches!(r, Read::Get { api, .. } if *api == CONFIG_MAPS)));
     }
 
     #[test]

@@ -69,6 +69,18 @@ pub fn parse(yaml: &str) -> Result<Policy, String> {
     })
 }
 
+/// The name of the resource policy ConfigMap the Backup names (in its own namespace), if it names
+/// one: what [`read`] reads, and what the VM backup reads ahead with the rest.
+pub fn config_map_name(backup: &Object) -> Option<&str> {
+    let kind = backup
+        .str_at("/spec/resourcePolicy/kind")
+        .unwrap_or_default();
+    let name = backup
+        .str_at("/spec/resourcePolicy/name")
+        .unwrap_or_default();
+    (kind.eq_ignore_ascii_case("configmap") && !name.is_empty()).then_some(name)
+}
+
 /// Reads the policy the Backup names, if any, as Velero does: `spec.resourcePolicy.kind` is
 /// `configmap` (any case), the ConfigMap lives in the Backup's namespace and has exactly one data key.
 /// `Ok(None)`: the Backup names no policy. An unreadable or malformed policy is
@@ -76,15 +88,9 @@ pub fn parse(yaml: &str) -> Result<Policy, String> {
 /// ConfigMap or its contents changed, and a prediction from the spec alone could call a VM safe to
 /// back up when its launcher pod or disks are left out.
 pub fn read(ctx: &Context, backup: &Object) -> Result<Option<Policy>, String> {
-    let kind = backup
-        .str_at("/spec/resourcePolicy/kind")
-        .unwrap_or_default();
-    let name = backup
-        .str_at("/spec/resourcePolicy/name")
-        .unwrap_or_default();
-    if !kind.eq_ignore_ascii_case("configmap") || name.is_empty() {
+    let Some(name) = config_map_name(backup) else {
         return Ok(None);
-    }
+    };
     let namespace = backup.namespace();
     let wrap = |why: String| {
         format!(

@@ -53,6 +53,15 @@ fn strings(backup: &Object, pointer: &str) -> Vec<String> {
         .collect()
 }
 
+/// The resource policy ConfigMap [`Scope::read`] reads for `backup` in `mode` (extended mode only):
+/// so that it can be read ahead with the VM's own objects.
+pub fn policy_config_map(mode: Mode, backup: &Object) -> Option<&str> {
+    if !mode.extended() {
+        return None;
+    }
+    resource_policy::config_map_name(backup)
+}
+
 impl Scope {
     /// Reads the filters of a `velero.io/v1` Backup.
     pub fn of(backup: &Object, mode: Mode) -> Scope {

@@ -79,18 +79,25 @@ pub struct Env {
 }
 
 /// Starts the plugin as Velero does; returns it, its socket and the time to the handshake line.
+/// Read views are off: every Execute here repeats one VM of one backup, which a read view would
+/// answer without a request, and these rows measure the reads themselves (read views: `--bench scale`).
 #[allow(dead_code)]
 pub fn start(env: &Env) -> (Child, PathBuf, Duration) {
+    start_binary(Path::new(env!("CARGO_BIN_EXE_velero-wasm")), env, false)
+}
+
+/// [`start`] of another build of the plugin (a baseline to compare with, side by side), with read
+/// views on (as Velero runs it) or off.
+#[allow(dead_code)]
+pub fn start_binary(binary: &Path, env: &Env, views: bool) -> (Child, PathBuf, Duration) {
     let started = Instant::now();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_velero-wasm"))
+    let mut child = Command::new(binary)
         .args(["--log-level=info", "--features=EnableCSI"])
         .env("VELERO_PLUGIN", "hello")
         .env("PLUGIN_PROTOCOL_VERSIONS", "2")
         .env("VELERO_WASM_MODULES", &env.modules)
         .env("VELERO_WASM_STATE_DIR", &env.state)
-        // Every Execute here repeats one VM of one backup, which a read view would answer without a
-        // request: this bench measures the reads themselves (read views: `--bench scale`).
-        .env("VELERO_WASM_READ_VIEWS", "off")
+        .env("VELERO_WASM_READ_VIEWS", if views { "on" } else { "off" })
         .env("KUBECONFIG", &env.kubeconfig)
         .env("HOME", &env.home)
         .env_remove("KUBERNETES_SERVICE_HOST")

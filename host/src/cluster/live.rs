@@ -501,33 +501,60 @@ impl LiveCluster {
         listing: bool,
     ) -> Result<(String, ResourceInfo), KubeError> {
         let info = self.resolve(api).await?;
-        let root = if api.group.is_empty() {
-            format!("/api/{}", api.version)
-        } else {
-            format!("/apis/{}/{}", api.group, api.version)
-        };
-        let resource = segment("resource", &api.resource)?;
-        let path = match (info.namespaced, namespace.is_empty()) {
-            (true, false) => format!(
-                "{root}/namespaces/{}/{resource}",
-                segment("namespace", namespace)?
-            ),
-            (true, true) if listing => format!("{root}/{resource}"),
-            (true, true) => {
-                return Err(KubeError::Invalid(format!(
-                    "{api} is namespaced: the call needs a namespace"
-                )));
-            }
-            (false, true) => format!("{root}/{resource}"),
-            (false, false) => {
-                return Err(KubeError::Invalid(format!(
-                    "{api} is cluster-scoped: call it with namespace \"\", not {namespace:?}"
-                )));
-            }
-        };
+        let path = collection_path(api, namespace, listing, &info)?;
         Ok((path, info))
     }
 
+    /// The path a read of `api` in `namespace` goes out on while its group version's first discovery
+    /// is still on its way; `None` when that group version was discovered (or the read names no
+    /// namespace). A read that waited for discovery would make the first call of a fresh process wait
+    /// for the API server twice: it goes out on the namespaced path (what a read in a namespace is
+    /// nearly always of) beside discovery, and when discovery says the resource is cluster-scoped its
+    /// answer is dropped for the error the call got before.
+    fn read_blind(&self, api: &ApiResource, namespace: &str) -> Option<String> {
+        // A resource missing from a group version already discovered is most likely no resource
+        // at all: it waits for discovery to look again, and is never sent when it is not there.
+        if namespace.is_empty() || self.cache().contains_key(&api.api_version()) {
+            return None;
+        }
+        let assumed = ResourceInfo {
+            kind: String::new(),
+            namespaced: true,
+        };
+        collection_path(api, namespace, true, &assumed).ok()
+    }
+}
+
+/// The URL path of the collection `api` in `namespace`, given what discovery says of it.
+fn collection_path(
+    api: &ApiResource,
+    namespace: &str,
+    listing: bool,
+    info: &ResourceInfo,
+) -> Result<String, KubeError> {
+    let root = if api.group.is_empty() {
+        format!("/api/{}", api.version)
+    } else {
+        format!("/apis/{}/{}", api.group, api.version)
+    };
+    let resource = segment("resource", &api.resource)?;
+    match (info.namespaced, namespace.is_empty()) {
+        (true, false) => Ok(format!(
+            "{root}/namespaces/{}/{resource}",
+            segment("namespace", namespace)?
+        )),
+        (true, true) if listing => Ok(format!("{root}/{resource}")),
+        (true, true) => Err(KubeError::Invalid(format!(
+            "{api} is namespaced: the call needs a namespace"
+        ))),
+        (false, true) => Ok(format!("{root}/{resource}")),
+        (false, false) => Err(KubeError::Invalid(format!(
+            "{api} is cluster-scoped: call it with namespace \"\", not {namespace:?}"
+        ))),
+    }
+}
+
+impl LiveCluster {
     /// The path of the collection and the object's name, checked.
     async fn object_path(
         &self,
@@ -705,6 +732,14 @@ impl LiveCluster {
         namespace: &str,
         name: &str,
     ) -> Result<Json, KubeError> {
+        if let (Some(path), Ok(checked)) = (self.read_blind(api, namespace), segment("name", name))
+        {
+            let request = build(Request::new(path).get(checked, &GetParams::default()))?;
+            // Discovery's failure or scope first, as when the read waited for it.
+            let (info, answer) = tokio::join!(self.resolve(api), self.send(request));
+            collection_path(api, namespace, false, &info?)?;
+            return answer;
+        }
         let (request, name) = self.object_path(api, namespace, name).await?;
         self.send(build(request.get(&name, &GetParams::default()))?)
             .await
@@ -716,6 +751,38 @@ impl LiveCluster {
         namespace: &str,
         options: &ListOptions,
     ) -> Result<Vec<Json>, KubeError> {
+        let (path, info) = match self.read_blind(api, namespace) {
+            Some(path) => (path, None),
+            None => {
+                let (path, info) = self.collection(api, namespace, true).await?;
+                (path, Some(info))
+            }
+        };
+        let pages = self.pages(api, path, options);
+        let (info, items) = match info {
+            Some(info) => (info, pages.await),
+            None => {
+                // Discovery's failure or scope first, as when the list waited for it.
+                let (info, items) = tokio::join!(self.resolve(api), pages);
+                let info = info?;
+                collection_path(api, namespace, true, &info)?;
+                (info, items)
+            }
+        };
+        let api_version = api.api_version();
+        Ok(items?
+            .into_iter()
+            .map(|item| Json::from_raw(item).with_type(&api_version, &info.kind))
+            .collect())
+    }
+
+    /// The items of a list of `path`, page by page, as they came.
+    async fn pages(
+        &self,
+        api: &ApiResource,
+        path: String,
+        options: &ListOptions,
+    ) -> Result<Vec<Box<serde_json::value::RawValue>>, KubeError> {
         /// One page of a list: its items as they came, and where the next page starts.
         #[derive(serde::Deserialize)]
         struct Page<'a> {
@@ -729,7 +796,6 @@ impl LiveCluster {
             #[serde(rename = "continue", default)]
             next: Option<String>,
         }
-        let (path, info) = self.collection(api, namespace, true).await?;
         let request = Request::new(path);
         let non_empty = |s: &str| Some(s.to_string()).filter(|s| !s.trim().is_empty());
         let mut params = ListParams {
@@ -738,7 +804,6 @@ impl LiveCluster {
             limit: Some(self.page_size),
             ..ListParams::default()
         };
-        let api_version = api.api_version();
         let mut items = Vec::new();
         // Pages are read only while what they hold could still reach the guest.
         let max = options.max_bytes.unwrap_or(u64::MAX);
@@ -767,9 +832,10 @@ impl LiveCluster {
             answer_charge::hold(typing)
                 .map_err(|refused| KubeError::TooLarge(format!("listing {api}: {refused}")))?;
             items.extend(
-                page.items.unwrap_or_default().into_iter().map(|item| {
-                    Json::from_raw(item.to_owned()).with_type(&api_version, &info.kind)
-                }),
+                page.items
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|item| item.to_owned()),
             );
             answer_charge::release(typing);
             match page.metadata.next.filter(|c| !c.is_empty()) {
@@ -913,6 +979,16 @@ impl LazyCluster {
         connected
             .as_ref()
             .map_err(|e| KubeError::Other(e.to_string()))
+    }
+
+    /// Connects now rather than at the first call: reads the configuration and builds the client
+    /// (TLS and the system's root certificates among it) while Velero is busy with the handshake, so
+    /// that the first call of a fresh process does not wait for it. Sends nothing; a configuration
+    /// that cannot be used is reported as the first call would report it.
+    pub async fn connect_early(&self) {
+        if let Err(e) = self.cluster().await {
+            tracing::debug!("not connected ahead of the first call: {e}");
+        }
     }
 
     /// The namespace the configuration names (see [`LiveCluster::default_namespace`]); connects.

@@ -195,6 +195,9 @@ async fn serve(args: PluginArgs, parent: u32, config: Config) -> anyhow::Result<
     // Before the announcement, so that a SIGTERM right after it still removes the socket.
     let mut stops = Stops::new(shutdown, parent)?;
     announce(&args, &socket, &listed_kinds, &stock, started, &config)?;
+    // The client is built while the modules load, not in the first call that reads.
+    let early = cluster.clone();
+    tokio::spawn(async move { early.connect_early().await });
 
     // The modules, now that Velero has its socket. Its calls wait until the sources are listed (the
     // ConfigMaps, not yet the artifacts they name), then each for the module it needs
