@@ -36,8 +36,9 @@
 #              differs, Velero counts nothing (exit 0 and `N passed, 0 failed`, or the run fails)
 #   js-cold    the plugin, started as Velero starts it, with ten 12 MB JavaScript modules
 #              (componentize-js from npm, built here once, the action renamed in place) and an empty
-#              compile cache, under the compile budget its cgroup leaves by default (512 MiB less
-#              192 MiB: 320 MiB): each is refused for what its compile would take (about 470 MiB),
+#              compile cache, under the compile budget its cgroup leaves by default (three quarters
+#              of 512 MiB less 256 MiB: 128 MiB): each is refused for what its compile would take
+#              (about 470 MiB),
 #              never compiled, and the stock modules compile and serve (issue 55: ten compiling
 #              killed the plugin at 512 MiB in 22 s)
 set -euo pipefail

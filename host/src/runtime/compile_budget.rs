@@ -16,19 +16,26 @@ pub const BUDGET_VARIABLE: &str = "VELERO_WASM_COMPILE_MEMORY";
 pub const DEFAULT_BUDGET: u64 = 2 << 30;
 
 /// What a cgroup's memory limit keeps from the compiles when [`BUDGET_VARIABLE`] does not set the
-/// budget: Velero's own server and the plugin process itself (the engine, the stock modules, what
-/// calls hold). A 512 MiB container (Velero's default) leaves compiles 320 MiB.
-pub const LEFT_BESIDE_COMPILES: u64 = 192 << 20;
+/// budget, besides the calls' own budget (a quarter of the limit, `capabilities::memory`): Velero's
+/// own server and the plugin process itself (the engine, the stock modules, the instance pool, gRPC
+/// and HTTP buffers), so that compiles, calls and both of those together stay within the limit. A
+/// 512 MiB container (Velero's default) leaves compiles 128 MiB; 1 GiB, 512 MiB.
+pub const LEFT_BESIDE_COMPILES: u64 = 256 << 20;
 
 /// The least the budget a cgroup leaves is: the stock modules' size of compile.
 const LEAST: u64 = 64 << 20;
 
-/// The default budget: the cgroup's memory limit less [`LEFT_BESIDE_COMPILES`] (at least 64 MiB),
-/// else [`DEFAULT_BUDGET`].
+/// The default budget: three quarters of the cgroup's memory limit (the calls have the fourth) less
+/// [`LEFT_BESIDE_COMPILES`], at least 64 MiB; else [`DEFAULT_BUDGET`].
 pub fn default_limit() -> u64 {
-    crate::capabilities::memory::cgroup_limit().map_or(DEFAULT_BUDGET, |limit| {
-        limit.saturating_sub(LEFT_BESIDE_COMPILES).max(LEAST)
-    })
+    crate::capabilities::memory::cgroup_limit().map_or(DEFAULT_BUDGET, beside_calls)
+}
+
+/// [`default_limit`] under a cgroup memory limit of `limit` bytes.
+fn beside_calls(limit: u64) -> u64 {
+    (limit - limit / 4)
+        .saturating_sub(LEFT_BESIDE_COMPILES)
+        .max(LEAST)
 }
 
 /// What a compile takes whatever the module (the translation's tables, the object being written,
@@ -210,6 +217,24 @@ mod tests {
             .find(|m| m.name == "kubevirt")
             .map(|m| m.wasm.to_vec())
             .unwrap()
+    }
+
+    #[test]
+    fn a_container_s_limit_is_shared_by_the_calls_the_compiles_and_what_is_left_beside_them() {
+        const MIB: u64 = 1 << 20;
+        assert_eq!(beside_calls(512 * MIB), 128 * MIB);
+        assert_eq!(beside_calls(1024 * MIB), 512 * MIB);
+        // The calls' quarter, the compiles' budget and what is left beside them make the limit.
+        for limit in [512 * MIB, 1024 * MIB, 2048 * MIB] {
+            assert_eq!(
+                limit / 4 + beside_calls(limit) + LEFT_BESIDE_COMPILES,
+                limit
+            );
+        }
+        // A small limit still lets the stock modules' size of module compile.
+        assert_eq!(beside_calls(256 * MIB), LEAST);
+        // The stock kubevirt module compiles in Velero's default container; an interpreter does not.
+        assert!(estimate(&kubevirt()) <= beside_calls(512 * MIB));
     }
 
     #[test]
