@@ -59,14 +59,7 @@ toxiproxy_api=""
 # Stops what this run started, in reverse order, whatever the exit path.
 on_exit() {
   local status=$?
-  local i
-  for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
-    kill "${pids[$i]}" 2>/dev/null || true
-  done
-  for pid in "${pids[@]}"; do
-    wait "$pid" 2>/dev/null || true
-  done
-  if [ -n "$kube_started" ]; then tests/kube/stop.sh "$run/kube" >/dev/null 2>&1 || true; fi
+  if declare -F stop_started >/dev/null; then stop_started; fi
   [ "$status" -eq 0 ] || echo "$tool: failed (exit $status); logs in $run (velero-server.log, backups.log, kube/)" >&2
   exit "$status"
 }

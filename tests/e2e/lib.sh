@@ -151,3 +151,16 @@ objects() {
   kubeobj apply tests/e2e/cluster/referenced.yaml "$run"/cluster/*.json
   echo "$(ls "$run"/cluster/*.json | wc -l) fixture objects and $(grep -c '^kind:' tests/e2e/cluster/referenced.yaml) referenced objects created"
 }
+
+# Stops every process in pids, newest first, and waits for each; then the API server, if started.
+# For the caller's EXIT trap: nothing here fails.
+stop_started() {
+  local i pid
+  for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
+    kill "${pids[$i]}" 2>/dev/null || true
+  done
+  for pid in "${pids[@]}"; do
+    wait "$pid" 2>/dev/null || true
+  done
+  if [ -n "$kube_started" ]; then tests/kube/stop.sh "$run/kube" >/dev/null 2>&1 || true; fi
+}

@@ -89,14 +89,7 @@ on_exit() {
     report
     logs_hint
   fi
-  local i
-  for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
-    kill "${pids[$i]}" 2>/dev/null || true
-  done
-  for pid in "${pids[@]}"; do
-    wait "$pid" 2>/dev/null || true
-  done
-  if [ -n "$kube_started" ]; then tests/kube/stop.sh "$run/kube" >/dev/null 2>&1 || true; fi
+  if declare -F stop_started >/dev/null; then stop_started; fi
   exit "$status"
 }
 trap on_exit EXIT

@@ -73,6 +73,29 @@ fn served_span(action: &dyn ServedAction) -> tracing::Span {
     tracing::error_span!("slot", served = action.info().name.as_str())
 }
 
+/// Keeps the operation `action` started for the slot's combined id, or refuses it where the slot's
+/// kind is a v1 kind (`untracked`), which has no operations to report progress of.
+fn keep_operation(
+    kind: ActionKind,
+    untracked: bool,
+    action: &dyn ServedAction,
+    id: Option<String>,
+    operations: &mut Vec<(String, String)>,
+) -> Result<(), Status> {
+    let Some(id) = id else {
+        return Ok(());
+    };
+    if untracked {
+        return Err(grpc_status::untracked_operation(
+            kind,
+            &action.info().name,
+            &id,
+        ));
+    }
+    operations.push((action.info().name.clone(), id));
+    Ok(())
+}
+
 /// The status of a served action's failure: as Velero's for that action, and an action's own error
 /// message is prefixed with its name (the others name their module and action already).
 fn failed(kind: ActionKind, slot: &str, action: &dyn ServedAction, error: &CallError) -> Status {
@@ -189,16 +212,13 @@ impl Dispatch {
                 &mut outcome.post_operation_items,
                 answer.post_operation_items,
             );
-            if let Some(id) = answer.operation_id {
-                if kind == ActionKind::Backup {
-                    return Err(grpc_status::untracked_operation(
-                        kind,
-                        &action.info().name,
-                        &id,
-                    ));
-                }
-                operations.push((action.info().name.clone(), id));
-            }
+            keep_operation(
+                kind,
+                kind == ActionKind::Backup,
+                &**action,
+                answer.operation_id,
+                &mut operations,
+            )?;
             if skips_backup(&outcome.item) {
                 break;
             }
@@ -258,16 +278,13 @@ impl Dispatch {
                     answer.additional_items_timeout,
                 );
             }
-            if let Some(id) = answer.operation_id {
-                if kind == ActionKind::Restore {
-                    return Err(grpc_status::untracked_operation(
-                        kind,
-                        &action.info().name,
-                        &id,
-                    ));
-                }
-                operations.push((action.info().name.clone(), id));
-            }
+            keep_operation(
+                kind,
+                kind == ActionKind::Restore,
+                &**action,
+                answer.operation_id,
+                &mut operations,
+            )?;
             // As Velero: a skipped item goes to no further action.
             if answer.skip_restore {
                 outcome.skip_restore = true;
