@@ -25,8 +25,9 @@
 #              Executes at once through one plugin process, each of kube-probe's kube-get: one `get`
 #              answered with a 15 MiB ConfigMap, for a module of 64 MiB (issue 55: killed in 1 GiB in
 #              3–6 s). The process's budget charges what each answer holds until the guest has it, so
-#              calls past it fail alone with its message, the others read 15 MiB (the driver checks both);
-#              read views off (each get goes to the API server)
+#              calls past it fail alone with its message (on busy cores some run out of their minute
+#              instead), the others read 15 MiB, and no call fails otherwise (the driver checks all
+#              three); read views off (each get goes to the API server)
 #   concurrent-gets-views
 #              the same with read views on: the first get lists the namespace (one ConfigMap of 15 MiB)
 #              into the backup's view, which answers the 64 gets
