@@ -6,11 +6,12 @@
 //! Velero first; then a task of its own calls the shadow with the same input and compares the two
 //! results ([`crate::action::compare`]). Nothing the shadow does reaches Velero:
 //!
-//! - it runs after the answer is made, on its own budget ([`Budget`]): a few calls at a time (a call
-//!   over that is dropped, never queued), its own deadline, a CPU share per call, its own memory
-//!   budget (a call that would not fit is dropped), which also holds what the host keeps of each call
-//!   for the comparison (its input and the serving answer: a call whose copy would not fit is dropped
-//!   before it is queued); it never takes one of the serving calls' slots;
+//! - it runs after the answer is made, on its own budget ([`Budget`]): a few calls at a time, taken
+//!   in the order the calls come (a call over that is dropped, never queued), its own deadline, a
+//!   CPU share per call, its own memory budget (a call that would not fit is dropped), which also
+//!   holds what the host keeps of each call for the comparison (its input and the serving answer: a
+//!   call whose copy would not fit is dropped before it is queued); it never takes one of the
+//!   serving calls' slots;
 //! - all shadow calls run on one thread of their own ([`shadow_thread`]): together they never take
 //!   more than one core, at the priority [`NICE_ENV`] gives that thread;
 //! - its `kube` writes and its HTTP requests other than GET and HEAD are refused (reads stay within
@@ -31,7 +32,7 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
 use serde_json::Value;
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::action::compare::{self, Comparison};
 use crate::action::{ActionKind, BackupOutcome, ItemRef, ResourceId, RestoreOutcome};
@@ -414,6 +415,10 @@ impl Shadows {
         let (module, action) = (entry.module.name.to_string(), entry.info().name.clone());
         let subject = call.subject();
         self.book().started(&subject, &module);
+        let finish = |outcome| {
+            self.book()
+                .finished(&subject, &module, &action, call.item(), outcome)
+        };
         // What is kept for the comparison is held from the shadows' memory budget until it is done;
         // a call whose copy would not fit is dropped now, its copy with it.
         let kept = AnswerAccount::new(u64::MAX, self.budget.memory);
@@ -424,18 +429,21 @@ impl Shadows {
                 call.call(),
                 ShadowEvent::Dropped("memory"),
             );
-            let dropped = book::Outcome::Dropped("memory");
-            self.book()
-                .finished(&subject, &module, &action, call.item(), dropped);
-            return;
+            return finish(book::Outcome::Dropped("memory"));
         }
+        // Which shadow action runs, and whether it has a slot, is settled now, in the order the calls
+        // come: a call admitted holds its slot while its task waits for the shadows' thread.
+        let (shadow, slot) = match self.admit(&runtime, &module, &action, &call) {
+            Ok(admitted) => admitted,
+            Err(outcome) => return finish(outcome),
+        };
         let task = async move {
             // The answer to Velero is on its way: let it go first.
             tokio::task::yield_now().await;
-            let outcome = me.run(&runtime, &module, &action, &call).await;
+            let outcome = me.run(&runtime, &module, &action, &call, &shadow).await;
             me.book()
                 .finished(&subject, &module, &action, call.item(), outcome);
-            drop((call, kept));
+            drop((call, kept, slot));
         };
         match shadow_thread(self.budget.nice) {
             Some(shadows) => drop(shadows.spawn(task)),
@@ -443,26 +451,27 @@ impl Shadows {
         }
     }
 
-    /// Calls the shadow and compares; returns what happened.
-    async fn run(
+    /// The shadow's action for `call` and a slot to run it in; or, when it is not to run, what
+    /// happened instead (a shadow without the action or whose action does not apply to the item
+    /// differs; one over the shadows' calls is dropped).
+    fn admit(
         &self,
         runtime: &Runtime,
         module: &str,
         action: &str,
         call: &Mirrored,
-    ) -> book::Outcome {
-        let name = call.call();
-        let event = |event: ShadowEvent| metrics::shadow(module, action, name, event);
+    ) -> Result<(ActionEntry, OwnedSemaphorePermit), book::Outcome> {
+        let event = |event: ShadowEvent| metrics::shadow(module, action, call.call(), event);
         let entry = match runtime.catalog().shadow_action(module, action) {
             // The shadow went away (a reload): nothing to compare.
-            None => return book::Outcome::Dropped("gone"),
+            None => return Err(book::Outcome::Dropped("gone")),
             Some(None) => {
                 event(ShadowEvent::Compared);
                 event(ShadowEvent::Difference("missing-action"));
-                return book::Outcome::Differs(Comparison {
+                return Err(book::Outcome::Differs(Comparison {
                     patch: Comparison::of(&call.served(), &Value::Null).patch,
                     kinds: vec!["missing-action"],
-                });
+                }));
             }
             Some(Some(entry)) => entry,
         };
@@ -475,15 +484,28 @@ impl Shadows {
         {
             event(ShadowEvent::Compared);
             event(ShadowEvent::Difference("applies-to"));
-            return book::Outcome::Differs(Comparison {
+            return Err(book::Outcome::Differs(Comparison {
                 patch: Comparison::of(&call.served(), &Value::Null).patch,
                 kinds: vec!["applies-to"],
-            });
+            }));
         }
-        let Ok(_slot) = self.slots.clone().try_acquire_owned() else {
+        let Ok(slot) = self.slots.clone().try_acquire_owned() else {
             event(ShadowEvent::Dropped("busy"));
-            return book::Outcome::Dropped("busy");
+            return Err(book::Outcome::Dropped("busy"));
         };
+        Ok((entry, slot))
+    }
+
+    /// Calls the shadow's `entry` and compares; returns what happened.
+    async fn run(
+        &self,
+        runtime: &Runtime,
+        module: &str,
+        action: &str,
+        call: &Mirrored,
+        entry: &ActionEntry,
+    ) -> book::Outcome {
+        let event = |event: ShadowEvent| metrics::shadow(module, action, call.call(), event);
         let memory = self.budget.memory;
         if memory.limit().saturating_sub(memory.used()) < entry.module.limits.memory {
             event(ShadowEvent::Dropped("memory"));
@@ -494,7 +516,7 @@ impl Shadows {
             cpu: self.budget.cpu,
             memory,
         };
-        let shadow = call.again(runtime, lane, &entry).await;
+        let shadow = call.again(runtime, lane, entry).await;
         let shadow = match shadow {
             Ok(value) => value,
             Err(CallError::Fault {
