@@ -291,7 +291,7 @@ fn served(module: &LoadedModule, listed: Option<&[Listed]>) -> Served {
         .map(|a| (a.kind, a.name.clone()))
         .collect();
     let pending = listed
-        .map(|l| super::kept_listing::pending(l, &actions))
+        .map(|l| crate::action::slot::pending(l, &actions))
         .unwrap_or_default();
     Served {
         version: module.version.clone(),
@@ -641,10 +641,10 @@ mod tests {
             (Restore, "foo.io/restore".to_string()),
         ];
         assert_eq!(
-            crate::plugin::kept_listing::pending(&was, &now),
+            crate::action::slot::pending(&was, &now),
             [(Restore, "foo.io/restore".to_string())]
         );
-        assert_eq!(crate::plugin::kept_listing::pending(&now, &now), []);
+        assert_eq!(crate::action::slot::pending(&now, &now), []);
 
         let configmaps = listing(vec![cached("cm-foo", "foo", "u-1", false)], vec![]);
         let both = served(None, &["foo.io/backup"], &[(Restore, "foo.io/restore")]);
