@@ -15,8 +15,6 @@ pub(crate) mod answer;
 pub(crate) mod backup_v1;
 pub(crate) mod backup_v2;
 pub(crate) mod broker;
-pub(crate) mod configmap_report;
-pub(crate) mod configmap_state;
 pub(crate) mod controller;
 pub mod convert;
 pub(crate) mod delete;
@@ -506,7 +504,7 @@ impl BackgroundLoad {
         // When the ConfigMaps that need a pull could not be written, those that need none serve.
         let configmaps_serving = configmaps.as_ref().or(listed.as_ref().map(|l| &l.ready));
         let loaded = loaded.map(|()| staged.finish());
-        let state_report = configmap_report::Report {
+        let state_report = plan::configmap_report::Report {
             cluster: cluster.clone(),
             velero_namespace: velero_namespace.clone(),
             configmaps: configmaps_serving.cloned(),
