@@ -14,6 +14,7 @@ mod load;
 mod policy;
 mod problem;
 mod rollback;
+pub(crate) mod startup;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -28,7 +29,7 @@ use choose::{plan_configmaps, scan_names, ConfigMapPlan};
 use fallback::{fall_back, open_last_good, record_policies};
 use load::{load_configmap_modules, load_scan, load_shadows, load_stock};
 use policy::{annotated_policies, Sources};
-pub(crate) use problem::{LoadProblem, Remark};
+pub(crate) use problem::LoadProblem;
 
 /// The stock modules in service, with what was worth reporting about them
 /// ([`load_stock_modules`]); later sources fall back to them.
