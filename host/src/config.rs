@@ -18,7 +18,7 @@
 //! | `VELERO_NAMESPACE` | the `environment` capability, `cli` |
 //! | `KUBERNETES_SERVICE_HOST`, `KUBECONFIG`, `HOME` | `cluster::live`, `modules::configmaps` |
 //! | `VELERO_WASM_CONFIGMAPS`, `VELERO_WASM_OCI_*` | `modules::configmaps`, `modules::oci` |
-//! | `VELERO_WASM_CONFIGMAP_STATE`, `HOSTNAME` | `plugin::configmap_report` |
+//! | `VELERO_WASM_CONFIGMAP_STATE`, `HOSTNAME` | `plan::configmap_report` |
 //! | `OTEL_EXPORTER_OTLP_*ENDPOINT`, `OTEL_SERVICE_NAME` | `metrics` |
 //! | `COLUMNS`, `CARGO`, `COMPONENTIZE_PY`, `COMPONENTIZE_JS`, `DOCKER_CONFIG`, `AWS_WEB_IDENTITY_TOKEN_FILE` | `cli` |
 //! | any variable a module's grant names | the `environment` capability ([`Config::var`]) |

@@ -67,6 +67,24 @@ impl Family {
     }
 }
 
+/// One action as a listing names it: its kind and name (what Velero was given, what serves).
+pub type Listed = (ActionKind, String);
+
+/// The actions `provided` that Velero does not hold under their own name: none of `listed` is one
+/// Velero's service for it can run (by name, and a kind whose Velero service can run it). These are
+/// served through the slots (docs/modules.md#s10), in `provided`'s order.
+pub(crate) fn pending(listed: &[Listed], provided: &[Listed]) -> Vec<Listed> {
+    provided
+        .iter()
+        .filter(|(actual, name)| {
+            !listed
+                .iter()
+                .any(|(kind, n)| n == name && kind.can_serve(*actual))
+        })
+        .cloned()
+        .collect()
+}
+
 /// The family whose slot is named `name`, if it is a slot's name.
 pub fn slot_family(name: &str) -> Option<Family> {
     Family::ALL.into_iter().find(|f| f.slot_name() == name)
@@ -235,5 +253,36 @@ mod tests {
         let pvc = selector(&["pvc"], &[], &[], "");
         let mixed = covering([&all_but_secrets, &pvc]);
         assert!(mixed.included_resources.is_empty() && mixed.excluded_resources.is_empty());
+    }
+
+    fn listed(items: &[(ActionKind, &str)]) -> Vec<Listed> {
+        items.iter().map(|(k, n)| (*k, n.to_string())).collect()
+    }
+
+    #[test]
+    fn pending_actions_are_those_velero_holds_under_no_name_that_can_run_them() {
+        use ActionKind::*;
+        let was = listed(&[
+            (BackupV2, "hcp/backup"),
+            (Restore, "k/restore"),
+            (Delete, "k/delete"),
+            (BackupV2, "velero-wasm.io/added-backup-actions"),
+        ]);
+        let now = listed(&[
+            (Backup, "hcp/backup"),        // moved to v1: Velero's v2 service runs it
+            (Restore, "k/restore"),        // unchanged
+            (Backup, "k/delete"),          // same name, another family: pending
+            (RestoreV2, "new/restore"),    // added
+            (ItemBlock, "new/item-block"), // added
+        ]);
+        assert_eq!(
+            pending(&was, &now),
+            listed(&[
+                (Backup, "k/delete"),
+                (RestoreV2, "new/restore"),
+                (ItemBlock, "new/item-block")
+            ])
+        );
+        assert_eq!(pending(&now, &now), vec![]);
     }
 }

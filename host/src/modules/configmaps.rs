@@ -49,7 +49,7 @@ pub const LABEL: &str = "velero-wasm.io/module";
 /// (`crate::shadow`). Removing the label promotes it.
 pub const SHADOW_LABEL: &str = "velero-wasm.io/shadow";
 /// The annotation in which the plugin writes what became of a module ConfigMap (serving, shadowing,
-/// refused, falling back) with a field manager of its own (the plugin's `configmap_state`).
+/// refused, falling back) with a field manager of its own (the plan's `configmap_state`).
 pub const STATUS_ANNOTATION: &str = "velero-wasm.io/status";
 /// The environment variable that turns the channel on, off, or leaves it to the environment.
 pub(crate) const SWITCH_ENV: &str = "VELERO_WASM_CONFIGMAPS";
@@ -154,8 +154,9 @@ fn labelled_module(item: &Value) -> Option<String> {
 }
 
 /// Velero's namespace: `velero_namespace`, else the one the cluster configuration names (`None`
-/// when it cannot be had within [`LIST_TIMEOUT`]).
-async fn namespace_of(cluster: &LazyCluster, velero_namespace: &str) -> Option<String> {
+/// when it cannot be had within [`LIST_TIMEOUT`]): where the module ConfigMaps are listed, and
+/// where what became of each is written on it.
+pub(crate) async fn namespace_of(cluster: &LazyCluster, velero_namespace: &str) -> Option<String> {
     let namespace = tokio::time::timeout(LIST_TIMEOUT, async {
         match velero_namespace {
             "" => cluster.default_namespace().await,

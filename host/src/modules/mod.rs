@@ -32,7 +32,7 @@ pub use last_good::LastGood;
 pub use manifest::{parse_byte_size, KubeRule, Manifest, NamespaceRule, Verbs, MAX_MEMORY};
 pub(crate) use manifest::{Grant, Limits};
 pub(crate) use scan::directory_names;
-pub use scan::scan_directory;
+pub use scan::{scan_directory, MODULES_ENV};
 pub(crate) use signature::{ModuleSignature, TrustedKeys};
 pub use source::{ModuleSource, Origin};
 pub(crate) use stock::chosen_stock_modules;

@@ -4,6 +4,9 @@ use super::configmap_file;
 use super::directory::{self, DirectoryScan};
 use super::signature::TrustedKeys;
 
+/// The environment variable naming a directory of extra modules.
+pub const MODULES_ENV: &str = "VELERO_WASM_MODULES";
+
 /// Reads every module in `dir` (one whole version of a kubelet-mounted directory), checking signatures
 /// against `trusted` keys (see [`read_module`](super::directory::read_module)); `dir` may also be a file of module ConfigMaps.
 /// Fails only when the directory itself cannot be read.

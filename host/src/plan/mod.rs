@@ -3,14 +3,18 @@
 //! ConfigMaps (each later source replaces a module of the same name), overrides of stock modules,
 //! signatures and trusted keys, the last good copies, each module's failure policy, and shadows
 //! last. The runtime only compiles what the plan gives it and swaps what serves; the plugin and
-//! the CLI put their modules in service through this one place.
+//! the CLI put their modules in service through this one place. Once they serve, each module
+//! ConfigMap is told what became of it ([`configmap_state`], written by [`configmap_report`]).
 
 mod choose;
+pub(crate) mod configmap_report;
+pub(crate) mod configmap_state;
 mod fallback;
 mod load;
 mod policy;
 mod problem;
 mod rollback;
+pub(crate) mod startup;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -25,8 +29,7 @@ use choose::{plan_configmaps, scan_names, ConfigMapPlan};
 use fallback::{fall_back, open_last_good, record_policies};
 use load::{load_configmap_modules, load_scan, load_shadows, load_stock};
 use policy::{annotated_policies, Sources};
-pub(crate) use policy::{REFUSING, SERVING_LAST_GOOD, SERVING_STOCK};
-pub(crate) use problem::{LoadProblem, Remark};
+pub(crate) use problem::LoadProblem;
 
 /// The stock modules in service, with what was worth reporting about them
 /// ([`load_stock_modules`]); later sources fall back to them.

@@ -19,11 +19,11 @@ use tracing::{Instrument, Span};
 
 use super::convert::resource_selector;
 use super::grpc_status;
-use super::kept_listing::{self, Listed};
+use super::kept_listing::Listed;
 use super::proto::generated::ResourceSelector;
 use super::served::{RuntimeActions, ServedAction, ServedActions};
 use super::slot_calls::Covered;
-use crate::action::slot::{slot_family, Family};
+use crate::action::slot::{pending, slot_family, Family};
 use crate::action::{
     ActionKind, BackupOutcome, BackupRequest, ItemRef, OperationProgress, ResourceId,
     RestoreOutcome, RestoreRequest,
@@ -44,7 +44,7 @@ pub struct Dispatch {
     shadows: Arc<Shadows>,
     /// Known once the modules are loaded (after the handshake, see [`super::gate`]).
     retired: Arc<OnceLock<BTreeSet<Listed>>>,
-    /// The listing Velero holds (kept when it was given, [`kept_listing`]): the slots serve the
+    /// The listing Velero holds (kept when it was given, [`super::kept_listing`]): the slots serve the
     /// actions in service it lacks. Unknown (no state directory), the slots serve nothing.
     listed: Arc<OnceLock<Vec<Listed>>>,
 }
@@ -115,7 +115,7 @@ impl Dispatch {
         let Some(listed) = self.listed.get() else {
             return Covered::new(family, Vec::new());
         };
-        let actions = kept_listing::pending(listed, &self.actions.actions())
+        let actions = pending(listed, &self.actions.actions())
             .into_iter()
             .filter(|(kind, _)| Family::of(*kind) == family)
             .filter_map(|(_, name)| self.actions.action(&name))

@@ -34,8 +34,8 @@ pub struct Listing {
 /// The largest listing file read: far more than any plugin lists (a few hundred bytes an action).
 pub(crate) const MAX_LISTING: u64 = 4 << 20;
 
-/// One listed action.
-pub type Listed = (ActionKind, String);
+/// One listed action (defined beside the slots, which serve the actions a listing lacks).
+pub use crate::action::slot::Listed;
 
 #[derive(Serialize, Deserialize)]
 struct File {
@@ -132,21 +132,6 @@ pub(crate) fn retired(listed: Vec<Listed>, provided: &[Listed]) -> BTreeSet<List
         .collect()
 }
 
-/// The actions `provided` that Velero does not hold under their own name: none of `listed` is one
-/// Velero's service for it can run (by name, and a kind whose Velero service can run it). These are
-/// served through the slots (docs/modules.md#s10), in `provided`'s order.
-pub(crate) fn pending(listed: &[Listed], provided: &[Listed]) -> Vec<Listed> {
-    provided
-        .iter()
-        .filter(|(actual, name)| {
-            !listed
-                .iter()
-                .any(|(kind, n)| n == name && kind.can_serve(*actual))
-        })
-        .cloned()
-        .collect()
-}
-
 /// Whether one of `provided` can stand in for the listed action `name` of `kind`.
 fn stands_in(provided: &[Listed], kind: ActionKind, name: &str) -> bool {
     provided
@@ -233,31 +218,5 @@ mod tests {
     fn slots_are_never_retired() {
         let was = listed(&[(BackupV2, "velero-wasm.io/added-backup-actions")]);
         assert!(retired(was, &[]).is_empty());
-    }
-
-    #[test]
-    fn pending_actions_are_those_velero_holds_under_no_name_that_can_run_them() {
-        let was = listed(&[
-            (BackupV2, "hcp/backup"),
-            (Restore, "k/restore"),
-            (Delete, "k/delete"),
-            (BackupV2, "velero-wasm.io/added-backup-actions"),
-        ]);
-        let now = listed(&[
-            (Backup, "hcp/backup"),        // moved to v1: Velero's v2 service runs it
-            (Restore, "k/restore"),        // unchanged
-            (Backup, "k/delete"),          // same name, another family: pending
-            (RestoreV2, "new/restore"),    // added
-            (ItemBlock, "new/item-block"), // added
-        ]);
-        assert_eq!(
-            pending(&was, &now),
-            listed(&[
-                (Backup, "k/delete"),
-                (RestoreV2, "new/restore"),
-                (ItemBlock, "new/item-block")
-            ])
-        );
-        assert_eq!(pending(&now, &now), vec![]);
     }
 }

@@ -15,8 +15,6 @@ pub(crate) mod answer;
 pub(crate) mod backup_v1;
 pub(crate) mod backup_v2;
 pub(crate) mod broker;
-pub(crate) mod configmap_report;
-pub(crate) mod configmap_state;
 pub(crate) mod controller;
 pub mod convert;
 pub(crate) mod delete;
@@ -36,9 +34,8 @@ pub(crate) mod slot_calls;
 pub(crate) mod stdio;
 pub mod upload;
 
-use std::collections::BTreeSet;
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -54,12 +51,8 @@ use crate::capabilities::{Clock, Environment, Services};
 use crate::cluster::live::{ClusterOptions, LazyCluster};
 use crate::cluster::KubeCall;
 use crate::config::Config;
-use crate::modules::configmaps::{self, ConfigMapModules};
-use crate::modules::signature::TRUSTED_KEYS_ENV;
-use crate::modules::{
-    self, cluster_floor, LastGood, StockChoice, TrustedKeys, VersionFloor, STOCK_ENV,
-};
-use crate::plan::{self, ModuleConfig};
+use crate::modules::{StockChoice, STOCK_ENV};
+use crate::plan;
 use crate::runtime::{CompileCache, Runtime};
 use crate::shadow::Budget as ShadowBudget;
 use dispatch::Dispatch;
@@ -71,8 +64,9 @@ use lister::{Advertised, Lister, KINDS_ENV};
 /// Backup can be far larger than gRPC's default 4 MiB).
 pub(crate) const MAX_MESSAGE: usize = i32::MAX as usize;
 
-/// The environment variable naming a directory of extra modules.
-pub const MODULES_ENV: &str = "VELERO_WASM_MODULES";
+/// The environment variable naming a directory of extra modules (defined with the directory's
+/// reading, which start-up's messages name it from).
+pub use crate::modules::MODULES_ENV;
 
 /// How long a connection may go without receiving anything before the server pings the client, and
 /// how long it then waits for the answer before it closes the connection: a client that stopped
@@ -161,8 +155,6 @@ async fn serve(args: PluginArgs, parent: u32, config: Config) -> anyhow::Result<
     let started = Instant::now();
     let state = crate::state::default_dir(&config);
     let cluster = kube_backend(&args, &config);
-    // One floor, read from the cluster into it by the background load, then held to by the module plan.
-    let floor = state.as_deref().map(VersionFloor::at);
     let runtime = plugin_runtime(cluster.clone(), state.as_deref(), &config)?;
     let directory = config.path(MODULES_ENV);
     let listing = state
@@ -208,19 +200,21 @@ async fn serve(args: PluginArgs, parent: u32, config: Config) -> anyhow::Result<
         known.loading().sources_known().await;
         let _ = loaded.send(true);
     });
-    let background = BackgroundLoad {
-        runtime,
+    let startup = plan::startup::Startup {
+        runtime: runtime.clone(),
         cluster,
-        state,
+        state: state.clone(),
         directory,
         stock,
-        retired_from,
-        dispatch: dispatch.clone(),
+        listed: retired_from.clone(),
         started,
-        floor,
         config,
     };
-    tokio::spawn(background.run());
+    let serving = {
+        let dispatch = dispatch.clone();
+        move || in_service(&runtime, &dispatch, state.as_deref(), retired_from)
+    };
+    tokio::spawn(startup.run(serving));
 
     if let Some(result) = stops.wait(&mut server).await {
         let path = socket.path.clone();
@@ -386,233 +380,33 @@ impl Stops {
     }
 }
 
-/// The loading of the modules once Velero has its socket, on a task of its own.
-struct BackgroundLoad {
-    runtime: Arc<Runtime>,
-    cluster: Arc<LazyCluster>,
-    state: Option<PathBuf>,
-    directory: Option<PathBuf>,
-    stock: StockChoice,
+/// What is Velero's once every module serves ([`plan::startup::Startup::run`] calls it before calls
+/// stop waiting): the listing Velero holds goes to the dispatch, the listed actions no module
+/// provides any more are retired, and the status is written.
+fn in_service(
+    runtime: &Runtime,
+    dispatch: &Dispatch,
+    state: Option<&Path>,
     retired_from: Option<Vec<Listed>>,
-    dispatch: Dispatch,
-    started: Instant,
-    /// The version floor (the state directory's) the modules are held to, if there is a state
-    /// directory.
-    floor: Option<VersionFloor>,
-    /// The process's configuration (module ConfigMaps, OCI pulls, trusted keys).
-    config: Config,
-}
-
-impl BackgroundLoad {
-    /// Reads the module ConfigMaps, loads every source, tells the dispatch which listed actions are
-    /// retired, writes the status, then compiles what was put in service from the compile cache.
-    async fn run(self) {
-        let BackgroundLoad {
-            runtime,
-            cluster,
-            state,
-            directory,
-            stock,
-            retired_from,
-            dispatch,
-            started,
-            floor,
-            config,
-        } = self;
-        // However this task ends, calls stop waiting for it.
-        let _finish = FinishLoading(runtime.clone());
-        let velero_namespace = runtime
-            .services()
-            .environment
-            .velero_namespace()
-            .to_string();
-        // The stock modules serve first: once the ConfigMaps are listed, a call to one that no
-        // other source replaces runs while the artifacts the ConfigMaps name are still pulled.
-        let in_service = plan::load_stock_modules(&runtime, &stock).await;
-        let modules = module_config(
-            state.as_deref(),
-            directory.as_deref(),
-            stock,
-            floor.clone(),
-            &config,
-        );
-        let (list_tx, list_rx) = tokio::sync::oneshot::channel::<configmaps::Listed>();
-        let on_list = |listed: configmaps::Listed| {
-            let from_directory = match directory.as_deref() {
-                Some(dir) => modules::directory_names(dir),
-                None => Some(BTreeSet::new()),
-            };
-            // Every module these sources may put in service waits; the rest serve as they are.
-            if let Some(from_directory) = from_directory {
-                runtime.loading().known(
-                    listed
-                        .labelled
-                        .iter()
-                        .cloned()
-                        .chain(from_directory)
-                        .collect(),
-                );
-            }
-            let _ = list_tx.send(listed);
-        };
-        // While the artifacts are pulled, the directory and the ConfigMaps that need no pull go
-        // in service (once the floor they are held to is read).
-        let early = async {
-            let cluster_floor =
-                pull_version_floor(&cluster, &velero_namespace, floor.clone(), &config).await;
-            let listed = list_rx.await.ok();
-            let mut staged = plan::Staged::new(&runtime, &modules, in_service);
-            let mut loaded = Ok(());
-            if let Some(listed) = &listed {
-                loaded = staged.directory(&listed.labelled).await;
-                if loaded.is_ok() {
-                    staged.configmaps(&listed.ready, &listed.to_pull).await;
-                }
-            }
-            (cluster_floor, listed, staged, loaded)
-        };
-        let (configmaps, (cluster_floor, listed, mut staged, mut loaded)) = tokio::join!(
-            configmaps::read(
-                &cluster,
-                &velero_namespace,
-                state.as_deref(),
-                &config,
-                on_list
-            ),
-            early
-        );
-        match (&listed, &configmaps) {
-            // The directory cannot be read: nothing more loads (as when it is read first).
-            _ if loaded.is_err() => {}
-            // Listed: what was pulled goes in service now.
-            (Some(listed), Some(configmaps)) => {
-                staged
-                    .configmaps(&configmaps.only(&listed.to_pull), &BTreeSet::new())
-                    .await;
-            }
-            (Some(_), None) => {}
-            // Not listed (the channel is off, or the last list serves): every source, in order.
-            (None, configmaps) => {
-                let claimed = configmaps
-                    .as_ref()
-                    .map(ConfigMapModules::modules)
-                    .unwrap_or_default();
-                loaded = staged.directory(&claimed).await;
-                if let (Ok(()), Some(configmaps)) = (&loaded, configmaps) {
-                    staged.configmaps(configmaps, &BTreeSet::new()).await;
-                }
-            }
-        }
-        // When the ConfigMaps that need a pull could not be written, those that need none serve.
-        let configmaps_serving = configmaps.as_ref().or(listed.as_ref().map(|l| &l.ready));
-        let loaded = loaded.map(|()| staged.finish());
-        let state_report = configmap_report::Report {
-            cluster: cluster.clone(),
-            velero_namespace: velero_namespace.clone(),
-            configmaps: configmaps_serving.cloned(),
-            problems: loaded.as_ref().map(Vec::clone).unwrap_or_default(),
-            catalog: runtime.catalog(),
-            listed: retired_from.clone(),
-        };
-        report_loaded(&runtime, loaded, directory.as_deref(), configmaps_serving);
-        let provided: Vec<Listed> = runtime
-            .catalog()
-            .actions()
-            .map(|e| (e.info().kind, e.info().name.clone()))
-            .collect();
-        if let Some(listed) = &retired_from {
-            dispatch.set_listed(listed.clone());
-        }
-        let retired = retired_from
-            .map(|listed| kept_listing::retired(listed, &provided))
-            .unwrap_or_default();
-        if !retired.is_empty() {
-            tracing::debug!(retired = ?retired, "actions Velero listed that no module provides any more");
-        }
-        if let Some(state) = state.as_deref() {
-            write_status(state, &runtime, &dispatch);
-        }
-        dispatch.set_retired(retired);
-        // Before the modules are all in: `ListPlugins` (never a call to a module already settled)
-        // waits for it, so a plugin stopped right after its first list has recorded its floor.
-        if let Some((floor, namespace)) = cluster_floor {
-            push_version_floor(&cluster, &namespace, &floor).await;
-        }
-        runtime.loading().finish();
-        // What became of each module ConfigMap, written on it: after the modules serve, never
-        // in the way of a call.
-        state_report.spawn(&config);
-        tracing::debug!(
-            actions = provided.len(),
-            loaded_ms = started.elapsed().as_millis() as u64,
-            "modules loaded"
-        );
-        // Modules put in service from their cached description compile now, in the background,
-        // rather than in the first call to each.
-        runtime.compile_all().await;
-        tracing::debug!(
-            compiled_ms = started.elapsed().as_millis() as u64,
-            compile_budget_mib = runtime.compile_budget().limit() >> 20,
-            compile_peak_reserved_mib = runtime.compile_budget().peak() >> 20,
-            "modules compiled"
-        );
+) {
+    let provided: Vec<Listed> = runtime
+        .catalog()
+        .actions()
+        .map(|e| (e.info().kind, e.info().name.clone()))
+        .collect();
+    if let Some(listed) = &retired_from {
+        dispatch.set_listed(listed.clone());
     }
-}
-
-/// With trusted keys, and the cluster read (in a pod, or `VELERO_WASM_CONFIGMAPS=on`), the version
-/// floor kept in the cluster read into `floor` ([`cluster_floor`]); with the namespace it is kept in,
-/// to write it back once the modules serve. When it cannot be read, the floor is unknown, which
-/// refuses signed modules the state directory has no record of: a warning says so.
-async fn pull_version_floor(
-    cluster: &LazyCluster,
-    velero_namespace: &str,
-    floor: Option<VersionFloor>,
-    config: &Config,
-) -> Option<(VersionFloor, String)> {
-    let floor = floor?;
-    config.path(TRUSTED_KEYS_ENV)?;
-    let (switch, _) = configmaps::Switch::from_config(config);
-    if !(switch.enabled(config.in_pod()) || configmaps::Switch::Auto.enabled(config.in_pod())) {
-        return None;
+    let retired = retired_from
+        .map(|listed| kept_listing::retired(listed, &provided))
+        .unwrap_or_default();
+    if !retired.is_empty() {
+        tracing::debug!(retired = ?retired, "actions Velero listed that no module provides any more");
     }
-    let Some(namespace) = cluster_floor::namespace_of(cluster, velero_namespace).await else {
-        let why = format!(
-            "Secret {}: no cluster to ask within {} s",
-            cluster_floor::SECRET,
-            cluster_floor::TIMEOUT.as_secs()
-        );
-        floor.set_cluster_unknown(Some(why.clone()));
-        tracing::warn!("{}", floor_unknown(&why));
-        return None;
-    };
-    if let Some(why) = cluster_floor::pull(cluster, &namespace, &floor).await {
-        tracing::warn!("{}", floor_unknown(&why));
+    if let Some(state) = state {
+        write_status(state, runtime, dispatch);
     }
-    Some((floor, namespace))
-}
-
-/// The line about a cluster floor that cannot be read.
-fn floor_unknown(why: &str) -> String {
-    format!(
-        "the version floor kept in the cluster cannot be read: {why}; signed modules this pod's state directory has no record of are refused until it can be (velero-wasm rbac --trusted-keys prints the Role and Secret it needs)"
-    )
-}
-
-/// Writes the state directory's floor back to the cluster's ([`cluster_floor::push`]); a failure is
-/// a warning: the next pod would not know the versions this one served.
-async fn push_version_floor(cluster: &LazyCluster, namespace: &str, floor: &VersionFloor) {
-    match cluster_floor::push(cluster, namespace, floor).await {
-        Ok(pushed) if pushed.raised.is_empty() => {}
-        Ok(pushed) => tracing::info!(
-            modules = pushed.raised.join(","),
-            created = pushed.created,
-            "version floor raised in Secret {namespace}/{}",
-            cluster_floor::SECRET
-        ),
-        Err(e) => tracing::warn!(
-            "the version served cannot be recorded in the cluster: {e}; after a restart this pod's versions are not held to (velero-wasm rbac --trusted-keys prints the Role and Secret it needs)"
-        ),
-    }
+    dispatch.set_retired(retired);
 }
 
 /// Writes the modules in service and what each slot serves to the status directory for
@@ -642,117 +436,6 @@ fn write_status(state: &Path, runtime: &Runtime, dispatch: &Dispatch) {
         Ok(file) => dispatch.shadows().write_status_to(file),
         Err(e) => tracing::info!("the status for `velero-wasm status` is not written: {e}"),
     }
-}
-
-/// Ends loading when dropped, so that a loading task that fails never leaves calls waiting.
-struct FinishLoading(Arc<Runtime>);
-
-impl Drop for FinishLoading {
-    fn drop(&mut self) {
-        self.0.loading().finish();
-    }
-}
-
-/// Where the plugin's modules come from beyond the stock ones: `$VELERO_WASM_MODULES` (its last good
-/// versions kept under the state directory), the trusted keys and the version floor. The module
-/// ConfigMaps are given to each step of loading as they arrive.
-fn module_config(
-    state: Option<&Path>,
-    directory: Option<&Path>,
-    stock: StockChoice,
-    floor: Option<VersionFloor>,
-    config: &Config,
-) -> ModuleConfig {
-    let last_good = match (state, directory) {
-        (Some(state), Some(dir)) => Some(LastGood::for_directory(state, dir)),
-        _ => None,
-    };
-    ModuleConfig {
-        directory: directory.map(Path::to_path_buf),
-        last_good,
-        stock,
-        trusted_keys: trusted_keys(config),
-        configmaps: None,
-        floor,
-    }
-}
-
-/// Logs what loading the modules gave: each problem (an error line when nothing stands in for the
-/// module, a warning when an earlier version or another source's module does), then one line
-/// naming where each module in service comes from.
-fn report_loaded(
-    runtime: &Runtime,
-    loaded: Result<Vec<plan::LoadProblem>, std::io::Error>,
-    directory: Option<&Path>,
-    configmaps: Option<&ConfigMapModules>,
-) {
-    let counts = configmaps
-        .map(|c| format!("{} written, {} cached", c.written, c.cached))
-        .unwrap_or_else(|| "not read".to_string());
-    let mut rejected = Vec::new();
-    match loaded {
-        Ok(problems) => {
-            for problem in problems {
-                // A shadow's problem leaves the serving module as it was: not Velero's to count
-                // (docs/operation.md#what-velero-counts); `velero-wasm status` lists the shadows loaded.
-                if problem.shadow {
-                    tracing::info!(shadow = true, "{problem}");
-                } else if problem.refused {
-                    // A failure policy refused the module: each item its actions are given fails
-                    // with the reason, which is what Velero counts (docs/modules.md#s2-3).
-                    tracing::info!(refused = true, "{problem}");
-                } else if problem.remark == plan::Remark::DeprecatedSettingsSchema {
-                    // Said once where the operator looks (the ConfigMap's Events, `velero-wasm
-                    // status`), not counted in every backup (Velero starts a process per backup).
-                    tracing::info!(deprecated = true, "{problem}");
-                } else if problem.served {
-                    tracing::warn!("{problem}");
-                } else {
-                    tracing::error!("{problem}");
-                }
-                if problem.broken {
-                    rejected.push(problem.message);
-                }
-            }
-        }
-        Err(e) => {
-            let dir = directory.unwrap_or(Path::new(""));
-            tracing::error!("{MODULES_ENV}={}: cannot be read: {e}", dir.display());
-        }
-    }
-    let sources: Vec<String> = runtime
-        .catalog()
-        .modules()
-        .map(|m| format!("{}: {}", m.name, m.origin))
-        .collect();
-    tracing::info!(
-        modules = sources.join("; "),
-        rejected = rejected.join(" | "),
-        configmaps = counts,
-        "modules in service"
-    );
-}
-
-/// The keys of `$VELERO_WASM_TRUSTED_KEYS`, if it is set. Keys that cannot be read are an error line,
-/// and then no module that needs a signature loads (rather than every module loading unchecked).
-fn trusted_keys(config: &Config) -> Option<TrustedKeys> {
-    let path = config.path(TRUSTED_KEYS_ENV)?;
-    Some(match TrustedKeys::load(&path) {
-        Ok(keys) => {
-            tracing::info!(
-                keys = %keys.ids().join(","),
-                "{TRUSTED_KEYS_ENV}={}: only modules signed by one of these keys are loaded",
-                path.display()
-            );
-            keys
-        }
-        Err(e) => {
-            tracing::error!(
-                "{TRUSTED_KEYS_ENV}: {e}: no module beyond the stock ones can be verified, so none is loaded"
-            );
-            TrustedKeys::unusable(&path, e.to_string())
-        }
-    })
 }
 
 /// Every service, on one router with the plugin's connection settings; Velero's calls wait at the

@@ -1,5 +1,5 @@
 //! Velero's calls to a slot ([`crate::action::slot`]): the actions it serves are those in service of
-//! its family that the listing Velero holds lacks ([`super::kept_listing::pending`]), so a module
+//! its family that the listing Velero holds lacks ([`crate::action::slot::pending`]), so a module
 //! added while Velero runs serves in its next backup (docs/modules.md#s10).
 //!
 //! Each call is shared out as Velero itself shares a call among matching actions: Execute runs every

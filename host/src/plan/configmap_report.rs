@@ -20,13 +20,12 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use super::configmap_state::{outcomes, InService, Note, Outcome};
-use super::kept_listing::Listed;
+use super::problem::LoadProblem;
+use crate::action::slot::Listed;
 use crate::cluster::live::{LazyCluster, CALL_DEADLINE};
 use crate::cluster::{ApiResource, KubeApi, KubeError, Patch};
 use crate::config::Config;
-use crate::modules::cluster_floor;
-use crate::modules::configmaps::{ConfigMapModules, STATUS_ANNOTATION};
-use crate::plan::LoadProblem;
+use crate::modules::configmaps::{self, ConfigMapModules, STATUS_ANNOTATION};
 use crate::runtime::Catalog;
 
 /// The field manager the status annotation is applied by.
@@ -104,8 +103,7 @@ impl Report {
 
     /// Writes each outcome whose value the ConfigMap does not hold yet.
     async fn write(&self, writer: &Writer, found: &[Outcome], tally: &mut Tally) {
-        let Some(namespace) =
-            cluster_floor::namespace_of(&self.cluster, &self.velero_namespace).await
+        let Some(namespace) = configmaps::namespace_of(&self.cluster, &self.velero_namespace).await
         else {
             tally.refused("no cluster to ask".to_string());
             return;
@@ -280,7 +278,7 @@ pub(crate) fn event_name(outcome: &Outcome, note: &Note) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plugin::configmap_state::{EventType, State, Subject};
+    use crate::plan::configmap_state::{EventType, State, Subject};
 
     fn outcome(name: &str, status: Option<&str>) -> Outcome {
         Outcome {

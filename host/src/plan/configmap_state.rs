@@ -13,13 +13,13 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Map, Value};
 
-use crate::action::slot::Family;
+use crate::action::slot::{pending, Family, Listed};
 use crate::modules::configmaps::ConfigMapModules;
 use crate::modules::Origin;
-use crate::plan::{LoadProblem, Remark, REFUSING, SERVING_LAST_GOOD, SERVING_STOCK};
 use crate::runtime::{Catalog, LoadedModule};
 
-use super::kept_listing::Listed;
+use super::policy::{REFUSING, SERVING_LAST_GOOD, SERVING_STOCK};
+use super::problem::{LoadProblem, Remark};
 
 /// How many hex digits of a component's sha256 the annotation and the messages show.
 const SHA256_SHOWN: usize = 12;
@@ -290,9 +290,7 @@ fn served(module: &LoadedModule, listed: Option<&[Listed]>) -> Served {
         .iter()
         .map(|a| (a.kind, a.name.clone()))
         .collect();
-    let pending = listed
-        .map(|l| super::kept_listing::pending(l, &actions))
-        .unwrap_or_default();
+    let pending = listed.map(|l| pending(l, &actions)).unwrap_or_default();
     Served {
         version: module.version.clone(),
         sha256: module.sha256.clone(),
@@ -641,10 +639,10 @@ mod tests {
             (Restore, "foo.io/restore".to_string()),
         ];
         assert_eq!(
-            crate::plugin::kept_listing::pending(&was, &now),
+            pending(&was, &now),
             [(Restore, "foo.io/restore".to_string())]
         );
-        assert_eq!(crate::plugin::kept_listing::pending(&now, &now), []);
+        assert_eq!(pending(&now, &now), []);
 
         let configmaps = listing(vec![cached("cm-foo", "foo", "u-1", false)], vec![]);
         let both = served(None, &["foo.io/backup"], &[(Restore, "foo.io/restore")]);
