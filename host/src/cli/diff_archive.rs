@@ -31,18 +31,18 @@ pub(crate) const MAX_EXTENSION_BYTES: u64 = 64 << 10;
 /// One item of a backup.
 pub struct BackupItem {
     /// Where it was read from: an archive entry or a file.
-    pub(crate) from: String,
+    pub from: String,
     /// Who it is.
-    pub(crate) identity: ItemRef,
+    pub identity: ItemRef,
     /// Its JSON text, an object: checked without being parsed into a tree, and shared with the
     /// clusters `diff` runs the actions against rather than copied.
-    pub(crate) text: Arc<str>,
+    pub text: Arc<str>,
 }
 
 /// The items of a backup.
 pub struct BackupItems {
     /// Items, in the order read.
-    pub(crate) items: Vec<BackupItem>,
+    pub items: Vec<BackupItem>,
     /// The backup format version of `metadata/version`, when the source is an archive that has one.
     pub(crate) format_version: Option<String>,
     /// Whether they come from an archive (rather than from files of manifests).

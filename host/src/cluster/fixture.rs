@@ -237,7 +237,7 @@ impl FixtureCluster {
 
     /// A cluster holding items already read and checked (`diff`'s backup items): each is where it was
     /// read from, its identity and its JSON text, which the cluster shares rather than copies.
-    pub(crate) fn of_items<'a>(
+    pub fn of_items<'a>(
         items: impl IntoIterator<Item = (&'a str, &'a ItemRef, &'a Arc<str>)>,
         clock: impl Now + 'static,
     ) -> Result<FixtureCluster, FixtureError> {

@@ -291,7 +291,7 @@ pub enum Patch {
 
 impl Patch {
     /// The patch document, as JSON.
-    pub(crate) fn to_value(&self) -> Value {
+    pub fn to_value(&self) -> Value {
         match self {
             Patch::Merge(v) => v.clone(),
             Patch::Json(p) => serde_json::to_value(p).unwrap_or(Value::Null),
