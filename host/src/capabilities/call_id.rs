@@ -43,7 +43,7 @@ impl CallId {
     }
 
     /// The call, made on a shadow module (`crate::shadow`): its log lines stay below warn.
-    pub(crate) fn as_shadow(mut self) -> CallId {
+    pub(crate) fn into_shadow(mut self) -> CallId {
         self.shadow = true;
         self
     }
