@@ -95,7 +95,7 @@ fn a_config_given_as_variables_is_what_the_library_sees() {
         velero_wasm::state::default_dir(&config),
         Some(PathBuf::from("/state"))
     );
-    let environment = velero_wasm::capabilities::Environment::from_config(&config);
+    let environment = velero_wasm::Environment::from_config(&config);
     assert_eq!(environment.velero_namespace(), "backups");
     // Empty is unset, as it was for the variables read from the process.
     let config = Config::from_vars([("VELERO_WASM_STATE_DIR", ""), ("HOME", "/home/op")]);

@@ -12,10 +12,10 @@ use support::loopback::{test_ca, Loopback, Reply};
 use support::proxy::{Connect, ConnectProxy};
 use support::run::Run;
 use velero_wasm::action::{BackupRequest, ItemRef};
-use velero_wasm::capabilities::{Clock, Services};
-use velero_wasm::cluster::NoCluster;
 use velero_wasm::modules::{ModuleSource, Origin};
 use velero_wasm::runtime::Runtime;
+use velero_wasm::NoCluster;
+use velero_wasm::{Clock, Services};
 
 /// A runtime with the probe module under `manifest`.
 async fn probe(manifest: &str) -> Runtime {
@@ -24,9 +24,7 @@ async fn probe(manifest: &str) -> Runtime {
     let runtime = Runtime::new(Services::new(
         Arc::new(NoCluster::default()),
         Clock::System,
-        velero_wasm::capabilities::Environment::from_config(
-            &velero_wasm::config::Config::from_env(),
-        ),
+        velero_wasm::Environment::from_config(&velero_wasm::config::Config::from_env()),
     ))
     .unwrap();
     let source =

@@ -30,12 +30,10 @@ use serde_json::{json, Value};
 use support::kube_apiserver::{shared, KubeApiServer};
 use support::run::Run;
 use velero_wasm::backend::Backend;
-use velero_wasm::capabilities::Clock;
-use velero_wasm::cluster::fixture::FixtureCluster;
-use velero_wasm::cluster::live::{ClusterOptions, LiveCluster};
-use velero_wasm::cluster::{
-    ApiResource, KubeAnswer, KubeApi, KubeCall, KubeError, ListOptions, Patch,
-};
+use velero_wasm::Clock;
+use velero_wasm::FixtureCluster;
+use velero_wasm::{ApiResource, KubeAnswer, KubeApi, KubeCall, KubeError, ListOptions, Patch};
+use velero_wasm::{ClusterOptions, LiveCluster};
 
 /// How many ConfigMaps labelled `probe=many` the server holds, in namespaces bulk-0..2: more than
 /// two pages of 500.
@@ -930,10 +928,10 @@ impl Backend<KubeCall> for Counting {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn read_views_answer_a_vm_backup_from_the_real_server_as_without_them() {
     use velero_wasm::action::{BackupRequest, ItemRef};
-    use velero_wasm::capabilities::kube::view::{Bounds, ReadViews};
-    use velero_wasm::capabilities::{Environment, Services};
     use velero_wasm::modules::scan_directory;
     use velero_wasm::runtime::Runtime;
+    use velero_wasm::{Bounds, ReadViews};
+    use velero_wasm::{Environment, Services};
 
     let server = shared();
     let fixtures = support::root().join("tests/fixtures/kubevirt");

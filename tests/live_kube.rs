@@ -23,10 +23,10 @@ use sha2::{Digest, Sha256};
 use support::apiserver::ApiServer;
 use support::run::Run;
 use tempfile::TempDir;
-use velero_wasm::capabilities::Clock;
-use velero_wasm::cluster::fixture::FixtureCluster;
-use velero_wasm::cluster::live::{ClusterOptions, LiveCluster};
-use velero_wasm::cluster::{ApiResource, KubeApi, KubeError, ListOptions, Patch};
+use velero_wasm::Clock;
+use velero_wasm::FixtureCluster;
+use velero_wasm::{ApiResource, KubeApi, KubeError, ListOptions, Patch};
+use velero_wasm::{ClusterOptions, LiveCluster};
 
 /// How many ConfigMaps labelled `probe=many` the cluster holds: more than two pages of 500.
 const MANY: usize = 1100;
@@ -920,7 +920,7 @@ impl EndlessServer {
 /// and the server got out at most the cap plus what the loopback socket buffers hold.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_endless_answer_fails_its_call_after_a_bounded_read() {
-    use velero_wasm::cluster::live::{MAX_ANSWER_BYTES, MAX_ERROR_BYTES};
+    use velero_wasm::{MAX_ANSWER_BYTES, MAX_ERROR_BYTES};
     // Loopback socket buffers (sender and receiver) hold a few MiB at most.
     const BUFFERS: u64 = 16 << 20;
     let object = "/api/v1/namespaces/probe/configmaps/a";

@@ -14,12 +14,12 @@ use async_trait::async_trait;
 use serde_json::Value;
 use velero_wasm::action::{BackupOutcome, BackupRequest, ItemRef};
 use velero_wasm::backend::Backend;
-use velero_wasm::capabilities::kube::view::{Bounds, ReadViews};
-use velero_wasm::capabilities::{Clock, Environment, Services};
-use velero_wasm::cluster::fixture::FixtureCluster;
-use velero_wasm::cluster::{KubeAnswer, KubeApi, KubeCall, KubeError};
 use velero_wasm::modules::scan_directory;
 use velero_wasm::runtime::Runtime;
+use velero_wasm::FixtureCluster;
+use velero_wasm::{Bounds, ReadViews};
+use velero_wasm::{Clock, Environment, Services};
+use velero_wasm::{KubeAnswer, KubeApi, KubeCall, KubeError};
 
 const ACTION: &str = "kubevirt-velero-plugin/backup-virtualmachine-action";
 
@@ -345,8 +345,8 @@ async fn writer_and_reader() -> (Runtime, Arc<Counting>, tempfile::TempDir) {
     serve(inner, modules, true).await
 }
 
-fn configmaps() -> velero_wasm::cluster::ApiResource {
-    velero_wasm::cluster::ApiResource::new("", "v1", "configmaps")
+fn configmaps() -> velero_wasm::ApiResource {
+    velero_wasm::ApiResource::new("", "v1", "configmaps")
 }
 
 /// Runs `action` on ConfigMap `shop/app` for the backup `uid`: the item it returns.

@@ -10,11 +10,11 @@ use async_trait::async_trait;
 use serde_json::Value;
 use velero_wasm::action::{BackupRequest, ItemRef};
 use velero_wasm::backend::Backend;
-use velero_wasm::capabilities::{Clock, Services};
-use velero_wasm::cluster::fixture::FixtureCluster;
-use velero_wasm::cluster::{KubeAnswer, KubeCall, KubeError};
 use velero_wasm::modules::{scan_directory, ModuleSource, Origin};
 use velero_wasm::runtime::{CallError, Fault, Runtime};
+use velero_wasm::FixtureCluster;
+use velero_wasm::{Clock, Services};
+use velero_wasm::{KubeAnswer, KubeCall, KubeError};
 
 const MANIFEST: &str = r#"
 [limits]
@@ -63,9 +63,7 @@ async fn host() -> (Runtime, Arc<Counting>, tempfile::TempDir) {
     let runtime = Runtime::new(Services::new(
         backend.clone(),
         Clock::System,
-        velero_wasm::capabilities::Environment::from_config(
-            &velero_wasm::config::Config::from_env(),
-        ),
+        velero_wasm::Environment::from_config(&velero_wasm::config::Config::from_env()),
     ))
     .unwrap();
     let scan = scan_directory(modules.path(), None).unwrap();
@@ -300,11 +298,9 @@ async fn a_broken_update_of_a_module_falls_back_to_its_last_good_version() {
     };
     let fresh_runtime = || {
         Runtime::new(Services::new(
-            Arc::new(velero_wasm::cluster::NoCluster::default()),
+            Arc::new(velero_wasm::NoCluster::default()),
             Clock::System,
-            velero_wasm::capabilities::Environment::from_config(
-                &velero_wasm::config::Config::from_env(),
-            ),
+            velero_wasm::Environment::from_config(&velero_wasm::config::Config::from_env()),
         ))
         .unwrap()
     };
@@ -386,11 +382,9 @@ async fn compiled_modules_are_cached_and_a_damaged_cache_is_recompiled() {
     };
     let host = || {
         Runtime::new(Services::new(
-            Arc::new(velero_wasm::cluster::NoCluster::default()),
+            Arc::new(velero_wasm::NoCluster::default()),
             Clock::System,
-            velero_wasm::capabilities::Environment::from_config(
-                &velero_wasm::config::Config::from_env(),
-            ),
+            velero_wasm::Environment::from_config(&velero_wasm::config::Config::from_env()),
         ))
         .unwrap()
         .with_compile_cache(CompileCache::open(cache_dir.path().join("compiled")))

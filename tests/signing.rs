@@ -14,11 +14,11 @@ use serde_json::{json, Value};
 use support::loopback::{Loopback, Reply};
 use support::run::Run;
 use velero_wasm::action::{BackupRequest, ItemRef};
-use velero_wasm::capabilities::{Clock, Services};
-use velero_wasm::cluster::NoCluster;
 use velero_wasm::modules::{sha256_hex, stock_modules, ModuleSource, Origin};
 use velero_wasm::runtime::signing_types as wit;
 use velero_wasm::runtime::Runtime;
+use velero_wasm::NoCluster;
+use velero_wasm::{Clock, Services};
 
 const AKID: &str = "AKIAIOSFODNN7EXAMPLE";
 const SECRET: &str = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY";
@@ -1015,9 +1015,7 @@ async fn runtime_with(extra: Vec<ModuleSource>, signing: bool) -> Runtime {
     let runtime = Runtime::new(Services::new(
         Arc::new(NoCluster::default()),
         Clock::System,
-        velero_wasm::capabilities::Environment::from_config(
-            &velero_wasm::config::Config::from_env(),
-        ),
+        velero_wasm::Environment::from_config(&velero_wasm::config::Config::from_env()),
     ))
     .unwrap();
     let mut sources: Vec<ModuleSource> = stock_modules()

@@ -14,8 +14,8 @@ use arbitrary::{Arbitrary, Unstructured};
 use flate2::write::GzEncoder;
 use flate2::Compression;
 use libfuzzer_sys::fuzz_target;
-use velero_wasm::cli::diff_archive::read;
-use velero_wasm::cluster::fixture::FixtureCluster;
+use velero_wasm::read_backup_archive;
+use velero_wasm::FixtureCluster;
 
 /// One tar entry as the fuzzer lays it out.
 #[derive(Arbitrary, Debug)]
@@ -94,7 +94,7 @@ fuzz_target!(|data: &[u8]| {
     };
     let path = dir().path().join("backup.tar.gz");
     std::fs::write(&path, &bytes).expect("the temporary file is writable");
-    let Ok(backup) = read(&path) else {
+    let Ok(backup) = read_backup_archive(&path) else {
         return;
     };
     // What diff promises the fixture cluster: every item is an object.

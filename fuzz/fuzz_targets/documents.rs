@@ -10,10 +10,10 @@ use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
 use velero_wasm::action::ItemRef;
-use velero_wasm::capabilities::Clock;
-use velero_wasm::cluster::fixture::FixtureCluster;
 use velero_wasm::documents::{read_object, read_objects};
 use velero_wasm::plugin::dispatch;
+use velero_wasm::Clock;
+use velero_wasm::FixtureCluster;
 
 /// One file per process, rewritten for each input (read_object and the fixture cluster read files).
 fn file() -> &'static PathBuf {

@@ -11,13 +11,13 @@ use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 use velero_wasm::action::Verb;
-use velero_wasm::capabilities::kube::object_for;
-use velero_wasm::capabilities::{Clock, KubeGrant};
-use velero_wasm::cluster::fixture::FixtureCluster;
-use velero_wasm::cluster::writes::WriteLog;
-use velero_wasm::cluster::{ApiResource, KubeApi, ListOptions, Patch};
 use velero_wasm::documents::read_objects;
 use velero_wasm::modules::{KubeRule, NamespaceRule, Verbs};
+use velero_wasm::object_for;
+use velero_wasm::FixtureCluster;
+use velero_wasm::WriteLog;
+use velero_wasm::{ApiResource, KubeApi, ListOptions, Patch};
+use velero_wasm::{Clock, KubeGrant};
 use velero_wasm_fuzz::root;
 
 #[derive(Arbitrary, Debug)]

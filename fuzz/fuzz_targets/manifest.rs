@@ -8,8 +8,8 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use libfuzzer_sys::fuzz_target;
 use velero_wasm::action::Verb;
-use velero_wasm::capabilities::{Clock, EnvGrant, HttpGrant, KubeGrant};
 use velero_wasm::modules::{parse_byte_size, Manifest, MAX_MEMORY};
+use velero_wasm::{Clock, EnvGrant, HttpGrant, KubeGrant};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {

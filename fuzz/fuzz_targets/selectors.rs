@@ -9,7 +9,7 @@
 use label_selector::LabelSelector;
 use libfuzzer_sys::fuzz_target;
 use velero_wasm::action::{AppliesTo, ItemRef, Selector};
-use velero_wasm::cluster::{FieldSelector, ListOptions};
+use velero_wasm::{FieldSelector, ListOptions};
 
 fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);

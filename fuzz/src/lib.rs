@@ -18,15 +18,15 @@ use tokio::sync::Notify;
 use tonic::service::Routes;
 use tower::ServiceExt;
 use velero_wasm::backend::Backend;
-use velero_wasm::capabilities::http::{Answer, Exchange, ExchangeError};
-use velero_wasm::capabilities::{Clock, Environment, Services};
-use velero_wasm::cluster::fixture::FixtureCluster;
 use velero_wasm::modules::{ModuleSource, Origin};
+use velero_wasm::plan::{self, ModuleConfig};
 use velero_wasm::plugin::dispatch::Dispatch;
 use velero_wasm::plugin::lister::{Advertised, Lister};
 use velero_wasm::plugin::upload::WholeMessagesLayer;
-use velero_wasm::plan::{self, ModuleConfig};
 use velero_wasm::runtime::Runtime;
+use velero_wasm::FixtureCluster;
+use velero_wasm::{Answer, Exchange, ExchangeError};
+use velero_wasm::{Clock, Environment, Services};
 
 /// The repository's root.
 pub fn root() -> PathBuf {

@@ -15,10 +15,10 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use sha2::Digest;
 use velero_wasm::action::{BackupRequest, ItemRef};
-use velero_wasm::capabilities::{Clock, Services};
-use velero_wasm::cluster::NoCluster;
 use velero_wasm::modules::scan_directory;
 use velero_wasm::runtime::Runtime;
+use velero_wasm::NoCluster;
+use velero_wasm::{Clock, Services};
 
 const ACTION: &str = "test.velero-wasm.io/label";
 const WARMUP: usize = 300;
@@ -82,9 +82,7 @@ async fn runtime() -> (Runtime, tempfile::TempDir) {
     let runtime = Runtime::new(Services::new(
         Arc::new(NoCluster::default()),
         Clock::System,
-        velero_wasm::capabilities::Environment::from_config(
-            &velero_wasm::config::Config::from_env(),
-        ),
+        velero_wasm::Environment::from_config(&velero_wasm::config::Config::from_env()),
     ))
     .expect("runtime");
     let errors = runtime

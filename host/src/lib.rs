@@ -14,17 +14,17 @@ mod allocation_tally;
 pub mod answer_charge;
 pub mod backend;
 mod bindings;
-pub mod capabilities;
-pub mod cli;
-pub mod cluster;
+pub(crate) mod capabilities;
+pub(crate) mod cli;
+pub(crate) mod cluster;
 pub mod config;
 pub mod documents;
 use velero_wasm_grant::glob;
 mod guest_output;
 mod heap_cost;
 mod json_cost;
-pub mod logging;
-pub mod metrics;
+pub(crate) mod logging;
+pub(crate) mod metrics;
 pub mod modules;
 mod network;
 pub mod plan;
@@ -35,6 +35,47 @@ pub mod shadow;
 mod shown;
 pub mod state;
 mod yaml_events;
+
+// The library's face. Outside this crate the library is used by the binary (`main.rs`), the
+// integration tests (`tests/`), the benchmarks (`host/benches/`) and the fuzz targets (`fuzz/`).
+// `capabilities/`, `cluster/` and `cli/` are private to the crate: what those users need of them is
+// re-exported here, and everything else in them is `pub(crate)` or narrower. The other rooms are
+// still `pub mod`, reached by the same users at their own paths (`plugin::proto` for gRPC clients,
+// `runtime::Runtime`, `plan`, `modules`, …).
+
+/// The `http` capability's transport seam, which the fuzz harness answers without a network.
+pub use capabilities::http::transport::{Answer, Exchange, ExchangeError};
+/// The `kube` capability's parts driven on their own: a guest's object checked, the read views.
+pub use capabilities::kube::{
+    object_for,
+    view::{Bounds, ReadViews, Stats},
+};
+/// The limit a call ran out of, which a `runtime::Fault` carries.
+pub use capabilities::Exceeded;
+/// What a runtime is built with: its clock (and the limits it sets), the host-wide services and the
+/// process's environment.
+pub use capabilities::{clock::TimeLimit, Clock, Environment, Services};
+/// A module's grants, which a manifest's `[grant]` is read into (fuzzed with manifests).
+pub use capabilities::{EnvGrant, HttpGrant, KubeGrant};
+/// `diff`'s reader of backup archives and manifests, fuzzed on its own.
+pub use cli::diff_archive::{read as read_backup_archive, BackupItem, BackupItems};
+/// The command line, which `main.rs` hands every start that is not Velero's.
+pub use cli::main as cli_main;
+/// The caps on a live API server's answers, which the live cluster's tests go past.
+pub use cluster::live::{MAX_ANSWER_BYTES, MAX_ERROR_BYTES};
+/// The clusters a runtime can be given (none, a fixture, a live API server), what making one can
+/// fail with, the fixture's clock, and `run`'s write log.
+pub use cluster::{
+    fixture::{FixtureCluster, FixtureError, Now},
+    live::{ClusterOptions, ConnectError, LiveCluster},
+    writes::{ClusterWrite, WriteLog},
+    NoCluster,
+};
+/// The Kubernetes call vocabulary: tests and fuzz targets make calls in it and match its answers.
+pub use cluster::{
+    ApiResource, BadFieldSelector, FieldSelector, Json, KubeAnswer, KubeApi, KubeCall, KubeError,
+    ListOptions, Patch,
+};
 
 /// Where the build put the test components (`tests/components/*`), for the tests, benchmarks and fuzz
 /// targets that load them.

@@ -52,5 +52,5 @@ fn main() -> ExitCode {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
-    velero_wasm::cli::main(config)
+    velero_wasm::cli_main(config)
 }

@@ -70,9 +70,9 @@ use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use serde_json::{json, Map, Value};
 use velero_wasm::action::plural_of;
-use velero_wasm::capabilities::Clock;
-use velero_wasm::cluster::fixture::FixtureCluster;
-use velero_wasm::cluster::{ApiResource, KubeError, ListOptions, Patch};
+use velero_wasm::Clock;
+use velero_wasm::FixtureCluster;
+use velero_wasm::{ApiResource, KubeError, ListOptions, Patch};
 
 /// The most all annotations of one object may hold, keys and values together (Kubernetes'
 /// `TotalAnnotationSizeLimitB`).

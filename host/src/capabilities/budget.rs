@@ -1,15 +1,13 @@
 //! The host's work for a guest in one call, counted and bounded: every capability that works for the
 //! guest charges it, and the runtime reads it to stop the call and say why.
 
-use std::time::Duration;
-
-use super::clock::{Clock, TimeLimit};
+use super::clock::TimeLimit;
 use super::exceeded::Exceeded;
 
 /// What the host may still do for the guest in this call: capability calls (manifest `[limits]
 /// capability-calls`), the call's time limit, and the first limit the call ran into.
 #[derive(Debug)]
-pub struct WorkBudget {
+pub(crate) struct WorkBudget {
     /// Calls of capabilities that do work for the guest (kube, http, environment, random, signing).
     calls: u32,
     /// The most such calls the module may make in one call.
@@ -23,7 +21,7 @@ pub struct WorkBudget {
 
 impl WorkBudget {
     /// A budget of `max_calls` capability calls and no time limit yet.
-    pub fn new(max_calls: u32) -> WorkBudget {
+    pub(crate) fn new(max_calls: u32) -> WorkBudget {
         WorkBudget {
             calls: 0,
             max_calls,
@@ -33,14 +31,14 @@ impl WorkBudget {
     }
 
     /// The budget, ending at `limit`.
-    pub fn until(mut self, limit: TimeLimit) -> WorkBudget {
+    pub(crate) fn until(mut self, limit: TimeLimit) -> WorkBudget {
         self.limit = Some(limit);
         self
     }
 
     /// Charges one capability call that does work for the guest. Past the module's limit the call is
     /// refused with the message returned here, and the whole call is stopped with it.
-    pub fn charge(&mut self) -> Result<(), Exceeded> {
+    pub(crate) fn charge(&mut self) -> Result<(), Exceeded> {
         self.calls = self.calls.saturating_add(1);
         if self.calls <= self.max_calls {
             return Ok(());
@@ -53,27 +51,28 @@ impl WorkBudget {
     }
 
     /// Stops the call at the guest's next epoch tick, failing it with `problem` (the first one wins).
-    pub fn exceed(&mut self, problem: impl Into<Exceeded>) {
+    pub(crate) fn exceed(&mut self, problem: impl Into<Exceeded>) {
         self.exceeded.get_or_insert_with(|| problem.into());
     }
 
     /// The limit the call ran into, if any.
-    pub fn exceeded(&self) -> Option<&Exceeded> {
+    pub(crate) fn exceeded(&self) -> Option<&Exceeded> {
         self.exceeded.as_ref()
     }
 
     /// The real-time deadline of the call, if it has one.
-    pub fn deadline(&self) -> Option<tokio::time::Instant> {
+    pub(crate) fn deadline(&self) -> Option<tokio::time::Instant> {
         self.limit.map(|limit| limit.deadline)
     }
 
     /// The call's time limit, if it has one.
-    pub fn time_limit(&self) -> Option<TimeLimit> {
+    pub(crate) fn time_limit(&self) -> Option<TimeLimit> {
         self.limit
     }
 
     /// The time left before the call's limit, as `clock` reads it; `None` without a limit.
-    pub fn remaining(&self, clock: &Clock) -> Option<Duration> {
+    #[cfg(test)]
+    pub(crate) fn remaining(&self, clock: &super::clock::Clock) -> Option<std::time::Duration> {
         self.limit.map(|limit| clock.remaining(&limit))
     }
 }
@@ -81,6 +80,8 @@ impl WorkBudget {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::capabilities::clock::Clock;
+    use std::time::Duration;
 
     #[test]
     fn charges_past_the_limit_are_refused_and_the_first_limit_stays() {

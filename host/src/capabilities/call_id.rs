@@ -6,11 +6,11 @@ use crate::action::ItemRef;
 
 /// Which call this is: module, action, and the item the call is on; it names the call in logs and
 /// errors.
-pub struct CallId {
+pub(crate) struct CallId {
     /// Module name.
-    pub module: Arc<str>,
+    pub(crate) module: Arc<str>,
     /// Action name.
-    pub action: String,
+    pub(crate) action: String,
     pub(super) item: Option<ItemRef>,
     pub(super) backup: Option<Arc<str>>,
     pub(super) shadow: bool,
@@ -32,7 +32,7 @@ pub(crate) use warn_unless_shadow;
 impl CallId {
     /// A call of `action` in `module`, on an item (its identity, as the caller read it from the
     /// request) if the call has one.
-    pub fn new(module: Arc<str>, action: &str, item: Option<ItemRef>) -> CallId {
+    pub(crate) fn new(module: Arc<str>, action: &str, item: Option<ItemRef>) -> CallId {
         CallId {
             module,
             action: action.to_string(),
@@ -43,35 +43,30 @@ impl CallId {
     }
 
     /// The call, made on a shadow module (`crate::shadow`): its log lines stay below warn.
-    pub fn as_shadow(mut self) -> CallId {
+    pub(crate) fn into_shadow(mut self) -> CallId {
         self.shadow = true;
         self
     }
 
     /// Whether the call is a shadow's.
-    pub fn is_shadow(&self) -> bool {
+    pub(crate) fn is_shadow(&self) -> bool {
         self.shadow
     }
 
     /// The call, made for the Backup or Restore whose `metadata.uid` is `uid`: its reads may be
     /// answered from that backup's read view.
-    pub fn for_backup(mut self, uid: Option<Arc<str>>) -> CallId {
+    pub(crate) fn for_backup(mut self, uid: Option<Arc<str>>) -> CallId {
         self.backup = uid;
         self
     }
 
-    /// The `metadata.uid` of the Backup or Restore the call is made for, if known.
-    pub fn backup(&self) -> Option<&str> {
-        self.backup.as_deref()
-    }
-
     /// The item's identity; `None` for a call without an item.
-    pub fn item(&self) -> Option<&ItemRef> {
+    pub(crate) fn item(&self) -> Option<&ItemRef> {
         self.item.as_ref()
     }
 
     /// `" on item <resource.group ns/name>"`, or "" without an item: for error messages.
-    pub fn on_item(&self) -> String {
+    pub(crate) fn on_item(&self) -> String {
         match self.item() {
             Some(item) => format!(" on item {item}"),
             None => String::new(),

@@ -26,7 +26,7 @@ use super::signing::SigningView;
 use crate::guest_output::GuestStreams;
 
 /// The store data of one call.
-pub struct CallState {
+pub(crate) struct CallState {
     /// What `std`'s WASI imports see: no files, no sockets, no environment; stdout and stderr
     /// captured (wasmtime's own view, [`WasiView`]).
     wasi: WasiCtx,
@@ -61,7 +61,7 @@ impl CallState {
     /// Fresh state for one call, drawing on the process's memory budget, without a time limit or
     /// signing. The WASI context `std` needs has no files, no sockets, no environment, no arguments;
     /// stdout and stderr are captured.
-    pub fn new(
+    pub(crate) fn new(
         call: CallId,
         caps: Arc<ModuleCaps>,
         services: Arc<Services>,
@@ -91,45 +91,45 @@ impl CallState {
     }
 
     /// The state, its guest memory drawn from `budget` instead of the process's (a shadow call's).
-    pub fn drawing_on(mut self, budget: &'static MemoryBudget) -> CallState {
+    pub(crate) fn drawing_on(mut self, budget: &'static MemoryBudget) -> CallState {
         self.memory = MemoryCap::new(self.memory.limit(), budget);
         self
     }
 
     /// The state, the call ending at `limit`.
-    pub fn until(mut self, limit: TimeLimit) -> CallState {
+    pub(crate) fn until(mut self, limit: TimeLimit) -> CallState {
         self.budget = self.budget.until(limit);
         self
     }
 
     /// The state, its `signing` import's calls going to `signing` (`None`: not offered).
-    pub fn signing_to(mut self, signing: Option<Arc<dyn SigningService>>) -> CallState {
+    pub(crate) fn signing_to(mut self, signing: Option<Arc<dyn SigningService>>) -> CallState {
         self.signing = signing;
         self
     }
 
     /// Which call this is.
-    pub fn call(&self) -> &CallId {
+    pub(crate) fn call(&self) -> &CallId {
         &self.call
     }
 
     /// Which call this was, once it is over.
-    pub fn into_call(self) -> CallId {
+    pub(crate) fn into_call(self) -> CallId {
         self.call
     }
 
     /// The call's memory cap: what it allows and whether it refused the guest's growth.
-    pub fn memory(&self) -> &MemoryCap {
+    pub(crate) fn memory(&self) -> &MemoryCap {
         &self.memory
     }
 
     /// The memory cap as the store's limiter (`Store::limiter`).
-    pub fn limiter(&mut self) -> &mut dyn wasmtime::ResourceLimiter {
+    pub(crate) fn limiter(&mut self) -> &mut dyn wasmtime::ResourceLimiter {
         &mut self.memory
     }
 
     /// The limit of the host's work the call ran into, if any.
-    pub fn exceeded(&self) -> Option<&Exceeded> {
+    pub(crate) fn exceeded(&self) -> Option<&Exceeded> {
         self.budget.exceeded()
     }
 

@@ -20,11 +20,11 @@ const FAR_FUTURE: Duration = Duration::from_secs(30 * 365 * 24 * 3600);
 #[derive(Clone, Copy, Debug)]
 pub struct TimeLimit {
     /// When the host ends the call (real time).
-    pub deadline: tokio::time::Instant,
+    pub(crate) deadline: tokio::time::Instant,
     /// The module's `limits.timeout`.
-    pub timeout: Duration,
+    pub(crate) timeout: Duration,
     /// The clock's monotonic reading when the call began.
-    pub started: u64,
+    pub(crate) started: u64,
 }
 
 /// A source of time.
@@ -55,7 +55,7 @@ impl Clock {
 
     /// A stepped clock starting at `start`: time moves only by the guest's sleeps, as on a virtual
     /// clock, but sleeps really wait (for recording against a live cluster).
-    pub fn stepped(start: SystemTime) -> Clock {
+    pub(crate) fn stepped(start: SystemTime) -> Clock {
         Clock::Virtual {
             start,
             slept: Arc::new(AtomicU64::new(0)),
@@ -64,7 +64,7 @@ impl Clock {
     }
 
     /// Wall-clock time.
-    pub fn now(&self) -> SystemTime {
+    pub(crate) fn now(&self) -> SystemTime {
         match self {
             Clock::System => SystemTime::now(),
             Clock::Virtual { start, slept, .. } => {
@@ -74,7 +74,7 @@ impl Clock {
     }
 
     /// Monotonic nanoseconds.
-    pub fn monotonic(&self) -> u64 {
+    pub(crate) fn monotonic(&self) -> u64 {
         match self {
             Clock::System => {
                 static ORIGIN: OnceLock<Instant> = OnceLock::new();
@@ -86,7 +86,7 @@ impl Clock {
     }
 
     /// Waits (really, or by advancing virtual time).
-    pub async fn sleep(&self, duration: Duration) {
+    pub(crate) async fn sleep(&self, duration: Duration) {
         match self {
             Clock::System => tokio::time::sleep(duration).await,
             Clock::Virtual { slept, waits, .. } => {
@@ -127,7 +127,7 @@ impl Clock {
     }
 
     /// Makes WASI's clocks show this clock's time (only the virtual clock needs to).
-    pub fn install(&self, wasi: &mut WasiCtxBuilder) {
+    pub(crate) fn install(&self, wasi: &mut WasiCtxBuilder) {
         if let Clock::Virtual { .. } = self {
             wasi.wall_clock(self.clone()).monotonic_clock(self.clone());
         }
@@ -165,7 +165,7 @@ impl HostMonotonicClock for Clock {
 
 /// What the `clock` capability sees of a call: the host's clock, and the call's time limit (the work
 /// budget's), which `remaining` reads.
-pub struct ClockView<'a> {
+pub(crate) struct ClockView<'a> {
     pub(super) clock: &'a Clock,
     pub(super) limit: Option<TimeLimit>,
 }

@@ -9,22 +9,22 @@ use velero_wasm_grant::{EnvGrant, HostRule, KubeGrant};
 
 /// What one module is allowed and configured to do, built once when the module loads.
 #[derive(Debug)]
-pub struct ModuleCaps {
+pub(crate) struct ModuleCaps {
     /// Module name.
-    pub module: Arc<str>,
+    pub(crate) module: Arc<str>,
     /// Kubernetes grant.
-    pub kube: KubeGrant,
+    pub(crate) kube: KubeGrant,
     /// HTTP grant and limits.
-    pub http: HttpGrant,
+    pub(crate) http: HttpGrant,
     /// Environment variables and variable-named files.
-    pub env: EnvGrant,
+    pub(crate) env: EnvGrant,
     /// Settings from the manifest.
-    pub settings: BTreeMap<String, String>,
+    pub(crate) settings: BTreeMap<String, String>,
     /// Whether the module's reads may be answered from a backup's read view (manifest `read-views`).
-    pub read_views: bool,
+    pub(crate) read_views: bool,
     /// A shadow module (`crate::shadow`): it reads within its grant but never writes, so that trying
     /// a candidate changes nothing in the cluster or beyond it.
-    pub shadow: bool,
+    pub(crate) shadow: bool,
 }
 
 /// A module's HTTP grant and limits.
@@ -32,9 +32,9 @@ pub struct ModuleCaps {
 pub struct HttpGrant {
     rules: Vec<HostRule>,
     /// Largest answer body, in bytes.
-    pub max_response: u64,
+    pub(crate) max_response: u64,
     /// Time allowed for one exchange.
-    pub timeout: Duration,
+    pub(crate) timeout: Duration,
 }
 
 impl HttpGrant {

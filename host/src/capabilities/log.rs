@@ -14,16 +14,16 @@ use super::call_id::CallId;
 use crate::bindings::velero_wasm::plugin::log::{Host, Level};
 
 /// Lines one call may write; later ones are dropped (with one warning saying so).
-pub const MAX_LINES_PER_CALL: u32 = 1000;
+pub(crate) const MAX_LINES_PER_CALL: u32 = 1000;
 
 /// Bytes (messages and fields, as JSON) one call may write; later lines are dropped (with one warning).
-pub const MAX_LOG_BYTES_PER_CALL: usize = 1 << 20;
+pub(crate) const MAX_LOG_BYTES_PER_CALL: usize = 1 << 20;
 
 /// Fields kept of one line; the others are dropped and counted.
-pub const MAX_FIELDS: usize = 64;
+pub(crate) const MAX_FIELDS: usize = 64;
 
 /// Bytes of one line's fields (keys and values as JSON); fields beyond are dropped and counted.
-pub const MAX_FIELD_BYTES: usize = 32 << 10;
+pub(crate) const MAX_FIELD_BYTES: usize = 32 << 10;
 
 /// Longest message kept; longer ones are cut (Velero splits lines over 64 KiB).
 const MAX_MESSAGE: usize = 8 << 10;
@@ -36,7 +36,7 @@ const MAX_KEY: usize = 256;
 
 /// What one call has logged so far: the part of the call's state only this capability reads.
 #[derive(Debug, Default)]
-pub struct LogState {
+pub(crate) struct LogState {
     /// Lines the guest has logged in this call.
     lines: u32,
     /// Bytes (messages and fields) the guest has logged in this call.
@@ -47,7 +47,7 @@ pub struct LogState {
 
 /// What the `log` capability sees of a call: who calls (its lines are tagged with it), and what the
 /// call has logged so far.
-pub struct LogView<'a> {
+pub(crate) struct LogView<'a> {
     pub(super) call: &'a CallId,
     pub(super) log: &'a mut LogState,
 }

@@ -17,21 +17,21 @@ use wasmtime::ResourceLimiter;
 use crate::answer_charge::{AnswerCharge, AnswerRefusal};
 
 /// The variable that sets the process's budget (`2GiB`, `512MiB`, or bytes).
-pub const BUDGET_VARIABLE: &str = "VELERO_WASM_MEMORY_BUDGET";
+pub(crate) const BUDGET_VARIABLE: &str = "VELERO_WASM_MEMORY_BUDGET";
 
 /// The budget when neither [`BUDGET_VARIABLE`] nor a cgroup memory limit says otherwise.
-pub const DEFAULT_BUDGET: u64 = 2 << 30;
+pub(crate) const DEFAULT_BUDGET: u64 = 2 << 30;
 
 /// The part of the cgroup's memory limit the budget is by default: a quarter. In Velero's container
 /// (512 MiB unless the admin raised it) the rest is Velero's own server and what the plugin holds
 /// besides its calls: the engine, the compiled modules, the instance pool's resident pages, the
 /// gRPC and HTTP buffers, about 140 MiB with 64 calls at once (`make memory`, debug build).
-pub const CGROUP_SHARE: u64 = 4;
+pub(crate) const CGROUP_SHARE: u64 = 4;
 
 /// Bytes the process's calls may hold at once: their guests' linear memory and what the host holds of
 /// the answers it reads for them.
 #[derive(Debug)]
-pub struct MemoryBudget {
+pub(crate) struct MemoryBudget {
     limit: u64,
     used: AtomicU64,
 }
@@ -41,7 +41,7 @@ static PROCESS: OnceLock<MemoryBudget> = OnceLock::new();
 
 impl MemoryBudget {
     /// A budget of `limit` bytes.
-    pub fn new(limit: u64) -> MemoryBudget {
+    pub(crate) fn new(limit: u64) -> MemoryBudget {
         MemoryBudget {
             limit,
             used: AtomicU64::new(0),
@@ -52,14 +52,14 @@ impl MemoryBudget {
     /// [`MemoryBudget::configure_process`] (an unusable value is reported and ignored), else a quarter
     /// ([`CGROUP_SHARE`]) of the cgroup's memory limit, else [`DEFAULT_BUDGET`]. The budget is one counter for every store
     /// of the process, hence a static; only its limit comes from the configuration.
-    pub fn process() -> &'static MemoryBudget {
+    pub(crate) fn process() -> &'static MemoryBudget {
         PROCESS.get_or_init(|| MemoryBudget::process_limit(None))
     }
 
     /// Sets the process's budget from `config` ([`BUDGET_VARIABLE`]), once, before any call uses it:
     /// the plugin and the CLI call this at start, after logging starts (an unusable value is a
     /// warning). A process that never calls it (a test, a benchmark) has the default budget.
-    pub fn configure_process(config: &crate::config::Config) -> &'static MemoryBudget {
+    pub(crate) fn configure_process(config: &crate::config::Config) -> &'static MemoryBudget {
         PROCESS.get_or_init(|| MemoryBudget::process_limit(config.var(BUDGET_VARIABLE)))
     }
 
@@ -85,12 +85,12 @@ impl MemoryBudget {
     }
 
     /// The budget, in bytes.
-    pub fn limit(&self) -> u64 {
+    pub(crate) fn limit(&self) -> u64 {
         self.limit
     }
 
     /// Bytes reserved now.
-    pub fn used(&self) -> u64 {
+    pub(crate) fn used(&self) -> u64 {
         self.used.load(Ordering::Relaxed)
     }
 
@@ -163,7 +163,7 @@ fn cgroup_limit_of(own: &str, read: impl Fn(&Path) -> Option<String>) -> Option<
 
 /// Why a call's memory could not grow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refusal {
+pub(crate) enum Refusal {
     /// Over the module's own cap.
     Cap,
     /// Over what the process's budget had left.
@@ -172,17 +172,17 @@ pub enum Refusal {
 
 /// The memory cap of one call, remembering whether the guest ran into it, and what it holds of the
 /// process's budget.
-pub struct MemoryCap {
+pub(crate) struct MemoryCap {
     limit: u64,
     budget: &'static MemoryBudget,
     reserved: u64,
     /// The size the guest asked for when it was refused, and why.
-    pub refused: Option<(u64, Refusal)>,
+    pub(crate) refused: Option<(u64, Refusal)>,
 }
 
 impl MemoryCap {
     /// A cap of `limit` bytes, drawing on `budget`.
-    pub fn new(limit: u64, budget: &'static MemoryBudget) -> MemoryCap {
+    pub(crate) fn new(limit: u64, budget: &'static MemoryBudget) -> MemoryCap {
         MemoryCap {
             limit,
             budget,
@@ -192,12 +192,12 @@ impl MemoryCap {
     }
 
     /// The cap, in bytes.
-    pub fn limit(&self) -> u64 {
+    pub(crate) fn limit(&self) -> u64 {
         self.limit
     }
 
     /// The process budget this cap draws on.
-    pub fn budget(&self) -> &'static MemoryBudget {
+    pub(crate) fn budget(&self) -> &'static MemoryBudget {
         self.budget
     }
 }
@@ -258,7 +258,7 @@ impl ResourceLimiter for MemoryCap {
 /// it is this, and the capability keeps it until the guest has the answers (its next import, or the
 /// end of the call): then what it held goes back to the budget.
 #[derive(Debug)]
-pub struct AnswerAccount {
+pub(crate) struct AnswerAccount {
     limit: u64,
     taken: AtomicU64,
     held: AtomicU64,
@@ -267,7 +267,7 @@ pub struct AnswerAccount {
 
 impl AnswerAccount {
     /// An account of `limit` bytes (the module's memory limit), drawing on `budget`.
-    pub fn new(limit: u64, budget: &'static MemoryBudget) -> AnswerAccount {
+    pub(crate) fn new(limit: u64, budget: &'static MemoryBudget) -> AnswerAccount {
         AnswerAccount {
             limit,
             taken: AtomicU64::new(0),
@@ -277,7 +277,7 @@ impl AnswerAccount {
     }
 
     /// Charges `bytes` more of answer against the module's memory, or says why they may not be held.
-    pub fn take(&self, bytes: u64) -> Result<(), AnswerRefusal> {
+    pub(crate) fn take(&self, bytes: u64) -> Result<(), AnswerRefusal> {
         let limit = self.limit;
         self.taken
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |taken| {
@@ -291,7 +291,7 @@ impl AnswerAccount {
 
     /// Reserves `bytes` the host holds for the answers from the process's budget, or says that the
     /// budget cannot cover them.
-    pub fn hold(&self, bytes: u64) -> Result<(), AnswerRefusal> {
+    pub(crate) fn hold(&self, bytes: u64) -> Result<(), AnswerRefusal> {
         if !self.budget.reserve(bytes) {
             return Err(AnswerRefusal::Budget {
                 budget_mib: self.budget.limit >> 20,
@@ -302,7 +302,7 @@ impl AnswerAccount {
     }
 
     /// Gives back `bytes` of what [`AnswerAccount::hold`] reserved (at most what it holds).
-    pub fn release(&self, bytes: u64) {
+    pub(crate) fn release(&self, bytes: u64) {
         let released = self
             .held
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |held| {
@@ -313,12 +313,14 @@ impl AnswerAccount {
     }
 
     /// Bytes of answer charged so far.
-    pub fn taken(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn taken(&self) -> u64 {
         self.taken.load(Ordering::Acquire)
     }
 
     /// Bytes held from the process's budget now.
-    pub fn held(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn held(&self) -> u64 {
         self.held.load(Ordering::Acquire)
     }
 }

@@ -11,38 +11,37 @@
 mod budget;
 mod call_id;
 mod call_state;
-pub mod clock;
-pub mod environment;
+pub(crate) mod clock;
+pub(crate) mod environment;
 mod exceeded;
 mod grants;
-pub mod http;
-pub mod kube;
+pub(crate) mod http;
+pub(crate) mod kube;
 mod log;
-pub mod memory;
+pub(crate) mod memory;
 mod module_settings;
-pub mod random;
-pub mod recording;
+pub(crate) mod random;
+pub(crate) mod recording;
 mod services;
-pub mod signing;
+pub(crate) mod signing;
 
 use wasmtime::component::{HasSelf, Linker};
 
 use crate::bindings::velero_wasm::plugin as wit;
-pub use budget::WorkBudget;
-pub use call_id::CallId;
-pub use call_state::CallState;
+pub(crate) use call_id::CallId;
+pub(crate) use call_state::CallState;
 pub use clock::Clock;
 pub use environment::{EnvGrant, Environment};
 pub use exceeded::Exceeded;
-pub use grants::{HttpGrant, ModuleCaps};
+pub use grants::HttpGrant;
+pub(crate) use grants::ModuleCaps;
 pub use kube::KubeGrant;
-pub use memory::{MemoryBudget, MemoryCap};
-pub use random::RandomCall;
+pub(crate) use memory::MemoryBudget;
 pub use services::Services;
-pub use signing::SigningService;
+pub(crate) use signing::SigningService;
 
 /// A linker with every import a component may use: the WASI interfaces `std` needs, and ours.
-pub fn linker(engine: &wasmtime::Engine) -> wasmtime::Result<Linker<CallState>> {
+pub(crate) fn linker(engine: &wasmtime::Engine) -> wasmtime::Result<Linker<CallState>> {
     let mut linker = Linker::new(engine);
     wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
     // Each capability's host functions take its own view of the call (`state`).

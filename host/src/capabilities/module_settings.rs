@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use crate::bindings::velero_wasm::plugin::config::Host;
 
 /// What the `config` capability sees of a call: the module's settings, nothing else.
-pub struct ConfigView<'a> {
+pub(crate) struct ConfigView<'a> {
     pub(super) settings: &'a BTreeMap<String, String>,
 }
 

@@ -20,18 +20,18 @@ use crate::backend::{Backend, Call, Failure};
 use crate::bindings::velero_wasm::plugin::random::Host;
 
 /// The most bytes one `bytes` call returns; asking for more traps with a message saying so.
-pub const MAX_BYTES: u32 = 1 << 20;
+pub(crate) const MAX_BYTES: u32 = 1 << 20;
 
 /// A draw of `len` random bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RandomCall {
+pub(crate) struct RandomCall {
     /// How many bytes.
-    pub len: u32,
+    pub(crate) len: u32,
 }
 
 /// The bytes drawn.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RandomBytes(#[serde(with = "bytes")] pub Vec<u8>);
+pub(crate) struct RandomBytes(#[serde(with = "bytes")] pub Vec<u8>);
 
 impl Call for RandomCall {
     const CAPABILITY: &'static str = "random";
@@ -50,7 +50,7 @@ impl Call for RandomCall {
 
 /// The operating system's secure generator.
 #[derive(Debug, Default, Clone, Copy)]
-pub struct SystemRandom;
+pub(crate) struct SystemRandom;
 
 #[async_trait]
 impl Backend<RandomCall> for SystemRandom {
@@ -63,7 +63,7 @@ impl Backend<RandomCall> for SystemRandom {
 
 /// What the `random` capability sees of a call: where random bytes come from, and the work budget it
 /// charges.
-pub struct RandomView<'a> {
+pub(crate) struct RandomView<'a> {
     pub(super) backend: &'a std::sync::Arc<dyn Backend<RandomCall>>,
     pub(super) budget: &'a mut WorkBudget,
 }

@@ -71,11 +71,11 @@ const MAGIC: &str = "velero-wasm";
 const VERSION: u64 = 1;
 
 /// The largest recording written or replayed: 256 MiB.
-pub const MAX_RECORDING: u64 = 256 << 20;
+pub(crate) const MAX_RECORDING: u64 = 256 << 20;
 
 /// A recording that cannot be written or read.
 #[derive(Debug, thiserror::Error)]
-pub enum RecordingError {
+pub(crate) enum RecordingError {
     /// The file cannot be created, written or read.
     #[error("{}: {source}", path.display())]
     Io {
@@ -99,7 +99,7 @@ pub enum RecordingError {
 
 /// What is wrong with a line of a recording.
 #[derive(Debug, thiserror::Error)]
-pub enum FormatProblem {
+pub(crate) enum FormatProblem {
     /// Not a JSON document.
     #[error("not JSON: {0}")]
     NotJson(#[source] serde_json::Error),
@@ -124,20 +124,20 @@ pub enum FormatProblem {
 /// capability's types.
 #[derive(Debug, thiserror::Error)]
 #[error("the answer is not {{\"ok\": …}} or {{\"error\": {{\"reason\": …, \"message\": …}}}}: {0}")]
-pub struct MalformedAnswer(#[source] serde_json::Error);
+pub(crate) struct MalformedAnswer(#[source] serde_json::Error);
 
 /// The run's fixed inputs, in the header: what a replay must start from.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Header {
+pub(crate) struct Header {
     /// The instant the run's clock started.
-    pub clock_start: SystemTime,
+    pub(crate) clock_start: SystemTime,
     /// The namespace Velero runs in, as the run's modules saw it ("" when unknown).
-    pub velero_namespace: String,
+    pub(crate) velero_namespace: String,
 }
 
 /// What is wrong with a recording's header line.
 #[derive(Debug, thiserror::Error)]
-pub enum BadHeader {
+pub(crate) enum BadHeader {
     /// No `"recording"` magic.
     #[error("not a velero-wasm recording (the header needs \"recording\": \"{MAGIC}\")")]
     NotARecording,
@@ -210,7 +210,7 @@ fn rfc3339(t: SystemTime) -> String {
 
 /// Bytes as recorded, for `#[serde(with = "bytes")]`: `{"text": …}` when they are UTF-8,
 /// `{"base64": …}` otherwise.
-pub mod bytes {
+pub(crate) mod bytes {
     use base64::Engine as _;
     use serde::{de, Deserialize, Deserializer, Serialize, Serializer};
 
@@ -222,7 +222,7 @@ pub mod bytes {
     }
 
     /// Writes `bytes` as text or base64.
-    pub fn serialize<S: Serializer>(bytes: &[u8], serializer: S) -> Result<S::Ok, S::Error> {
+    pub(crate) fn serialize<S: Serializer>(bytes: &[u8], serializer: S) -> Result<S::Ok, S::Error> {
         match std::str::from_utf8(bytes) {
             Ok(text) => Recorded::Text(text).serialize(serializer),
             Err(_) => Recorded::Base64(base64::engine::general_purpose::STANDARD.encode(bytes))
@@ -231,7 +231,9 @@ pub mod bytes {
     }
 
     /// Reads bytes written by [`serialize`].
-    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<u8>, D::Error> {
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Vec<u8>, D::Error> {
         match Recorded::<String>::deserialize(deserializer).map_err(|e| {
             de::Error::custom(format!(
                 "bytes are {{\"text\": …}} or {{\"base64\": …}}: {e}"
@@ -279,14 +281,14 @@ pub(crate) fn answer_of<C: Call>(
 }
 
 /// A backend that passes every call to another and records it with its answer.
-pub struct Recorded<C: Call> {
+pub(crate) struct Recorded<C: Call> {
     inner: Arc<dyn Backend<C>>,
     recorder: Arc<Recorder>,
 }
 
 impl<C: Call> Recorded<C> {
     /// Records the calls `inner` answers.
-    pub fn new(inner: Arc<dyn Backend<C>>, recorder: Arc<Recorder>) -> Recorded<C> {
+    pub(crate) fn new(inner: Arc<dyn Backend<C>>, recorder: Arc<Recorder>) -> Recorded<C> {
         Recorded { inner, recorder }
     }
 }
@@ -310,7 +312,7 @@ impl<C: Call> Backend<C> for Recorded<C> {
 }
 
 /// A backend that answers from a recording, strictly, and reaches nothing else.
-pub struct Replayed<C: Call> {
+pub(crate) struct Replayed<C: Call> {
     replayer: Arc<Replayer>,
     call: PhantomData<fn(C)>,
 }
@@ -318,7 +320,7 @@ pub struct Replayed<C: Call> {
 impl<C: Call> Replayed<C> {
     /// Answers the calls of `C`'s capability in `replay`; refuses a recording with a malformed answer
     /// of that capability.
-    pub fn new(replay: &Replay) -> Result<Replayed<C>, RecordingError> {
+    pub(crate) fn new(replay: &Replay) -> Result<Replayed<C>, RecordingError> {
         let replayer =
             replay.replayer(C::CAPABILITY, |answer| answer_of::<C>(answer).map(|_| ()))?;
         Ok(Replayed {
@@ -342,7 +344,7 @@ impl<C: Call> Backend<C> for Replayed<C> {
 }
 
 /// Where calls are recorded: a JSON Lines file, written line by line and flushed after each.
-pub struct Recorder {
+pub(crate) struct Recorder {
     path: PathBuf,
     /// The file and the bytes written to it.
     file: Mutex<(File, u64)>,
@@ -353,7 +355,7 @@ pub struct Recorder {
 impl Recorder {
     /// Creates (or truncates) the file, readable by its owner only (an existing file is made so), and
     /// writes the header. A symbolic link, or anything but a regular file, is refused.
-    pub fn create(path: &Path, header: &Header) -> Result<Arc<Recorder>, RecordingError> {
+    pub(crate) fn create(path: &Path, header: &Header) -> Result<Arc<Recorder>, RecordingError> {
         Recorder::create_with_limit(path, header, MAX_RECORDING)
     }
 
@@ -409,7 +411,7 @@ impl Recorder {
 
     /// Appends one call of `capability` and its answer. A write failure, or a call that would take the
     /// recording past its limit, is kept for [`Recorder::finish`]; nothing is written after it.
-    pub fn write(&self, capability: &str, call: &impl Serialize, answer: &impl Serialize) {
+    pub(crate) fn write(&self, capability: &str, call: &impl Serialize, answer: &impl Serialize) {
         #[derive(Serialize)]
         struct Line<'a, C, A> {
             capability: &'a str,
@@ -458,7 +460,7 @@ impl Recorder {
     }
 
     /// Whether every call was written; the first write error otherwise.
-    pub fn finish(&self) -> Result<(), Incomplete> {
+    pub(crate) fn finish(&self) -> Result<(), Incomplete> {
         match self
             .failure
             .lock()
@@ -476,7 +478,7 @@ impl Recorder {
 
 /// Why a recording stopped before its run ended: the calls after that are not in it.
 #[derive(Debug, thiserror::Error)]
-pub enum RecordProblem {
+pub(crate) enum RecordProblem {
     /// A call or its answer cannot be written as JSON.
     #[error("a {capability} call cannot be written: {source}")]
     Encode {
@@ -499,22 +501,22 @@ pub enum RecordProblem {
 /// A recording that does not hold every call of its run ([`Recorder::finish`]).
 #[derive(Debug, thiserror::Error)]
 #[error("the recording {} is incomplete: {failure}", path.display())]
-pub struct Incomplete {
+pub(crate) struct Incomplete {
     /// The recording.
-    pub path: PathBuf,
+    pub(crate) path: PathBuf,
     /// Why it stopped.
     #[source]
-    pub failure: RecordProblem,
+    pub(crate) failure: RecordProblem,
 }
 
 /// A replayed call that is not in the recording, or whose recorded answers were all given.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("replay: the call {what} is not in the recording {} (or was already answered)", path.display())]
-pub struct ReplayMiss {
+pub(crate) struct ReplayMiss {
     /// The call, in words.
-    pub what: String,
+    pub(crate) what: String,
     /// The recording.
-    pub path: PathBuf,
+    pub(crate) path: PathBuf,
 }
 
 /// One recorded call.
@@ -528,16 +530,16 @@ struct Line {
 
 /// A recording read back: its header and its calls.
 #[derive(Debug, Clone)]
-pub struct Recording {
+pub(crate) struct Recording {
     path: PathBuf,
     /// The run's fixed inputs.
-    pub header: Header,
+    pub(crate) header: Header,
     lines: Vec<Line>,
 }
 
 impl Recording {
     /// Reads a recording and checks its header and the shape of every line.
-    pub fn read(path: &Path) -> Result<Recording, RecordingError> {
+    pub(crate) fn read(path: &Path) -> Result<Recording, RecordingError> {
         let format = |line: usize, problem: FormatProblem| RecordingError::Format {
             path: path.to_path_buf(),
             line,
@@ -602,16 +604,11 @@ impl Recording {
             lines,
         })
     }
-
-    /// The file it was read from.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
 }
 
 /// A replay in progress: a recording, the [`Replayer`] of each capability that answers from it, and
 /// the calls that were not in it.
-pub struct Replay {
+pub(crate) struct Replay {
     recording: Recording,
     replayers: Mutex<Vec<Arc<Replayer>>>,
     misses: Arc<Mutex<Vec<String>>>,
@@ -619,7 +616,7 @@ pub struct Replay {
 
 impl Replay {
     /// Starts replaying `recording`.
-    pub fn new(recording: Recording) -> Replay {
+    pub(crate) fn new(recording: Recording) -> Replay {
         Replay {
             recording,
             replayers: Mutex::new(Vec::new()),
@@ -628,14 +625,14 @@ impl Replay {
     }
 
     /// The recorded run's fixed inputs.
-    pub fn header(&self) -> &Header {
+    pub(crate) fn header(&self) -> &Header {
         &self.recording.header
     }
 
     /// The replayer of `capability`'s lines (the same one however often it is asked for). `check`
     /// validates each recorded answer once, here, so that a replay never meets a malformed one; its
     /// error is reported with the line.
-    pub fn replayer(
+    pub(crate) fn replayer(
         &self,
         capability: &'static str,
         check: impl Fn(&Value) -> Result<(), MalformedAnswer>,
@@ -673,7 +670,7 @@ impl Replay {
     }
 
     /// Every call that was not in the recording, as `capability: call in words`, in the order made.
-    pub fn misses(&self) -> Vec<String> {
+    pub(crate) fn misses(&self) -> Vec<String> {
         self.misses
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -682,7 +679,7 @@ impl Replay {
 
     /// How many recorded calls of each replayed capability were not made (capabilities with none left
     /// out).
-    pub fn unused(&self) -> Vec<(&'static str, usize)> {
+    pub(crate) fn unused(&self) -> Vec<(&'static str, usize)> {
         self.replayers
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -703,7 +700,7 @@ struct Slot {
 
 /// The recorded calls of one capability, answering strictly: each identical call in recorded order,
 /// nothing else.
-pub struct Replayer {
+pub(crate) struct Replayer {
     capability: &'static str,
     path: PathBuf,
     slots: Mutex<Vec<Slot>>,
@@ -714,7 +711,7 @@ impl Replayer {
     /// The recorded answer of the first unused call identical to `call`. Without one, the miss is
     /// kept for the end of the run and the error names the call (`describe` puts it in words) and the
     /// recording.
-    pub fn answer(
+    pub(crate) fn answer(
         &self,
         call: &Value,
         describe: impl FnOnce(&Value) -> String,
@@ -737,7 +734,7 @@ impl Replayer {
     }
 
     /// How many recorded calls were not made.
-    pub fn unused(&self) -> usize {
+    pub(crate) fn unused(&self) -> usize {
         self.slots
             .lock()
             .unwrap_or_else(|e| e.into_inner())

@@ -13,21 +13,21 @@ use crate::cluster::KubeCall;
 /// The host-wide services behind the capabilities, shared by every call.
 pub struct Services {
     /// The Kubernetes backend: fixtures, a live cluster, or a replay.
-    pub kube: Arc<dyn Backend<KubeCall>>,
+    pub(crate) kube: Arc<dyn Backend<KubeCall>>,
     /// The clock.
-    pub clock: Clock,
+    pub(crate) clock: Clock,
     /// The host's environment: Velero's namespace, the process's variables.
-    pub environment: Environment,
+    pub(crate) environment: Environment,
     /// Where outbound HTTP exchanges go: the network, a recording of it, or a replay.
     pub http: Arc<dyn Backend<http::Exchange>>,
     /// Where random bytes come from: the system's generator, a recording of it, or a replay.
-    pub random: Arc<dyn Backend<RandomCall>>,
+    pub(crate) random: Arc<dyn Backend<RandomCall>>,
     /// The read views of the backups being served (docs/read-views.md); `None`: every read goes to
     /// the backend (as in `run`, replays and tests, whose calls must stay as recorded).
     pub views: Option<Arc<kube::view::ReadViews>>,
     /// Whether `read-all` sends its reads at once (true unless the configuration says
     /// `VELERO_WASM_READ_BATCH=off`, [`kube::reads_at_once`]): one after another, to measure batching.
-    pub reads_at_once: bool,
+    pub(crate) reads_at_once: bool,
 }
 
 impl Services {

@@ -16,10 +16,10 @@ use wasmtime::component::{Linker, Val};
 use super::budget::WorkBudget;
 
 /// The interface, as imported and exported.
-pub const INTERFACE: &str = "velero-wasm:plugin/signing@0.1.1";
+pub(crate) const INTERFACE: &str = "velero-wasm:plugin/signing@0.1.1";
 
 /// Its functions. Every one returns `result<_, signing-error>`.
-pub const FUNCTIONS: &[&str] = &[
+pub(crate) const FUNCTIONS: &[&str] = &[
     "parse-snapshot-url",
     "parse-aws-credentials",
     "presign-s3",
@@ -27,10 +27,10 @@ pub const FUNCTIONS: &[&str] = &[
 ];
 
 /// A boxed future of a forwarded call.
-pub type Forwarded<'a> = Pin<Box<dyn Future<Output = Result<Vec<Val>, String>> + Send + 'a>>;
+pub(crate) type Forwarded<'a> = Pin<Box<dyn Future<Output = Result<Vec<Val>, String>> + Send + 'a>>;
 
 /// Where the import's calls go: the runtime's [`crate::runtime::Signing`].
-pub trait SigningService: Send + Sync {
+pub(crate) trait SigningService: Send + Sync {
     /// Calls `function` of the signing module with `params`, on behalf of module `caller`; returns
     /// its `results` (as many as `result_count`), or why the call could not be made.
     fn forward<'a>(
@@ -44,7 +44,7 @@ pub trait SigningService: Send + Sync {
 
 /// What the `signing` import sees of a call: the calling module's name, where its calls go, and the
 /// work budget it charges.
-pub struct SigningView<'a> {
+pub(crate) struct SigningView<'a> {
     pub(super) caller: &'a Arc<str>,
     /// A shadow's call: its signing trouble is logged below warn (docs/operation.md#what-velero-counts).
     pub(super) shadow: bool,
@@ -54,7 +54,7 @@ pub struct SigningView<'a> {
 
 /// Defines the `signing` import in the linker (modules that do not import it are unaffected); each
 /// call sees the store's data through `view`.
-pub fn add_to_linker<T: Send + 'static>(
+pub(crate) fn add_to_linker<T: Send + 'static>(
     linker: &mut Linker<T>,
     view: fn(&mut T) -> SigningView<'_>,
 ) -> wasmtime::Result<()> {

@@ -14,7 +14,7 @@ use crate::json_cost::ParsedCost;
 use super::diff_archive::BackupItem;
 
 /// Most memory `diff` takes for the items of one backup: held, and while comparing them.
-pub const MAX_ITEMS_MEMORY: u64 = 160 << 20;
+pub(crate) const MAX_ITEMS_MEMORY: u64 = 160 << 20;
 
 /// Copies of an item's text one set's actions may make the host hold at once beside a parse: the
 /// backup request's item, a restore request's item as backed up and as reset (written out, with
@@ -23,7 +23,7 @@ const TEXT_COPIES: u64 = 5;
 
 /// The memory a backup's items take, counted as they are read.
 #[derive(Debug, Default, Clone)]
-pub struct ItemsMemory {
+pub(crate) struct ItemsMemory {
     /// Held for the whole run.
     held: u64,
     /// The most parsing one item holds at once.
@@ -34,13 +34,13 @@ pub struct ItemsMemory {
 
 /// Items over [`MAX_ITEMS_MEMORY`]: what they would take.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Over {
+pub(crate) struct Over {
     /// Held for the whole run.
-    pub held: u64,
+    pub(crate) held: u64,
     /// To compare one item on both sides.
-    pub per_comparison: u64,
+    pub(crate) per_comparison: u64,
     /// What parsing the costliest item holds at once.
-    pub widest_parse: u64,
+    pub(crate) widest_parse: u64,
 }
 
 impl std::fmt::Display for Over {
@@ -66,7 +66,7 @@ fn mib(bytes: u64) -> String {
 impl ItemsMemory {
     /// Counts one more item, parsed at `parsed`'s cost; refuses it when the items so far, with the
     /// room to compare one, would be over [`MAX_ITEMS_MEMORY`].
-    pub fn add(&mut self, item: &BackupItem, parsed: &ParsedCost) -> Result<(), Over> {
+    pub(crate) fn add(&mut self, item: &BackupItem, parsed: &ParsedCost) -> Result<(), Over> {
         if self.held == 0 {
             self.held = 2 * fixture::held_per_cluster();
         }
@@ -86,17 +86,17 @@ impl ItemsMemory {
     /// What comparing one item on both sides may make the host hold besides what is held: per side,
     /// a parse of any item (a restore action's item reset, a field selector or a write in the
     /// cluster) and [`TEXT_COPIES`] copies of a text.
-    pub fn per_comparison(&self) -> u64 {
+    pub(crate) fn per_comparison(&self) -> u64 {
         2 * (self.widest_parse + TEXT_COPIES * allocation(self.longest_text))
     }
 
     /// Held for the whole run.
-    pub fn held(&self) -> u64 {
+    pub(crate) fn held(&self) -> u64 {
         self.held
     }
 
     /// How many items may be compared at once within the bound, from 1 to `most`.
-    pub fn comparisons_at_once(&self, most: usize) -> usize {
+    pub(crate) fn comparisons_at_once(&self, most: usize) -> usize {
         let room = MAX_ITEMS_MEMORY.saturating_sub(self.held);
         match room.checked_div(self.per_comparison()) {
             Some(n) => usize::try_from(n)

@@ -14,7 +14,7 @@ mod build_freshness;
 mod compile_progress;
 mod diff;
 /// Public for the fuzz target `diff_archive` (fuzz/): what `diff` reads from a backup archive.
-pub mod diff_archive;
+pub(crate) mod diff_archive;
 mod diff_memory;
 mod failure;
 mod install;

@@ -115,7 +115,7 @@ struct State {
 /// shares, as the allocator takes it: the object's entry and a copy of its labels, shared by the
 /// cluster's copies ([`FixtureCluster::copy`]), and in each of `copies` clusters the item's key and
 /// its share of the map's nodes. A unit test holds it to what the clusters allocate.
-pub fn held_per_item(identity: &ItemRef, copies: u64) -> u64 {
+pub(crate) fn held_per_item(identity: &ItemRef, copies: u64) -> u64 {
     let shared = allocation((2 * size_of::<usize>() + size_of::<Stored>()) as u64)
         + string_map(&identity.labels);
     let key = [
@@ -131,7 +131,7 @@ pub fn held_per_item(identity: &ItemRef, copies: u64) -> u64 {
 }
 
 /// What one cluster holds besides its objects: itself and its map's root node.
-pub fn held_per_cluster() -> u64 {
+pub(crate) fn held_per_cluster() -> u64 {
     allocation(size_of::<FixtureCluster>() as u64 + 2 * size_of::<usize>() as u64)
         + btree_node(MAP_ENTRY)
 }
@@ -283,7 +283,7 @@ impl FixtureCluster {
     }
 
     /// A cluster of the same objects as this one, sharing their text, whose writes are its own.
-    pub fn copy(&self, clock: impl Now + 'static) -> FixtureCluster {
+    pub(crate) fn copy(&self, clock: impl Now + 'static) -> FixtureCluster {
         let state = self.lock();
         FixtureCluster {
             state: Mutex::new(State {
@@ -568,12 +568,12 @@ impl FixtureCluster {
 }
 
 /// The most operations a JSON patch may have: the API server's own limit.
-pub const MAX_PATCH_OPERATIONS: usize = 10_000;
+pub(crate) const MAX_PATCH_OPERATIONS: usize = 10_000;
 
 /// The most JSON a JSON patch may write into an object (the values it adds, copies and replaces,
 /// counted as serialised): twice the API server's 3 MiB request limit. Without it, each `copy` of the
 /// whole object into itself doubles it, and 40 operations would ask the host for terabytes.
-pub const MAX_PATCH_WRITES: usize = 6 << 20;
+pub(crate) const MAX_PATCH_WRITES: usize = 6 << 20;
 
 /// Applies an RFC 6902 patch one operation at a time, counting what each one writes against
 /// [`MAX_PATCH_WRITES`]. The caller applies it to a copy: a patch that fails changes nothing.

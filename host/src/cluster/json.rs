@@ -11,11 +11,11 @@ use serde_json::Value;
 
 /// How many levels of arrays and objects the host reads into a tree: serde_json's bound (it refuses
 /// the 128th), which keeps the recursion of a parse off the end of the stack.
-pub const MAX_DEPTH: usize = 127;
+pub(crate) const MAX_DEPTH: usize = 127;
 
 /// Why a document, well-formed JSON, cannot be read into a tree.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum TreeError {
+pub(crate) enum TreeError {
     /// Arrays and objects nested deeper than [`MAX_DEPTH`].
     #[error("nested deeper than {MAX_DEPTH} levels: not read")]
     TooDeep,
@@ -29,27 +29,27 @@ pub struct Json(Box<RawValue>);
 
 impl Json {
     /// Checks that `bytes` are one JSON document and keeps them as they are.
-    pub fn parse(bytes: &[u8]) -> Result<Json, serde_json::Error> {
+    pub(crate) fn parse(bytes: &[u8]) -> Result<Json, serde_json::Error> {
         serde_json::from_slice::<&RawValue>(bytes).map(|raw| Json(raw.to_owned()))
     }
 
     /// A document already checked by serde_json (an item of a list parsed as such).
-    pub fn from_raw(raw: Box<RawValue>) -> Json {
+    pub(crate) fn from_raw(raw: Box<RawValue>) -> Json {
         Json(raw)
     }
 
     /// JSON `null` (a delete's answer, an empty body).
-    pub fn null() -> Json {
+    pub(crate) fn null() -> Json {
         Json(RawValue::NULL.to_owned())
     }
 
     /// The text.
-    pub fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         self.0.get()
     }
 
     /// The text, without copying it.
-    pub fn into_string(self) -> String {
+    pub(crate) fn into_string(self) -> String {
         Box::<str>::from(self.0).into_string()
     }
 
@@ -57,7 +57,7 @@ impl Json {
     /// JSON set no bound on its depth (the guest gets it as it is), but a tree is built by recursion:
     /// past [`MAX_DEPTH`] levels it is an error that says so, never a `null` that would read as
     /// "nothing there".
-    pub fn to_value(&self) -> Result<Value, TreeError> {
+    pub(crate) fn to_value(&self) -> Result<Value, TreeError> {
         serde_json::from_str(self.as_str()).map_err(|e| {
             // serde_json's only word for its depth bound (its error codes are private).
             if e.to_string().starts_with("recursion limit exceeded") {
@@ -71,7 +71,7 @@ impl Json {
     /// A list item with `apiVersion` and `kind` first, as a get of the object returns it. The API
     /// server leaves both out of the items of a list of built-in types. An item that has both already,
     /// or that is not an object, is kept as it is.
-    pub fn with_type(self, api_version: &str, kind: &str) -> Json {
+    pub(crate) fn with_type(self, api_version: &str, kind: &str) -> Json {
         /// Whether a field is there at all (`null` included).
         #[derive(Default)]
         struct Present(bool);

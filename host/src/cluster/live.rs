@@ -47,9 +47,9 @@ use crate::backend::Backend;
 use crate::config::Config;
 
 /// Objects asked for per page when listing (kubectl's default chunk size).
-pub const LIST_PAGE_SIZE: u32 = 500;
+pub(crate) const LIST_PAGE_SIZE: u32 = 500;
 /// The most times one request is sent again after `429 Too Many Requests` (client-go's limit).
-pub const MAX_RETRIES: u32 = 10;
+pub(crate) const MAX_RETRIES: u32 = 10;
 /// The most bytes of one answer that is not a list page: an object, a write's result or a group
 /// version's discovery. The API server keeps objects of at most about 1.5 MiB (etcd's request limit)
 /// and the largest discovery documents are a few hundred KiB; anything longer is a broken or hostile
@@ -66,28 +66,28 @@ const DEADLINE_MARGIN: Duration = Duration::from_millis(50);
 tokio::task_local! {
     /// The deadline of the module call a Kubernetes request is made for (set by the capability around
     /// each backend call): waits for a `Retry-After` never go past it.
-    pub static CALL_DEADLINE: tokio::time::Instant;
+    pub(crate) static CALL_DEADLINE: tokio::time::Instant;
 }
 
 /// A client-side rate limit: `qps` requests a second, `burst` at once after an idle spell.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct RateLimit {
+pub(crate) struct RateLimit {
     /// Sustained requests per second.
-    pub qps: f64,
+    pub(crate) qps: f64,
     /// Requests allowed at once (at least 1).
-    pub burst: u32,
+    pub(crate) burst: u32,
 }
 
 impl RateLimit {
     /// `velero server`'s default `--client-qps`, used when only `--client-burst` is given.
-    pub const VELERO_QPS: f64 = 20.0;
+    pub(crate) const VELERO_QPS: f64 = 20.0;
     /// `velero server`'s default `--client-burst`, used when only `--client-qps` is given.
-    pub const VELERO_BURST: u32 = 30;
+    pub(crate) const VELERO_BURST: u32 = 30;
 
     /// The limit Velero's server runs with, from the values of its `--client-qps` and `--client-burst`
     /// (each optional): `None` when neither is given (no limit of our own) or the rate is not positive,
     /// as in client-go. A value that does not parse is an error naming the flag.
-    pub fn from_flags(
+    pub(crate) fn from_flags(
         qps: Option<&str>,
         burst: Option<&str>,
     ) -> Result<Option<RateLimit>, BadFlag> {
@@ -126,13 +126,13 @@ impl RateLimit {
 /// A rate-limit flag of Velero's whose value does not parse.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{flag}={value:?} is not {expected}")]
-pub struct BadFlag {
+pub(crate) struct BadFlag {
     /// The flag.
-    pub flag: &'static str,
+    pub(crate) flag: &'static str,
     /// Its value.
-    pub value: String,
+    pub(crate) value: String,
     /// What it should be.
-    pub expected: &'static str,
+    pub(crate) expected: &'static str,
 }
 
 /// Where the cluster's address and credentials come from.
@@ -149,7 +149,7 @@ pub struct ClusterOptions {
 
 impl ClusterOptions {
     /// kubectl's defaults, as the process's `config` names them.
-    pub fn new(config: Config) -> ClusterOptions {
+    pub(crate) fn new(config: Config) -> ClusterOptions {
         ClusterOptions {
             kubeconfig: None,
             context: None,
@@ -159,7 +159,7 @@ impl ClusterOptions {
 
     /// Whether there is any configuration to connect with: explicit options, a pod's service account
     /// (`KUBERNETES_SERVICE_HOST`), `KUBECONFIG`, or `~/.kube/config`.
-    pub fn is_configured(&self) -> bool {
+    pub(crate) fn is_configured(&self) -> bool {
         let config = &self.config;
         self.kubeconfig.is_some()
             || self.context.is_some()
@@ -268,12 +268,12 @@ impl LiveCluster {
 
     /// The namespace the configuration names: the pod's service-account namespace in a pod, the
     /// context's namespace (or `default`) with a kubeconfig.
-    pub fn default_namespace(&self) -> &str {
+    pub(crate) fn default_namespace(&self) -> &str {
         &self.default_namespace
     }
 
     /// Puts a client-side rate limit in front of every request (`None`: no limit of our own).
-    pub fn with_rate_limit(mut self, limit: Option<RateLimit>) -> LiveCluster {
+    pub(crate) fn with_rate_limit(mut self, limit: Option<RateLimit>) -> LiveCluster {
         self.limiter = limit.map(|l| TokenBucket::new(l.qps, f64::from(l.burst.max(1))));
         self
     }
@@ -932,7 +932,7 @@ impl LiveCluster {
 /// connection pool) is then off the path to the handshake, and a process whose actions never call the
 /// cluster never does it. A configuration that cannot be used fails every call with the reason (logged
 /// once, at error level).
-pub struct LazyCluster {
+pub(crate) struct LazyCluster {
     options: ClusterOptions,
     rate_limit: Option<RateLimit>,
     cluster: tokio::sync::OnceCell<Result<LiveCluster, Unconnected>>,
@@ -940,7 +940,7 @@ pub struct LazyCluster {
 
 /// Why a [`LazyCluster`] has no cluster: every call fails with this.
 #[derive(Debug, thiserror::Error)]
-pub enum Unconnected {
+pub(crate) enum Unconnected {
     /// Nothing says where the cluster is.
     #[error("no Kubernetes configuration: not in a pod (KUBERNETES_SERVICE_HOST unset), no KUBECONFIG, no ~/.kube/config")]
     NotConfigured,
@@ -951,7 +951,7 @@ pub enum Unconnected {
 
 impl LazyCluster {
     /// A cluster that will connect as `options` say, with `rate_limit` in front of its requests.
-    pub fn new(options: ClusterOptions, rate_limit: Option<RateLimit>) -> LazyCluster {
+    pub(crate) fn new(options: ClusterOptions, rate_limit: Option<RateLimit>) -> LazyCluster {
         LazyCluster {
             options,
             rate_limit,
@@ -985,14 +985,14 @@ impl LazyCluster {
     /// (TLS and the system's root certificates among it) while Velero is busy with the handshake, so
     /// that the first call of a fresh process does not wait for it. Sends nothing; a configuration
     /// that cannot be used is reported as the first call would report it.
-    pub async fn connect_early(&self) {
+    pub(crate) async fn connect_early(&self) {
         if let Err(e) = self.cluster().await {
             tracing::debug!("not connected ahead of the first call: {e}");
         }
     }
 
     /// The namespace the configuration names (see [`LiveCluster::default_namespace`]); connects.
-    pub async fn default_namespace(&self) -> Result<String, KubeError> {
+    pub(crate) async fn default_namespace(&self) -> Result<String, KubeError> {
         Ok(self.cluster().await?.default_namespace().to_string())
     }
 }
@@ -1006,7 +1006,7 @@ impl Backend<KubeCall> for LazyCluster {
 
 /// A token bucket: `rate` tokens a second, at most `burst` saved up; each request takes one, waiting
 /// for it when none is left. Shared by every module of the process.
-pub struct TokenBucket {
+pub(crate) struct TokenBucket {
     rate: f64,
     burst: f64,
     state: Mutex<(f64, Instant)>,
@@ -1014,7 +1014,7 @@ pub struct TokenBucket {
 
 impl TokenBucket {
     /// A full bucket.
-    pub fn new(rate: f64, burst: f64) -> TokenBucket {
+    pub(crate) fn new(rate: f64, burst: f64) -> TokenBucket {
         TokenBucket {
             rate,
             burst,
@@ -1023,7 +1023,7 @@ impl TokenBucket {
     }
 
     /// Takes a token at `now`; returns how long the caller must wait before using it.
-    pub fn reserve(&self, now: Instant) -> Duration {
+    pub(crate) fn reserve(&self, now: Instant) -> Duration {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let (tokens, last) = *state;
         let refilled = (tokens + now.saturating_duration_since(last).as_secs_f64() * self.rate)
@@ -1038,7 +1038,7 @@ impl TokenBucket {
     }
 
     /// Waits for a token.
-    pub async fn acquire(&self) {
+    pub(crate) async fn acquire(&self) {
         let wait = self.reserve(Instant::now());
         if !wait.is_zero() {
             tracing::debug!(

@@ -6,14 +6,14 @@
 //! against its grant and hands one [`KubeCall`] to one of these; module ConfigMaps, the version floor,
 //! the plugin and the CLI use them directly, for the host's own calls.
 
-pub mod fixture;
+pub(crate) mod fixture;
 mod json;
-pub mod live;
+pub(crate) mod live;
 mod vocabulary;
-pub mod writes;
+pub(crate) mod writes;
 
-pub use json::{Json, TreeError};
+pub use json::Json;
 pub use vocabulary::{
     ApiResource, BadFieldSelector, FieldSelector, KubeAnswer, KubeApi, KubeCall, KubeError,
-    ListOptions, NoCluster, Patch, MAX_FIELD_SELECTOR_TERMS,
+    ListOptions, NoCluster, Patch,
 };

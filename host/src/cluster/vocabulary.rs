@@ -29,11 +29,11 @@ use crate::backend::{Backend, Call};
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ApiResource {
     /// API group.
-    pub group: String,
+    pub(crate) group: String,
     /// API version.
-    pub version: String,
+    pub(crate) version: String,
     /// Plural resource.
-    pub resource: String,
+    pub(crate) resource: String,
 }
 
 impl ApiResource {
@@ -56,7 +56,7 @@ impl ApiResource {
     }
 
     /// `group/version` (`version` alone for the core group), as in an object's `apiVersion`.
-    pub fn api_version(&self) -> String {
+    pub(crate) fn api_version(&self) -> String {
         if self.group.is_empty() {
             self.version.clone()
         } else {
@@ -102,7 +102,7 @@ pub enum KubeError {
 
 impl KubeError {
     /// The error for a list of `api` that went past `limit` bytes, the module's memory limit.
-    pub fn list_too_large(api: &ApiResource, limit: u64) -> KubeError {
+    pub(crate) fn list_too_large(api: &ApiResource, limit: u64) -> KubeError {
         KubeError::TooLarge(format!(
             "list of {api} returned more than {limit} bytes, the module's memory limit (manifest [limits] memory)"
         ))
@@ -110,7 +110,7 @@ impl KubeError {
 }
 
 /// The most terms a field selector may have.
-pub const MAX_FIELD_SELECTOR_TERMS: usize = 100;
+pub(crate) const MAX_FIELD_SELECTOR_TERMS: usize = 100;
 
 /// A parsed field selector: `metadata.name=x,metadata.namespace!=y`. At most
 /// [`MAX_FIELD_SELECTOR_TERMS`] terms and `label_selector::MAX_LENGTH` bytes, so that matching a
@@ -181,7 +181,7 @@ impl FieldSelector {
 
     /// Whether every term reads the object's `metadata.name` or `metadata.namespace` (true with no
     /// term): then an object's identity answers the selector without the object.
-    pub fn reads_only_identity(&self) -> bool {
+    pub(crate) fn reads_only_identity(&self) -> bool {
         self.terms
             .iter()
             .all(|t| t.pointer == "/metadata/name" || t.pointer == "/metadata/namespace")
@@ -210,20 +210,20 @@ impl FieldSelector {
 pub struct ListOptions {
     /// The label selector as written (for backends that pass it on).
     #[serde(rename = "labelSelector")]
-    pub label_selector_text: String,
+    pub(crate) label_selector_text: String,
     /// The label selector, parsed.
     #[serde(skip)]
-    pub label_selector: LabelSelector,
+    pub(crate) label_selector: LabelSelector,
     /// The field selector as written.
     #[serde(rename = "fieldSelector")]
-    pub field_selector_text: String,
+    pub(crate) field_selector_text: String,
     /// The field selector, parsed.
     #[serde(skip)]
-    pub field_selector: FieldSelector,
+    pub(crate) field_selector: FieldSelector,
     /// The most bytes of objects the list may return (the module's memory limit); a backend stops
     /// reading pages past it and fails with [`KubeError::TooLarge`]. `None`: no limit.
     #[serde(skip)]
-    pub max_bytes: Option<u64>,
+    pub(crate) max_bytes: Option<u64>,
 }
 
 /// The selectors of a list as written, parsed into [`ListOptions`].
@@ -300,7 +300,7 @@ impl Patch {
     }
 
     /// `merge`, `json` or `apply`.
-    pub fn kind(&self) -> &'static str {
+    pub(crate) fn kind(&self) -> &'static str {
         match self {
             Patch::Merge(_) => "merge",
             Patch::Json(_) => "json",
@@ -376,7 +376,7 @@ pub enum KubeCall {
 
 impl KubeCall {
     /// The verb a grant must allow for this call.
-    pub fn verb(&self) -> Verb {
+    pub(crate) fn verb(&self) -> Verb {
         match self {
             KubeCall::Get { .. } => Verb::Get,
             KubeCall::List { .. } => Verb::List,
@@ -388,7 +388,7 @@ impl KubeCall {
     }
 
     /// The resource type and namespace the call is on.
-    pub fn target(&self) -> (&ApiResource, &str) {
+    pub(crate) fn target(&self) -> (&ApiResource, &str) {
         match self {
             KubeCall::Get { api, namespace, .. }
             | KubeCall::List { api, namespace, .. }
@@ -415,12 +415,12 @@ pub enum KubeAnswer {
 
 impl KubeAnswer {
     /// The answer holding `object`, written out as JSON.
-    pub fn object_of(object: Value) -> KubeAnswer {
+    pub(crate) fn object_of(object: Value) -> KubeAnswer {
         KubeAnswer::Object(Json::from(object))
     }
 
     /// The object of a get, create, update or patch.
-    pub fn object(self) -> Result<Json, KubeError> {
+    pub(crate) fn object(self) -> Result<Json, KubeError> {
         match self {
             KubeAnswer::Object(object) => Ok(object),
             KubeAnswer::Deleted => Ok(Json::null()),
@@ -431,7 +431,7 @@ impl KubeAnswer {
     }
 
     /// The objects of a list.
-    pub fn objects(self) -> Result<Vec<Json>, KubeError> {
+    pub(crate) fn objects(self) -> Result<Vec<Json>, KubeError> {
         match self {
             KubeAnswer::Objects(objects) => Ok(objects),
             _ => Err(KubeError::Other(
@@ -626,7 +626,7 @@ pub struct NoCluster(String);
 
 impl NoCluster {
     /// A backend whose every call fails with `reason`.
-    pub fn because(reason: impl Into<String>) -> NoCluster {
+    pub(crate) fn because(reason: impl Into<String>) -> NoCluster {
         NoCluster(reason.into())
     }
 }

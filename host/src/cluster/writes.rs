@@ -16,24 +16,24 @@ use crate::backend::Backend;
 #[serde(rename_all = "camelCase")]
 pub struct ClusterWrite {
     /// `create`, `update`, `patch` or `delete`.
-    pub verb: Verb,
+    pub(crate) verb: Verb,
     /// The object's `apiVersion`.
-    pub api_version: String,
+    pub(crate) api_version: String,
     /// The object's `kind`.
-    pub kind: String,
+    pub(crate) kind: String,
     /// Namespace ("" when cluster-scoped).
-    pub namespace: String,
+    pub(crate) namespace: String,
     /// Name.
-    pub name: String,
+    pub(crate) name: String,
     /// The object as stored (create, update, patch).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub object: Option<Value>,
+    pub(crate) object: Option<Value>,
     /// The patch document (patch).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub patch: Option<Value>,
+    pub(crate) patch: Option<Value>,
     /// `merge` or `json` (patch).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub patch_type: Option<&'static str>,
+    pub(crate) patch_type: Option<&'static str>,
 }
 
 /// A backend that passes every call on and logs the writes that succeeded.

@@ -129,7 +129,7 @@ impl Caller {
             memory,
         } = lane
         {
-            input.id = input.id.as_shadow();
+            input.id = input.id.into_shadow();
             input.limits.timeout = input.limits.timeout.min(timeout);
             input.budget = Some(memory);
             input.cpu = Some(cpu);

@@ -38,19 +38,19 @@ use crate::bindings::velero_wasm::plugin::environment::Host;
 pub use velero_wasm_grant::EnvGrant;
 
 /// The largest file `read-env-file` returns.
-pub const MAX_FILE: u64 = 1 << 20;
+pub(crate) const MAX_FILE: u64 = 1 << 20;
 
 /// Where a pod's service account names its namespace.
-pub const SERVICE_ACCOUNT_NAMESPACE: &str =
+pub(crate) const SERVICE_ACCOUNT_NAMESPACE: &str =
     "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
 
 /// The variable Velero's Deployment sets to its namespace.
-pub const VELERO_NAMESPACE_VARIABLE: &str = "VELERO_NAMESPACE";
+pub(crate) const VELERO_NAMESPACE_VARIABLE: &str = "VELERO_NAMESPACE";
 
 /// One read of the environment, once the grant allows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "kebab-case")]
-pub enum EnvironmentCall {
+pub(crate) enum EnvironmentCall {
     /// A variable's value (`None` when unset).
     Variable {
         /// The variable.
@@ -66,7 +66,7 @@ pub enum EnvironmentCall {
 /// What a read of the environment answers: `null` or a string for a variable, bytes for a file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(untagged)]
-pub enum EnvironmentAnswer {
+pub(crate) enum EnvironmentAnswer {
     /// A variable's value.
     Variable(Option<String>),
     /// A file's contents.
@@ -130,7 +130,10 @@ impl fmt::Debug for Environment {
 
 impl Environment {
     /// Velero's namespace and where variables and files come from.
-    pub fn new(velero_namespace: &str, source: Arc<dyn Backend<EnvironmentCall>>) -> Environment {
+    pub(crate) fn new(
+        velero_namespace: &str,
+        source: Arc<dyn Backend<EnvironmentCall>>,
+    ) -> Environment {
         Environment {
             velero_namespace: velero_namespace.to_string(),
             source,
@@ -178,13 +181,13 @@ impl Environment {
     }
 
     /// The same namespace, with variables and files from `source`.
-    pub fn with_source(mut self, source: Arc<dyn Backend<EnvironmentCall>>) -> Environment {
+    pub(crate) fn with_source(mut self, source: Arc<dyn Backend<EnvironmentCall>>) -> Environment {
         self.source = source;
         self
     }
 
     /// Where variables and files come from.
-    pub fn source(&self) -> Arc<dyn Backend<EnvironmentCall>> {
+    pub(crate) fn source(&self) -> Arc<dyn Backend<EnvironmentCall>> {
         self.source.clone()
     }
 
@@ -195,7 +198,7 @@ impl Environment {
 
     /// A variable's value, granted or not (the grant is checked by the capability). A source that
     /// cannot answer (a replay without the call) is logged, and the variable reads as unset.
-    pub async fn variable(&self, name: &str) -> Option<String> {
+    pub(crate) async fn variable(&self, name: &str) -> Option<String> {
         let call = EnvironmentCall::Variable { name: name.into() };
         match self.source.call(call).await {
             Ok(EnvironmentAnswer::Variable(value)) => value,
@@ -212,7 +215,7 @@ impl Environment {
 
     /// The contents of the file `variable` names, granted or not (the grant is checked by the
     /// capability).
-    pub async fn read_file(&self, variable: &str) -> Result<Vec<u8>, String> {
+    pub(crate) async fn read_file(&self, variable: &str) -> Result<Vec<u8>, String> {
         let call = EnvironmentCall::ReadEnvFile {
             variable: variable.into(),
         };
@@ -227,7 +230,7 @@ impl Environment {
 
 /// What the `environment` capability sees of a call: who calls, the module's grant (its environment
 /// grant), the host's environment, and the work budget it charges.
-pub struct EnvironmentView<'a> {
+pub(crate) struct EnvironmentView<'a> {
     pub(super) call: &'a CallId,
     pub(super) caps: &'a ModuleCaps,
     pub(super) environment: &'a Environment,

@@ -20,7 +20,7 @@
 //! refuses never reaches the backend.
 
 mod target;
-pub mod transport;
+pub(crate) mod transport;
 
 use std::time::Duration;
 
@@ -30,21 +30,19 @@ use super::grants::ModuleCaps;
 use crate::backend::Backend;
 use crate::bindings::velero_wasm::plugin::http::{Error, Host, Request, Response};
 use target::{target, Target};
-pub use transport::{Answer, Exchange, ExchangeError, NetworkTransport};
-/// One entry of a module's HTTP grant: the grant crate's.
-pub use velero_wasm_grant::HostRule;
+pub(crate) use transport::{Answer, Exchange, ExchangeError, NetworkTransport};
 
 /// How long before the call's deadline an outbound request is given up.
 const DEADLINE_MARGIN: Duration = Duration::from_millis(50);
 
 /// The largest request body a module may send.
-pub const MAX_REQUEST_BODY: usize = 1 << 20;
+pub(crate) const MAX_REQUEST_BODY: usize = 1 << 20;
 
 const METHODS: &[&str] = &["GET", "POST", "PUT", "DELETE", "HEAD", "PATCH"];
 
 /// What the `http` capability sees of a call: who calls, the module's grant (its HTTP grant, whether
 /// it is a shadow), where exchanges go, and the work budget it charges (and whose deadline it keeps).
-pub struct HttpView<'a> {
+pub(crate) struct HttpView<'a> {
     pub(super) call: &'a CallId,
     pub(super) caps: &'a ModuleCaps,
     pub(super) backend: &'a std::sync::Arc<dyn Backend<Exchange>>,
@@ -223,6 +221,7 @@ mod tests {
     use super::target::origin_of;
     use super::*;
     use crate::capabilities::grants::HttpGrant;
+    use velero_wasm_grant::HostRule;
 
     fn grant(entries: &[&str]) -> HttpGrant {
         let entries: Vec<String> = entries.iter().map(|e| e.to_string()).collect();

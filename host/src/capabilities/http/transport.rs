@@ -126,7 +126,7 @@ impl Call for Exchange {
 /// The network ([`crate::network`]): the host's shared clients, directly or through the proxy of the
 /// environment.
 #[derive(Debug, Default, Clone, Copy)]
-pub struct NetworkTransport;
+pub(crate) struct NetworkTransport;
 
 /// The error of an answer over `limit` bytes.
 pub(super) fn too_large(origin: &str, limit: u64) -> ExchangeError {

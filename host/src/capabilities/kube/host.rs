@@ -38,15 +38,15 @@ impl From<KubeError> for wit::Error {
 }
 
 /// The most reads one `read-all` may hold.
-pub const MAX_BATCH: usize = 64;
+pub(crate) const MAX_BATCH: usize = 64;
 
 /// The variable that, set to `off`, makes `read-all` send its reads one after another instead of at
 /// once: to measure what batching gains (host/benches/scale.rs). The answers are the same.
-pub const BATCH_VARIABLE: &str = "VELERO_WASM_READ_BATCH";
+pub(crate) const BATCH_VARIABLE: &str = "VELERO_WASM_READ_BATCH";
 
 /// Whether `read-all` sends its reads at once, as `config` says (unless [`BATCH_VARIABLE`] says
 /// `off`); the plugin and the CLI put it in [`Services::reads_at_once`](crate::capabilities::Services).
-pub fn reads_at_once(config: &crate::config::Config) -> bool {
+pub(crate) fn reads_at_once(config: &crate::config::Config) -> bool {
     let switch = config.var(BATCH_VARIABLE).unwrap_or_default();
     !matches!(
         switch.trim().to_ascii_lowercase().as_str(),
@@ -98,7 +98,7 @@ async fn within<T>(
 /// What the `kube` capability sees of a call: who calls, the module's grant, the backend and the read
 /// views behind it, Velero's namespace (grants name it), the work budget it charges, and the memory
 /// limit its answers must fit.
-pub struct KubeView<'a> {
+pub(crate) struct KubeView<'a> {
     pub(in crate::capabilities) call: &'a CallId,
     pub(in crate::capabilities) caps: &'a ModuleCaps,
     pub(in crate::capabilities) backend: &'a std::sync::Arc<dyn Backend<KubeCall>>,

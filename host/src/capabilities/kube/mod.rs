@@ -4,9 +4,10 @@
 //! that answer them are [`crate::cluster`]'s.
 
 mod host;
-pub mod view;
+pub(crate) mod view;
 
+pub use host::object_for;
 pub(super) use host::KubeHost;
-pub use host::{object_for, reads_at_once, KubeView, BATCH_VARIABLE, MAX_BATCH};
-/// A module's Kubernetes grant and the resources the host knows: the grant crate's.
-pub use velero_wasm_grant::{resources, KubeGrant};
+pub(crate) use host::{reads_at_once, KubeView};
+/// A module's Kubernetes grant: the grant crate's.
+pub use velero_wasm_grant::KubeGrant;

@@ -35,25 +35,25 @@ use crate::capabilities::memory::MemoryBudget;
 use crate::cluster::{ApiResource, Json, KubeAnswer, KubeCall, KubeError, ListOptions};
 
 /// How long a view lives after the last read of its backup.
-pub const IDLE: Duration = Duration::from_secs(30);
+pub(crate) const IDLE: Duration = Duration::from_secs(30);
 /// How long a view lives at most, however busy its backup.
-pub const LIFETIME: Duration = Duration::from_secs(10 * 60);
+pub(crate) const LIFETIME: Duration = Duration::from_secs(10 * 60);
 /// The variable that sets the bytes all views may hold together (`256MiB`, or bytes).
-pub const BUDGET_VARIABLE: &str = "VELERO_WASM_READ_VIEW_BUDGET";
+pub(crate) const BUDGET_VARIABLE: &str = "VELERO_WASM_READ_VIEW_BUDGET";
 /// The budget when [`BUDGET_VARIABLE`] is not set.
-pub const DEFAULT_BUDGET: u64 = 256 << 20;
+pub(crate) const DEFAULT_BUDGET: u64 = 256 << 20;
 /// The variable that turns views off for the whole process (`off`, `false` or `0`).
-pub const SWITCH_VARIABLE: &str = "VELERO_WASM_READ_VIEWS";
+pub(crate) const SWITCH_VARIABLE: &str = "VELERO_WASM_READ_VIEWS";
 
 /// The bounds of the views of one process.
 #[derive(Debug, Clone, Copy)]
 pub struct Bounds {
     /// See [`IDLE`].
-    pub idle: Duration,
+    pub(crate) idle: Duration,
     /// See [`LIFETIME`].
-    pub lifetime: Duration,
+    pub(crate) lifetime: Duration,
     /// Bytes all listings may hold together.
-    pub budget: u64,
+    pub(crate) budget: u64,
 }
 
 impl Default for Bounds {
@@ -150,12 +150,12 @@ impl ReadViews {
 
     /// The views of the plugin process as `config` says: `None` when [`SWITCH_VARIABLE`] turns them off; the budget
     /// from [`BUDGET_VARIABLE`] (an unusable value is reported and the default used).
-    pub fn from_config(config: &crate::config::Config) -> Option<Arc<ReadViews>> {
+    pub(crate) fn from_config(config: &crate::config::Config) -> Option<Arc<ReadViews>> {
         Self::from_vars(|name| config.var(name))
     }
 
     /// [`ReadViews::from_config`] with the variables given.
-    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Option<Arc<ReadViews>> {
+    pub(crate) fn from_vars(var: impl Fn(&str) -> Option<String>) -> Option<Arc<ReadViews>> {
         if let Some(switch) = var(SWITCH_VARIABLE) {
             if matches!(
                 switch.trim().to_ascii_lowercase().as_str(),
@@ -197,7 +197,7 @@ impl ReadViews {
     /// largest listing that may answer it. `None`: the view cannot answer this read (not a read a view
     /// serves, or the listing failed, did not fit the budget or is larger than `limit`); the caller
     /// reads through.
-    pub async fn answer<F, Fut>(
+    pub(crate) async fn answer<F, Fut>(
         self: &Arc<Self>,
         key: &str,
         call: &KubeCall,
@@ -344,7 +344,7 @@ impl ReadViews {
     }
 
     /// Drops what any view holds of `api` in `namespace` (a write went through the host).
-    pub fn invalidate(&self, api: &ApiResource, namespace: &str) {
+    pub(crate) fn invalidate(&self, api: &ApiResource, namespace: &str) {
         let views: Vec<Arc<View>> = self.lock().values().cloned().collect();
         let key = (api.clone(), namespace.to_string());
         for view in views {
