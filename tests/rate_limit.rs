@@ -159,17 +159,22 @@ async fn velero_s_client_qps_and_burst_space_the_plugin_s_requests() {
     plugin.shutdown().await;
 
     // Discovery and the four reads, each let through one fifth of a second after the one before.
+    // What the server sees is when each arrived: on a busy machine one request can arrive late and
+    // the next on time, so a single gap may be short; the five together still span four fifths of a
+    // second, less what one late start may take from it (without the limit they come as fast as the
+    // calls are made).
     let requests = case.server.requests();
     assert_eq!(requests.len(), CALLS + 1, "{requests:#?}");
-    for pair in requests.windows(2) {
-        let gap = pair[1].at.duration_since(pair[0].at);
-        assert!(
-            gap >= Duration::from_millis(150),
-            "requests {} and {} came {gap:?} apart at 5 a second",
-            pair[0].path,
-            pair[1].path
-        );
-    }
+    let span = requests[CALLS].at.duration_since(requests[0].at);
+    let gaps: Vec<Duration> = requests
+        .windows(2)
+        .map(|pair| pair[1].at.duration_since(pair[0].at))
+        .collect();
+    assert!(
+        span >= Duration::from_millis(150) * CALLS as u32,
+        "{} requests came within {span:?} at 5 a second (gaps {gaps:?})",
+        CALLS + 1
+    );
 }
 
 #[test]
