@@ -2,7 +2,8 @@
 //! component on the KubeVirt fixture cluster: answers are the same with and without them, a second VM
 //! of the same backup reads nothing more, the reads of one call are in flight together (a VM in a
 //! backup of its own, its resource policy and a DataVolume gone included), a module that
-//! opts out is never served from a view, and a component built against WIT 0.1.0 still runs.
+//! opts out is never served from a view, and a component built against WIT 0.1.0 still runs. A cold
+//! plugin's first Execute, against the loopback API server, discovers each group version once.
 
 use crate::support;
 
@@ -401,4 +402,61 @@ async fn a_write_through_the_host_by_one_module_ends_another_modules_view_of_it(
         .await
         .unwrap();
     assert_eq!(copy["metadata"]["labels"]["copied"], "true");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cold_start_s_first_execute_discovers_each_group_version_once() {
+    use velero_wasm::plugin::proto::generated::backup_item_action_client::BackupItemActionClient;
+    use velero_wasm::plugin::proto::generated::ExecuteRequest;
+
+    let server = support::apiserver::ApiServer::start(&[&fixtures().join("cluster")]);
+    // Long enough that every first user of a group version asks before any discovery answers: the
+    // PVCs and the launcher pods (both core/v1) are listed at once, beside the VMIs.
+    server.set_latency(Duration::from_millis(200));
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
+    std::fs::create_dir_all(path("state")).unwrap();
+    server.write_kubeconfig(&dir.path().join("kubeconfig"));
+    let (kubeconfig, state, home) = (path("kubeconfig"), path("state"), path("home"));
+    let plugin = support::plugin::Plugin::start_with(
+        "/plugins/velero-wasm",
+        &["--log-level", "info"],
+        &[
+            ("KUBECONFIG", &kubeconfig),
+            ("VELERO_WASM_STATE_DIR", &state),
+            ("VELERO_WASM_READ_VIEWS", "on"),
+            ("HOME", &home),
+        ],
+        |c| {
+            c.env_remove("KUBERNETES_SERVICE_HOST");
+        },
+    );
+    let answer = BackupItemActionClient::new(plugin.channel().await)
+        .execute(ExecuteRequest {
+            plugin: ACTION.into(),
+            item: file("cluster/vm-fedora-web-01.json").into_bytes(),
+            backup: backup("b-cold").into_bytes(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(!answer.additional_items.is_empty());
+    plugin.shutdown().await;
+
+    let requests = server.requests();
+    // A group version's discovery: `/api/<version>` or `/apis/<group>/<version>`.
+    let discovery = |p: &str| {
+        let segments: Vec<&str> = p.trim_start_matches('/').split('/').collect();
+        matches!(segments.as_slice(), ["api", _] | ["apis", _, _])
+    };
+    let mut sent: Vec<&str> = requests
+        .iter()
+        .map(|r| r.path.as_str())
+        .filter(|p| discovery(p))
+        .collect();
+    assert!(sent.contains(&"/api/v1"), "{requests:#?}");
+    sent.sort_unstable();
+    let before = sent.len();
+    sent.dedup();
+    assert_eq!(before, sent.len(), "a discovery sent twice: {requests:#?}");
 }

@@ -11,7 +11,8 @@
 //!   otherwise `KUBECONFIG` or `~/.kube/config`, as kubectl resolves them.
 //! - **Discovery**: each group/version is read once per process (`/api/v1`, `/apis/<group>/<version>`)
 //!   to learn each resource's kind and whether it is namespaced; a resource missing from the cached
-//!   list is looked up once more, so a CRD installed later is found.
+//!   list is looked up once more, so a CRD installed later is found. Callers that need a group version
+//!   while its discovery is on its way share that one request.
 //! - **Lists** are read in pages of [`LIST_PAGE_SIZE`] (`limit`/`continue`), and every item gets the
 //!   `apiVersion` and `kind` that list items of built-in types lack.
 //! - **Rate limit**: none of our own by default: the API server's priority and fairness decides. A
@@ -201,6 +202,18 @@ struct ResourceInfo {
 /// Resources of one group/version, by plural name.
 type GroupVersion = Arc<HashMap<String, ResourceInfo>>;
 
+/// One group version's discovery on its way: every caller that needs it while it is shares its answer.
+type Flight = Arc<tokio::sync::OnceCell<Result<GroupVersion, KubeError>>>;
+
+/// What discovery knows, and what it is asking, by group version (`v1`, `kubevirt.io/v1`).
+#[derive(Default)]
+struct Discovery {
+    known: HashMap<String, GroupVersion>,
+    /// Discoveries in flight: the first users of a fresh process's group version (a VM backup lists
+    /// PVCs and pods at once) send one request between them, not one each.
+    flights: HashMap<String, Flight>,
+}
+
 /// The HTTP stack requests go through: kube's base-URI, authentication (tokens, refreshed ones
 /// included) and extra-header layers over a hyper connection pool with rustls (client certificates
 /// and the cluster's CA are in its TLS configuration). `kube::Client` would add a request buffer (one
@@ -217,7 +230,7 @@ pub struct LiveCluster {
     transport: Transport,
     /// The server's URL, for error messages.
     server: String,
-    discovery: Mutex<HashMap<String, GroupVersion>>,
+    discovery: Mutex<Discovery>,
     limiter: Option<TokenBucket>,
     page_size: u32,
     /// The namespace the configuration names (the pod's, in a pod; the context's, else `default`).
@@ -259,7 +272,7 @@ impl LiveCluster {
         Ok(LiveCluster {
             transport: transport(&config).map_err(ConnectError::Client)?,
             server,
-            discovery: Mutex::new(HashMap::new()),
+            discovery: Mutex::new(Discovery::default()),
             limiter: None,
             page_size: LIST_PAGE_SIZE,
             default_namespace: config.default_namespace.clone(),
@@ -420,16 +433,43 @@ impl LiveCluster {
     }
 
     /// Kind and scope of a resource, from the discovery cache (read on first use, and re-read once when
-    /// the resource is missing from it).
+    /// the resource is missing from it). Callers that need a group version's discovery while one is
+    /// on its way wait for that one rather than sending their own.
     async fn resolve(&self, api: &ApiResource) -> Result<ResourceInfo, KubeError> {
         let group_version = api.api_version();
-        let cached = self.cache().get(&group_version).cloned();
-        if let Some(info) = cached.as_ref().and_then(|gv| gv.get(&api.resource)) {
-            return Ok(info.clone());
+        let flight = {
+            let mut discovery = self.cache();
+            if let Some(info) = discovery
+                .known
+                .get(&group_version)
+                .and_then(|gv| gv.get(&api.resource))
+            {
+                return Ok(info.clone());
+            }
+            discovery
+                .flights
+                .entry(group_version.clone())
+                .or_default()
+                .clone()
+        };
+        // Should the caller sending it go away, the next one waiting sends it.
+        let fresh = flight.get_or_init(|| self.discover(api)).await.clone();
+        {
+            // The first caller back lands the answer (a failure is not kept: the next caller asks
+            // again); one back later leaves alone what a newer discovery may have put there.
+            let mut discovery = self.cache();
+            if discovery
+                .flights
+                .get(&group_version)
+                .is_some_and(|f| Arc::ptr_eq(f, &flight))
+            {
+                discovery.flights.remove(&group_version);
+                if let Ok(fresh) = &fresh {
+                    discovery.known.insert(group_version.clone(), fresh.clone());
+                }
+            }
         }
-        let fresh = self.discover(api).await?;
-        self.cache().insert(group_version.clone(), fresh.clone());
-        fresh.get(&api.resource).cloned().ok_or_else(|| {
+        fresh?.get(&api.resource).cloned().ok_or_else(|| {
             KubeError::NotFound(format!(
                 "the server has no resource {:?} in {group_version}",
                 api.resource
@@ -437,7 +477,7 @@ impl LiveCluster {
         })
     }
 
-    fn cache(&self) -> std::sync::MutexGuard<'_, HashMap<String, GroupVersion>> {
+    fn cache(&self) -> std::sync::MutexGuard<'_, Discovery> {
         self.discovery.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -514,7 +554,7 @@ impl LiveCluster {
     fn read_blind(&self, api: &ApiResource, namespace: &str) -> Option<String> {
         // A resource missing from a group version already discovered is most likely no resource
         // at all: it waits for discovery to look again, and is never sent when it is not there.
-        if namespace.is_empty() || self.cache().contains_key(&api.api_version()) {
+        if namespace.is_empty() || self.cache().known.contains_key(&api.api_version()) {
             return None;
         }
         let assumed = ResourceInfo {
