@@ -9,7 +9,7 @@ use crate::support;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use serde_json::Value;
@@ -24,14 +24,20 @@ use velero_wasm::{KubeAnswer, KubeApi, KubeCall, KubeError};
 
 const ACTION: &str = "kubevirt-velero-plugin/backup-virtualmachine-action";
 
-/// The fixture cluster, counting the calls that reach it and the most that were in flight at once
-/// (each call takes a few milliseconds, as a request to an API server does).
+/// The fixture cluster, counting the calls that reach it and the most that were in flight at once.
+/// No call is answered until [`QUIET`] has passed without another arriving: reads sent without
+/// waiting for an answer are all in flight together however slowly a busy machine sends them, and
+/// a read that waits for another's answer arrives after the others were answered.
 struct Counting {
     inner: FixtureCluster,
     calls: AtomicUsize,
     in_flight: AtomicUsize,
     most_in_flight: AtomicUsize,
+    last_arrival: std::sync::Mutex<Instant>,
 }
+
+/// How long the API server hears nothing more before [`Counting`] answers.
+const QUIET: Duration = Duration::from_millis(250);
 
 #[async_trait]
 impl Backend<KubeCall> for Counting {
@@ -39,7 +45,14 @@ impl Backend<KubeCall> for Counting {
         self.calls.fetch_add(1, Ordering::SeqCst);
         let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
         self.most_in_flight.fetch_max(now, Ordering::SeqCst);
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        *self.last_arrival.lock().unwrap() = Instant::now();
+        loop {
+            let quiet_from = *self.last_arrival.lock().unwrap() + QUIET;
+            if Instant::now() >= quiet_from {
+                break;
+            }
+            tokio::time::sleep_until(quiet_from.into()).await;
+        }
         self.in_flight.fetch_sub(1, Ordering::SeqCst);
         self.inner.call(call).await
     }
@@ -70,6 +83,7 @@ async fn serve(
         calls: AtomicUsize::new(0),
         in_flight: AtomicUsize::new(0),
         most_in_flight: AtomicUsize::new(0),
+        last_arrival: std::sync::Mutex::new(Instant::now()),
     });
     let mut services = Services::new(
         backend.clone(),
