@@ -21,8 +21,8 @@ use super::convert::resource_selector;
 use super::grpc_status;
 use super::kept_listing::Listed;
 use super::proto::generated::ResourceSelector;
+use super::served::Covered;
 use super::served::{RuntimeActions, ServedAction, ServedActions};
-use super::slot_calls::Covered;
 use crate::action::slot::{pending, slot_family, Family};
 use crate::action::{
     ActionKind, BackupOutcome, BackupRequest, ItemRef, OperationProgress, ResourceId,

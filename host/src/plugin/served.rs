@@ -13,6 +13,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use super::kept_listing::Listed;
+use crate::action::slot::Family;
 use crate::action::{ActionInfo, BackupOutcome, OperationProgress, ResourceId, RestoreOutcome};
 use crate::runtime::{calls, ActionEntry, CallError, Lane, Runtime};
 use crate::shadow::{Mirrored, Shadows};
@@ -173,5 +174,38 @@ impl ServedAction for RuntimeAction {
 
     fn mirror(&self, call: Mirrored) {
         self.shadows.mirror(self.runtime.clone(), &self.entry, call);
+    }
+}
+
+/// The actions one slot serves for one call, in name order.
+pub(crate) struct Covered {
+    family: Family,
+    actions: Vec<Box<dyn ServedAction>>,
+}
+
+impl Covered {
+    /// The actions `actions` of `family`'s slot (sorted by name by the caller).
+    pub(crate) fn new(family: Family, actions: Vec<Box<dyn ServedAction>>) -> Covered {
+        Covered { family, actions }
+    }
+
+    /// The served actions, in name order.
+    pub(crate) fn actions(&self) -> &[Box<dyn ServedAction>] {
+        &self.actions
+    }
+
+    /// The slot's family.
+    pub(crate) fn family(&self) -> Family {
+        self.family
+    }
+
+    /// The slot's name.
+    pub(crate) fn name(&self) -> &'static str {
+        self.family.slot_name()
+    }
+
+    /// The selector Velero is given for the slot: covering every served action's own.
+    pub(crate) fn selector(&self) -> crate::action::Selector {
+        crate::action::slot::covering(self.actions.iter().map(|a| &a.info().applies_to))
     }
 }

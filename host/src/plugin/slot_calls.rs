@@ -16,7 +16,7 @@ use tracing::Instrument;
 
 use super::dispatch::{Dispatch, Item};
 use super::grpc_status;
-use super::served::ServedAction;
+use super::served::{Covered, ServedAction};
 use crate::action::slot::Family;
 use crate::action::{
     ActionKind, AppliesTo, BackupOutcome, BackupRequest, ItemRef, OperationProgress, ResourceId,
@@ -27,39 +27,6 @@ use crate::runtime::{calls, CallError};
 /// The annotation with which a backup action tells Velero to leave the item out: Velero then stops
 /// calling the item's actions, and so does a slot.
 const SKIP_FROM_BACKUP: &str = "velero.io/skip-from-backup";
-
-/// The actions one slot serves for one call, in name order.
-pub(crate) struct Covered {
-    family: Family,
-    actions: Vec<Box<dyn ServedAction>>,
-}
-
-impl Covered {
-    /// The actions `actions` of `family`'s slot (sorted by name by the caller).
-    pub(crate) fn new(family: Family, actions: Vec<Box<dyn ServedAction>>) -> Covered {
-        Covered { family, actions }
-    }
-
-    /// The served actions, in name order.
-    pub(crate) fn actions(&self) -> &[Box<dyn ServedAction>] {
-        &self.actions
-    }
-
-    /// The slot's family.
-    pub(crate) fn family(&self) -> Family {
-        self.family
-    }
-
-    /// The slot's name.
-    fn name(&self) -> &'static str {
-        self.family.slot_name()
-    }
-
-    /// The selector Velero is given for the slot: covering every served action's own.
-    pub(crate) fn selector(&self) -> crate::action::Selector {
-        crate::action::slot::covering(self.actions.iter().map(|a| &a.info().applies_to))
-    }
-}
 
 /// Whether `action`'s own selector matches `item`, seen in `namespace`. A selector that does not
 /// parse (its module would not have loaded) matches nothing.
