@@ -26,7 +26,6 @@ use serde_json::{json, Value};
 
 use super::version_floor::{Served, VersionFloor};
 use crate::backend::Backend;
-use crate::cluster::live::LazyCluster;
 use crate::cluster::{ApiResource, KubeApi, KubeCall, KubeError};
 
 /// The name of the Secret that keeps the floor, in Velero's namespace.
@@ -38,18 +37,6 @@ const ATTEMPTS: usize = 4;
 
 fn secrets() -> ApiResource {
     ApiResource::new("", "v1", "secrets")
-}
-
-/// Velero's namespace: `velero_namespace`, else the one the cluster configuration names (`None`
-/// when it cannot be had within [`TIMEOUT`]).
-pub(crate) async fn namespace_of(cluster: &LazyCluster, velero_namespace: &str) -> Option<String> {
-    if !velero_namespace.is_empty() {
-        return Some(velero_namespace.to_string());
-    }
-    match tokio::time::timeout(TIMEOUT, cluster.default_namespace()).await {
-        Ok(Ok(namespace)) => Some(namespace),
-        _ => None,
-    }
 }
 
 /// The Secret's records, or `None` when there is no Secret; an error says why it cannot be read.

@@ -155,7 +155,7 @@ fn labelled_module(item: &Value) -> Option<String> {
 
 /// Velero's namespace: `velero_namespace`, else the one the cluster configuration names (`None`
 /// when it cannot be had within [`LIST_TIMEOUT`]): where the module ConfigMaps are listed, and
-/// where what became of each is written on it.
+/// where what became of each is written on it, and where the version floor's Secret is.
 pub(crate) async fn namespace_of(cluster: &LazyCluster, velero_namespace: &str) -> Option<String> {
     let namespace = tokio::time::timeout(LIST_TIMEOUT, async {
         match velero_namespace {

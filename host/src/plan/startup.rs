@@ -208,11 +208,11 @@ async fn pull_version_floor(
     if !(switch.enabled(config.in_pod()) || configmaps::Switch::Auto.enabled(config.in_pod())) {
         return None;
     }
-    let Some(namespace) = cluster_floor::namespace_of(cluster, velero_namespace).await else {
+    let Some(namespace) = configmaps::namespace_of(cluster, velero_namespace).await else {
         let why = format!(
             "Secret {}: no cluster to ask within {} s",
             cluster_floor::SECRET,
-            cluster_floor::TIMEOUT.as_secs()
+            configmaps::LIST_TIMEOUT.as_secs()
         );
         floor.set_cluster_unknown(Some(why.clone()));
         tracing::warn!("{}", floor_unknown(&why));
