@@ -6,7 +6,7 @@
 //! - The stock set against a kubevirt override with `mode = "upstream"` (a manifest alone): exit 1,
 //!   naming exactly the items whose results differ, per action (backup, item-block and restore
 //!   actions); `--json` says the same for machines.
-//! - Actions only one set has (upstream mode has no `block-vmi-action` nor
+//! - Actions only one set has (upstream mode has no `block-launcher-pod-action`, `block-vmi-action` nor
 //!   `restore-operation-action`) are named, each difference they make says why, and the summary
 //!   says so.
 //! - A module ConfigMap file from `module pack` is a set as a directory is.
@@ -124,6 +124,7 @@ const VMI: &str = "kubevirt-velero-plugin/backup-virtualmachineinstance-action";
 const DV: &str = "kubevirt-velero-plugin/backup-datavolume-action";
 const BLOCK_VM: &str = "kubevirt-velero-plugin/block-vm-action";
 const BLOCK_VMI: &str = "kubevirt-velero-plugin/block-vmi-action";
+const BLOCK_POD: &str = "kubevirt-velero-plugin/block-launcher-pod-action";
 const RESTORE_VM: &str = "kubevirt-velero-plugin/restore-vm-action";
 const RESTORE_OPERATION: &str = "kubevirt-velero-plugin/restore-operation-action";
 const RESTORE_PVC: &str = "kubevirt-velero-plugin/restore-pvc-action";
@@ -180,7 +181,16 @@ fn an_upstream_mode_override_differs_in_exactly_the_items_whose_results_change()
             BLOCK_VM,
             "virtualmachines.kubevirt.io vm-workloads/win2k22-sql",
         ),
-        // Upstream has no item-block action for VMIs: each VMI's result is compared with nothing.
+        // Upstream has no item-block action for pods nor VMIs: each result is compared with nothing.
+        (BLOCK_POD, "pods vm-workloads/hp-volume-m4tq9"),
+        (
+            BLOCK_POD,
+            "pods vm-workloads/virt-launcher-batch-worker-7-p2w8k",
+        ),
+        (
+            BLOCK_POD,
+            "pods vm-workloads/virt-launcher-fedora-web-01-q7m2x",
+        ),
         (
             BLOCK_VMI,
             "virtualmachineinstances.kubevirt.io vm-workloads/fedora-web-01",
@@ -245,7 +255,7 @@ fn an_upstream_mode_override_differs_in_exactly_the_items_whose_results_change()
     .map(|(a, i)| (a.to_string(), i.to_string()))
     .collect();
     assert_eq!(differing(&report), expected);
-    assert_eq!(report["differences"], 22);
+    assert_eq!(report["differences"], 25);
 
     // The differences are JSON pointers into the result: additional items by name, never by position.
     let dv = report["actions"]
@@ -286,7 +296,7 @@ fn an_upstream_mode_override_differs_in_exactly_the_items_whose_results_change()
         text.contains("    remove  /additionalItems/configmaps vm-workloads/image-mirror-ca"),
         "{text}"
     );
-    assert!(text.contains("different: 22 differing results"), "{text}");
+    assert!(text.contains("different: 25 differing results"), "{text}");
 }
 
 #[test]
@@ -429,7 +439,7 @@ fn actions_only_one_set_has_are_named_and_restore_actions_are_compared() {
     let report = stdout_json(&out);
     assert_eq!(
         report["onlyInOld"],
-        serde_json::json!([BLOCK_VMI, RESTORE_OPERATION]),
+        serde_json::json!([BLOCK_POD, BLOCK_VMI, RESTORE_OPERATION]),
         "{report:#}"
     );
     assert_eq!(report["onlyInNew"], serde_json::json!([]));
@@ -473,7 +483,7 @@ fn actions_only_one_set_has_are_named_and_restore_actions_are_compared() {
     assert!(!text.contains("replace  null"), "{text}");
     assert!(
         text.contains(&format!(
-            "only in --old stock: {BLOCK_VMI} (item-block), {RESTORE_OPERATION} (restore)"
+            "only in --old stock: {BLOCK_POD} (item-block), {BLOCK_VMI} (item-block), {RESTORE_OPERATION} (restore)"
         )),
         "{text}"
     );

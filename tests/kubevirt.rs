@@ -417,13 +417,13 @@ fn fixture_vm_blocks(mode: Mode) -> Vec<(&'static str, Vec<String>)> {
     ]
 }
 
-/// Every fixture VMI with the related items of its item block (extended mode: its backup graph).
+/// Every fixture VMI with the related items of its item block (extended mode: its backup graph, then
+/// the VM that owns it).
 fn fixture_vmi_blocks() -> Vec<(&'static str, Vec<String>)> {
+    let mut fedora = fedora_vmi_backup_items(Mode::Extended);
+    fedora.push("virtualmachines.kubevirt.io vm-workloads/fedora-web-01".into());
     vec![
-        (
-            "cluster/vmi-fedora-web-01.json",
-            fedora_vmi_backup_items(Mode::Extended),
-        ),
+        ("cluster/vmi-fedora-web-01.json", fedora),
         (
             "cluster/vmi-batch-worker-7.json",
             batch_worker_vmi_backup_items(),
@@ -1187,6 +1187,26 @@ fn pvc_and_snapshot_restored_in_upstream_mode_carry_the_zero_values_of_upstreams
 
 const BLOCK_VM: &str = "block-vm-action";
 const BLOCK_VMI: &str = "block-vmi-action";
+const BLOCK_POD: &str = "block-launcher-pod-action";
+
+/// Every fixture pod the pod item-block action applies to, with its related items (extended mode:
+/// the launcher pod's VMI, the hotplug pod's launcher pod).
+fn fixture_pod_blocks() -> Vec<(&'static str, Vec<String>)> {
+    vec![
+        (
+            "cluster/pod-virt-launcher-fedora-web-01.json",
+            vec!["virtualmachineinstances.kubevirt.io vm-workloads/fedora-web-01".into()],
+        ),
+        (
+            "cluster/pod-virt-launcher-batch-worker-7.json",
+            vec!["virtualmachineinstances.kubevirt.io vm-workloads/batch-worker-7".into()],
+        ),
+        (
+            "cluster/pod-hp-volume-fedora-web-01.json",
+            vec!["pods vm-workloads/virt-launcher-fedora-web-01-q7m2x".into()],
+        ),
+    ]
+}
 
 /// `run` of an item-block action on a fixture item, with the nightly Backup.
 fn block(mode: Mode, action: &str, item: &str) -> Outcome {
@@ -1352,6 +1372,22 @@ fn every_fixture_vmi_is_grouped_with_its_backup_graph_in_extended_mode_only() {
     }
 }
 
+#[test]
+fn every_fixture_launcher_and_hotplug_pod_starts_its_vm_s_block_in_extended_mode_only() {
+    for (pod, want) in fixture_pod_blocks() {
+        let grouped = related(&block(Mode::Extended, BLOCK_POD, pod).done());
+        assert_eq!(grouped, want, "{pod}");
+        match block(Mode::Upstream, BLOCK_POD, pod) {
+            Outcome::Failed(2, e) => assert!(e.contains(BLOCK_POD), "{e}"),
+            other => panic!("upstream has no pod item block, got {other:?}"),
+        }
+    }
+    match block(Mode::Extended, BLOCK_POD, "cluster/vmi-batch-worker-7.json") {
+        Outcome::Failed(2, e) => assert!(e.contains("does not apply"), "{e}"),
+        other => panic!("{other:?}"),
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Registration (checklist 109) and extended mode's own action
 
@@ -1437,6 +1473,7 @@ fn upstream_mode_registers_exactly_the_twelve_upstream_actions() {
             vec!["virtualmachines.kubevirt.io"],
         ));
         if mode == Mode::Extended {
+            want.push(("block-launcher-pod-action", "ItemBlockAction", vec!["pods"]));
             want.push((
                 "block-vmi-action",
                 "ItemBlockAction",
@@ -1458,11 +1495,12 @@ fn upstream_mode_registers_exactly_the_twelve_upstream_actions() {
                     "{name}"
                 );
             }
-            let selector = if *want_name == "restore-pod-action" {
-                "kubevirt.io in (virt-launcher, hotplug-disk)"
-            } else {
-                ""
-            };
+            let selector =
+                if ["restore-pod-action", "block-launcher-pod-action"].contains(want_name) {
+                    "kubevirt.io in (virt-launcher, hotplug-disk)"
+                } else {
+                    ""
+                };
             assert_eq!(applies_to["labelSelector"], selector, "{name}");
         }
     }
@@ -1806,6 +1844,11 @@ async fn item_blocks_over_velero_grpc_against_a_live_api_server() {
             mode == Mode::Extended,
             "{listed:?}"
         );
+        assert_eq!(
+            listed.contains(&block(BLOCK_POD)),
+            mode == Mode::Extended,
+            "{listed:?}"
+        );
 
         let mut client = ItemBlockActionClient::new(plugin.channel().await);
         let selector = client
@@ -1828,6 +1871,11 @@ async fn item_blocks_over_velero_grpc_against_a_live_api_server() {
                 .into_iter()
                 .map(|(item, want)| (BLOCK_VMI, item, want)),
         );
+        blocks.extend(
+            fixture_pod_blocks()
+                .into_iter()
+                .map(|(item, want)| (BLOCK_POD, item, want)),
+        );
         for (name, item, want) in blocks {
             let answer = client
                 .get_related_items(ItemBlockActionGetRelatedItemsRequest {
@@ -1837,11 +1885,8 @@ async fn item_blocks_over_velero_grpc_against_a_live_api_server() {
                 })
                 .await;
             match (mode, name) {
-                (Mode::Upstream, BLOCK_VMI) => {
-                    assert!(
-                        answer.is_err(),
-                        "upstream has no VMI item block: {answer:?}"
-                    )
+                (Mode::Upstream, BLOCK_VMI | BLOCK_POD) => {
+                    assert!(answer.is_err(), "upstream has no {name}: {answer:?}")
                 }
                 _ => assert_eq!(
                     grpc_ids(&answer.unwrap().into_inner().related_items),

@@ -20,8 +20,10 @@ pub const BACKUP_VIRTUALMACHINEINSTANCE: &str =
 pub const BACKUP_VOLUMESNAPSHOT: &str = "kubevirt-velero-plugin/backup-volumesnapshot-action";
 /// Item block: a VM with its backup graph (Velero 1.15 and later).
 pub const BLOCK_VM: &str = "kubevirt-velero-plugin/block-vm-action";
-/// Item block: a VMI with its backup graph (extended mode only).
+/// Item block: a VMI with its backup graph and its VM (extended mode only).
 pub const BLOCK_VMI: &str = "kubevirt-velero-plugin/block-vmi-action";
+/// Item block: a launcher pod with its VMI, a hotplug pod with its launcher pod (extended mode only).
+pub const BLOCK_LAUNCHER_POD: &str = "kubevirt-velero-plugin/block-launcher-pod-action";
 /// Restore: map the namespace in a NetworkAttachmentDefinition's `netAttachDefName` (upstream #431).
 pub const RESTORE_NAD: &str = "kubevirt-velero-plugin/restore-nad-action";
 /// Upstream's selector for it: the CRD's singular resource name, which Velero resolves by discovery.
@@ -49,7 +51,7 @@ const GET_LIST: &[Verb] = &[Verb::Get, Verb::List];
 const ITEM: &[&str] = &["@item"];
 
 /// Every action, sorted by name as upstream's plugin server lists them. Extended mode adds
-/// [`BLOCK_VMI`] and [`RESTORE_OPERATION`].
+/// [`BLOCK_LAUNCHER_POD`], [`BLOCK_VMI`] and [`RESTORE_OPERATION`].
 pub fn describe(mode: Mode) -> Vec<ActionInfo> {
     let mut actions = vec![
         ActionInfo::new(BACKUP_DATAVOLUME, Kind::Backup)
@@ -105,9 +107,14 @@ pub fn describe(mode: Mode) -> Vec<ActionInfo> {
     ];
     if mode.extended() {
         actions.push(
+            ActionInfo::new(BLOCK_LAUNCHER_POD, Kind::ItemBlock)
+                .applies_to(Selector::resources(&["pods"]).labels(LAUNCHER_AND_HOTPLUG_PODS))
+                .description("starts a running VM's item block at its launcher pod (the first item Velero reaches): the pod's VMI, and through it the VM and its graph"),
+        );
+        actions.push(
             ActionInfo::new(BLOCK_VMI, Kind::ItemBlock)
                 .applies_to(Selector::resources(&["virtualmachineinstances.kubevirt.io"]))
-                .description("puts a VMI's launcher pod, disks and what else it needs in its item block, so the pod's freeze hooks run around the disks' backup")
+                .description("puts a VMI's launcher pod, disks, VM and what else it needs in its item block, so the pod's freeze hooks run around the disks' backup")
                 .needs_kube_in("pods", LIST, ITEM)
                 .needs_kube_in("persistentvolumeclaims", LIST, ITEM),
         );
@@ -183,10 +190,18 @@ mod tests {
     }
 
     #[test]
-    fn extended_adds_the_vmi_item_block_and_the_operation_skipper() {
+    fn extended_adds_the_pod_and_vmi_item_blocks_and_the_operation_skipper() {
         let names = names(Mode::Extended);
-        assert_eq!(names.len(), 14);
+        assert_eq!(names.len(), 15);
+        assert!(names.contains(&BLOCK_LAUNCHER_POD.to_string()));
         assert!(names.contains(&BLOCK_VMI.to_string()));
+        let pod = describe(Mode::Extended)
+            .into_iter()
+            .find(|a| a.name == BLOCK_LAUNCHER_POD)
+            .unwrap();
+        assert!(matches!(pod.kind, Kind::ItemBlock));
+        assert_eq!(pod.applies_to.included_resources, ["pods"]);
+        assert_eq!(pod.applies_to.label_selector, LAUNCHER_AND_HOTPLUG_PODS);
         assert!(names.contains(&RESTORE_OPERATION.to_string()));
         let mut sorted = names.clone();
         sorted.sort();

@@ -124,6 +124,7 @@ pub fn run_related_items(
     match action {
         catalog::BLOCK_VM => Ok(item_block::vm_related(ctx, &item)),
         catalog::BLOCK_VMI if ctx.extended() => Ok(item_block::vmi_related(ctx, &item)),
+        catalog::BLOCK_LAUNCHER_POD if ctx.extended() => Ok(item_block::pod_related(&item)),
         other => Err(unknown(other, ctx.mode)),
     }
 }

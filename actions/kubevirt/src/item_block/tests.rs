@@ -1,7 +1,7 @@
 //! The item-block actions: the backup graph as related items, and what they do when part of it
 //! cannot be read (return the rest; the backup action reports the failure).
 
-use serde_json::json;
+use serde_json::{json, Value};
 use velero_wasm_sdk::FakeCluster;
 
 use super::*;
@@ -193,6 +193,122 @@ fn a_vmi_block_holds_the_vmi_backup_actions_items() {
         names(&vmi_related(&Context::new(&c, Mode::Extended), &standalone)),
         ["persistentvolumeclaims vm-workloads/vm1-data"]
     );
+}
+
+/// The VM's running VMI as KubeVirt writes it: owned by the VM, with the VM's volumes and network.
+fn owned_vmi() -> Object {
+    let template = running_vm();
+    vmi(
+        "vm1",
+        json!({"ownerReferences": owner("VirtualMachine", "vm1")}),
+        template.pointer("/spec/template/spec").unwrap().clone(),
+        json!({"phase": "Running"}),
+    )
+}
+
+/// The launcher pod of [`owned_vmi`], as KubeVirt writes it: owned by the VMI.
+fn owned_launcher() -> Object {
+    owned_by(
+        launcher("virt-launcher-vm1-abcde", "vm1", json!({})),
+        owner("VirtualMachineInstance", "vm1"),
+    )
+}
+
+/// `object` with these `metadata.ownerReferences`.
+fn owned_by(mut object: Object, owners: Value) -> Object {
+    object.0["metadata"]["ownerReferences"] = owners;
+    object
+}
+
+#[test]
+fn a_launcher_pod_s_block_starts_with_its_vmi_and_a_hotplug_pod_s_with_its_launcher() {
+    assert_eq!(
+        names(&pod_related(&owned_launcher())),
+        ["virtualmachineinstances.kubevirt.io vm-workloads/vm1"]
+    );
+    let hotplug = object(json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "hp-volume-x7k2p", "namespace": NS, "labels": {"kubevirt.io": "hotplug-disk"},
+                     "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "virt-launcher-vm1-abcde",
+                                          "uid": "pod-uid", "controller": true}]}}));
+    assert_eq!(
+        names(&pod_related(&hotplug)),
+        ["pods vm-workloads/virt-launcher-vm1-abcde"]
+    );
+    // No owner, an owner of another kind or group, or one without a name: nothing related.
+    for owners in [
+        json!(null),
+        json!([{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-5d9c"}]),
+        json!([{"apiVersion": "example.com/v1", "kind": "VirtualMachineInstance", "name": "vm1"}]),
+        json!([{"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance"}]),
+    ] {
+        let pod = owned_by(
+            launcher("virt-launcher-vm1-abcde", "vm1", json!({})),
+            owners.clone(),
+        );
+        assert!(pod_related(&pod).is_empty(), "{owners}");
+    }
+}
+
+#[test]
+fn an_owned_vmi_s_block_ends_with_its_vm() {
+    let c = cluster();
+    let ctx = Context::new(&c, Mode::Extended);
+    let related = names(&vmi_related(&ctx, &owned_vmi()));
+    let graph = names(&graph::vmi_backup(&ctx, &owned_vmi()).unwrap());
+    assert_eq!(related[..graph.len()], graph[..]);
+    assert_eq!(
+        related[graph.len()..],
+        ["virtualmachines.kubevirt.io vm-workloads/vm1"]
+    );
+}
+
+/// What Velero does with the item-block actions: starting at the item it reaches first, it adds each
+/// related item to the block and runs that item's block actions in turn, once per item.
+fn velero_block(ctx: &Context, first: (&str, Object), objects: &[(&str, Object)]) -> Vec<String> {
+    let mut block = vec![first.0.to_string()];
+    let mut queue = vec![first.1];
+    while let Some(item) = queue.pop() {
+        let related = match item.str_at("/kind") {
+            Some("Pod") => pod_related(&item),
+            Some("VirtualMachineInstance") => vmi_related(ctx, &item),
+            Some("VirtualMachine") => vm_related(ctx, &item),
+            _ => Vec::new(),
+        };
+        for id in names(&related) {
+            if block.contains(&id) {
+                continue;
+            }
+            if let Some((_, object)) = objects.iter().find(|(name, _)| *name == id) {
+                queue.push(object.clone());
+            }
+            block.push(id);
+        }
+    }
+    block
+}
+
+#[test]
+fn a_running_vm_s_block_started_at_its_launcher_pod_holds_every_additional_item_of_its_backup() {
+    let c = cluster();
+    let ctx = Context::new(&c, Mode::Extended);
+    let pod = "pods vm-workloads/virt-launcher-vm1-abcde";
+    let block = velero_block(
+        &ctx,
+        (pod, owned_launcher()),
+        &[
+            (
+                "virtualmachineinstances.kubevirt.io vm-workloads/vm1",
+                owned_vmi(),
+            ),
+            ("virtualmachines.kubevirt.io vm-workloads/vm1", running_vm()),
+        ],
+    );
+    let vm_items = names(&graph::vm_backup(&ctx, &running_vm()).unwrap());
+    let vmi_items = names(&graph::vmi_backup(&ctx, &owned_vmi()).unwrap());
+    for item in vm_items.iter().chain(&vmi_items) {
+        assert!(block.contains(item), "{item} is not in the block {block:?}");
+    }
+    assert!(block.contains(&"virtualmachines.kubevirt.io vm-workloads/vm1".to_string()));
 }
 
 #[test]
