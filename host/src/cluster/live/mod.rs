@@ -3,7 +3,7 @@
 //!
 //! One [`LiveCluster`] serves every module of the process: one HTTP client (one connection pool), one
 //! discovery cache and, when Velero sets one, one client-side rate limit. Requests are raw REST calls,
-//! and an answer is checked to be JSON and passed on as the text the server sent ([`Json`](super::Json)): a read
+//! and an answer is checked to be JSON and passed on as the text the server sent ([`Json`]): a read
 //! reaches the guest without being parsed into a tree and written out again. In plugin mode a [`LazyCluster`] connects on the first call a module makes.
 //!
 //! - **Configuration** ([`ClusterOptions`]): an explicit `--kubeconfig`/`--context` wins; otherwise the
@@ -13,7 +13,7 @@
 //!   to learn each resource's kind and whether it is namespaced; a resource missing from the cached
 //!   list is looked up once more, so a CRD installed later is found. Callers that need a group version
 //!   while its discovery is on its way share that one request.
-//! - **Lists** are read in pages of [`LIST_PAGE_SIZE`](verbs::LIST_PAGE_SIZE) (`limit`/`continue`), and every item gets the
+//! - **Lists** are read in pages of [`LIST_PAGE_SIZE`] (`limit`/`continue`), and every item gets the
 //!   `apiVersion` and `kind` that list items of built-in types lack.
 //! - **Rate limit**: none of our own by default: the API server's priority and fairness decides. A
 //!   [`RateLimit`] (Velero's `--client-qps`/`--client-burst`, passed to plugins since Velero 1.15) puts
@@ -33,6 +33,9 @@
 //! for), [`options`] (where the configuration comes from), [`api_server`] (one request and its
 //! capped answer), [`discovery`], [`verbs`], [`client`] ([`LiveCluster`]) and [`lazy`]
 //! ([`LazyCluster`]).
+//!
+//! [`Json`]: super::Json
+//! [`LIST_PAGE_SIZE`]: verbs::LIST_PAGE_SIZE
 
 mod api_server;
 mod client;
