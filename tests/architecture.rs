@@ -222,7 +222,7 @@ fn a_name_that_is_not_there_is_found_missing() {
     assert!(!paths.iter().any(|p| p.ends_with("cluster/gone.rs")));
     assert!(paths
         .iter()
-        .any(|p| p.ends_with("host/src/cluster/live.rs")));
+        .any(|p| p.ends_with("host/src/cluster/live/mod.rs")));
 }
 
 #[test]
