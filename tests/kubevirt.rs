@@ -1386,6 +1386,34 @@ fn every_fixture_launcher_and_hotplug_pod_starts_its_vm_s_block_in_extended_mode
         Outcome::Failed(2, e) => assert!(e.contains("does not apply"), "{e}"),
         other => panic!("{other:?}"),
     }
+
+    // A Backup that selects by labels: Velero would not check an owner in a block against them, so
+    // the pod names nothing and the VMI's block leaves out its VM.
+    let mut selecting: Value =
+        serde_json::from_slice(&std::fs::read(fixture("velero/backup-nightly.json")).unwrap())
+            .unwrap();
+    selecting["spec"]["labelSelector"] =
+        serde_json::json!({"matchLabels": {"kubevirt.io/domain": "fedora-web-01"}});
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("backup-selecting.json");
+    std::fs::write(&path, selecting.to_string()).unwrap();
+    let with_selector = |action: &str, item: &str| {
+        run(
+            Mode::Extended,
+            action,
+            &fixture(item),
+            "--backup",
+            path.to_str().unwrap(),
+        )
+        .done()
+    };
+    for (pod, _) in fixture_pod_blocks() {
+        assert!(related(&with_selector(BLOCK_POD, pod)).is_empty(), "{pod}");
+    }
+    assert_eq!(
+        related(&with_selector(BLOCK_VMI, "cluster/vmi-fedora-web-01.json")),
+        fedora_vmi_backup_items(Mode::Extended)
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1861,6 +1889,22 @@ async fn item_blocks_over_velero_grpc_against_a_live_api_server() {
             .resource_selector
             .unwrap();
         assert_eq!(selector.included_resources, ["virtualmachines.kubevirt.io"]);
+        if mode == Mode::Extended {
+            let selector = client
+                .applies_to(ItemBlockActionAppliesToRequest {
+                    plugin: action(BLOCK_POD),
+                })
+                .await
+                .unwrap()
+                .into_inner()
+                .resource_selector
+                .unwrap();
+            assert_eq!(selector.included_resources, ["pods"]);
+            assert_eq!(
+                selector.selector,
+                "kubevirt.io in (virt-launcher, hotplug-disk)"
+            );
+        }
 
         let mut blocks: Vec<(&str, &str, Vec<String>)> = fixture_vm_blocks(mode)
             .into_iter()

@@ -113,18 +113,22 @@ pub fn run_restore(
     }
 }
 
-/// Runs the item-block action named `action` on `item` (JSON): the objects Velero backs up in the
-/// item's block. Only an item that is not a Kubernetes object fails (see [`item_block`]).
+/// Runs the item-block action named `action` on `item` (JSON) for `backup` (JSON, read only for its
+/// label selectors): the objects Velero backs up in the item's block. Only an item that is not a Kubernetes object fails (see [`item_block`]).
 pub fn run_related_items(
     ctx: &Context,
     action: &str,
     item: &str,
+    backup: &str,
 ) -> Result<Vec<ResourceId>, String> {
     let item = parse_item(item)?;
+    let owners = || item_block::Owners::of(backup);
     match action {
         catalog::BLOCK_VM => Ok(item_block::vm_related(ctx, &item)),
-        catalog::BLOCK_VMI if ctx.extended() => Ok(item_block::vmi_related(ctx, &item)),
-        catalog::BLOCK_LAUNCHER_POD if ctx.extended() => Ok(item_block::pod_related(&item)),
+        catalog::BLOCK_VMI if ctx.extended() => Ok(item_block::vmi_related(ctx, &item, owners())),
+        catalog::BLOCK_LAUNCHER_POD if ctx.extended() => {
+            Ok(item_block::pod_related(&item, owners()))
+        }
         other => Err(unknown(other, ctx.mode)),
     }
 }
@@ -175,9 +179,9 @@ mod component {
         fn related_items(
             action: &str,
             item: &str,
-            _backup: &str,
+            backup: &str,
         ) -> Result<Vec<ResourceId>, String> {
-            run_related_items(&Context::new(&HostCluster, mode()?), action, item)
+            run_related_items(&Context::new(&HostCluster, mode()?), action, item, backup)
         }
     }
 

@@ -267,7 +267,7 @@ fn item_blocks_read_what_the_backup_graph_reads() {
                 (
                     catalog::BLOCK_VMI,
                     "cluster/vmi-fedora-web-01.json",
-                    13,
+                    14,
                     vec![A6_PODS, A7_FEDORA],
                 ),
                 (
@@ -286,7 +286,8 @@ fn item_blocks_read_what_the_backup_graph_reads() {
         }
         for (action, item, related, expected) in cases {
             let c = cluster();
-            let items = run_related_items(&Context::new(&c, mode), action, &read(item))
+            let backup = read("velero/backup-nightly.json");
+            let items = run_related_items(&Context::new(&c, mode), action, &read(item), &backup)
                 .unwrap_or_else(|e| panic!("{mode:?} {item}: {e}"));
             assert_eq!(items.len(), related, "{mode:?} {item}");
             assert_eq!(calls(&c), expected, "{mode:?} {item}");

@@ -176,7 +176,7 @@ fn a_vmi_block_holds_the_vmi_backup_actions_items() {
     );
     let c = cluster();
     let ctx = Context::new(&c, Mode::Extended);
-    let related = vmi_related(&ctx, &standalone);
+    let related = vmi_related(&ctx, &standalone, Owners::Named);
     assert_eq!(
         names(&related),
         names(&graph::vmi_backup(&ctx, &standalone).unwrap())
@@ -190,7 +190,11 @@ fn a_vmi_block_holds_the_vmi_backup_actions_items() {
     );
     let c = FakeCluster::new().failing_list(PODS);
     assert_eq!(
-        names(&vmi_related(&Context::new(&c, Mode::Extended), &standalone)),
+        names(&vmi_related(
+            &Context::new(&c, Mode::Extended),
+            &standalone,
+            Owners::Named
+        )),
         ["persistentvolumeclaims vm-workloads/vm1-data"]
     );
 }
@@ -223,7 +227,7 @@ fn owned_by(mut object: Object, owners: Value) -> Object {
 #[test]
 fn a_launcher_pod_s_block_starts_with_its_vmi_and_a_hotplug_pod_s_with_its_launcher() {
     assert_eq!(
-        names(&pod_related(&owned_launcher())),
+        names(&pod_related(&owned_launcher(), Owners::Named)),
         ["virtualmachineinstances.kubevirt.io vm-workloads/vm1"]
     );
     let hotplug = object(json!({"apiVersion": "v1", "kind": "Pod",
@@ -231,7 +235,7 @@ fn a_launcher_pod_s_block_starts_with_its_vmi_and_a_hotplug_pod_s_with_its_launc
                      "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "virt-launcher-vm1-abcde",
                                           "uid": "pod-uid", "controller": true}]}}));
     assert_eq!(
-        names(&pod_related(&hotplug)),
+        names(&pod_related(&hotplug, Owners::Named)),
         ["pods vm-workloads/virt-launcher-vm1-abcde"]
     );
     // No owner, an owner of another kind or group, or one without a name: nothing related.
@@ -245,7 +249,7 @@ fn a_launcher_pod_s_block_starts_with_its_vmi_and_a_hotplug_pod_s_with_its_launc
             launcher("virt-launcher-vm1-abcde", "vm1", json!({})),
             owners.clone(),
         );
-        assert!(pod_related(&pod).is_empty(), "{owners}");
+        assert!(pod_related(&pod, Owners::Named).is_empty(), "{owners}");
     }
 }
 
@@ -253,12 +257,72 @@ fn a_launcher_pod_s_block_starts_with_its_vmi_and_a_hotplug_pod_s_with_its_launc
 fn an_owned_vmi_s_block_ends_with_its_vm() {
     let c = cluster();
     let ctx = Context::new(&c, Mode::Extended);
-    let related = names(&vmi_related(&ctx, &owned_vmi()));
+    let related = names(&vmi_related(&ctx, &owned_vmi(), Owners::Named));
     let graph = names(&graph::vmi_backup(&ctx, &owned_vmi()).unwrap());
     assert_eq!(related[..graph.len()], graph[..]);
     assert_eq!(
         related[graph.len()..],
         ["virtualmachines.kubevirt.io vm-workloads/vm1"]
+    );
+}
+
+#[test]
+fn owners_are_named_only_for_a_backup_that_selects_by_no_label() {
+    // Velero applies a Backup's label selectors only when it lists items, never to a related item:
+    // an owner named here would be backed up although the selector left it out.
+    for backup in [
+        json!({"spec": {}}),
+        json!({"spec": {"labelSelector": null, "orLabelSelectors": []}}),
+        json!({"kind": "Backup", "spec": {"includedNamespaces": ["vm-workloads"]}}),
+    ] {
+        assert_eq!(Owners::of(&backup.to_string()), Owners::Named, "{backup}");
+    }
+    for backup in [
+        json!({"spec": {"labelSelector": {"matchLabels": {"app": "web"}}}}),
+        json!({"spec": {"labelSelector": {}}}),
+        json!({"spec": {"orLabelSelectors": [{"matchLabels": {"tier": "db"}}]}}),
+    ] {
+        assert_eq!(Owners::of(&backup.to_string()), Owners::Left, "{backup}");
+    }
+    assert_eq!(Owners::of("null"), Owners::Left);
+    assert_eq!(Owners::of("not json"), Owners::Left);
+
+    let c = cluster();
+    let ctx = Context::new(&c, Mode::Extended);
+    let selecting =
+        json!({"spec": {"labelSelector": {"matchLabels": {"kubevirt.io/domain": "vm1"}}}})
+            .to_string();
+    let pod = owned_launcher().to_json();
+    assert!(
+        run_related_items(&ctx, catalog::BLOCK_LAUNCHER_POD, &pod, &selecting)
+            .unwrap()
+            .is_empty()
+    );
+    let related = names(
+        &run_related_items(&ctx, catalog::BLOCK_VMI, &owned_vmi().to_json(), &selecting).unwrap(),
+    );
+    assert_eq!(
+        related,
+        names(&graph::vmi_backup(&ctx, &owned_vmi()).unwrap()),
+        "the VMI's graph, without its VM"
+    );
+    assert_eq!(
+        names(&run_related_items(&ctx, catalog::BLOCK_LAUNCHER_POD, &pod, "{}").unwrap()),
+        ["virtualmachineinstances.kubevirt.io vm-workloads/vm1"]
+    );
+}
+
+#[test]
+fn an_owner_is_matched_on_kind_and_group_together() {
+    // A VirtualMachineInstance owner of another group listed first does not hide KubeVirt's.
+    let pod = owned_by(
+        launcher("virt-launcher-vm1-abcde", "vm1", json!({})),
+        json!([{"apiVersion": "example.com/v1", "kind": "VirtualMachineInstance", "name": "other"},
+               {"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance", "name": "vm1"}]),
+    );
+    assert_eq!(
+        names(&pod_related(&pod, Owners::Named)),
+        ["virtualmachineinstances.kubevirt.io vm-workloads/vm1"]
     );
 }
 
@@ -269,8 +333,8 @@ fn velero_block(ctx: &Context, first: (&str, Object), objects: &[(&str, Object)]
     let mut queue = vec![first.1];
     while let Some(item) = queue.pop() {
         let related = match item.str_at("/kind") {
-            Some("Pod") => pod_related(&item),
-            Some("VirtualMachineInstance") => vmi_related(ctx, &item),
+            Some("Pod") => pod_related(&item, Owners::Named),
+            Some("VirtualMachineInstance") => vmi_related(ctx, &item, Owners::Named),
             Some("VirtualMachine") => vm_related(ctx, &item),
             _ => Vec::new(),
         };
@@ -317,23 +381,36 @@ fn only_an_item_that_is_not_an_object_is_an_error() {
     for mode in BOTH {
         let ctx = Context::new(&c, mode);
         assert_eq!(
-            run_related_items(&ctx, catalog::BLOCK_VM, "null").unwrap_err(),
+            run_related_items(&ctx, catalog::BLOCK_VM, "null", "{}").unwrap_err(),
             "input object nil!"
         );
-        let e = run_related_items(&ctx, catalog::BLOCK_VM, "[1]").unwrap_err();
+        let e = run_related_items(&ctx, catalog::BLOCK_VM, "[1]", "{}").unwrap_err();
         assert!(e.starts_with("the item is not a Kubernetes object"), "{e}");
         let vm =
             object(json!({"kind": "VirtualMachine", "metadata": {"name": "vm1", "namespace": NS}}));
-        assert!(run_related_items(&ctx, catalog::BLOCK_VM, &vm.to_json())
-            .unwrap()
-            .is_empty());
+        assert!(
+            run_related_items(&ctx, catalog::BLOCK_VM, &vm.to_json(), "{}")
+                .unwrap()
+                .is_empty()
+        );
     }
     let vmi = r#"{"kind": "VirtualMachineInstance", "metadata": {"name": "vm1", "namespace": "vm-workloads"}}"#;
-    let e =
-        run_related_items(&Context::new(&c, Mode::Upstream), catalog::BLOCK_VMI, vmi).unwrap_err();
+    let e = run_related_items(
+        &Context::new(&c, Mode::Upstream),
+        catalog::BLOCK_VMI,
+        vmi,
+        "{}",
+    )
+    .unwrap_err();
     assert!(
         e.contains("no action kubevirt-velero-plugin/block-vmi-action"),
         "{e}"
     );
-    assert!(run_related_items(&Context::new(&c, Mode::Extended), catalog::BLOCK_VMI, vmi).is_ok());
+    assert!(run_related_items(
+        &Context::new(&c, Mode::Extended),
+        catalog::BLOCK_VMI,
+        vmi,
+        "{}"
+    )
+    .is_ok());
 }
