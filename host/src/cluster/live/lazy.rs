@@ -22,7 +22,7 @@ pub(crate) struct LazyCluster {
 
 /// Why a [`LazyCluster`] has no cluster: every call fails with this.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum Unconnected {
+enum Unconnected {
     /// Nothing says where the cluster is.
     #[error("no Kubernetes configuration: not in a pod (KUBERNETES_SERVICE_HOST unset), no KUBECONFIG, no ~/.kube/config")]
     NotConfigured,

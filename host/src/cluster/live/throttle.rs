@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use crate::cluster::vocabulary::KubeError;
 
 /// The most times one request is sent again after `429 Too Many Requests` (client-go's limit).
-pub(crate) const MAX_RETRIES: u32 = 10;
+pub(super) const MAX_RETRIES: u32 = 10;
 /// How long a retried request waits when the server's answer names no `Retry-After`.
 const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
 /// A retry must leave this much of the call's time, so the module can still act on the error.
@@ -135,7 +135,7 @@ pub(super) fn retry_after_of<B>(response: &http::Response<B>) -> Option<Duration
 
 /// A token bucket: `rate` tokens a second, at most `burst` saved up; each request takes one, waiting
 /// for it when none is left. Shared by every module of the process.
-pub(crate) struct TokenBucket {
+pub(super) struct TokenBucket {
     rate: f64,
     burst: f64,
     state: Mutex<(f64, Instant)>,
@@ -143,7 +143,7 @@ pub(crate) struct TokenBucket {
 
 impl TokenBucket {
     /// A full bucket.
-    pub(crate) fn new(rate: f64, burst: f64) -> TokenBucket {
+    pub(super) fn new(rate: f64, burst: f64) -> TokenBucket {
         TokenBucket {
             rate,
             burst,

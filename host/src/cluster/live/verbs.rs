@@ -16,7 +16,7 @@ use crate::cluster::vocabulary::{
 };
 
 /// Objects asked for per page when listing (kubectl's default chunk size).
-pub(crate) const LIST_PAGE_SIZE: u32 = 500;
+pub(super) const LIST_PAGE_SIZE: u32 = 500;
 
 /// The verbs of one client: its API server, its discovery and the size of its list pages.
 pub(super) struct Verbs<'a> {

@@ -111,7 +111,7 @@ pub(super) async fn list_within(
 
 /// Lists the module ConfigMaps of `namespace` (bounded by [`MAX_LIST_BYTES`]; the caller bounds the
 /// time).
-pub(crate) async fn list(
+pub(super) async fn list(
     backend: &dyn Backend<KubeCall>,
     namespace: &str,
 ) -> Result<Vec<Value>, KubeError> {

@@ -28,13 +28,13 @@ pub(super) struct Wanted {
 
 /// The files pulled for ConfigMaps that name an artifact, by the directory each is written to (or
 /// why its pull failed).
-pub(crate) type Pulls = BTreeMap<PathBuf, Result<Vec<(String, Vec<u8>)>, PullError>>;
+pub(super) type Pulls = BTreeMap<PathBuf, Result<Vec<(String, Vec<u8>)>, PullError>>;
 
 /// Pulls the artifacts the listed ConfigMaps name (those whose directory is not written yet), all
 /// within [`oci::PULL_TIMEOUT`], with the settings of `config` and the credentials of the Secrets
 /// its [`oci::PULL_SECRETS_ENV`] names. `wanted` are the pulls the listed ConfigMaps need
 /// ([`Cache::pull_wanted`](super::disk_cache::Cache::pull_wanted)); the blobs are kept in `state`.
-pub(crate) async fn pull_artifacts(
+pub(super) async fn pull_artifacts(
     wanted: Vec<Wanted>,
     state: &Path,
     cluster: &LazyCluster,
