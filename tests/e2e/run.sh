@@ -34,6 +34,10 @@ export PATH=/usr/local/go/bin:$PATH
 target=$(uname -m)-unknown-linux-musl
 velero_wasm=${BINARY:-$root/target/$target/debug/velero-wasm}
 components=$root/target/wasm/wasm32-wasip2/component
+# The Go builds below use the machine's build and module caches (shared by every clone: a second
+# clone builds Velero in seconds), which Go finds under HOME: keep them before HOME changes.
+GOCACHE=$(go env GOCACHE) GOMODCACHE=$(go env GOMODCACHE)
+export GOCACHE GOMODCACHE
 # The Velero CLI keeps its config under HOME: a HOME of our own leaves the user's alone.
 export HOME=$run/home
 name=e2e-$(date -u +%Y%m%d-%H%M%S)
