@@ -31,6 +31,9 @@ pub const IS_OWNED: &str = "cdi.kubevirt.io/velero.isOwned";
 pub const KUBEVIRT_POD_ROLE: &str = "kubevirt.io";
 /// Launcher pod annotation: the name of the VMI the pod runs.
 pub const DOMAIN: &str = "kubevirt.io/domain";
+/// Pod label virt-controller gives a launcher pod: the VMI's host name, which is the VMI's name unless
+/// its spec sets `hostname` (or the name is longer than a host name may be).
+pub const VM_NAME: &str = "vm.kubevirt.io/name";
 /// PVC label marking the backend storage (persistent TPM / EFI) of a VM or VMI.
 pub const PERSISTENT_STATE_FOR: &str = "persistent-state-for";
 /// VMI annotation prefix recording an applied VirtualMachineInstancePreset (`<prefix><preset name>`).

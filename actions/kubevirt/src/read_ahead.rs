@@ -167,10 +167,7 @@ pub fn vm_backup_reads(mode: Mode, vm: &Object, backup: &Object) -> Vec<Read> {
         }
     }
     if vm.bool_at("/status/created") {
-        reads.push(list(
-            PODS,
-            format!("{}=virt-launcher", keys::KUBEVIRT_POD_ROLE),
-        ));
+        reads.push(list(PODS, crate::graph::launcher::selector(mode, name)));
     }
     if crate::graph::backend::needs_backend(spec) {
         reads.push(list(
@@ -233,7 +230,7 @@ mod tests {
                 PODS,
                 obj(json!({"apiVersion": "v1", "kind": "Pod",
                     "metadata": {"name": "virt-launcher-vm1-x", "namespace": "ns",
-                        "labels": {"kubevirt.io": "virt-launcher"},
+                        "labels": {"kubevirt.io": "virt-launcher", "vm.kubevirt.io/name": "vm1"},
                         "annotations": {"kubevirt.io/domain": "vm1"}}})),
             )
     }
@@ -302,6 +299,13 @@ mod tests {
                         "metadata": {"name": name, "namespace": "ns"}})),
                 )
             })
+            .with(
+                PODS,
+                obj(json!({"apiVersion": "v1", "kind": "Pod",
+                    "metadata": {"name": "virt-launcher-vm1-x", "namespace": "ns",
+                        "labels": {"kubevirt.io": "virt-launcher", "vm.kubevirt.io/name": "vm1"},
+                        "annotations": {"kubevirt.io/domain": "vm1"}}})),
+            )
         };
         for mode in [Mode::Upstream, Mode::Extended] {
             let vm = running_vm();

@@ -57,9 +57,9 @@ pub fn excluded(value: &str) -> Value {
     json!({"velero.io/exclude-from-backup": value})
 }
 
-/// A virt-launcher pod running VMI `domain`.
+/// A virt-launcher pod running VMI `domain`, labelled as virt-controller labels it.
 pub fn launcher(name: &str, domain: &str, labels: Value) -> Object {
-    let mut all = json!({"kubevirt.io": "virt-launcher"});
+    let mut all = json!({"kubevirt.io": "virt-launcher", "vm.kubevirt.io/name": domain});
     if let (Some(m), Value::Object(extra)) = (all.as_object_mut(), labels) {
         m.extend(extra);
     }

@@ -108,14 +108,18 @@ fn a_vm_whose_vmi_is_gone_and_pod_not_created_names_the_vmi_and_no_pod() {
             ],
             "{mode:?}"
         );
-        // The VMI is named from the VM's status, never read: one LIST of pods, one of backend PVCs.
-        assert_eq!(
-            calls(&c),
-            [
-                "list pods vm-workloads kubevirt.io=virt-launcher",
-                "list persistentvolumeclaims vm-workloads persistent-state-for=vm1"
-            ]
-        );
+        // The VMI is named from the VM's status, never read: a LIST of pods (extended mode: of those
+        // labelled with the VMI's name, then, with none of them, of every launcher pod), one of
+        // backend PVCs.
+        let mut expected = vec!["list pods vm-workloads kubevirt.io=virt-launcher"];
+        if mode == Mode::Extended {
+            expected.insert(
+                0,
+                "list pods vm-workloads kubevirt.io=virt-launcher,vm.kubevirt.io/name=vm1",
+            );
+        }
+        expected.push("list persistentvolumeclaims vm-workloads persistent-state-for=vm1");
+        assert_eq!(calls(&c), expected, "{mode:?}");
     }
 }
 

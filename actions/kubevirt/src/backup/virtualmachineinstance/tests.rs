@@ -136,9 +136,13 @@ fn checklist_77_a_replica_set_vmi_fails_upstream_and_is_recognised_extended() {
         extras,
         ["virtualmachineinstancereplicasets.kubevirt.io vm-workloads/web"]
     );
+    // Extended mode lists the pods labelled with the VMI's name, then, finding none, every launcher.
     assert_eq!(
         calls(&c),
-        ["list pods vm-workloads kubevirt.io=virt-launcher"],
+        [
+            "list pods vm-workloads kubevirt.io=virt-launcher,vm.kubevirt.io/name=vmi1",
+            "list pods vm-workloads kubevirt.io=virt-launcher"
+        ],
         "no VM lookup, no launcher check without disks"
     );
 }
