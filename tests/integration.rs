@@ -27,6 +27,7 @@ mod limits;
 mod live_kube;
 mod module_configmaps;
 mod module_signing;
+mod named_items;
 mod oci;
 mod plugin_fake;
 mod plugin_faults;

@@ -273,11 +273,11 @@ async fn a_module_that_opts_out_is_never_served_from_a_view() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_component_built_against_wit_0_1_0_still_runs() {
-    // The names a component built against 0.1.0 imports and exports: the same text, one digit less.
+    // The names a component built against 0.1.0 imports and exports: the same text, 0 for the patch.
     let dir = support::module_dir("misbehave", "misbehave", "");
     let path = dir.path().join("misbehave.wasm");
     let wasm = std::fs::read(&path).unwrap();
-    let (new, old) = (b"velero-wasm:plugin/", b"@0.1.1");
+    let (new, old) = (b"velero-wasm:plugin/", b"@0.1.2");
     let mut rewritten = wasm.clone();
     let mut renamed = 0;
     let mut at = 0;

@@ -18,6 +18,7 @@ wasmtime::component::bindgen!({
         "velero-wasm:plugin/random.bytes": async | trappable,
         "velero-wasm:plugin/environment.variable": async,
         "velero-wasm:plugin/environment.read-env-file": async,
+        "velero-wasm:plugin/named-items.named-before": trappable,
     },
     exports: { default: async },
 });
@@ -27,7 +28,7 @@ pub use self::exports::velero_wasm::plugin::actions as wit_actions;
 /// The export that makes a module a provider of actions. Export names are looked up
 /// semver-compatibly: a component built against 0.1.0 exports `actions@0.1.0`, which this finds
 /// (docs/wit-versioning.md).
-pub const ACTIONS: &str = "velero-wasm:plugin/actions@0.1.1";
+pub const ACTIONS: &str = "velero-wasm:plugin/actions@0.1.2";
 
 /// The `signer` world: the exports of the module that exports `signing`. Its imports are the ones
 /// generated above (the same linker serves both worlds). Its items are generated: their docs are the

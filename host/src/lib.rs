@@ -52,6 +52,9 @@ pub use capabilities::kube::{
 };
 /// The limit a call ran out of, which a `runtime::Fault` carries.
 pub use capabilities::Exceeded;
+/// What the serving calls of each backup named, which a runtime serving Velero records
+/// (docs/named-items.md).
+pub use capabilities::NamedItems;
 /// What a runtime is built with: its clock (and the limits it sets), the host-wide services and the
 /// process's environment.
 pub use capabilities::{clock::TimeLimit, Clock, Environment, Services};

@@ -58,6 +58,7 @@ pub mod environment;
 pub mod grant;
 pub mod http;
 pub mod log;
+pub mod named_items;
 pub mod object;
 mod rfc3339;
 pub mod signing;

@@ -14,6 +14,9 @@ pub(crate) struct CallId {
     pub(super) item: Option<ItemRef>,
     pub(super) backup: Option<Arc<str>>,
     pub(super) shadow: bool,
+    /// Whether the call is one whose answer names items to Velero in a backup (`backup`,
+    /// `related-items`): only those learn what was named before (`named-items`).
+    pub(super) names: bool,
 }
 
 /// Logs at warn, or at info with `shadow = true` when `call` is a shadow's: nothing a shadow does
@@ -39,6 +42,7 @@ impl CallId {
             item,
             backup: None,
             shadow: false,
+            names: false,
         }
     }
 
@@ -58,6 +62,17 @@ impl CallId {
     pub(crate) fn for_backup(mut self, uid: Option<Arc<str>>) -> CallId {
         self.backup = uid;
         self
+    }
+
+    /// The call, one whose answer names items to Velero in a backup (`backup`, `related-items`).
+    pub(crate) fn naming_items(mut self) -> CallId {
+        self.names = true;
+        self
+    }
+
+    /// Whether the call's answer names items to Velero in a backup.
+    pub(crate) fn names_items(&self) -> bool {
+        self.names
     }
 
     /// The item's identity; `None` for a call without an item.

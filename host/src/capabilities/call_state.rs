@@ -19,6 +19,7 @@ use super::kube::KubeView;
 use super::log::{LogState, LogView};
 use super::memory::{AnswerAccount, MemoryBudget, MemoryCap};
 use super::module_settings::ConfigView;
+use super::named_items::NamedItemsView;
 use super::random::RandomView;
 use super::services::Services;
 use super::signing::SigningService;
@@ -197,6 +198,15 @@ impl CallState {
     pub(super) fn config(&mut self) -> ConfigView<'_> {
         ConfigView {
             settings: &self.caps.settings,
+        }
+    }
+
+    /// The `named-items` capability's view.
+    pub(super) fn named_items(&mut self) -> NamedItemsView<'_> {
+        NamedItemsView {
+            call: &self.call,
+            records: self.services.named.as_ref(),
+            budget: &mut self.budget,
         }
     }
 

@@ -1,5 +1,5 @@
 //! What a component can reach, one module per import: [`kube`], [`clock`], [`log`], [`config`],
-//! [`random`], [`http`], [`environment`], [`signing`]; plus [`recording`], the record and replay of
+//! [`random`], [`http`], [`environment`], [`named_items`], [`signing`]; plus [`recording`], the record and replay of
 //! the calls each hands its backend ([`crate::backend`], the one shape of them all). (Where the
 //! guest's stdout and stderr go is not a capability: [`crate::guest_output`].)
 //!
@@ -20,6 +20,7 @@ pub(crate) mod kube;
 mod log;
 pub(crate) mod memory;
 mod module_settings;
+pub(crate) mod named_items;
 pub(crate) mod random;
 pub(crate) mod recording;
 mod services;
@@ -37,6 +38,7 @@ pub use grants::HttpGrant;
 pub(crate) use grants::ModuleCaps;
 pub use kube::KubeGrant;
 pub(crate) use memory::MemoryBudget;
+pub use named_items::NamedItems;
 pub use services::Services;
 pub(crate) use signing::SigningService;
 
@@ -56,6 +58,10 @@ pub(crate) fn linker(engine: &wasmtime::Engine) -> wasmtime::Result<Linker<CallS
     wit::environment::add_to_linker::<CallState, environment::EnvironmentHost>(
         l,
         CallState::environment,
+    )?;
+    wit::named_items::add_to_linker::<CallState, named_items::NamedItemsHost>(
+        l,
+        CallState::named_items,
     )?;
     signing::add_to_linker(&mut linker, CallState::signing)?;
     Ok(linker)

@@ -6,6 +6,7 @@ use super::clock::Clock;
 use super::environment::Environment;
 use super::http;
 use super::kube;
+use super::named_items::NamedItems;
 use super::random::{self, RandomCall};
 use crate::backend::Backend;
 use crate::cluster::KubeCall;
@@ -25,6 +26,9 @@ pub struct Services {
     /// The read views of the backups being served (docs/read-views.md); `None`: every read goes to
     /// the backend (as in `run`, replays and tests, whose calls must stay as recorded).
     pub views: Option<Arc<kube::view::ReadViews>>,
+    /// What the serving calls of each backup named (docs/named-items.md); `None`: nothing is recorded
+    /// and `named-before` answers `false` (as in `run`, replays and tests of single calls).
+    pub named: Option<Arc<NamedItems>>,
     /// Whether `read-all` sends its reads at once (true unless the configuration says
     /// `VELERO_WASM_READ_BATCH=off`, [`kube::reads_at_once`]): one after another, to measure batching.
     pub(crate) reads_at_once: bool,
@@ -45,6 +49,7 @@ impl Services {
             http: Arc::new(http::NetworkTransport),
             random: Arc::new(random::SystemRandom),
             views: None,
+            named: None,
             reads_at_once: true,
         }
     }

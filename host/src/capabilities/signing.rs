@@ -16,7 +16,7 @@ use wasmtime::component::{Linker, Val};
 use super::budget::WorkBudget;
 
 /// The interface, as imported and exported.
-pub(crate) const INTERFACE: &str = "velero-wasm:plugin/signing@0.1.1";
+pub(crate) const INTERFACE: &str = "velero-wasm:plugin/signing@0.1.2";
 
 /// Its functions. Every one returns `result<_, signing-error>`.
 pub(crate) const FUNCTIONS: &[&str] = &[

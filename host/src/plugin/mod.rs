@@ -296,6 +296,7 @@ fn plugin_runtime(
         Environment::from_config(config),
     );
     services.views = ReadViews::from_config(config);
+    services.named = Some(Arc::default());
     services.reads_at_once = crate::capabilities::kube::reads_at_once(config);
     Ok(Arc::new(
         Runtime::new(services)?

@@ -37,6 +37,14 @@ pub(crate) enum Lane {
     },
 }
 
+/// What a call is on: its item, the uid of the Backup or Restore it is made for, and whether its
+/// answer names items to Velero in that backup.
+struct Subject {
+    item: Option<ItemRef>,
+    backup: Option<Arc<str>>,
+    names_items: bool,
+}
+
 /// How far a call got.
 enum Stage<R> {
     Instantiate(wasmtime::Error),
@@ -71,12 +79,23 @@ impl Caller {
         }
         let (item, backup) = call.subject();
         let name = info.name.clone();
+        let serving = matches!(lane, Lane::Serving);
+        let subject = Subject {
+            item,
+            backup,
+            names_items: C::NAMES_ITEMS,
+        };
         let (raw, id) = self
-            .invoke(lane, entry, item, backup, move |plugin, store| {
+            .invoke(lane, entry, subject, move |plugin, store| {
                 call.call(plugin, store, name)
             })
             .await?;
-        C::answer(raw, &entry.module, &id)
+        let output = C::answer(raw, &entry.module, &id)?;
+        // What Velero is given is what later calls of the backup learn was named (docs/named-items.md).
+        if let (true, Some(named)) = (serving, &self.services.named) {
+            named.record(&id, C::named(&output));
+        }
+        Ok(output)
     }
 
     /// Asks a freshly linked module for its actions, under its own limits.
@@ -110,19 +129,22 @@ impl Caller {
         }
     }
 
-    /// Runs `call` on the action of `entry`, on `item` if the call has one, for the Backup or Restore
-    /// whose uid is `backup` (its reads may come from that backup's read view).
+    /// Runs `call` on the action of `entry`, on the subject's item if the call has one, for the
+    /// Backup or Restore whose uid is the subject's `backup` (its reads may come from that backup's
+    /// read view).
     async fn invoke<R: Send + 'static>(
         &self,
         lane: Lane,
         entry: &ActionEntry,
-        item: Option<ItemRef>,
-        backup: Option<Arc<str>>,
+        subject: Subject,
         call: impl for<'a> FnOnce(&'a Plugin, &'a mut Store<CallState>) -> GuestCall<'a, R> + Send,
     ) -> Result<(R, CallId), CallError> {
         let module = &entry.module;
-        let mut input = CallInput::of(module, &entry.info().name, item);
-        input.id = input.id.for_backup(backup);
+        let mut input = CallInput::of(module, &entry.info().name, subject.item);
+        input.id = input.id.for_backup(subject.backup);
+        if subject.names_items {
+            input.id = input.id.naming_items();
+        }
         if let Lane::Shadow {
             timeout,
             cpu,

@@ -32,6 +32,14 @@ pub(crate) trait ActionCall: Send + 'static {
     type Raw: Send + 'static;
     /// The call's name in the WIT interface (for [`CallError::WrongKind`]).
     const NAME: &'static str;
+    /// Whether the call's answer names items to Velero in a backup (additional or related items): a
+    /// serving call's are recorded, and the call may ask what was named before (`named-items`).
+    const NAMES_ITEMS: bool = false;
+    /// The items the answer names to Velero in a backup ([`Self::NAMES_ITEMS`]).
+    fn named(output: &Self::Output) -> &[ResourceId] {
+        let _ = output;
+        &[]
+    }
     /// Whether an action of `kind` has this call (a v1 action has no `progress`).
     fn allowed(kind: ActionKind) -> bool;
     /// The item the call is on, and the uid of the Backup or Restore it is made for (its reads may
@@ -66,6 +74,11 @@ impl ActionCall for Backup {
     type Output = BackupOutcome;
     type Raw = (Result<wit_actions::BackupResponse, String>, String);
     const NAME: &'static str = "backup";
+    const NAMES_ITEMS: bool = true;
+
+    fn named(output: &BackupOutcome) -> &[ResourceId] {
+        &output.additional_items
+    }
 
     fn allowed(kind: ActionKind) -> bool {
         matches!(kind, ActionKind::Backup | ActionKind::BackupV2)
@@ -184,6 +197,11 @@ impl ActionCall for RelatedItems {
     type Output = Vec<ResourceId>;
     type Raw = Result<Vec<wit_types::ResourceId>, String>;
     const NAME: &'static str = "related-items";
+    const NAMES_ITEMS: bool = true;
+
+    fn named(output: &Vec<ResourceId>) -> &[ResourceId] {
+        output
+    }
 
     fn allowed(kind: ActionKind) -> bool {
         kind == ActionKind::ItemBlock

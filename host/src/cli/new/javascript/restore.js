@@ -8,7 +8,7 @@
 // app.test.js (`node --test`, no wasm needed). Its setting `suspend` (the manifest's
 // `[settings-schema]`, read by settings.js) turns it off.
 
-import { get } from 'velero-wasm:plugin/kube@0.1.1';
+import { get } from 'velero-wasm:plugin/kube@0.1.2';
 
 import * as settings from './settings.js';
 import { failingWithText, unimplemented } from './unimplemented.js';

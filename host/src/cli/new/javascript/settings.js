@@ -14,7 +14,7 @@
 
 // The host's settings, imported statically: componentize-js snapshots the module with its imports,
 // and the component can import nothing once it runs. Natively, fakes/hooks.js stands in for it.
-import { get as hostGet } from 'velero-wasm:plugin/config@0.1.1';
+import { get as hostGet } from 'velero-wasm:plugin/config@0.1.2';
 
 /** A setting whose value does not read as its default's type. */
 export class SettingError extends Error {
