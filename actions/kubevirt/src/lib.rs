@@ -90,6 +90,23 @@ pub fn run_backup_reading_ahead(
     run_backup(&Context::new(&ahead, mode), action, item, backup)
 }
 
+/// A backup action's answer as extended mode gives it to Velero: without the additional items that
+/// an action of this module named before in the same backup, for another item (`named`: the host's
+/// `named-items`). Velero has those already: it backed them up, put them in an item block or left
+/// them out by the backup's filters, and would only read each again from the API server to find
+/// that. Upstream mode names everything, as upstream does.
+pub fn without_named_before(
+    mode: Mode,
+    mut response: BackupResponse,
+    named: impl FnOnce(&[ResourceId]) -> Vec<bool>,
+) -> BackupResponse {
+    if mode.extended() {
+        response.additional_items =
+            velero_wasm_sdk::named_items::leave_out(response.additional_items, named);
+    }
+    response
+}
+
 /// Runs the restore action named `action` on `item` (JSON, as Velero hands it over) for `restore` (JSON).
 pub fn run_restore(
     ctx: &Context,
@@ -143,7 +160,12 @@ mod component {
     };
     use velero_wasm_sdk::{BackupResponse, ResourceId, RestoreResponse};
 
-    use crate::{catalog, run_backup_reading_ahead, run_related_items, run_restore, Context, Mode};
+    use velero_wasm_sdk::named_items::named_before;
+
+    use crate::{
+        catalog, run_backup_reading_ahead, run_related_items, run_restore, without_named_before,
+        Context, Mode,
+    };
 
     struct KubeVirt;
 
@@ -158,13 +180,15 @@ mod component {
         }
 
         fn backup(action: &str, request: BackupRequest) -> Result<BackupResponse, String> {
-            run_backup_reading_ahead(
+            let mode = mode()?;
+            let response = run_backup_reading_ahead(
                 &HostCluster,
-                mode()?,
+                mode,
                 action,
                 &request.item,
                 &request.backup,
-            )
+            )?;
+            Ok(without_named_before(mode, response, named_before))
         }
 
         fn restore(action: &str, request: RestoreRequest) -> Result<RestoreResponse, String> {
@@ -186,4 +210,28 @@ mod component {
     }
 
     export_plugin!(KubeVirt);
+}
+
+#[cfg(test)]
+mod named_before_tests {
+    use super::*;
+
+    #[test]
+    fn extended_mode_leaves_out_what_was_named_before_and_upstream_mode_does_not() {
+        let shared = ResourceId::new(
+            "instancetype.kubevirt.io",
+            "virtualmachineclusterinstancetypes",
+            "",
+            "u1.medium",
+        );
+        let own = ResourceId::new("kubevirt.io", "virtualmachineinstances", "ns", "vm2");
+        let response = BackupResponse::unchanged().additional(vec![own.clone(), shared.clone()]);
+        let named = |items: &[ResourceId]| -> Vec<bool> {
+            items.iter().map(|i| i.name == "u1.medium").collect()
+        };
+        let extended = without_named_before(Mode::Extended, response.clone(), named);
+        assert_eq!(extended.additional_items, [own.clone()]);
+        let upstream = without_named_before(Mode::Upstream, response.clone(), named);
+        assert_eq!(upstream.additional_items, [own, shared]);
+    }
 }
