@@ -1,5 +1,6 @@
 //! The process's configuration, read once at the edge (`main.rs`) and passed down: no file of the
-//! library below the edge reads the environment (tests/config_once.rs checks it).
+//! library below the edge reads the environment, and none but this one and the `environment`
+//! capability looks a variable up by name (tests/config_once.rs checks that it reads).
 //!
 //! [`Config`] is the process's environment as it was at start. The names of the variables the host
 //! reads are constants here; the rooms that use a name in a message re-export the constant under
@@ -81,7 +82,9 @@ impl Config {
         }
     }
 
-    /// The value of `name` when it is set and valid UTF-8 (as `std::env::var(name).ok()` was).
+    /// The value of `name` when it is set and valid UTF-8 (as `std::env::var(name).ok()` was). Only
+    /// for variables named at run time (the `environment` capability's grants); a setting of the host
+    /// has its own method.
     pub fn var(&self, name: &str) -> Option<String> {
         self.vars
             .get(OsStr::new(name))
@@ -90,19 +93,19 @@ impl Config {
     }
 
     /// The value of `name` when it is set, whatever its bytes (as `std::env::var_os(name)` was).
-    pub fn var_os(&self, name: &str) -> Option<&OsStr> {
+    fn var_os(&self, name: &str) -> Option<&OsStr> {
         self.vars.get(OsStr::new(name)).map(OsString::as_os_str)
     }
 
     /// `name` as a path when it is set and not empty (how every directory or file variable is read).
-    pub fn path(&self, name: &str) -> Option<PathBuf> {
+    fn path(&self, name: &str) -> Option<PathBuf> {
         self.var_os(name)
             .filter(|v| !v.is_empty())
             .map(PathBuf::from)
     }
 
     /// Whether `name` is set to something (not empty).
-    pub fn is_set(&self, name: &str) -> bool {
+    fn is_set(&self, name: &str) -> bool {
         self.var_os(name).is_some_and(|v| !v.is_empty())
     }
 
