@@ -1,9 +1,10 @@
 //! The process's configuration, read once at the edge (`main.rs`) and passed down: no file of the
 //! library below the edge reads the environment, and none but this one and the `environment`
-//! capability looks a variable up by name (tests/config_once.rs checks that it reads).
+//! capability looks a variable up by name (tests/config_once.rs checks both).
 //!
 //! [`Config`] is the process's environment as it was at start. The names of the variables the host
-//! reads are constants here; the rooms that use a name in a message re-export the constant under
+//! reads are constants here ([`VARIABLES`] lists the `VELERO_WASM_*` ones, and a test holds it to
+//! docs/operation.md's table); the rooms that use a name in a message re-export the constant under
 //! their own name. Settings reach the rooms typed, one way throughout: **a method of [`Config`] per
 //! room (or per setting), defined here, returns what that room reads** — a value (`Option<PathBuf>`,
 //! `bool`, text) or, for a room with several settings, a `…Settings` struct defined here
@@ -438,6 +439,42 @@ pub const VELERO_WASM_OCI_REGISTRIES: &str = "VELERO_WASM_OCI_REGISTRIES";
 /// `resolve`: a tag without a digest is resolved once.
 pub const VELERO_WASM_OCI_TAGS: &str = "VELERO_WASM_OCI_TAGS";
 
+/// Every `VELERO_WASM_*` variable the host reads, with what it sets: the list docs/operation.md's
+/// table of variables must show (a test holds them together).
+pub const VARIABLES: &[(&str, &str)] = &[
+    (VELERO_WASM_MODULES, "directory of extra modules"),
+    (VELERO_WASM_STOCK, "the stock modules to load"),
+    (VELERO_WASM_TRUSTED_KEYS, "keys modules must be signed by"),
+    (VELERO_WASM_CONFIGMAPS, "whether module ConfigMaps are read"),
+    (
+        VELERO_WASM_CONFIGMAP_STATE,
+        "whether ConfigMaps' state is reported",
+    ),
+    (VELERO_WASM_COMPILE_MEMORY, "the compiles' memory budget"),
+    (VELERO_WASM_STATE_DIR, "where state is kept"),
+    (VELERO_WASM_KINDS, "the kinds listed to Velero"),
+    (VELERO_WASM_MEMORY_BUDGET, "the calls' memory budget"),
+    (VELERO_WASM_READ_VIEWS, "whether reads are kept per backup"),
+    (
+        VELERO_WASM_READ_VIEW_BUDGET,
+        "the read views' memory budget",
+    ),
+    (
+        VELERO_WASM_READ_BATCH,
+        "whether read-all sends its reads at once",
+    ),
+    (VELERO_WASM_SHADOW_CALLS, "the shadows' calls at once"),
+    (VELERO_WASM_SHADOW_TIMEOUT, "a shadow call's deadline"),
+    (VELERO_WASM_SHADOW_CPU, "a shadow call's CPU time"),
+    (VELERO_WASM_SHADOW_NICE, "the shadows' priority"),
+    (VELERO_WASM_SHADOW_MEMORY, "the shadows' memory budget"),
+    (VELERO_WASM_SHADOW_IDLE, "the shadows' idle time"),
+    (VELERO_WASM_OCI_PULL_SECRETS, "Secrets of pull credentials"),
+    (VELERO_WASM_OCI_PLAIN_HTTP, "registries over plain HTTP"),
+    (VELERO_WASM_OCI_REGISTRIES, "registries references may name"),
+    (VELERO_WASM_OCI_TAGS, "whether tags are resolved"),
+];
+
 /// The go-plugin magic cookie's variable.
 pub const VELERO_PLUGIN: &str = "VELERO_PLUGIN";
 /// Velero's namespace (Velero's Deployment and CLI).
@@ -481,6 +518,54 @@ mod tests {
         assert!(!config.is_set("EMPTY"));
         assert_eq!(config.path("EMPTY"), None);
         assert_eq!(config.path("A"), Some(PathBuf::from("x")));
+    }
+
+    /// The `VELERO_WASM_*` names in `text`.
+    fn names_in(text: &str) -> Vec<String> {
+        let mut names = Vec::new();
+        let mut rest = text;
+        while let Some(at) = rest.find("VELERO_WASM_") {
+            let name: String = rest[at..]
+                .chars()
+                .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_')
+                .collect();
+            rest = &rest[at + name.len()..];
+            names.push(name);
+        }
+        names
+    }
+
+    #[test]
+    fn the_variables_are_those_of_the_operation_guide_s_table() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/operation.md");
+        let guide = std::fs::read_to_string(path).unwrap();
+        // The table of variables: its header, then its rows, up to the first line that is no row.
+        let mut lines = guide
+            .lines()
+            .skip_while(|l| !l.starts_with("| Variable | Meaning |"));
+        assert!(lines.next().is_some(), "{path} has a table of variables");
+        let documented: std::collections::BTreeSet<String> = lines
+            .skip(1)
+            .take_while(|l| l.starts_with('|'))
+            .flat_map(|row| names_in(row.split('|').nth(1).unwrap_or("")))
+            .collect();
+        let read: std::collections::BTreeSet<String> =
+            VARIABLES.iter().map(|(name, _)| name.to_string()).collect();
+        assert_eq!(
+            read.len(),
+            VARIABLES.len(),
+            "VARIABLES names each variable once"
+        );
+        let undocumented: Vec<_> = read.difference(&documented).collect();
+        assert!(
+            undocumented.is_empty(),
+            "read by the host but not in {path}'s table of variables: {undocumented:?}"
+        );
+        let unknown: Vec<_> = documented.difference(&read).collect();
+        assert!(
+            unknown.is_empty(),
+            "in {path}'s table of variables but not in config::VARIABLES: {unknown:?}"
+        );
     }
 
     #[test]
