@@ -11,10 +11,12 @@
 //! ([`StateDirSettings`], [`HandshakeSettings`], [`ShadowSettings`], [`ReadViewSettings`],
 //! [`OciSettings`], [`ClusterSettings`], [`MetricsSettings`]). The room's one constructor from the
 //! configuration (`shadow::Budget::from_config`, `ReadViews::from_config`, …) calls that method and
-//! never a name. Each method reads its variables exactly as the code that used them read them before
-//! (the same filtering of empty values, the same defaults); values whose unusable text is reported
-//! (a size, a duration, a kind) are handed over as text and parsed where they always were, after
-//! logging has started, so every message and its level stay the same:
+//! never a name. The `…Settings` structs have no `Debug`: as with [`Config`], their values can be
+//! credentials (an endpoint's user and password) and are never shown. Each method reads its
+//! variables exactly as the code that used them read them before (the same filtering of empty
+//! values, the same defaults); values whose unusable text is reported (a size, a duration, a kind)
+//! are handed over as text and parsed where they always were, after logging has started, so every
+//! message and its level stay the same:
 //!
 //! | variables | read by |
 //! |---|---|
@@ -296,7 +298,7 @@ impl Config {
 }
 
 /// What go-plugin's client set for the handshake, as text ([`Config::handshake`]).
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Default)]
 pub struct HandshakeSettings {
     /// `VELERO_PLUGIN`, the magic cookie.
     pub cookie: Option<String>,
@@ -315,7 +317,7 @@ pub struct HandshakeSettings {
 }
 
 /// The directories the state directory may be, each when set and not empty ([`Config::state_dir`]).
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Default)]
 pub struct StateDirSettings {
     /// [`VELERO_WASM_STATE_DIR`].
     pub state_dir: Option<PathBuf>,
@@ -328,7 +330,7 @@ pub struct StateDirSettings {
 }
 
 /// The shadows' budget as text, each as set ([`Config::shadow`]).
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Default)]
 pub struct ShadowSettings {
     /// [`VELERO_WASM_SHADOW_CALLS`].
     pub calls: Option<String>,
@@ -345,7 +347,7 @@ pub struct ShadowSettings {
 }
 
 /// The read views' and `read-all`'s settings as text ([`Config::read_views`]).
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Default)]
 pub struct ReadViewSettings {
     /// [`VELERO_WASM_READ_VIEWS`], as set.
     pub switch: Option<String>,
@@ -356,7 +358,7 @@ pub struct ReadViewSettings {
 }
 
 /// How modules are pulled from OCI registries, as text ([`Config::oci`]).
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Default)]
 pub struct OciSettings {
     /// [`VELERO_WASM_OCI_PLAIN_HTTP`]; unset is empty.
     pub plain_http: String,
@@ -369,7 +371,7 @@ pub struct OciSettings {
 }
 
 /// What says where the cluster is ([`Config::cluster`]).
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Default)]
 pub struct ClusterSettings {
     /// `KUBERNETES_SERVICE_HOST` is set and not empty ([`Config::in_pod`]).
     pub in_pod: bool,
@@ -382,7 +384,7 @@ pub struct ClusterSettings {
 }
 
 /// Whether and where metrics are exported ([`Config::metrics`]).
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Default)]
 pub struct MetricsSettings {
     /// `OTEL_EXPORTER_OTLP_ENDPOINT`, as set.
     pub endpoint: Option<String>,
