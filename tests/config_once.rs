@@ -1,6 +1,7 @@
 //! Configuration is read once, at the edge: `main.rs` builds one `Config` from the environment and
 //! passes it to the plugin and the CLI; no other file of `host/src` but `config.rs` reads the
-//! environment (docs/architecture.md §5). A read added deep in the library would make a
+//! environment (docs/architecture.md §5), and none but `config.rs` and the `environment` capability
+//! looks a variable up by name: the rooms get typed settings from `Config`'s methods. A read added deep in the library would make a
 //! setting that tests cannot give and that the start-up does not show, so it fails here, listing
 //! where.
 
@@ -63,6 +64,53 @@ fn no_library_file_below_the_edge_reads_the_environment() {
     assert!(
         offenders.is_empty(),
         "the environment is read below the edge (take the value from velero_wasm::config::Config instead):\n{}",
+        offenders.join("\n")
+    );
+}
+
+/// How a variable is looked up by name in a `Config` (`var` is public for the `environment`
+/// capability; `var_os`, `path` and `is_set` are private to config.rs).
+const LOOKUPS: &[&str] = &[".var(", ".var_os(", ".is_set(", "config.path("];
+
+/// The files that may look a variable up by name: config.rs, whose methods hand the rooms typed
+/// settings, and the `environment` capability, whose grants name arbitrary variables.
+const NAMERS: &[&str] = &["config.rs", "capabilities/environment/"];
+
+#[test]
+fn no_library_file_but_config_and_the_environment_capability_looks_a_variable_up_by_name() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    files.sort();
+    assert!(files.len() > 50, "host/src holds {} files", files.len());
+    let mut offenders = Vec::new();
+    for file in &files {
+        let relative = file.strip_prefix(&src).unwrap();
+        if NAMERS
+            .iter()
+            .any(|namer| relative.to_str().unwrap().starts_with(namer))
+        {
+            continue;
+        }
+        let text = std::fs::read_to_string(file).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            let code = line.trim_start();
+            if code.starts_with("//") {
+                continue;
+            }
+            if LOOKUPS.iter().any(|lookup| code.contains(lookup)) {
+                offenders.push(format!(
+                    "host/src/{}:{}: {}",
+                    relative.display(),
+                    n + 1,
+                    code
+                ));
+            }
+        }
+    }
+    assert!(
+        offenders.is_empty(),
+        "a variable is looked up by name outside config.rs (give the room a typed setting from a method of velero_wasm::config::Config instead):\n{}",
         offenders.join("\n")
     );
 }

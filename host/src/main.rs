@@ -16,7 +16,7 @@ fn main() -> ExitCode {
     // The one read of the environment: everything below gets its settings from this value.
     let config = velero_wasm::config::Config::from_env();
     if config
-        .var_os(velero_wasm::plugin::handshake::COOKIE_KEY)
+        .velero_plugin()
         .is_some_and(|v| v == velero_wasm::plugin::handshake::COOKIE_VALUE)
     {
         return velero_wasm::plugin::main(config);

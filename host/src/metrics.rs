@@ -29,11 +29,6 @@ use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider};
 use opentelemetry_sdk::Resource;
 use tokio::runtime::Handle;
 
-/// The standard variable for the collector's base URL (`/v1/metrics` is appended).
-pub(crate) const ENDPOINT_ENV: &str = "OTEL_EXPORTER_OTLP_ENDPOINT";
-/// The standard variable for the full URL metrics are posted to (wins over [`ENDPOINT_ENV`]).
-pub(crate) const METRICS_ENDPOINT_ENV: &str = "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT";
-
 /// How long the exit waits for the last export: Velero kills a plugin 2 s after `Shutdown`, and the
 /// server has already waited up to 0.5 s for open calls.
 const FLUSH_LIMIT: Duration = Duration::from_secs(1);
@@ -72,16 +67,16 @@ tokio::task_local! {
 }
 
 /// Whether the environment asks for metrics: an OTLP endpoint for them is set and not empty.
-pub(crate) fn wanted(var: impl Fn(&str) -> Option<String>) -> bool {
-    [METRICS_ENDPOINT_ENV, ENDPOINT_ENV]
+pub(crate) fn wanted(settings: &crate::config::MetricsSettings) -> bool {
+    [&settings.metrics_endpoint, &settings.endpoint]
         .iter()
-        .any(|k| var(k).is_some_and(|v| !v.trim().is_empty()))
+        .any(|v| v.as_ref().is_some_and(|v| !v.trim().is_empty()))
 }
 
 /// Starts exporting when the environment asks for it; the exports run on `runtime`. A configuration
 /// the exporter refuses is an info line (not a Velero warning): the plugin serves without metrics.
 pub(crate) fn init(runtime: &Handle, config: &crate::config::Config) {
-    if !wanted(|k| config.var(k)) {
+    if !wanted(&config.metrics()) {
         return;
     }
     match build(runtime, config) {
@@ -105,7 +100,7 @@ fn build(
     let mut resource = Resource::builder()
         .with_attribute(KeyValue::new("service.instance.id", instance_id()))
         .with_attribute(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")));
-    if config.var_os("OTEL_SERVICE_NAME").is_none() {
+    if !config.metrics().service_name_set {
         resource = resource.with_service_name("velero-wasm");
     }
     let provider = SdkMeterProvider::builder()
@@ -385,24 +380,22 @@ impl HttpClient for OnRuntime {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::HashMap;
-
     use super::*;
+    use crate::config::{
+        OTEL_EXPORTER_OTLP_ENDPOINT as ENDPOINT_ENV,
+        OTEL_EXPORTER_OTLP_METRICS_ENDPOINT as METRICS_ENDPOINT_ENV,
+    };
 
     #[test]
     fn metrics_are_wanted_only_when_an_endpoint_is_set() {
         let env = |pairs: &[(&str, &str)]| {
-            let map: HashMap<String, String> = pairs
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect();
-            move |k: &str| map.get(k).cloned()
+            crate::config::Config::from_vars(pairs.iter().copied()).metrics()
         };
-        assert!(!wanted(env(&[])));
-        assert!(!wanted(env(&[(ENDPOINT_ENV, " ")])));
-        assert!(!wanted(env(&[("OTEL_SERVICE_NAME", "x")])));
-        assert!(wanted(env(&[(ENDPOINT_ENV, "http://collector:4318")])));
-        assert!(wanted(env(&[(
+        assert!(!wanted(&env(&[])));
+        assert!(!wanted(&env(&[(ENDPOINT_ENV, " ")])));
+        assert!(!wanted(&env(&[("OTEL_SERVICE_NAME", "x")])));
+        assert!(wanted(&env(&[(ENDPOINT_ENV, "http://collector:4318")])));
+        assert!(wanted(&env(&[(
             METRICS_ENDPOINT_ENV,
             "http://collector:4318/v1/metrics"
         )])));

@@ -18,11 +18,11 @@ use std::path::{Component, Path, PathBuf};
 
 /// The state directory `config` names, if one can be named.
 pub fn default_dir(config: &crate::config::Config) -> Option<PathBuf> {
-    let var = |name: &str| config.path(name);
-    var("VELERO_WASM_STATE_DIR")
-        .or_else(|| var("VELERO_SCRATCH_DIR").map(|d| d.join("velero-wasm")))
-        .or_else(|| var("XDG_CACHE_HOME").map(|d| d.join("velero-wasm")))
-        .or_else(|| var("HOME").map(|d| d.join(".cache").join("velero-wasm")))
+    let dirs = config.state_dir();
+    dirs.state_dir
+        .or_else(|| dirs.scratch_dir.map(|d| d.join("velero-wasm")))
+        .or_else(|| dirs.xdg_cache_home.map(|d| d.join("velero-wasm")))
+        .or_else(|| dirs.home.map(|d| d.join(".cache").join("velero-wasm")))
 }
 
 /// Creates `dir` (and what is missing above it, mode 0700) and checks that it, and every directory

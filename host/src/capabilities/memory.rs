@@ -17,7 +17,7 @@ use wasmtime::ResourceLimiter;
 use crate::answer_charge::{AnswerCharge, AnswerRefusal};
 
 /// The variable that sets the process's budget (`2GiB`, `512MiB`, or bytes).
-pub(crate) const BUDGET_VARIABLE: &str = "VELERO_WASM_MEMORY_BUDGET";
+pub(crate) use crate::config::VELERO_WASM_MEMORY_BUDGET as BUDGET_VARIABLE;
 
 /// The budget when neither [`BUDGET_VARIABLE`] nor a cgroup memory limit says otherwise.
 pub(crate) const DEFAULT_BUDGET: u64 = 2 << 30;
@@ -60,7 +60,7 @@ impl MemoryBudget {
     /// the plugin and the CLI call this at start, after logging starts (an unusable value is a
     /// warning). A process that never calls it (a test, a benchmark) has the default budget.
     pub(crate) fn configure_process(config: &crate::config::Config) -> &'static MemoryBudget {
-        PROCESS.get_or_init(|| MemoryBudget::process_limit(config.var(BUDGET_VARIABLE)))
+        PROCESS.get_or_init(|| MemoryBudget::process_limit(config.memory_budget()))
     }
 
     /// The budget `text` ([`BUDGET_VARIABLE`]'s value) sets, else the cgroup's or the default.

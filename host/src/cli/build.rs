@@ -181,7 +181,7 @@ fn source_module_name(dir: &Path, source: &str) -> Result<String, Failure> {
 fn componentize_py(dir: &Path, name: &str, config: &Config) -> Result<PathBuf, Failure> {
     let tool = PathBuf::from(
         config
-            .var_os("COMPONENTIZE_PY")
+            .componentize_py()
             .unwrap_or("componentize-py".as_ref()),
     );
     let tool = Builder {
@@ -205,7 +205,7 @@ fn componentize_py(dir: &Path, name: &str, config: &Config) -> Result<PathBuf, F
 /// node_modules/.bin), else `componentize-js` on PATH.
 fn componentize_js(dir: &Path, name: &str, config: &Config) -> Result<PathBuf, Failure> {
     let local = dir.join("node_modules/.bin/componentize-js");
-    let tool = match config.var_os("COMPONENTIZE_JS") {
+    let tool = match config.componentize_js() {
         Some(tool) => PathBuf::from(tool),
         // Absolute: the command runs in `dir`.
         None if local.exists() => std::path::absolute(&local)
@@ -342,7 +342,7 @@ fn wait_saying_so(
 /// Builds the crate in `dir` for [`TARGET`] (release) and returns the path of its component. Cargo's
 /// own messages go to stderr as it writes them.
 fn cargo_build(dir: &Path, config: &Config) -> Result<PathBuf, Failure> {
-    let cargo = config.var_os("CARGO").unwrap_or("cargo".as_ref());
+    let cargo = config.cargo().unwrap_or("cargo".as_ref());
     let output = Command::new(cargo)
         .current_dir(dir)
         .args(["build", "--target", TARGET, "--release", "--lib"])

@@ -17,16 +17,16 @@ use crate::runtime::{CompileCache, Runtime};
 pub(crate) struct ModuleArgs {
     /// A directory of modules (<name>.wasm with <name>.toml beside it), or a file of module
     /// ConfigMaps as `module pack` writes them, that add to or replace the stock modules by name.
-    #[arg(long, env = "VELERO_WASM_MODULES", value_name = "DIR|FILE")]
+    #[arg(long, env = crate::config::VELERO_WASM_MODULES, value_name = "DIR|FILE")]
     pub(super) modules: Option<PathBuf>,
 
     /// The stock modules to load: `all`, `none`, or names separated by commas (hcp brings signing).
-    #[arg(long, env = "VELERO_WASM_STOCK", value_name = "LIST", default_value = "all",
+    #[arg(long, env = crate::config::VELERO_WASM_STOCK, value_name = "LIST", default_value = "all",
           value_parser = StockChoice::parse)]
     pub(super) stock: StockChoice,
     /// Public keys (a .pub file or a directory of them): every module beyond the stock ones must be
     /// signed by one of them.
-    #[arg(long, env = "VELERO_WASM_TRUSTED_KEYS", value_name = "FILE|DIR")]
+    #[arg(long, env = crate::config::VELERO_WASM_TRUSTED_KEYS, value_name = "FILE|DIR")]
     pub(super) trusted_keys: Option<PathBuf>,
 }
 

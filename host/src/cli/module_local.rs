@@ -122,7 +122,7 @@ pub(crate) struct VerifyArgs {
 
     /// Public keys (a .pub file or a directory of them) every module must be signed by; without,
     /// signatures are checked for form only.
-    #[arg(long, env = "VELERO_WASM_TRUSTED_KEYS", value_name = "FILE|DIR")]
+    #[arg(long, env = crate::config::VELERO_WASM_TRUSTED_KEYS, value_name = "FILE|DIR")]
     trusted_keys: Option<PathBuf>,
 
     /// Print JSON instead of a table.

@@ -240,14 +240,7 @@ fn read_credentials(
     let path = match named {
         Some(path) => path.clone(),
         None => {
-            let dir = config
-                .var_os("DOCKER_CONFIG")
-                .map(PathBuf::from)
-                .or_else(|| {
-                    config
-                        .var_os("HOME")
-                        .map(|h| PathBuf::from(h).join(".docker"))
-                });
+            let dir = config.docker_config_dir();
             match dir.map(|d| d.join("config.json")).filter(|p| p.is_file()) {
                 Some(path) => path,
                 None => return Ok(None),

@@ -293,7 +293,7 @@ async fn s3(args: S3Args, config: &Config) -> Result<String, Failure> {
             Err(error) => return Err(signing_failure(error).prefixed(&format!("--credentials-file {}: ", path.display()))),
             Ok(wit::AwsCredentialSource::Keys(keys)) => wit::AwsCredentials::Keys(keys),
             Ok(wit::AwsCredentialSource::WebIdentity((arn, Some(file)))) => web_identity(arn, Path::new(&file), "credentials-file's web_identity_token_file")?,
-            Ok(wit::AwsCredentialSource::WebIdentity((arn, None))) => match config.var_os("AWS_WEB_IDENTITY_TOKEN_FILE") {
+            Ok(wit::AwsCredentialSource::WebIdentity((arn, None))) => match config.aws_web_identity_token_file() {
                 Some(file) => web_identity(arn, Path::new(&file), "credentials-file's AWS_WEB_IDENTITY_TOKEN_FILE")?,
                 None => {
                     return Err(Failure::bad_input(format!(

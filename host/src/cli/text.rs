@@ -14,7 +14,7 @@ const MIN_WRAP: usize = 10;
 /// else the width of the terminal stdout is, else [`DEFAULT_WIDTH`].
 pub(super) fn width(config: &crate::config::Config) -> usize {
     if let Some(columns) = config
-        .var("COLUMNS")
+        .columns()
         .and_then(|c| c.trim().parse::<usize>().ok())
         .filter(|c| *c > 0)
     {

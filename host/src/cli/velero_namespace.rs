@@ -10,9 +10,6 @@ use serde_json::Value;
 
 use crate::config::Config;
 
-/// The variable Velero's CLI (and Deployment) name the namespace with.
-const VARIABLE: &str = "VELERO_NAMESPACE";
-
 /// Velero's default namespace.
 pub(super) const DEFAULT: &str = "velero";
 
@@ -34,7 +31,7 @@ pub(super) fn resolve(flag: Option<&str>, config: &Config) -> String {
         }
     });
     from_file
-        .or_else(|| config.var(VARIABLE).filter(|n| !n.is_empty()))
+        .or_else(|| config.velero_namespace())
         .unwrap_or_else(|| DEFAULT.to_string())
 }
 

@@ -5,7 +5,7 @@ use super::directory::{self, DirectoryScan};
 use super::signature::TrustedKeys;
 
 /// The environment variable naming a directory of extra modules.
-pub const MODULES_ENV: &str = "VELERO_WASM_MODULES";
+pub use crate::config::VELERO_WASM_MODULES as MODULES_ENV;
 
 /// Reads every module in `dir` (one whole version of a kubelet-mounted directory), checking signatures
 /// against `trusted` keys (see [`read_module`](super::directory::read_module)); `dir` may also be a file of module ConfigMaps.

@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use super::identity::sha256_hex;
 
 /// The environment variable naming the trusted public keys: a `.pub` file or a directory of them.
-pub(crate) const TRUSTED_KEYS_ENV: &str = "VELERO_WASM_TRUSTED_KEYS";
+pub(crate) use crate::config::VELERO_WASM_TRUSTED_KEYS as TRUSTED_KEYS_ENV;
 
 /// The largest key or signature file read (a PEM key is a few hundred bytes).
 const MAX_KEY_FILE: u64 = 16 << 10;

@@ -22,7 +22,7 @@ struct Stock {
 include!(concat!(env!("OUT_DIR"), "/stock.rs"));
 
 /// The environment variable choosing the stock modules that load.
-pub const STOCK_ENV: &str = "VELERO_WASM_STOCK";
+pub use crate::config::VELERO_WASM_STOCK as STOCK_ENV;
 
 /// Stock modules that a chosen stock module cannot work without: hcp signs its restore URLs through
 /// the signing module (which registers nothing with Velero, so it never clashes).

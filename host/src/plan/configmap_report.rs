@@ -12,7 +12,7 @@
 //!   (every request, retries of a throttled one too), a few requests per ConfigMap, and nothing is
 //!   retried. What the API server refuses (RBAC, a conflict, no answer) is one line at info: a
 //!   warning would count in Velero's backup, and nothing the plugin serves depends on it.
-//! - [`SWITCH_ENV`]`=off` turns it off.
+//! - [`SWITCH_ENV`](crate::config::VELERO_WASM_CONFIGMAP_STATE)`=off` turns it off.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -32,8 +32,6 @@ use crate::runtime::Catalog;
 pub const FIELD_MANAGER: &str = "velero-wasm-status";
 /// The component the Events name as their source.
 pub const COMPONENT: &str = "velero-wasm";
-/// The environment variable that turns the writing off (`off`); on by default.
-pub const SWITCH_ENV: &str = "VELERO_WASM_CONFIGMAP_STATE";
 /// How long all of it may take.
 pub(crate) const TIMEOUT: Duration = Duration::from_secs(5);
 /// The most Events recorded on one ConfigMap at once (its state and its first remarks).
@@ -61,11 +59,11 @@ struct Writer {
 }
 
 impl Report {
-    /// Writes it in the background (unless [`SWITCH_ENV`] is `off`, or the ConfigMaps were not
+    /// Writes it in the background (unless [`SWITCH_ENV`](crate::config::VELERO_WASM_CONFIGMAP_STATE) is `off`, or the ConfigMaps were not
     /// listed by this process: the last list's may have changed since).
     pub(crate) fn spawn(self, config: &Config) {
         let off = config
-            .var(SWITCH_ENV)
+            .configmap_state()
             .is_some_and(|v| matches!(v.trim(), "off" | "false" | "0"));
         let fresh = self
             .configmaps
@@ -75,7 +73,7 @@ impl Report {
             return;
         }
         let writer = Writer {
-            instance: config.var("HOSTNAME").unwrap_or_default(),
+            instance: config.hostname(),
         };
         tokio::spawn(self.run(writer));
     }

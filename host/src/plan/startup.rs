@@ -203,7 +203,7 @@ async fn pull_version_floor(
     config: &Config,
 ) -> Option<(VersionFloor, String)> {
     let floor = floor?;
-    config.path(TRUSTED_KEYS_ENV)?;
+    config.trusted_keys()?;
     let (switch, _) = configmaps::Switch::from_config(config);
     if !(switch.enabled(config.in_pod()) || configmaps::Switch::Auto.enabled(config.in_pod())) {
         return None;
@@ -340,7 +340,7 @@ fn report_loaded(
 /// The keys of `$VELERO_WASM_TRUSTED_KEYS`, if it is set. Keys that cannot be read are an error line,
 /// and then no module that needs a signature loads (rather than every module loading unchecked).
 fn trusted_keys(config: &Config) -> Option<TrustedKeys> {
-    let path = config.path(TRUSTED_KEYS_ENV)?;
+    let path = config.trusted_keys()?;
     Some(match TrustedKeys::load(&path) {
         Ok(keys) => {
             tracing::info!(

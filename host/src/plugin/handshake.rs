@@ -8,9 +8,10 @@ use std::path::{Path, PathBuf};
 use tokio::net::UnixListener;
 
 use crate::cluster::live::{BadFlag, RateLimit};
+use crate::config::HandshakeSettings;
 
 /// The go-plugin magic cookie Velero sets: `VELERO_PLUGIN=hello`.
-pub const COOKIE_KEY: &str = "VELERO_PLUGIN";
+pub use crate::config::VELERO_PLUGIN as COOKIE_KEY;
 /// The cookie's value.
 pub const COOKIE_VALUE: &str = "hello";
 /// go-plugin's core protocol version (field 1 of the handshake line).
@@ -152,22 +153,27 @@ pub(crate) enum GroupError {
 }
 
 /// Checks the magic cookie and the environment a go-plugin client sets.
-pub(crate) fn check_environment(lookup: impl Fn(&str) -> Option<String>) -> Result<(), StartError> {
-    if lookup(COOKIE_KEY).as_deref() != Some(COOKIE_VALUE) {
+pub(crate) fn check_environment(settings: &HandshakeSettings) -> Result<(), StartError> {
+    if settings.cookie.as_deref() != Some(COOKIE_VALUE) {
         return Err(StartError::NoCookie);
     }
-    if lookup("PLUGIN_CLIENT_CERT").is_some_and(|c| !c.is_empty()) {
+    if settings.client_cert.as_ref().is_some_and(|c| !c.is_empty()) {
         return Err(StartError::AutoMtls);
     }
     Ok(())
 }
 
 /// The directory for the socket: `$PLUGIN_UNIX_SOCKET_DIR`, else the temp dir (`$TMPDIR`, else `/tmp`).
-pub(crate) fn socket_dir(lookup: impl Fn(&str) -> Option<String>) -> PathBuf {
-    match lookup("PLUGIN_UNIX_SOCKET_DIR").filter(|d| !d.is_empty()) {
+pub(crate) fn socket_dir(settings: &HandshakeSettings) -> PathBuf {
+    match settings.socket_dir.clone().filter(|d| !d.is_empty()) {
         Some(dir) => PathBuf::from(dir),
-        // What `std::env::temp_dir` reads, from the lookup given.
-        None => PathBuf::from(lookup("TMPDIR").unwrap_or_else(|| "/tmp".to_string())),
+        // What `std::env::temp_dir` reads, from the settings given.
+        None => PathBuf::from(
+            settings
+                .tmpdir
+                .clone()
+                .unwrap_or_else(|| "/tmp".to_string()),
+        ),
     }
 }
 
@@ -180,17 +186,18 @@ pub(crate) const GROUP_SOCKET_MODE: u32 = 0o660;
 /// Whether the client asked for gRPC broker multiplexing (`PLUGIN_MULTIPLEX_GRPC`, any non-empty value,
 /// as a Go server reads it). Velero never does; go-plugin 1.6 and later clients may. We do not
 /// multiplex the broker (Velero's plugins never use the broker), so the handshake line says so.
-pub(crate) fn multiplex_asked(lookup: impl Fn(&str) -> Option<String>) -> bool {
-    lookup("PLUGIN_MULTIPLEX_GRPC").is_some_and(|v| !v.is_empty())
+pub(crate) fn multiplex_asked(settings: &HandshakeSettings) -> bool {
+    settings
+        .multiplex_grpc
+        .as_ref()
+        .is_some_and(|v| !v.is_empty())
 }
 
 /// The group the socket must be handed to (`PLUGIN_UNIX_SOCKET_GROUP`, a group name or a numeric id,
 /// as go-plugin accepts), or `None` when the variable is unset or empty. Velero never sets it; a
 /// go-plugin client that runs plugins as another user of a shared group does.
-pub(crate) fn socket_group(
-    lookup: impl Fn(&str) -> Option<String>,
-) -> Result<Option<u32>, StartError> {
-    let Some(group) = lookup("PLUGIN_UNIX_SOCKET_GROUP").filter(|g| !g.is_empty()) else {
+pub(crate) fn socket_group(settings: &HandshakeSettings) -> Result<Option<u32>, StartError> {
+    let Some(group) = settings.socket_group.clone().filter(|g| !g.is_empty()) else {
         return Ok(None);
     };
     if let Ok(gid) = group.parse::<u32>() {
@@ -399,6 +406,7 @@ pub(crate) fn client_accepts_v2(versions: Option<&str>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Config;
 
     fn args(list: &[&str]) -> PluginArgs {
         let v: Vec<OsString> = list.iter().map(OsString::from).collect();
@@ -488,24 +496,19 @@ mod tests {
     #[test]
     fn the_cookie_must_be_hello() {
         let env = |pairs: &'static [(&'static str, &'static str)]| {
-            move |k: &str| {
-                pairs
-                    .iter()
-                    .find(|(key, _)| *key == k)
-                    .map(|(_, v)| v.to_string())
-            }
+            Config::from_vars(pairs.iter().copied()).handshake()
         };
-        assert!(check_environment(env(&[("VELERO_PLUGIN", "hello")])).is_ok());
+        assert!(check_environment(&env(&[("VELERO_PLUGIN", "hello")])).is_ok());
         assert!(matches!(
-            check_environment(env(&[])),
+            check_environment(&env(&[])),
             Err(StartError::NoCookie)
         ));
         assert!(matches!(
-            check_environment(env(&[("VELERO_PLUGIN", "bye")])),
+            check_environment(&env(&[("VELERO_PLUGIN", "bye")])),
             Err(StartError::NoCookie)
         ));
         assert!(matches!(
-            check_environment(env(&[
+            check_environment(&env(&[
                 ("VELERO_PLUGIN", "hello"),
                 ("PLUGIN_CLIENT_CERT", "pem")
             ])),
@@ -523,14 +526,13 @@ mod tests {
             line(Path::new("/tmp/plugin42"), true),
             "1|2|unix|/tmp/plugin42|grpc||false"
         );
-        let env =
-            |v: &'static str| move |k: &str| (k == "PLUGIN_MULTIPLEX_GRPC").then(|| v.to_string());
-        assert!(multiplex_asked(env("true")));
+        let env = |v: &'static str| Config::from_vars([("PLUGIN_MULTIPLEX_GRPC", v)]).handshake();
+        assert!(multiplex_asked(&env("true")));
         assert!(
-            multiplex_asked(env("false")),
+            multiplex_asked(&env("false")),
             "a Go server answers whatever the value"
         );
-        assert!(!multiplex_asked(env("")));
+        assert!(!multiplex_asked(&env("")));
         assert!(client_accepts_v2(Some("2")));
         assert!(client_accepts_v2(Some("1, 2")));
         assert!(!client_accepts_v2(Some("1")));
@@ -551,7 +553,10 @@ mod tests {
             .unwrap()
             .starts_with("plugin"));
         assert_eq!(
-            socket_dir(|_| Some(dir.path().display().to_string())),
+            socket_dir(&HandshakeSettings {
+                socket_dir: Some(dir.path().display().to_string()),
+                ..HandshakeSettings::default()
+            }),
             dir.path()
         );
         let path = a.path.clone();
@@ -580,14 +585,13 @@ mod tests {
 
     #[test]
     fn socket_groups_are_numbers_or_names() {
-        let env = |v: &'static str| {
-            move |k: &str| (k == "PLUGIN_UNIX_SOCKET_GROUP").then(|| v.to_string())
-        };
-        assert_eq!(socket_group(env("")).unwrap(), None);
-        assert_eq!(socket_group(|_| None).unwrap(), None);
-        assert_eq!(socket_group(env("1234")).unwrap(), Some(1234));
-        assert_eq!(socket_group(env("root")).unwrap(), Some(0));
-        let e = socket_group(env("no-such-group-velero-wasm"))
+        let env =
+            |v: &'static str| Config::from_vars([("PLUGIN_UNIX_SOCKET_GROUP", v)]).handshake();
+        assert_eq!(socket_group(&env("")).unwrap(), None);
+        assert_eq!(socket_group(&HandshakeSettings::default()).unwrap(), None);
+        assert_eq!(socket_group(&env("1234")).unwrap(), Some(1234));
+        assert_eq!(socket_group(&env("root")).unwrap(), Some(0));
+        let e = socket_group(&env("no-such-group-velero-wasm"))
             .unwrap_err()
             .to_string();
         assert!(

@@ -21,7 +21,7 @@ use crate::action::slot::Family;
 use crate::action::ActionKind;
 
 /// The environment variable naming the kinds to list.
-pub const KINDS_ENV: &str = "VELERO_WASM_KINDS";
+pub use crate::config::VELERO_WASM_KINDS as KINDS_ENV;
 
 /// The kinds listed to Velero.
 #[derive(Debug, Clone, PartialEq, Eq)]

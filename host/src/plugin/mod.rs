@@ -101,7 +101,7 @@ const SHUTDOWN_GRACE: Duration = Duration::from_millis(500);
 pub fn main(config: Config) -> ExitCode {
     // Before anything else: the parent to watch is the one that started us.
     let parent = std::os::unix::process::parent_id();
-    if let Err(e) = handshake::check_environment(|k| config.var(k)) {
+    if let Err(e) = handshake::check_environment(&config.handshake()) {
         eprintln!("velero-wasm: {e}");
         return ExitCode::from(1);
     }
@@ -156,15 +156,17 @@ async fn serve(args: PluginArgs, parent: u32, config: Config) -> anyhow::Result<
     let state = crate::state::default_dir(&config);
     let cluster = kube_backend(&args, &config);
     let runtime = plugin_runtime(cluster.clone(), state.as_deref(), &config)?;
-    let directory = config.path(MODULES_ENV);
+    let directory = config.modules_dir();
     let listing = state
         .as_deref()
         .map(|d| Listing::new(d, &args.command, directory.as_deref()));
     let (kinds, stock) = chosen_kinds_and_stock(&config);
 
-    let env = |k: &str| config.var(k);
-    let (listener, socket) =
-        Socket::bind(&handshake::socket_dir(env), handshake::socket_group(env)?)?;
+    let settings = config.handshake();
+    let (listener, socket) = Socket::bind(
+        &handshake::socket_dir(&settings),
+        handshake::socket_group(&settings)?,
+    )?;
     let shutdown = Arc::new(Notify::new());
     let dispatch = Dispatch::new(runtime.clone(), ShadowBudget::from_config(&config));
     let retired_from = listing.as_ref().and_then(Listing::held);
@@ -238,8 +240,8 @@ fn announce(
     started: Instant,
     config: &Config,
 ) -> anyhow::Result<()> {
-    let env = |k: &str| config.var(k);
-    let multiplex_asked = handshake::multiplex_asked(env);
+    let settings = config.handshake();
+    let multiplex_asked = handshake::multiplex_asked(&settings);
     if multiplex_asked {
         tracing::warn!(
             "PLUGIN_MULTIPLEX_GRPC is set: velero-wasm does not multiplex go-plugin's broker (Velero never asks for it); \
@@ -254,7 +256,7 @@ fn announce(
         startup_ms = started.elapsed().as_millis() as u64,
         log_level = args.log_level.as_str(),
         features = args.features.join(","),
-        client_accepts_v2 = handshake::client_accepts_v2(config.var("PLUGIN_PROTOCOL_VERSIONS").as_deref()),
+        client_accepts_v2 = handshake::client_accepts_v2(settings.protocol_versions.as_deref()),
         "serving Velero's plugin protocol"
     );
     Ok(())
@@ -310,11 +312,11 @@ fn plugin_runtime(
 /// crash: the names known still load (never more than asked for, which could clash with another
 /// plugin's names).
 fn chosen_kinds_and_stock(config: &Config) -> (Advertised, StockChoice) {
-    let (kinds, unknown) = Advertised::parse(config.var(KINDS_ENV).as_deref());
+    let (kinds, unknown) = Advertised::parse(config.kinds().as_deref());
     for name in unknown {
         tracing::error!("{KINDS_ENV}: {name:?} is not a kind velero-wasm provides; it is ignored");
     }
-    let (stock, unknown) = StockChoice::parse_lenient(&config.var(STOCK_ENV).unwrap_or_default());
+    let (stock, unknown) = StockChoice::parse_lenient(&config.stock());
     if let Some(unknown) = unknown {
         tracing::error!("{STOCK_ENV}: {unknown}; loading only {stock}");
     }

@@ -8,7 +8,7 @@
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 
 /// The variable that sets the budget (`256MiB`, `1GiB`, or bytes).
-pub const BUDGET_VARIABLE: &str = "VELERO_WASM_COMPILE_MEMORY";
+pub use crate::config::VELERO_WASM_COMPILE_MEMORY as BUDGET_VARIABLE;
 
 /// The budget when [`BUDGET_VARIABLE`] does not set one and the process runs under no cgroup memory
 /// limit (a workstation's CLI), as the calls' budget: an interpreter module (a componentize-js
@@ -134,7 +134,7 @@ impl CompileBudget {
     /// The budget [`BUDGET_VARIABLE`] of `config` sets, else the default ([`default_limit`]); an
     /// unusable value is a warning and the default.
     pub fn from_config(config: &crate::config::Config) -> CompileBudget {
-        let limit = match config.var(BUDGET_VARIABLE) {
+        let limit = match config.compile_memory() {
             None => default_limit(),
             Some(text) => match velero_wasm_grant::parse_byte_size(&text) {
                 Some(bytes) if bytes >= 1 << 20 => bytes,

@@ -44,23 +44,23 @@ pub(crate) use book::{Book, SubjectKey};
 pub use book::{LastDifference, Tally};
 
 /// Shadow calls that may run at once (`VELERO_WASM_SHADOW_CALLS`, default 2): one more is dropped.
-pub(crate) const CALLS_ENV: &str = "VELERO_WASM_SHADOW_CALLS";
-/// The longest one shadow call may run (`VELERO_WASM_SHADOW_TIMEOUT`, e.g. `10s`; default 30 s; the
-/// module's own timeout wins when shorter).
-pub(crate) const TIMEOUT_ENV: &str = "VELERO_WASM_SHADOW_TIMEOUT";
+pub(crate) use crate::config::VELERO_WASM_SHADOW_CALLS as CALLS_ENV;
 /// The CPU time one shadow call may use (`VELERO_WASM_SHADOW_CPU`, e.g. `2s`; default 10 s): past it
 /// the call is stopped and counted as a `cpu` fault, whatever its deadline.
-pub(crate) const CPU_ENV: &str = "VELERO_WASM_SHADOW_CPU";
+pub(crate) use crate::config::VELERO_WASM_SHADOW_CPU as CPU_ENV;
+/// How long a backup's calls must have stopped before its summary is logged
+/// (`VELERO_WASM_SHADOW_IDLE`, default 60 s; the summary is logged at exit otherwise).
+pub(crate) use crate::config::VELERO_WASM_SHADOW_IDLE as IDLE_ENV;
+/// The guest memory all shadow calls together may hold (`VELERO_WASM_SHADOW_MEMORY`, e.g. `512MiB`;
+/// default a quarter of the process's budget).
+pub(crate) use crate::config::VELERO_WASM_SHADOW_MEMORY as MEMORY_ENV;
 /// The nice value of the shadows' thread (`VELERO_WASM_SHADOW_NICE`, 0 to 19; default 0, the
 /// plugin's own): 19 lets the serving calls' threads have the processor whenever they want it, at the
 /// cost of shadows that may then wait past their deadline on a busy node.
-pub(crate) const NICE_ENV: &str = "VELERO_WASM_SHADOW_NICE";
-/// The guest memory all shadow calls together may hold (`VELERO_WASM_SHADOW_MEMORY`, e.g. `512MiB`;
-/// default a quarter of the process's budget).
-pub(crate) const MEMORY_ENV: &str = "VELERO_WASM_SHADOW_MEMORY";
-/// How long a backup's calls must have stopped before its summary is logged
-/// (`VELERO_WASM_SHADOW_IDLE`, default 60 s; the summary is logged at exit otherwise).
-pub(crate) const IDLE_ENV: &str = "VELERO_WASM_SHADOW_IDLE";
+pub(crate) use crate::config::VELERO_WASM_SHADOW_NICE as NICE_ENV;
+/// The longest one shadow call may run (`VELERO_WASM_SHADOW_TIMEOUT`, e.g. `10s`; default 30 s; the
+/// module's own timeout wins when shorter).
+pub(crate) use crate::config::VELERO_WASM_SHADOW_TIMEOUT as TIMEOUT_ENV;
 
 const DEFAULT_CALLS: usize = 2;
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -92,33 +92,39 @@ impl Budget {
     /// a value that cannot be used is a warning, and the default is used.
     pub fn from_config(config: &crate::config::Config) -> Budget {
         fn var<T>(
-            config: &crate::config::Config,
+            text: &Option<String>,
             name: &str,
             parse: impl Fn(&str) -> Option<T>,
         ) -> Option<T> {
-            let text = config.var(name).filter(|t| !t.trim().is_empty())?;
+            let text = text.as_ref().filter(|t| !t.trim().is_empty())?;
             let parsed = parse(text.trim());
             if parsed.is_none() {
                 tracing::info!("{name}={text:?} cannot be used; the default applies");
             }
             parsed
         }
+        let settings = config.shadow();
         let duration = |t: &str| humantime::parse_duration(t).ok().filter(|d| !d.is_zero());
         let memory = SHADOW_MEMORY.get_or_init(|| {
-            let bytes = var(config, MEMORY_ENV, crate::modules::parse_byte_size)
-                .unwrap_or_else(|| MemoryBudget::process().limit() / 4);
+            let bytes = var(
+                &settings.memory,
+                MEMORY_ENV,
+                crate::modules::parse_byte_size,
+            )
+            .unwrap_or_else(|| MemoryBudget::process().limit() / 4);
             MemoryBudget::new(bytes)
         });
         Budget {
-            calls: var(config, CALLS_ENV, |t| t.parse::<usize>().ok()).unwrap_or(DEFAULT_CALLS),
-            timeout: var(config, TIMEOUT_ENV, duration).unwrap_or(DEFAULT_TIMEOUT),
-            cpu: var(config, CPU_ENV, duration).unwrap_or(DEFAULT_CPU),
-            nice: var(config, NICE_ENV, |t| {
+            calls: var(&settings.calls, CALLS_ENV, |t| t.parse::<usize>().ok())
+                .unwrap_or(DEFAULT_CALLS),
+            timeout: var(&settings.timeout, TIMEOUT_ENV, duration).unwrap_or(DEFAULT_TIMEOUT),
+            cpu: var(&settings.cpu, CPU_ENV, duration).unwrap_or(DEFAULT_CPU),
+            nice: var(&settings.nice, NICE_ENV, |t| {
                 t.parse::<i32>().ok().filter(|n| (0..=19).contains(n))
             })
             .unwrap_or(0),
             memory,
-            idle: var(config, IDLE_ENV, duration).unwrap_or(DEFAULT_IDLE),
+            idle: var(&settings.idle, IDLE_ENV, duration).unwrap_or(DEFAULT_IDLE),
         }
     }
 }

@@ -45,7 +45,7 @@ pub(crate) const SERVICE_ACCOUNT_NAMESPACE: &str =
     "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
 
 /// The variable Velero's Deployment sets to its namespace.
-pub(crate) const VELERO_NAMESPACE_VARIABLE: &str = "VELERO_NAMESPACE";
+pub(crate) use crate::config::VELERO_NAMESPACE as VELERO_NAMESPACE_VARIABLE;
 
 /// One read of the environment, once the grant allows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -40,14 +40,11 @@ impl From<KubeError> for wit::Error {
 /// The most reads one `read-all` may hold.
 pub(crate) const MAX_BATCH: usize = 64;
 
-/// The variable that, set to `off`, makes `read-all` send its reads one after another instead of at
-/// once: to measure what batching gains (host/benches/scale.rs). The answers are the same.
-pub(crate) const BATCH_VARIABLE: &str = "VELERO_WASM_READ_BATCH";
-
-/// Whether `read-all` sends its reads at once, as `config` says (unless [`BATCH_VARIABLE`] says
+/// Whether `read-all` sends its reads at once, as `config` says (unless
+/// [`VELERO_WASM_READ_BATCH`](crate::config::VELERO_WASM_READ_BATCH) says
 /// `off`); the plugin and the CLI put it in [`Services::reads_at_once`](crate::capabilities::Services).
 pub(crate) fn reads_at_once(config: &crate::config::Config) -> bool {
-    let switch = config.var(BATCH_VARIABLE).unwrap_or_default();
+    let switch = config.read_views().batch;
     !matches!(
         switch.trim().to_ascii_lowercase().as_str(),
         "off" | "false" | "0" | "no"

@@ -33,17 +33,18 @@ use tokio::time::Instant;
 
 use crate::capabilities::memory::MemoryBudget;
 use crate::cluster::{ApiResource, Json, KubeAnswer, KubeCall, KubeError, ListOptions};
+use crate::config::ReadViewSettings;
 
 /// How long a view lives after the last read of its backup.
 pub(crate) const IDLE: Duration = Duration::from_secs(30);
 /// How long a view lives at most, however busy its backup.
 pub(crate) const LIFETIME: Duration = Duration::from_secs(10 * 60);
 /// The variable that sets the bytes all views may hold together (`256MiB`, or bytes).
-pub(crate) const BUDGET_VARIABLE: &str = "VELERO_WASM_READ_VIEW_BUDGET";
+pub(crate) use crate::config::VELERO_WASM_READ_VIEW_BUDGET as BUDGET_VARIABLE;
 /// The budget when [`BUDGET_VARIABLE`] is not set.
 pub(crate) const DEFAULT_BUDGET: u64 = 256 << 20;
 /// The variable that turns views off for the whole process (`off`, `false` or `0`).
-pub(crate) const SWITCH_VARIABLE: &str = "VELERO_WASM_READ_VIEWS";
+pub(crate) use crate::config::VELERO_WASM_READ_VIEWS as SWITCH_VARIABLE;
 
 /// The bounds of the views of one process.
 #[derive(Debug, Clone, Copy)]
@@ -151,12 +152,12 @@ impl ReadViews {
     /// The views of the plugin process as `config` says: `None` when [`SWITCH_VARIABLE`] turns them off; the budget
     /// from [`BUDGET_VARIABLE`] (an unusable value is reported and the default used).
     pub(crate) fn from_config(config: &crate::config::Config) -> Option<Arc<ReadViews>> {
-        Self::from_vars(|name| config.var(name))
+        Self::from_settings(config.read_views())
     }
 
-    /// [`ReadViews::from_config`] with the variables given.
-    pub(crate) fn from_vars(var: impl Fn(&str) -> Option<String>) -> Option<Arc<ReadViews>> {
-        if let Some(switch) = var(SWITCH_VARIABLE) {
+    /// [`ReadViews::from_config`] with the settings given.
+    pub(crate) fn from_settings(settings: ReadViewSettings) -> Option<Arc<ReadViews>> {
+        if let Some(switch) = settings.switch {
             if matches!(
                 switch.trim().to_ascii_lowercase().as_str(),
                 "off" | "false" | "0" | "no"
@@ -166,7 +167,7 @@ impl ReadViews {
             }
         }
         let mut bounds = Bounds::default();
-        if let Some(text) = var(BUDGET_VARIABLE) {
+        if let Some(text) = settings.budget {
             match velero_wasm_grant::parse_byte_size(&text) {
                 Some(bytes) => bounds.budget = bytes,
                 None => tracing::warn!(
@@ -806,18 +807,13 @@ mod tests {
     #[test]
     fn views_can_be_turned_off_and_budgeted_by_variables() {
         let vars = |pairs: &'static [(&'static str, &'static str)]| {
-            move |k: &str| {
-                pairs
-                    .iter()
-                    .find(|(n, _)| *n == k)
-                    .map(|(_, v)| v.to_string())
-            }
+            crate::config::Config::from_vars(pairs.iter().copied()).read_views()
         };
-        assert!(ReadViews::from_vars(vars(&[(SWITCH_VARIABLE, "off")])).is_none());
-        assert!(ReadViews::from_vars(vars(&[(SWITCH_VARIABLE, "0")])).is_none());
-        let on = ReadViews::from_vars(vars(&[(BUDGET_VARIABLE, "1MiB")])).unwrap();
+        assert!(ReadViews::from_settings(vars(&[(SWITCH_VARIABLE, "off")])).is_none());
+        assert!(ReadViews::from_settings(vars(&[(SWITCH_VARIABLE, "0")])).is_none());
+        let on = ReadViews::from_settings(vars(&[(BUDGET_VARIABLE, "1MiB")])).unwrap();
         assert_eq!(on.bounds.budget, 1 << 20);
-        let default = ReadViews::from_vars(vars(&[(BUDGET_VARIABLE, "lots")])).unwrap();
+        let default = ReadViews::from_settings(vars(&[(BUDGET_VARIABLE, "lots")])).unwrap();
         assert_eq!(default.bounds.budget, DEFAULT_BUDGET);
     }
 }

@@ -106,7 +106,7 @@ fn run_args(dir: &Path, suite: &Suite, case: &Case, config: &Config) -> Result<R
         modules: ModuleArgs {
             modules: suite.modules.as_ref().map(at),
             stock,
-            trusted_keys: config.var_os("VELERO_WASM_TRUSTED_KEYS").map(PathBuf::from),
+            trusted_keys: config.trusted_keys_as_set(),
         },
         // Checked for the suite as it is read (`load_all`); checked again per case, as `run` does.
         stale: Default::default(),

@@ -32,14 +32,14 @@ impl ClusterOptions {
     /// Whether there is any configuration to connect with: explicit options, a pod's service account
     /// (`KUBERNETES_SERVICE_HOST`), `KUBECONFIG`, or `~/.kube/config`.
     pub(crate) fn is_configured(&self) -> bool {
-        let config = &self.config;
+        let cluster = self.config.cluster();
         self.kubeconfig.is_some()
             || self.context.is_some()
-            || config.in_pod()
-            || config.is_set("KUBECONFIG")
-            || config
-                .var_os("HOME")
-                .is_some_and(|home| PathBuf::from(home).join(".kube/config").exists())
+            || cluster.in_pod
+            || cluster.kubeconfig
+            || cluster
+                .home
+                .is_some_and(|home| home.join(".kube/config").exists())
     }
 
     /// The client configuration `self` names: an explicit `--kubeconfig`/`--context` wins; otherwise
@@ -48,7 +48,7 @@ impl ClusterOptions {
     pub(super) async fn kube_config(&self) -> Result<kube::Config, ConnectError> {
         let options = self;
         let explicit = options.kubeconfig.is_some() || options.context.is_some();
-        let config = if !explicit && options.config.var_os("KUBERNETES_SERVICE_HOST").is_some() {
+        let config = if !explicit && options.config.cluster().service_host_present {
             kube::Config::incluster().map_err(ConnectError::InCluster)?
         } else {
             let kube_options = KubeConfigOptions {

@@ -13,7 +13,7 @@ use crate::cluster::{ApiResource, KubeApi, KubeCall, KubeError, ListOptions};
 use crate::config::Config;
 
 /// The environment variable that turns the channel on, off, or leaves it to the environment.
-pub(crate) const SWITCH_ENV: &str = "VELERO_WASM_CONFIGMAPS";
+pub(crate) use crate::config::VELERO_WASM_CONFIGMAPS as SWITCH_ENV;
 
 /// The most the list of module ConfigMaps may take, all pages together.
 pub(crate) const MAX_LIST_BYTES: u64 = 64 << 20;
@@ -35,7 +35,7 @@ pub(crate) enum Switch {
 impl Switch {
     /// The switch `config` sets; an unknown value is an error (and means `auto`).
     pub(crate) fn from_config(config: &Config) -> (Switch, Option<String>) {
-        match config.var(SWITCH_ENV).as_deref().map(str::trim) {
+        match config.configmaps().as_deref().map(str::trim) {
             None | Some("") | Some("auto") => (Switch::Auto, None),
             Some("on") | Some("true") | Some("1") => (Switch::On, None),
             Some("off") | Some("false") | Some("0") => (Switch::Off, None),

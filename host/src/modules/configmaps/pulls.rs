@@ -99,7 +99,7 @@ async fn pull_secrets(
     namespace: &str,
     config: &Config,
 ) -> Result<Vec<Vec<u8>>, SecretError> {
-    let names = config.var(oci::PULL_SECRETS_ENV).unwrap_or_default();
+    let names = config.oci().pull_secrets;
     let api = ApiResource::new("", "v1", "secrets");
     let mut configs = Vec::new();
     for name in names.split(',').map(str::trim).filter(|n| !n.is_empty()) {

@@ -15,7 +15,7 @@
 //! - **Bounded**: every answer is read with a cap ([`layout::MAX_MANIFEST`], the descriptor's size)
 //!   and every exchange within [`EXCHANGE_TIMEOUT`]; all pulls of a start within [`PULL_TIMEOUT`].
 //! - **Reached** like any host the plugin talks to: `HTTPS_PROXY`/`NO_PROXY`, the system's roots
-//!   (`SSL_CERT_FILE` for a private CA); plain HTTP only for the registries [`PLAIN_HTTP_ENV`] lists.
+//!   (`SSL_CERT_FILE` for a private CA); plain HTTP only for the registries [`PLAIN_HTTP_ENV`](variables::PLAIN_HTTP_ENV) lists.
 //!   Credentials come from the docker-config Secrets [`PULL_SECRETS_ENV`] names.
 
 pub(crate) mod collect;
@@ -36,7 +36,7 @@ pub(crate) use error::OciError;
 pub use reference::Reference;
 pub(crate) use reference::ReferenceError;
 pub(crate) use registry_client::{Credentials, Registry, RegistryError};
-pub(crate) use variables::{PLAIN_HTTP_ENV, PULL_SECRETS_ENV, REGISTRIES_ENV, TAGS_ENV};
+pub(crate) use variables::{PULL_SECRETS_ENV, TAGS_ENV};
 
 /// How long one exchange with a registry may take.
 pub(crate) const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -107,26 +107,26 @@ pub(crate) struct PullSettings {
     pub(crate) allow_tags: bool,
     /// Docker configs (`.dockerconfigjson` contents), searched in order.
     pub(crate) docker_configs: Vec<Vec<u8>>,
-    /// The registries references may name ([`REGISTRIES_ENV`]); `None`: any.
+    /// The registries references may name ([`REGISTRIES_ENV`](variables::REGISTRIES_ENV)); `None`: any.
     pub(crate) allowed: Option<Vec<String>>,
 }
 
 impl PullSettings {
     /// The settings `config` holds (without credentials: those are Secrets).
     pub(crate) fn from_config(config: &crate::config::Config) -> PullSettings {
+        let settings = config.oci();
         PullSettings {
-            plain_http: config
-                .var(PLAIN_HTTP_ENV)
-                .unwrap_or_default()
+            plain_http: settings
+                .plain_http
                 .split(',')
                 .map(str::trim)
                 .filter(|s| !s.is_empty())
                 .map(str::to_string)
                 .collect(),
-            allow_tags: config.var(TAGS_ENV).is_some_and(|v| v.trim() == "resolve"),
+            allow_tags: settings.tags.is_some_and(|v| v.trim() == "resolve"),
             docker_configs: Vec::new(),
-            allowed: config
-                .var(REGISTRIES_ENV)
+            allowed: settings
+                .registries
                 .filter(|v| !v.trim().is_empty())
                 .map(|v| {
                     v.split(',')
@@ -138,7 +138,7 @@ impl PullSettings {
         }
     }
 
-    /// Whether a reference may name `registry` ([`REGISTRIES_ENV`]).
+    /// Whether a reference may name `registry` ([`REGISTRIES_ENV`](variables::REGISTRIES_ENV)).
     pub(crate) fn is_allowed(&self, registry: &str) -> bool {
         self.allowed
             .as_ref()
