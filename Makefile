@@ -62,7 +62,7 @@ e2e: ## A backup and a restore in real Velero 1.18.3 (server, AWS plugin, moto's
 	$(TEST_BUILD)
 	tests/e2e/run.sh
 
-bench-velero: ## Real Velero 1.18.3 backing up VMS generated VMs (default 100) and one VM, through toxiproxy at 0 and 2 ms: Velero alone, velero-wasm stock, kubevirt upstream mode, read views off, 1 and 4 item-block workers, RUNS a row (default 3); a line a row, then a table (release build; docs/benchmarks.md; not part of test or CI)
+bench-velero: ## Real Velero 1.18.3 backing up VMS generated VMs (default 100) and one VM, through toxiproxy at 0 and 2 ms: Velero alone, velero-wasm stock, the kubevirt module only, kubevirt upstream mode, read views off, 1 and 4 item-block workers, RUNS a row (default 3); a line a row, then a table (release build; docs/benchmarks.md; not part of test or CI)
 	@.ci/deps e2e
 	$(CARGO) build --release --target $(MUSL) -p velero-wasm --bin velero-wasm
 	BINARY=target/$(MUSL)/release/velero-wasm tests/bench-velero/run.sh

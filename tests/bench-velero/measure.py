@@ -270,7 +270,13 @@ COLUMNS = [
     ("plugin_peak_rss_mib", "plugin peak RSS", "{:.1f} MiB"),
     ("plugin_cpu_s", "plugin CPU", "{:.2f} s"),
 ]
-ROWS = ["Velero alone", "velero-wasm stock", "velero-wasm kubevirt upstream mode", "velero-wasm read views off"]
+ROWS = [
+    "Velero alone",
+    "velero-wasm stock",
+    "velero-wasm kubevirt module only",
+    "velero-wasm kubevirt upstream mode",
+    "velero-wasm read views off",
+]
 
 
 def spread(values, fmt):

@@ -13,9 +13,11 @@
 #   - kube-apiserver's audit log (tests/bench-velero/audit-policy.yaml), which counts the requests of
 #     Velero's server and of velero-wasm by user agent.
 #
-# Rows (ROWS, default all four): alone (Velero with the AWS plugin only: no item action for these
-# namespaces), stock (velero-wasm as installed), upstream (the stock kubevirt in mode = "upstream",
-# a module ConfigMap), noviews (VELERO_WASM_READ_VIEWS=off); each with `velero server
+# Rows (ROWS, default all five): alone (Velero with the AWS plugin only: no item action for these
+# namespaces), stock (velero-wasm as installed), kubevirt (velero-wasm with the kubevirt module only,
+# VELERO_WASM_STOCK=kubevirt: without hcp's backup action, which applies to every item), upstream
+# (the stock kubevirt in mode = "upstream", a module ConfigMap), noviews (VELERO_WASM_READ_VIEWS=off);
+# each with `velero server
 # --item-block-worker-count` WORKERS (default "1 4"), each at every latency, RUNS backups (default 3)
 # of the VMS VMs and RUNS of the one VM, after one backup not measured (the first after a server
 # start also fills velero-wasm's compile cache). tests/bench-velero/measure.py measures each backup
@@ -35,7 +37,7 @@ VMS=${VMS:-100}
 RUNS=${RUNS:-3}
 LATENCIES=${LATENCIES:-0 2}
 WORKERS=${WORKERS:-1 4}
-ROWS=${ROWS:-alone stock upstream noviews}
+ROWS=${ROWS:-alone stock kubevirt upstream noviews}
 NAMESPACES=4
 
 out=$root/target/e2e
@@ -75,13 +77,14 @@ velero() { "$bench/bin/velero-cli" --namespace velero "$@"; }
 case "$VMS$RUNS" in *[!0-9]*) fail "VMS and RUNS are whole numbers (VMS=$VMS RUNS=$RUNS)" ;; esac
 [ "$VMS" -ge 1 ] && [ "$RUNS" -ge 1 ] || fail "VMS and RUNS are at least 1"
 for row in $ROWS; do
-  case $row in alone | stock | upstream | noviews) ;; *) fail "unknown row $row in ROWS (alone stock upstream noviews)" ;; esac
+  case $row in alone | stock | kubevirt | upstream | noviews) ;; *) fail "unknown row $row in ROWS (alone stock kubevirt upstream noviews)" ;; esac
 done
 
 row_name() {
   case $1 in
   alone) echo "Velero alone" ;;
   stock) echo "velero-wasm stock" ;;
+  kubevirt) echo "velero-wasm kubevirt module only" ;;
   upstream) echo "velero-wasm kubevirt upstream mode" ;;
   noviews) echo "velero-wasm read views off" ;;
   esac
@@ -189,6 +192,7 @@ configure() {
   kubeobj delete configmaps velero velero-wasm-module-kubevirt >/dev/null 2>&1 || true
   case $row in
   upstream) kubeobj apply "$run/kubevirt-upstream.yaml" ;;
+  kubevirt) velero_server_env=(VELERO_WASM_STOCK=kubevirt) ;;
   noviews) velero_server_env=(VELERO_WASM_READ_VIEWS=off) ;;
   esac
 }
