@@ -60,8 +60,10 @@ pub use capabilities::NamedItems;
 pub use capabilities::{clock::TimeLimit, Clock, Environment, Services};
 /// A module's grants, which a manifest's `[grant]` is read into (fuzzed with manifests).
 pub use capabilities::{EnvGrant, HttpGrant, KubeGrant};
+/// One item of a backup as `diff` reads it.
+pub use cli::backup_item::BackupItem;
 /// `diff`'s reader of backup archives and manifests, fuzzed on its own.
-pub use cli::diff_archive::{read as read_backup_archive, BackupItem, BackupItems};
+pub use cli::diff_archive::{read as read_backup_archive, BackupItems};
 /// The command line, which `main.rs` hands every start that is not Velero's.
 pub use cli::main as cli_main;
 /// The caps on a live API server's answers, which the live cluster's tests go past.

@@ -5,13 +5,12 @@
 
 use std::io::Read;
 use std::path::Path;
-use std::sync::Arc;
 
 use anyhow::{anyhow, bail, Context};
 use flate2::read::MultiGzDecoder;
 
+use super::backup_item::{item, BackupItem};
 use super::diff_memory::{ItemsMemory, MAX_ITEMS_MEMORY};
-use crate::action::ItemRef;
 use crate::heap_cost::allocation;
 use crate::json_cost::parsed_cost;
 
@@ -27,17 +26,6 @@ pub(crate) const MAX_ARCHIVE_BYTES: u64 = 8 << 30;
 /// Largest tar extension header (GNU long name `L`, long link name `K`, PAX `x` and `g`) read: they
 /// hold a path or a few records, and the `tar` crate would read one of any size whole into memory.
 pub(crate) const MAX_EXTENSION_BYTES: u64 = 64 << 10;
-
-/// One item of a backup.
-pub struct BackupItem {
-    /// Where it was read from: an archive entry or a file.
-    pub from: String,
-    /// Who it is.
-    pub identity: ItemRef,
-    /// Its JSON text, an object: checked without being parsed into a tree, and shared with the
-    /// clusters `diff` runs the actions against rather than copied.
-    pub text: Arc<str>,
-}
 
 /// The items of a backup.
 pub struct BackupItems {
@@ -85,23 +73,6 @@ pub fn read(path: &Path) -> anyhow::Result<BackupItems> {
         format_version: None,
         archive: false,
         memory,
-    })
-}
-
-/// An item from its JSON text (an object), or why it is none: an object without a kind or a name is
-/// no item.
-pub(super) fn item(from: String, text: String) -> anyhow::Result<BackupItem> {
-    let identity = match ItemRef::parse(&text) {
-        Ok(identity) => identity,
-        Err(e) => bail!("{from}: {e}"),
-    };
-    if identity.kind.is_empty() || identity.name.is_empty() {
-        bail!("{from}: the object has no kind or no name: not an item");
-    }
-    Ok(BackupItem {
-        from,
-        identity,
-        text: text.into(),
     })
 }
 

@@ -11,7 +11,7 @@ use crate::cluster::fixture;
 use crate::heap_cost::{allocation, string_map};
 use crate::json_cost::ParsedCost;
 
-use super::diff_archive::BackupItem;
+use super::backup_item::BackupItem;
 
 /// Most memory `diff` takes for the items of one backup: held, and while comparing them.
 pub(crate) const MAX_ITEMS_MEMORY: u64 = 160 << 20;
@@ -136,7 +136,7 @@ fn held_for(item: &BackupItem) -> u64 {
 mod tests {
     use super::*;
     use crate::allocation_tally::measure;
-    use crate::cli::diff_archive::item;
+    use crate::cli::backup_item::item;
     use crate::cluster::fixture::FixtureCluster;
     use crate::json_cost::parsed_cost;
 

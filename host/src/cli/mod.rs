@@ -8,12 +8,13 @@
 //! (the RBAC the modules' grants need).
 
 mod actions;
+/// Public for the fuzz target `diff_archive` (fuzz/): what `diff` reads from a backup archive.
+pub(crate) mod backup_item;
 mod bench;
 mod build;
 mod build_freshness;
 mod compile_progress;
 mod diff;
-/// Public for the fuzz target `diff_archive` (fuzz/): what `diff` reads from a backup archive.
 pub(crate) mod diff_archive;
 mod diff_memory;
 mod failure;
