@@ -8,8 +8,8 @@
 
 use crate::ResourceId;
 
-/// For each of `items`, whether an action of this module named it earlier in the current backup, in
-/// a call on another item (as an additional item of `backup` or a related item of `related-items`).
+/// For each of `items`, whether an item-block action of this module named it earlier in the current
+/// backup as a related item, in a call on another item.
 /// Always `false` outside `backup` and `related-items`, in `velero-wasm run` and `test`, and in a
 /// native build (unit tests).
 pub fn named_before(items: &[ResourceId]) -> Vec<bool> {

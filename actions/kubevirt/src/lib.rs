@@ -91,10 +91,10 @@ pub fn run_backup_reading_ahead(
 }
 
 /// A backup action's answer as extended mode gives it to Velero: without the additional items that
-/// an action of this module named before in the same backup, for another item (`named`: the host's
-/// `named-items`). Velero has those already: it backed them up, put them in an item block or left
-/// them out by the backup's filters, and would only read each again from the API server to find
-/// that. Upstream mode names everything, as upstream does.
+/// an item-block action of this module named before in the same backup as related items, for
+/// another item (`named`: the host's `named-items`). Velero has those already: it put them in an
+/// item block or left them out by the backup's filters, and would only read each again from the API
+/// server to find that. Upstream mode names everything, as upstream does.
 pub fn without_named_before(
     mode: Mode,
     mut response: BackupResponse,

@@ -3,19 +3,26 @@
 //!
 //! Velero reads every additional item a backup action names from the API server unless the item is
 //! in the item block being backed up, even when it backed that item up moments before. The runtime
-//! records what each serving `backup` and `related-items` call named ([`NamedItems::record`]), per
-//! module and per Backup (its `metadata.uid`); an action asks which of its items were named before by
-//! a call on another item ([`NamedItems::named_before`]) and may leave those out.
+//! records the related items of each serving `related-items` call of a listed item-block action
+//! ([`NamedItems::record`]), per module and per Backup (its `metadata.uid`): Velero puts each of them
+//! in an item block or leaves it out by the backup's filters, item by item, whatever happens to the
+//! others. An action asks which of its items were named so by a call on another item
+//! ([`NamedItems::named_before`]) and may leave those out.
 //!
 //! What keeps it correct and bounded:
-//! - only answers the host gave Velero are recorded: serving calls, never a shadow's, never a failed
-//!   call's; a call's own earlier answers (Velero calls an item again for each API version it backs
-//!   up) do not count for it;
+//! - only what Velero was given as related items is recorded: never a backup action's additional
+//!   items (Velero stops at the first of them that fails, so the rest would be recorded but never
+//!   backed up), never the calls a slot chains (Velero gets none of their answers when a later one
+//!   fails), never a shadow's or a failed call's; a call's own earlier answers (Velero calls an item
+//!   again for each API version it backs up) do not count for it;
+//! - a shadow's call is answered as the serving call on the same item was, so that the shadow's
+//!   answer differs from the serving one only by its own code;
 //! - it answers `false` for whatever it does not hold, so forgetting only costs reads;
 //! - it holds the records of at most [`MAX_BACKUPS`] module and backup pairs, the least recently used
-//!   going first, and at most [`MAX_BYTES`] of names in all; past that, a pair records nothing more.
+//!   going first, and at most [`MAX_BYTES`] of names and answers in all; past that, a pair records
+//!   nothing more.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::{Arc, Mutex};
 
@@ -55,6 +62,9 @@ struct Pair {
     backup: Arc<str>,
     /// Each name, and who named it.
     names: HashMap<String, Namers>,
+    /// The names a serving call on an item (its [`namer`]) was told were not named before: a shadow
+    /// of that call is told the same.
+    not_before: HashSet<(u64, String)>,
     bytes: usize,
     /// The bounds were reached: nothing more is recorded for this pair.
     full: bool,
@@ -78,17 +88,19 @@ fn key(id: &ResourceId) -> String {
     format!("{}/{}/{}/{}", id.group, id.resource, id.namespace, id.name)
 }
 
+/// Who an item is, whatever the API version it was read at: Velero calls an item once per version
+/// it backs up (`EnableAPIGroupVersions`), and each of those calls is the same item's.
 fn namer(item: Option<&ItemRef>) -> u64 {
     let mut hasher = DefaultHasher::new();
     if let Some(item) = item {
-        (&item.api_version, &item.kind, &item.namespace, &item.name).hash(&mut hasher);
+        (item.group(), &item.kind, &item.namespace, &item.name).hash(&mut hasher);
     }
     hasher.finish()
 }
 
 impl NamedItems {
-    /// Records that the call `id` (a serving `backup` or `related-items` call) named `items`. Nothing
-    /// is recorded for a call without a backup uid.
+    /// Records that the call `id` (a serving `related-items` call whose answer Velero gets whole)
+    /// named `items`. Nothing is recorded for a call without a backup uid.
     pub(crate) fn record(&self, id: &CallId, items: &[ResourceId]) {
         let Some(backup) = id.backup.as_ref() else {
             return;
@@ -97,61 +109,77 @@ impl NamedItems {
             return;
         }
         let by = namer(id.item());
+        let keys: Vec<String> = items.iter().map(key).collect();
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         state.touch(&id.module, backup);
-        for item in items {
+        for key in keys {
             // The pair being recorded is the most recently used, the last; eviction keeps it there.
             let last = state.pairs.len() - 1;
-            let key = key(item);
-            let cost = key.len() + ENTRY_COST;
-            let pair = &mut state.pairs[last];
-            if let Some(namers) = pair.names.get_mut(&key) {
+            if let Some(namers) = state.pairs[last].names.get_mut(&key) {
                 namers.others |= namers.first != by;
                 continue;
             }
-            if pair.full {
+            let cost = key.len() + ENTRY_COST;
+            if !state.reserve(cost) {
                 continue;
-            }
-            while state.bytes + cost > MAX_BYTES {
-                let last = state.pairs.len() - 1;
-                if !state.evict_least_recently_used(last) {
-                    break;
-                }
             }
             let last = state.pairs.len() - 1;
-            if state.bytes + cost > MAX_BYTES {
-                state.pairs[last].full = true;
-                continue;
-            }
-            let pair = &mut state.pairs[last];
-            pair.names.insert(
+            state.pairs[last].names.insert(
                 key,
                 Namers {
                     first: by,
                     others: false,
                 },
             );
-            pair.bytes += cost;
-            state.bytes += cost;
         }
     }
 
     /// For each of `items`, whether a serving call on an item other than the asker's named it in the
-    /// call's backup, for the call's module.
+    /// call's backup, for the call's module; for a shadow's call, as the serving call on the same item
+    /// was told.
     pub(crate) fn named_before(&self, id: &CallId, items: &[ResourceId]) -> Vec<bool> {
         let Some(backup) = id.backup.as_ref() else {
             return vec![false; items.len()];
         };
         let asker = namer(id.item());
-        let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let keys: Vec<String> = items.iter().map(key).collect();
+        let shadow = id.is_shadow();
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if !shadow {
+            // A serving call's answers are kept for its shadows, even before anything is recorded.
+            state.touch(&id.module, backup);
+        }
         let Some(at) = state.position(&id.module, backup) else {
             return vec![false; items.len()];
         };
-        let names = &state.pairs[at].names;
-        items
+        let pair = &state.pairs[at];
+        let answers: Vec<bool> = keys
             .iter()
-            .map(|item| names.get(&key(item)).is_some_and(|n| n.besides(asker)))
-            .collect()
+            .map(|key| {
+                if shadow && pair.not_before.contains(&(asker, key.clone())) {
+                    return false;
+                }
+                pair.names.get(key).is_some_and(|n| n.besides(asker))
+            })
+            .collect();
+        if !shadow {
+            for (key, named) in keys.into_iter().zip(&answers) {
+                let cost = key.len() + size_of::<u64>() + ENTRY_COST;
+                let last = state.pairs.len() - 1;
+                let entry = (asker, key);
+                if *named {
+                    // A later call on the item was told otherwise: its shadow will be too.
+                    if state.pairs[last].not_before.remove(&entry) {
+                        state.pairs[last].bytes -= cost;
+                        state.bytes -= cost;
+                    }
+                } else if !state.pairs[last].not_before.contains(&entry) && state.reserve(cost) {
+                    let last = state.pairs.len() - 1;
+                    state.pairs[last].not_before.insert(entry);
+                }
+            }
+        }
+        answers
     }
 
     /// The bytes the records hold now (for tests and metrics).
@@ -181,12 +209,33 @@ impl State {
                     module: module.clone(),
                     backup: backup.clone(),
                     names: HashMap::new(),
+                    not_before: HashSet::new(),
                     bytes: 0,
                     full: false,
                 }
             }
         };
         self.pairs.push(pair);
+    }
+
+    /// Makes room for `cost` more bytes in the last pair (the one being written), dropping the least
+    /// recently used others; false, and the pair marked full, when it does not fit.
+    fn reserve(&mut self, cost: usize) -> bool {
+        let last = self.pairs.len() - 1;
+        if self.pairs[last].full {
+            return false;
+        }
+        while self.bytes + cost > MAX_BYTES {
+            let last = self.pairs.len() - 1;
+            if !self.evict_least_recently_used(last) {
+                self.pairs[last].full = true;
+                return false;
+            }
+        }
+        let last = self.pairs.len() - 1;
+        self.pairs[last].bytes += cost;
+        self.bytes += cost;
+        true
     }
 
     /// Drops the least recently used pair, unless it is the one at `keep`; false when it is.
@@ -291,6 +340,39 @@ mod tests {
     }
 
     #[test]
+    fn a_shadow_is_told_what_the_serving_call_on_its_item_was_told() {
+        let named = NamedItems::default();
+        let asked = [id("u1.small")];
+        let serving = call("kubevirt", Some("b1"), "vm1");
+        let shadow = || call("kubevirt", Some("b1"), "vm1").into_shadow();
+        assert_eq!(named.named_before(&serving, &asked), [false]);
+        // Another VM's block names it after the serving call and before its shadow's.
+        named.record(&call("kubevirt", Some("b1"), "vm2"), &asked);
+        assert_eq!(named.named_before(&shadow(), &asked), [false]);
+        // A later serving call on the item is told it was named, and so is its shadow.
+        assert_eq!(named.named_before(&serving, &asked), [true]);
+        assert_eq!(named.named_before(&shadow(), &asked), [true]);
+        // A shadow records nothing: the records only hold what Velero was given.
+        let before = named.bytes();
+        assert_eq!(
+            named.named_before(&call("kubevirt", Some("b2"), "vm1").into_shadow(), &asked),
+            [false]
+        );
+        assert_eq!(named.bytes(), before);
+    }
+
+    #[test]
+    fn an_item_called_again_at_another_api_version_is_the_same_item() {
+        let named = NamedItems::default();
+        named.record(&call("kubevirt", Some("b1"), "vm1"), &[id("x")]);
+        let mut again = call("kubevirt", Some("b1"), "vm1");
+        if let Some(item) = again.item.as_mut() {
+            item.api_version = "kubevirt.io/v1alpha3".into();
+        }
+        assert_eq!(named.named_before(&again, &[id("x")]), [false]);
+    }
+
+    #[test]
     fn a_call_without_a_backup_uid_records_and_finds_nothing() {
         let named = NamedItems::default();
         named.record(&call("kubevirt", None, "vm1"), &[id("u1.small")]);
@@ -311,16 +393,18 @@ mod tests {
         named.record(&call("kubevirt", Some("b0"), "vm1"), &[id("y")]);
         named.record(&call("kubevirt", Some("new"), "vm1"), &[id("x")]);
         let asked = [id("x")];
+        // Asked from shadows, which change nothing (a serving call's question makes its backup the
+        // most recently used).
         assert_eq!(
-            named.named_before(&call("kubevirt", Some("b0"), "vm2"), &asked),
+            named.named_before(&call("kubevirt", Some("b0"), "vm2").into_shadow(), &asked),
             [true]
         );
         assert_eq!(
-            named.named_before(&call("kubevirt", Some("b1"), "vm2"), &asked),
+            named.named_before(&call("kubevirt", Some("b1"), "vm2").into_shadow(), &asked),
             [false]
         );
         assert_eq!(
-            named.named_before(&call("kubevirt", Some("b2"), "vm2"), &asked),
+            named.named_before(&call("kubevirt", Some("b2"), "vm2").into_shadow(), &asked),
             [true]
         );
     }

@@ -509,6 +509,8 @@ async fn outcome(
                 item: identity.clone(),
                 text: item.to_string(),
                 backup: subjects.backup.clone(),
+                // `diff` records nothing (its runtime has no records).
+                answers_velero: false,
             };
             let result = runtime.call(Lane::Serving, &entry, call).await;
             compare::related_result(&result)

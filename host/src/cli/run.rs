@@ -447,6 +447,8 @@ impl Prepared {
                         item: identity,
                         text: item_text,
                         backup: subject_text,
+                        // `run` records nothing (its runtime has no records).
+                        answers_velero: false,
                     },
                 )
                 .await

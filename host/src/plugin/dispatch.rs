@@ -263,6 +263,7 @@ impl Dispatch {
             item: item.id,
             text: item.text,
             backup,
+            answers_velero: true,
         };
         self.mirrored(kind, &*action, "GetRelatedItems", call).await
     }

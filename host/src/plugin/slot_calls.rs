@@ -279,6 +279,7 @@ impl Dispatch {
                 item: item.id.clone(),
                 text: item.text.clone(),
                 backup: backup.clone(),
+                answers_velero: false,
             };
             let answer = self
                 .mirrored_call(kind, &**action, "GetRelatedItems", call)

@@ -79,7 +79,7 @@ impl Caller {
         }
         let (item, backup) = call.subject();
         let name = info.name.clone();
-        let serving = matches!(lane, Lane::Serving);
+        let recorded = matches!(lane, Lane::Serving) && call.recorded();
         let subject = Subject {
             item,
             backup,
@@ -91,8 +91,9 @@ impl Caller {
             })
             .await?;
         let output = C::answer(raw, &entry.module, &id)?;
-        // What Velero is given is what later calls of the backup learn was named (docs/named-items.md).
-        if let (true, Some(named)) = (serving, &self.services.named) {
+        // What Velero is given as related items is what later calls of the backup learn was named
+        // (docs/named-items.md#s2).
+        if let (true, Some(named)) = (recorded, &self.services.named) {
             named.record(&id, C::named(&output));
         }
         Ok(output)

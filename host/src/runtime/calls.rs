@@ -32,10 +32,15 @@ pub(crate) trait ActionCall: Send + 'static {
     type Raw: Send + 'static;
     /// The call's name in the WIT interface (for [`CallError::WrongKind`]).
     const NAME: &'static str;
-    /// Whether the call's answer names items to Velero in a backup (additional or related items): a
-    /// serving call's are recorded, and the call may ask what was named before (`named-items`).
+    /// Whether the call's answer names items to Velero in a backup (additional or related items):
+    /// such a call may ask what was named before (`named-items`).
     const NAMES_ITEMS: bool = false;
-    /// The items the answer names to Velero in a backup ([`Self::NAMES_ITEMS`]).
+    /// The items of the answer that the host records as named, once a serving call has answered:
+    /// only an item-block action's related items (docs/named-items.md#s2).
+    fn recorded(&self) -> bool {
+        false
+    }
+    /// The items the answer names to Velero, recorded when [`Self::recorded`].
     fn named(output: &Self::Output) -> &[ResourceId] {
         let _ = output;
         &[]
@@ -75,10 +80,6 @@ impl ActionCall for Backup {
     type Raw = (Result<wit_actions::BackupResponse, String>, String);
     const NAME: &'static str = "backup";
     const NAMES_ITEMS: bool = true;
-
-    fn named(output: &BackupOutcome) -> &[ResourceId] {
-        &output.additional_items
-    }
 
     fn allowed(kind: ActionKind) -> bool {
         matches!(kind, ActionKind::Backup | ActionKind::BackupV2)
@@ -191,6 +192,10 @@ pub struct RelatedItems {
     pub(crate) text: String,
     /// The Backup's JSON.
     pub(crate) backup: String,
+    /// Whether its answer is the whole of what Velero gets (a listed action's call), so that what it
+    /// names is recorded (`named-items`); not for one of the calls a slot chains, whose answer Velero
+    /// never gets when a later one fails.
+    pub(crate) answers_velero: bool,
 }
 
 impl ActionCall for RelatedItems {
@@ -198,6 +203,10 @@ impl ActionCall for RelatedItems {
     type Raw = Result<Vec<wit_types::ResourceId>, String>;
     const NAME: &'static str = "related-items";
     const NAMES_ITEMS: bool = true;
+
+    fn recorded(&self) -> bool {
+        self.answers_velero
+    }
 
     fn named(output: &Vec<ResourceId>) -> &[ResourceId] {
         output
