@@ -32,17 +32,18 @@ fn rust_files(dir: &Path, found: &mut Vec<PathBuf>) {
     }
 }
 
-#[test]
-fn no_library_file_below_the_edge_reads_the_environment() {
+/// The code lines of the library's files (not comments) that contain one of `needles`, as
+/// `host/src/<file>:<line>: <code>`, leaving out the files `skipped` says to.
+fn lines_containing(needles: &[&str], skipped: impl Fn(&Path) -> bool) -> Vec<String> {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut files = Vec::new();
     rust_files(&src, &mut files);
     files.sort();
     assert!(files.len() > 50, "host/src holds {} files", files.len());
-    let mut offenders = Vec::new();
+    let mut found = Vec::new();
     for file in &files {
         let relative = file.strip_prefix(&src).unwrap();
-        if EDGE.iter().any(|edge| relative == Path::new(edge)) {
+        if skipped(relative) {
             continue;
         }
         let text = std::fs::read_to_string(file).unwrap();
@@ -51,8 +52,8 @@ fn no_library_file_below_the_edge_reads_the_environment() {
             if code.starts_with("//") {
                 continue;
             }
-            if READS.iter().any(|read| code.contains(read)) {
-                offenders.push(format!(
+            if needles.iter().any(|needle| code.contains(needle)) {
+                found.push(format!(
                     "host/src/{}:{}: {}",
                     relative.display(),
                     n + 1,
@@ -61,6 +62,14 @@ fn no_library_file_below_the_edge_reads_the_environment() {
             }
         }
     }
+    found
+}
+
+#[test]
+fn no_library_file_below_the_edge_reads_the_environment() {
+    let offenders = lines_containing(READS, |relative| {
+        EDGE.iter().any(|edge| relative == Path::new(edge))
+    });
     assert!(
         offenders.is_empty(),
         "the environment is read below the edge (take the value from velero_wasm::config::Config instead):\n{}",
@@ -78,36 +87,11 @@ const NAMERS: &[&str] = &["config.rs", "capabilities/environment/"];
 
 #[test]
 fn no_library_file_but_config_and_the_environment_capability_looks_a_variable_up_by_name() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = Vec::new();
-    rust_files(&src, &mut files);
-    files.sort();
-    assert!(files.len() > 50, "host/src holds {} files", files.len());
-    let mut offenders = Vec::new();
-    for file in &files {
-        let relative = file.strip_prefix(&src).unwrap();
-        if NAMERS
+    let offenders = lines_containing(LOOKUPS, |relative| {
+        NAMERS
             .iter()
             .any(|namer| relative.to_str().unwrap().starts_with(namer))
-        {
-            continue;
-        }
-        let text = std::fs::read_to_string(file).unwrap();
-        for (n, line) in text.lines().enumerate() {
-            let code = line.trim_start();
-            if code.starts_with("//") {
-                continue;
-            }
-            if LOOKUPS.iter().any(|lookup| code.contains(lookup)) {
-                offenders.push(format!(
-                    "host/src/{}:{}: {}",
-                    relative.display(),
-                    n + 1,
-                    code
-                ));
-            }
-        }
-    }
+    });
     assert!(
         offenders.is_empty(),
         "a variable is looked up by name outside config.rs (give the room a typed setting from a method of velero_wasm::config::Config instead):\n{}",

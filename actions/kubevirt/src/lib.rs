@@ -230,7 +230,7 @@ mod named_before_tests {
             items.iter().map(|i| i.name == "u1.medium").collect()
         };
         let extended = without_named_before(Mode::Extended, response.clone(), named);
-        assert_eq!(extended.additional_items, [own.clone()]);
+        assert_eq!(extended.additional_items, std::slice::from_ref(&own));
         let upstream = without_named_before(Mode::Upstream, response.clone(), named);
         assert_eq!(upstream.additional_items, [own, shared]);
     }

@@ -205,6 +205,14 @@ mod tests {
         }))
     }
 
+    /// vm1's launcher pod, labelled as virt-controller labels it.
+    fn launcher_pod() -> Object {
+        obj(json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "virt-launcher-vm1-x", "namespace": "ns",
+                "labels": {"kubevirt.io": "virt-launcher", "vm.kubevirt.io/name": "vm1"},
+                "annotations": {"kubevirt.io/domain": "vm1"}}}))
+    }
+
     fn cluster() -> FakeCluster {
         FakeCluster::new()
             .with(
@@ -226,13 +234,7 @@ mod tests {
                     "metadata": {"name": "data-dv", "namespace": "ns"}}),
                 ),
             )
-            .with(
-                PODS,
-                obj(json!({"apiVersion": "v1", "kind": "Pod",
-                    "metadata": {"name": "virt-launcher-vm1-x", "namespace": "ns",
-                        "labels": {"kubevirt.io": "virt-launcher", "vm.kubevirt.io/name": "vm1"},
-                        "annotations": {"kubevirt.io/domain": "vm1"}}})),
-            )
+            .with(PODS, launcher_pod())
     }
 
     #[test]
@@ -299,13 +301,7 @@ mod tests {
                         "metadata": {"name": name, "namespace": "ns"}})),
                 )
             })
-            .with(
-                PODS,
-                obj(json!({"apiVersion": "v1", "kind": "Pod",
-                    "metadata": {"name": "virt-launcher-vm1-x", "namespace": "ns",
-                        "labels": {"kubevirt.io": "virt-launcher", "vm.kubevirt.io/name": "vm1"},
-                        "annotations": {"kubevirt.io/domain": "vm1"}}})),
-            )
+            .with(PODS, launcher_pod())
         };
         for mode in [Mode::Upstream, Mode::Extended] {
             let vm = running_vm();
