@@ -19,7 +19,6 @@ pub(crate) mod cli;
 pub(crate) mod cluster;
 pub mod config;
 pub mod documents;
-use velero_wasm_grant::glob;
 mod guest_output;
 mod heap_cost;
 mod json_cost;

@@ -14,7 +14,7 @@ use label_selector::{LabelSelector, ParseError};
 use serde::{Deserialize, Serialize};
 
 use super::item::ItemRef;
-use crate::glob::matches as glob;
+use velero_wasm_grant::glob::matches as glob;
 
 /// Which items an action applies to (Velero's `ResourceSelector`). Empty lists mean "all".
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

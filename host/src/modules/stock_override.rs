@@ -222,7 +222,7 @@ fn kube_covers(stock: &KubeRule, resource: &str, verb: Verb, namespace: &Namespa
             (s, wanted) if s == wanted => true,
             // A name (not a glob) that the stock glob matches.
             (NamespaceRule::Pattern(glob), NamespaceRule::Pattern(name)) => {
-                !name.contains(['*', '?']) && crate::glob::matches(glob, name)
+                !name.contains(['*', '?']) && velero_wasm_grant::glob::matches(glob, name)
             }
             _ => false,
         })

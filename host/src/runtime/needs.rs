@@ -81,13 +81,14 @@ fn covers(rule: &KubeRule, namespace: &str, applies_to: &Selector) -> bool {
                 || (!applies_to.included_namespaces.is_empty()
                     && applies_to.included_namespaces.iter().all(|included| {
                         included != "*"
-                            && patterns()
-                                .any(|p| p == included || crate::glob::matches(p, included))
+                            && patterns().any(|p| {
+                                p == included || velero_wasm_grant::glob::matches(p, included)
+                            })
                     }))
         }
         "@velero" => has(&NamespaceRule::Velero),
         "" => has(&NamespaceRule::Cluster),
-        name => patterns().any(|p| p == name || crate::glob::matches(p, name)),
+        name => patterns().any(|p| p == name || velero_wasm_grant::glob::matches(p, name)),
     }
 }
 
