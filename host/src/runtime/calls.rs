@@ -35,8 +35,8 @@ pub(crate) trait ActionCall: Send + 'static {
     /// Whether the call's answer names items to Velero in a backup (additional or related items):
     /// such a call may ask what was named before (`named-items`).
     const NAMES_ITEMS: bool = false;
-    /// The items of the answer that the host records as named, once a serving call has answered:
-    /// only an item-block action's related items (docs/named-items.md#s2).
+    /// Whether the host records what the answer names ([`Self::named`]) once a serving call has
+    /// answered: only a listed item-block action's related items (docs/named-items.md#s2).
     fn recorded(&self) -> bool {
         false
     }
